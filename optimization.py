@@ -1,0 +1,298 @@
+# coding=utf-8
+"""Optimization for BERT and RealFormer: AdamW with linear warm-up and linear decay.
+
+Same math, hyper-parameters and slot names (`<var>/adam_m`, `<var>/adam_v`) as the official
+BERT `optimization.py`, so official checkpoints (with optimizer slots) resume here. Additions:
+- the optimizer is a proper `tf.compat.v1.train.Optimizer` subclass, so TPU
+  CrossShardOptimizer and tf.distribute strategies (through Estimator's train_distribute)
+  aggregate gradients across replicas;
+- under tf.distribute, gradient clipping uses the global norm of the gradient averaged over all
+  replicas (on TPU each core clips its own, as the official code does);
+- `gradient_accumulation_steps` averages the gradients of k micro-batches per update, so the
+  paper's batch of 512 fits on few devices.
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import re
+
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+# Parameters whose name matches one of these get no weight decay.
+DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY = ["LayerNorm", "layer_norm", "bias"]
+
+
+def learning_rate_schedule(global_step, init_lr, num_train_steps, num_warmup_steps):
+  """Linear warm-up from 0 to init_lr over num_warmup_steps, then linear decay to 0.
+
+  Args:
+    global_step: int Tensor, the number of optimizer updates done so far.
+    init_lr: peak learning rate.
+    num_train_steps: total number of updates (the rate reaches 0 there).
+    num_warmup_steps: number of warm-up updates (0 for none).
+
+  Returns:
+    float32 scalar Tensor, the learning rate for this update.
+  """
+  global_step = tf.cast(global_step, tf.int64)
+  learning_rate = tf1.train.polynomial_decay(
+      tf.constant(value=init_lr, shape=[], dtype=tf.float32),
+      global_step,
+      num_train_steps,
+      end_learning_rate=0.0,
+      power=1.0,
+      cycle=False)
+
+  if num_warmup_steps:
+    global_steps_float = tf.cast(global_step, tf.float32)
+    warmup_steps_float = tf.constant(num_warmup_steps, dtype=tf.float32)
+    warmup_learning_rate = init_lr * global_steps_float / warmup_steps_float
+    is_warmup = tf.cast(global_steps_float < warmup_steps_float, tf.float32)
+    learning_rate = (1.0 - is_warmup) * learning_rate + is_warmup * warmup_learning_rate
+  return learning_rate
+
+
+def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu,
+                     gradient_accumulation_steps=1, clip_norm=1.0, tvars=None):
+  """Creates the training op: AdamW, warm-up + linear decay, global-norm clipping.
+
+  Args:
+    loss: float scalar Tensor (the mean loss of this replica's batch).
+    init_lr: peak learning rate.
+    num_train_steps: number of optimizer updates. With gradient accumulation the global step
+      counts micro-batches, so training runs num_train_steps * gradient_accumulation_steps
+      global steps.
+    num_warmup_steps: number of warm-up updates.
+    use_tpu: wrap in CrossShardOptimizer (gradients averaged over TPU cores).
+    gradient_accumulation_steps: micro-batches averaged per update (1 = none).
+    clip_norm: global-norm clipping threshold.
+    tvars: variables to train; defaults to all trainable variables.
+
+  Returns:
+    The train op (which also increments the global step).
+  """
+  if gradient_accumulation_steps < 1:
+    raise ValueError("gradient_accumulation_steps must be >= 1, got %d" %
+                     gradient_accumulation_steps)
+  global_step = tf1.train.get_or_create_global_step()
+  update_step = global_step // gradient_accumulation_steps
+  learning_rate = learning_rate_schedule(update_step, init_lr, num_train_steps,
+                                         num_warmup_steps)
+  tf1.summary.scalar("learning_rate", learning_rate)
+
+  # It is recommended that you use this optimizer for fine tuning, since this
+  # is how the model was trained (note that the Adam m/v variables are NOT
+  # loaded from init_checkpoint.)
+  optimizer = AdamWeightDecayOptimizer(
+      learning_rate=learning_rate,
+      weight_decay_rate=0.01,
+      beta_1=0.9,
+      beta_2=0.999,
+      epsilon=1e-6,
+      exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY)
+
+  if tvars is None:
+    tvars = tf1.trainable_variables()
+  grads = [_densify(g) for g in tf.gradients(ys=loss, xs=tvars)]
+
+  if gradient_accumulation_steps > 1:
+    grads, apply_now = _accumulate(grads, tvars, global_step, gradient_accumulation_steps)
+    optimizer.set_apply_condition(apply_now)
+
+  grads = _mean_over_replicas(grads, use_tpu)
+  (grads, _) = tf.clip_by_global_norm(grads, clip_norm=clip_norm)
+
+  if use_tpu:
+    # The gradients are already averaged: CrossShardOptimizer sums, so pre-divide.
+    optimizer = tf1.tpu.CrossShardOptimizer(optimizer)
+    num_shards = _num_tpu_shards()
+    grads = [None if g is None else g / float(num_shards) for g in grads]
+  else:
+    grads = _prescale_for_distribute_sum(grads)
+
+  train_op = optimizer.apply_gradients(zip(grads, tvars))
+  # The global step is incremented here, not by apply_gradients, as in the official code.
+  with tf.control_dependencies([train_op]):
+    train_op = tf.group(train_op, global_step.assign_add(1))
+  return train_op
+
+
+def _densify(grad):
+  """Turns IndexedSlices (embedding gradients) into a dense Tensor; keeps None."""
+  if isinstance(grad, tf.IndexedSlices):
+    return tf.convert_to_tensor(grad)
+  return grad
+
+
+def _num_tpu_shards():
+  """Number of TPU cores the model function is replicated over (1 outside a TPU context)."""
+  from tensorflow.python.tpu import tpu_function  # pylint: disable=g-import-not-at-top
+  return tpu_function.get_tpu_context().number_of_shards or 1
+
+
+def _num_replicas():
+  """Number of tf.distribute replicas in sync (1 without a strategy)."""
+  return tf.distribute.get_strategy().num_replicas_in_sync
+
+
+def _mean_over_replicas(grads, use_tpu):
+  """Averages gradients over tf.distribute replicas so clipping sees the global gradient.
+
+  On TPU under TPUEstimator the average happens in CrossShardOptimizer instead (one all-reduce
+  there), so TPU gradients are clipped per core, as in the official BERT code.
+  """
+  if use_tpu or _num_replicas() == 1:
+    return grads
+  replica_context = tf.distribute.get_replica_context()
+  present = [g for g in grads if g is not None]
+  reduced = iter(replica_context.all_reduce(tf.distribute.ReduceOp.MEAN, present))
+  return [None if g is None else next(reduced) for g in grads]
+
+
+def _prescale_for_distribute_sum(grads):
+  """The tf1 Optimizer under a strategy SUMs replica gradients; pass mean / N so it sums to mean."""
+  num_replicas = _num_replicas()
+  if num_replicas == 1:
+    return grads
+  return [None if g is None else g / float(num_replicas) for g in grads]
+
+
+def _accumulate(grads, tvars, global_step, accumulation_steps):
+  """Adds this micro-batch's gradients to per-variable accumulators.
+
+  Args:
+    grads: list of dense gradients (or None), one per variable in tvars.
+    tvars: the trained variables.
+    global_step: the micro-batch counter.
+    accumulation_steps: micro-batches per update.
+
+  Returns:
+    (mean_grads, apply_now): the accumulated mean (valid when apply_now) and a bool scalar
+    that is True on the last micro-batch of each group; the accumulators reset after it.
+  """
+  apply_now = tf.equal((global_step + 1) % accumulation_steps, 0)
+  mean_grads = []
+  for grad, var in zip(grads, tvars):
+    if grad is None:
+      mean_grads.append(None)
+      continue
+    accumulator = tf1.get_variable(
+        name=_variable_name(var.name) + "/grad_accum",
+        shape=var.shape.as_list(),
+        dtype=tf.float32,
+        trainable=False,
+        initializer=tf1.zeros_initializer(),
+        synchronization=tf.VariableSynchronization.ON_READ,
+        aggregation=tf.VariableAggregation.SUM)
+    total = accumulator.read_value() + grad
+    assign = accumulator.assign(tf.where(apply_now, tf.zeros_like(total), total))
+    # Using the mean runs the accumulator update first.
+    with tf.control_dependencies([assign]):
+      mean_grads.append(total / float(accumulation_steps))
+  return mean_grads, apply_now
+
+
+class AdamWeightDecayOptimizer(tf1.train.Optimizer):
+  """A basic Adam optimizer that includes "correct" L2 weight decay (AdamW), as official BERT.
+
+  No bias correction; weight decay is added to the update (not the loss), so it does not
+  interact with the m/v estimates. Slots are `<var>/adam_m` and `<var>/adam_v`.
+  """
+
+  def __init__(self,
+               learning_rate,
+               weight_decay_rate=0.0,
+               beta_1=0.9,
+               beta_2=0.999,
+               epsilon=1e-6,
+               exclude_from_weight_decay=None,
+               name="AdamWeightDecayOptimizer"):
+    """Constructs a AdamWeightDecayOptimizer.
+
+    Args:
+      learning_rate: float or scalar Tensor.
+      weight_decay_rate: decoupled weight decay (0.01 in BERT).
+      beta_1: decay of the first moment.
+      beta_2: decay of the second moment.
+      epsilon: added to sqrt(v).
+      exclude_from_weight_decay: regexes; matching parameter names get no decay.
+      name: optimizer name.
+    """
+    super(AdamWeightDecayOptimizer, self).__init__(False, name)
+
+    self.learning_rate = learning_rate
+    self.weight_decay_rate = weight_decay_rate
+    self.beta_1 = beta_1
+    self.beta_2 = beta_2
+    self.epsilon = epsilon
+    self.exclude_from_weight_decay = exclude_from_weight_decay
+    self._apply_condition = None
+
+  def set_apply_condition(self, apply_now):
+    """Makes every update conditional on the bool scalar `apply_now` (gradient accumulation)."""
+    self._apply_condition = apply_now
+
+  def _create_slots(self, var_list):
+    for v in var_list:
+      self._zeros_slot(v, "adam_m", "adam_m")
+      self._zeros_slot(v, "adam_v", "adam_v")
+
+  def _apply_update(self, grad, var):
+    """Returns the op updating `var` and its slots from `grad` [var shape]."""
+    m = self.get_slot(var, "adam_m")
+    v = self.get_slot(var, "adam_v")
+    grad = tf.cast(grad, var.dtype.base_dtype)
+
+    # Standard Adam update, without bias correction.
+    next_m = tf.multiply(self.beta_1, m) + tf.multiply(1.0 - self.beta_1, grad)
+    next_v = (tf.multiply(self.beta_2, v) + tf.multiply(1.0 - self.beta_2, tf.square(grad)))
+    update = next_m / (tf.sqrt(next_v) + self.epsilon)
+
+    # Just adding the square of the weights to the loss function is *not*
+    # the correct way of using L2 regularization/weight decay with Adam,
+    # since that will interact with the m and v parameters in strange ways.
+    # Instead we add the decay to the update, as the AdamW paper does.
+    if self._do_use_weight_decay(_variable_name(var.name)):
+      update += self.weight_decay_rate * var
+
+    next_param = var - self.learning_rate * update
+    if self._apply_condition is not None:
+      next_m = tf.where(self._apply_condition, next_m, m)
+      next_v = tf.where(self._apply_condition, next_v, v)
+      next_param = tf.where(self._apply_condition, next_param, var)
+    return tf.group(var.assign(next_param), m.assign(next_m), v.assign(next_v))
+
+  def _apply_dense(self, grad, var):
+    return self._apply_update(grad, var)
+
+  def _resource_apply_dense(self, grad, handle):
+    return self._apply_update(grad, handle)
+
+  def _apply_sparse(self, grad, var):
+    return self._apply_update(tf.convert_to_tensor(grad), var)
+
+  def _resource_apply_sparse(self, grad, handle, indices):
+    dense = tf.math.unsorted_segment_sum(grad, indices, tf.shape(handle)[0])
+    return self._apply_update(dense, handle)
+
+  def _do_use_weight_decay(self, param_name):
+    """Whether to use L2 weight decay for `param_name`."""
+    if not self.weight_decay_rate:
+      return False
+    if self.exclude_from_weight_decay:
+      for r in self.exclude_from_weight_decay:
+        if re.search(r, param_name) is not None:
+          return False
+    return True
+
+
+def _variable_name(param_name):
+  """Get the variable name from the tensor name ("a/b:0" -> "a/b")."""
+  m = re.match("^(.*):\\d+$", param_name)
+  if m is not None:
+    param_name = m.group(1)
+  return param_name
