@@ -1,0 +1,366 @@
+"""Tests for modeling.py: residual attention against an independent NumPy model, the official
+API, variable names, checkpoint interchange between none/sum/mean, Pre-LN init, bad configs."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import modeling
+import numpy_bert
+
+tf1 = tf.compat.v1
+
+TINY = dict(vocab_size=97, hidden_size=32, num_hidden_layers=4, num_attention_heads=4,
+            intermediate_size=64, hidden_act="gelu", hidden_dropout_prob=0.1,
+            attention_probs_dropout_prob=0.1, max_position_embeddings=40, type_vocab_size=3,
+            initializer_range=0.02, residual_attention="none", layer_norm_type="post")
+
+
+def _config(**overrides):
+  values = dict(TINY)
+  values.update(overrides)
+  return modeling.BertConfig.from_dict(values)
+
+
+def _inputs(batch=3, seq=11, vocab=97, seed=1):
+  rng = np.random.RandomState(seed)
+  input_ids = rng.randint(0, vocab, size=(batch, seq)).astype(np.int32)
+  # Different padding per example, one example unpadded.
+  lengths = [seq, seq - 4, 3][:batch]
+  input_mask = np.array([[1] * n + [0] * (seq - n) for n in lengths], dtype=np.int32)
+  token_type_ids = rng.randint(0, 3, size=(batch, seq)).astype(np.int32)
+  return input_ids, input_mask, token_type_ids
+
+
+def _build(config, input_ids, input_mask, token_type_ids, is_training=False):
+  model = modeling.BertModel(
+      config=config, is_training=is_training,
+      input_ids=tf.constant(input_ids), input_mask=tf.constant(input_mask),
+      token_type_ids=tf.constant(token_type_ids))
+  return model
+
+
+def _load_params(sess, params):
+  """Assigns NumPy values to the graph variables with the same (official) names."""
+  by_name = {v.op.name: v for v in tf1.global_variables()}
+  missing = set(by_name) - set(params)
+  assert not missing, "graph variables without a reference value: %s" % sorted(missing)
+  for name, value in params.items():
+    if name in by_name:
+      by_name[name].load(value, sess)
+
+
+def _tf_outputs(config, params, input_ids, input_mask, token_type_ids):
+  with tf.Graph().as_default():
+    model = _build(config, input_ids, input_mask, token_type_ids)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      _load_params(sess, params)
+      return sess.run({
+          "embedding_output": model.get_embedding_output(),
+          "all_encoder_layers": model.get_all_encoder_layers(),
+          "sequence_output": model.get_sequence_output(),
+          "pooled_output": model.get_pooled_output(),
+          "attention_scores": model.get_attention_scores(),
+          "attention_probs": model.get_attention_probs(),
+      })
+
+
+@pytest.mark.parametrize("residual_attention", ["none", "sum", "mean"])
+@pytest.mark.parametrize("layer_norm_type", ["post", "pre"])
+def test_matches_independent_numpy_model(residual_attention, layer_norm_type):
+  config = _config(residual_attention=residual_attention, layer_norm_type=layer_norm_type)
+  params = numpy_bert.random_params(config.to_dict(), seed=7)
+  input_ids, input_mask, token_type_ids = _inputs()
+  got = _tf_outputs(config, params, input_ids, input_mask, token_type_ids)
+  want = numpy_bert.bert_forward(params, config.to_dict(), input_ids, input_mask,
+                                 token_type_ids, dtype=np.float64)
+  for key in ("embedding_output", "sequence_output", "pooled_output"):
+    np.testing.assert_allclose(got[key], want[key], atol=1e-5, rtol=0, err_msg=key)
+  for key in ("all_encoder_layers", "attention_scores", "attention_probs"):
+    assert len(got[key]) == config.num_hidden_layers
+    for layer, (g, w) in enumerate(zip(got[key], want[key])):
+      np.testing.assert_allclose(g, w, atol=1e-5, rtol=0, err_msg="%s[%d]" % (key, layer))
+
+
+def test_residual_attention_changes_upper_layers_only():
+  input_ids, input_mask, token_type_ids = _inputs()
+  params = numpy_bert.random_params(TINY, seed=3)
+  outs = {ra: _tf_outputs(_config(residual_attention=ra), params, input_ids, input_mask,
+                          token_type_ids)
+          for ra in ("none", "sum", "mean")}
+  # Layer 0 has no previous scores: identical for all three.
+  for ra in ("sum", "mean"):
+    np.testing.assert_allclose(outs[ra]["all_encoder_layers"][0],
+                               outs["none"]["all_encoder_layers"][0], atol=1e-6)
+    assert np.abs(outs[ra]["sequence_output"] - outs["none"]["sequence_output"]).max() > 1e-3
+  # The running sum is handed on: scores of layer 1 (sum) = own scores + layer-0 scores.
+  assert np.abs(outs["sum"]["attention_scores"][3] -
+                outs["mean"]["attention_scores"][3]).max() > 1e-4
+
+
+def test_running_scores_are_unmasked_and_undivided():
+  """The handed-on sum never contains the -10000 mask adder (no accumulation over layers)."""
+  config = _config(residual_attention="mean")
+  params = numpy_bert.random_params(config.to_dict(), seed=5)
+  input_ids, input_mask, token_type_ids = _inputs()
+  got = _tf_outputs(config, params, input_ids, input_mask, token_type_ids)
+  for scores, probs in zip(got["attention_scores"], got["attention_probs"]):
+    assert np.abs(scores).max() < 1000.0
+    # Padded keys get (numerically) zero probability.
+    padded = np.broadcast_to(input_mask[:, None, None, :] == 0, probs.shape)
+    assert probs[padded].max() < 1e-6
+    np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-5)
+
+
+def test_official_api_shapes_and_getters():
+  config = modeling.BertConfig(vocab_size=99, hidden_size=32, num_hidden_layers=2,
+                               num_attention_heads=4, intermediate_size=37,
+                               residual_attention="sum")
+  with tf.Graph().as_default():
+    input_ids = tf.constant(np.random.randint(0, 99, (2, 7)), tf.int32)
+    model = modeling.BertModel(config=config, is_training=True, input_ids=input_ids,
+                               use_one_hot_embeddings=True)
+    assert model.get_sequence_output().shape.as_list() == [2, 7, 32]
+    assert model.get_pooled_output().shape.as_list() == [2, 32]
+    assert model.get_embedding_output().shape.as_list() == [2, 7, 32]
+    assert model.get_embedding_table().shape.as_list() == [99, 32]
+    assert len(model.get_all_encoder_layers()) == 2
+    assert [s.shape.as_list() for s in model.get_attention_scores()] == [[2, 4, 7, 7]] * 2
+    assert [p.shape.as_list() for p in model.get_attention_probs()] == [[2, 4, 7, 7]] * 2
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      out = sess.run(model.get_sequence_output())
+      assert np.isfinite(out).all()
+
+
+def test_dynamic_batch_size_placeholder():
+  """Estimator predict and SavedModel export feed a batch of unknown size."""
+  with tf.Graph().as_default():
+    input_ids = tf1.placeholder(tf.int32, [None, 9])
+    model = modeling.BertModel(config=_config(residual_attention="sum"), is_training=False,
+                               input_ids=input_ids)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      out = sess.run(model.get_pooled_output(), {input_ids: np.ones((5, 9), np.int32)})
+      assert out.shape == (5, 32)
+
+
+def test_config_json_round_trip(tmp_path):
+  config = _config(residual_attention="mean", layer_norm_type="pre", hidden_act="gelu_exact")
+  path = tmp_path / "bert_config.json"
+  path.write_text(config.to_json_string())
+  again = modeling.BertConfig.from_json_file(str(path))
+  assert again.to_dict() == config.to_dict()
+  assert json.loads(again.to_json_string()) == config.to_dict()
+
+
+def test_shipped_configs_load_and_match_paper_sizes():
+  sizes = {"small": (4, 512, 8, 2048), "base": (12, 768, 12, 3072),
+           "large": (24, 1024, 16, 4096), "xlarge": (36, 1536, 24, 6144)}
+  config_dir = os.path.join(os.path.dirname(os.path.dirname(__file__)), "configs")
+  for size, (layers, hidden, heads, inter) in sizes.items():
+    for variant, (ra, ln) in {"post_ln": ("none", "post"), "pre_ln": ("none", "pre"),
+                              "realformer": ("mean" if size == "xlarge" else "sum", "post")
+                             }.items():
+      c = modeling.BertConfig.from_json_file(
+          os.path.join(config_dir, "bert_%s_%s.json" % (size, variant)))
+      assert (c.num_hidden_layers, c.hidden_size, c.num_attention_heads,
+              c.intermediate_size) == (layers, hidden, heads, inter)
+      assert (c.residual_attention, c.layer_norm_type) == (ra, ln)
+      assert c.vocab_size == 30522 and c.type_vocab_size == 2
+
+
+def test_official_realformer_config_key(tmp_path):
+  base = {k: v for k, v in TINY.items() if k not in ("residual_attention", "layer_norm_type")}
+  for flag, expected in ((True, "mean"), (False, "sum")):
+    path = tmp_path / ("rf_%s.json" % flag)
+    path.write_text(json.dumps(dict(base, use_running_mean=flag)))
+    assert modeling.BertConfig.from_json_file(str(path)).residual_attention == expected
+  # A plain official BERT config means no residual attention.
+  path = tmp_path / "bert.json"
+  path.write_text(json.dumps(dict(base, directionality="bidi", pooler_type="first_token_transform")))
+  config = modeling.BertConfig.from_json_file(str(path))
+  assert (config.residual_attention, config.layer_norm_type) == ("none", "post")
+
+
+@pytest.mark.parametrize("change,message", [
+    ({"hidden_sise": 32}, "unknown config key 'hidden_sise'"),
+    ({"hidden_size": "32"}, "key 'hidden_size' must be an integer"),
+    ({"num_hidden_layers": True}, "key 'num_hidden_layers' must be an integer"),
+    ({"hidden_size": 30}, "'hidden_size' (30) is not a multiple of 'num_attention_heads' (4)"),
+    ({"residual_attention": "avg"}, "key 'residual_attention' must be one of none, sum, mean"),
+    ({"layer_norm_type": "sandwich"}, "key 'layer_norm_type' must be one of post, pre"),
+    ({"hidden_act": "swish"}, "key 'hidden_act' must be one of"),
+    ({"hidden_dropout_prob": 1.5}, "key 'hidden_dropout_prob' must be in [0, 1)"),
+    ({"vocab_size": 0}, "key 'vocab_size' must be >= 1"),
+    ({"use_running_mean": True, "residual_attention": "sum"}, "contradicts"),
+])
+def test_bad_config_names_key_and_file(tmp_path, change, message):
+  path = tmp_path / "bad_config.json"
+  path.write_text(json.dumps(dict(TINY, **change)))
+  with pytest.raises(ValueError) as err:
+    modeling.BertConfig.from_json_file(str(path))
+  assert message in str(err.value)
+  assert str(path) in str(err.value)
+  assert "\n" not in str(err.value)
+
+
+def test_missing_and_invalid_json_config(tmp_path):
+  with pytest.raises(ValueError, match="does not exist"):
+    modeling.BertConfig.from_json_file(str(tmp_path / "nope.json"))
+  path = tmp_path / "broken.json"
+  path.write_text("{not json")
+  with pytest.raises(ValueError, match="not valid JSON"):
+    modeling.BertConfig.from_json_file(str(path))
+
+
+def _official_names(num_layers):
+  """The variable names of an official BERT checkpoint (no heads), written out by hand."""
+  names = ["bert/embeddings/word_embeddings", "bert/embeddings/token_type_embeddings",
+           "bert/embeddings/position_embeddings", "bert/embeddings/LayerNorm/beta",
+           "bert/embeddings/LayerNorm/gamma"]
+  for i in range(num_layers):
+    p = "bert/encoder/layer_%d/" % i
+    for part in ("query", "key", "value"):
+      names += [p + "attention/self/%s/kernel" % part, p + "attention/self/%s/bias" % part]
+    names += [p + "attention/output/dense/kernel", p + "attention/output/dense/bias",
+              p + "attention/output/LayerNorm/beta", p + "attention/output/LayerNorm/gamma",
+              p + "intermediate/dense/kernel", p + "intermediate/dense/bias",
+              p + "output/dense/kernel", p + "output/dense/bias",
+              p + "output/LayerNorm/beta", p + "output/LayerNorm/gamma"]
+  names += ["bert/pooler/dense/kernel", "bert/pooler/dense/bias"]
+  return names
+
+
+@pytest.mark.parametrize("residual_attention", ["none", "sum", "mean"])
+def test_exact_variable_names_and_shapes(residual_attention):
+  config = _config(residual_attention=residual_attention)
+  with tf.Graph().as_default():
+    _build(config, *_inputs())
+    got = {v.op.name: v.shape.as_list() for v in tf1.global_variables()}
+  assert sorted(got) == sorted(_official_names(config.num_hidden_layers))
+  want_shapes = numpy_bert.param_shapes(config.to_dict())
+  assert got == {k: list(v) for k, v in want_shapes.items()}
+
+
+def test_pre_ln_adds_only_the_final_layer_norm():
+  with tf.Graph().as_default():
+    _build(_config(layer_norm_type="pre"), *_inputs())
+    got = sorted(v.op.name for v in tf1.global_variables())
+  want = _official_names(4) + ["bert/encoder/final_layer_norm/beta",
+                               "bert/encoder/final_layer_norm/gamma"]
+  assert got == sorted(want)
+
+
+def test_checkpoint_interchange_none_sum_mean(tmp_path):
+  """A checkpoint saved by a plain BERT restores into sum / mean RealFormers and back."""
+  input_ids, input_mask, token_type_ids = _inputs()
+  ckpt = str(tmp_path / "none" / "model.ckpt")
+  with tf.Graph().as_default():
+    _build(_config(residual_attention="none"), input_ids, input_mask, token_type_ids)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      saved = {v.op.name: sess.run(v) for v in tf1.global_variables()}
+      tf1.train.Saver().save(sess, ckpt)
+  for ra in ("sum", "mean", "none"):
+    with tf.Graph().as_default():
+      _build(_config(residual_attention=ra), input_ids, input_mask, token_type_ids)
+      initialized = modeling.init_from_checkpoint(ckpt, tf1.global_variables())
+      assert len(initialized) == 2 * len(saved)
+      with tf1.Session() as sess:
+        sess.run(tf1.global_variables_initializer())
+        for v in tf1.global_variables():
+          np.testing.assert_array_equal(sess.run(v), saved[v.op.name])
+        # ... and back: save as RealFormer, reload as plain BERT.
+        back = str(tmp_path / ra / "model.ckpt")
+        tf1.train.Saver().save(sess, back)
+    assert sorted(n for n, _ in tf.train.list_variables(back)) == sorted(saved)
+
+
+def test_checkpoint_with_wrong_shapes_names_variable_and_shapes(tmp_path):
+  input_ids, input_mask, token_type_ids = _inputs()
+  ckpt = str(tmp_path / "model.ckpt")
+  with tf.Graph().as_default():
+    _build(_config(intermediate_size=48), input_ids, input_mask, token_type_ids)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      tf1.train.Saver().save(sess, ckpt)
+  with tf.Graph().as_default():
+    _build(_config(), input_ids, input_mask, token_type_ids)
+    with pytest.raises(ValueError) as err:
+      modeling.get_assignment_map_from_checkpoint(tf1.global_variables(), ckpt)
+  message = str(err.value)
+  assert "bert/encoder/layer_0/intermediate/dense/bias" in message
+  assert "[48]" in message and "[64]" in message and ckpt in message
+
+
+def test_pre_ln_gpt2_init_scale():
+  """Residual-branch output projections start with stddev / sqrt(2 * layers) in Pre-LN only."""
+  config_kw = dict(hidden_size=256, num_attention_heads=4, intermediate_size=512,
+                   num_hidden_layers=8)
+  stds = {}
+  for ln in ("post", "pre"):
+    with tf.Graph().as_default():
+      tf1.set_random_seed(0)
+      _build(_config(layer_norm_type=ln, **config_kw), *_inputs())
+      with tf1.Session() as sess:
+        sess.run(tf1.global_variables_initializer())
+        values = {v.op.name: sess.run(v) for v in tf1.global_variables()}
+    stds[ln] = {
+        "attn_out": np.mean([values["bert/encoder/layer_%d/attention/output/dense/kernel" % i].std()
+                             for i in range(8)]),
+        "ffn_out": np.mean([values["bert/encoder/layer_%d/output/dense/kernel" % i].std()
+                            for i in range(8)]),
+        "query": np.mean([values["bert/encoder/layer_%d/attention/self/query/kernel" % i].std()
+                          for i in range(8)]),
+        "inter": np.mean([values["bert/encoder/layer_%d/intermediate/dense/kernel" % i].std()
+                          for i in range(8)]),
+    }
+  expected_ratio = 1.0 / np.sqrt(2 * 8)
+  for key in ("attn_out", "ffn_out"):
+    assert abs(stds["pre"][key] / stds["post"][key] - expected_ratio) < 0.02, key
+  for key in ("query", "inter"):
+    assert abs(stds["pre"][key] / stds["post"][key] - 1.0) < 0.05, key
+  # A truncated normal at 2 stddev has std 0.88 * stddev.
+  assert abs(stds["post"]["attn_out"] - 0.02 * 0.88) < 0.001
+
+
+def test_dropout_only_in_training():
+  config = _config(residual_attention="sum", hidden_dropout_prob=0.5,
+                   attention_probs_dropout_prob=0.5)
+  input_ids, input_mask, token_type_ids = _inputs()
+  for is_training, should_differ in ((False, False), (True, True)):
+    with tf.Graph().as_default():
+      model = _build(config, input_ids, input_mask, token_type_ids, is_training=is_training)
+      with tf1.Session() as sess:
+        sess.run(tf1.global_variables_initializer())
+        a, b = sess.run(model.get_sequence_output()), sess.run(model.get_sequence_output())
+    assert (np.abs(a - b).max() > 1e-3) == should_differ
+
+
+def test_no_per_head_python_loop():
+  """All heads go through one batched matmul per layer for scores and one for context."""
+  config = _config(num_attention_heads=4, num_hidden_layers=2)
+  with tf.Graph().as_default() as graph:
+    _build(config, *_inputs())
+    batch_matmuls = [op for op in graph.get_operations()
+                     if op.type in ("BatchMatMulV2", "BatchMatMulV3", "BatchMatMul")]
+  assert len(batch_matmuls) == 2 * config.num_hidden_layers
+
+
+def test_activations():
+  x = np.linspace(-4, 4, 33).astype(np.float32)
+  with tf.Graph().as_default():
+    with tf1.Session() as sess:
+      tanh_gelu = sess.run(modeling.get_activation("gelu")(tf.constant(x)))
+      exact_gelu = sess.run(modeling.get_activation("gelu_exact")(tf.constant(x)))
+  np.testing.assert_allclose(tanh_gelu, numpy_bert.gelu_tanh(x.astype(np.float64)), atol=1e-6)
+  np.testing.assert_allclose(exact_gelu, numpy_bert.gelu_exact(x.astype(np.float64)), atol=1e-6)
+  assert np.abs(tanh_gelu - exact_gelu).max() > 1e-4
+  assert modeling.get_activation("linear") is None
+  with pytest.raises(ValueError, match="Unsupported activation"):
+    modeling.get_activation("swish")

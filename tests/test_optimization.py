@@ -1,0 +1,136 @@
+"""Tests for optimization.py against hand-computed schedules and a NumPy AdamW."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import optimization
+
+tf1 = tf.compat.v1
+
+
+def _lr_values(init_lr, num_train_steps, num_warmup_steps, steps):
+  with tf.Graph().as_default():
+    step = tf1.placeholder(tf.int64, [])
+    lr = optimization.learning_rate_schedule(step, init_lr, num_train_steps, num_warmup_steps)
+    with tf1.Session() as sess:
+      return [sess.run(lr, {step: s}) for s in steps]
+
+
+def test_schedule_warmup_then_linear_decay_to_zero():
+  steps = [0, 1, 5, 9, 10, 11, 55, 99, 100, 150]
+  got = _lr_values(1e-4, 100, 10, steps)
+  want = [0.0, 1e-5, 5e-5, 9e-5, 1e-4 * 0.9, 1e-4 * 0.89, 1e-4 * 0.45, 1e-6, 0.0, 0.0]
+  np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-12)
+
+
+def test_schedule_without_warmup():
+  got = _lr_values(2e-5, 10, 0, [0, 5, 10])
+  np.testing.assert_allclose(got, [2e-5, 1e-5, 0.0], rtol=1e-5, atol=1e-12)
+
+
+def _numpy_adamw(param, grads, lrs, decay):
+  """AdamW as official BERT: no bias correction, decoupled decay added to the update."""
+  m = np.zeros_like(param)
+  v = np.zeros_like(param)
+  for grad, lr in zip(grads, lrs):
+    m = 0.9 * m + 0.1 * grad
+    v = 0.999 * v + 0.001 * grad * grad
+    update = m / (np.sqrt(v) + 1e-6)
+    if decay:
+      update = update + 0.01 * param
+    param = param - lr * update
+  return param
+
+
+def _train(grads_per_step, init_values, accumulation_steps=1, num_train_steps=10,
+           num_warmup_steps=0, init_lr=0.1):
+  """Runs create_optimizer on loss = sum(g * var) with fed gradients g; returns final values."""
+  with tf.Graph().as_default():
+    variables, feeds = {}, {}
+    loss = 0.0
+    for name, value in init_values.items():
+      variables[name] = tf1.get_variable(name, initializer=tf.constant(value))
+      feeds[name] = tf1.placeholder(tf.float32, value.shape)
+      loss += tf.reduce_sum(feeds[name] * variables[name])
+    train_op = optimization.create_optimizer(
+        loss, init_lr, num_train_steps, num_warmup_steps, use_tpu=False,
+        gradient_accumulation_steps=accumulation_steps)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      for step_grads in grads_per_step:
+        sess.run(train_op, {feeds[n]: g for n, g in step_grads.items()})
+      names = [v.op.name for v in tf1.global_variables()]
+      step = sess.run(tf1.train.get_global_step())
+      return sess.run(variables), names, step
+
+
+def test_adamw_matches_numpy_and_excludes_layer_norm_and_bias():
+  rng = np.random.RandomState(0)
+  init = {"layer/dense/kernel": rng.randn(3, 2).astype(np.float32),
+          "layer/dense/bias": rng.randn(2).astype(np.float32),
+          "layer/LayerNorm/gamma": rng.randn(2).astype(np.float32)}
+  # Small gradients so clipping at global norm 1.0 does not trigger.
+  grads = [{n: 0.05 * rng.randn(*v.shape).astype(np.float32) for n, v in init.items()}
+           for _ in range(4)]
+  got, names, step = _train(grads, init, num_train_steps=10)
+  lrs = [0.1 * (1 - s / 10.0) for s in range(4)]
+  for name, value in init.items():
+    want = _numpy_adamw(value.astype(np.float64), [g[name] for g in grads], lrs,
+                        decay=name.endswith("kernel"))
+    np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-6, err_msg=name)
+  assert step == 4
+  for name in init:
+    assert name + "/adam_m" in names and name + "/adam_v" in names
+
+
+def test_global_norm_clipping():
+  init = {"w": np.zeros(4, np.float32)}
+  big = {"w": np.array([30.0, 40.0, 0.0, 0.0], np.float32)}  # norm 50 -> clipped to 1
+  got, _, _ = _train([big], init, num_train_steps=10)
+  clipped = big["w"] / 50.0
+  want = _numpy_adamw(init["w"].astype(np.float64), [clipped], [0.1], decay=True)
+  np.testing.assert_allclose(got["w"], want, rtol=1e-5, atol=1e-7)
+
+
+def test_gradient_accumulation_equals_mean_of_micro_batches():
+  rng = np.random.RandomState(1)
+  init = {"w": rng.randn(5).astype(np.float32), "b/bias": rng.randn(3).astype(np.float32)}
+  micro = [{n: 0.05 * rng.randn(*v.shape).astype(np.float32) for n, v in init.items()}
+           for _ in range(6)]
+  merged = [{n: (micro[2 * i][n] + micro[2 * i + 1][n]) / 2.0 for n in init} for i in range(3)]
+  accumulated, names, step = _train(micro, init, accumulation_steps=2, num_train_steps=3)
+  direct, _, _ = _train(merged, init, accumulation_steps=1, num_train_steps=3)
+  assert step == 6
+  for name in init:
+    np.testing.assert_allclose(accumulated[name], direct[name], rtol=1e-5, atol=1e-6)
+    assert name + "/grad_accum" in names
+  # After an odd number of micro-batches the variables have not moved yet.
+  half, _, _ = _train(micro[:1], init, accumulation_steps=2, num_train_steps=3)
+  for name in init:
+    np.testing.assert_array_equal(half[name], init[name])
+
+
+def test_bad_accumulation_steps():
+  with tf.Graph().as_default():
+    w = tf1.get_variable("w", initializer=tf.ones([2]))
+    with pytest.raises(ValueError, match="gradient_accumulation_steps"):
+      optimization.create_optimizer(tf.reduce_sum(w), 0.1, 10, 0, False,
+                                    gradient_accumulation_steps=0)
+
+
+def test_embedding_gradients_update_only_used_rows_with_decay():
+  """IndexedSlices gradients (tf.gather) are applied densely, as in the official optimizer."""
+  with tf.Graph().as_default():
+    table = tf1.get_variable("word_embeddings", initializer=tf.ones([4, 2]))
+    loss = tf.reduce_sum(tf.gather(table, [1, 1, 3]) * 0.01)
+    train_op = optimization.create_optimizer(loss, 0.1, 10, 0, False)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      sess.run(train_op)
+      got = sess.run(table)
+  grads = np.zeros((4, 2))
+  grads[1] = 0.02
+  grads[3] = 0.01
+  want = _numpy_adamw(np.ones((4, 2)), [grads], [0.1], decay=True)
+  np.testing.assert_allclose(got, want, rtol=1e-5)
