@@ -1,0 +1,375 @@
+# coding=utf-8
+"""Estimator plumbing shared by run_pretraining.py, run_classifier.py and run_squad.py.
+
+One place for: the TPU / distribution / checkpointing flags, building a TPUEstimator (TPU, or
+CPU/GPU with use_tpu=False) or an Estimator with a tf.distribute strategy, loading an
+init_checkpoint, logging progress with steps/s and time remaining, and writing eval results.
+
+Model functions return `TPUEstimatorSpec` in every mode; with a distribution strategy they are
+wrapped to return the equivalent `EstimatorSpec`, so each script has one model_fn.
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import json
+import os
+import time
+
+from absl import flags
+import tensorflow as tf
+
+import common
+import modeling
+
+tf1 = tf.compat.v1
+estimator_lib = tf1.estimator
+
+DISTRIBUTION_STRATEGIES = ("none", "mirrored", "multi_worker_mirrored")
+
+
+def define_estimator_flags():
+  """Defines the official TPU flags plus checkpointing and tf.distribute flags (call once)."""
+  flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
+  flags.DEFINE_string(
+      "tpu_name", None,
+      "The Cloud TPU to use for training. This should be either the name used when creating "
+      "the Cloud TPU, or a grpc://ip.address.of.tpu:8470 url.")
+  flags.DEFINE_string(
+      "tpu_zone", None,
+      "[Optional] GCE zone where the Cloud TPU is located in. If not specified, we will "
+      "attempt to automatically detect the GCE project from metadata.")
+  flags.DEFINE_string(
+      "gcp_project", None,
+      "[Optional] Project name for the Cloud TPU-enabled project. If not specified, we will "
+      "attempt to automatically detect the GCE project from metadata.")
+  flags.DEFINE_string("master", None, "[Optional] TensorFlow master URL.")
+  flags.DEFINE_integer(
+      "num_tpu_cores", 8, "Only used if `use_tpu` is True. Total number of TPU cores to use.")
+  flags.DEFINE_integer("iterations_per_loop", 1000,
+                       "How many steps to make in each estimator call.")
+  flags.DEFINE_integer("save_checkpoints_steps", 1000, "How often to save the model checkpoint.")
+  flags.DEFINE_integer("keep_checkpoint_max", 5, "How many recent checkpoints to keep.")
+  flags.DEFINE_enum(
+      "distribution_strategy", "none", list(DISTRIBUTION_STRATEGIES),
+      "tf.distribute strategy for CPU/GPU training (through RunConfig train_distribute): none, "
+      "mirrored (all local GPUs, or --num_gpus), multi_worker_mirrored (TF_CONFIG).")
+  flags.DEFINE_integer("num_gpus", None,
+                       "With --distribution_strategy=mirrored: number of GPUs (default: all).")
+  flags.DEFINE_integer("seed", 12345, "Random seed for initialisation, dropout and shuffling.")
+  flags.DEFINE_integer("log_every_n_steps", 10, "How often to log progress (steps).")
+
+
+def validate_estimator_flags(flag_values):
+  """One-line errors for flag combinations that cannot work."""
+  if flag_values.use_tpu and flag_values.distribution_strategy != "none":
+    common.fail("--distribution_strategy=%s cannot be combined with --use_tpu (TPUEstimator "
+                "distributes over TPU cores itself)" % flag_values.distribution_strategy)
+  if flag_values.use_tpu and not flag_values.tpu_name and not flag_values.master:
+    common.fail("--use_tpu needs --tpu_name (or --master)")
+  if flag_values.num_gpus is not None and flag_values.distribution_strategy != "mirrored":
+    common.fail("--num_gpus is only used with --distribution_strategy=mirrored")
+  for name in ("iterations_per_loop", "save_checkpoints_steps", "keep_checkpoint_max"):
+    if getattr(flag_values, name) < 1:
+      common.fail("--%s must be >= 1, got %d" % (name, getattr(flag_values, name)))
+
+
+def make_distribution_strategy(name, num_gpus=None):
+  """Creates the tf.distribute strategy named by --distribution_strategy (None for "none")."""
+  if name == "none":
+    return None
+  if name == "mirrored":
+    devices = None
+    if num_gpus:
+      devices = ["/gpu:%d" % i for i in range(num_gpus)]
+    elif not tf.config.list_physical_devices("GPU"):
+      # Several logical CPUs (tests, or a CPU-only demo) if the process configured them.
+      cpus = tf.config.list_logical_devices("CPU")
+      devices = [d.name for d in cpus] if len(cpus) > 1 else None
+    return tf.distribute.MirroredStrategy(devices=devices)
+  if name == "multi_worker_mirrored":
+    if not os.environ.get("TF_CONFIG"):
+      common.fail("--distribution_strategy=multi_worker_mirrored needs the TF_CONFIG "
+                  "environment variable (cluster and task of this worker)")
+    return tf.distribute.MultiWorkerMirroredStrategy()
+  common.fail("--distribution_strategy=%s: unknown (use one of %s)" %
+              (name, ", ".join(DISTRIBUTION_STRATEGIES)))
+
+
+def make_estimator(model_fn, flag_values, output_dir, train_batch_size, eval_batch_size=8,
+                   predict_batch_size=8, params=None):
+  """Builds a TPUEstimator, or an Estimator with a tf.distribute strategy.
+
+  Args:
+    model_fn: an Estimator model_fn returning TPUEstimatorSpec.
+    flag_values: absl FLAGS with the flags of define_estimator_flags.
+    output_dir: model directory.
+    train_batch_size: global training batch size.
+    eval_batch_size: global eval batch size.
+    predict_batch_size: global predict batch size.
+    params: extra params dict passed to model_fn and input_fn.
+
+  Returns:
+    The estimator. input_fns read the batch size from params["batch_size"] in every case.
+  """
+  validate_estimator_flags(flag_values)
+  tf1.gfile.MakeDirs(output_dir)
+  strategy = make_distribution_strategy(flag_values.distribution_strategy,
+                                        flag_values.num_gpus)
+  if strategy is None:
+    tpu_cluster_resolver = None
+    if flag_values.use_tpu and flag_values.tpu_name:
+      tpu_cluster_resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+          flag_values.tpu_name, zone=flag_values.tpu_zone, project=flag_values.gcp_project)
+    is_per_host = tf1.estimator.tpu.InputPipelineConfig.PER_HOST_V2
+    run_config = tf1.estimator.tpu.RunConfig(
+        cluster=tpu_cluster_resolver,
+        master=flag_values.master,
+        model_dir=output_dir,
+        tf_random_seed=flag_values.seed,
+        save_checkpoints_steps=flag_values.save_checkpoints_steps,
+        keep_checkpoint_max=flag_values.keep_checkpoint_max,
+        log_step_count_steps=flag_values.log_every_n_steps,
+        tpu_config=tf1.estimator.tpu.TPUConfig(
+            iterations_per_loop=flag_values.iterations_per_loop,
+            num_shards=flag_values.num_tpu_cores,
+            per_host_input_for_training=is_per_host))
+    # If TPU is not available, this will fall back to normal Estimator on CPU or GPU.
+    return tf1.estimator.tpu.TPUEstimator(
+        use_tpu=flag_values.use_tpu,
+        model_fn=model_fn,
+        config=run_config,
+        params=params,
+        train_batch_size=train_batch_size,
+        eval_batch_size=eval_batch_size,
+        predict_batch_size=predict_batch_size)
+
+  batch_sizes = {estimator_lib.ModeKeys.TRAIN: train_batch_size,
+                 estimator_lib.ModeKeys.EVAL: eval_batch_size,
+                 estimator_lib.ModeKeys.PREDICT: predict_batch_size}
+
+  def estimator_model_fn(features, labels, mode, params):
+    spec = model_fn(features, labels, mode, dict(params, batch_size=batch_sizes[mode]))
+    return spec.as_estimator_spec()
+
+  def wrap_input_fn(input_fn, mode):
+    def fn(params=None):
+      return input_fn(dict(params or {}, batch_size=batch_sizes[mode]))
+    return fn
+
+  run_config = estimator_lib.RunConfig(
+      model_dir=output_dir,
+      tf_random_seed=flag_values.seed,
+      save_checkpoints_steps=flag_values.save_checkpoints_steps,
+      keep_checkpoint_max=flag_values.keep_checkpoint_max,
+      log_step_count_steps=flag_values.log_every_n_steps,
+      train_distribute=strategy,
+      eval_distribute=None)
+  estimator = estimator_lib.Estimator(
+      model_fn=estimator_model_fn, config=run_config, params=dict(params or {}))
+  return _DistributedEstimatorAdapter(estimator, wrap_input_fn)
+
+
+class _DistributedEstimatorAdapter(object):
+  """Gives a plain Estimator the input_fn(params) convention of TPUEstimator."""
+
+  def __init__(self, estimator, wrap_input_fn):
+    self._estimator = estimator
+    self._wrap = wrap_input_fn
+
+  def train(self, input_fn, **kwargs):
+    return self._estimator.train(self._wrap(input_fn, estimator_lib.ModeKeys.TRAIN), **kwargs)
+
+  def evaluate(self, input_fn, **kwargs):
+    return self._estimator.evaluate(self._wrap(input_fn, estimator_lib.ModeKeys.EVAL), **kwargs)
+
+  def predict(self, input_fn, **kwargs):
+    return self._estimator.predict(self._wrap(input_fn, estimator_lib.ModeKeys.PREDICT),
+                                   **kwargs)
+
+  def __getattr__(self, name):
+    return getattr(self._estimator, name)
+
+
+def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None):
+  """Loads `init_checkpoint` into the graph's variables; returns the TPU scaffold_fn or None.
+
+  Args:
+    init_checkpoint: checkpoint path or None.
+    use_tpu: on TPU the restore must happen inside a scaffold function.
+    tvars: variables to initialise (default: all trainable).
+
+  Returns:
+    scaffold_fn for TPUEstimatorSpec (None when not needed).
+  """
+  if not init_checkpoint:
+    return None
+  if not tf1.train.checkpoint_exists(init_checkpoint):
+    common.fail("--init_checkpoint=%s: no checkpoint there" % init_checkpoint)
+  if use_tpu:
+    def tpu_scaffold():
+      modeling.init_from_checkpoint(init_checkpoint, tvars)
+      return tf1.train.Scaffold()
+    return tpu_scaffold
+  modeling.init_from_checkpoint(init_checkpoint, tvars)
+  return None
+
+
+class ProgressHook(tf1.train.SessionRunHook):
+  """Logs steps/s, examples/s and time remaining while training."""
+
+  def __init__(self, total_steps, batch_size, every_n_secs=10.0, label="train"):
+    """Creates the hook.
+
+    Args:
+      total_steps: the global step at which training ends.
+      batch_size: examples per global step (all replicas).
+      every_n_secs: minimum seconds between log lines.
+      label: prefix of the log lines.
+    """
+    self._total_steps = total_steps
+    self._batch_size = batch_size
+    self._every_n_secs = every_n_secs
+    self._label = label
+    self._global_step = None
+    self._start_step = None
+    self._start_time = None
+    self._last_log = 0.0
+    self.last_rate = None
+
+  def begin(self):
+    self._global_step = tf1.train.get_global_step()
+
+  def before_run(self, run_context):
+    return tf1.train.SessionRunArgs(self._global_step)
+
+  def after_run(self, run_context, run_values):
+    step = int(run_values.results) + 1
+    now = time.time()
+    if self._start_step is None:
+      # The first step includes graph warm-up: rates count from after it.
+      self._start_step, self._start_time = step, now
+      return
+    if now - self._last_log < self._every_n_secs and step < self._total_steps:
+      return
+    self._last_log = now
+    steps_done = step - self._start_step
+    elapsed = now - self._start_time
+    if steps_done <= 0 or elapsed <= 0:
+      return
+    rate = steps_done / elapsed
+    self.last_rate = rate
+    remaining = max(0, self._total_steps - step) / rate
+    tf1.logging.info("%s: step %d/%d, %.2f steps/s, %.1f examples/s, %s remaining",
+                     self._label, step, self._total_steps, rate, rate * self._batch_size,
+                     common.format_duration(remaining))
+
+
+def write_eval_results(output_dir, results, name="eval_results"):
+  """Writes eval results as `<name>.txt` (official "key = value" lines) and `<name>.json`.
+
+  Args:
+    output_dir: directory.
+    results: dict of metric name -> number.
+    name: file name stem.
+
+  Returns:
+    The dict written (numbers converted to Python floats / ints).
+  """
+  clean = {}
+  for key in sorted(results):
+    value = results[key]
+    if hasattr(value, "item"):
+      value = value.item()
+    clean[key] = value
+  with common.atomic_output(os.path.join(output_dir, name + ".txt")) as writer:
+    tf1.logging.info("***** %s *****", name)
+    for key, value in clean.items():
+      tf1.logging.info("  %s = %s", key, value)
+      writer.write("%s = %s\n" % (key, value))
+  common.write_json_atomic(os.path.join(output_dir, name + ".json"), clean)
+  return clean
+
+
+def save_config(config, output_dir, name="bert_config.json"):
+  """Saves the BertConfig actually used next to the checkpoints (atomically)."""
+  tf1.gfile.MakeDirs(output_dir)
+  with common.atomic_output(os.path.join(output_dir, name)) as writer:
+    writer.write(config.to_json_string())
+
+
+def load_config(bert_config_file, flag_values=None, max_seq_length=None):
+  """Reads --bert_config_file, applies --residual_attention / --layer_norm_type overrides.
+
+  Args:
+    bert_config_file: path to bert_config.json.
+    flag_values: FLAGS; its residual_attention / layer_norm_type (if defined and set) override.
+    max_seq_length: checked against max_position_embeddings when given.
+
+  Returns:
+    A validated modeling.BertConfig.
+  """
+  common.require_file(bert_config_file, "bert_config_file")
+  try:
+    config = modeling.BertConfig.from_json_file(bert_config_file)
+  except ValueError as e:
+    common.fail("--bert_config_file: %s" % e)
+  for key in ("residual_attention", "layer_norm_type"):
+    value = getattr(flag_values, key, None) if flag_values is not None else None
+    if value:
+      setattr(config, key, value)
+  try:
+    config.validate("--bert_config_file=%s with flag overrides" % bert_config_file)
+  except ValueError as e:
+    common.fail(str(e))
+  if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
+    common.fail("--max_seq_length=%d is longer than max_position_embeddings=%d in %s" %
+                (max_seq_length, config.max_position_embeddings, bert_config_file))
+  return config
+
+
+def define_model_override_flags():
+  """Defines --residual_attention and --layer_norm_type (override the config file)."""
+  flags.DEFINE_enum("residual_attention", None, list(modeling.RESIDUAL_ATTENTION_TYPES),
+                    "Overrides residual_attention in --bert_config_file (none | sum | mean).")
+  flags.DEFINE_enum("layer_norm_type", None, list(modeling.LAYER_NORM_TYPES),
+                    "Overrides layer_norm_type in --bert_config_file (post | pre).")
+
+
+def tfrecord_feature_lengths(input_file):
+  """Reads the first record of a TFRecord file; returns {feature name: length}."""
+  for record in tf1.io.tf_record_iterator(input_file):
+    example = tf.train.Example.FromString(record)
+    lengths = {}
+    for key, feature in example.features.feature.items():
+      kind = feature.WhichOneof("kind")
+      lengths[key] = len(getattr(feature, kind).value)
+    return lengths
+  return None
+
+
+def check_tfrecord_lengths(input_files, expected, flag_name="input_file"):
+  """Fails before training if a TFRecord's feature lengths differ from the flags.
+
+  Args:
+    input_files: list of TFRecord paths (the first record of each is checked).
+    expected: dict feature name -> (length, flag description), e.g.
+      {"input_ids": (128, "--max_seq_length=128")}.
+    flag_name: the flag naming the files, for messages.
+  """
+  for path in input_files:
+    try:
+      lengths = tfrecord_feature_lengths(path)
+    except tf.errors.OpError as e:
+      common.fail("--%s: %s is not a readable TFRecord file (%s)" %
+                  (flag_name, path, e.message.splitlines()[0]))
+    if lengths is None:
+      common.fail("--%s: %s has no records" % (flag_name, path))
+    for key, (length, described) in expected.items():
+      if key not in lengths:
+        common.fail("--%s: %s has no feature '%s' (has: %s)" %
+                    (flag_name, path, key, ", ".join(sorted(lengths))))
+      if lengths[key] != length:
+        common.fail("--%s: %s has %s of length %d but %s" %
+                    (flag_name, path, key, lengths[key], described))
