@@ -1,0 +1,414 @@
+"""Builds a BERT vocabulary (WordPiece or SentencePiece) from text files.
+
+WordPiece (default): the text goes through tokenization.BasicTokenizer
+(cleaning, optional lower-casing and accent stripping, punctuation split) and
+the resulting word counts train byte-pair-encoding style merges: every word
+starts as its characters ("c", "##h", "##a", ...), and the most frequent
+adjacent pair of symbols in the corpus is merged into a new piece ("ch",
+then "cha", "##at", ...) until the vocab is full. A piece that does not start a
+word carries the "##" prefix, as in BERT. The output is one token a line:
+
+  [PAD] [UNK] [CLS] [SEP] [MASK]        the special tokens, always first
+  [unused0] ... [unusedN-1]             if --num_unused=N
+  every character seen >= --min_frequency times, then the same with "##"
+  the learned pieces, in merge order
+
+exactly --vocab_size lines (if the corpus runs out of pairs occurring at least
+--min_frequency times, the rest is filled with further [unusedK] and a warning
+is logged). tokenization.FullTokenizer(vocab_file=output_file,
+do_lower_case=<same flag>) then tokenizes with it (greedy longest match).
+
+SentencePiece (--model_type=sentencepiece): trains a SentencePiece model
+(--spm_algorithm=unigram|bpe) on the lines of text (lower-cased when
+--do_lower_case) with [PAD]=0, [UNK]=1 as its pad/unk pieces and [CLS],
+[SEP], [MASK] (and [unusedN]) as control symbols (ids 2, 3, 4, ...); writes
+<spm_model_prefix>.model and the vocab (its pieces in id order) to
+--output_file. Use it with FullTokenizer(None, do_lower_case,
+spm_model_file=<spm_model_prefix>.model).
+
+  python build_vocab.py --input_file=../shared/data/sample_1mb.txt \
+      --output_file=/tmp/vocab_8k.txt --vocab_size=8000
+"""
+
+import collections
+import heapq
+import io
+import os
+import time
+
+from absl import app
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+import common
+import tokenization
+
+FLAGS = flags.FLAGS
+
+flags.DEFINE_string("input_file", None,
+                    "Text files: comma-separated list of file names or globs.")
+flags.DEFINE_string("output_file", None, "Vocab file to write (one token a line).")
+flags.DEFINE_integer("vocab_size", 8000, "Exact number of lines of the vocab.")
+flags.DEFINE_bool("do_lower_case", True,
+                  "Lower-case the text (and strip accents for WordPiece).")
+flags.DEFINE_integer("num_unused", 0,
+                     "Number of [unusedN] placeholder tokens after the specials.")
+flags.DEFINE_integer("min_frequency", 2,
+                     "WordPiece: minimum count of a character or of a merged "
+                     "pair to enter the vocab.")
+flags.DEFINE_integer("max_input_bytes", 0,
+                     "Read at most this many bytes of input (whole lines); "
+                     "0 reads everything.")
+flags.DEFINE_enum("model_type", "wordpiece", ["wordpiece", "sentencepiece"],
+                  "Kind of vocabulary to build.")
+flags.DEFINE_string("spm_model_prefix", None,
+                    "SentencePiece: writes <prefix>.model.")
+flags.DEFINE_enum("spm_algorithm", "unigram", ["unigram", "bpe"],
+                  "SentencePiece model type.")
+
+# Longer words are [UNK] for WordpieceTokenizer, so they are not learned from.
+_MAX_WORD_CHARS = 200
+_READ_BLOCK = 1 << 22
+
+
+def read_text_blocks(input_files, max_input_bytes=0, log_fn=None):
+  """Yields the input text in blocks of whole lines, up to max_input_bytes.
+
+  Args:
+    input_files: list of paths.
+    max_input_bytes: stop after this many bytes (at a line end); 0 = no cap.
+    log_fn: progress logger (defaults to tf logging).
+
+  Yields:
+    str blocks, each a run of whole lines.
+  """
+  total = sum(tf.io.gfile.stat(p).length for p in input_files)
+  if max_input_bytes:
+    total = min(total, max_input_bytes)
+  meter = common.ProgressMeter(total / 1e6, unit="MB", log_fn=log_fn or logging.info)
+  meter.update(0.0)
+  done = 0
+  for path in input_files:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      rest = b""
+      while True:
+        chunk = f.read(_READ_BLOCK)
+        data = rest + chunk
+        if not data:
+          break
+        if chunk:
+          cut = data.rfind(b"\n") + 1
+          if cut == 0:  # no line end yet: keep reading
+            rest = data
+            continue
+          data, rest = data[:cut], data[cut:]
+        else:
+          rest = b""
+        if max_input_bytes and done + len(data) > max_input_bytes:
+          cut = data.rfind(b"\n", 0, max_input_bytes - done) + 1
+          data = data[:cut]
+          done += len(data)
+          yield tokenization.convert_to_unicode(data)
+          meter.update(done / 1e6, force=True)
+          return
+        done += len(data)
+        yield tokenization.convert_to_unicode(data)
+        meter.update(done / 1e6)
+        if not chunk:
+          break
+  meter.update(done / 1e6, force=True)
+
+
+def count_words(blocks, do_lower_case):
+  """Counts the BasicTokenizer words of the text.
+
+  Args:
+    blocks: iterable of str.
+    do_lower_case: passed to BasicTokenizer.
+
+  Returns:
+    collections.Counter word -> count.
+  """
+  basic = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+  # Cleaning is char-local, so whole blocks can be cleaned and split at once;
+  # the per-token steps then run once per distinct whitespace token.
+  token_counts = collections.Counter()
+  for block in blocks:
+    token_counts.update(basic.whitespace_tokens(block))
+  word_counts = collections.Counter()
+  for token, count in token_counts.items():
+    for word in basic.split_token(token):
+      word_counts[word] += count
+  return word_counts
+
+
+def learn_wordpieces(word_counts, num_pieces, min_frequency, log_fn=None):
+  """Learns WordPiece tokens by BPE merges on word counts.
+
+  Args:
+    word_counts: dict word -> count (words without whitespace).
+    num_pieces: stop after this many new pieces (beyond the alphabet).
+    min_frequency: minimum character count for the alphabet and minimum pair
+      count for a merge.
+    log_fn: progress logger.
+
+  Returns:
+    (alphabet, pieces): alphabet is the list of characters kept (most frequent
+    first), pieces the learned multi-character tokens in merge order (with
+    "##" for pieces that do not start a word).
+  """
+  log_fn = log_fn or logging.info
+  words = sorted(((w, c) for w, c in word_counts.items()
+                  if 0 < len(w) <= _MAX_WORD_CHARS), key=lambda x: (-x[1], x[0]))
+  char_counts = collections.Counter()
+  for word, count in words:
+    for ch in word:
+      char_counts[ch] += count
+  alphabet = sorted((ch for ch, c in char_counts.items() if c >= min_frequency),
+                    key=lambda ch: (-char_counts[ch], ch))
+  if num_pieces <= 0:
+    return alphabet, []
+
+  # Symbols: ids into sym; a word is a list of symbol ids.
+  sym = []
+  sym_id = {}
+
+  def symbol(s):
+    i = sym_id.get(s)
+    if i is None:
+      i = sym_id[s] = len(sym)
+      sym.append(s)
+    return i
+
+  for ch in alphabet:
+    symbol(ch)
+  for ch in alphabet:
+    symbol("##" + ch)
+  known = set(alphabet)
+  seqs = []
+  counts = []
+  for word, count in words:
+    if not all(ch in known for ch in word):
+      continue  # contains a rare char: would be [UNK] anyway
+    seqs.append([sym_id[word[0]]] + [sym_id["##" + ch] for ch in word[1:]])
+    counts.append(count)
+
+  pair_counts = collections.defaultdict(int)
+  where = collections.defaultdict(set)
+  for w, seq in enumerate(seqs):
+    count = counts[w]
+    for pair in zip(seq, seq[1:]):
+      pair_counts[pair] += count
+      where[pair].add(w)
+  heap = [(-c, p) for p, c in pair_counts.items()]
+  heapq.heapify(heap)
+
+  pieces = []
+  start = time.time()
+  last_log = start
+  while heap and len(pieces) < num_pieces:
+    neg, pair = heapq.heappop(heap)
+    actual = pair_counts.get(pair, 0)
+    if actual != -neg:
+      # Stale entry: re-queue a decreased count; an increased one has a newer
+      # entry already.
+      if 0 < actual < -neg:
+        heapq.heappush(heap, (-actual, pair))
+      continue
+    if actual < min_frequency:
+      break
+    a, b = pair
+    new_str = sym[a] + sym[b][2:]
+    is_new = new_str not in sym_id
+    c = symbol(new_str)
+    if is_new:
+      pieces.append(new_str)
+    changed = set()
+    for w in where.pop(pair, ()):
+      seq = seqs[w]
+      n = len(seq)
+      out = []
+      i = 0
+      merged = False
+      while i < n:
+        if i + 1 < n and seq[i] == a and seq[i + 1] == b:
+          out.append(c)
+          i += 2
+          merged = True
+        else:
+          out.append(seq[i])
+          i += 1
+      if not merged:
+        continue  # stale index entry
+      count = counts[w]
+      for p in zip(seq, seq[1:]):
+        pair_counts[p] -= count
+      for p in zip(out, out[1:]):
+        pair_counts[p] += count
+        where[p].add(w)
+        changed.add(p)
+      seqs[w] = out
+    pair_counts.pop(pair, None)
+    for p in changed:
+      if p != pair and pair_counts[p] > 0:
+        heapq.heappush(heap, (-pair_counts[p], p))
+    now = time.time()
+    if now - last_log >= 5.0:
+      last_log = now
+      rate = len(pieces) / (now - start)
+      log_fn("learned %d/%d pieces, %.0f pieces/s, %s remaining" %
+             (len(pieces), num_pieces, rate,
+              common.format_duration((num_pieces - len(pieces)) / rate)))
+  return alphabet, pieces
+
+
+def build_wordpiece_vocab(input_files, vocab_size, do_lower_case=True,
+                          num_unused=0, min_frequency=2, max_input_bytes=0,
+                          log_fn=None):
+  """Builds the list of WordPiece vocab tokens (see the module docstring).
+
+  Args:
+    input_files: list of text files.
+    vocab_size: exact number of tokens to return.
+    do_lower_case: as for the tokenizer that will use the vocab.
+    num_unused: number of [unusedN] tokens after the specials.
+    min_frequency: minimum count of a character or merged pair.
+    max_input_bytes: read at most this much text (0 = all).
+    log_fn: progress logger.
+
+  Returns:
+    list of vocab_size token strings.
+  """
+  log_fn = log_fn or logging.info
+  head = list(tokenization.SPECIAL_TOKENS) + [
+      "[unused%d]" % i for i in range(num_unused)]
+  if vocab_size < len(head):
+    common.fail("--vocab_size=%d: too small for the %d special and unused "
+                "tokens" % (vocab_size, len(head)))
+  word_counts = count_words(read_text_blocks(input_files, max_input_bytes, log_fn),
+                            do_lower_case)
+  log_fn("%d distinct words, %d words in all" %
+         (len(word_counts), sum(word_counts.values())))
+  alphabet, _ = learn_wordpieces(word_counts, 0, min_frequency)
+  needed = len(head) + 2 * len(alphabet)
+  if vocab_size < needed:
+    common.fail("--vocab_size=%d: too small for the %d special/unused tokens and "
+                "the %d characters seen >= %d times (with their ## forms): needs "
+                "at least %d (or raise --min_frequency)" %
+                (vocab_size, len(head), len(alphabet), min_frequency, needed))
+  alphabet, pieces = learn_wordpieces(word_counts, vocab_size - needed,
+                                      min_frequency, log_fn)
+  tokens = head + alphabet + ["##" + ch for ch in alphabet] + pieces
+  if len(tokens) < vocab_size:
+    extra = vocab_size - len(tokens)
+    logging.warning(
+        "--vocab_size=%d: the corpus has no more pairs occurring >= %d times; "
+        "filled the last %d entries with [unusedN]" %
+        (vocab_size, min_frequency, extra))
+    tokens += ["[unused%d]" % i for i in range(num_unused, num_unused + extra)]
+  assert len(tokens) == vocab_size and len(set(tokens)) == vocab_size
+  return tokens
+
+
+def _spm_sentences(input_files, max_input_bytes, do_lower_case, log_fn):
+  for block in read_text_blocks(input_files, max_input_bytes, log_fn):
+    if do_lower_case:
+      block = block.lower()
+    for line in block.split("\n"):
+      line = line.strip()
+      if line:
+        yield line
+
+
+def build_sentencepiece(input_files, vocab_size, spm_model_file,
+                        do_lower_case=True, num_unused=0, algorithm="unigram",
+                        max_input_bytes=0, log_fn=None):
+  """Trains a SentencePiece model; writes it to spm_model_file.
+
+  Args:
+    input_files: list of text files.
+    vocab_size: number of pieces of the model (specials included).
+    spm_model_file: where to write the model (atomically).
+    do_lower_case: lower-case the training text (FullTokenizer does the same).
+    num_unused: number of [unusedN] control symbols after [MASK].
+    algorithm: "unigram" or "bpe".
+    max_input_bytes: read at most this much text (0 = all).
+    log_fn: progress logger.
+
+  Returns:
+    list of the vocab_size pieces in id order.
+  """
+  import sentencepiece as spm  # pylint: disable=g-import-not-at-top
+  log_fn = log_fn or logging.info
+  controls = ["[CLS]", "[SEP]", "[MASK]"] + [
+      "[unused%d]" % i for i in range(num_unused)]
+  model = io.BytesIO()
+  try:
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=_spm_sentences(input_files, max_input_bytes,
+                                         do_lower_case, log_fn),
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type=algorithm,
+        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+        pad_piece="[PAD]", unk_piece="[UNK]",
+        control_symbols=controls,
+        character_coverage=1.0,
+        max_sentence_length=1 << 16,
+        num_threads=1,  # one thread keeps the model deterministic
+        minloglevel=1)
+  except RuntimeError as e:
+    message = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
+    common.fail("--vocab_size=%d: sentencepiece training failed: %s" %
+                (vocab_size, message))
+  proto = model.getvalue()
+  with common.atomic_output(spm_model_file, "wb") as f:
+    f.write(proto)
+  sp = spm.SentencePieceProcessor()
+  sp.LoadFromSerializedProto(proto)
+  return [sp.IdToPiece(i) for i in range(sp.GetPieceSize())]
+
+
+def main(_):
+  if not FLAGS.input_file:
+    common.fail("--input_file is required")
+  if not FLAGS.output_file:
+    common.fail("--output_file is required")
+  if FLAGS.vocab_size <= 0:
+    common.fail("--vocab_size=%d: must be positive" % FLAGS.vocab_size)
+  if FLAGS.num_unused < 0:
+    common.fail("--num_unused=%d: must be >= 0" % FLAGS.num_unused)
+  if FLAGS.min_frequency < 1:
+    common.fail("--min_frequency=%d: must be >= 1" % FLAGS.min_frequency)
+  if FLAGS.max_input_bytes < 0:
+    common.fail("--max_input_bytes=%d: must be >= 0" % FLAGS.max_input_bytes)
+  input_files = common.expand_input_files(FLAGS.input_file)
+  for path in input_files:
+    common.require_file(path, "input_file")
+  start = time.time()
+  log = logging.info
+  for path in (FLAGS.output_file, FLAGS.spm_model_prefix):
+    if path and os.path.dirname(path):
+      tf.io.gfile.makedirs(os.path.dirname(path))
+  if FLAGS.model_type == "wordpiece":
+    tokens = build_wordpiece_vocab(
+        input_files, FLAGS.vocab_size, FLAGS.do_lower_case, FLAGS.num_unused,
+        FLAGS.min_frequency, FLAGS.max_input_bytes, log)
+  else:
+    if not FLAGS.spm_model_prefix:
+      common.fail("--spm_model_prefix is required with "
+                  "--model_type=sentencepiece")
+    spm_model_file = FLAGS.spm_model_prefix + ".model"
+    tokens = build_sentencepiece(
+        input_files, FLAGS.vocab_size, spm_model_file, FLAGS.do_lower_case,
+        FLAGS.num_unused, FLAGS.spm_algorithm, FLAGS.max_input_bytes, log)
+    log("wrote %s" % spm_model_file)
+  with common.atomic_output(FLAGS.output_file) as f:
+    f.write("".join(t + "\n" for t in tokens))
+  log("wrote %s: %d tokens in %.1f s" %
+      (FLAGS.output_file, len(tokens), time.time() - start))
+
+
+if __name__ == "__main__":
+  app.run(lambda argv: common.run_main(main, argv))
