@@ -1,0 +1,1449 @@
+# coding=utf-8
+# Copyright 2018 The Google AI Language Team Authors.
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+"""Run BERT / RealFormer on SQuAD 1.1 and SQuAD 2.0.
+
+The official google-research/bert algorithm (reader, doc spans, max-context, n-best,
+get_final_text, null-score handling, output files and variable names), with:
+
+  * --residual_attention / --layer_norm_type overrides of the config (RealFormer);
+  * no crash on odd data: training answers that cannot be found in the context, questions
+    without answers and bad answer offsets are logged and counted; a question with no valid
+    span at all gets a well-defined prediction instead of an IndexError / AttributeError;
+  * built-in scoring: when --predict_file carries gold answers, the official v1.1 / v2.0 rules
+    (squad_evaluate.py) are applied and eval_results.{json,txt} written to --output_dir;
+  * progress with rate and time remaining, all output files written atomically;
+  * --export_dir: a SavedModel (serving_default: int32 input_ids / input_mask / segment_ids
+    [batch, max_seq_length] -> start_logits, end_logits [batch, max_seq_length]).
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import collections
+import io
+import json
+import math
+import os
+import random
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+import common
+import estimator_utils
+import export_utils
+import modeling
+import optimization
+import squad_evaluate
+import tokenization
+
+tf1 = tf.compat.v1
+
+FLAGS = flags.FLAGS
+
+# Starting value of the feature unique ids (as in the official code).
+FIRST_UNIQUE_ID = 1000000000
+
+# null_odds.json value for a question with no valid non-null span anywhere (v2): "no answer"
+# wins at every sensible threshold. Finite, so that the file stays strict JSON.
+NO_SPAN_NULL_ODDS = 1e6
+
+
+def define_flags():
+  """Defines the official run_squad.py flags plus this project's (call once)."""
+  flags.DEFINE_string(
+      "bert_config_file", None,
+      "The config json file corresponding to the pre-trained BERT model. "
+      "This specifies the model architecture.")
+  flags.DEFINE_string("vocab_file", None, "The vocabulary file that the BERT model was trained on.")
+  flags.DEFINE_string("output_dir", None,
+                      "The output directory where the model checkpoints will be written.")
+  flags.DEFINE_string("train_file", None, "SQuAD json for training. E.g., train-v1.1.json")
+  flags.DEFINE_string("predict_file", None,
+                      "SQuAD json for predictions. E.g., dev-v1.1.json or test-v1.1.json")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Initial checkpoint (usually from a pre-trained BERT model).")
+  flags.DEFINE_bool("do_lower_case", True,
+                    "Whether to lower case the input text. Should be True for uncased "
+                    "models and False for cased models.")
+  flags.DEFINE_integer(
+      "max_seq_length", 384,
+      "The maximum total input sequence length after WordPiece tokenization. Sequences "
+      "longer than this will be truncated, and sequences shorter than this will be padded.")
+  flags.DEFINE_integer("doc_stride", 128,
+                       "When splitting up a long document into chunks, how much stride to "
+                       "take between chunks.")
+  flags.DEFINE_integer("max_query_length", 64,
+                       "The maximum number of tokens for the question. Questions longer than "
+                       "this will be truncated to this length.")
+  flags.DEFINE_bool("do_train", False, "Whether to run training.")
+  flags.DEFINE_bool("do_predict", False, "Whether to run eval on the dev set.")
+  flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
+  flags.DEFINE_integer("predict_batch_size", 8, "Total batch size for predictions.")
+  flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+  flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs to perform.")
+  flags.DEFINE_float("warmup_proportion", 0.1,
+                     "Proportion of training to perform linear learning rate warmup for. "
+                     "E.g., 0.1 = 10% of training.")
+  flags.DEFINE_integer("n_best_size", 20,
+                       "The total number of n-best predictions to generate in the "
+                       "nbest_predictions.json output file.")
+  flags.DEFINE_integer("max_answer_length", 30,
+                       "The maximum length of an answer that can be generated. This is needed "
+                       "because the start and end predictions are not conditioned on one "
+                       "another.")
+  flags.DEFINE_bool("verbose_logging", False,
+                    "If true, all of the warnings related to data processing will be printed. "
+                    "A number of warnings are expected for a normal SQuAD evaluation.")
+  flags.DEFINE_bool("version_2_with_negative", False,
+                    "If true, the SQuAD examples contain some that do not have an answer.")
+  flags.DEFINE_float("null_score_diff_threshold", 0.0,
+                     "If null_score - best_non_null is greater than the threshold predict null.")
+  flags.DEFINE_string("export_dir", None,
+                      "If set, export the fine-tuned model (latest checkpoint in --output_dir, "
+                      "else --init_checkpoint) as a SavedModel here.")
+  flags.DEFINE_bool("output_raw_logits", False,
+                    "With --do_predict: also write raw_logits.npz (unique_ids, start_logits, "
+                    "end_logits per feature) to --output_dir, e.g. for ensembling.")
+  estimator_utils.define_estimator_flags()
+  estimator_utils.define_model_override_flags()
+
+
+# ----------------------------------------------------------------------------------------------
+# Reading SQuAD JSON
+# ----------------------------------------------------------------------------------------------
+
+
+class SquadExample(object):
+  """A single training/test example for simple sequence classification.
+
+  For examples without an answer, the start and end position are -1.
+  """
+
+  def __init__(self,
+               qas_id,
+               question_text,
+               doc_tokens,
+               orig_answer_text=None,
+               start_position=None,
+               end_position=None,
+               is_impossible=False):
+    self.qas_id = qas_id
+    self.question_text = question_text
+    self.doc_tokens = doc_tokens
+    self.orig_answer_text = orig_answer_text
+    self.start_position = start_position
+    self.end_position = end_position
+    self.is_impossible = is_impossible
+
+  def __str__(self):
+    return self.__repr__()
+
+  def __repr__(self):
+    s = "qas_id: %s" % (tokenization.printable_text(self.qas_id))
+    s += ", question_text: %s" % (tokenization.printable_text(self.question_text))
+    s += ", doc_tokens: [%s]" % (" ".join(self.doc_tokens))
+    if self.start_position is not None:
+      s += ", start_position: %d" % (self.start_position)
+      s += ", end_position: %d" % (self.end_position)
+      s += ", is_impossible: %r" % (self.is_impossible)
+    return s
+
+
+class InputFeatures(object):
+  """A single set of features of data (one doc span of one example)."""
+
+  def __init__(self,
+               unique_id,
+               example_index,
+               doc_span_index,
+               tokens,
+               token_to_orig_map,
+               token_is_max_context,
+               input_ids,
+               input_mask,
+               segment_ids,
+               start_position=None,
+               end_position=None,
+               is_impossible=None):
+    self.unique_id = unique_id
+    self.example_index = example_index
+    self.doc_span_index = doc_span_index
+    self.tokens = tokens
+    self.token_to_orig_map = token_to_orig_map
+    self.token_is_max_context = token_is_max_context
+    self.input_ids = input_ids
+    self.input_mask = input_mask
+    self.segment_ids = segment_ids
+    self.start_position = start_position
+    self.end_position = end_position
+    self.is_impossible = is_impossible
+
+
+def _is_whitespace(c):
+  """The official reader's white space (includes U+202F, narrow no-break space)."""
+  return c == " " or c == "\t" or c == "\r" or c == "\n" or ord(c) == 0x202F
+
+
+def split_context(paragraph_text):
+  """Splits a context on white space, keeping the char -> word alignment.
+
+  Args:
+    paragraph_text: str.
+
+  Returns:
+    (doc_tokens, char_to_word_offset): the whitespace tokens, and for every character of
+    `paragraph_text` the index of the token it belongs to (the preceding one for white space,
+    -1 for leading white space).
+  """
+  doc_tokens = []
+  char_to_word_offset = []
+  prev_is_whitespace = True
+  for c in paragraph_text:
+    if _is_whitespace(c):
+      prev_is_whitespace = True
+    else:
+      if prev_is_whitespace:
+        doc_tokens.append(c)
+      else:
+        doc_tokens[-1] += c
+      prev_is_whitespace = False
+    char_to_word_offset.append(len(doc_tokens) - 1)
+  return doc_tokens, char_to_word_offset
+
+
+def load_squad_json(input_file, flag_name):
+  """Reads a SQuAD JSON file; a one-line UsageError if it is missing or malformed.
+
+  Args:
+    input_file: path.
+    flag_name: the flag that named it, for messages.
+
+  Returns:
+    The parsed JSON object (a dict with a "data" list).
+  """
+  common.require_file(input_file, flag_name)
+  try:
+    with tf.io.gfile.GFile(input_file, "r") as reader:
+      dataset_json = json.load(reader)
+  except (ValueError, UnicodeDecodeError) as e:
+    common.fail("--%s=%s: not valid JSON (%s)" % (flag_name, input_file, e))
+  if not isinstance(dataset_json, dict) or not isinstance(dataset_json.get("data"), list):
+    common.fail("--%s=%s: not SQuAD JSON (no top-level \"data\" list)" % (flag_name, input_file))
+  return dataset_json
+
+
+def read_squad_examples(input_file, is_training, version_2_with_negative=False, stats=None,
+                        flag_name="train_file"):
+  """Reads a SQuAD json file into a list of SquadExample.
+
+  Training examples whose answer text cannot be recovered from the whitespace-tokenised
+  context ("Could not find answer", usually odd Unicode or an annotation inside a word),
+  whose answer offset is out of range, or which have no answer without being marked
+  impossible are skipped, logged and counted in `stats`, as the official code skips the
+  first kind. A training question with several answers uses the first (as SQuAD train has one).
+
+  Args:
+    input_file: path of a SQuAD JSON file.
+    is_training: whether to read answer positions (training) or not (prediction).
+    version_2_with_negative: honour "is_impossible" (SQuAD 2.0).
+    stats: optional collections.Counter, incremented with "answer_not_found",
+      "bad_answer_offset", "no_answer_skipped", "several_answers_used_first", "impossible".
+    flag_name: the flag naming the file, for error messages.
+
+  Returns:
+    A list of SquadExample.
+  """
+  dataset_json = load_squad_json(input_file, flag_name)
+  if stats is None:
+    stats = collections.Counter()
+  examples = []
+  try:
+    for entry in dataset_json["data"]:
+      for paragraph in entry["paragraphs"]:
+        paragraph_text = paragraph["context"]
+        doc_tokens, char_to_word_offset = split_context(paragraph_text)
+
+        for qa in paragraph["qas"]:
+          qas_id = qa["id"]
+          question_text = qa["question"]
+          start_position = None
+          end_position = None
+          orig_answer_text = None
+          is_impossible = False
+          if is_training:
+            if version_2_with_negative:
+              is_impossible = bool(qa.get("is_impossible", False))
+            answers = qa.get("answers") or []
+            if not is_impossible:
+              if not answers:
+                stats["no_answer_skipped"] += 1
+                tf1.logging.warning(
+                    "Question %s has no answer%s: skipped", qas_id,
+                    "" if version_2_with_negative else
+                    " (SQuAD 2.0 data? use --version_2_with_negative)")
+                continue
+              if len(answers) > 1:
+                stats["several_answers_used_first"] += 1
+              answer = answers[0]
+              orig_answer_text = answer["text"]
+              answer_offset = answer["answer_start"]
+              answer_length = len(orig_answer_text)
+              if (not isinstance(answer_offset, int) or answer_offset < 0 or
+                  answer_length == 0 or
+                  answer_offset + answer_length > len(char_to_word_offset)):
+                stats["bad_answer_offset"] += 1
+                tf1.logging.warning("Answer of %s is outside the context (answer_start=%r, "
+                                    "length %d, context length %d): skipped", qas_id,
+                                    answer_offset, answer_length, len(char_to_word_offset))
+                continue
+              start_position = max(char_to_word_offset[answer_offset], 0)
+              end_position = char_to_word_offset[answer_offset + answer_length - 1]
+              # Only add answers where the text can be exactly recovered from the
+              # document. If this CAN'T happen it's likely due to weird Unicode
+              # stuff so we will just skip the example.
+              #
+              # Note that this means for training mode, every example is NOT
+              # guaranteed to be preserved.
+              actual_text = " ".join(doc_tokens[start_position:(end_position + 1)])
+              cleaned_answer_text = " ".join(tokenization.whitespace_tokenize(orig_answer_text))
+              if not cleaned_answer_text or actual_text.find(cleaned_answer_text) == -1:
+                stats["answer_not_found"] += 1
+                tf1.logging.warning("Could not find answer: '%s' vs. '%s'", actual_text,
+                                    cleaned_answer_text)
+                continue
+            else:
+              stats["impossible"] += 1
+              start_position = -1
+              end_position = -1
+              orig_answer_text = ""
+
+          examples.append(SquadExample(
+              qas_id=qas_id,
+              question_text=question_text,
+              doc_tokens=doc_tokens,
+              orig_answer_text=orig_answer_text,
+              start_position=start_position,
+              end_position=end_position,
+              is_impossible=is_impossible))
+  except (KeyError, TypeError, AttributeError) as e:
+    common.fail("--%s=%s: not SQuAD JSON (%s: %s)" % (flag_name, input_file,
+                                                      type(e).__name__, e))
+  skipped = (stats["answer_not_found"] + stats["bad_answer_offset"] +
+             stats["no_answer_skipped"])
+  if skipped:
+    tf1.logging.warning(
+        "%s: %d training questions skipped (%d answers not found in the context, %d bad "
+        "answer offsets, %d without an answer)", input_file, skipped,
+        stats["answer_not_found"], stats["bad_answer_offset"], stats["no_answer_skipped"])
+  return examples
+
+
+# ----------------------------------------------------------------------------------------------
+# Features
+# ----------------------------------------------------------------------------------------------
+
+DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
+
+
+def make_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
+  """The official sliding window: spans of <= max_tokens_for_doc tokens, `doc_stride` apart.
+
+  Args:
+    num_doc_tokens: number of WordPiece tokens of the context.
+    max_tokens_for_doc: window length.
+    doc_stride: step between window starts.
+
+  Returns:
+    list of DocSpan(start, length); the last ends at the end of the document.
+  """
+  doc_spans = []
+  start_offset = 0
+  while start_offset < num_doc_tokens:
+    length = min(num_doc_tokens - start_offset, max_tokens_for_doc)
+    doc_spans.append(DocSpan(start=start_offset, length=length))
+    if start_offset + length == num_doc_tokens:
+      break
+    start_offset += min(length, doc_stride)
+  return doc_spans
+
+
+def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
+                                 max_query_length, is_training, output_fn, log_first_n=20):
+  """Turns examples into features: [CLS] query [SEP] doc-span [SEP], one per doc span.
+
+  Args:
+    examples: list of SquadExample.
+    tokenizer: tokenization.FullTokenizer.
+    max_seq_length: sequence length (padded with 0).
+    doc_stride: step between doc spans.
+    max_query_length: questions are truncated to this many tokens.
+    is_training: compute start/end positions (0 = [CLS] for impossible or out-of-span).
+    output_fn: called with each InputFeatures.
+    log_first_n: log the features of the first examples.
+
+  Returns:
+    The number of features produced.
+  """
+  if max_seq_length <= max_query_length + 3:
+    raise ValueError("max_seq_length (%d) must be greater than max_query_length (%d) + 3" %
+                     (max_seq_length, max_query_length))
+  unique_id = FIRST_UNIQUE_ID
+  meter = common.ProgressMeter(len(examples), unit="examples", min_interval_s=10.0)
+
+  for (example_index, example) in enumerate(examples):
+    query_tokens = tokenizer.tokenize(example.question_text)
+
+    if len(query_tokens) > max_query_length:
+      query_tokens = query_tokens[0:max_query_length]
+
+    tok_to_orig_index = []
+    orig_to_tok_index = []
+    all_doc_tokens = []
+    for (i, token) in enumerate(example.doc_tokens):
+      orig_to_tok_index.append(len(all_doc_tokens))
+      sub_tokens = tokenizer.tokenize(token)
+      for sub_token in sub_tokens:
+        tok_to_orig_index.append(i)
+        all_doc_tokens.append(sub_token)
+
+    tok_start_position = None
+    tok_end_position = None
+    if is_training and example.is_impossible:
+      tok_start_position = -1
+      tok_end_position = -1
+    if is_training and not example.is_impossible:
+      tok_start_position = orig_to_tok_index[example.start_position]
+      if example.end_position < len(example.doc_tokens) - 1:
+        tok_end_position = orig_to_tok_index[example.end_position + 1] - 1
+      else:
+        tok_end_position = len(all_doc_tokens) - 1
+      (tok_start_position, tok_end_position) = _improve_answer_span(
+          all_doc_tokens, tok_start_position, tok_end_position, tokenizer,
+          example.orig_answer_text)
+
+    # The -3 accounts for [CLS], [SEP] and [SEP]
+    max_tokens_for_doc = max_seq_length - len(query_tokens) - 3
+
+    # We can have documents that are longer than the maximum sequence length.
+    # To deal with this we do a sliding window approach, where we take chunks
+    # of the up to our max length with a stride of `doc_stride`.
+    doc_spans = make_doc_spans(len(all_doc_tokens), max_tokens_for_doc, doc_stride)
+
+    for (doc_span_index, doc_span) in enumerate(doc_spans):
+      tokens = []
+      token_to_orig_map = {}
+      token_is_max_context = {}
+      segment_ids = []
+      tokens.append("[CLS]")
+      segment_ids.append(0)
+      for token in query_tokens:
+        tokens.append(token)
+        segment_ids.append(0)
+      tokens.append("[SEP]")
+      segment_ids.append(0)
+
+      for i in range(doc_span.length):
+        split_token_index = doc_span.start + i
+        token_to_orig_map[len(tokens)] = tok_to_orig_index[split_token_index]
+
+        is_max_context = _check_is_max_context(doc_spans, doc_span_index, split_token_index)
+        token_is_max_context[len(tokens)] = is_max_context
+        tokens.append(all_doc_tokens[split_token_index])
+        segment_ids.append(1)
+      tokens.append("[SEP]")
+      segment_ids.append(1)
+
+      input_ids = tokenizer.convert_tokens_to_ids(tokens)
+
+      # The mask has 1 for real tokens and 0 for padding tokens. Only real
+      # tokens are attended to.
+      input_mask = [1] * len(input_ids)
+
+      # Zero-pad up to the sequence length.
+      padding = max_seq_length - len(input_ids)
+      input_ids += [0] * padding
+      input_mask += [0] * padding
+      segment_ids += [0] * padding
+
+      assert len(input_ids) == max_seq_length
+      assert len(input_mask) == max_seq_length
+      assert len(segment_ids) == max_seq_length
+
+      start_position = None
+      end_position = None
+      if is_training and not example.is_impossible:
+        # For training, if our document chunk does not contain an annotation
+        # we throw it out, since there is nothing to predict.
+        doc_start = doc_span.start
+        doc_end = doc_span.start + doc_span.length - 1
+        out_of_span = not (tok_start_position >= doc_start and tok_end_position <= doc_end)
+        # An answer that tokenises to nothing (end before start) has no span either.
+        if out_of_span or tok_end_position < tok_start_position:
+          start_position = 0
+          end_position = 0
+        else:
+          doc_offset = len(query_tokens) + 2
+          start_position = tok_start_position - doc_start + doc_offset
+          end_position = tok_end_position - doc_start + doc_offset
+
+      if is_training and example.is_impossible:
+        start_position = 0
+        end_position = 0
+
+      if example_index < log_first_n:
+        tf1.logging.info("*** Example ***")
+        tf1.logging.info("unique_id: %s", unique_id)
+        tf1.logging.info("example_index: %s", example_index)
+        tf1.logging.info("doc_span_index: %s", doc_span_index)
+        tf1.logging.info("tokens: %s", " ".join(
+            [tokenization.printable_text(x) for x in tokens]))
+        tf1.logging.info("token_to_orig_map: %s", " ".join(
+            ["%d:%d" % (x, y) for (x, y) in token_to_orig_map.items()]))
+        tf1.logging.info("token_is_max_context: %s", " ".join(
+            ["%d:%s" % (x, y) for (x, y) in token_is_max_context.items()]))
+        tf1.logging.info("input_ids: %s", " ".join([str(x) for x in input_ids]))
+        tf1.logging.info("input_mask: %s", " ".join([str(x) for x in input_mask]))
+        tf1.logging.info("segment_ids: %s", " ".join([str(x) for x in segment_ids]))
+        if is_training and example.is_impossible:
+          tf1.logging.info("impossible example")
+        if is_training and not example.is_impossible:
+          answer_text = " ".join(tokens[start_position:(end_position + 1)])
+          tf1.logging.info("start_position: %d", start_position)
+          tf1.logging.info("end_position: %d", end_position)
+          tf1.logging.info("answer: %s", tokenization.printable_text(answer_text))
+
+      feature = InputFeatures(
+          unique_id=unique_id,
+          example_index=example_index,
+          doc_span_index=doc_span_index,
+          tokens=tokens,
+          token_to_orig_map=token_to_orig_map,
+          token_is_max_context=token_is_max_context,
+          input_ids=input_ids,
+          input_mask=input_mask,
+          segment_ids=segment_ids,
+          start_position=start_position,
+          end_position=end_position,
+          is_impossible=example.is_impossible)
+
+      # Run callback
+      output_fn(feature)
+
+      unique_id += 1
+    meter.update(example_index + 1, extra="(%d features)" % (unique_id - FIRST_UNIQUE_ID))
+  return unique_id - FIRST_UNIQUE_ID
+
+
+def _improve_answer_span(doc_tokens, input_start, input_end, tokenizer, orig_answer_text):
+  """Returns tokenized answer spans that better match the annotated answer.
+
+  The SQuAD annotations are character based. We first project them to whitespace-tokenized
+  words, then, after WordPiece tokenization, look for the sub-span whose tokens equal the
+  tokenized answer: in "(1895-1943)." the answer "1895" becomes the single token "1895".
+  An annotation inside a word ("Japan" in "Japanese") keeps the whole word.
+
+  Args:
+    doc_tokens: WordPiece tokens of the context.
+    input_start: first token of the whole-word span.
+    input_end: last token of the whole-word span.
+    tokenizer: FullTokenizer.
+    orig_answer_text: the annotated answer.
+
+  Returns:
+    (start, end) token indices.
+  """
+  tok_answer_text = " ".join(tokenizer.tokenize(orig_answer_text))
+
+  for new_start in range(input_start, input_end + 1):
+    for new_end in range(input_end, new_start - 1, -1):
+      text_span = " ".join(doc_tokens[new_start:(new_end + 1)])
+      if text_span == tok_answer_text:
+        return (new_start, new_end)
+
+  return (input_start, input_end)
+
+
+def _check_is_max_context(doc_spans, cur_span_index, position):
+  """Checks if this is the 'max context' doc span for the token.
+
+  A token in several overlapping spans is scored only in the span where it has the most
+  context: the largest min(left context, right context) + 0.01 * span length.
+
+  Args:
+    doc_spans: list of DocSpan.
+    cur_span_index: index of the span being built.
+    position: token index in the document.
+
+  Returns:
+    bool.
+  """
+  best_score = None
+  best_span_index = None
+  for (span_index, doc_span) in enumerate(doc_spans):
+    end = doc_span.start + doc_span.length - 1
+    if position < doc_span.start:
+      continue
+    if position > end:
+      continue
+    num_left_context = position - doc_span.start
+    num_right_context = end - position
+    score = min(num_left_context, num_right_context) + 0.01 * doc_span.length
+    if best_score is None or score > best_score:
+      best_score = score
+      best_span_index = span_index
+
+  return cur_span_index == best_span_index
+
+
+class FeatureWriter(object):
+  """Writes InputFeatures to a TFRecord file (under a temporary name until close())."""
+
+  def __init__(self, filename, is_training):
+    self.filename = filename
+    self.is_training = is_training
+    self.num_features = 0
+    self._tmp_filename = "%s.tmp-%d" % (filename, os.getpid())
+    self._writer = tf.io.TFRecordWriter(self._tmp_filename)
+
+  def process_feature(self, feature):
+    """Writes an InputFeatures as a tf.train.Example."""
+    self.num_features += 1
+
+    def create_int_feature(values):
+      return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+    features = collections.OrderedDict()
+    features["unique_ids"] = create_int_feature([feature.unique_id])
+    features["input_ids"] = create_int_feature(feature.input_ids)
+    features["input_mask"] = create_int_feature(feature.input_mask)
+    features["segment_ids"] = create_int_feature(feature.segment_ids)
+
+    if self.is_training:
+      features["start_positions"] = create_int_feature([feature.start_position])
+      features["end_positions"] = create_int_feature([feature.end_position])
+      features["is_impossible"] = create_int_feature([1 if feature.is_impossible else 0])
+
+    tf_example = tf.train.Example(features=tf.train.Features(feature=features))
+    self._writer.write(tf_example.SerializeToString())
+
+  def close(self):
+    """Finishes the file and gives it its final name."""
+    self._writer.close()
+    tf.io.gfile.rename(self._tmp_filename, self.filename, overwrite=True)
+
+  def abort(self):
+    """Closes and removes the unfinished file."""
+    self._writer.close()
+    if tf.io.gfile.exists(self._tmp_filename):
+      tf.io.gfile.remove(self._tmp_filename)
+
+
+def write_features(examples, tokenizer, filename, is_training, keep_features=False):
+  """Converts examples with the flag settings and writes them to a TFRecord atomically.
+
+  Args:
+    examples: list of SquadExample.
+    tokenizer: FullTokenizer.
+    filename: output TFRecord path.
+    is_training: training features (with positions).
+    keep_features: also return the InputFeatures (needed to write predictions).
+
+  Returns:
+    (number of features, list of InputFeatures or None).
+  """
+  writer = FeatureWriter(filename=filename, is_training=is_training)
+  kept = [] if keep_features else None
+
+  def output_fn(feature):
+    if kept is not None:
+      kept.append(feature)
+    writer.process_feature(feature)
+
+  try:
+    convert_examples_to_features(
+        examples=examples,
+        tokenizer=tokenizer,
+        max_seq_length=FLAGS.max_seq_length,
+        doc_stride=FLAGS.doc_stride,
+        max_query_length=FLAGS.max_query_length,
+        is_training=is_training,
+        output_fn=output_fn)
+  except BaseException:
+    writer.abort()
+    raise
+  writer.close()
+  return writer.num_features, kept
+
+
+# ----------------------------------------------------------------------------------------------
+# Model
+# ----------------------------------------------------------------------------------------------
+
+
+def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
+                 use_one_hot_embeddings):
+  """Creates the span model: BERT sequence output -> start and end logits.
+
+  Args:
+    bert_config: modeling.BertConfig.
+    is_training: dropout on or off.
+    input_ids: int32 [batch_size, seq_length].
+    input_mask: int32 [batch_size, seq_length].
+    segment_ids: int32 [batch_size, seq_length].
+    use_one_hot_embeddings: one-hot embedding lookup (TPU).
+
+  Returns:
+    (start_logits, end_logits), each float32 [batch_size, seq_length]. The head's variables
+    are "cls/squad/output_weights" [2, hidden] and "cls/squad/output_bias" [2] (official).
+  """
+  model = modeling.BertModel(
+      config=bert_config,
+      is_training=is_training,
+      input_ids=input_ids,
+      input_mask=input_mask,
+      token_type_ids=segment_ids,
+      use_one_hot_embeddings=use_one_hot_embeddings)
+
+  final_hidden = model.get_sequence_output()
+
+  final_hidden_shape = modeling.get_shape_list(final_hidden, expected_rank=3)
+  batch_size = final_hidden_shape[0]
+  seq_length = final_hidden_shape[1]
+  hidden_size = final_hidden_shape[2]
+
+  output_weights = tf1.get_variable(
+      "cls/squad/output_weights", [2, hidden_size],
+      initializer=tf1.truncated_normal_initializer(stddev=0.02))
+
+  output_bias = tf1.get_variable("cls/squad/output_bias", [2], initializer=tf1.zeros_initializer())
+
+  final_hidden_matrix = tf.reshape(final_hidden, [batch_size * seq_length, hidden_size])
+  logits = tf.matmul(final_hidden_matrix, output_weights, transpose_b=True)
+  logits = tf.nn.bias_add(logits, output_bias)
+
+  logits = tf.reshape(logits, [batch_size, seq_length, 2])
+  logits = tf.transpose(logits, [2, 0, 1])
+
+  unstacked_logits = tf.unstack(logits, axis=0)
+
+  (start_logits, end_logits) = (unstacked_logits[0], unstacked_logits[1])
+
+  return (start_logits, end_logits)
+
+
+def compute_span_loss(logits, positions):
+  """Mean cross-entropy of `positions` under softmax(logits).
+
+  Args:
+    logits: float [batch_size, seq_length].
+    positions: int [batch_size].
+
+  Returns:
+    float scalar.
+  """
+  seq_length = modeling.get_shape_list(logits)[1]
+  one_hot_positions = tf.one_hot(positions, depth=seq_length, dtype=tf.float32)
+  log_probs = tf.nn.log_softmax(logits, axis=-1)
+  return -tf.reduce_mean(tf.reduce_sum(one_hot_positions * log_probs, axis=-1))
+
+
+def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_steps,
+                     num_warmup_steps, use_tpu, use_one_hot_embeddings):
+  """Returns the `model_fn` closure for TPUEstimator (TRAIN and PREDICT modes)."""
+
+  def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
+    """The `model_fn` for TPUEstimator."""
+    tf1.logging.info("*** Features ***")
+    for name in sorted(features.keys()):
+      tf1.logging.info("  name = %s, shape = %s", name, features[name].shape)
+
+    unique_ids = features["unique_ids"]
+    input_ids = features["input_ids"]
+    input_mask = features["input_mask"]
+    segment_ids = features["segment_ids"]
+
+    is_training = (mode == tf1.estimator.ModeKeys.TRAIN)
+
+    (start_logits, end_logits) = create_model(
+        bert_config=bert_config,
+        is_training=is_training,
+        input_ids=input_ids,
+        input_mask=input_mask,
+        segment_ids=segment_ids,
+        use_one_hot_embeddings=use_one_hot_embeddings)
+
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
+
+    if mode == tf1.estimator.ModeKeys.TRAIN:
+      start_loss = compute_span_loss(start_logits, features["start_positions"])
+      end_loss = compute_span_loss(end_logits, features["end_positions"])
+      total_loss = (start_loss + end_loss) / 2.0
+
+      train_op = optimization.create_optimizer(
+          total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu)
+
+      return tf1.estimator.tpu.TPUEstimatorSpec(
+          mode=mode,
+          loss=total_loss,
+          train_op=train_op,
+          scaffold_fn=scaffold_fn)
+    if mode == tf1.estimator.ModeKeys.PREDICT:
+      predictions = {
+          "unique_ids": unique_ids,
+          "start_logits": start_logits,
+          "end_logits": end_logits,
+      }
+      return tf1.estimator.tpu.TPUEstimatorSpec(
+          mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
+    raise ValueError("Only TRAIN and PREDICT modes are supported: %s" % (mode))
+
+  return model_fn
+
+
+def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=None):
+  """Creates an `input_fn` closure (reads params["batch_size"]) over a feature TFRecord."""
+
+  name_to_features = {
+      "unique_ids": tf.io.FixedLenFeature([], tf.int64),
+      "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+      "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
+      "segment_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
+  }
+
+  if is_training:
+    name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
+    name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
+
+  def _decode_record(record):
+    """Decodes a record to a TensorFlow example (int64 -> int32 for the TPU)."""
+    example = tf.io.parse_single_example(record, name_to_features)
+    for name in list(example.keys()):
+      t = example[name]
+      if t.dtype == tf.int64:
+        t = tf.cast(t, tf.int32)
+      example[name] = t
+    return example
+
+  def input_fn(params):
+    """The actual input function."""
+    batch_size = params["batch_size"]
+
+    # For training, we want a lot of parallel reading and shuffling.
+    # For eval, we want no shuffling and parallel reading doesn't matter.
+    d = tf.data.TFRecordDataset(input_file)
+    if is_training:
+      d = d.repeat()
+      d = d.shuffle(buffer_size=100, seed=seed)
+
+    d = d.map(_decode_record, num_parallel_calls=tf.data.AUTOTUNE)
+    d = d.batch(batch_size, drop_remainder=drop_remainder)
+    return d.prefetch(tf.data.AUTOTUNE)
+
+  return input_fn
+
+
+# ----------------------------------------------------------------------------------------------
+# Predictions
+# ----------------------------------------------------------------------------------------------
+
+RawResult = collections.namedtuple("RawResult", ["unique_id", "start_logits", "end_logits"])
+
+_PrelimPrediction = collections.namedtuple(  # pylint: disable=invalid-name
+    "PrelimPrediction",
+    ["feature_index", "start_index", "end_index", "start_logit", "end_logit"])
+
+_NbestPrediction = collections.namedtuple(  # pylint: disable=invalid-name
+    "NbestPrediction", ["text", "start_logit", "end_logit"])
+
+
+def compute_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length,
+                        do_lower_case, version_2_with_negative=False,
+                        null_score_diff_threshold=0.0, verbose_logging=False):
+  """The official n-best search and answer selection.
+
+  For each example, every (start, end) pair among the n_best_size best start and end logits
+  of each of its features is a candidate if both ends lie in the document part of the
+  feature, the start token has its max context there, end >= start and the length is at most
+  max_answer_length. Candidates are ranked by start_logit + end_logit, mapped back to the
+  original text with get_final_text, and de-duplicated by text.
+
+  SQuAD 2.0: the null score is the smallest start_logits[0] + end_logits[0] over the
+  features; the prediction is "" iff null score - best non-null score > threshold, and that
+  difference is the question's null odds. A question without any valid non-null candidate is
+  predicted "" with null odds NO_SPAN_NULL_ODDS (the official code crashes there: its n-best
+  then holds only ""). SQuAD 1.1: a question without any candidate gets the official nonce
+  answer "empty".
+
+  Args:
+    all_examples: list of SquadExample.
+    all_features: list of InputFeatures of those examples.
+    all_results: iterable of RawResult (logits as lists or arrays of floats).
+    n_best_size: candidates kept per example.
+    max_answer_length: longest answer in tokens.
+    do_lower_case: how the text was tokenised (for get_final_text).
+    version_2_with_negative: SQuAD 2.0 null answers.
+    null_score_diff_threshold: SQuAD 2.0 threshold.
+    verbose_logging: log alignment failures of get_final_text.
+
+  Returns:
+    (all_predictions, all_nbest_json, scores_diff_json): OrderedDicts keyed by question id:
+    answer text; list of {"text", "probability", "start_logit", "end_logit"}; null odds
+    (SQuAD 2.0 only, else empty).
+  """
+  example_index_to_features = collections.defaultdict(list)
+  for feature in all_features:
+    example_index_to_features[feature.example_index].append(feature)
+
+  unique_id_to_result = {}
+  for result in all_results:
+    unique_id_to_result[result.unique_id] = result
+
+  all_predictions = collections.OrderedDict()
+  all_nbest_json = collections.OrderedDict()
+  scores_diff_json = collections.OrderedDict()
+
+  for (example_index, example) in enumerate(all_examples):
+    features = example_index_to_features[example_index]
+
+    prelim_predictions = []
+    # keep track of the minimum score of null start+end of position 0
+    score_null = 1000000  # large and positive
+    min_null_feature_index = 0  # the paragraph slice with min null score
+    null_start_logit = 0  # the start logit at the slice with min null score
+    null_end_logit = 0  # the end logit at the slice with min null score
+    for (feature_index, feature) in enumerate(features):
+      result = unique_id_to_result[feature.unique_id]
+      start_logits = [float(x) for x in result.start_logits]
+      end_logits = [float(x) for x in result.end_logits]
+      start_indexes = _get_best_indexes(start_logits, n_best_size)
+      end_indexes = _get_best_indexes(end_logits, n_best_size)
+      # if we could have irrelevant answers, get the min score of irrelevant
+      if version_2_with_negative:
+        feature_null_score = start_logits[0] + end_logits[0]
+        if feature_null_score < score_null:
+          score_null = feature_null_score
+          min_null_feature_index = feature_index
+          null_start_logit = start_logits[0]
+          null_end_logit = end_logits[0]
+      for start_index in start_indexes:
+        for end_index in end_indexes:
+          # We could hypothetically create invalid predictions, e.g., predict
+          # that the start of the span is in the question. We throw out all
+          # invalid predictions.
+          if start_index >= len(feature.tokens):
+            continue
+          if end_index >= len(feature.tokens):
+            continue
+          if start_index not in feature.token_to_orig_map:
+            continue
+          if end_index not in feature.token_to_orig_map:
+            continue
+          if not feature.token_is_max_context.get(start_index, False):
+            continue
+          if end_index < start_index:
+            continue
+          length = end_index - start_index + 1
+          if length > max_answer_length:
+            continue
+          prelim_predictions.append(
+              _PrelimPrediction(
+                  feature_index=feature_index,
+                  start_index=start_index,
+                  end_index=end_index,
+                  start_logit=start_logits[start_index],
+                  end_logit=end_logits[end_index]))
+
+    if version_2_with_negative and features:
+      prelim_predictions.append(
+          _PrelimPrediction(
+              feature_index=min_null_feature_index,
+              start_index=0,
+              end_index=0,
+              start_logit=null_start_logit,
+              end_logit=null_end_logit))
+    prelim_predictions = sorted(
+        prelim_predictions, key=lambda x: (x.start_logit + x.end_logit), reverse=True)
+
+    seen_predictions = {}
+    nbest = []
+    for pred in prelim_predictions:
+      if len(nbest) >= n_best_size:
+        break
+      if pred.start_index > 0:  # this is a non-null prediction
+        final_text = _prediction_text(example, features[pred.feature_index], pred,
+                                      do_lower_case, verbose_logging)
+        if final_text in seen_predictions:
+          continue
+
+        seen_predictions[final_text] = True
+      else:
+        final_text = ""
+        seen_predictions[final_text] = True
+
+      nbest.append(
+          _NbestPrediction(text=final_text, start_logit=pred.start_logit,
+                           end_logit=pred.end_logit))
+
+    # if we didn't include the empty option in the n-best, include it
+    if version_2_with_negative and features:
+      if "" not in seen_predictions:
+        nbest.append(
+            _NbestPrediction(text="", start_logit=null_start_logit, end_logit=null_end_logit))
+    # In very rare edge cases we could have no valid predictions. So we
+    # just create a nonce prediction in this case to avoid failure.
+    if not nbest:
+      nbest.append(_NbestPrediction(text="" if version_2_with_negative else "empty",
+                                    start_logit=0.0, end_logit=0.0))
+
+    total_scores = []
+    best_non_null_entry = None
+    for entry in nbest:
+      total_scores.append(entry.start_logit + entry.end_logit)
+      if not best_non_null_entry:
+        if entry.text:
+          best_non_null_entry = entry
+
+    probs = _compute_softmax(total_scores)
+
+    nbest_json = []
+    for (i, entry) in enumerate(nbest):
+      output = collections.OrderedDict()
+      output["text"] = entry.text
+      output["probability"] = probs[i]
+      output["start_logit"] = entry.start_logit
+      output["end_logit"] = entry.end_logit
+      nbest_json.append(output)
+
+    if not version_2_with_negative:
+      all_predictions[example.qas_id] = nbest_json[0]["text"]
+    elif best_non_null_entry is None:
+      # Only the null answer is possible (no valid span in any feature).
+      scores_diff_json[example.qas_id] = NO_SPAN_NULL_ODDS
+      all_predictions[example.qas_id] = ""
+    else:
+      # predict "" iff the null score - the score of best non-null > threshold
+      score_diff = score_null - best_non_null_entry.start_logit - (
+          best_non_null_entry.end_logit)
+      scores_diff_json[example.qas_id] = score_diff
+      if score_diff > null_score_diff_threshold:
+        all_predictions[example.qas_id] = ""
+      else:
+        all_predictions[example.qas_id] = best_non_null_entry.text
+
+    all_nbest_json[example.qas_id] = nbest_json
+
+  return all_predictions, all_nbest_json, scores_diff_json
+
+
+def _prediction_text(example, feature, pred, do_lower_case, verbose_logging):
+  """The original-text answer of a non-null candidate span (official de-tokenisation)."""
+  tok_tokens = feature.tokens[pred.start_index:(pred.end_index + 1)]
+  orig_doc_start = feature.token_to_orig_map[pred.start_index]
+  orig_doc_end = feature.token_to_orig_map[pred.end_index]
+  orig_tokens = example.doc_tokens[orig_doc_start:(orig_doc_end + 1)]
+  tok_text = " ".join(tok_tokens)
+
+  # De-tokenize WordPieces that have been split off.
+  tok_text = tok_text.replace(" ##", "")
+  tok_text = tok_text.replace("##", "")
+
+  # Clean whitespace
+  tok_text = tok_text.strip()
+  tok_text = " ".join(tok_text.split())
+  orig_text = " ".join(orig_tokens)
+
+  return get_final_text(tok_text, orig_text, do_lower_case, verbose_logging)
+
+
+def _write_json(path, obj):
+  """Writes JSON the way the official script does (indent 4, key order kept), atomically."""
+  with common.atomic_output(path) as writer:
+    writer.write(json.dumps(obj, indent=4) + "\n")
+
+
+def write_predictions(all_examples, all_features, all_results, n_best_size, max_answer_length,
+                      do_lower_case, output_prediction_file, output_nbest_file,
+                      output_null_log_odds_file, version_2_with_negative=False,
+                      null_score_diff_threshold=0.0, verbose_logging=False):
+  """Writes predictions.json, nbest_predictions.json and (SQuAD 2.0) null_odds.json.
+
+  Args: as compute_predictions, plus the three output paths (written atomically).
+
+  Returns:
+    compute_predictions' (all_predictions, all_nbest_json, scores_diff_json).
+  """
+  tf1.logging.info("Writing predictions to: %s", output_prediction_file)
+  tf1.logging.info("Writing nbest to: %s", output_nbest_file)
+  all_predictions, all_nbest_json, scores_diff_json = compute_predictions(
+      all_examples, all_features, all_results, n_best_size, max_answer_length, do_lower_case,
+      version_2_with_negative, null_score_diff_threshold, verbose_logging)
+  _write_json(output_prediction_file, all_predictions)
+  _write_json(output_nbest_file, all_nbest_json)
+  if version_2_with_negative:
+    _write_json(output_null_log_odds_file, scores_diff_json)
+  return all_predictions, all_nbest_json, scores_diff_json
+
+
+def get_final_text(pred_text, orig_text, do_lower_case, verbose_logging=False):
+  """Projects the tokenized prediction back to the original text.
+
+  `orig_text` is the whitespace-token span that the predicted WordPiece span came from, and
+  may contain extra characters: for pred_text "steve smith" and orig_text "Steve Smith's" we
+  want "Steve Smith" (not the normalised pred_text, which lost case and accents). The
+  official heuristic: basic-tokenize orig_text, find pred_text in it, and if the two agree
+  character for character once spaces are removed, map the match back onto orig_text.
+  Whenever that fails, return orig_text.
+
+  Args:
+    pred_text: de-tokenized prediction (WordPieces joined, normalised by the tokenizer).
+    orig_text: the original whitespace tokens of the span, joined with single spaces.
+    do_lower_case: how the tokenizer normalised.
+    verbose_logging: log why an alignment failed.
+
+  Returns:
+    The answer text.
+  """
+
+  def _strip_spaces(text):
+    ns_chars = []
+    ns_to_s_map = collections.OrderedDict()
+    for (i, c) in enumerate(text):
+      if c == " ":
+        continue
+      ns_to_s_map[len(ns_chars)] = i
+      ns_chars.append(c)
+    ns_text = "".join(ns_chars)
+    return (ns_text, ns_to_s_map)
+
+  # We first tokenize `orig_text`, strip whitespace from the result
+  # and `pred_text`, and check if they are the same length. If they are
+  # NOT the same length, the heuristic has failed. If they are the same
+  # length, we assume the characters are one-to-one aligned.
+  tokenizer = tokenization.BasicTokenizer(do_lower_case=do_lower_case)
+
+  tok_text = " ".join(tokenizer.tokenize(orig_text))
+
+  start_position = tok_text.find(pred_text)
+  if start_position == -1:
+    if verbose_logging:
+      tf1.logging.info("Unable to find text: '%s' in '%s'", pred_text, orig_text)
+    return orig_text
+  end_position = start_position + len(pred_text) - 1
+
+  (orig_ns_text, orig_ns_to_s_map) = _strip_spaces(orig_text)
+  (tok_ns_text, tok_ns_to_s_map) = _strip_spaces(tok_text)
+
+  if len(orig_ns_text) != len(tok_ns_text):
+    if verbose_logging:
+      tf1.logging.info("Length not equal after stripping spaces: '%s' vs '%s'", orig_ns_text,
+                       tok_ns_text)
+    return orig_text
+
+  # We then project the characters in `pred_text` back to `orig_text` using
+  # the character-to-character alignment.
+  tok_s_to_ns_map = {}
+  for (i, tok_index) in tok_ns_to_s_map.items():
+    tok_s_to_ns_map[tok_index] = i
+
+  orig_start_position = None
+  if start_position in tok_s_to_ns_map:
+    ns_start_position = tok_s_to_ns_map[start_position]
+    if ns_start_position in orig_ns_to_s_map:
+      orig_start_position = orig_ns_to_s_map[ns_start_position]
+
+  if orig_start_position is None:
+    if verbose_logging:
+      tf1.logging.info("Couldn't map start position")
+    return orig_text
+
+  orig_end_position = None
+  if end_position in tok_s_to_ns_map:
+    ns_end_position = tok_s_to_ns_map[end_position]
+    if ns_end_position in orig_ns_to_s_map:
+      orig_end_position = orig_ns_to_s_map[ns_end_position]
+
+  if orig_end_position is None:
+    if verbose_logging:
+      tf1.logging.info("Couldn't map end position")
+    return orig_text
+
+  output_text = orig_text[orig_start_position:(orig_end_position + 1)]
+  return output_text
+
+
+def _get_best_indexes(logits, n_best_size):
+  """Indices of the n_best_size largest logits, best first."""
+  index_and_score = sorted(enumerate(logits), key=lambda x: x[1], reverse=True)
+  return [index for index, _ in index_and_score[:n_best_size]]
+
+
+def _compute_softmax(scores):
+  """Computes softmax probability over raw logits (a list of floats)."""
+  if not scores:
+    return []
+  max_score = max(scores)
+  exp_scores = [math.exp(score - max_score) for score in scores]
+  total_sum = sum(exp_scores)
+  return [x / total_sum for x in exp_scores]
+
+
+# ----------------------------------------------------------------------------------------------
+# Export
+# ----------------------------------------------------------------------------------------------
+
+
+def serving_input_specs(max_seq_length):
+  """The SavedModel's inputs: name -> (dtype, shape)."""
+  return collections.OrderedDict(
+      (name, (tf.int32, [None, max_seq_length]))
+      for name in ("input_ids", "input_mask", "segment_ids"))
+
+
+def export_model(bert_config, checkpoint_path, export_dir, max_seq_length, vocab_file=None,
+                 do_lower_case=True, version_2_with_negative=False):
+  """Exports the span model as a SavedModel (serving_default signature) plus its configs.
+
+  Args:
+    bert_config: modeling.BertConfig.
+    checkpoint_path: fine-tuned checkpoint (prefix or directory) with the cls/squad head.
+    export_dir: output directory (replaced).
+    max_seq_length: sequence length of the int32 inputs.
+    vocab_file: copied into the export as vocab.txt.
+    do_lower_case: noted in squad_config.json.
+    version_2_with_negative: noted in squad_config.json.
+
+  Returns:
+    The checkpoint prefix that was exported.
+  """
+
+  def build_fn(placeholders):
+    start_logits, end_logits = create_model(
+        bert_config=bert_config,
+        is_training=False,
+        input_ids=placeholders["input_ids"],
+        input_mask=placeholders["input_mask"],
+        segment_ids=placeholders["segment_ids"],
+        use_one_hot_embeddings=False)
+    return {"start_logits": start_logits, "end_logits": end_logits}
+
+  extra_files = {
+      "bert_config.json": bert_config.to_json_string(),
+      "squad_config.json": json.dumps({
+          "max_seq_length": max_seq_length,
+          "do_lower_case": bool(do_lower_case),
+          "version_2_with_negative": bool(version_2_with_negative),
+          "inputs": list(serving_input_specs(max_seq_length)),
+          "outputs": ["start_logits", "end_logits"]}, indent=2) + "\n",
+  }
+  if vocab_file:
+    with tf.io.gfile.GFile(vocab_file) as f:
+      extra_files["vocab.txt"] = f.read()
+  return export_utils.export_saved_model(build_fn, checkpoint_path, export_dir,
+                                         serving_input_specs(max_seq_length),
+                                         extra_files=extra_files)
+
+
+# ----------------------------------------------------------------------------------------------
+# main
+# ----------------------------------------------------------------------------------------------
+
+
+def validate_flags_or_throw(bert_config):
+  """One-line errors for flags that cannot work (the official checks and a few more)."""
+  del bert_config  # max_seq_length is checked by estimator_utils.load_config.
+  if not FLAGS.do_train and not FLAGS.do_predict and not FLAGS.export_dir:
+    common.fail("--do_train, --do_predict or --export_dir: at least one is needed")
+  if FLAGS.do_train:
+    common.require_file(FLAGS.train_file, "train_file")
+  if FLAGS.do_predict:
+    common.require_file(FLAGS.predict_file, "predict_file")
+  if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
+    common.fail("--max_seq_length=%d must be greater than --max_query_length (%d) + 3" %
+                (FLAGS.max_seq_length, FLAGS.max_query_length))
+  for name in ("doc_stride", "max_query_length", "n_best_size", "max_answer_length",
+               "train_batch_size", "predict_batch_size"):
+    if getattr(FLAGS, name) < 1:
+      common.fail("--%s=%d must be >= 1" % (name, getattr(FLAGS, name)))
+  if FLAGS.num_train_epochs <= 0 and FLAGS.do_train:
+    common.fail("--num_train_epochs=%g must be > 0" % FLAGS.num_train_epochs)
+  if not 0.0 <= FLAGS.warmup_proportion < 1.0:
+    common.fail("--warmup_proportion=%g must be in [0, 1)" % FLAGS.warmup_proportion)
+
+
+def _predict(estimator, tokenizer):
+  """Runs --do_predict: features, Estimator predictions, output files, scoring."""
+  dataset_json = load_squad_json(FLAGS.predict_file, "predict_file")
+  eval_examples = read_squad_examples(
+      input_file=FLAGS.predict_file, is_training=False,
+      version_2_with_negative=FLAGS.version_2_with_negative, flag_name="predict_file")
+  if not eval_examples:
+    common.fail("--predict_file=%s: no questions" % FLAGS.predict_file)
+
+  eval_record_file = os.path.join(FLAGS.output_dir, "eval.tf_record")
+  num_features, eval_features = write_features(eval_examples, tokenizer, eval_record_file,
+                                               is_training=False, keep_features=True)
+
+  tf1.logging.info("***** Running predictions *****")
+  tf1.logging.info("  Num orig examples = %d", len(eval_examples))
+  tf1.logging.info("  Num split examples = %d", num_features)
+  tf1.logging.info("  Batch size = %d", FLAGS.predict_batch_size)
+
+  predict_input_fn = input_fn_builder(
+      input_file=eval_record_file,
+      seq_length=FLAGS.max_seq_length,
+      is_training=False,
+      drop_remainder=False)
+
+  all_results = []
+  meter = common.ProgressMeter(num_features, unit="features", min_interval_s=10.0)
+  for result in estimator.predict(predict_input_fn, yield_single_examples=True):
+    all_results.append(
+        RawResult(
+            unique_id=int(result["unique_ids"]),
+            start_logits=[float(x) for x in result["start_logits"].flat],
+            end_logits=[float(x) for x in result["end_logits"].flat]))
+    meter.update(len(all_results))
+  meter.update(len(all_results), force=True)
+
+  if FLAGS.output_raw_logits:
+    buf = io.BytesIO()
+    np.savez(buf,
+             unique_ids=np.array([r.unique_id for r in all_results], dtype=np.int64),
+             start_logits=np.array([r.start_logits for r in all_results], dtype=np.float32),
+             end_logits=np.array([r.end_logits for r in all_results], dtype=np.float32))
+    with common.atomic_output(os.path.join(FLAGS.output_dir, "raw_logits.npz"), "wb") as f:
+      f.write(buf.getvalue())
+
+  all_predictions, _, scores_diff_json = write_predictions(
+      eval_examples, eval_features, all_results, FLAGS.n_best_size, FLAGS.max_answer_length,
+      FLAGS.do_lower_case,
+      os.path.join(FLAGS.output_dir, "predictions.json"),
+      os.path.join(FLAGS.output_dir, "nbest_predictions.json"),
+      os.path.join(FLAGS.output_dir, "null_odds.json"),
+      version_2_with_negative=FLAGS.version_2_with_negative,
+      null_score_diff_threshold=FLAGS.null_score_diff_threshold,
+      verbose_logging=FLAGS.verbose_logging)
+
+  if squad_evaluate.has_gold_answers(dataset_json):
+    if FLAGS.version_2_with_negative:
+      # The threshold already applied to predictions.json, so EM/F1 are those of the file;
+      # best_f1_thresh suggests a --null_score_diff_threshold.
+      results = squad_evaluate.evaluate_v2(
+          dataset_json["data"], all_predictions, na_probs=scores_diff_json,
+          na_prob_thresh=FLAGS.null_score_diff_threshold)
+    else:
+      results = squad_evaluate.evaluate_v1(dataset_json["data"], all_predictions)
+    estimator_utils.write_eval_results(FLAGS.output_dir, results)
+  else:
+    tf1.logging.info("%s has no gold answers: predictions written, not scored",
+                     FLAGS.predict_file)
+
+
+def main(_):
+  tf1.logging.set_verbosity(tf1.logging.INFO)
+  if not FLAGS.output_dir:
+    common.fail("--output_dir is required")
+  common.require_file(FLAGS.vocab_file, "vocab_file")
+  bert_config = estimator_utils.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
+  validate_flags_or_throw(bert_config)
+  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+  if FLAGS.init_checkpoint and not tf1.train.checkpoint_exists(FLAGS.init_checkpoint):
+    common.fail("--init_checkpoint=%s: no checkpoint there" % FLAGS.init_checkpoint)
+
+  tf1.gfile.MakeDirs(FLAGS.output_dir)
+  tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
+                                         do_lower_case=FLAGS.do_lower_case)
+
+  train_examples = None
+  num_train_steps = None
+  num_warmup_steps = None
+  if FLAGS.do_train:
+    stats = collections.Counter()
+    train_examples = read_squad_examples(
+        input_file=FLAGS.train_file, is_training=True,
+        version_2_with_negative=FLAGS.version_2_with_negative, stats=stats)
+    if not train_examples:
+      common.fail("--train_file=%s: no usable training questions" % FLAGS.train_file)
+    num_train_steps = int(len(train_examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
+    if num_train_steps < 1:
+      common.fail("--num_train_epochs=%g with --train_batch_size=%d and %d examples gives 0 "
+                  "training steps" % (FLAGS.num_train_epochs, FLAGS.train_batch_size,
+                                      len(train_examples)))
+    num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+
+    # Pre-shuffle the input to avoid having to make a very large shuffle
+    # buffer in in the `input_fn`.
+    rng = random.Random(FLAGS.seed)
+    rng.shuffle(train_examples)
+
+  model_fn = model_fn_builder(
+      bert_config=bert_config,
+      init_checkpoint=FLAGS.init_checkpoint,
+      learning_rate=FLAGS.learning_rate,
+      num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps,
+      use_tpu=FLAGS.use_tpu,
+      use_one_hot_embeddings=FLAGS.use_tpu)
+
+  # If TPU is not available, this will fall back to normal Estimator on CPU or GPU.
+  estimator = estimator_utils.make_estimator(
+      model_fn, FLAGS, FLAGS.output_dir,
+      train_batch_size=FLAGS.train_batch_size,
+      predict_batch_size=FLAGS.predict_batch_size)
+
+  if FLAGS.do_train:
+    estimator_utils.save_config(bert_config, FLAGS.output_dir)
+    # We write to a file to avoid storing very large constant tensors in memory.
+    train_record_file = os.path.join(FLAGS.output_dir, "train.tf_record")
+    num_features, _ = write_features(train_examples, tokenizer, train_record_file,
+                                     is_training=True)
+
+    tf1.logging.info("***** Running training *****")
+    tf1.logging.info("  Num orig examples = %d", len(train_examples))
+    tf1.logging.info("  Num split examples = %d", num_features)
+    tf1.logging.info("  Batch size = %d", FLAGS.train_batch_size)
+    tf1.logging.info("  Num steps = %d", num_train_steps)
+    del train_examples
+
+    train_input_fn = input_fn_builder(
+        input_file=train_record_file,
+        seq_length=FLAGS.max_seq_length,
+        is_training=True,
+        drop_remainder=True,
+        seed=FLAGS.seed)
+    estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,
+                    hooks=[estimator_utils.ProgressHook(num_train_steps,
+                                                        FLAGS.train_batch_size)])
+
+  if FLAGS.do_predict:
+    _predict(estimator, tokenizer)
+
+  if FLAGS.export_dir:
+    checkpoint = tf1.train.latest_checkpoint(FLAGS.output_dir) or FLAGS.init_checkpoint
+    if not checkpoint:
+      common.fail("--export_dir=%s: no checkpoint in --output_dir=%s and no --init_checkpoint "
+                  "to export" % (FLAGS.export_dir, FLAGS.output_dir))
+    export_model(bert_config, checkpoint, FLAGS.export_dir, FLAGS.max_seq_length,
+                 vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+                 version_2_with_negative=FLAGS.version_2_with_negative)
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(lambda argv: common.run_main(main, argv))
