@@ -27,6 +27,8 @@ def fail(message):
 def run_main(main_fn, argv):
   """Calls main_fn(argv) and turns a UsageError into a one-line message and exit status 2.
 
+  Also makes TensorFlow log each line once (absl and TF both attach handlers otherwise).
+
   Args:
     main_fn: the tool's main function.
     argv: command-line arguments as absl passes them.
@@ -34,6 +36,7 @@ def run_main(main_fn, argv):
   Returns:
     Whatever main_fn returns.
   """
+  tf.get_logger().propagate = False
   try:
     return main_fn(argv)
   except UsageError as e:

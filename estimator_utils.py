@@ -86,7 +86,12 @@ def make_distribution_strategy(name, num_gpus=None):
     elif not tf.config.list_physical_devices("GPU"):
       # Several logical CPUs (tests, or a CPU-only demo) if the process configured them.
       cpus = tf.config.list_logical_devices("CPU")
-      devices = [d.name for d in cpus] if len(cpus) > 1 else None
+      if len(cpus) > 1:
+        # Collective all-reduce between logical CPUs can exhaust a small inter-op thread
+        # pool and hang; reducing on one device cannot.
+        return tf.distribute.MirroredStrategy(
+            devices=[d.name for d in cpus],
+            cross_device_ops=tf.distribute.ReductionToOneDevice())
     return tf.distribute.MirroredStrategy(devices=devices)
   if name == "multi_worker_mirrored":
     if not os.environ.get("TF_CONFIG"):
@@ -111,7 +116,8 @@ def make_estimator(model_fn, flag_values, output_dir, train_batch_size, eval_bat
     params: extra params dict passed to model_fn and input_fn.
 
   Returns:
-    The estimator. input_fns read the batch size from params["batch_size"] in every case.
+    The estimator. input_fns read the batch size from params["batch_size"] in every case (per
+    replica under a tf.distribute strategy, so that train_batch_size is the global batch).
   """
   validate_estimator_flags(flag_values)
   tf1.gfile.MakeDirs(output_dir)
@@ -130,7 +136,8 @@ def make_estimator(model_fn, flag_values, output_dir, train_batch_size, eval_bat
         tf_random_seed=flag_values.seed,
         save_checkpoints_steps=flag_values.save_checkpoints_steps,
         keep_checkpoint_max=flag_values.keep_checkpoint_max,
-        log_step_count_steps=flag_values.log_every_n_steps,
+        # Off TPU, ProgressHook logs steps/s and time remaining instead.
+        log_step_count_steps=(flag_values.log_every_n_steps if flag_values.use_tpu else None),
         tpu_config=tf1.estimator.tpu.TPUConfig(
             iterations_per_loop=flag_values.iterations_per_loop,
             num_shards=flag_values.num_tpu_cores,
@@ -145,7 +152,16 @@ def make_estimator(model_fn, flag_values, output_dir, train_batch_size, eval_bat
         eval_batch_size=eval_batch_size,
         predict_batch_size=predict_batch_size)
 
-  batch_sizes = {estimator_lib.ModeKeys.TRAIN: train_batch_size,
+  # Under a strategy each replica pulls its own batches from the dataset: the input_fn batch is
+  # per replica, while --train_batch_size stays the total (the official flag's meaning).
+  num_replicas = strategy.num_replicas_in_sync
+  if train_batch_size % num_replicas:
+    common.fail("--train_batch_size=%d is not divisible by the %d replicas of "
+                "--distribution_strategy=%s" % (train_batch_size, num_replicas,
+                                                 flag_values.distribution_strategy))
+  tf1.logging.info("%d replicas in sync: %d examples per replica per step", num_replicas,
+                   train_batch_size // num_replicas)
+  batch_sizes = {estimator_lib.ModeKeys.TRAIN: train_batch_size // num_replicas,
                  estimator_lib.ModeKeys.EVAL: eval_batch_size,
                  estimator_lib.ModeKeys.PREDICT: predict_batch_size}
 
@@ -163,7 +179,7 @@ def make_estimator(model_fn, flag_values, output_dir, train_batch_size, eval_bat
       tf_random_seed=flag_values.seed,
       save_checkpoints_steps=flag_values.save_checkpoints_steps,
       keep_checkpoint_max=flag_values.keep_checkpoint_max,
-      log_step_count_steps=flag_values.log_every_n_steps,
+      log_step_count_steps=None,
       train_distribute=strategy,
       eval_distribute=None)
   estimator = estimator_lib.Estimator(
@@ -177,6 +193,15 @@ class _DistributedEstimatorAdapter(object):
   def __init__(self, estimator, wrap_input_fn):
     self._estimator = estimator
     self._wrap = wrap_input_fn
+
+  @property
+  def estimator(self):
+    """The wrapped tf.compat.v1.estimator.Estimator (for train_and_evaluate)."""
+    return self._estimator
+
+  def wrap_input_fn(self, input_fn, mode):
+    """Returns input_fn adapted to the wrapped Estimator for `mode`."""
+    return self._wrap(input_fn, mode)
 
   def train(self, input_fn, **kwargs):
     return self._estimator.train(self._wrap(input_fn, estimator_lib.ModeKeys.TRAIN), **kwargs)

@@ -6,8 +6,8 @@ BERT `optimization.py`, so official checkpoints (with optimizer slots) resume he
 - the optimizer is a proper `tf.compat.v1.train.Optimizer` subclass, so TPU
   CrossShardOptimizer and tf.distribute strategies (through Estimator's train_distribute)
   aggregate gradients across replicas;
-- under tf.distribute, gradient clipping uses the global norm of the gradient averaged over all
-  replicas (on TPU each core clips its own, as the official code does);
+- each replica (TPU core or tf.distribute device) clips its own gradient to global norm 1.0, as
+  the official code does on TPU, then the gradients are averaged (the official TPU code summed);
 - `gradient_accumulation_steps` averages the gradients of k micro-batches per update, so the
   paper's batch of 512 fits on few devices.
 """
@@ -82,7 +82,8 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu,
   update_step = global_step // gradient_accumulation_steps
   learning_rate = learning_rate_schedule(update_step, init_lr, num_train_steps,
                                          num_warmup_steps)
-  tf1.summary.scalar("learning_rate", learning_rate)
+  if not use_tpu:  # Summaries inside a TPU computation are not written.
+    tf1.summary.scalar("learning_rate", learning_rate)
 
   # It is recommended that you use this optimizer for fine tuning, since this
   # is how the model was trained (note that the Adam m/v variables are NOT
@@ -103,7 +104,6 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu,
     grads, apply_now = _accumulate(grads, tvars, global_step, gradient_accumulation_steps)
     optimizer.set_apply_condition(apply_now)
 
-  grads = _mean_over_replicas(grads, use_tpu)
   (grads, _) = tf.clip_by_global_norm(grads, clip_norm=clip_norm)
 
   if use_tpu:
@@ -137,20 +137,6 @@ def _num_tpu_shards():
 def _num_replicas():
   """Number of tf.distribute replicas in sync (1 without a strategy)."""
   return tf.distribute.get_strategy().num_replicas_in_sync
-
-
-def _mean_over_replicas(grads, use_tpu):
-  """Averages gradients over tf.distribute replicas so clipping sees the global gradient.
-
-  On TPU under TPUEstimator the average happens in CrossShardOptimizer instead (one all-reduce
-  there), so TPU gradients are clipped per core, as in the official BERT code.
-  """
-  if use_tpu or _num_replicas() == 1:
-    return grads
-  replica_context = tf.distribute.get_replica_context()
-  present = [g for g in grads if g is not None]
-  reduced = iter(replica_context.all_reduce(tf.distribute.ReduceOp.MEAN, present))
-  return [None if g is None else next(reduced) for g in grads]
 
 
 def _prescale_for_distribute_sum(grads):

@@ -1,0 +1,617 @@
+# coding=utf-8
+"""Pre-trains BERT / RealFormer (MLM + NSP) on TPUEstimator, or on CPU/GPU with tf.distribute.
+
+Reads the TFRecords written by create_pretraining_data.py (or the official BERT script). The
+official flags keep their meaning; new ones: --residual_attention / --layer_norm_type (override
+the config; the config actually used is saved in output_dir), --distribution_strategy with
+--num_gpus, --gradient_accumulation_steps, --keep_checkpoint_max, --seed.
+
+Resume: run the same command again. Training continues from the last checkpoint in output_dir
+and ends at num_train_steps. SIGTERM / SIGINT stop training cleanly after the current step and
+save a checkpoint first; after SIGKILL the steps since the last saved checkpoint
+(--save_checkpoints_steps) are redone.
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import hashlib
+import json
+import os
+import signal
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+import common
+import estimator_utils
+import modeling
+import optimization
+
+tf1 = tf.compat.v1
+
+flags.DEFINE_string(
+    "bert_config_file", None,
+    "The config json file corresponding to the pre-trained BERT model. "
+    "This specifies the model architecture.")
+flags.DEFINE_string("input_file", None,
+                    "Input TF example files (can be a glob or comma separated).")
+flags.DEFINE_string(
+    "eval_input_file", None,
+    "Held-out TF example files for --do_eval (glob or comma separated); default --input_file.")
+flags.DEFINE_string(
+    "output_dir", None,
+    "The output directory where the model checkpoints will be written.")
+flags.DEFINE_string(
+    "init_checkpoint", None,
+    "Initial checkpoint (usually from a pre-trained BERT model).")
+flags.DEFINE_integer(
+    "max_seq_length", 128,
+    "The maximum total input sequence length after WordPiece tokenization. "
+    "Must match the data generation.")
+flags.DEFINE_integer(
+    "max_predictions_per_seq", 20,
+    "Maximum number of masked LM predictions per sequence. Must match data generation.")
+flags.DEFINE_bool("do_train", False, "Whether to run training.")
+flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
+flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+flags.DEFINE_integer("num_train_steps", 100000, "Number of optimizer updates.")
+flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup updates.")
+flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+flags.DEFINE_integer(
+    "gradient_accumulation_steps", 1,
+    "Micro-batches of --train_batch_size averaged per optimizer update (the effective batch "
+    "is their product). The global step counts micro-batches.")
+flags.DEFINE_integer("num_cpu_devices", 1,
+                     "Split the CPU into this many logical devices (to run "
+                     "--distribution_strategy=mirrored on a machine without GPUs).")
+
+estimator_utils.define_estimator_flags()
+estimator_utils.define_model_override_flags()
+
+FLAGS = flags.FLAGS
+
+
+def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_steps,
+                     num_warmup_steps, use_tpu, use_one_hot_embeddings,
+                     gradient_accumulation_steps=1, total_steps=None, train_batch_size=None,
+                     extra_hooks=()):
+  """Returns `model_fn` closure for TPUEstimator (MLM + NSP).
+
+  extra_hooks are added to the training hooks off TPU (e.g. a WeightsDigestHook).
+  """
+
+  def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
+    """The `model_fn` for TPUEstimator."""
+    input_ids = features["input_ids"]
+    input_mask = features["input_mask"]
+    segment_ids = features["segment_ids"]
+    masked_lm_positions = features["masked_lm_positions"]
+    masked_lm_ids = features["masked_lm_ids"]
+    masked_lm_weights = features["masked_lm_weights"]
+    next_sentence_labels = features["next_sentence_labels"]
+
+    is_training = (mode == tf1.estimator.ModeKeys.TRAIN)
+
+    model = modeling.BertModel(
+        config=bert_config,
+        is_training=is_training,
+        input_ids=input_ids,
+        input_mask=input_mask,
+        token_type_ids=segment_ids,
+        use_one_hot_embeddings=use_one_hot_embeddings)
+
+    (masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs) = get_masked_lm_output(
+        bert_config, model.get_sequence_output(), model.get_embedding_table(),
+        masked_lm_positions, masked_lm_ids, masked_lm_weights)
+
+    (next_sentence_loss, next_sentence_example_loss,
+     next_sentence_log_probs) = get_next_sentence_output(
+         bert_config, model.get_pooled_output(), next_sentence_labels)
+
+    total_loss = masked_lm_loss + next_sentence_loss
+
+    tvars = tf1.trainable_variables()
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars)
+
+    output_spec = None
+    if mode == tf1.estimator.ModeKeys.TRAIN:
+      train_op = optimization.create_optimizer(
+          total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
+          gradient_accumulation_steps=gradient_accumulation_steps)
+      hooks = []
+      if not use_tpu:
+        mlm_accuracy = _masked_lm_accuracy(masked_lm_log_probs, masked_lm_ids,
+                                           masked_lm_weights)
+        tf1.summary.scalar("masked_lm_accuracy", mlm_accuracy)
+        tf1.summary.scalar("masked_lm_loss", masked_lm_loss)
+        tf1.summary.scalar("next_sentence_loss", next_sentence_loss)
+        hooks.append(estimator_utils.ProgressHook(total_steps, train_batch_size))
+        hooks.append(GracefulStopHook())
+        hooks.extend(extra_hooks)
+      output_spec = tf1.estimator.tpu.TPUEstimatorSpec(
+          mode=mode,
+          loss=total_loss,
+          train_op=train_op,
+          training_hooks=hooks,
+          scaffold_fn=scaffold_fn)
+    elif mode == tf1.estimator.ModeKeys.EVAL:
+      eval_metrics = (metric_fn, [
+          masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
+          masked_lm_weights, next_sentence_example_loss,
+          next_sentence_log_probs, next_sentence_labels
+      ])
+      output_spec = tf1.estimator.tpu.TPUEstimatorSpec(
+          mode=mode,
+          loss=total_loss,
+          eval_metrics=eval_metrics,
+          scaffold_fn=scaffold_fn)
+    else:
+      raise ValueError("Only TRAIN and EVAL modes are supported: %s" % (mode))
+
+    return output_spec
+
+  return model_fn
+
+
+def metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
+              masked_lm_weights, next_sentence_example_loss,
+              next_sentence_log_probs, next_sentence_labels):
+  """Computes the loss and accuracy of the model (MLM and NSP)."""
+  masked_lm_log_probs = tf.reshape(masked_lm_log_probs, [-1, masked_lm_log_probs.shape[-1]])
+  masked_lm_predictions = tf.argmax(masked_lm_log_probs, axis=-1, output_type=tf.int32)
+  masked_lm_example_loss = tf.reshape(masked_lm_example_loss, [-1])
+  masked_lm_ids = tf.reshape(masked_lm_ids, [-1])
+  masked_lm_weights = tf.reshape(masked_lm_weights, [-1])
+  masked_lm_accuracy = tf1.metrics.accuracy(
+      labels=masked_lm_ids,
+      predictions=masked_lm_predictions,
+      weights=masked_lm_weights)
+  masked_lm_mean_loss = tf1.metrics.mean(
+      values=masked_lm_example_loss, weights=masked_lm_weights)
+
+  next_sentence_log_probs = tf.reshape(
+      next_sentence_log_probs, [-1, next_sentence_log_probs.shape[-1]])
+  next_sentence_predictions = tf.argmax(next_sentence_log_probs, axis=-1, output_type=tf.int32)
+  next_sentence_labels = tf.reshape(next_sentence_labels, [-1])
+  next_sentence_accuracy = tf1.metrics.accuracy(
+      labels=next_sentence_labels, predictions=next_sentence_predictions)
+  next_sentence_mean_loss = tf1.metrics.mean(values=next_sentence_example_loss)
+
+  return {
+      "masked_lm_accuracy": masked_lm_accuracy,
+      "masked_lm_loss": masked_lm_mean_loss,
+      "next_sentence_accuracy": next_sentence_accuracy,
+      "next_sentence_loss": next_sentence_mean_loss,
+  }
+
+
+def _masked_lm_accuracy(masked_lm_log_probs, masked_lm_ids, masked_lm_weights):
+  """Weighted MLM accuracy of one batch (for training summaries)."""
+  predictions = tf.argmax(masked_lm_log_probs, axis=-1, output_type=tf.int32)
+  labels = tf.reshape(masked_lm_ids, [-1])
+  weights = tf.reshape(masked_lm_weights, [-1])
+  correct = tf.cast(tf.equal(predictions, labels), tf.float32) * weights
+  return tf.reduce_sum(correct) / (tf.reduce_sum(weights) + 1e-5)
+
+
+def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
+                         label_ids, label_weights):
+  """Get loss and log probs for the masked LM.
+
+  Args:
+    bert_config: BertConfig.
+    input_tensor: float [batch, seq, hidden], the sequence output.
+    output_weights: float [vocab, hidden], the word embedding table (tied output).
+    positions: int [batch, max_predictions_per_seq].
+    label_ids: int [batch, max_predictions_per_seq].
+    label_weights: float [batch, max_predictions_per_seq], 1.0 real, 0.0 padding.
+
+  Returns:
+    (loss scalar, per-prediction loss [batch * max_predictions_per_seq],
+     log probs [batch * max_predictions_per_seq, vocab]).
+  """
+  input_tensor = gather_indexes(input_tensor, positions)
+
+  with tf1.variable_scope("cls/predictions"):
+    # We apply one more non-linear transformation before the output layer.
+    # This matrix is not used after pre-training.
+    with tf1.variable_scope("transform"):
+      input_tensor = modeling.dense_layer(
+          input_tensor,
+          units=bert_config.hidden_size,
+          activation=modeling.get_activation(bert_config.hidden_act),
+          kernel_initializer=modeling.create_initializer(bert_config.initializer_range),
+          name="dense")
+      input_tensor = modeling.layer_norm(input_tensor)
+
+    # The output weights are the same as the input embeddings, but there is
+    # an output-only bias for each token.
+    output_bias = tf1.get_variable(
+        "output_bias",
+        shape=[bert_config.vocab_size],
+        initializer=tf1.zeros_initializer())
+    logits = tf.matmul(input_tensor, output_weights, transpose_b=True)
+    logits = tf.nn.bias_add(logits, output_bias)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+
+    label_ids = tf.reshape(label_ids, [-1])
+    label_weights = tf.reshape(label_weights, [-1])
+
+    one_hot_labels = tf.one_hot(label_ids, depth=bert_config.vocab_size, dtype=tf.float32)
+
+    # The `positions` tensor might be zero-padded (if the sequence is too
+    # short to have the maximum number of predictions). The `label_weights`
+    # tensor has a value of 1.0 for every real prediction and 0.0 for the
+    # padding predictions.
+    per_example_loss = -tf.reduce_sum(log_probs * one_hot_labels, axis=[-1])
+    numerator = tf.reduce_sum(label_weights * per_example_loss)
+    denominator = tf.reduce_sum(label_weights) + 1e-5
+    loss = numerator / denominator
+
+  return (loss, per_example_loss, log_probs)
+
+
+def get_next_sentence_output(bert_config, input_tensor, labels):
+  """Get loss and log probs for the next sentence prediction.
+
+  Args:
+    bert_config: BertConfig.
+    input_tensor: float [batch, hidden], the pooled output.
+    labels: int [batch, 1] or [batch]; 0 = B follows A, 1 = B is random.
+
+  Returns:
+    (loss scalar, per-example loss [batch], log probs [batch, 2]).
+  """
+  # Simple binary classification. Note that 0 is "next sentence" and 1 is
+  # "random sentence". This weight matrix is not used after pre-training.
+  with tf1.variable_scope("cls/seq_relationship"):
+    output_weights = tf1.get_variable(
+        "output_weights",
+        shape=[2, bert_config.hidden_size],
+        initializer=modeling.create_initializer(bert_config.initializer_range))
+    output_bias = tf1.get_variable(
+        "output_bias", shape=[2], initializer=tf1.zeros_initializer())
+
+    logits = tf.matmul(input_tensor, output_weights, transpose_b=True)
+    logits = tf.nn.bias_add(logits, output_bias)
+    log_probs = tf.nn.log_softmax(logits, axis=-1)
+    labels = tf.reshape(labels, [-1])
+    one_hot_labels = tf.one_hot(labels, depth=2, dtype=tf.float32)
+    per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
+    loss = tf.reduce_mean(per_example_loss)
+    return (loss, per_example_loss, log_probs)
+
+
+def gather_indexes(sequence_tensor, positions):
+  """Gathers the vectors at the specific positions over a minibatch.
+
+  Args:
+    sequence_tensor: float [batch, seq, width].
+    positions: int [batch, n].
+
+  Returns:
+    float [batch * n, width].
+  """
+  sequence_shape = modeling.get_shape_list(sequence_tensor, expected_rank=3)
+  batch_size = sequence_shape[0]
+  seq_length = sequence_shape[1]
+  width = sequence_shape[2]
+
+  flat_offsets = tf.reshape(tf.range(0, batch_size, dtype=tf.int32) * seq_length, [-1, 1])
+  flat_positions = tf.reshape(positions + flat_offsets, [-1])
+  flat_sequence_tensor = tf.reshape(sequence_tensor, [batch_size * seq_length, width])
+  output_tensor = tf.gather(flat_sequence_tensor, flat_positions)
+  return output_tensor
+
+
+def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training,
+                     num_cpu_threads=4, seed=None):
+  """Creates an `input_fn` closure to be passed to TPUEstimator.
+
+  Args:
+    input_files: list of TFRecord paths.
+    max_seq_length: length of input_ids / input_mask / segment_ids.
+    max_predictions_per_seq: length of the masked_lm_* features.
+    is_training: repeat and shuffle when True.
+    num_cpu_threads: parallel readers / decoders.
+    seed: shuffle seed (deterministic order for a given seed).
+
+  Returns:
+    input_fn(params) -> tf.data.Dataset of feature dicts with batch params["batch_size"].
+  """
+
+  def input_fn(params):
+    """The actual input function."""
+    batch_size = params["batch_size"]
+
+    name_to_features = {
+        "input_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "input_mask": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "segment_ids": tf.io.FixedLenFeature([max_seq_length], tf.int64),
+        "masked_lm_positions": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+        "masked_lm_ids": tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64),
+        "masked_lm_weights": tf.io.FixedLenFeature([max_predictions_per_seq], tf.float32),
+        "next_sentence_labels": tf.io.FixedLenFeature([1], tf.int64),
+    }
+
+    # For training, we want a lot of parallel reading and shuffling.
+    # For eval, we want no shuffling and parallel reading doesn't matter.
+    if is_training:
+      d = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
+      d = d.repeat()
+      d = d.shuffle(buffer_size=len(input_files), seed=seed)
+
+      # `cycle_length` is the number of parallel files that get read.
+      cycle_length = min(num_cpu_threads, len(input_files))
+
+      # `sloppy` mode means that the interleaving is not exact. This adds
+      # even more randomness to the training pipeline.
+      d = d.interleave(
+          tf.data.TFRecordDataset,
+          cycle_length=cycle_length,
+          num_parallel_calls=tf.data.AUTOTUNE,
+          deterministic=seed is not None)
+      d = d.shuffle(buffer_size=100, seed=seed)
+    else:
+      d = tf.data.TFRecordDataset(input_files)
+      # Since we evaluate for a fixed number of steps we don't want to encounter
+      # out-of-range exceptions.
+      d = d.repeat()
+
+    # We must `drop_remainder` on training because the TPU requires fixed
+    # size dimensions. For eval, we assume we are evaluating on the CPU or GPU
+    # and we *don't* want to drop the remainder, otherwise we wont cover
+    # every sample.
+    d = d.map(lambda record: _decode_record(record, name_to_features),
+              num_parallel_calls=num_cpu_threads)
+    d = d.batch(batch_size, drop_remainder=True)
+    return d.prefetch(2)
+
+  return input_fn
+
+
+def _decode_record(record, name_to_features):
+  """Decodes a record to a TensorFlow example (int64 -> int32 for the TPU)."""
+  example = tf.io.parse_single_example(record, name_to_features)
+
+  # tf.Example only supports tf.int64, but the TPU only supports tf.int32.
+  # So cast all int64 to int32.
+  for name in list(example.keys()):
+    t = example[name]
+    if t.dtype == tf.int64:
+      t = tf.cast(t, tf.int32)
+    example[name] = t
+
+  return example
+
+
+class GracefulStopHook(tf1.train.SessionRunHook):
+  """On SIGTERM / SIGINT, finishes the current step and stops (the saver hook then checkpoints)."""
+
+  def __init__(self):
+    self._stop = False
+
+  def begin(self):
+    def handler(signum, frame):  # pylint: disable=unused-argument
+      tf1.logging.warning("signal %d: stopping after this step and saving a checkpoint", signum)
+      self._stop = True
+    for sig in (signal.SIGTERM, signal.SIGINT):
+      try:
+        signal.signal(sig, handler)
+      except ValueError:  # Not the main thread (e.g. under a test runner): no handler.
+        pass
+
+  def after_run(self, run_context, run_values):
+    if self._stop:
+      run_context.request_stop()
+
+
+def weights_digest(named_values):
+  """A short hash of model variables (to compare workers or runs).
+
+  Args:
+    named_values: dict variable name -> array.
+
+  Returns:
+    hex string (16 chars) over the sorted names and float32 bytes of the values.
+  """
+  digest = hashlib.sha256()
+  for name in sorted(named_values):
+    digest.update(name.encode("utf-8"))
+    digest.update(np.asarray(named_values[name], np.float32).tobytes())
+  return digest.hexdigest()[:16]
+
+
+class WeightsDigestHook(tf1.train.SessionRunHook):
+  """At the end of training, hashes this process's own copy of the trainable variables."""
+
+  def __init__(self):
+    self.digest = None
+    self._variables = None
+
+  def begin(self):
+    self._variables = {v.op.name: v for v in tf1.trainable_variables()}
+
+  def end(self, session):
+    names = sorted(self._variables)
+    values = session.run([self._variables[n] for n in names])
+    self.digest = weights_digest(dict(zip(names, values)))
+
+
+def _check_flags():
+  if not FLAGS.do_train and not FLAGS.do_eval:
+    common.fail("at least one of --do_train or --do_eval must be true")
+  for name in ("bert_config_file", "input_file", "output_dir"):
+    if not getattr(FLAGS, name):
+      common.fail("--%s is required" % name)
+  for name in ("max_seq_length", "max_predictions_per_seq", "train_batch_size",
+               "eval_batch_size", "num_train_steps", "gradient_accumulation_steps"):
+    if getattr(FLAGS, name) < 1:
+      common.fail("--%s must be >= 1, got %d" % (name, getattr(FLAGS, name)))
+  if FLAGS.num_warmup_steps < 0 or FLAGS.num_warmup_steps > FLAGS.num_train_steps:
+    common.fail("--num_warmup_steps=%d must be in [0, --num_train_steps=%d]" %
+                (FLAGS.num_warmup_steps, FLAGS.num_train_steps))
+
+
+def _expected_lengths():
+  return {
+      "input_ids": (FLAGS.max_seq_length, "--max_seq_length=%d" % FLAGS.max_seq_length),
+      "input_mask": (FLAGS.max_seq_length, "--max_seq_length=%d" % FLAGS.max_seq_length),
+      "segment_ids": (FLAGS.max_seq_length, "--max_seq_length=%d" % FLAGS.max_seq_length),
+      "masked_lm_positions": (FLAGS.max_predictions_per_seq,
+                              "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq),
+      "masked_lm_ids": (FLAGS.max_predictions_per_seq,
+                        "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq),
+      "masked_lm_weights": (FLAGS.max_predictions_per_seq,
+                            "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq),
+      "next_sentence_labels": (1, "next_sentence_labels must have length 1"),
+  }
+
+
+def _configure_cpu_devices(count):
+  """Splits the CPU into `count` logical devices; must run before TensorFlow starts."""
+  if count <= 1:
+    return
+  cpus = tf.config.list_physical_devices("CPU")
+  tf.config.set_logical_device_configuration(
+      cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
+
+
+def _task_label():
+  """'chief_0' / 'worker_1' from TF_CONFIG, or 'local'."""
+  tf_config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
+  task = tf_config.get("task") or {}
+  if not task:
+    return "local"
+  return "%s_%s" % (task.get("type", "worker"), task.get("index", 0))
+
+
+def _is_chief():
+  """True for a single process, the chief, or worker 0 of a cluster without a chief."""
+  tf_config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
+  task = tf_config.get("task") or {}
+  if not task:
+    return True
+  if task.get("type") == "chief":
+    return True
+  has_chief = bool((tf_config.get("cluster") or {}).get("chief"))
+  return task.get("type") == "worker" and int(task.get("index", 0)) == 0 and not has_chief
+
+
+def main(_):
+  tf1.logging.set_verbosity(tf1.logging.INFO)
+  _check_flags()
+  _configure_cpu_devices(FLAGS.num_cpu_devices)
+
+  bert_config = estimator_utils.load_config(FLAGS.bert_config_file, FLAGS,
+                                            max_seq_length=FLAGS.max_seq_length)
+  input_files = common.expand_input_files(FLAGS.input_file, "input_file")
+  estimator_utils.check_tfrecord_lengths(input_files, _expected_lengths(), "input_file")
+  eval_files = input_files
+  if FLAGS.eval_input_file:
+    eval_files = common.expand_input_files(FLAGS.eval_input_file, "eval_input_file")
+    estimator_utils.check_tfrecord_lengths(eval_files, _expected_lengths(), "eval_input_file")
+
+  tf1.gfile.MakeDirs(FLAGS.output_dir)
+  estimator_utils.save_config(bert_config, FLAGS.output_dir)
+  tf1.logging.info("*** Input files: %d (%s%s)", len(input_files), input_files[0],
+                   ", ..." if len(input_files) > 1 else "")
+  tf1.logging.info("*** Model: %d layers, hidden %d, residual_attention=%s, layer_norm_type=%s",
+                   bert_config.num_hidden_layers, bert_config.hidden_size,
+                   bert_config.residual_attention, bert_config.layer_norm_type)
+
+  total_steps = FLAGS.num_train_steps * FLAGS.gradient_accumulation_steps
+  digest_hook = WeightsDigestHook()
+  model_fn = model_fn_builder(
+      bert_config=bert_config,
+      init_checkpoint=FLAGS.init_checkpoint,
+      learning_rate=FLAGS.learning_rate,
+      num_train_steps=FLAGS.num_train_steps,
+      num_warmup_steps=FLAGS.num_warmup_steps,
+      use_tpu=FLAGS.use_tpu,
+      use_one_hot_embeddings=FLAGS.use_tpu,
+      gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+      total_steps=total_steps,
+      train_batch_size=FLAGS.train_batch_size,
+      extra_hooks=[digest_hook])
+  estimator = estimator_utils.make_estimator(
+      model_fn, FLAGS, FLAGS.output_dir,
+      train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size)
+
+  summary = {"residual_attention": bert_config.residual_attention,
+             "layer_norm_type": bert_config.layer_norm_type}
+  if FLAGS.do_train:
+    tf1.logging.info("***** Running training *****")
+    tf1.logging.info("  Batch size = %d x %d accumulation", FLAGS.train_batch_size,
+                     FLAGS.gradient_accumulation_steps)
+    train_input_fn = input_fn_builder(
+        input_files=input_files,
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        is_training=True,
+        seed=FLAGS.seed)
+    start = time.time()
+    start_step = _latest_step(FLAGS.output_dir)
+    if start_step:
+      tf1.logging.info("Resuming from step %d of %d in %s", start_step, total_steps,
+                       FLAGS.output_dir)
+    _train(estimator, train_input_fn, total_steps)
+    end_step = _latest_step(FLAGS.output_dir) or 0
+    elapsed = time.time() - start
+    steps_done = end_step - (start_step or 0)
+    summary.update({
+        "global_step": end_step,
+        "train_seconds": round(elapsed, 1),
+        "train_steps_per_sec": round(steps_done / elapsed, 3) if elapsed > 0 else None,
+        "train_examples_per_sec": (round(steps_done * FLAGS.train_batch_size / elapsed, 2)
+                                   if elapsed > 0 else None),
+    })
+    summary["checkpoint"] = tf1.train.latest_checkpoint(FLAGS.output_dir)
+    summary["weights_digest"] = digest_hook.digest
+    common.write_json_atomic(
+        os.path.join(FLAGS.output_dir, "train_summary_%s.json" % _task_label()), summary)
+    tf1.logging.info("Training done: %s", json.dumps(summary, sort_keys=True))
+
+  if FLAGS.do_eval and _is_chief():
+    tf1.logging.info("***** Running evaluation *****")
+    tf1.logging.info("  Batch size = %d", FLAGS.eval_batch_size)
+    eval_input_fn = input_fn_builder(
+        input_files=eval_files,
+        max_seq_length=FLAGS.max_seq_length,
+        max_predictions_per_seq=FLAGS.max_predictions_per_seq,
+        is_training=False)
+    result = estimator.evaluate(input_fn=eval_input_fn, steps=FLAGS.max_eval_steps)
+    estimator_utils.write_eval_results(FLAGS.output_dir, result)
+
+
+def _train(estimator, train_input_fn, total_steps):
+  """Trains to total_steps; with multi_worker_mirrored through train_and_evaluate."""
+  if FLAGS.distribution_strategy == "multi_worker_mirrored":
+    # Estimator runs multi-worker training only through train_and_evaluate.
+    train_fn = estimator.wrap_input_fn(train_input_fn, tf1.estimator.ModeKeys.TRAIN)
+    eval_fn = estimator.wrap_input_fn(train_input_fn, tf1.estimator.ModeKeys.EVAL)
+    train_spec = tf1.estimator.TrainSpec(input_fn=train_fn, max_steps=total_steps)
+    eval_spec = tf1.estimator.EvalSpec(input_fn=eval_fn, steps=1,
+                                       start_delay_secs=10 ** 9, throttle_secs=10 ** 9)
+    tf1.estimator.train_and_evaluate(estimator.estimator, train_spec, eval_spec)
+  else:
+    estimator.train(input_fn=train_input_fn, max_steps=total_steps)
+
+
+def _latest_step(output_dir):
+  """Global step of the latest checkpoint in output_dir, or None."""
+  latest = tf1.train.latest_checkpoint(output_dir)
+  if not latest:
+    return None
+  return int(tf.train.load_checkpoint(latest).get_tensor("global_step"))
+
+
+if __name__ == "__main__":
+  app.run(lambda argv: common.run_main(main, argv))

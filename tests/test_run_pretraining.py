@@ -1,0 +1,223 @@
+"""Tests for run_pretraining.py: MLM/NSP math, end-to-end create -> train -> eval, bad TFRecords,
+resume after SIGKILL, gradient accumulation, mirrored on two CPU replicas, and two workers."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import REPO_DIR
+import modeling
+import run_pretraining
+
+tf1 = tf.compat.v1
+PYTHON = sys.executable
+VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
+
+TINY_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
+               "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
+               "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+               "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02,
+               "residual_attention": "sum", "layer_norm_type": "post"}
+SEQ = 32
+PREDS = 5
+
+
+def _run(args, env=None, timeout=300):
+  full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  full_env.update(env or {})
+  return subprocess.run([PYTHON, os.path.join(REPO_DIR, args[0])] + args[1:], cwd=REPO_DIR,
+                        env=full_env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory):
+  """A tiny pre-training set made by create_pretraining_data.py, plus a tiny config."""
+  root = tmp_path_factory.mktemp("pretrain")
+  lines = []
+  rng = np.random.RandomState(0)
+  words = ("the king said that a whale was seen near the ship and the captain laughed at "
+           "her brother while the sea rose over old stone walls").split()
+  for doc in range(60):
+    for _ in range(rng.randint(2, 8)):
+      lines.append(" ".join(rng.choice(words, rng.randint(4, 14))) + ".")
+    lines.append("")
+  (root / "text.txt").write_text("\n".join(lines))
+  result = _run(["create_pretraining_data.py", "--input_file=%s" % (root / "text.txt"),
+                 "--output_file=%s" % (root / "data.tfrecord"), "--vocab_file=%s" % VOCAB,
+                 "--max_seq_length=%d" % SEQ, "--max_predictions_per_seq=%d" % PREDS,
+                 "--dupe_factor=2", "--num_workers=1"])
+  assert result.returncode == 0, result.stderr[-2000:]
+  (root / "bert_config.json").write_text(json.dumps(TINY_CONFIG))
+  return root
+
+
+def _train_args(data_dir, output_dir, steps, extra=()):
+  return ["run_pretraining.py", "--input_file=%s" % (data_dir / "data.tfrecord"),
+          "--output_dir=%s" % output_dir, "--bert_config_file=%s" % (data_dir / "bert_config.json"),
+          "--max_seq_length=%d" % SEQ, "--max_predictions_per_seq=%d" % PREDS,
+          "--train_batch_size=8", "--num_train_steps=%d" % steps, "--num_warmup_steps=2",
+          "--learning_rate=1e-3", "--save_checkpoints_steps=10"] + list(extra)
+
+
+def test_masked_lm_and_next_sentence_losses_match_numpy():
+  config = modeling.BertConfig.from_dict(dict(TINY_CONFIG, vocab_size=50))
+  rng = np.random.RandomState(0)
+  sequence = rng.randn(2, 6, 32).astype(np.float32)
+  table = rng.randn(50, 32).astype(np.float32)
+  positions = np.array([[1, 4, 0], [2, 0, 0]], np.int32)
+  label_ids = np.array([[7, 9, 0], [3, 0, 0]], np.int32)
+  weights = np.array([[1, 1, 0], [1, 0, 0]], np.float32)
+  pooled = rng.randn(2, 32).astype(np.float32)
+  nsp_labels = np.array([[0], [1]], np.int32)
+  with tf.Graph().as_default():
+    mlm_loss, _, mlm_log_probs = run_pretraining.get_masked_lm_output(
+        config, tf.constant(sequence), tf.constant(table), tf.constant(positions),
+        tf.constant(label_ids), tf.constant(weights))
+    nsp_loss, _, nsp_log_probs = run_pretraining.get_next_sentence_output(
+        config, tf.constant(pooled), tf.constant(nsp_labels))
+    names = sorted(v.op.name for v in tf1.global_variables())
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      values = {v.op.name: sess.run(v) for v in tf1.global_variables()}
+      got = sess.run([mlm_loss, mlm_log_probs, nsp_loss])
+  assert names == sorted([
+      "cls/predictions/output_bias", "cls/predictions/transform/LayerNorm/beta",
+      "cls/predictions/transform/LayerNorm/gamma", "cls/predictions/transform/dense/bias",
+      "cls/predictions/transform/dense/kernel", "cls/seq_relationship/output_bias",
+      "cls/seq_relationship/output_weights"])
+  # NumPy: gather, dense + gelu, LayerNorm, tied output embedding, weighted mean CE.
+  gathered = sequence[np.arange(2)[:, None], positions].reshape(-1, 32).astype(np.float64)
+  h = gathered @ values["cls/predictions/transform/dense/kernel"] + \
+      values["cls/predictions/transform/dense/bias"]
+  h = 0.5 * h * (1 + np.tanh(np.sqrt(2 / np.pi) * (h + 0.044715 * h ** 3)))
+  h = (h - h.mean(-1, keepdims=True)) / np.sqrt(h.var(-1, keepdims=True) + 1e-12)
+  logits = h @ table.T + values["cls/predictions/output_bias"]
+  log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1,
+                                                                                keepdims=True)) \
+      - logits.max(-1, keepdims=True)
+  per_example = -log_probs[np.arange(6), label_ids.reshape(-1)]
+  want_mlm = (per_example * weights.reshape(-1)).sum() / (weights.sum() + 1e-5)
+  np.testing.assert_allclose(got[1], log_probs, atol=1e-4)
+  np.testing.assert_allclose(got[0], want_mlm, rtol=1e-5)
+  nsp_logits = pooled @ values["cls/seq_relationship/output_weights"].T + \
+      values["cls/seq_relationship/output_bias"]
+  nsp_lp = nsp_logits - np.log(np.exp(nsp_logits).sum(-1, keepdims=True))
+  np.testing.assert_allclose(got[2], -nsp_lp[[0, 1], [0, 1]].mean(), rtol=1e-5)
+
+
+def test_end_to_end_train_and_eval_with_override(data_dir, tmp_path):
+  out = tmp_path / "out"
+  result = _run(_train_args(data_dir, out, 12, ["--do_train", "--do_eval", "--max_eval_steps=3",
+                                                "--residual_attention=mean",
+                                                "--gradient_accumulation_steps=2"]))
+  assert result.returncode == 0, result.stderr[-3000:]
+  saved = json.loads((out / "bert_config.json").read_text())
+  assert saved["residual_attention"] == "mean" and saved["hidden_size"] == 32
+  results = json.loads((out / "eval_results.json").read_text())
+  for key in ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+              "next_sentence_loss"):
+    assert np.isfinite(results[key]), key
+  assert 0.0 <= results["masked_lm_accuracy"] <= 1.0
+  # 12 updates of 2 accumulated micro-batches each.
+  assert results["global_step"] == 24
+  assert "masked_lm_accuracy = " in (out / "eval_results.txt").read_text()
+  summary = json.loads((out / "train_summary_local.json").read_text())
+  assert summary["global_step"] == 24 and summary["weights_digest"]
+  assert "steps/s" in result.stderr and "remaining" in result.stderr
+
+
+def test_tfrecord_length_mismatch_is_a_one_line_error(data_dir, tmp_path):
+  args = _train_args(data_dir, tmp_path / "out", 5, ["--do_train"])
+  args = [a.replace("--max_seq_length=%d" % SEQ, "--max_seq_length=48") for a in args]
+  result = _run(args)
+  assert result.returncode == 2
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: --input_file:") and "input_ids of length 32" in last
+  assert "--max_seq_length=48" in last
+
+
+def test_missing_inputs_are_one_line_errors(data_dir, tmp_path):
+  result = _run(_train_args(data_dir, tmp_path / "o", 5, ["--do_train"]) +
+                ["--input_file=%s" % (tmp_path / "nothing*.tfrecord")])
+  assert result.returncode == 2
+  assert "matches no file" in result.stderr.strip().splitlines()[-1]
+  bad_config = tmp_path / "bad.json"
+  bad_config.write_text(json.dumps(dict(TINY_CONFIG, num_layers=3)))
+  result = _run(_train_args(data_dir, tmp_path / "o", 5, ["--do_train"]) +
+                ["--bert_config_file=%s" % bad_config])
+  assert result.returncode == 2
+  assert "unknown config key 'num_layers'" in result.stderr.strip().splitlines()[-1]
+
+
+def test_resume_after_sigkill_reaches_num_train_steps(data_dir, tmp_path):
+  out = tmp_path / "out"
+  args = _train_args(data_dir, out, 150, ["--do_train"])
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  proc = subprocess.Popen([PYTHON] + [os.path.join(REPO_DIR, args[0])] + args[1:], cwd=REPO_DIR,
+                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  deadline = time.time() + 120
+  while time.time() < deadline:
+    latest = tf1.train.latest_checkpoint(str(out))
+    if latest and int(latest.rsplit("-", 1)[1]) >= 20:
+      break
+    time.sleep(0.2)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  killed_at = int(tf1.train.latest_checkpoint(str(out)).rsplit("-", 1)[1])
+  assert 20 <= killed_at < 150, "the first run must be killed mid-way"
+  result = _run(args)
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "Resuming from step %d of 150" % killed_at in result.stderr
+  final = tf1.train.latest_checkpoint(str(out))
+  assert final.endswith("model.ckpt-150")
+
+
+def test_mirrored_on_two_cpu_replicas(data_dir, tmp_path):
+  out = tmp_path / "out"
+  result = _run(_train_args(data_dir, out, 4, ["--do_train", "--distribution_strategy=mirrored",
+                                               "--num_cpu_devices=2"]))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert "2 replicas in sync: 4 examples per replica per step" in result.stderr
+  assert json.loads((out / "train_summary_local.json").read_text())["global_step"] == 4
+
+
+def _free_ports(count):
+  sockets = [socket.socket() for _ in range(count)]
+  for s in sockets:
+    s.bind(("127.0.0.1", 0))
+  ports = [s.getsockname()[1] for s in sockets]
+  for s in sockets:
+    s.close()
+  return ports
+
+
+def test_two_workers_multi_worker_mirrored_end_identical(data_dir, tmp_path):
+  out = tmp_path / "out"
+  ports = _free_ports(2)
+  cluster = {"worker": ["127.0.0.1:%d" % p for p in ports]}
+  args = _train_args(data_dir, out, 4, ["--do_train",
+                                        "--distribution_strategy=multi_worker_mirrored"])
+  procs = []
+  for index in range(2):
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
+               TF_CONFIG=json.dumps({"cluster": cluster,
+                                     "task": {"type": "worker", "index": index}}))
+    procs.append(subprocess.Popen([PYTHON, os.path.join(REPO_DIR, args[0])] + args[1:],
+                                  cwd=REPO_DIR, env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.PIPE, text=True))
+  errors = [p.communicate(timeout=300)[1] for p in procs]
+  for p, err in zip(procs, errors):
+    assert p.returncode == 0, err[-3000:]
+  summaries = [json.loads((out / ("train_summary_worker_%d.json" % i)).read_text())
+               for i in range(2)]
+  assert summaries[0]["global_step"] == summaries[1]["global_step"] == 4
+  assert summaries[0]["weights_digest"] == summaries[1]["weights_digest"]
+  assert summaries[0]["weights_digest"] is not None
