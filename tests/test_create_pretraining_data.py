@@ -1,0 +1,539 @@
+"""Tests for create_pretraining_data.py: masking statistics, layout, determinism, format, bad input.
+
+The official algorithm (google-research/bert create_pretraining_data.py) is re-implemented here on
+plain lists as an independent reference; the fast version is compared with it statistically (the
+random streams differ by design) and checked for its exact invariants.
+"""
+
+import collections
+import glob
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import REPO_DIR, shared_path
+import create_pretraining_data as cpd
+import tokenization
+
+PYTHON = sys.executable
+SCRIPT = os.path.join(REPO_DIR, "create_pretraining_data.py")
+
+WORDS = ("the a of and to in is was he she it that king queen ship whale sea captain said "
+         "unaffable tokenization hippopotamuses embiggens quizzically paradoxical xylophones "
+         "lighthouse harpooneer extraordinarily misunderstanding").split()
+
+
+def make_text(num_docs, seed, max_lines=12, one_line_every=0):
+  """Deterministic documents of sentences (one per line), blank line between documents."""
+  rng = random.Random(seed)
+  docs = []
+  for d in range(num_docs):
+    num_lines = 1 if one_line_every and d % one_line_every == 0 else rng.randint(1, max_lines)
+    lines = [" ".join(rng.choice(WORDS) for _ in range(rng.randint(2, 25))) + "."
+             for _ in range(num_lines)]
+    docs.append("\n".join(lines))
+  return "\n\n".join(docs) + "\n"
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  path = os.path.join(REPO_DIR, "data", "vocab.txt")
+  if not os.path.exists(path):
+    path = shared_path("vocab", "bert_uncased_vocab.txt")
+  return tokenization.FullTokenizer(path, do_lower_case=True)
+
+
+def settings(**kw):
+  base = dict(max_seq_length=64, max_predictions_per_seq=10, random_seed=7, dupe_factor=3,
+              masked_lm_prob=0.15, short_seq_prob=0.1, do_whole_word_mask=False)
+  base.update(kw)
+  return cpd.Settings(**base)
+
+
+def run(tmp_path, tokenizer, text, name="out.tfrecord", num_workers=1, **kw):
+  """Writes `text` (str or bytes) to a file and runs the library entry point on it."""
+  inp = tmp_path / (name + ".txt")
+  inp.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+  out = str(tmp_path / name)
+  opts = {k: kw.pop(k) for k in ("chunk_mb", "nsp_buffer_docs", "shuffle_buffer") if k in kw}
+  summary = cpd.create_pretraining_data([str(inp)], [out], tokenizer, settings(**kw),
+                                        num_workers=num_workers, log_fn=lambda s: None,
+                                        summary_path=out + ".summary.json", **opts)
+  return out, summary
+
+
+# ----------------------------------------------------------------------------------------------
+# Reference: the official algorithm on lists (independent of the vectorized implementation).
+# ----------------------------------------------------------------------------------------------
+
+
+def ref_truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
+  while len(tokens_a) + len(tokens_b) > max_num_tokens:
+    trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+    if rng.random() < 0.5:
+      del trunc_tokens[0]
+    else:
+      trunc_tokens.pop()
+
+
+def ref_instances_from_document(all_documents, document_index, max_seq_length, short_seq_prob,
+                                rng):
+  document = all_documents[document_index]
+  max_num_tokens = max_seq_length - 3
+  target_seq_length = max_num_tokens
+  if rng.random() < short_seq_prob:
+    target_seq_length = rng.randint(2, max_num_tokens)
+  instances = []
+  current_chunk = []
+  current_length = 0
+  i = 0
+  while i < len(document):
+    segment = document[i]
+    current_chunk.append(segment)
+    current_length += len(segment)
+    if i == len(document) - 1 or current_length >= target_seq_length:
+      if current_chunk:
+        a_end = 1
+        if len(current_chunk) >= 2:
+          a_end = rng.randint(1, len(current_chunk) - 1)
+        tokens_a = []
+        for j in range(a_end):
+          tokens_a.extend(current_chunk[j])
+        tokens_b = []
+        if len(current_chunk) == 1 or rng.random() < 0.5:
+          is_random_next = True
+          target_b_length = target_seq_length - len(tokens_a)
+          for _ in range(10):
+            random_document_index = rng.randint(0, len(all_documents) - 1)
+            if random_document_index != document_index:
+              break
+          random_document = all_documents[random_document_index]
+          random_start = rng.randint(0, len(random_document) - 1)
+          for j in range(random_start, len(random_document)):
+            tokens_b.extend(random_document[j])
+            if len(tokens_b) >= target_b_length:
+              break
+          i -= len(current_chunk) - a_end
+        else:
+          is_random_next = False
+          for j in range(a_end, len(current_chunk)):
+            tokens_b.extend(current_chunk[j])
+        ref_truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+        instances.append((tokens_a, tokens_b, is_random_next))
+      current_chunk = []
+      current_length = 0
+    i += 1
+  return instances
+
+
+def ref_masked_lm(tokens, masked_lm_prob, max_predictions_per_seq, whole_word, rng):
+  """Official create_masked_lm_predictions; returns the sorted masked positions."""
+  cand_indexes = []
+  for (i, token) in enumerate(tokens):
+    if token in ("[CLS]", "[SEP]"):
+      continue
+    if whole_word and cand_indexes and token.startswith("##"):
+      cand_indexes[-1].append(i)
+    else:
+      cand_indexes.append([i])
+  rng.shuffle(cand_indexes)
+  num_to_predict = min(max_predictions_per_seq, max(1, int(round(len(tokens) * masked_lm_prob))))
+  masked = []
+  for index_set in cand_indexes:
+    if len(masked) >= num_to_predict:
+      break
+    if len(masked) + len(index_set) > num_to_predict:
+      continue
+    masked.extend(index_set)
+  return sorted(masked)
+
+
+def original_tokens(ex):
+  """input_ids with the masked positions restored to their labels."""
+  ids = ex["input_ids"].copy()
+  k = int(ex["masked_lm_weights"].sum())
+  ids[ex["masked_lm_positions"][:k]] = ex["masked_lm_ids"][:k]
+  return ids
+
+
+# ----------------------------------------------------------------------------------------------
+# Instance creation and truncation vs the reference.
+# ----------------------------------------------------------------------------------------------
+
+
+def test_truncation_matches_official_distribution():
+  rng = random.Random(0)
+  ref_rng = random.Random(1)
+  for len_a, len_b, max_num in [(10, 3, 8), (3, 10, 8), (6, 6, 7), (50, 40, 20), (1, 30, 5),
+                                (7, 7, 14)]:
+    ours_front, ref_front = [], []
+    for _ in range(3000):
+      a, b = list(range(len_a)), list(range(100, 100 + len_b))
+      ta, tb = cpd.truncate_seq_pair(a, b, max_num, rng)
+      ra, rb = list(a), list(b)
+      ref_truncate_seq_pair(ra, rb, max_num, ref_rng)
+      # The kept lengths are deterministic and must match exactly.
+      assert (len(ta), len(tb)) == (len(ra), len(rb))
+      # Kept tokens are a contiguous run of the original.
+      assert ta == a[ta[0]:ta[0] + len(ta)] if ta else True
+      ours_front.append((ta[0] if ta else 0, tb[0] - 100 if tb else 0))
+      ref_front.append((ra[0] if ra else 0, rb[0] - 100 if rb else 0))
+    ours, ref = np.mean(ours_front, axis=0), np.mean(ref_front, axis=0)
+    assert np.allclose(ours, ref, atol=0.25 + 0.05 * ref), (len_a, len_b, max_num, ours, ref)
+
+
+def test_instances_match_official_statistics():
+  rng = random.Random(3)
+  docs = [[[rng.randint(1000, 2000) for _ in range(rng.randint(1, 40))]
+           for _ in range(rng.randint(1, 10))] for _ in range(30)]
+  # Our representation: a flat token array and per-document offsets.
+  flat, bounds_docs = [], []
+  for doc in docs:
+    bounds = [len(flat)]
+    for seg in doc:
+      flat.extend(seg)
+      bounds.append(len(flat))
+    bounds_docs.append(bounds)
+
+  def stats(instances):
+    la = np.array([x[0] for x in instances], float)
+    lb = np.array([x[1] for x in instances], float)
+    rnd = np.array([x[2] for x in instances], float)
+    return np.array([len(instances) / passes, la.mean(), lb.mean(), rnd.mean(),
+                     np.mean(la + lb == 61)])
+
+  passes = 150
+  ours, ref = [], []
+  our_rng, ref_rng = random.Random(11), random.Random(12)
+  for _ in range(passes):
+    for d in range(len(docs)):
+      out = []
+      cpd.create_instances_from_document(bounds_docs, d, 64, 0.1, our_rng, out)
+      for a_start, len_a, b_start, len_b, is_random in out:
+        assert len_a >= 1 and len_b >= 1 and len_a + len_b <= 61
+        a_tokens = flat[a_start:a_start + len_a]
+        # A lies inside document d; a real next B starts inside d too.
+        assert bounds_docs[d][0] <= a_start and a_start + len_a <= bounds_docs[d][-1]
+        if not is_random:
+          assert bounds_docs[d][0] <= b_start and b_start + len_b <= bounds_docs[d][-1]
+          assert b_start >= a_start + len_a
+        ours.append((len_a, len_b, is_random, a_tokens))
+      ref.extend(ref_instances_from_document(docs, d, 64, 0.1, ref_rng))
+  ours_stats = stats([(x[0], x[1], x[2]) for x in ours])
+  ref_stats = stats([(len(a), len(b), r) for a, b, r in ref])
+  # instances per pass, mean len A, mean len B, random fraction, fraction full
+  assert np.allclose(ours_stats, ref_stats, rtol=0.04, atol=0.01), (ours_stats, ref_stats)
+
+
+# ----------------------------------------------------------------------------------------------
+# Masking.
+# ----------------------------------------------------------------------------------------------
+
+
+def test_masking_statistics(tmp_path, tokenizer):
+  out, summary = run(tmp_path, tokenizer, make_text(150, 1), dupe_factor=4)
+  examples = cpd.read_examples(out)
+  assert len(examples) == summary["instances"] > 1500
+  vocab = tokenizer.vocab
+  cls_id, sep_id, mask_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]
+  kinds = collections.Counter()
+  masked = real = 0
+  for ex in examples:
+    length = int(ex["input_mask"].sum())
+    k = int(ex["masked_lm_weights"].sum())
+    # Exactly the official count: min(max_predictions, max(1, round(len * 0.15))).
+    assert k == min(10, max(1, int(round(length * 0.15))))
+    pos = ex["masked_lm_positions"][:k]
+    assert list(pos) == sorted(set(pos.tolist()))
+    orig = original_tokens(ex)
+    seps = np.nonzero(orig[:length] == sep_id)[0]
+    special = {0, int(np.sum(ex["segment_ids"][:length] == 0) - 1), length - 1}
+    assert orig[0] == cls_id and orig[length - 1] == sep_id
+    assert not special & set(pos.tolist()), "[CLS]/[SEP] masked"
+    assert cls_id not in ex["masked_lm_ids"][:k] and sep_id not in ex["masked_lm_ids"][:k]
+    assert len(seps) == 2
+    for p, label in zip(pos, ex["masked_lm_ids"][:k]):
+      token = ex["input_ids"][p]
+      kinds["mask" if token == mask_id else "kept" if token == label else "random"] += 1
+    masked += k
+    real += length - 3
+  total = sum(kinds.values())
+  assert abs(kinds["mask"] / total - 0.8) < 0.02
+  assert abs(kinds["kept"] / total - 0.1) < 0.015
+  assert abs(kinds["random"] / total - 0.1) < 0.015
+  assert 0.13 < masked / real < 0.17
+  assert summary["masked_tokens"] == masked
+  assert abs(summary["masked_fraction"] - masked / real) < 1e-9
+
+
+def _word_groups(orig, length, inv_vocab):
+  """Official whole-word candidate groups (a ## piece joins the previous candidate)."""
+  groups = []
+  for i in range(length):
+    token = inv_vocab[int(orig[i])]
+    if token in ("[CLS]", "[SEP]"):
+      continue
+    if groups and token.startswith("##"):
+      groups[-1].append(i)
+    else:
+      groups.append([i])
+  return groups
+
+
+def test_whole_word_masking(tmp_path, tokenizer):
+  inv = tokenizer.inv_vocab
+  ref_rng = random.Random(5)
+  for wwm in (True, False):
+    out, _ = run(tmp_path, tokenizer, make_text(80, 2), name="w%d.tfrecord" % wwm, dupe_factor=3,
+                 do_whole_word_mask=wwm)
+    split_groups = 0
+    counts, ref_counts = [], []
+    for ex in cpd.read_examples(out):
+      length = int(ex["input_mask"].sum())
+      k = int(ex["masked_lm_weights"].sum())
+      masked = set(ex["masked_lm_positions"][:k].tolist())
+      orig = original_tokens(ex)
+      num_to_predict = min(10, max(1, int(round(length * 0.15))))
+      assert k <= num_to_predict
+      for group in _word_groups(orig, length, inv):
+        hit = len(masked & set(group))
+        split_groups += 0 < hit < len(group)
+      counts.append(k)
+      tokens = [inv[int(t)] for t in orig[:length]]
+      ref_counts.append(len(ref_masked_lm(tokens, 0.15, 10, wwm, ref_rng)))
+    if wwm:
+      assert split_groups == 0
+      # Same number of masked tokens on average as the official greedy (skips oversized groups).
+      assert abs(np.mean(counts) - np.mean(ref_counts)) < 0.05 * np.mean(ref_counts)
+    else:
+      assert split_groups > 50  # the check above can fail
+      assert counts == ref_counts
+
+
+# ----------------------------------------------------------------------------------------------
+# Layout, format, determinism.
+# ----------------------------------------------------------------------------------------------
+
+
+def test_layout_and_nsp_balance(tmp_path, tokenizer):
+  out, summary = run(tmp_path, tokenizer, make_text(200, 4), dupe_factor=2)
+  examples = cpd.read_examples(out)
+  sep_id = tokenizer.vocab["[SEP]"]
+  labels = []
+  for ex in examples:
+    length = int(ex["input_mask"].sum())
+    assert list(ex["input_mask"]) == [1] * length + [0] * (64 - length)
+    assert not ex["input_ids"][length:].any() and not ex["segment_ids"][length:].any()
+    seg = ex["segment_ids"][:length]
+    first_sep = int(np.sum(seg == 0)) - 1
+    # 0 for [CLS] A [SEP], then 1 for B [SEP]; A and B non-empty.
+    assert list(seg) == [0] * (first_sep + 1) + [1] * (length - first_sep - 1)
+    assert first_sep >= 2 and length - first_sep - 2 >= 1
+    assert original_tokens(ex)[first_sep] == sep_id
+    k = int(ex["masked_lm_weights"].sum())
+    assert list(ex["masked_lm_weights"]) == [1.0] * k + [0.0] * (10 - k)
+    assert not ex["masked_lm_positions"][k:].any() and not ex["masked_lm_ids"][k:].any()
+    labels.append(int(ex["next_sentence_labels"][0]))
+  # 50% random plus the one-segment chunks (always random), as in the official script.
+  assert 0.47 < np.mean(labels) < 0.62
+  assert abs(summary["nsp_random_fraction"] - np.mean(labels)) < 1e-9
+
+
+def test_tfrecord_spec_and_official_parser(tmp_path, tokenizer):
+  out, _ = run(tmp_path, tokenizer, make_text(20, 5), dupe_factor=1)
+  record = next(iter(tf.data.TFRecordDataset(out))).numpy()
+  example = tf.train.Example.FromString(record)
+  feats = example.features.feature
+  assert sorted(feats.keys()) == sorted(cpd.FEATURE_NAMES)
+  lengths = {"input_ids": 64, "input_mask": 64, "segment_ids": 64, "masked_lm_positions": 10,
+             "masked_lm_ids": 10, "masked_lm_weights": 10, "next_sentence_labels": 1}
+  for name, n in lengths.items():
+    kind = "float_list" if name == "masked_lm_weights" else "int64_list"
+    assert feats[name].WhichOneof("kind") == kind
+    assert len(getattr(feats[name], kind).value) == n
+  # The parsing spec of the official run_pretraining.py input_fn_builder.
+  spec = {name: tf.io.FixedLenFeature([n], tf.float32 if name == "masked_lm_weights" else tf.int64)
+          for name, n in lengths.items()}
+  dataset = tf.data.TFRecordDataset(out).map(lambda r: tf.io.parse_single_example(r, spec))
+  count = sum(1 for _ in dataset)
+  assert count == len(cpd.read_examples(out))
+
+
+def test_serializer_equals_tf_example():
+  rng = np.random.default_rng(0)
+  n, seq, pred = 6, 16, 5
+  ids = rng.integers(0, 1 << 30, (n, seq))  # multi-byte varints up to 5 bytes
+  ids[0] = 0
+  mask = rng.integers(0, 2, (n, seq))
+  seg = rng.integers(0, 2, (n, seq))
+  pos = rng.integers(0, 300, (n, pred))
+  mids = rng.integers(0, 30522, (n, pred))
+  w = rng.integers(0, 2, (n, pred)).astype(np.float32)
+  nsl = rng.integers(0, 2, n)
+  records = cpd.ExampleSerializer().serialize_batch(ids, mask, seg, pos, mids, w, nsl)
+  for i, record in enumerate(records):
+    def ints(v):
+      return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(x) for x in v]))
+    expected = tf.train.Example(features=tf.train.Features(feature={
+        "input_ids": ints(ids[i]), "input_mask": ints(mask[i]), "segment_ids": ints(seg[i]),
+        "masked_lm_positions": ints(pos[i]), "masked_lm_ids": ints(mids[i]),
+        "masked_lm_weights": tf.train.Feature(float_list=tf.train.FloatList(value=list(w[i]))),
+        "next_sentence_labels": ints([nsl[i]])}))
+    assert tf.train.Example.FromString(record) == expected
+    assert len(record) == len(expected.SerializeToString())
+
+
+def test_determinism_and_worker_independence(tmp_path, tokenizer):
+  text = make_text(300, 6)
+  kw = dict(dupe_factor=2, chunk_mb=0.004, shuffle_buffer=500)  # several chunks
+  a, sa = run(tmp_path, tokenizer, text, name="a.tfrecord", **kw)
+  b, _ = run(tmp_path, tokenizer, text, name="b.tfrecord", **kw)
+  c, _ = run(tmp_path, tokenizer, text, name="c.tfrecord", num_workers=2, **kw)
+  d, _ = run(tmp_path, tokenizer, text, name="d.tfrecord", random_seed=8, **kw)
+  data = [open(p, "rb").read() for p in (a, b, c, d)]
+  assert data[0] == data[1] == data[2]
+  assert data[0] != data[3]
+  assert sa["instances"] > 500
+
+
+# ----------------------------------------------------------------------------------------------
+# Bad input, edge cases, atomic output, summary, CLI.
+# ----------------------------------------------------------------------------------------------
+
+
+def test_undecodable_bytes_counted_not_fatal(tmp_path, tokenizer):
+  text = make_text(10, 7).encode("utf-8")
+  bad = b"caf\xe9 au lait \xff\xfe here.\nthe sea \xc3 was.\n"
+  legit = "a real replacement char \ufffd stays.\n".encode("utf-8")  # not counted
+  out, summary = run(tmp_path, tokenizer, text + b"\n" + bad + legit + b"\n" + text)
+  assert summary["lines_with_undecodable_bytes"] == 2
+  assert summary["instances"] == len(cpd.read_examples(out)) > 0
+  assert summary["documents"] == 21
+
+
+def test_empty_and_one_sentence_documents(tmp_path, tokenizer):
+  out, summary = run(tmp_path, tokenizer, b"", name="empty.tfrecord")
+  assert summary["instances"] == 0 and summary["documents"] == 0
+  assert os.path.exists(out) and cpd.read_examples(out) == []
+  # Blank-only lines, control-only lines (no tokens), and one-line documents.
+  text = "\n\n   \n" + "\x07\x08\n\n" + "\n\n".join("the whale %d said." % i for i in range(40))
+  out, summary = run(tmp_path, tokenizer, text, name="one.tfrecord", dupe_factor=2)
+  assert summary["documents"] == 40 and summary["one_sentence_documents"] == 40
+  assert summary["empty_documents_skipped"] == 1
+  examples = cpd.read_examples(out)
+  # As in the official script, a one-segment chunk gets a random B.
+  assert len(examples) == 80 and all(ex["next_sentence_labels"][0] == 1 for ex in examples)
+
+
+def test_very_long_line_and_chunking(tmp_path, tokenizer):
+  long_line = " ".join(["lighthouse"] * 20000) + "\n"
+  text = make_text(5, 8) + "\n" + long_line + "\n" + make_text(5, 9)
+  out, summary = run(tmp_path, tokenizer, text, dupe_factor=1, chunk_mb=0.001)
+  assert summary["documents"] == 11
+  assert all(int(ex["input_mask"].sum()) <= 64 for ex in cpd.read_examples(out))
+
+
+def test_failure_leaves_no_finished_file(tmp_path, tokenizer):
+  inp = tmp_path / "in.txt"
+  inp.write_text(make_text(300, 10))
+  out = str(tmp_path / "fail.tfrecord")
+  with pytest.raises(RuntimeError):
+    cpd.create_pretraining_data([str(inp)], [out + "-a", out + "-b"], tokenizer, settings(),
+                                chunk_mb=0.004, log_fn=lambda s: None,
+                                summary_path=out + ".summary.json", _fail_after_chunks=2)
+  assert os.listdir(tmp_path) == ["in.txt"]
+
+
+def test_summary_json(tmp_path, tokenizer):
+  text = make_text(60, 11)
+  out, summary = run(tmp_path, tokenizer, text, dupe_factor=2)
+  with open(out + ".summary.json") as f:
+    saved = json.load(f)
+  assert saved == json.loads(json.dumps(summary))
+  nonblank = [l for l in text.split("\n") if l.strip()]
+  assert saved["documents"] == 60 and saved["lines"] == len(nonblank)
+  assert saved["input_tokens"] == sum(len(tokenizer.tokenize(l)) for l in nonblank)
+  assert saved["instances"] == len(cpd.read_examples(out))
+  assert saved["settings"]["dupe_factor"] == 2 and saved["settings"]["max_seq_length"] == 64
+  for key in ("masked_fraction", "nsp_random_fraction", "elapsed_s", "mb_per_s",
+              "lines_with_undecodable_bytes", "empty_documents_skipped", "one_sentence_documents",
+              "tokens", "masked_kind_fractions"):
+    assert key in saved
+  assert not glob.glob(str(tmp_path / "*.tmp-*"))
+
+
+def test_shared_sample(tmp_path, tokenizer):
+  sample = shared_path("sample_1mb.txt")
+  out = str(tmp_path / "sample.tfrecord")
+  summary = cpd.create_pretraining_data([sample], [out], tokenizer, settings(
+      max_seq_length=128, max_predictions_per_seq=20, dupe_factor=1), log_fn=lambda s: None)
+  assert summary["documents"] == 616 and summary["lines_with_undecodable_bytes"] == 0
+  assert 0.145 < summary["masked_fraction"] < 0.16
+  assert 0.5 < summary["nsp_random_fraction"] < 0.6
+  assert abs(summary["masked_kind_fractions"]["mask"] - 0.8) < 0.01
+
+
+# CLI (subprocesses: each pays the TensorFlow import).
+
+
+def _cli(args, **kw):
+  return subprocess.run([PYTHON, SCRIPT] + args, capture_output=True, text=True, cwd=REPO_DIR,
+                        timeout=120, **kw)
+
+
+def test_cli_sharded_output(tmp_path, vocab_file):
+  for i in range(2):
+    (tmp_path / ("in%d.txt" % i)).write_text(make_text(40, 20 + i))
+  out = str(tmp_path / "out" / "data.tfrecord")
+  r = _cli(["--input_file=%s/in*.txt" % tmp_path, "--output_file=" + out,
+            "--vocab_file=" + vocab_file, "--max_seq_length=64", "--max_predictions_per_seq=10",
+            "--dupe_factor=2", "--num_output_shards=3", "--num_workers=2"])
+  assert r.returncode == 0, r.stderr[-2000:]
+  shards = sorted(glob.glob(out + "-*"))
+  assert [os.path.basename(s) for s in shards] == [
+      "data.tfrecord-%05d-of-00003" % i for i in range(3)]
+  counts = [len(cpd.read_examples(s)) for s in shards]
+  with open(out + ".summary.json") as f:
+    summary = json.load(f)
+  assert sum(counts) == summary["instances"] and max(counts) - min(counts) <= 1
+  assert summary["documents"] == 80
+  assert not glob.glob(str(tmp_path / "out" / "*.tmp-*"))
+
+
+def test_cli_bad_inputs_one_line_exit_2(tmp_path, vocab_file):
+  (tmp_path / "in.txt").write_text("hello there.\n")
+  r = _cli(["--input_file=%s/in.txt" % tmp_path, "--output_file=%s/o" % tmp_path,
+            "--vocab_file=%s/missing_vocab.txt" % tmp_path])
+  assert r.returncode == 2
+  assert r.stderr.strip().splitlines()[-1].startswith("error: --vocab_file=")
+  assert "Traceback" not in r.stderr
+  r = _cli(["--input_file=%s/nothing*.txt" % tmp_path, "--output_file=%s/o" % tmp_path,
+            "--vocab_file=" + vocab_file])
+  assert r.returncode == 2
+  assert "matches no file" in r.stderr.strip().splitlines()[-1] and "Traceback" not in r.stderr
+  assert not os.path.exists(str(tmp_path / "o"))
+
+
+def test_cli_killed_run_leaves_no_finished_file(tmp_path, vocab_file):
+  text = make_text(4000, 30)
+  (tmp_path / "big.txt").write_text(text * 4)
+  out = str(tmp_path / "killed.tfrecord")
+  proc = subprocess.Popen([PYTHON, SCRIPT, "--input_file=%s/big.txt" % tmp_path,
+                           "--output_file=" + out, "--vocab_file=" + vocab_file,
+                           "--dupe_factor=10", "--num_workers=1"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO_DIR)
+  deadline = time.time() + 60
+  while not glob.glob(out + ".tmp-*") and time.time() < deadline and proc.poll() is None:
+    time.sleep(0.05)
+  proc.send_signal(signal.SIGKILL)
+  proc.wait()
+  assert glob.glob(out + ".tmp-*"), "the run ended before it could be killed"
+  assert not os.path.exists(out) and not os.path.exists(out + ".summary.json")
