@@ -362,6 +362,25 @@ def define_model_override_flags():
                     "Overrides layer_norm_type in --bert_config_file (post | pre).")
 
 
+def decode_record(record, name_to_features):
+  """Parses one serialized tf.train.Example; int64 features become int32 (the TPU needs int32).
+
+  Args:
+    record: scalar string Tensor.
+    name_to_features: dict feature name -> tf.io.FixedLenFeature.
+
+  Returns:
+    dict feature name -> Tensor.
+  """
+  example = tf.io.parse_single_example(record, name_to_features)
+  for name in list(example.keys()):
+    t = example[name]
+    if t.dtype == tf.int64:
+      t = tf.cast(t, tf.int32)
+    example[name] = t
+  return example
+
+
 def tfrecord_feature_lengths(input_file):
   """Reads the first record of a TFRecord file; returns {feature name: length}."""
   for record in tf1.io.tf_record_iterator(input_file):

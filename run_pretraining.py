@@ -369,27 +369,12 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
     # size dimensions. For eval, we assume we are evaluating on the CPU or GPU
     # and we *don't* want to drop the remainder, otherwise we wont cover
     # every sample.
-    d = d.map(lambda record: _decode_record(record, name_to_features),
+    d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features),
               num_parallel_calls=num_cpu_threads)
     d = d.batch(batch_size, drop_remainder=True)
     return d.prefetch(2)
 
   return input_fn
-
-
-def _decode_record(record, name_to_features):
-  """Decodes a record to a TensorFlow example (int64 -> int32 for the TPU)."""
-  example = tf.io.parse_single_example(record, name_to_features)
-
-  # tf.Example only supports tf.int64, but the TPU only supports tf.int32.
-  # So cast all int64 to int32.
-  for name in list(example.keys()):
-    t = example[name]
-    if t.dtype == tf.int64:
-      t = tf.cast(t, tf.int32)
-    example[name] = t
-
-  return example
 
 
 class GracefulStopHook(tf1.train.SessionRunHook):

@@ -830,16 +830,6 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=N
     name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
     name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
 
-  def _decode_record(record):
-    """Decodes a record to a TensorFlow example (int64 -> int32 for the TPU)."""
-    example = tf.io.parse_single_example(record, name_to_features)
-    for name in list(example.keys()):
-      t = example[name]
-      if t.dtype == tf.int64:
-        t = tf.cast(t, tf.int32)
-      example[name] = t
-    return example
-
   def input_fn(params):
     """The actual input function."""
     batch_size = params["batch_size"]
@@ -851,7 +841,8 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=N
       d = d.repeat()
       d = d.shuffle(buffer_size=100, seed=seed)
 
-    d = d.map(_decode_record, num_parallel_calls=tf.data.AUTOTUNE)
+    d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features),
+              num_parallel_calls=tf.data.AUTOTUNE)
     d = d.batch(batch_size, drop_remainder=drop_remainder)
     return d.prefetch(tf.data.AUTOTUNE)
 
