@@ -1,0 +1,26 @@
+"""RealFormer: residual-attention BERT in TensorFlow (a fork-style extension of google-research/bert)."""
+
+import setuptools
+
+with open("requirements.txt") as f:
+  # Runtime pins only; pytest and matplotlib are for tests and plots.
+  REQUIREMENTS = [line.strip() for line in f
+                  if line.strip() and not line.startswith("#")
+                  and not line.startswith(("pytest", "matplotlib"))]
+
+setuptools.setup(
+    name="realformer-tf",
+    version="0.1.0",
+    description="BERT with RealFormer residual attention (none | sum | mean), Post-LN or Pre-LN, "
+                "in TensorFlow 2.15 tf.compat.v1 with TPUEstimator.",
+    python_requires=">=3.9,<3.12",
+    py_modules=[
+        "modeling", "tokenization", "optimization", "common", "estimator_utils",
+        "export_utils", "glue_metrics", "squad_evaluate",
+        "create_pretraining_data", "run_pretraining", "run_classifier", "run_squad",
+        "build_vocab", "convert_hf_checkpoint", "run_demo",
+    ],
+    install_requires=REQUIREMENTS,
+    extras_require={"test": ["pytest==8.3.3"], "plots": ["matplotlib==3.9.2"]},
+    license="Apache-2.0",
+)
