@@ -1,0 +1,141 @@
+# coding=utf-8
+"""Exports a model from a checkpoint as a SavedModel with a `serving_default` signature.
+
+Shared by run_classifier.py and run_squad.py. The graph is built with tf.compat.v1 placeholders in
+a fresh tf.Graph, the checkpoint is restored with a Saver, and the result is written with
+tf.compat.v1.saved_model.Builder (tags ["serve"]). The export loads with plain
+`tf.saved_model.load(path)` in TF2 eager mode:
+
+    loaded = tf.saved_model.load(export_dir)
+    outputs = loaded.signatures["serving_default"](input_ids=..., input_mask=..., segment_ids=...)
+
+The SavedModel is written under a temporary name and renamed when complete, so an interrupted
+export never leaves a directory that looks finished.
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import os
+
+import tensorflow as tf
+
+import common
+
+tf1 = tf.compat.v1
+
+SIGNATURE_NAME = "serving_default"
+
+
+def resolve_checkpoint(checkpoint_path, flag_name="init_checkpoint"):
+  """Turns a checkpoint prefix or a model directory into a checkpoint prefix.
+
+  Args:
+    checkpoint_path: a checkpoint prefix (".../model.ckpt-1000") or a directory with a
+      `checkpoint` file.
+    flag_name: the flag the path came from, for error messages.
+
+  Returns:
+    The checkpoint prefix. Fails with a one-line error when there is none.
+  """
+  if not checkpoint_path:
+    common.fail("--%s: no checkpoint to export" % flag_name)
+  if tf.io.gfile.isdir(checkpoint_path):
+    latest = tf1.train.latest_checkpoint(checkpoint_path)
+    if not latest:
+      common.fail("--%s=%s: directory has no checkpoint" % (flag_name, checkpoint_path))
+    return latest
+  if not (tf.io.gfile.exists(checkpoint_path + ".index") or tf.io.gfile.exists(checkpoint_path)):
+    common.fail("--%s=%s: no checkpoint there" % (flag_name, checkpoint_path))
+  return checkpoint_path
+
+
+def export_saved_model(build_fn, checkpoint_path, export_dir, input_specs, extra_files=None,
+                       signature_name=SIGNATURE_NAME, allow_missing=False):
+  """Builds the serving graph, restores `checkpoint_path` and writes a SavedModel.
+
+  Args:
+    build_fn: function(placeholders) -> dict of output name -> tensor. `placeholders` is a dict
+      name -> tf.compat.v1.placeholder built from `input_specs`. It must build the model in
+      inference mode (no dropout); every variable it creates must be in the checkpoint (unless
+      allow_missing).
+    checkpoint_path: checkpoint prefix or directory (its latest checkpoint is used).
+    export_dir: the SavedModel directory to write (replaced if it exists).
+    input_specs: dict name -> (dtype, shape), e.g. {"input_ids": (tf.int32, [None, 128])}.
+    extra_files: optional dict file name -> str content written into export_dir beside the
+      SavedModel (e.g. labels.txt, bert_config.json).
+    signature_name: the signature key ("serving_default").
+    allow_missing: if True, variables not in the checkpoint keep their initial values
+      (logged); otherwise a missing variable is a one-line error.
+
+  Returns:
+    The checkpoint prefix that was exported.
+  """
+  checkpoint_path = resolve_checkpoint(checkpoint_path)
+  if not input_specs:
+    common.fail("export_saved_model: input_specs is empty")
+  export_dir = export_dir.rstrip("/")
+  parent = os.path.dirname(export_dir)
+  if parent:
+    tf.io.gfile.makedirs(parent)
+  tmp_dir = "%s.tmp-%d" % (export_dir, os.getpid())
+  if tf.io.gfile.exists(tmp_dir):
+    tf.io.gfile.rmtree(tmp_dir)
+
+  reader = tf1.train.NewCheckpointReader(checkpoint_path)
+  ckpt_shapes = reader.get_variable_to_shape_map()
+
+  graph = tf.Graph()
+  with graph.as_default():
+    placeholders = {}
+    for name in sorted(input_specs):
+      dtype, shape = input_specs[name]
+      placeholders[name] = tf1.placeholder(dtype, shape=shape, name=name)
+    outputs = build_fn(placeholders)
+    if not outputs:
+      common.fail("export_saved_model: build_fn returned no outputs")
+
+    variables = tf1.global_variables()
+    restore_vars = {}
+    missing = []
+    for var in variables:
+      name = var.op.name
+      if name in ckpt_shapes:
+        if list(ckpt_shapes[name]) != var.shape.as_list():
+          common.fail("checkpoint %s: variable %s has shape %s there but %s in the model" %
+                      (checkpoint_path, name, list(ckpt_shapes[name]), var.shape.as_list()))
+        restore_vars[name] = var
+      else:
+        missing.append(name)
+    if missing and not allow_missing:
+      common.fail("checkpoint %s: lacks %d variable(s) the exported model needs: %s" %
+                  (checkpoint_path, len(missing), ", ".join(missing[:5])))
+    if missing:
+      tf1.logging.warning("export: %d variables not in %s keep their initial values: %s",
+                          len(missing), checkpoint_path, ", ".join(missing))
+
+    saver = tf1.train.Saver(var_list=restore_vars)
+    with tf1.Session(graph=graph) as sess:
+      sess.run(tf1.global_variables_initializer())
+      saver.restore(sess, checkpoint_path)
+      signature = tf1.saved_model.signature_def_utils.predict_signature_def(
+          inputs=placeholders, outputs=outputs)
+      builder = tf1.saved_model.Builder(tmp_dir)
+      builder.add_meta_graph_and_variables(
+          sess, [tf1.saved_model.tag_constants.SERVING],
+          signature_def_map={signature_name: signature},
+          strip_default_attrs=True)
+      builder.save()
+
+  for file_name, content in sorted((extra_files or {}).items()):
+    with tf.io.gfile.GFile(os.path.join(tmp_dir, file_name), "w") as f:
+      f.write(content)
+
+  if tf.io.gfile.exists(export_dir):
+    tf.io.gfile.rmtree(export_dir)
+  tf.io.gfile.rename(tmp_dir, export_dir)
+  tf1.logging.info("Exported %s to SavedModel %s (signature %s: inputs %s, outputs %s)",
+                   checkpoint_path, export_dir, signature_name,
+                   ", ".join(sorted(input_specs)), ", ".join(sorted(outputs)))
+  return checkpoint_path

@@ -1,0 +1,435 @@
+"""run_classifier: GLUE readers on fixtures in the exact GLUE layouts, features, cache, and tiny
+end-to-end train / eval / predict / export runs (subprocesses) for both head types."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import common
+import modeling
+import run_classifier as rc
+import tokenization
+
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "glue")
+SCRIPT = os.path.join(REPO_DIR, "run_classifier.py")
+
+GLUE_DIRS = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": "STS-B", "qqp": "QQP",
+             "mnli": "MNLI", "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI"}
+
+
+def _read(task_name, file_name, split):
+  task = rc.get_task(task_name)
+  task_file = {f.file_name: f for f in [task.train] + task.dev + task.test}[file_name]
+  return rc.read_examples(task, task_file, os.path.join(FIXTURES, GLUE_DIRS[task_name]), split)
+
+
+# (task, file, split, examples, skipped, first text_a prefix, first text_b prefix, labels)
+READER_CASES = [
+    ("cola", "train.tsv", "train", 5, 0, "Our friends won't buy", None, ["1", "1", "0", "1", "0"]),
+    ("cola", "dev.tsv", "dev", 3, 0, "The sailors rode", None, ["1", "0", "1"]),
+    ("cola", "test.tsv", "test", 2, 0, "Bill whistled past", None, [None, None]),
+    ("sst-2", "train.tsv", "train", 8, 0, "hide new secretions", None,
+     ["0", "0", "1", "0", "1", "1", "1", "0"]),
+    ("sst-2", "dev.tsv", "dev", 5, 0, "it 's a charming", None, ["1", "0", "1", "1", "0"]),
+    ("sst-2", "test.tsv", "test", 3, 0, "uneasy mishmash", None, [None] * 3),
+    ("mrpc", "train.tsv", "train", 3, 0, "Amrozi accused his brother , whom he called \" the",
+     "Referring to him as only \" the witness \"", ["1", "0", "1"]),
+    ("mrpc", "dev.tsv", "dev", 2, 0, "He said the foodservice", "\" The foodservice pie",
+     ["1", "0"]),
+    ("mrpc", "test.tsv", "test", 2, 0, "PCCW 's chief", "Current Chief Operating", [None] * 2),
+    ("sts-b", "train.tsv", "train", 8, 0, "A plane is taking off.", "An air plane is taking",
+     [5.0, 3.8, 3.8, 2.6, 4.25, 4.25, 0.5, 1.6]),
+    ("sts-b", "dev.tsv", "dev", 4, 0, "A man with a hard hat", "A man wearing a hard hat",
+     [5.0, 4.75, 5.0, 2.4]),
+    ("sts-b", "test.tsv", "test", 2, 0, "A girl is styling", "A girl is brushing", [None] * 2),
+    ("qqp", "train.tsv", "train", 3, 2, "How is the life of a math student?",
+     "Which level of prepration", ["0", "1", "1"]),
+    ("qqp", "dev.tsv", "dev", 3, 0, "How can I be a good geologist?", "What should I do",
+     ["1", "1", "0"]),
+    ("qqp", "test.tsv", "test", 2, 0, "How does the Surface Pro", "Why did Microsoft",
+     [None] * 2),
+    ("mnli", "train.tsv", "train", 9, 0, "Conceptually cream skimming", "Product and geography",
+     ["neutral", "entailment", "entailment", "entailment", "neutral", "entailment", "neutral",
+      "entailment", "contradiction"]),
+    ("mnli", "dev_matched.tsv", "dev", 3, 0, "The new rights are nice enough",
+     "Everyone really likes", ["neutral", "contradiction", "entailment"]),
+    ("mnli", "dev_mismatched.tsv", "dev", 2, 0, "Your contribution helped",
+     "Your contributions were of no help", ["contradiction", "contradiction"]),
+    ("mnli", "test_matched.tsv", "test", 2, 0, "Hierbas, ans seco", "Hierbas is a name",
+     [None] * 2),
+    ("mnli", "test_mismatched.tsv", "test", 1, 0, "What we have here", "This is a common one",
+     [None]),
+    ("qnli", "train.tsv", "train", 3, 0, "When did the third Digimon", "Unlike the two seasons",
+     ["not_entailment", "not_entailment", "entailment"]),
+    ("qnli", "dev.tsv", "dev", 2, 0, "What came into force", "As of that day",
+     ["entailment", "not_entailment"]),
+    ("qnli", "test.tsv", "test", 1, 0, "What organization is devoted", "For some decades",
+     [None]),
+    ("rte", "train.tsv", "train", 3, 0, "No Weapons of Mass Destruction Found",
+     "Weapons of Mass Destruction Found", ["not_entailment", "entailment", "entailment"]),
+    ("rte", "dev.tsv", "dev", 2, 0, "Dana Reeve", "Christopher Reeve had",
+     ["not_entailment", "entailment"]),
+    ("rte", "test.tsv", "test", 1, 0, "Mangla was summoned", "Shukla is related", [None]),
+    ("wnli", "train.tsv", "train", 4, 0, "I stuck a pin", "The carrot had a hole.",
+     ["1", "1", "1", "0"]),
+    ("wnli", "dev.tsv", "dev", 2, 0, "The drain is clogged", "The hair has to be cleaned.",
+     ["0", "1"]),
+    ("wnli", "test.tsv", "test", 1, 0, "Maude and Dora", "Horses ran away", [None]),
+]
+
+
+@pytest.mark.parametrize("case", READER_CASES, ids=lambda c: "%s-%s" % (c[0], c[1]))
+def test_glue_readers(case):
+  task_name, file_name, split, count, skipped, text_a, text_b, labels = case
+  examples, stats = _read(task_name, file_name, split)
+  assert len(examples) == count
+  assert stats.skipped_columns == skipped
+  assert examples[0].text_a.startswith(text_a)
+  if text_b is None:
+    assert all(e.text_b is None for e in examples)
+  else:
+    assert examples[0].text_b.startswith(text_b)
+  assert [e.label for e in examples] == labels
+  assert [e.guid for e in examples] == ["%s-%d" % (split, i) for i in range(count)]
+  if split == "test":
+    # Submission indices come from the test file's index / id column.
+    assert [e.index for e in examples] == [str(i) for i in range(count)]
+
+
+def test_reader_keeps_quotes_and_trailing_space():
+  # Fields are not quoted in GLUE: a leading '"' is text, and SST-2's trailing space is kept.
+  examples, _ = _read("sst-2", "train.tsv", "train")
+  assert examples[4].text_a == "\"the greatest musicians "
+  examples, _ = _read("sst-2", "test.tsv", "test")
+  assert examples[2].text_a == "\"a sometimes tedious film ."
+
+
+def test_qqp_malformed_lines_are_skipped_and_counted():
+  examples, stats = _read("qqp", "train.tsv", "train")
+  assert stats.skipped_columns == 2
+  assert stats.first_skipped_lines == [4, 5]
+  assert stats.rows == 5
+  assert [e.text_a for e in examples][2] == "What can one do after MBBS?"
+
+
+def test_mnli_columns_and_labels():
+  task = rc.get_task("MNLI")
+  assert task.labels == ["contradiction", "entailment", "neutral"]
+  assert [f.file_name for f in task.dev] == ["dev_matched.tsv", "dev_mismatched.tsv"]
+  assert [f.name for f in task.test] == ["MNLI-m.tsv", "MNLI-mm.tsv"]
+  with open(os.path.join(FIXTURES, "MNLI", "dev_matched.tsv")) as f:
+    lines = f.read().splitlines()
+  assert [len(line.split("\t")) for line in lines] == [16] * 4
+  examples, _ = _read("mnli", "dev_matched.tsv", "dev")
+  # The gold label is the last column, not label1 (which is "neutral" in the second row).
+  assert lines[2].split("\t")[10] == "neutral"
+  assert examples[1].label == "contradiction"
+
+
+def test_bad_label_names_file_and_line(tmp_path):
+  shutil.copy(os.path.join(FIXTURES, "SST-2", "train.tsv"), tmp_path / "train.tsv")
+  lines = (tmp_path / "train.tsv").read_text().splitlines(True)
+  lines[3] = "a fine film\tpositive\n"
+  (tmp_path / "train.tsv").write_text("".join(lines))
+  task = rc.get_task("sst-2")
+  with pytest.raises(common.UsageError) as e:
+    rc.read_examples(task, task.train, str(tmp_path), "train")
+  message = str(e.value)
+  assert "train.tsv:4:" in message and "'positive'" in message and "\n" not in message
+
+
+def test_bad_regression_label_and_wrong_header(tmp_path):
+  src = os.path.join(FIXTURES, "STS-B", "train.tsv")
+  lines = open(src).read().splitlines(True)
+  lines[2] = lines[2].rsplit("\t", 1)[0] + "\thigh\n"
+  (tmp_path / "train.tsv").write_text("".join(lines))
+  task = rc.get_task("sts-b")
+  with pytest.raises(common.UsageError, match=r"train\.tsv:3: label 'high' is not a number"):
+    rc.read_examples(task, task.train, str(tmp_path), "train")
+  # An MNLI dev file given where train.tsv (12 columns) is expected.
+  shutil.copy(os.path.join(FIXTURES, "MNLI", "dev_matched.tsv"), tmp_path / "train.tsv")
+  task = rc.get_task("mnli")
+  with pytest.raises(common.UsageError, match=r"header has 16 column\(s\).*has 12"):
+    rc.read_examples(task, task.train, str(tmp_path), "train")
+
+
+def test_unknown_task_is_one_line_error():
+  with pytest.raises(common.UsageError, match="--task_name=xnli: unknown task"):
+    rc.get_task("xnli")
+  assert rc.get_task("SST2").name == "sst-2"
+  assert rc.get_task("STS-B").is_regression
+
+
+def test_tsv_task_by_name_and_index(tmp_path):
+  (tmp_path / "train.tsv").write_text(
+      "id\tquestion\tanswer\tlabel\n1\tq one\ta one\tyes\n2\tq two\ta two\tno\n"
+      "3\tq three\ta three\tmaybe\n4\tbroken\n")
+  (tmp_path / "test.tsv").write_text("id\tquestion\tanswer\n7\tq\ta\n8\tr\tb\n")
+  task = rc.make_tsv_task("question", "answer", "label", has_header=True)
+  assert rc.resolve_tsv_labels(task, str(tmp_path), str(tmp_path)) == ["maybe", "no", "yes"]
+  examples, stats = rc.read_examples(task, task.train, str(tmp_path), "train")
+  assert [(e.text_a, e.text_b, e.label) for e in examples] == [
+      ("q one", "a one", "yes"), ("q two", "a two", "no"), ("q three", "a three", "maybe")]
+  assert stats.skipped_columns == 1
+  examples, _ = rc.read_examples(task, task.test[0], str(tmp_path), "test")
+  assert [(e.text_a, e.index) for e in examples] == [("q", "0"), ("r", "1")]
+  # No header: 0-based indices; regression.
+  (tmp_path / "train.tsv").write_text("0.5\tfirst text\n-1.25\tsecond text\n")
+  task = rc.make_tsv_task("1", None, "0", has_header=False, task_type="regression")
+  examples, _ = rc.read_examples(task, task.train, str(tmp_path), "train")
+  assert [(e.text_a, e.label) for e in examples] == [("first text", 0.5),
+                                                      ("second text", -1.25)]
+  with pytest.raises(common.UsageError, match="--text_a_column=question: a column name needs"):
+    rc.make_tsv_task("question", None, "0", has_header=False)
+
+
+def test_convert_single_example_matches_official_layout(vocab_file):
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+  vocab = tokenization.load_vocab(vocab_file)
+  example = rc.InputExample("dev-0", "The cat sat.", "A dog ran away quickly", label="1")
+  feature = rc.convert_single_example(9, example, {"0": 0, "1": 1}, 10, tokenizer)
+  # Room for 10 - 3 = 7 tokens: a = "the cat sat ." (4), b = "a dog ran away quickly" (5);
+  # the longer one loses its last token, b on ties: (4, 5) -> (4, 4) -> (4, 3).
+  tokens = ["[CLS]", "the", "cat", "sat", ".", "[SEP]", "a", "dog", "ran", "[SEP]"]
+  assert feature.input_ids == [vocab[t] for t in tokens]
+  assert feature.segment_ids == [0] * 6 + [1] * 4
+  assert feature.input_mask == [1] * 10
+  assert feature.label_id == 1
+  single = rc.convert_single_example(9, rc.InputExample("x", "Hello"), None, 6, tokenizer)
+  assert single.input_ids == [vocab["[CLS]"], vocab["hello"], vocab["[SEP]"], 0, 0, 0]
+  assert single.input_mask == [1, 1, 1, 0, 0, 0]
+  assert single.label_id == 0.0  # test example without a label (regression dummy)
+  pad = rc.convert_single_example(0, rc.PaddingInputExample(), {"0": 0}, 4, tokenizer)
+  assert (pad.input_ids, pad.is_real_example) == ([0] * 4, False)
+
+
+def test_feature_cache_key_changes(tmp_path, vocab_file):
+  data = tmp_path / "train.tsv"
+  data.write_text("sentence\tlabel\nfine\t1\n")
+  task = rc.get_task("sst-2")
+  base = rc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels, None)[1]
+  assert base == rc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels,
+                                      None)[1]
+  assert base != rc.feature_cache_key(str(data), vocab_file, True, 64, task, task.labels,
+                                      None)[1]
+  assert base != rc.feature_cache_key(str(data), vocab_file, False, 128, task, task.labels,
+                                      None)[1]
+  assert base != rc.feature_cache_key(str(data), vocab_file, True, 128, rc.get_task("cola"),
+                                      task.labels, None)[1]
+  assert base != rc.feature_cache_key(str(data), vocab_file, True, 128, task, ["1", "0"],
+                                      None)[1]
+  data.write_text("sentence\tlabel\nfine!\t1\n")  # size changes
+  assert base != rc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels,
+                                      None)[1]
+
+
+def test_submission_formatting(tmp_path):
+  sts = rc.get_task("sts-b")
+  assert rc.format_prediction(sts, {"predictions": 5.7}) == "5.000"
+  assert rc.format_prediction(sts, {"predictions": -0.2}) == "0.000"
+  assert rc.format_prediction(sts, {"predictions": 3.14159}) == "3.142"
+  mnli = rc.get_task("mnli")
+  assert rc.format_prediction(mnli, {"probabilities": np.array([0.1, 0.2, 0.7])}) == "neutral"
+  examples = [rc.InputExample("test-0", "a", index="0"), rc.InputExample("test-1", "b",
+                                                                          index="1")]
+  path = str(tmp_path / "MNLI-m.tsv")
+  rc.write_submission(path, mnli, examples, [{"probabilities": [0.9, 0.05, 0.05]},
+                                             {"probabilities": [0.1, 0.8, 0.1]}])
+  assert open(path).read() == "index\tprediction\n0\tcontradiction\n1\tentailment\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# End-to-end runs (subprocesses, a tiny BERT).
+
+TINY_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
+               "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
+               "type_vocab_size": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+               "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02}
+
+
+def _run(args, expect_rc=0):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  proc = subprocess.run([sys.executable, SCRIPT] + args, cwd=REPO_DIR, env=env,
+                        capture_output=True, text=True, timeout=300)
+  output = proc.stdout + proc.stderr
+  assert proc.returncode == expect_rc, output[-4000:]
+  return output
+
+
+def _random_init_checkpoint(path, config_file):
+  """A random BERT checkpoint (bert/* variables only), as a pre-trained one would be."""
+  config = modeling.BertConfig.from_json_file(config_file)
+  graph = tf.Graph()
+  with graph.as_default():
+    tf.compat.v1.set_random_seed(1)
+    ids = tf.compat.v1.placeholder(tf.int32, [None, 8])
+    modeling.BertModel(config, False, ids)
+    saver = tf.compat.v1.train.Saver()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      saver.save(sess, path)
+  return path
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+  root = tmp_path_factory.mktemp("tiny_bert")
+  config_file = str(root / "bert_config.json")
+  with open(config_file, "w") as f:
+    json.dump(TINY_CONFIG, f)
+  checkpoint = _random_init_checkpoint(str(root / "bert_model.ckpt"), config_file)
+  return config_file, checkpoint
+
+
+def _common_args(task, data, config_file, output_dir, vocab_file, seq=32):
+  return ["--task_name=%s" % task, "--data_dir=%s" % data, "--vocab_file=%s" % vocab_file,
+          "--bert_config_file=%s" % config_file, "--output_dir=%s" % output_dir,
+          "--max_seq_length=%d" % seq, "--train_batch_size=4", "--eval_batch_size=3",
+          "--predict_batch_size=2", "--learning_rate=1e-3", "--num_train_epochs=2"]
+
+
+RELOAD_SCRIPT = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    import tensorflow as tf
+    export_dir, record, seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    loaded = tf.saved_model.load(export_dir)
+    fn = loaded.signatures["serving_default"]
+    spec = {k: tf.io.FixedLenFeature([seq], tf.int64)
+            for k in ("input_ids", "input_mask", "segment_ids")}
+    feats = {k: [] for k in spec}
+    for r in tf.data.TFRecordDataset(record):
+      ex = tf.io.parse_single_example(r, spec)
+      for k in spec:
+        feats[k].append(ex[k].numpy())
+    inputs = {k: tf.constant(np.stack(v).astype(np.int32)) for k, v in feats.items()}
+    out = fn(**inputs)
+    print("RESULT " + json.dumps({k: v.numpy().tolist() for k, v in out.items()}))
+""")
+
+
+def _reload_export(export_dir, record, seq):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  proc = subprocess.run([sys.executable, "-c", RELOAD_SCRIPT, export_dir, record, str(seq)],
+                        env=env, capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
+  return json.loads(line[len("RESULT "):])
+
+
+def _read_floats(path):
+  with open(path) as f:
+    return np.array([[float(x) for x in line.split("\t")] for line in f.read().splitlines()])
+
+
+def test_classification_train_eval_predict_export(tmp_path, tiny_model, vocab_file):
+  config_file, checkpoint = tiny_model
+  out = tmp_path / "out"
+  export = tmp_path / "export"
+  data = os.path.join(FIXTURES, "SST-2")
+  log = _run(_common_args("sst-2", data, config_file, out, vocab_file) + [
+      "--init_checkpoint=%s" % checkpoint, "--do_train", "--do_eval", "--do_predict",
+      "--export_dir=%s" % export, "--save_checkpoints_steps=100"])
+  assert "init_checkpoint %s: " % checkpoint in log
+  assert "train: step 4/4" in log  # ProgressHook: 8 examples / 4 * 2 epochs
+  results = json.loads((out / "eval_results.json").read_text())
+  assert set(results) >= {"eval_accuracy", "eval_loss", "global_step", "eval_num_examples"}
+  assert results["global_step"] == 4 and results["eval_num_examples"] == 5
+  assert "eval_accuracy = " in (out / "eval_results.txt").read_text()
+  lines = (out / "SST-2.tsv").read_text().splitlines()
+  assert lines[0] == "index\tprediction" and len(lines) == 4
+  assert [l.split("\t")[0] for l in lines[1:]] == ["0", "1", "2"]
+  assert all(l.split("\t")[1] in ("0", "1") for l in lines[1:])
+  estimator_probs = _read_floats(str(out / "test_results.tsv"))
+  assert estimator_probs.shape == (3, 2)
+  assert (export / "labels.txt").read_text() == "0\n1\n"
+  assert json.loads((export / "bert_config.json").read_text())["hidden_size"] == 32
+  assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+
+  # The export, loaded in a fresh TF2 process, gives Estimator.predict's outputs.
+  served = _reload_export(str(export), str(out / "predict.tf_record"), 32)
+  np.testing.assert_allclose(np.array(served["probabilities"]), estimator_probs, atol=1e-5)
+  assert served["predicted_label"] == np.argmax(estimator_probs, axis=1).tolist()
+  assert [l.split("\t")[1] for l in lines[1:]] == [str(x) for x in served["predicted_label"]]
+
+  # Second run: the cached dev features are reused; a new max_seq_length rebuilds them.
+  eval_record = out / "eval.tf_record"
+  mtime = eval_record.stat().st_mtime_ns
+  log = _run(_common_args("sst-2", data, config_file, out, vocab_file) + ["--do_eval"])
+  assert "Reusing cached features %s" % eval_record in log
+  assert eval_record.stat().st_mtime_ns == mtime
+  assert json.loads((out / "eval_results.json").read_text())["eval_loss"] == pytest.approx(
+      results["eval_loss"], abs=1e-6)
+  log = _run(_common_args("sst-2", data, config_file, out, vocab_file, seq=24) + ["--do_eval"])
+  assert "Writing features to %s (inputs changed: max_seq_length)" % eval_record in log
+  meta = json.loads((out / "eval.tf_record.json").read_text())
+  assert meta["inputs"]["max_seq_length"] == 24
+  assert eval_record.stat().st_mtime_ns != mtime
+
+
+def test_regression_train_eval_predict_export(tmp_path, tiny_model, vocab_file):
+  config_file, _ = tiny_model
+  out = tmp_path / "out"
+  export = tmp_path / "export"
+  data = os.path.join(FIXTURES, "STS-B")
+  _run(_common_args("sts-b", data, config_file, out, vocab_file) + [
+      "--do_train", "--do_eval", "--do_predict", "--export_dir=%s" % export,
+      "--residual_attention=sum"])
+  assert json.loads((out / "bert_config.json").read_text())["residual_attention"] == "sum"
+  results = json.loads((out / "eval_results.json").read_text())
+  assert set(results) >= {"eval_pearson", "eval_spearman", "eval_loss", "global_step"}
+  assert results["global_step"] == 4
+  assert -1.0 <= results["eval_pearson"] <= 1.0
+  lines = (out / "STS-B.tsv").read_text().splitlines()
+  assert lines[0] == "index\tprediction" and len(lines) == 3
+  raw = _read_floats(str(out / "test_results.tsv"))[:, 0]
+  for line, value in zip(lines[1:], raw):
+    shown = float(line.split("\t")[1])
+    assert 0.0 <= shown <= 5.0 and line.split("\t")[1] == "%.3f" % min(5.0, max(0.0, value))
+  assert not (export / "labels.txt").exists()
+  served = _reload_export(str(export), str(out / "predict.tf_record"), 32)
+  assert set(served) == {"predictions"}
+  np.testing.assert_allclose(np.array(served["predictions"]), raw, atol=1e-5)
+
+
+def test_mnli_eval_both_dev_sets_and_predict(tmp_path, tiny_model, vocab_file):
+  config_file, checkpoint = tiny_model
+  out = tmp_path / "out"
+  _run(_common_args("mnli", os.path.join(FIXTURES, "MNLI"), config_file, out, vocab_file) + [
+      "--do_eval", "--do_predict"])
+  results = json.loads((out / "eval_results.json").read_text())
+  assert results["eval_num_examples"] == 3 and results["eval_mismatched_num_examples"] == 2
+  assert results["eval_matched_accuracy"] == results["eval_accuracy"]
+  assert "eval_mismatched_accuracy" in results and "eval_mismatched_loss" in results
+  matched = (out / "MNLI-m.tsv").read_text().splitlines()
+  mismatched = (out / "MNLI-mm.tsv").read_text().splitlines()
+  assert len(matched) == 3 and len(mismatched) == 2
+  labels = {"contradiction", "entailment", "neutral"}
+  assert all(l.split("\t")[1] in labels for l in matched[1:] + mismatched[1:])
+
+
+def test_one_line_errors(tmp_path, tiny_model, vocab_file):
+  config_file, _ = tiny_model
+  data = tmp_path / "data"
+  data.mkdir()
+  shutil.copy(os.path.join(FIXTURES, "SST-2", "train.tsv"), data / "train.tsv")
+  out = _run(_common_args("sst-2", data, config_file, tmp_path / "out", vocab_file) +
+             ["--do_train", "--do_eval"], expect_rc=2)
+  assert "error: --data_dir=%s: has no dev.tsv (needed by --do_eval for task sst-2)" % data in out
+  assert "Traceback" not in out
+
+
+def test_crlf_line_ends_and_blank_lines(tmp_path):
+  (tmp_path / "dev.tsv").write_bytes(b"sentence\tlabel\r\ngood \xff film\t1\r\n\r\nbad\t0")
+  task = rc.get_task("sst-2")
+  examples, stats = rc.read_examples(task, task.dev[0], str(tmp_path), "dev")
+  assert [(e.text_a, e.label) for e in examples] == [("good  film", "1"), ("bad", "0")]
+  assert (stats.blank, stats.skipped_columns) == (1, 0)
