@@ -1157,6 +1157,61 @@ def transformer_model(input_tensor,
   return final_outputs
 
 
+def gather_indexes(sequence_tensor, positions):
+  """Gathers the vectors at the specific positions over a minibatch.
+
+  Args:
+    sequence_tensor: float [batch, seq, width].
+    positions: int [batch, n].
+
+  Returns:
+    float [batch * n, width].
+  """
+  sequence_shape = get_shape_list(sequence_tensor, expected_rank=3)
+  batch_size = sequence_shape[0]
+  seq_length = sequence_shape[1]
+  width = sequence_shape[2]
+
+  flat_offsets = tf.reshape(tf.range(0, batch_size, dtype=tf.int32) * seq_length, [-1, 1])
+  flat_positions = tf.reshape(positions + flat_offsets, [-1])
+  flat_sequence_tensor = tf.reshape(sequence_tensor, [batch_size * seq_length, width])
+  return tf.gather(flat_sequence_tensor, flat_positions)
+
+
+def masked_lm_logits(bert_config, sequence_output, output_weights, positions):
+  """The BERT masked-LM head (variables `cls/predictions/*`), returning logits.
+
+  Used by run_pretraining.py for the loss and by the exporters for MLM outputs.
+
+  Args:
+    bert_config: BertConfig.
+    sequence_output: float [batch, seq, hidden].
+    output_weights: float [vocab, hidden], the word embedding table (tied output weights).
+    positions: int [batch, n], the masked positions.
+
+  Returns:
+    float [batch * n, vocab] logits before the softmax.
+  """
+  input_tensor = gather_indexes(sequence_output, positions)
+  with tf1.variable_scope("cls/predictions"):
+    # One more non-linear transformation before the output layer; not used after
+    # pre-training.
+    with tf1.variable_scope("transform"):
+      input_tensor = dense_layer(
+          input_tensor,
+          units=bert_config.hidden_size,
+          activation=get_activation(bert_config.hidden_act),
+          kernel_initializer=create_initializer(bert_config.initializer_range),
+          name="dense")
+      input_tensor = layer_norm(input_tensor)
+
+    # The output weights are the input embeddings; there is an output-only bias per token.
+    output_bias = tf1.get_variable(
+        "output_bias", shape=[bert_config.vocab_size], initializer=tf1.zeros_initializer())
+    logits = tf.matmul(input_tensor, output_weights, transpose_b=True)
+    return tf.nn.bias_add(logits, output_bias)
+
+
 def get_shape_list(tensor, expected_rank=None, name=None):
   """Returns a list of the shape of tensor, preferring static dimensions.
 

@@ -217,43 +217,22 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
     (loss scalar, per-prediction loss [batch * max_predictions_per_seq],
      log probs [batch * max_predictions_per_seq, vocab]).
   """
-  input_tensor = gather_indexes(input_tensor, positions)
+  logits = modeling.masked_lm_logits(bert_config, input_tensor, output_weights, positions)
+  log_probs = tf.nn.log_softmax(logits, axis=-1)
 
-  with tf1.variable_scope("cls/predictions"):
-    # We apply one more non-linear transformation before the output layer.
-    # This matrix is not used after pre-training.
-    with tf1.variable_scope("transform"):
-      input_tensor = modeling.dense_layer(
-          input_tensor,
-          units=bert_config.hidden_size,
-          activation=modeling.get_activation(bert_config.hidden_act),
-          kernel_initializer=modeling.create_initializer(bert_config.initializer_range),
-          name="dense")
-      input_tensor = modeling.layer_norm(input_tensor)
+  label_ids = tf.reshape(label_ids, [-1])
+  label_weights = tf.reshape(label_weights, [-1])
 
-    # The output weights are the same as the input embeddings, but there is
-    # an output-only bias for each token.
-    output_bias = tf1.get_variable(
-        "output_bias",
-        shape=[bert_config.vocab_size],
-        initializer=tf1.zeros_initializer())
-    logits = tf.matmul(input_tensor, output_weights, transpose_b=True)
-    logits = tf.nn.bias_add(logits, output_bias)
-    log_probs = tf.nn.log_softmax(logits, axis=-1)
+  one_hot_labels = tf.one_hot(label_ids, depth=bert_config.vocab_size, dtype=tf.float32)
 
-    label_ids = tf.reshape(label_ids, [-1])
-    label_weights = tf.reshape(label_weights, [-1])
-
-    one_hot_labels = tf.one_hot(label_ids, depth=bert_config.vocab_size, dtype=tf.float32)
-
-    # The `positions` tensor might be zero-padded (if the sequence is too
-    # short to have the maximum number of predictions). The `label_weights`
-    # tensor has a value of 1.0 for every real prediction and 0.0 for the
-    # padding predictions.
-    per_example_loss = -tf.reduce_sum(log_probs * one_hot_labels, axis=[-1])
-    numerator = tf.reduce_sum(label_weights * per_example_loss)
-    denominator = tf.reduce_sum(label_weights) + 1e-5
-    loss = numerator / denominator
+  # The `positions` tensor might be zero-padded (if the sequence is too
+  # short to have the maximum number of predictions). The `label_weights`
+  # tensor has a value of 1.0 for every real prediction and 0.0 for the
+  # padding predictions.
+  per_example_loss = -tf.reduce_sum(log_probs * one_hot_labels, axis=[-1])
+  numerator = tf.reduce_sum(label_weights * per_example_loss)
+  denominator = tf.reduce_sum(label_weights) + 1e-5
+  loss = numerator / denominator
 
   return (loss, per_example_loss, log_probs)
 
@@ -289,26 +268,8 @@ def get_next_sentence_output(bert_config, input_tensor, labels):
     return (loss, per_example_loss, log_probs)
 
 
-def gather_indexes(sequence_tensor, positions):
-  """Gathers the vectors at the specific positions over a minibatch.
-
-  Args:
-    sequence_tensor: float [batch, seq, width].
-    positions: int [batch, n].
-
-  Returns:
-    float [batch * n, width].
-  """
-  sequence_shape = modeling.get_shape_list(sequence_tensor, expected_rank=3)
-  batch_size = sequence_shape[0]
-  seq_length = sequence_shape[1]
-  width = sequence_shape[2]
-
-  flat_offsets = tf.reshape(tf.range(0, batch_size, dtype=tf.int32) * seq_length, [-1, 1])
-  flat_positions = tf.reshape(positions + flat_offsets, [-1])
-  flat_sequence_tensor = tf.reshape(sequence_tensor, [batch_size * seq_length, width])
-  output_tensor = tf.gather(flat_sequence_tensor, flat_positions)
-  return output_tensor
+# Kept here under its official name for code that imports it from run_pretraining.
+gather_indexes = modeling.gather_indexes
 
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training,

@@ -1,0 +1,884 @@
+# coding=utf-8
+"""Exports BERT/RealFormer checkpoints as TF2 SavedModels in the TF-Hub BERT layout.
+
+Three kinds of SavedModel (--mode, several comma-separated modes in one call write
+<export_dir>/<mode> each):
+
+  encoder       int32 `input_word_ids`, `input_mask`, `input_type_ids` [batch, seq] ->
+                `pooled_output` [batch, hidden], `sequence_output` [batch, seq, hidden],
+                `encoder_outputs` (list, one [batch, seq, hidden] per layer), `default`
+                (= pooled_output). --with_attention adds `attention_scores` / `attention_probs`
+                (lists per layer, [batch, heads, seq, seq]); --with_mlm adds an `mlm` sub-object
+                (the three inputs + `masked_lm_positions` [batch, n] -> `mlm_logits`
+                [batch, n, vocab], from the cls/predictions weights of a pre-training checkpoint).
+                Fine-tunable: hub.KerasLayer(path, trainable=True).
+  preprocessor  string [batch] -> the three int32 inputs [batch, --seq_length]; sub-objects
+                `tokenize` (strings -> RaggedTensor of ids [batch, (words), (pieces)], SentencePiece:
+                [batch, (pieces)]) and `bert_pack_inputs(segments, seq_length=...)`. Built with
+                tensorflow-text so that the ids equal tokenization.FullTokenizer (see
+                `wordpiece_words` for the few remaining differences).
+  classifier    raw text -> `probabilities` [batch, num_labels], `predicted_label`,
+                `predicted_label_name`, `label_names` (regression: `predictions` [batch]) from a
+                run_classifier checkpoint (output_weights / output_bias on the pooled output).
+
+Usage:
+  python export_hub.py --mode=encoder --bert_config_file=bert_config.json \
+      --init_checkpoint=model_dir --export_dir=/tmp/hub/encoder [--with_mlm] [--with_attention]
+  python export_hub.py --mode=preprocessor --vocab_file=vocab.txt --do_lower_case \
+      --export_dir=/tmp/hub/preprocessor [--seq_length=128] [--spm_model_file=...]
+  python export_hub.py --mode=classifier --bert_config_file=... --init_checkpoint=glue_out \
+      --vocab_file=vocab.txt --export_dir=/tmp/hub/classifier [--label_list=a,b] [--pair_input]
+
+Loading (any fresh TF 2.15 process; models with a preprocessor need `import tensorflow_text`
+first, which registers its ops):
+
+  encoder = hub.KerasLayer(path, trainable=True)  # or tf.saved_model.load(path)
+  outputs = encoder(dict(input_word_ids=ids, input_mask=mask, input_type_ids=type_ids))
+
+The models are tf.Modules whose tf.functions run the modeling.py graph code (tf.compat.v1
+variable scopes) with a custom getter that hands out tf.Variables created from the checkpoint,
+so the variable names are the checkpoint names and the math is exactly modeling.BertModel's.
+Only the "serve" tag is written; there are no TPU-specific ops.
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import json
+import os
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+import common
+import estimator_utils
+import export_utils
+import modeling
+import tokenization
+
+tf1 = tf.compat.v1
+
+FLAGS = flags.FLAGS
+
+MODES = ("encoder", "preprocessor", "classifier")
+ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+
+# Official WordpieceTokenizer.max_input_chars_per_word: longer words become [UNK].
+MAX_CHARS_PER_WORD = 200
+
+# The official BasicTokenizer's character classes as RE2 patterns.
+# _is_punctuation: all non-alphanumeric printable ASCII, or Unicode category P*.
+_PUNCT = r"[!-/:-@\[-`{-~]|\p{P}"
+# Separators left after cleaning (which maps \t \n \r and Zs to " "): Python's str.split()
+# also splits on U+2028 / U+2029 (Zl, Zp); every other whitespace char is Cc and was dropped.
+_SPACE = r"[ \p{Zs}\x{2028}\x{2029}]"
+# _is_chinese_char: the CJK ideograph blocks the official code pads with spaces.
+_CJK = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
+        r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
+
+
+def define_flags():
+  """Defines the tool's flags (not at import time, so tests and other tools can import it)."""
+  flags.DEFINE_string("mode", "encoder",
+                      "Comma-separated list of encoder, preprocessor, classifier. With several, "
+                      "each is written to <export_dir>/<mode>.")
+  flags.DEFINE_string("export_dir", None, "SavedModel directory to write (replaced).")
+  flags.DEFINE_string("bert_config_file", None,
+                      "bert_config.json (default: the one beside --init_checkpoint).")
+  flags.DEFINE_string("init_checkpoint", None, "Checkpoint prefix or model directory.")
+  flags.DEFINE_string("vocab_file", None, "WordPiece vocab (preprocessor, classifier).")
+  flags.DEFINE_string("spm_model_file", None,
+                      "SentencePiece model instead of --vocab_file (as tokenization.py).")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case (and strip accents from) the input.")
+  flags.DEFINE_integer("seq_length", 128, "Default sequence length of the preprocessor.")
+  flags.DEFINE_bool("with_mlm", False, "Encoder: add the `mlm` sub-object (cls/predictions).")
+  flags.DEFINE_bool("with_attention", False,
+                    "Encoder: also output attention_scores and attention_probs per layer.")
+  flags.DEFINE_string("label_list", None,
+                      "Classifier: comma-separated label names (default: labels.txt beside the "
+                      "checkpoint, else 0..num_labels-1).")
+  flags.DEFINE_bool("pair_input", False,
+                    "Classifier: serving_default takes `sentence` and `sentence2` (sentence-pair "
+                    "task); serving_single and serving_pair are always written.")
+  estimator_utils.define_model_override_flags()
+
+
+# ----------------------------------------------------------------------------------------------
+# Variables from a checkpoint, handed to modeling.py's tf.compat.v1.get_variable calls.
+
+
+def collect_variable_specs(build_fn):
+  """Builds `build_fn` in a scratch graph to learn which variables the model creates.
+
+  Args:
+    build_fn: function() that builds the model with tf.compat.v1 variables (graph mode).
+
+  Returns:
+    dict variable name -> (shape list, trainable bool), in creation order.
+  """
+  specs = {}
+  with tf.Graph().as_default():
+    build_fn()
+    trainable = set(v.op.name for v in tf1.trainable_variables())
+    for var in tf1.global_variables():
+      specs[var.op.name] = (var.shape.as_list(), var.op.name in trainable)
+  return specs
+
+
+def variables_from_checkpoint(specs, checkpoint_path):
+  """Creates one float32 tf.Variable per spec, initialised from the checkpoint.
+
+  A float16 checkpoint (slim_checkpoint.py --fp16) is read and cast to float32.
+
+  Args:
+    specs: dict name -> (shape, trainable), as collect_variable_specs.
+    checkpoint_path: checkpoint prefix.
+
+  Returns:
+    dict name -> tf.Variable (eager, named like the checkpoint variable).
+  """
+  reader = tf.train.load_checkpoint(checkpoint_path)
+  shapes = reader.get_variable_to_shape_map()
+  missing = [name for name in specs if name not in shapes]
+  if missing:
+    common.fail("checkpoint %s: lacks %d variable(s) the exported model needs: %s" %
+                (checkpoint_path, len(missing), ", ".join(missing[:5])))
+  variables = {}
+  for name, (shape, trainable) in specs.items():
+    if list(shapes[name]) != list(shape):
+      common.fail("checkpoint %s: variable %s has shape %s there but %s in the model (check "
+                  "--bert_config_file)" % (checkpoint_path, name, list(shapes[name]), shape))
+    value = reader.get_tensor(name)
+    if value.dtype != np.float32:
+      value = value.astype(np.float32)
+    variables[name] = tf.Variable(value, name=name, trainable=trainable)
+  return variables
+
+
+class _VariableGetter(object):
+  """A tf.compat.v1 custom getter that returns existing tf.Variables by name."""
+
+  def __init__(self, variables):
+    self.variables = variables
+
+  def __call__(self, getter, name, *args, **kwargs):
+    del getter, args, kwargs  # Never creates: every variable exists already.
+    if name not in self.variables:
+      raise ValueError("export: the model asks for variable %s that was not created" % name)
+    return self.variables[name]
+
+
+def _in_variables(variables):
+  """A variable scope in which tf.compat.v1.get_variable returns `variables`."""
+  return tf1.variable_scope(tf1.get_variable_scope(), custom_getter=_VariableGetter(variables),
+                            auxiliary_name_scope=False)
+
+
+def _checkpoint_dir(checkpoint_path):
+  return os.path.dirname(checkpoint_path) or "."
+
+
+def resolve_bert_config(bert_config_file, checkpoint_path, flag_values=None):
+  """Loads --bert_config_file (default: bert_config.json beside the checkpoint).
+
+  Args:
+    bert_config_file: path or None.
+    checkpoint_path: resolved checkpoint prefix.
+    flag_values: FLAGS with --residual_attention / --layer_norm_type overrides (or None).
+
+  Returns:
+    A validated modeling.BertConfig.
+  """
+  if not bert_config_file:
+    bert_config_file = os.path.join(_checkpoint_dir(checkpoint_path), "bert_config.json")
+    if not tf.io.gfile.exists(bert_config_file):
+      common.fail("--bert_config_file is required (no bert_config.json beside %s)" %
+                  checkpoint_path)
+  return estimator_utils.load_config(bert_config_file, flag_values)
+
+
+# ----------------------------------------------------------------------------------------------
+# Encoder.
+
+
+def _int32(tensor):
+  return tf.cast(tensor, tf.int32) if tensor.dtype != tf.int32 else tensor
+
+
+def encoder_graph(bert_config, inputs, training=False, with_attention=False):
+  """Runs modeling.BertModel on TF-Hub style inputs (variables from the current scope).
+
+  Args:
+    bert_config: modeling.BertConfig.
+    inputs: dict with int `input_word_ids`, `input_mask`, `input_type_ids` [batch, seq].
+    training: Python bool, dropout on.
+    with_attention: also return attention_scores / attention_probs.
+
+  Returns:
+    (outputs dict: pooled_output [batch, hidden], sequence_output [batch, seq, hidden],
+    encoder_outputs list of [batch, seq, hidden], default; the BertModel).
+  """
+  # An explicit scope name (not the default_name) keeps the variable names "bert/..." on every
+  # trace: default names are made unique per graph, and a tf.function traces several graphs.
+  model = modeling.BertModel(
+      config=bert_config, is_training=training,
+      input_ids=_int32(inputs["input_word_ids"]), input_mask=_int32(inputs["input_mask"]),
+      token_type_ids=_int32(inputs["input_type_ids"]), scope="bert")
+  outputs = {"pooled_output": model.get_pooled_output(),
+             "sequence_output": model.get_sequence_output(),
+             "encoder_outputs": list(model.get_all_encoder_layers()),
+             "default": model.get_pooled_output()}
+  if with_attention:
+    outputs["attention_scores"] = list(model.get_attention_scores())
+    outputs["attention_probs"] = list(model.get_attention_probs())
+  return outputs, model
+
+
+def mlm_logits_graph(bert_config, sequence_output, embedding_table, positions):
+  """The masked-LM head (modeling.masked_lm_logits), logits shaped per example.
+
+  Args:
+    bert_config: modeling.BertConfig.
+    sequence_output: float [batch, seq, hidden].
+    embedding_table: float [vocab, hidden] (tied output weights).
+    positions: int32 [batch, n].
+
+  Returns:
+    float [batch, n, vocab] logits (before the softmax).
+  """
+  batch_size = modeling.get_shape_list(sequence_output, expected_rank=3)[0]
+  num_positions = modeling.get_shape_list(positions, expected_rank=2)[1]
+  logits = modeling.masked_lm_logits(bert_config, sequence_output, embedding_table, positions)
+  return tf.reshape(logits, [batch_size, num_positions, bert_config.vocab_size])
+
+
+def _encoder_specs(with_positions=False):
+  specs = {name: tf.TensorSpec([None, None], tf.int32, name=name) for name in ENCODER_INPUTS}
+  if with_positions:
+    specs["masked_lm_positions"] = tf.TensorSpec([None, None], tf.int32,
+                                                 name="masked_lm_positions")
+  return specs
+
+
+def _flatten_outputs(outputs):
+  """Signature outputs must be a flat dict of tensors: lists become name_<i>."""
+  flat = {}
+  for name, value in outputs.items():
+    if isinstance(value, (list, tuple)):
+      for i, tensor in enumerate(value):
+        flat["%s_%d" % (name, i)] = tensor
+    else:
+      flat[name] = value
+  return flat
+
+
+class _Reusable(tf.Module):
+  """A tf.Module with the attributes of TF-Hub's Reusable SavedModel API.
+
+  `variables`, `trainable_variables` and `regularization_losses` are plain saved lists (tf.Module
+  computes the first two on the fly, which a loaded SavedModel would not have), so
+  hub.KerasLayer finds the weights and can fine-tune them.
+  """
+  variables = None
+  trainable_variables = None
+  regularization_losses = None
+
+  def _set_variables(self, variables):
+    ordered = [variables[name] for name in sorted(variables)]
+    self.variables = ordered
+    self.trainable_variables = [v for v in ordered if v.trainable]
+    self.regularization_losses = []
+
+
+class BertEncoder(_Reusable):
+  """The encoder SavedModel: call(inputs dict, training=False) -> outputs dict (TF-Hub layout)."""
+
+  def __init__(self, bert_config, variables, with_attention=False):
+    """Wraps existing variables.
+
+    Args:
+      bert_config: modeling.BertConfig.
+      variables: dict name -> tf.Variable with every bert/* variable (variables_from_checkpoint).
+      with_attention: also output attention_scores and attention_probs.
+    """
+    super(BertEncoder, self).__init__()
+    self._bert_config = bert_config
+    self._with_attention = with_attention
+    self._variables = variables
+    self._set_variables({k: v for k, v in variables.items() if k.startswith("bert/")})
+
+  @tf.function
+  def __call__(self, inputs, training=False):
+    """Runs the encoder.
+
+    Args:
+      inputs: dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` [batch, seq].
+      training: Python bool; dropout (as in the config) when True.
+
+    Returns:
+      dict: pooled_output [batch, hidden], sequence_output [batch, seq, hidden],
+      encoder_outputs (list per layer), default (= pooled_output); with_attention:
+      attention_scores / attention_probs (lists per layer, [batch, heads, seq, seq]).
+    """
+    with _in_variables(self._variables):
+      outputs, _ = encoder_graph(self._bert_config, inputs, training, self._with_attention)
+    return outputs
+
+  @tf.function
+  def serve(self, input_word_ids, input_mask, input_type_ids):
+    """serving_default: the same outputs, lists flattened to encoder_outputs_<i> etc."""
+    return _flatten_outputs(self(dict(input_word_ids=input_word_ids, input_mask=input_mask,
+                                      input_type_ids=input_type_ids), training=False))
+
+  def trace(self):
+    """Traces __call__ for training False/True; returns the serving signatures."""
+    for training in (False, True):
+      self.__call__.get_concrete_function(_encoder_specs(), training=training)
+    specs = _encoder_specs()
+    return {"serving_default": self.serve.get_concrete_function(
+        *[specs[name] for name in ENCODER_INPUTS])}
+
+
+class BertMaskedLM(_Reusable):
+  """The `mlm` sub-object: the encoder inputs + masked_lm_positions -> mlm_logits."""
+
+  def __init__(self, bert_config, variables):
+    """Wraps existing variables (the encoder's and cls/predictions/*)."""
+    super(BertMaskedLM, self).__init__()
+    self._bert_config = bert_config
+    self._variables = variables
+    self._set_variables(variables)
+
+  @tf.function
+  def __call__(self, inputs, training=False):
+    """Runs encoder and MLM head.
+
+    Args:
+      inputs: dict of int32 `input_word_ids`, `input_mask`, `input_type_ids` [batch, seq] and
+        `masked_lm_positions` [batch, n].
+      training: Python bool, dropout on.
+
+    Returns:
+      The encoder's outputs plus `mlm_logits` float [batch, n, vocab_size].
+    """
+    with _in_variables(self._variables):
+      outputs, model = encoder_graph(self._bert_config, inputs, training)
+      outputs["mlm_logits"] = mlm_logits_graph(
+          self._bert_config, model.get_sequence_output(), model.get_embedding_table(),
+          _int32(inputs["masked_lm_positions"]))
+    return outputs
+
+  def trace(self):
+    for training in (False, True):
+      self.__call__.get_concrete_function(_encoder_specs(True), training=training)
+
+
+def build_encoder(bert_config, checkpoint_path, with_mlm=False, with_attention=False):
+  """Creates the encoder module (and its `mlm` sub-object) from a checkpoint.
+
+  Args:
+    bert_config: modeling.BertConfig.
+    checkpoint_path: checkpoint prefix.
+    with_mlm: add `mlm` (needs cls/predictions/* in the checkpoint).
+    with_attention: output attention scores and probabilities.
+
+  Returns:
+    (BertEncoder, signatures dict for tf.saved_model.save).
+  """
+  def build():
+    inputs = {name: tf1.placeholder(tf.int32, [None, None]) for name in ENCODER_INPUTS}
+    _, model = encoder_graph(bert_config, inputs)
+    if with_mlm:
+      mlm_logits_graph(bert_config, model.get_sequence_output(), model.get_embedding_table(),
+                       tf1.placeholder(tf.int32, [None, None]))
+  variables = variables_from_checkpoint(collect_variable_specs(build), checkpoint_path)
+  encoder = BertEncoder(bert_config, variables, with_attention)
+  signatures = encoder.trace()
+  if with_mlm:
+    encoder.mlm = BertMaskedLM(bert_config, variables)
+    encoder.mlm.trace()
+  return encoder, signatures
+
+
+# ----------------------------------------------------------------------------------------------
+# Preprocessor.
+
+
+def clean_text(text):
+  """The official BasicTokenizer text cleaning and CJK padding, as TF string ops.
+
+  Args:
+    text: string Tensor (any shape) of UTF-8 text.
+
+  Returns:
+    string Tensor: invalid UTF-8 dropped (as bytes.decode("utf-8", "ignore")), \\t \\n \\r and
+    Zs as spaces, NUL / U+FFFD / Cc / Cf dropped, spaces around CJK ideographs.
+  """
+  text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
+  text = tf.strings.regex_replace(text, r"[\t\n\r\p{Zs}]", " ")
+  text = tf.strings.regex_replace(text, r"[\p{Cc}\p{Cf}\x{FFFD}]", "")
+  return tf.strings.regex_replace(text, "(%s)" % _CJK, r" \1 ")
+
+
+def lower_text(text, strip_accents):
+  """Python-style str.lower(), then (WordPiece) NFD and removal of combining marks (Mn)."""
+  text = tf.strings.lower(text, encoding="utf-8")
+  if strip_accents:
+    import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
+    text = tf_text.normalize_utf8(text, "NFD")
+    text = tf.strings.regex_replace(text, r"\p{Mn}", "")
+  return text
+
+
+def wordpiece_words(text, do_lower_case):
+  """The official BasicTokenizer as TF ops: strings [batch] -> words RaggedTensor [batch, (w)].
+
+  Words longer than MAX_CHARS_PER_WORD characters are replaced by "[UNK]" (which the WordPiece
+  lookup maps to the [UNK] id), as the official WordpieceTokenizer does.
+
+  Known differences from tokenization.BasicTokenizer (rare; measured on the shared corpus):
+  the Unicode tables are ICU's / RE2's instead of Python's unicodedata (characters assigned in
+  different Unicode versions can be classified differently), and lower-casing and accent
+  stripping are applied to the whole text instead of per whitespace token (the same except
+  for a few context-dependent mappings such as the Greek final sigma).
+
+  Args:
+    text: string Tensor [batch].
+    do_lower_case: Python bool.
+
+  Returns:
+    string RaggedTensor [batch, (words)].
+  """
+  import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
+  text = clean_text(text)
+  if do_lower_case:
+    text = lower_text(text, strip_accents=True)
+  words = tf_text.regex_split(text, "%s|%s" % (_SPACE, _PUNCT), _PUNCT)
+  too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
+  return words.with_flat_values(tf.where(too_long, "[UNK]", words.flat_values))
+
+
+def official_trim_lengths(len_a, len_b, max_length):
+  """The lengths left by run_classifier._truncate_seq_pair (pure Python, for tests/docs)."""
+  while len_a + len_b > max_length:
+    if len_a > len_b:
+      len_a -= 1
+    else:
+      len_b -= 1
+  return len_a, len_b
+
+
+def pack_inputs(segments, seq_length, cls_id, sep_id):
+  """BERT packing of one or two tokenized segments, truncated as run_classifier does.
+
+  tensorflow_text.RoundRobinTrimmer hands out the budget one token per segment in turn, which
+  leaves the same lengths as the official _truncate_seq_pair (drop from the longer segment,
+  from segment B on a tie): both keep min(len, budget - other) with the budget split
+  ceil/floor between A and B when both are long.
+
+  Unlike tensorflow_text.combine_segments, an empty segment B adds no [SEP] (run_classifier's
+  `if ids_b:`), so an empty `sentence2` packs like the official features.
+
+  Args:
+    segments: list of 1 or 2 int RaggedTensors [batch, (tokens)] or [batch, (words), (pieces)].
+    seq_length: int or int32 scalar Tensor.
+    cls_id: id of [CLS].
+    sep_id: id of [SEP].
+
+  Returns:
+    dict of int32 input_word_ids, input_mask, input_type_ids [batch, seq_length].
+  """
+  import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
+  if len(segments) not in (1, 2):
+    raise ValueError("pack_inputs: 1 or 2 segments, got %d" % len(segments))
+  flat = []
+  for segment in segments:
+    if segment.shape.rank == 3:
+      segment = segment.merge_dims(-2, -1)
+    flat.append(tf.cast(segment, tf.int32))
+  budget = seq_length - (len(flat) + 1)
+  trimmed = tf_text.RoundRobinTrimmer(max_seq_length=budget).trim(flat)
+  nrows = trimmed[0].nrows()
+  cls = tf.RaggedTensor.from_tensor(tf.fill([nrows, 1], tf.constant(cls_id, tf.int32)))
+  sep = tf.RaggedTensor.from_tensor(tf.fill([nrows, 1], tf.constant(sep_id, tf.int32)))
+  first = tf.concat([cls, trimmed[0], sep], axis=1)
+  ids, type_ids = first, tf.zeros_like(first)
+  if len(trimmed) == 2:
+    # As run_classifier (and the official code): an empty segment B gets no [SEP] of its own.
+    second_sep = tf.RaggedTensor.from_row_lengths(
+        sep.flat_values[:tf.reduce_sum(tf.minimum(trimmed[1].row_lengths(), 1))],
+        tf.minimum(trimmed[1].row_lengths(), 1))
+    second = tf.concat([trimmed[1], second_sep], axis=1)
+    ids = tf.concat([first, second], axis=1)
+    type_ids = tf.concat([type_ids, tf.ones_like(second)], axis=1)
+  word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length)
+  type_ids, _ = tf_text.pad_model_inputs(type_ids, max_seq_length=seq_length)
+  return {"input_word_ids": tf.cast(word_ids, tf.int32),
+          "input_mask": tf.cast(mask, tf.int32),
+          "input_type_ids": tf.cast(type_ids, tf.int32)}
+
+
+class _Tokenize(tf.Module):
+  """The `tokenize` sub-object: strings [batch] -> RaggedTensor of int32 token ids."""
+
+  def __init__(self, tokenize_fn):
+    super(_Tokenize, self).__init__()
+    self._tokenize_fn = tokenize_fn
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+  def __call__(self, text):
+    """WordPiece: [batch, (words), (pieces)]; SentencePiece: [batch, (pieces)]."""
+    return self._tokenize_fn(text)
+
+
+class _PackInputs(tf.Module):
+  """The `bert_pack_inputs` sub-object: list of tokenized segments -> the encoder inputs."""
+
+  def __init__(self, cls_id, sep_id, default_seq_length):
+    super(_PackInputs, self).__init__()
+    self._cls_id = cls_id
+    self._sep_id = sep_id
+    self._default_seq_length = default_seq_length
+
+  @tf.function
+  def __call__(self, segments, seq_length=None):
+    """Packs [CLS] A [SEP] (B [SEP]) truncated to seq_length (int32 scalar, default --seq_length)."""
+    if seq_length is None:
+      seq_length = tf.constant(self._default_seq_length, tf.int32)
+    return self._pack(list(segments), seq_length)
+
+  @tf.function
+  def _pack(self, segments, seq_length):
+    return pack_inputs(segments, seq_length, self._cls_id, self._sep_id)
+
+  def trace(self, ragged_rank):
+    """Traces one- and two-segment calls with and without an explicit seq_length."""
+    spec = tf.RaggedTensorSpec([None] + [None] * ragged_rank, tf.int32, ragged_rank=ragged_rank)
+    for num_segments in (1, 2):
+      segments = [spec] * num_segments
+      # The call without seq_length reuses the traced _pack: one real trace per segment count.
+      self.__call__.get_concrete_function(segments, tf.TensorSpec([], tf.int32))
+      self.__call__.get_concrete_function(segments)
+
+
+class BertPreprocessor(tf.Module):
+  """The preprocessor SavedModel: strings [batch] -> encoder inputs [batch, seq_length]."""
+
+  def __init__(self, vocab_file=None, do_lower_case=True, spm_model_file=None, seq_length=128):
+    """Builds the tokenizer tables from the vocab (or SentencePiece model).
+
+    Args:
+      vocab_file: WordPiece vocab (one token a line, id = line number, as load_vocab).
+      do_lower_case: lower-case (WordPiece: and strip accents).
+      spm_model_file: SentencePiece model (then vocab_file is ignored).
+      seq_length: default sequence length of __call__ and bert_pack_inputs.
+    """
+    super(BertPreprocessor, self).__init__()
+    import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
+    reference = tokenization.FullTokenizer(vocab_file, do_lower_case, spm_model_file)
+    cls_id, sep_id = reference.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+    if spm_model_file and (reference.sp_model.IsUnknown(cls_id) or
+                           reference.sp_model.IsUnknown(sep_id)):
+      common.fail("--spm_model_file=%s: has no [CLS] / [SEP] pieces (build it with "
+                  "build_vocab.py --model_type=sentencepiece)" % spm_model_file)
+    self.do_lower_case = tf.Variable(bool(do_lower_case), trainable=False, name="do_lower_case")
+    self.seq_length = seq_length
+    self.cls_id = int(cls_id)
+    self.sep_id = int(sep_id)
+    self.vocab_size = len(reference.vocab)
+    lower = bool(do_lower_case)
+    if spm_model_file:
+      self.sp_model_file = tf.saved_model.Asset(spm_model_file)
+      with tf.io.gfile.GFile(spm_model_file, "rb") as f:
+        self._sp = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
+
+      def tokenize_fn(text):
+        text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
+        if lower:
+          text = lower_text(text, strip_accents=False)
+        return self._sp.tokenize(text)
+      ragged_rank = 1
+    else:
+      self.vocab_file = tf.saved_model.Asset(vocab_file)
+      # Keys and ids exactly as tokenization.load_vocab (stripped lines, id = line number).
+      tokens = list(reference.vocab.keys())
+      ids = [reference.vocab[t] for t in tokens]
+      self._table = tf.lookup.StaticHashTable(
+          tf.lookup.KeyValueTensorInitializer(tf.constant(tokens), tf.constant(ids, tf.int64)),
+          default_value=-1)
+      unk = "[UNK]"
+      if unk not in reference.vocab:
+        common.fail("--vocab_file=%s: has no [UNK] token" % vocab_file)
+      self._wordpiece = tf_text.WordpieceTokenizer(
+          self._table, suffix_indicator="##", max_bytes_per_word=4 * MAX_CHARS_PER_WORD,
+          token_out_type=tf.int64, unknown_token=unk, split_unknown_characters=False)
+
+      def tokenize_fn(text):
+        words = wordpiece_words(text, lower)
+        return tf.cast(self._wordpiece.tokenize(words), tf.int32)
+      ragged_rank = 2
+    self.tokenize = _Tokenize(tokenize_fn)
+    self.bert_pack_inputs = _PackInputs(self.cls_id, self.sep_id, seq_length)
+    self.bert_pack_inputs.trace(ragged_rank)
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+  def __call__(self, text):
+    """Single sentences [batch] -> dict of int32 [batch, seq_length] encoder inputs."""
+    return pack_inputs([self.tokenize(text)], self.seq_length, self.cls_id, self.sep_id)
+
+  def signatures(self):
+    return {"serving_default": self.__call__.get_concrete_function()}
+
+
+# ----------------------------------------------------------------------------------------------
+# Raw-text classifier.
+
+
+def read_label_names(label_list, checkpoint_path, num_labels):
+  """Label names: --label_list, else labels.txt beside the checkpoint (run_classifier), else ids.
+
+  Args:
+    label_list: comma-separated names or None.
+    checkpoint_path: resolved checkpoint prefix.
+    num_labels: number of classes in the checkpoint's output_bias.
+
+  Returns:
+    list of num_labels strings.
+  """
+  if label_list:
+    names = [x.strip() for x in label_list.split(",") if x.strip()]
+    source = "--label_list=%s" % label_list
+  else:
+    path = os.path.join(_checkpoint_dir(checkpoint_path), "labels.txt")
+    if not tf.io.gfile.exists(path):
+      tf1.logging.warning("No --label_list and no %s: label names are the class ids", path)
+      return [str(i) for i in range(num_labels)]
+    with tf.io.gfile.GFile(path) as f:
+      names = [x.rstrip("\n") for x in f if x.strip()]
+    source = path
+  if len(names) != num_labels:
+    common.fail("%s: %d labels, but the checkpoint's output_bias has %d classes" %
+                (source, len(names), num_labels))
+  return names
+
+
+class BertClassifier(tf.Module):
+  """The raw-text classifier SavedModel: preprocessor + encoder + run_classifier's head."""
+
+  def __init__(self, bert_config, variables, preprocessor, label_names, is_regression):
+    """Wraps existing variables (bert/*, output_weights, output_bias).
+
+    Args:
+      bert_config: modeling.BertConfig.
+      variables: dict name -> tf.Variable.
+      preprocessor: BertPreprocessor.
+      label_names: list of class names (ignored for regression).
+      is_regression: one output `predictions` instead of probabilities.
+    """
+    super(BertClassifier, self).__init__()
+    self._bert_config = bert_config
+    self._variables = variables
+    self.preprocessor = preprocessor
+    self.is_regression = is_regression
+    self.label_names = tf.Variable(label_names or [""], trainable=False, name="label_names")
+
+  def _head(self, encoder_inputs):
+    """run_classifier.create_model's head in inference mode on the pooled output."""
+    with _in_variables(self._variables):
+      outputs, _ = encoder_graph(self._bert_config, encoder_inputs)
+      output_weights = tf1.get_variable("output_weights")
+      output_bias = tf1.get_variable("output_bias")
+    logits = tf.nn.bias_add(
+        tf.matmul(outputs["pooled_output"], output_weights, transpose_b=True), output_bias)
+    if self.is_regression:
+      return {"predictions": tf.squeeze(logits, axis=-1)}
+    probabilities = tf.nn.softmax(logits, axis=-1)
+    predicted = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+    names = tf.convert_to_tensor(self.label_names)
+    batch_size = tf.shape(probabilities)[0]
+    return {"probabilities": probabilities,
+            "predicted_label": predicted,
+            "predicted_label_name": tf.gather(names, predicted),
+            # Tiled to [batch, num_labels] so every output has the batch dimension first.
+            "label_names": tf.tile(names[tf.newaxis, :], [batch_size, 1])}
+
+  @tf.function
+  def __call__(self, inputs):
+    """inputs: dict with string `sentence` [batch] and optional `sentence2` [batch]."""
+    segments = [self.preprocessor.tokenize(inputs["sentence"])]
+    if "sentence2" in inputs:
+      segments.append(self.preprocessor.tokenize(inputs["sentence2"]))
+    packed = pack_inputs(segments, self.preprocessor.seq_length, self.preprocessor.cls_id,
+                         self.preprocessor.sep_id)
+    return self._head(packed)
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentence")])
+  def serve_single(self, sentence):
+    return self({"sentence": sentence})
+
+  @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentence"),
+                                tf.TensorSpec([None], tf.string, name="sentence2")])
+  def serve_pair(self, sentence, sentence2):
+    return self({"sentence": sentence, "sentence2": sentence2})
+
+  def signatures(self, pair_input):
+    single = self.serve_single.get_concrete_function()
+    pair = self.serve_pair.get_concrete_function()
+    return {"serving_default": pair if pair_input else single,
+            "serving_single": single, "serving_pair": pair}
+
+
+def build_classifier(bert_config, checkpoint_path, preprocessor, label_list=None):
+  """Creates the classifier module from a run_classifier checkpoint.
+
+  Args:
+    bert_config: modeling.BertConfig.
+    checkpoint_path: checkpoint prefix with bert/*, output_weights, output_bias.
+    preprocessor: BertPreprocessor for the checkpoint's vocab.
+    label_list: comma-separated label names or None.
+
+  Returns:
+    (BertClassifier, is_regression, label names).
+  """
+  shapes = dict(tf.train.list_variables(checkpoint_path))
+  if "output_bias" not in shapes or "output_weights" not in shapes:
+    common.fail("--init_checkpoint=%s: no output_weights / output_bias (not a run_classifier "
+                "checkpoint)" % checkpoint_path)
+  num_labels = shapes["output_bias"][0]
+  is_regression = num_labels == 1
+  if preprocessor.vocab_size > bert_config.vocab_size:
+    common.fail("vocab has %d entries but vocab_size=%d in the BERT config" %
+                (preprocessor.vocab_size, bert_config.vocab_size))
+
+  def build():
+    inputs = {name: tf1.placeholder(tf.int32, [None, None]) for name in ENCODER_INPUTS}
+    outputs, _ = encoder_graph(bert_config, inputs)
+    tf1.get_variable("output_weights", [num_labels, bert_config.hidden_size])
+    tf1.get_variable("output_bias", [num_labels])
+    return outputs
+  variables = variables_from_checkpoint(collect_variable_specs(build), checkpoint_path)
+  names = None if is_regression else read_label_names(label_list, checkpoint_path, num_labels)
+  return BertClassifier(bert_config, variables, preprocessor, names, is_regression), \
+      is_regression, names
+
+
+# ----------------------------------------------------------------------------------------------
+# Saving.
+
+
+def save_atomically(module, export_dir, signatures, extra_files=None):
+  """tf.saved_model.save to a temporary directory, then rename to export_dir (replaced).
+
+  Args:
+    module: the tf.Module to save.
+    export_dir: final directory.
+    signatures: dict signature name -> concrete function.
+    extra_files: dict file name -> text written beside saved_model.pb.
+  """
+  export_dir = export_dir.rstrip("/")
+  parent = os.path.dirname(export_dir)
+  if parent:
+    tf.io.gfile.makedirs(parent)
+  tmp_dir = "%s.tmp-%d" % (export_dir, os.getpid())
+  if tf.io.gfile.exists(tmp_dir):
+    tf.io.gfile.rmtree(tmp_dir)
+  try:
+    tf.saved_model.save(module, tmp_dir, signatures=signatures)
+    for file_name, content in sorted((extra_files or {}).items()):
+      with tf.io.gfile.GFile(os.path.join(tmp_dir, file_name), "w") as f:
+        f.write(content)
+    if tf.io.gfile.exists(export_dir):
+      tf.io.gfile.rmtree(export_dir)
+    tf.io.gfile.rename(tmp_dir, export_dir)
+  finally:
+    if tf.io.gfile.exists(tmp_dir):
+      tf.io.gfile.rmtree(tmp_dir)
+
+
+def export_encoder(bert_config, checkpoint_path, export_dir, with_mlm=False,
+                   with_attention=False):
+  """Writes the encoder SavedModel. Returns the export directory."""
+  encoder, signatures = build_encoder(bert_config, checkpoint_path, with_mlm, with_attention)
+  save_atomically(encoder, export_dir, signatures,
+                  {"bert_config.json": bert_config.to_json_string()})
+  tf1.logging.info("Exported encoder from %s to %s (%d variables%s%s)", checkpoint_path,
+                   export_dir, len(encoder.variables), ", mlm" if with_mlm else "",
+                   ", attention" if with_attention else "")
+  return export_dir
+
+
+def export_preprocessor(export_dir, vocab_file=None, do_lower_case=True, spm_model_file=None,
+                        seq_length=128):
+  """Writes the preprocessor SavedModel. Returns the export directory."""
+  preprocessor = BertPreprocessor(vocab_file, do_lower_case, spm_model_file, seq_length)
+  save_atomically(preprocessor, export_dir, preprocessor.signatures())
+  tf1.logging.info("Exported preprocessor (%s, lower_case=%s, seq_length=%d) to %s",
+                   spm_model_file or vocab_file, do_lower_case, seq_length, export_dir)
+  return export_dir
+
+
+def export_classifier(bert_config, checkpoint_path, export_dir, vocab_file=None,
+                      do_lower_case=True, spm_model_file=None, seq_length=128, label_list=None,
+                      pair_input=False):
+  """Writes the raw-text classifier SavedModel. Returns the export directory."""
+  if seq_length > bert_config.max_position_embeddings:
+    common.fail("--seq_length=%d is longer than max_position_embeddings=%d" %
+                (seq_length, bert_config.max_position_embeddings))
+  preprocessor = BertPreprocessor(vocab_file, do_lower_case, spm_model_file, seq_length)
+  classifier, is_regression, names = build_classifier(bert_config, checkpoint_path,
+                                                      preprocessor, label_list)
+  extra = {"bert_config.json": bert_config.to_json_string()}
+  if names:
+    extra["labels.txt"] = "".join(name + "\n" for name in names)
+  save_atomically(classifier, export_dir, classifier.signatures(pair_input), extra)
+  tf1.logging.info("Exported %s from %s to %s", "regressor" if is_regression else
+                   "classifier (labels %s)" % ", ".join(names), checkpoint_path, export_dir)
+  return export_dir
+
+
+def main(_):
+  tf1.logging.set_verbosity(tf1.logging.INFO)
+  modes = [m.strip() for m in FLAGS.mode.split(",") if m.strip()]
+  for mode in modes:
+    if mode not in MODES:
+      common.fail("--mode=%s: unknown mode %r (use %s)" % (FLAGS.mode, mode, ", ".join(MODES)))
+  if not modes:
+    common.fail("--mode is empty")
+  if not FLAGS.export_dir:
+    common.fail("--export_dir is required")
+  if FLAGS.seq_length < 3:
+    common.fail("--seq_length=%d: needs room for [CLS] and [SEP]" % FLAGS.seq_length)
+
+  def out_dir(mode):
+    return FLAGS.export_dir if len(modes) == 1 else os.path.join(FLAGS.export_dir, mode)
+
+  if "preprocessor" in modes or "classifier" in modes:
+    if FLAGS.spm_model_file:
+      common.require_file(FLAGS.spm_model_file, "spm_model_file")
+    else:
+      common.require_file(FLAGS.vocab_file, "vocab_file")
+      tokenization.check_vocab_case(tokenization.load_vocab(FLAGS.vocab_file),
+                                    FLAGS.do_lower_case, FLAGS.vocab_file)
+  checkpoint = bert_config = None
+  if "encoder" in modes or "classifier" in modes:
+    checkpoint = export_utils.resolve_checkpoint(FLAGS.init_checkpoint)
+    bert_config = resolve_bert_config(FLAGS.bert_config_file, checkpoint, FLAGS)
+  for mode in modes:
+    if mode == "encoder":
+      export_encoder(bert_config, checkpoint, out_dir(mode), FLAGS.with_mlm,
+                     FLAGS.with_attention)
+    elif mode == "preprocessor":
+      export_preprocessor(out_dir(mode), FLAGS.vocab_file, FLAGS.do_lower_case,
+                          FLAGS.spm_model_file, FLAGS.seq_length)
+    else:
+      export_classifier(bert_config, checkpoint, out_dir(mode), FLAGS.vocab_file,
+                        FLAGS.do_lower_case, FLAGS.spm_model_file, FLAGS.seq_length,
+                        FLAGS.label_list, FLAGS.pair_input)
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(lambda argv: common.run_main(main, argv))

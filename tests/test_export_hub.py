@@ -1,0 +1,484 @@
+"""Tests for export_hub.py: TF-Hub style encoder / preprocessor / raw-text classifier exports.
+
+The exports are reloaded in a fresh Python process (tf.saved_model.load, hub.KerasLayer) and
+compared with the graph-mode modeling.BertModel / run_classifier.create_model on the same
+checkpoint, and the preprocessor with tokenization.FullTokenizer + the official truncation.
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import REPO_DIR, shared_path
+import export_hub
+import modeling
+import run_classifier
+import run_pretraining
+import tokenization
+
+tf1 = tf.compat.v1
+
+# Every residual_attention and every layer_norm_type value; the last one also exports the MLM
+# head and the attention outputs.
+KINDS = [("none", "post"), ("mean", "pre"), ("sum", "pre")]
+EXTRAS = len(KINDS) - 1
+VOCAB_FILE = os.path.join(REPO_DIR, "data", "vocab.txt")
+
+TRICKY = [
+    "", "   ", "Héllo Wörld! Ça va? naïve café", "日本語のテキスト、中文字符。한국어",
+    "a" * 201, "b" * 200, "x" * 150 + "é" * 60, "Hello\x00wor\x07ld\u200b zero\ufeffwidth\ufffd",
+    "tab\there\nnew\rline\u00a0nbsp\u3000ideo\u2028ls\u2029ps", "ΣΊΣΥΦΟΣ ΟΔΟΣ",
+    "İstanbul ǅemal ß ﬁne ½ ² Ⅻ", "$100^2 `code` ~tilde| <a href='x'>",
+    "e\u0301 combining \u0301only", "emoji 😀👍🏽 🇫🇷", "mixed\u00adsoft hyphen", "Ω Å K ℃",
+    "don't stop-believing...", "supercalifragilisticexpialidocious antidisestablishment",
+]
+TRICKY_BYTES = [t.encode("utf-8") for t in TRICKY] + [b"bad \xff\xfe utf8 \xc3"]
+
+
+def _tiny_config(residual_attention="none", layer_norm_type="post", vocab_size=30522):
+  return modeling.BertConfig(
+      vocab_size=vocab_size, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+      intermediate_size=37, max_position_embeddings=64, type_vocab_size=2,
+      residual_attention=residual_attention, layer_norm_type=layer_norm_type)
+
+
+def _inputs(batch=3, seq=11, vocab_size=30522, seed=0):
+  rng = np.random.RandomState(seed)
+  ids = rng.randint(5, vocab_size, size=(batch, seq)).astype(np.int32)
+  mask = np.ones((batch, seq), np.int32)
+  mask[1, 7:] = 0
+  mask[2, 4:] = 0
+  ids[mask == 0] = 0
+  type_ids = np.zeros((batch, seq), np.int32)
+  type_ids[0, 5:] = 1
+  return {"input_word_ids": ids, "input_mask": mask, "input_type_ids": type_ids}
+
+
+def _randomize_layer_norms(sess):
+  """LayerNorm gamma/beta start at 1/0; random values catch a swapped or missing one."""
+  rng = np.random.RandomState(1)
+  for var in tf1.global_variables():
+    if var.op.name.endswith(("/gamma", "/beta")):
+      var.load(rng.normal(1.0 if var.op.name.endswith("gamma") else 0.0, 0.2,
+                          size=var.shape.as_list()).astype(np.float32), sess)
+
+
+def make_checkpoint(model_dir, config, inputs, num_labels=None, with_mlm=False,
+                    positions=None):
+  """Saves a random checkpoint and returns the graph-mode reference outputs on `inputs`."""
+  os.makedirs(model_dir, exist_ok=True)
+  with tf.Graph().as_default():
+    tf1.set_random_seed(0)
+    ph = {k: tf1.placeholder(tf.int32, [None, None]) for k in export_hub.ENCODER_INPUTS}
+    fetch = {}
+    if num_labels:
+      ph_ids, ph_mask, ph_type = (ph["input_word_ids"], ph["input_mask"], ph["input_type_ids"])
+      _, _, _, outputs = run_classifier.create_model(
+          config, False, ph_ids, ph_mask, ph_type, None, num_labels, False,
+          is_regression=num_labels == 1)
+      fetch["outputs"] = outputs
+    else:
+      model = modeling.BertModel(config, False, ph["input_word_ids"], ph["input_mask"],
+                                 ph["input_type_ids"])
+      fetch.update(pooled_output=model.get_pooled_output(),
+                   sequence_output=model.get_sequence_output(),
+                   encoder_outputs=model.get_all_encoder_layers(),
+                   attention_scores=model.get_attention_scores(),
+                   attention_probs=model.get_attention_probs())
+      if with_mlm:
+        ph["masked_lm_positions"] = tf1.placeholder(tf.int32, [None, None])
+        n = positions.shape[1]
+        _, _, log_probs = run_pretraining.get_masked_lm_output(
+            config, model.get_sequence_output(), model.get_embedding_table(),
+            ph["masked_lm_positions"], tf.zeros_like(ph["masked_lm_positions"]),
+            tf.ones(tf.shape(ph["masked_lm_positions"]), tf.float32))
+        fetch["mlm_log_probs"] = tf.reshape(log_probs, [-1, n, config.vocab_size])
+    tf1.train.get_or_create_global_step()
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      _randomize_layer_norms(sess)
+      feed = {ph[k]: v for k, v in inputs.items() if k in ph}
+      if with_mlm:
+        feed[ph["masked_lm_positions"]] = positions
+      reference = sess.run(fetch, feed)
+      prefix = tf1.train.Saver().save(sess, os.path.join(model_dir, "model.ckpt"),
+                                      global_step=7)
+  with open(os.path.join(model_dir, "bert_config.json"), "w") as f:
+    f.write(config.to_json_string())
+  return prefix, reference
+
+
+def run_fresh(code, tmp_path, name="child"):
+  """Runs `code` in a fresh Python process (TF_USE_LEGACY_KERAS=1 for hub.KerasLayer)."""
+  script = tmp_path / ("%s.py" % name)
+  script.write_text("import sys\nsys.path.insert(0, %r)\n" % REPO_DIR + code)
+  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
+             CUDA_VISIBLE_DEVICES="")
+  result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                          text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-4000:]
+  return result.stdout
+
+
+CHILD = r"""
+import json, numpy as np, tensorflow as tf, tensorflow_text, tensorflow_hub as hub
+import tf_keras as keras
+args = json.load(open(sys.argv[0].replace(".py", ".json")))
+out = {}
+
+# Encoders: tf.saved_model.load, __call__, serving_default, the mlm sub-object.
+inputs = {k: tf.constant(np.array(v, np.int32)) for k, v in args["inputs"].items()}
+for i, path in enumerate(args["encoders"]):
+  m = tf.saved_model.load(path)
+  o = m(inputs)
+  assert list(m.signatures) == ["serving_default"], list(m.signatures)
+  s = m.signatures["serving_default"](**inputs)
+  out["%d/pooled_output" % i] = o["pooled_output"].numpy()
+  out["%d/default" % i] = o["default"].numpy()
+  out["%d/sequence_output" % i] = o["sequence_output"].numpy()
+  out["%d/sig_pooled_output" % i] = s["pooled_output"].numpy()
+  out["%d/sig_encoder_outputs_1" % i] = s["encoder_outputs_1"].numpy()
+  for j, t in enumerate(o["encoder_outputs"]):
+    out["%d/encoder_outputs/%d" % (i, j)] = t.numpy()
+  for key in ("attention_scores", "attention_probs"):
+    for j, t in enumerate(o.get(key, [])):
+      out["%d/%s/%d" % (i, key, j)] = t.numpy()
+  if hasattr(m, "mlm"):
+    mlm_in = dict(inputs, masked_lm_positions=tf.constant(np.array(args["positions"], np.int32)))
+    out["%d/mlm_logits" % i] = m.mlm(mlm_in)["mlm_logits"].numpy()
+  out["%d/num_variables" % i] = np.array([len(m.variables), len(m.trainable_variables)])
+
+# hub.KerasLayer(trainable=True) in a small Keras model: one training step.
+layer = hub.KerasLayer(args["encoders"][1], trainable=True)
+k_in = {k: keras.Input([None], dtype=tf.int32, name=k)
+        for k in ("input_word_ids", "input_mask", "input_type_ids")}
+model = keras.Model(k_in, keras.layers.Dense(2)(layer(k_in)["pooled_output"]))
+x = {"input_word_ids": np.array([[2, 7, 9, 3], [2, 5, 3, 0]], np.int32),
+     "input_mask": np.array([[1, 1, 1, 1], [1, 1, 1, 0]], np.int32),
+     "input_type_ids": np.zeros([2, 4], np.int32)}
+with tf.GradientTape() as tape:
+  loss = tf.reduce_mean(keras.losses.sparse_categorical_crossentropy(
+      np.array([1, 0]), model(x, training=True), from_logits=True))
+grads = tape.gradient(loss, layer.trainable_variables)
+before = [v.numpy().copy() for v in layer.trainable_variables]
+keras.optimizers.SGD(0.5).apply_gradients(zip(grads, layer.trainable_variables))
+out["keras/num_trainable"] = np.array(len(before))
+out["keras/none_grads"] = np.array(sum(g is None for g in grads))
+out["keras/changed"] = np.array(sum(not np.array_equal(a, v.numpy())
+                                    for a, v in zip(before, layer.trainable_variables)))
+
+# Preprocessor: call, bert_pack_inputs with a seq_length, signature, the TF-Hub Keras way.
+p = tf.saved_model.load(args["preprocessor"])
+a = tf.constant([t.encode("latin-1") for t in args["a"]])
+b = tf.constant([t.encode("latin-1") for t in args["b"]])
+for k, v in p(a).items(): out["pre_single/" + k] = v.numpy()
+for k, v in p.bert_pack_inputs([p.tokenize(a), p.tokenize(b)], seq_length=args["seq"]).items():
+  out["pre_pair/" + k] = v.numpy()
+for k, v in p.signatures["serving_default"](text=a).items(): out["pre_sig/" + k] = v.numpy()
+pack = hub.KerasLayer(p.bert_pack_inputs, arguments=dict(seq_length=args["seq"]))
+tokenize = hub.KerasLayer(p.tokenize)
+for k, v in pack([tokenize(a), tokenize(b)]).items(): out["pre_keras/" + k] = v.numpy()
+
+# Raw-text classifiers.
+for name, path in args["classifiers"].items():
+  m = tf.saved_model.load(path)
+  ca, cb = tf.constant(args["ca"]), tf.constant(args["cb"])
+  for kind, o in (("single", m({"sentence": ca})), ("pair", m({"sentence": ca, "sentence2": cb})),
+                  ("sig_pair", m.signatures["serving_pair"](sentence=ca, sentence2=cb)),
+                  ("default", m.signatures["serving_default"](sentence=ca))):
+    for k, v in o.items(): out["%s/%s/%s" % (name, kind, k)] = v.numpy()
+np.savez(sys.argv[0].replace(".py", ".npz"), **out)
+"""
+
+CLASSIFIER_A = ["A gripping, beautifully shot film.", "Dull.", "Ça m'a plu — 日本 ok", "word " * 40]
+CLASSIFIER_B = ["It was not good at all, sadly; the plot dragged " * 3, "", "great", "x y z"]
+CLASSIFIER_SEQ = 24
+POSITIONS = np.array([[1, 3], [2, 0], [0, 1]], np.int32)
+
+
+def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer):
+  """A run_classifier-style checkpoint; returns (prefix, config, reference single, pair)."""
+  config = _tiny_config("sum", "pre")
+  features = {}
+  for kind, texts_b in (("single", [None] * len(CLASSIFIER_A)), ("pair", CLASSIFIER_B)):
+    rows = [_official_features(tokenizer, a, b, CLASSIFIER_SEQ)
+            for a, b in zip(CLASSIFIER_A, texts_b)]
+    features[kind] = {"input_word_ids": np.array([r[0] for r in rows], np.int32),
+                      "input_mask": np.array([r[1] for r in rows], np.int32),
+                      "input_type_ids": np.array([r[2] for r in rows], np.int32)}
+  model_dir = os.path.join(tmp_dir, name)
+  prefix, ref_single = make_checkpoint(model_dir, config, features["single"],
+                                       num_labels=num_labels)
+  with open(os.path.join(model_dir, "labels.txt"), "w") as f:
+    f.write("neg\nneutral\npos\n")
+  # The pair reference: the same checkpoint restored into a second graph.
+  with tf.Graph().as_default():
+    ph = [tf1.placeholder(tf.int32, [None, CLASSIFIER_SEQ]) for _ in range(3)]
+    _, _, _, outputs = run_classifier.create_model(config, False, ph[0], ph[1], ph[2], None,
+                                                   num_labels, False, num_labels == 1)
+    with tf1.Session() as sess:
+      tf1.train.Saver().restore(sess, prefix)
+      ref_pair = sess.run(outputs, dict(zip(ph, [features["pair"][k] for k in
+                                                 export_hub.ENCODER_INPUTS])))
+  return prefix, config, ref_single["outputs"], ref_pair
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+  """Exports every kind of model once, reloads all in one fresh process; returns both sides."""
+  tmp_path = tmp_path_factory.mktemp("export_hub")
+  inputs = _inputs()
+  encoders, references = [], []
+  for i, (residual, ln_type) in enumerate(KINDS):
+    config = _tiny_config(residual, ln_type)
+    with_extras = i == EXTRAS
+    prefix, ref = make_checkpoint(str(tmp_path / ("m%d" % i)), config, inputs,
+                                  with_mlm=with_extras, positions=POSITIONS)
+    path = str(tmp_path / ("hub%d" % i))
+    export_hub.export_encoder(config, prefix, path, with_mlm=with_extras,
+                              with_attention=with_extras)
+    assert os.path.exists(os.path.join(path, "saved_model.pb"))
+    encoders.append(path)
+    references.append(ref)
+  preprocessor = str(tmp_path / "pre")
+  export_hub.export_preprocessor(preprocessor, VOCAB_FILE, True, None, seq_length=16)
+  tokenizer = tokenization.FullTokenizer(VOCAB_FILE, True)
+  classifiers, classifier_refs = {}, {}
+  prefix, config, ref_single, ref_pair = _classifier_checkpoint(str(tmp_path), "cls", 3,
+                                                                tokenizer)
+  classifier_refs["cls"] = (ref_single, ref_pair)
+  classifiers["cls"] = str(tmp_path / "export_cls")
+  export_hub.export_classifier(config, prefix, classifiers["cls"], VOCAB_FILE, True, None,
+                               CLASSIFIER_SEQ)
+  # The regression head is checked in this process (saving works the same way).
+  prefix, config, ref_single, ref_pair = _classifier_checkpoint(str(tmp_path), "reg", 1,
+                                                                tokenizer)
+  classifier_refs["reg"] = (ref_single, ref_pair)
+  regressor, is_regression, _ = export_hub.build_classifier(
+      config, prefix, export_hub.BertPreprocessor(VOCAB_FILE, True, None, CLASSIFIER_SEQ))
+  assert is_regression
+  ca, cb = tf.constant(CLASSIFIER_A), tf.constant(CLASSIFIER_B)
+  regression = {"reg/single/" + k: v.numpy() for k, v in regressor({"sentence": ca}).items()}
+  regression.update({"reg/pair/" + k: v.numpy()
+                     for k, v in regressor({"sentence": ca, "sentence2": cb}).items()})
+  texts_a = [t.decode("latin-1") for t in TRICKY_BYTES]
+  (tmp_path / "child.json").write_text(json.dumps({
+      "encoders": encoders, "inputs": {k: v.tolist() for k, v in inputs.items()},
+      "positions": POSITIONS.tolist(), "preprocessor": preprocessor, "a": texts_a,
+      "b": list(reversed(texts_a)), "seq": 20, "classifiers": classifiers,
+      "ca": CLASSIFIER_A, "cb": CLASSIFIER_B}))
+  run_fresh(CHILD, tmp_path)
+  got = dict(np.load(str(tmp_path / "child.npz"), allow_pickle=True))
+  got.update(regression)
+  return {"got": got, "references": references, "classifier_refs": classifier_refs,
+          "tokenizer": tokenizer}
+
+
+def test_encoder_export_matches_graph_mode(exported):
+  """Every residual_attention x layer_norm_type: reloaded export == graph-mode BertModel."""
+  got, references = exported["got"], exported["references"]
+  for i, ref in enumerate(references):
+    for key in ("pooled_output", "sequence_output"):
+      np.testing.assert_allclose(got["%d/%s" % (i, key)], ref[key], rtol=0, atol=1e-5,
+                                 err_msg="%s %s" % (KINDS[i], key))
+    np.testing.assert_allclose(got["%d/default" % i], ref["pooled_output"], atol=1e-5)
+    np.testing.assert_allclose(got["%d/sig_pooled_output" % i], ref["pooled_output"], atol=1e-5)
+    np.testing.assert_allclose(got["%d/sig_encoder_outputs_1" % i], ref["encoder_outputs"][1],
+                               atol=1e-5)
+    for j in range(2):
+      np.testing.assert_allclose(got["%d/encoder_outputs/%d" % (i, j)],
+                                 ref["encoder_outputs"][j], atol=1e-5,
+                                 err_msg="%s layer %d" % (KINDS[i], j))
+    # 5 embedding + 16 per layer + 2 pooler (+ final LayerNorm for Pre-LN), all trainable.
+    expected = 5 + 16 * 2 + 2 + (2 if KINDS[i][1] == "pre" else 0)
+    assert list(got["%d/num_variables" % i]) == [expected, expected]
+  # Attention outputs and the MLM head of the export with extras.
+  ref = references[EXTRAS]
+  for key in ("attention_scores", "attention_probs"):
+    for j in range(2):
+      np.testing.assert_allclose(got["%d/%s/%d" % (EXTRAS, key, j)], ref[key][j], atol=1e-5)
+  logits = got["%d/mlm_logits" % EXTRAS]
+  assert logits.shape == (3, 2, 30522)
+  top = logits.max(-1, keepdims=True)
+  log_probs = logits - top - np.log(np.exp(logits - top).sum(-1, keepdims=True))
+  np.testing.assert_allclose(log_probs, ref["mlm_log_probs"], atol=1e-4)
+  assert "0/attention_scores/0" not in got and "0/mlm_logits" not in got
+
+
+def test_hub_keras_layer_fine_tunes(exported):
+  """hub.KerasLayer(trainable=True): gradients for every weight, one step changes them."""
+  got = exported["got"]
+  assert int(got["keras/num_trainable"]) == 41  # KINDS[1] is Pre-LN
+  assert int(got["keras/none_grads"]) == 0
+  assert int(got["keras/changed"]) >= 30
+
+
+def test_encoder_missing_variable_and_mlm_errors(tmp_path):
+  config = _tiny_config()
+  prefix, _ = make_checkpoint(str(tmp_path / "m"), config, _inputs())
+  with pytest.raises(ValueError, match="cls/predictions"):
+    export_hub.build_encoder(config, prefix, with_mlm=True)
+  with pytest.raises(ValueError, match="final_layer_norm"):
+    export_hub.build_encoder(_tiny_config(layer_norm_type="pre"), prefix)
+  with pytest.raises(ValueError, match="shape"):
+    export_hub.build_encoder(_tiny_config(vocab_size=100), prefix)
+
+
+def test_round_robin_trimmer_equals_official_truncation():
+  """pack_inputs keeps exactly the tokens run_classifier._truncate_seq_pair keeps."""
+  import tensorflow_text  # pylint: disable=unused-import
+  cases = [(a, b) for a in range(0, 14) for b in range(0, 14)]
+  seq_length = 12  # budget 9 for pairs, 10 for singles
+  seg_a = tf.ragged.constant([[100 + i for i in range(a)] for a, _ in cases], tf.int32)
+  seg_b = tf.ragged.constant([[200 + i for i in range(b)] for _, b in cases], tf.int32)
+  packed = export_hub.pack_inputs([seg_a, seg_b], seq_length, 2, 3)
+  single = export_hub.pack_inputs([seg_a], seq_length, 2, 3)
+  for k, (a, b) in enumerate(cases):
+    ids_a, ids_b = [100 + i for i in range(a)], [200 + i for i in range(b)]
+    run_classifier._truncate_seq_pair(ids_a, ids_b, seq_length - 3)
+    assert (len(ids_a), len(ids_b)) == export_hub.official_trim_lengths(a, b, seq_length - 3)
+    expected = [2] + ids_a + [3] + (ids_b + [3] if ids_b else [])
+    types = [0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1 if ids_b else 0)
+    pad = seq_length - len(expected)
+    assert packed["input_word_ids"][k].numpy().tolist() == expected + [0] * pad, (a, b)
+    assert packed["input_type_ids"][k].numpy().tolist() == types + [0] * pad, (a, b)
+    assert packed["input_mask"][k].numpy().tolist() == [1] * len(expected) + [0] * pad
+    expected_single = [2] + [100 + i for i in range(min(a, seq_length - 2))] + [3]
+    assert single["input_word_ids"][k].numpy().tolist()[:len(expected_single)] == expected_single
+
+
+@pytest.mark.parametrize("do_lower_case", [True, False])
+def test_tokenize_matches_full_tokenizer(vocab_file, do_lower_case):
+  """Tricky text and the first 3,000 lines of the shared corpus sample: no mismatch."""
+  reference = tokenization.FullTokenizer(vocab_file, do_lower_case)
+  preprocessor = export_hub.BertPreprocessor(vocab_file, do_lower_case, None, 128)
+  texts = list(TRICKY_BYTES)
+  try:
+    with open(shared_path("sample_1mb.txt"), "rb") as f:
+      texts += f.read().split(b"\n")[:3000]
+  except pytest.skip.Exception:
+    pass
+  got = preprocessor.tokenize(tf.constant(texts))
+  assert got.shape.rank == 3
+  got = got.merge_dims(-2, -1).to_list()
+  mismatches = [(t, reference.tokenize(t)) for t, g in zip(texts, got)
+                if g != reference.tokenize_to_ids(t)]
+  assert not mismatches, mismatches[:3]
+  # The long word and unknown characters really became [UNK] (a check on the check).
+  unk = reference.vocab["[UNK]"]
+  assert got[TRICKY.index("a" * 201)] == [unk]
+  assert got[TRICKY.index("")] == []
+
+
+def _official_features(tokenizer, text_a, text_b, seq_length):
+  example = run_classifier.InputExample("x", text_a, text_b, None)
+  feature = run_classifier.convert_single_example(10, example, None, seq_length, tokenizer)
+  return feature.input_ids, feature.input_mask, feature.segment_ids
+
+
+def test_preprocessor_saved_model_matches_run_classifier(exported):
+  got, tokenizer = exported["got"], exported["tokenizer"]
+  for i, (a, b) in enumerate(zip(TRICKY_BYTES, reversed(TRICKY_BYTES))):
+    ids, mask, types = _official_features(tokenizer, a, None, 16)
+    for prefix in ("pre_single/", "pre_sig/"):
+      assert got[prefix + "input_word_ids"][i].tolist() == ids, (prefix, a)
+      assert got[prefix + "input_mask"][i].tolist() == mask
+      assert got[prefix + "input_type_ids"][i].tolist() == types
+    ids, mask, types = _official_features(tokenizer, a, b, 20)
+    for prefix in ("pre_pair/", "pre_keras/"):
+      assert got[prefix + "input_word_ids"][i].tolist() == ids, (prefix, a, b)
+      assert got[prefix + "input_mask"][i].tolist() == mask
+      assert got[prefix + "input_type_ids"][i].tolist() == types
+
+
+def test_sentencepiece_preprocessor(tmp_path):
+  import sentencepiece as spm
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("\n".join(["The quick brown fox jumps over the lazy dog %d times." % i
+                               for i in range(200)] + TRICKY[2:]))
+  model = str(tmp_path / "spm.model")
+  spm.SentencePieceTrainer.train(
+      input=str(corpus), model_prefix=model[:-len(".model")], vocab_size=120,
+      pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]",
+      control_symbols=["[CLS]", "[SEP]", "[MASK]"], character_coverage=1.0, minloglevel=2,
+      num_threads=1)
+  reference = tokenization.FullTokenizer(None, True, spm_model_file=model)
+  preprocessor = export_hub.BertPreprocessor(None, True, model, seq_length=24)
+  assert (preprocessor.cls_id, preprocessor.sep_id) == (2, 3)
+  texts = [t.encode("utf-8") for t in TRICKY] + [b"THE QUICK brown fox"]
+  # Documented difference: tensorflow_text's SentencePiece op ends the text at a NUL character.
+  nul = [i for i, t in enumerate(texts) if b"\x00" in t]
+  assert nul == [TRICKY.index("Hello\x00wor\x07ld\u200b zero\ufeffwidth\ufffd")]
+  got = preprocessor.tokenize(tf.constant(texts)).to_list()
+  assert got[nul[0]] == reference.tokenize_to_ids(b"Hello")
+  texts[nul[0]] = texts[nul[0]].replace(b"\x00", b" ")
+  got = preprocessor.tokenize(tf.constant(texts)).to_list()
+  assert got == [reference.tokenize_to_ids(t) for t in texts]
+  packed = preprocessor(tf.constant(texts))
+  for i, text in enumerate(texts):
+    ids, mask, types = _official_features(reference, text, None, 24)
+    assert packed["input_word_ids"][i].numpy().tolist() == ids
+    assert packed["input_mask"][i].numpy().tolist() == mask
+  path = str(tmp_path / "pre")
+  export_hub.export_preprocessor(path, None, True, model, seq_length=24)
+  assert os.path.exists(os.path.join(path, "assets", "spm.model"))
+
+
+def test_classifier_export_end_to_end(exported):
+  """Strings in; probabilities equal run_classifier.create_model on the official features."""
+  got = exported["got"]
+  ref_single, ref_pair = exported["classifier_refs"]["cls"]
+  np.testing.assert_allclose(got["cls/single/probabilities"], ref_single, atol=1e-5)
+  np.testing.assert_allclose(got["cls/default/probabilities"], ref_single, atol=1e-5)
+  np.testing.assert_allclose(got["cls/pair/probabilities"], ref_pair, atol=1e-5)
+  np.testing.assert_allclose(got["cls/sig_pair/probabilities"], ref_pair, atol=1e-5)
+  names = np.array(["neg", "neutral", "pos"])
+  assert [x.decode() for x in got["cls/pair/predicted_label_name"]] == list(
+      names[ref_pair.argmax(-1)])
+  assert got["cls/pair/predicted_label"].tolist() == ref_pair.argmax(-1).tolist()
+  assert got["cls/single/label_names"].shape == (4, 3)
+  assert [x.decode() for x in got["cls/single/label_names"][0]] == list(names)
+  ref_single, ref_pair = exported["classifier_refs"]["reg"]
+  np.testing.assert_allclose(got["reg/single/predictions"], ref_single, atol=1e-5)
+  np.testing.assert_allclose(got["reg/pair/predictions"], ref_pair, atol=1e-5)
+  assert "reg/single/probabilities" not in got
+
+
+def test_classifier_label_list_errors(tmp_path, vocab_file):
+  config = _tiny_config()
+  prefix, _ = make_checkpoint(str(tmp_path / "m"), config, _inputs(), num_labels=2)
+  with pytest.raises(ValueError, match="3 labels"):
+    export_hub.read_label_names("a,b,c", prefix, 2)
+  assert export_hub.read_label_names(None, prefix, 2) == ["0", "1"]
+  encoder_prefix, _ = make_checkpoint(str(tmp_path / "e"), config, _inputs())
+  preprocessor = export_hub.BertPreprocessor(vocab_file, True, None, 16)
+  with pytest.raises(ValueError, match="output_weights"):
+    export_hub.build_classifier(config, encoder_prefix, preprocessor)
+
+
+def test_cli_several_modes_and_bad_flags(tmp_path, vocab_file):
+  config = _tiny_config()
+  prefix, _ = make_checkpoint(str(tmp_path / "m"), config, _inputs())
+  tool = os.path.join(REPO_DIR, "export_hub.py")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  bad = subprocess.run([sys.executable, tool, "--mode=encoder,decoder", "--export_dir=/tmp/x"],
+                       env=env, capture_output=True, text=True, timeout=120)
+  assert bad.returncode == 2
+  assert bad.stderr.strip().splitlines()[-1].startswith("error: --mode=encoder,decoder")
+  out = str(tmp_path / "hub")
+  ok = subprocess.run([sys.executable, tool, "--mode=encoder,preprocessor",
+                       "--init_checkpoint=%s" % os.path.dirname(prefix),
+                       "--vocab_file=%s" % vocab_file, "--export_dir=%s" % out,
+                       "--seq_length=32", "--residual_attention=mean"],
+                      env=env, capture_output=True, text=True, timeout=300)
+  assert ok.returncode == 0, ok.stderr[-3000:]
+  for mode in ("encoder", "preprocessor"):
+    assert os.path.exists(os.path.join(out, mode, "saved_model.pb"))
+  with open(os.path.join(out, "encoder", "bert_config.json")) as f:
+    assert json.load(f)["residual_attention"] == "mean"
+  assert not [x for x in os.listdir(out) if ".tmp-" in x]
