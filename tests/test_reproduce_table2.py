@@ -1,0 +1,89 @@
+"""Tests for reproduce_table2.py: corpus split, budget planning, --tiny_test end to end."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import shared_path
+import reproduce_table2 as rt
+
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_split_corpus_every_nth_document(tmp_path):
+  src = tmp_path / "c.txt"
+  docs = ["doc %d line a\ndoc %d line b\n" % (i, i) for i in range(7)]
+  src.write_text("\n".join(docs))
+  stats = rt.split_corpus([str(src)], str(tmp_path / "train.txt"), str(tmp_path / "held.txt"),
+                          3, 0)
+  held = (tmp_path / "held.txt").read_text()
+  train = (tmp_path / "train.txt").read_text()
+  assert stats["heldout_documents"] == 2 and stats["train_documents"] == 5
+  assert "doc 2 line a\ndoc 2 line b\n\ndoc 5 line a" in held
+  assert "doc 2" not in train and "doc 0 line b\n\ndoc 1 line a" in train
+
+
+def test_eval_steps_and_budget_fit():
+  assert rt.eval_steps(2500, 500) == [500, 1000, 1500, 2000, 2500]
+  assert rt.eval_steps(700, 500) == [500, 700]
+  # 4 runs x (10 s + steps / 2 steps/s + 4 evals x 5 s) + 100 s analysis.
+  assert rt.estimate_seconds(4, 1000, 2.0, 10.0, 4, 5.0, 100.0) == pytest.approx(
+      4 * (10 + 500 + 20) + 100)
+  # 2 runs, 1 step/s, no overhead: 600 s fit 300 steps each -> multiple of 100 below it.
+  assert rt.fit_steps_to_budget(600, 2, 1000, 100, 1.0, 0.0, 0.0, 0.0) == 300
+  assert rt.fit_steps_to_budget(1e9, 2, 1000, 100, 1.0, 0.0, 0.0, 0.0) == 1000
+  assert rt.fit_steps_to_budget(10, 2, 1000, 100, 1.0, 0.0, 0.0, 0.0) == 0
+
+
+def test_mean_std_and_configs():
+  assert rt.mean_std([0.5]) == (0.5, None)
+  mean, std = rt.mean_std([0.1, 0.3])
+  assert mean == pytest.approx(0.2) and std == pytest.approx(0.1414213562)
+  cfg = rt.model_config("tiny", "pre", "none", 30522)
+  assert (cfg["num_hidden_layers"], cfg["hidden_size"], cfg["layer_norm_type"]) == (2, 128, "pre")
+
+
+def test_bad_seeds_one_line_error(tmp_path):
+  proc = subprocess.run([sys.executable, os.path.join(REPO_DIR, "reproduce_table2.py"),
+                         "--output_dir=%s" % tmp_path, "--seeds=1,1"],
+                        capture_output=True, text=True, cwd=REPO_DIR)
+  assert proc.returncode == 2
+  assert proc.stderr.strip().splitlines()[-1].startswith("error: --seeds=1,1")
+
+
+def test_tiny_test_end_to_end_and_resume(tmp_path):
+  corpus = shared_path("corpus")
+  out = tmp_path / "work"
+  report = tmp_path / "docs" / "REPRODUCTION.md"
+  cmd = [sys.executable, os.path.join(REPO_DIR, "reproduce_table2.py"), "--tiny_test",
+         "--corpus=%s" % corpus, "--output_dir=%s" % out, "--report=%s" % report]
+  proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_DIR)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  text = report.read_text()
+  assert "| model | MLM accuracy (%) | MLM loss | NSP accuracy (%)" in text
+  for label in ("Post-LN", "Pre-LN", "RealFormer (sum)", "RealFormer (mean)"):
+    assert "\n| %s | " % label in text
+  assert "| Small (paper) | 61.57 | 61.67 | 61.70 | +0.13 |" in text
+  assert "Judgement (to be written by a human" in text
+  assert "## Attention analyses" in text and "reproduction/entropy.png" in text
+  for name in ("learning_curves.png", "entropy.png", "jsd.png"):
+    data = (tmp_path / "docs" / "reproduction" / name).read_bytes()
+    assert len(data) > 1024 and data[:8] == b"\x89PNG\r\n\x1a\n", name
+  curve = json.loads((out / "runs" / "realformer_sum_s12345" / "curve.json").read_text())
+  assert [c["step"] for c in curve] == [4] and 0 <= curve[0]["masked_lm_accuracy"] <= 1
+  summary = json.loads((out / "analysis" / "summary.json").read_text())
+  assert summary["labels"] == ["Post-LN", "Pre-LN", "RealFormer (sum)", "RealFormer (mean)"]
+
+  # A second invocation finds everything done: no training, same table.
+  logs_before = sorted(os.listdir(out / "logs"))
+  proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_DIR)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "Training " not in proc.stderr
+  assert sorted(os.listdir(out / "logs")) == logs_before
+  # Asking for other settings in the same output_dir is refused.
+  proc = subprocess.run(cmd + ["--learning_rate=1e-3"], capture_output=True, text=True,
+                        cwd=REPO_DIR)
+  assert proc.returncode == 2 and "learning_rate" in proc.stderr.strip().splitlines()[-1]
