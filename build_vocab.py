@@ -46,26 +46,29 @@ import tokenization
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("input_file", None,
-                    "Text files: comma-separated list of file names or globs.")
-flags.DEFINE_string("output_file", None, "Vocab file to write (one token a line).")
-flags.DEFINE_integer("vocab_size", 8000, "Exact number of lines of the vocab.")
-flags.DEFINE_bool("do_lower_case", True,
-                  "Lower-case the text (and strip accents for WordPiece).")
-flags.DEFINE_integer("num_unused", 0,
-                     "Number of [unusedN] placeholder tokens after the specials.")
-flags.DEFINE_integer("min_frequency", 2,
-                     "WordPiece: minimum count of a character or of a merged "
-                     "pair to enter the vocab.")
-flags.DEFINE_integer("max_input_bytes", 0,
-                     "Read at most this many bytes of input (whole lines); "
-                     "0 reads everything.")
-flags.DEFINE_enum("model_type", "wordpiece", ["wordpiece", "sentencepiece"],
-                  "Kind of vocabulary to build.")
-flags.DEFINE_string("spm_model_prefix", None,
-                    "SentencePiece: writes <prefix>.model.")
-flags.DEFINE_enum("spm_algorithm", "unigram", ["unigram", "bpe"],
-                  "SentencePiece model type.")
+def define_flags():
+  """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
+  flags.DEFINE_string("input_file", None,
+                      "Text files: comma-separated list of file names or globs.")
+  flags.DEFINE_string("output_file", None, "Vocab file to write (one token a line).")
+  flags.DEFINE_integer("vocab_size", 8000, "Exact number of lines of the vocab.")
+  flags.DEFINE_bool("do_lower_case", True,
+                    "Lower-case the text (and strip accents for WordPiece).")
+  flags.DEFINE_integer("num_unused", 0,
+                       "Number of [unusedN] placeholder tokens after the specials.")
+  flags.DEFINE_integer("min_frequency", 2,
+                       "WordPiece: minimum count of a character or of a merged "
+                       "pair to enter the vocab.")
+  flags.DEFINE_integer("max_input_bytes", 0,
+                       "Read at most this many bytes of input (whole lines); "
+                       "0 reads everything.")
+  flags.DEFINE_enum("model_type", "wordpiece", ["wordpiece", "sentencepiece"],
+                    "Kind of vocabulary to build.")
+  flags.DEFINE_string("spm_model_prefix", None,
+                      "SentencePiece: writes <prefix>.model.")
+  flags.DEFINE_enum("spm_algorithm", "unigram", ["unigram", "bpe"],
+                    "SentencePiece model type.")
+
 
 # Longer words are [UNK] for WordpieceTokenizer, so they are not learned from.
 _MAX_WORD_CHARS = 200
@@ -411,4 +414,5 @@ def main(_):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(lambda argv: common.run_main(main, argv))

@@ -48,22 +48,25 @@ import common
 
 FLAGS = flags.FLAGS
 
-flags.DEFINE_string("hf_dir", None, "Hugging Face model directory (config.json, model.safetensors, "
-                    "vocab.txt). Input of the forward conversion.")
-flags.DEFINE_string("output_dir", None, "Directory to write the converted model to (created).")
-flags.DEFINE_enum("hidden_act", None, ["gelu", "gelu_exact", "relu", "tanh"],
-                  "Override the activation written to bert_config.json (gelu = tanh approximation, "
-                  "gelu_exact = erf).")
-flags.DEFINE_bool("allow_layer_norm_eps_mismatch", False,
-                  "Convert even if config.json's layer_norm_eps is not 1e-12 (warns).")
-flags.DEFINE_bool("overwrite", False, "Replace a converted model already in --output_dir.")
-flags.DEFINE_bool("reverse", False, "Convert a BERT TF checkpoint (--tf_checkpoint) to Hugging Face "
-                  "safetensors in --output_dir.")
-flags.DEFINE_string("tf_checkpoint", None, "Reverse mode: checkpoint prefix (dir/bert_model.ckpt) or a "
-                    "directory holding one.")
-flags.DEFINE_string("bert_config_file", None, "Reverse mode: bert_config.json (default: next to the "
-                    "checkpoint).")
-flags.DEFINE_string("vocab_file", None, "Reverse mode: vocab.txt (default: next to the checkpoint).")
+def define_flags():
+  """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
+  flags.DEFINE_string("hf_dir", None, "Hugging Face model directory (config.json, model.safetensors, "
+                      "vocab.txt). Input of the forward conversion.")
+  flags.DEFINE_string("output_dir", None, "Directory to write the converted model to (created).")
+  flags.DEFINE_enum("hidden_act", None, ["gelu", "gelu_exact", "relu", "tanh"],
+                    "Override the activation written to bert_config.json (gelu = tanh approximation, "
+                    "gelu_exact = erf).")
+  flags.DEFINE_bool("allow_layer_norm_eps_mismatch", False,
+                    "Convert even if config.json's layer_norm_eps is not 1e-12 (warns).")
+  flags.DEFINE_bool("overwrite", False, "Replace a converted model already in --output_dir.")
+  flags.DEFINE_bool("reverse", False, "Convert a BERT TF checkpoint (--tf_checkpoint) to Hugging Face "
+                    "safetensors in --output_dir.")
+  flags.DEFINE_string("tf_checkpoint", None, "Reverse mode: checkpoint prefix (dir/bert_model.ckpt) or a "
+                      "directory holding one.")
+  flags.DEFINE_string("bert_config_file", None, "Reverse mode: bert_config.json (default: next to the "
+                      "checkpoint).")
+  flags.DEFINE_string("vocab_file", None, "Reverse mode: vocab.txt (default: next to the checkpoint).")
+
 
 CKPT_NAME = "bert_model.ckpt"
 BERT_LAYER_NORM_EPS = 1e-12
@@ -668,4 +671,5 @@ def main(_):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(lambda argv: common.run_main(main, argv))

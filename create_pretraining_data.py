@@ -66,64 +66,51 @@ import tensorflow as tf
 import common
 import tokenization
 
-flags.DEFINE_string("input_file", None,
-                    "Input raw text file (or comma-separated list of files and globs).")
+def define_flags():
+  """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
+  flags.DEFINE_string("input_file", None,
+                      "Input raw text file (or comma-separated list of files and globs).")
+  flags.DEFINE_string(
+      "output_file", None,
+      "Output TF example file (or comma-separated list of files). A single name with "
+      "--num_output_shards=N > 1 is written as NAME-00000-of-0000N, ...")
+  flags.DEFINE_string("vocab_file", None,
+                      "The vocabulary file that the BERT model was trained on.")
+  flags.DEFINE_string("spm_model_file", None,
+                      "Optional SentencePiece model for the tokenizer (then --vocab_file is not "
+                      "needed: the vocabulary is the model's pieces).")
+  flags.DEFINE_bool(
+      "do_lower_case", True,
+      "Whether to lower case the input text. Should be True for uncased "
+      "models and False for cased models.")
+  flags.DEFINE_bool(
+      "do_whole_word_mask", False,
+      "Whether to use whole word masking rather than per-WordPiece masking.")
+  flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+  flags.DEFINE_integer("max_predictions_per_seq", 20,
+                       "Maximum number of masked LM predictions per sequence.")
+  flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
+  flags.DEFINE_integer(
+      "dupe_factor", 10,
+      "Number of times to duplicate the input data (with different masks).")
+  flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
+  flags.DEFINE_float(
+      "short_seq_prob", 0.1,
+      "Probability of creating sequences which are shorter than the "
+      "maximum length.")
+  flags.DEFINE_integer("num_workers", 0,
+                       "Worker processes (0 = all cores). The output does not depend on it.")
+  flags.DEFINE_integer("num_output_shards", 1,
+                       "With a single --output_file name: number of shards to write round-robin.")
+  flags.DEFINE_integer(
+      "nsp_buffer_docs", 1000,
+      "At most this many documents per chunk; NSP random segments are drawn from the other documents "
+      "of the same chunk (the official script draws from the whole corpus).")
+  flags.DEFINE_float("chunk_mb", 0.25,
+                     "Target MB of input text per chunk (unit of parallel work and NSP pool).")
+  flags.DEFINE_integer("shuffle_buffer", 10000,
+                       "Examples held in the output shuffle buffer (0 = write in chunk order).")
 
-flags.DEFINE_string(
-    "output_file", None,
-    "Output TF example file (or comma-separated list of files). A single name with "
-    "--num_output_shards=N > 1 is written as NAME-00000-of-0000N, ...")
-
-flags.DEFINE_string("vocab_file", None,
-                    "The vocabulary file that the BERT model was trained on.")
-
-flags.DEFINE_string("spm_model_file", None,
-                    "Optional SentencePiece model for the tokenizer (then --vocab_file is not "
-                    "needed: the vocabulary is the model's pieces).")
-
-flags.DEFINE_bool(
-    "do_lower_case", True,
-    "Whether to lower case the input text. Should be True for uncased "
-    "models and False for cased models.")
-
-flags.DEFINE_bool(
-    "do_whole_word_mask", False,
-    "Whether to use whole word masking rather than per-WordPiece masking.")
-
-flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
-
-flags.DEFINE_integer("max_predictions_per_seq", 20,
-                     "Maximum number of masked LM predictions per sequence.")
-
-flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
-
-flags.DEFINE_integer(
-    "dupe_factor", 10,
-    "Number of times to duplicate the input data (with different masks).")
-
-flags.DEFINE_float("masked_lm_prob", 0.15, "Masked LM probability.")
-
-flags.DEFINE_float(
-    "short_seq_prob", 0.1,
-    "Probability of creating sequences which are shorter than the "
-    "maximum length.")
-
-flags.DEFINE_integer("num_workers", 0,
-                     "Worker processes (0 = all cores). The output does not depend on it.")
-
-flags.DEFINE_integer("num_output_shards", 1,
-                     "With a single --output_file name: number of shards to write round-robin.")
-
-flags.DEFINE_integer(
-    "nsp_buffer_docs", 1000,
-    "At most this many documents per chunk; NSP random segments are drawn from the other documents "
-    "of the same chunk (the official script draws from the whole corpus).")
-
-flags.DEFINE_float("chunk_mb", 0.25,
-                   "Target MB of input text per chunk (unit of parallel work and NSP pool).")
-
-flags.DEFINE_integer("shuffle_buffer", 10000,
-                     "Examples held in the output shuffle buffer (0 = write in chunk order).")
 
 FLAGS = flags.FLAGS
 
@@ -1068,4 +1055,5 @@ def main(_):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(lambda argv: common.run_main(main, argv))

@@ -24,28 +24,31 @@ import common
 
 REPO_DIR = os.path.dirname(os.path.abspath(__file__))
 
-flags.DEFINE_string("output_dir", os.path.join(REPO_DIR, "output", "demo"),
-                    "Where the demo writes data, checkpoints, exports and report.md.")
-flags.DEFINE_string("bert_config_file",
-                    os.path.join(REPO_DIR, "configs", "bert_tiny_realformer.json"),
-                    "Model to pre-train (default: a 2-layer, 128-wide RealFormer).")
-flags.DEFINE_enum("residual_attention", None, ["none", "sum", "mean"],
-                  "Overrides residual_attention of --bert_config_file.")
-flags.DEFINE_string("train_text", os.path.join(REPO_DIR, "data", "demo_corpus", "train.txt"),
-                    "Pre-training text (one sentence per line, blank line between documents).")
-flags.DEFINE_string("heldout_text",
-                    os.path.join(REPO_DIR, "data", "demo_corpus", "heldout.txt"),
-                    "Held-out text for the MLM / NSP evaluation.")
-flags.DEFINE_string("vocab_file", os.path.join(REPO_DIR, "data", "vocab.txt"),
-                    "WordPiece vocabulary (bert-base-uncased).")
-flags.DEFINE_string("sentiment_dir", os.path.join(REPO_DIR, "data", "sst2_slice"),
-                    "SST-2-layout fine-tuning data (train.tsv, dev.tsv).")
-flags.DEFINE_integer("max_seq_length", 128, "Pre-training sequence length.")
-flags.DEFINE_integer("pretrain_steps", 1200, "Pre-training steps.")
-flags.DEFINE_integer("pretrain_batch_size", 32, "Pre-training batch size.")
-flags.DEFINE_float("pretrain_learning_rate", 1e-3, "Peak pre-training learning rate.")
-flags.DEFINE_integer("finetune_epochs", 3, "Fine-tuning epochs on the sentiment slice.")
-flags.DEFINE_bool("finetune", True, "Fine-tune and export a classifier after pre-training.")
+def define_flags():
+  """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
+  flags.DEFINE_string("output_dir", os.path.join(REPO_DIR, "output", "demo"),
+                      "Where the demo writes data, checkpoints, exports and report.md.")
+  flags.DEFINE_string("bert_config_file",
+                      os.path.join(REPO_DIR, "configs", "bert_tiny_realformer.json"),
+                      "Model to pre-train (default: a 2-layer, 128-wide RealFormer).")
+  flags.DEFINE_enum("residual_attention", None, ["none", "sum", "mean"],
+                    "Overrides residual_attention of --bert_config_file.")
+  flags.DEFINE_string("train_text", os.path.join(REPO_DIR, "data", "demo_corpus", "train.txt"),
+                      "Pre-training text (one sentence per line, blank line between documents).")
+  flags.DEFINE_string("heldout_text",
+                      os.path.join(REPO_DIR, "data", "demo_corpus", "heldout.txt"),
+                      "Held-out text for the MLM / NSP evaluation.")
+  flags.DEFINE_string("vocab_file", os.path.join(REPO_DIR, "data", "vocab.txt"),
+                      "WordPiece vocabulary (bert-base-uncased).")
+  flags.DEFINE_string("sentiment_dir", os.path.join(REPO_DIR, "data", "sst2_slice"),
+                      "SST-2-layout fine-tuning data (train.tsv, dev.tsv).")
+  flags.DEFINE_integer("max_seq_length", 128, "Pre-training sequence length.")
+  flags.DEFINE_integer("pretrain_steps", 1200, "Pre-training steps.")
+  flags.DEFINE_integer("pretrain_batch_size", 32, "Pre-training batch size.")
+  flags.DEFINE_float("pretrain_learning_rate", 1e-3, "Peak pre-training learning rate.")
+  flags.DEFINE_integer("finetune_epochs", 3, "Fine-tuning epochs on the sentiment slice.")
+  flags.DEFINE_bool("finetune", True, "Fine-tune and export a classifier after pre-training.")
+
 
 FLAGS = flags.FLAGS
 
@@ -188,4 +191,5 @@ def _report(config, pretrain_eval, train_summary, classifier, timings):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(lambda argv: common.run_main(main, argv))

@@ -34,46 +34,48 @@ import optimization
 
 tf1 = tf.compat.v1
 
-flags.DEFINE_string(
-    "bert_config_file", None,
-    "The config json file corresponding to the pre-trained BERT model. "
-    "This specifies the model architecture.")
-flags.DEFINE_string("input_file", None,
-                    "Input TF example files (can be a glob or comma separated).")
-flags.DEFINE_string(
-    "eval_input_file", None,
-    "Held-out TF example files for --do_eval (glob or comma separated); default --input_file.")
-flags.DEFINE_string(
-    "output_dir", None,
-    "The output directory where the model checkpoints will be written.")
-flags.DEFINE_string(
-    "init_checkpoint", None,
-    "Initial checkpoint (usually from a pre-trained BERT model).")
-flags.DEFINE_integer(
-    "max_seq_length", 128,
-    "The maximum total input sequence length after WordPiece tokenization. "
-    "Must match the data generation.")
-flags.DEFINE_integer(
-    "max_predictions_per_seq", 20,
-    "Maximum number of masked LM predictions per sequence. Must match data generation.")
-flags.DEFINE_bool("do_train", False, "Whether to run training.")
-flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
-flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
-flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
-flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
-flags.DEFINE_integer("num_train_steps", 100000, "Number of optimizer updates.")
-flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup updates.")
-flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
-flags.DEFINE_integer(
-    "gradient_accumulation_steps", 1,
-    "Micro-batches of --train_batch_size averaged per optimizer update (the effective batch "
-    "is their product). The global step counts micro-batches.")
-flags.DEFINE_integer("num_cpu_devices", 1,
-                     "Split the CPU into this many logical devices (to run "
-                     "--distribution_strategy=mirrored on a machine without GPUs).")
+def define_flags():
+  """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
+  flags.DEFINE_string(
+      "bert_config_file", None,
+      "The config json file corresponding to the pre-trained BERT model. "
+      "This specifies the model architecture.")
+  flags.DEFINE_string("input_file", None,
+                      "Input TF example files (can be a glob or comma separated).")
+  flags.DEFINE_string(
+      "eval_input_file", None,
+      "Held-out TF example files for --do_eval (glob or comma separated); default --input_file.")
+  flags.DEFINE_string(
+      "output_dir", None,
+      "The output directory where the model checkpoints will be written.")
+  flags.DEFINE_string(
+      "init_checkpoint", None,
+      "Initial checkpoint (usually from a pre-trained BERT model).")
+  flags.DEFINE_integer(
+      "max_seq_length", 128,
+      "The maximum total input sequence length after WordPiece tokenization. "
+      "Must match the data generation.")
+  flags.DEFINE_integer(
+      "max_predictions_per_seq", 20,
+      "Maximum number of masked LM predictions per sequence. Must match data generation.")
+  flags.DEFINE_bool("do_train", False, "Whether to run training.")
+  flags.DEFINE_bool("do_eval", False, "Whether to run eval on the dev set.")
+  flags.DEFINE_integer("train_batch_size", 32, "Total batch size for training.")
+  flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+  flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+  flags.DEFINE_integer("num_train_steps", 100000, "Number of optimizer updates.")
+  flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup updates.")
+  flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+  flags.DEFINE_integer(
+      "gradient_accumulation_steps", 1,
+      "Micro-batches of --train_batch_size averaged per optimizer update (the effective batch "
+      "is their product). The global step counts micro-batches.")
+  flags.DEFINE_integer("num_cpu_devices", 1,
+                       "Split the CPU into this many logical devices (to run "
+                       "--distribution_strategy=mirrored on a machine without GPUs).")
+  estimator_utils.define_estimator_flags()
+  estimator_utils.define_model_override_flags()
 
-estimator_utils.define_estimator_flags()
-estimator_utils.define_model_override_flags()
 
 FLAGS = flags.FLAGS
 
@@ -560,4 +562,5 @@ def _latest_step(output_dir):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(lambda argv: common.run_main(main, argv))

@@ -30,15 +30,18 @@ import run_pretraining  # pylint: disable=g-import-not-at-top
 tf1 = tf.compat.v1
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-flags.DEFINE_list("configs", ["small", "tiny"], "Sizes (configs/bert_<size>_post_ln.json).")
-flags.DEFINE_list("variants", ["post:none", "post:sum", "post:mean", "pre:none"],
-                  "layer_norm_type:residual_attention pairs to compare.")
-flags.DEFINE_integer("batch_size", 8, "Examples per step.")
-flags.DEFINE_integer("seq_length", 128, "Sequence length.")
-flags.DEFINE_integer("max_predictions", 20, "Masked positions per sequence.")
-flags.DEFINE_integer("rounds", 5, "Interleaved rounds.")
-flags.DEFINE_integer("steps_per_round", 5, "Steps of each variant per round.")
-flags.DEFINE_integer("warmup_steps", 3, "Untimed steps per variant first.")
+def define_flags():
+  """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
+  flags.DEFINE_list("configs", ["small", "tiny"], "Sizes (configs/bert_<size>_post_ln.json).")
+  flags.DEFINE_list("variants", ["post:none", "post:sum", "post:mean", "pre:none"],
+                    "layer_norm_type:residual_attention pairs to compare.")
+  flags.DEFINE_integer("batch_size", 8, "Examples per step.")
+  flags.DEFINE_integer("seq_length", 128, "Sequence length.")
+  flags.DEFINE_integer("max_predictions", 20, "Masked positions per sequence.")
+  flags.DEFINE_integer("rounds", 5, "Interleaved rounds.")
+  flags.DEFINE_integer("steps_per_round", 5, "Steps of each variant per round.")
+  flags.DEFINE_integer("warmup_steps", 3, "Untimed steps per variant first.")
+
 
 FLAGS = flags.FLAGS
 
@@ -113,4 +116,5 @@ def main(_):
 
 
 if __name__ == "__main__":
+  define_flags()
   app.run(main)
