@@ -108,6 +108,43 @@ def atomic_output(path, mode="w"):
       tf.io.gfile.remove(tmp_path)
 
 
+@contextlib.contextmanager
+def atomic_directory(path):
+  """Yields a temporary directory name that replaces `path` only when the block succeeds.
+
+  The directory does not exist yet when yielded (SavedModel writers create it). An interrupted
+  or failing writer leaves `path` as it was and removes the temporary directory.
+
+  Args:
+    path: final directory (local or any tf.io.gfile path).
+
+  Yields:
+    The temporary directory path, beside `path`.
+  """
+  path = path.rstrip("/")
+  parent = os.path.dirname(path)
+  if parent:
+    tf.io.gfile.makedirs(parent)
+  tmp_dir = "%s.tmp-%d" % (path, os.getpid())
+  if tf.io.gfile.exists(tmp_dir):
+    tf.io.gfile.rmtree(tmp_dir)
+  try:
+    yield tmp_dir
+    if tf.io.gfile.exists(path):
+      tf.io.gfile.rmtree(path)
+    tf.io.gfile.rename(tmp_dir, path)
+  finally:
+    if tf.io.gfile.exists(tmp_dir):
+      tf.io.gfile.rmtree(tmp_dir)
+
+
+def write_files(directory, files):
+  """Writes {file name: text} into `directory`."""
+  for file_name, content in sorted((files or {}).items()):
+    with tf.io.gfile.GFile(os.path.join(directory, file_name), "w") as f:
+      f.write(content)
+
+
 def write_json_atomic(path, obj):
   """Writes `obj` as indented JSON to `path` atomically."""
   with atomic_output(path) as f:

@@ -778,24 +778,9 @@ def save_atomically(module, export_dir, signatures, extra_files=None):
     signatures: dict signature name -> concrete function.
     extra_files: dict file name -> text written beside saved_model.pb.
   """
-  export_dir = export_dir.rstrip("/")
-  parent = os.path.dirname(export_dir)
-  if parent:
-    tf.io.gfile.makedirs(parent)
-  tmp_dir = "%s.tmp-%d" % (export_dir, os.getpid())
-  if tf.io.gfile.exists(tmp_dir):
-    tf.io.gfile.rmtree(tmp_dir)
-  try:
+  with common.atomic_directory(export_dir) as tmp_dir:
     tf.saved_model.save(module, tmp_dir, signatures=signatures)
-    for file_name, content in sorted((extra_files or {}).items()):
-      with tf.io.gfile.GFile(os.path.join(tmp_dir, file_name), "w") as f:
-        f.write(content)
-    if tf.io.gfile.exists(export_dir):
-      tf.io.gfile.rmtree(export_dir)
-    tf.io.gfile.rename(tmp_dir, export_dir)
-  finally:
-    if tf.io.gfile.exists(tmp_dir):
-      tf.io.gfile.rmtree(tmp_dir)
+    common.write_files(tmp_dir, extra_files)
 
 
 def export_encoder(bert_config, checkpoint_path, export_dir, with_mlm=False,

@@ -17,7 +17,6 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
-import os
 
 import tensorflow as tf
 
@@ -76,13 +75,6 @@ def export_saved_model(build_fn, checkpoint_path, export_dir, input_specs, extra
   if not input_specs:
     common.fail("export_saved_model: input_specs is empty")
   export_dir = export_dir.rstrip("/")
-  parent = os.path.dirname(export_dir)
-  if parent:
-    tf.io.gfile.makedirs(parent)
-  tmp_dir = "%s.tmp-%d" % (export_dir, os.getpid())
-  if tf.io.gfile.exists(tmp_dir):
-    tf.io.gfile.rmtree(tmp_dir)
-
   reader = tf1.train.NewCheckpointReader(checkpoint_path)
   ckpt_shapes = reader.get_variable_to_shape_map()
 
@@ -116,7 +108,7 @@ def export_saved_model(build_fn, checkpoint_path, export_dir, input_specs, extra
                           len(missing), checkpoint_path, ", ".join(missing))
 
     saver = tf1.train.Saver(var_list=restore_vars)
-    with tf1.Session(graph=graph) as sess:
+    with tf1.Session(graph=graph) as sess, common.atomic_directory(export_dir) as tmp_dir:
       sess.run(tf1.global_variables_initializer())
       saver.restore(sess, checkpoint_path)
       signature = tf1.saved_model.signature_def_utils.predict_signature_def(
@@ -127,14 +119,8 @@ def export_saved_model(build_fn, checkpoint_path, export_dir, input_specs, extra
           signature_def_map={signature_name: signature},
           strip_default_attrs=True)
       builder.save()
+      common.write_files(tmp_dir, extra_files)
 
-  for file_name, content in sorted((extra_files or {}).items()):
-    with tf.io.gfile.GFile(os.path.join(tmp_dir, file_name), "w") as f:
-      f.write(content)
-
-  if tf.io.gfile.exists(export_dir):
-    tf.io.gfile.rmtree(export_dir)
-  tf.io.gfile.rename(tmp_dir, export_dir)
   tf1.logging.info("Exported %s to SavedModel %s (signature %s: inputs %s, outputs %s)",
                    checkpoint_path, export_dir, signature_name,
                    ", ".join(sorted(input_specs)), ", ".join(sorted(outputs)))

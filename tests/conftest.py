@@ -9,6 +9,13 @@ REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA_DIR = os.environ.get(
     "REALFORMER_SHARED_DATA", os.path.join(os.path.dirname(REPO_DIR), "shared", "data"))
 
+# A 2-layer, 32-wide BERT over the real 30,522-entry vocab: fast end-to-end runs of the scripts.
+TINY_BERT_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
+                    "num_attention_heads": 2, "intermediate_size": 64,
+                    "max_position_embeddings": 64, "type_vocab_size": 2, "hidden_act": "gelu",
+                    "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+                    "initializer_range": 0.02}
+
 if REPO_DIR not in sys.path:
   sys.path.insert(0, REPO_DIR)
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")

@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import TINY_BERT_CONFIG
+
 import common
 import modeling
 import run_classifier as rc
@@ -249,10 +251,7 @@ def test_submission_formatting(tmp_path):
 # ----------------------------------------------------------------------------------------------
 # End-to-end runs (subprocesses, a tiny BERT).
 
-TINY_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
-               "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
-               "type_vocab_size": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-               "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02}
+TINY_CONFIG = TINY_BERT_CONFIG
 
 
 def _run(args, expect_rc=0):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR
+from conftest import REPO_DIR, TINY_BERT_CONFIG
 import modeling
 import run_pretraining
 
@@ -21,11 +21,7 @@ tf1 = tf.compat.v1
 PYTHON = sys.executable
 VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
 
-TINY_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
-               "num_attention_heads": 2, "intermediate_size": 64, "hidden_act": "gelu",
-               "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
-               "max_position_embeddings": 64, "type_vocab_size": 2, "initializer_range": 0.02,
-               "residual_attention": "sum", "layer_norm_type": "post"}
+TINY_CONFIG = dict(TINY_BERT_CONFIG, residual_attention="sum", layer_norm_type="post")
 SEQ = 32
 PREDS = 5
 

@@ -16,6 +16,8 @@ import sys
 import numpy as np
 import pytest
 
+from conftest import TINY_BERT_CONFIG
+
 import run_squad
 import squad_evaluate
 import tokenization
@@ -394,9 +396,7 @@ def _run(args, cwd):
 
 
 def test_end_to_end_train_predict_score_export(tmp_path):
-  config = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
-            "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
-            "type_vocab_size": 2}
+  config = TINY_BERT_CONFIG
   config_file = tmp_path / "bert_config.json"
   config_file.write_text(json.dumps(config))
   out_dir = tmp_path / "out"

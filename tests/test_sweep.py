@@ -13,6 +13,8 @@ import sys
 import pytest
 import tensorflow as tf
 
+from conftest import TINY_BERT_CONFIG
+
 import common
 import modeling
 import sweep
@@ -22,10 +24,7 @@ SCRIPT = os.path.join(REPO_DIR, "sweep.py")
 GLUE_FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "glue")
 SQUAD_FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "squad")
 
-TINY_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
-               "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
-               "type_vocab_size": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
-               "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02}
+TINY_CONFIG = TINY_BERT_CONFIG
 
 
 def _sweep(args, expect_rc=0):
