@@ -21,6 +21,30 @@ if REPO_DIR not in sys.path:
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 
+def write_random_bert_checkpoint(config_file, checkpoint_path, seed=1):
+  """Saves a randomly initialised BERT (bert/* variables only), as a pre-trained one would be.
+
+  Args:
+    config_file: bert_config.json path.
+    checkpoint_path: checkpoint prefix to write.
+    seed: graph-level random seed.
+
+  Returns:
+    The checkpoint prefix written.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import modeling  # pylint: disable=g-import-not-at-top
+  config = modeling.BertConfig.from_json_file(config_file)
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(seed)
+    ids = tf.compat.v1.placeholder(tf.int32, [None, 8])
+    modeling.BertModel(config, False, ids)
+    saver = tf.compat.v1.train.Saver()
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      return saver.save(sess, checkpoint_path)
+
+
 def shared_path(*parts):
   """Returns a path under ../shared/data, or skips the test with the reason if it is absent."""
   path = os.path.join(SHARED_DATA_DIR, *parts)

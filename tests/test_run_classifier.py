@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import TINY_BERT_CONFIG
+from conftest import TINY_BERT_CONFIG, write_random_bert_checkpoint
 
 import common
 import modeling
@@ -265,17 +265,7 @@ def _run(args, expect_rc=0):
 
 def _random_init_checkpoint(path, config_file):
   """A random BERT checkpoint (bert/* variables only), as a pre-trained one would be."""
-  config = modeling.BertConfig.from_json_file(config_file)
-  graph = tf.Graph()
-  with graph.as_default():
-    tf.compat.v1.set_random_seed(1)
-    ids = tf.compat.v1.placeholder(tf.int32, [None, 8])
-    modeling.BertModel(config, False, ids)
-    saver = tf.compat.v1.train.Saver()
-    with tf.compat.v1.Session() as sess:
-      sess.run(tf.compat.v1.global_variables_initializer())
-      saver.save(sess, path)
-  return path
+  return write_random_bert_checkpoint(config_file, path)
 
 
 @pytest.fixture(scope="module")

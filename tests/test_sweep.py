@@ -11,12 +11,10 @@ import subprocess
 import sys
 
 import pytest
-import tensorflow as tf
 
-from conftest import TINY_BERT_CONFIG
+from conftest import TINY_BERT_CONFIG, write_random_bert_checkpoint
 
 import common
-import modeling
 import sweep
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -57,16 +55,7 @@ def tiny_model(tmp_path_factory):
   config_file = str(root / "bert_config.json")
   with open(config_file, "w") as f:
     json.dump(TINY_CONFIG, f)
-  config = modeling.BertConfig.from_json_file(config_file)
-  graph = tf.Graph()
-  with graph.as_default():
-    tf.compat.v1.set_random_seed(1)
-    ids = tf.compat.v1.placeholder(tf.int32, [None, 8])
-    modeling.BertModel(config, False, ids)
-    saver = tf.compat.v1.train.Saver()
-    with tf.compat.v1.Session() as sess:
-      sess.run(tf.compat.v1.global_variables_initializer())
-      checkpoint = saver.save(sess, str(root / "bert_model.ckpt"))
+  checkpoint = write_random_bert_checkpoint(config_file, str(root / "bert_model.ckpt"))
   return config_file, checkpoint
 
 
