@@ -422,3 +422,33 @@ def test_crlf_line_ends_and_blank_lines(tmp_path):
   examples, stats = rc.read_examples(task, task.dev[0], str(tmp_path), "dev")
   assert [(e.text_a, e.label) for e in examples] == [("good  film", "1"), ("bad", "0")]
   assert (stats.blank, stats.skipped_columns) == (1, 0)
+
+
+def test_own_tsv_pair_task_end_to_end(tmp_path, tiny_model, vocab_file):
+  """--task_name=tsv: columns named by header, a sentence pair, string labels, predictions.tsv."""
+  config_file, checkpoint = tiny_model
+  data = tmp_path / "data"
+  data.mkdir()
+  rows = [("the film was great", "i loved it", "yes"), ("a dull mess", "i loved it", "no"),
+          ("superb acting", "worth seeing", "yes"), ("boring plot", "worth seeing", "no")]
+  header = "id\tpremise\thypothesis\tverdict\n"
+  for name, subset in (("train.tsv", rows), ("dev.tsv", rows[:3])):
+    (data / name).write_text(header + "".join(
+        "%d\t%s\t%s\t%s\n" % (i, a, b, y) for i, (a, b, y) in enumerate(subset)))
+  (data / "test.tsv").write_text(header + "7\tgreat fun\tgo see it\t\n")
+  out = tmp_path / "out"
+  _run(_common_args("tsv", str(data), config_file, out, vocab_file) + [
+      "--init_checkpoint=%s" % checkpoint, "--text_a_column=premise",
+      "--text_b_column=hypothesis", "--label_column=verdict", "--do_train", "--do_eval",
+      "--do_predict"])
+  results = json.loads((out / "eval_results.json").read_text())
+  assert results["eval_num_examples"] == 3 and 0.0 <= results["eval_accuracy"] <= 1.0
+  lines = (out / "predictions.tsv").read_text().splitlines()
+  assert lines[0] == "index\tprediction" and len(lines) == 2
+  assert lines[1].split("\t")[1] in ("no", "yes")
+  # A label outside the train labels is an error naming the file and line.
+  (data / "dev.tsv").write_text(header + "0\ta\tb\tmaybe\n")
+  log = _run(_common_args("tsv", str(data), config_file, tmp_path / "out2", vocab_file) + [
+      "--text_a_column=premise", "--text_b_column=hypothesis", "--label_column=verdict",
+      "--do_eval"], expect_rc=2)
+  assert "dev.tsv:2" in log and "maybe" in log
