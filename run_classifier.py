@@ -1152,16 +1152,8 @@ def main(_):
       if not examples:
         common.fail("--data_dir=%s: %s has no usable examples" %
                     (FLAGS.data_dir, dev_file.file_name))
-      cache = cached_features(
-          examples, os.path.join(FLAGS.data_dir, dev_file.file_name),
-          os.path.join(FLAGS.output_dir, dev_file.cache_name + ".tf_record"),
-          pad_to_multiple=FLAGS.eval_batch_size if FLAGS.use_tpu else 1, **cache_args)
-      tf1.logging.info("***** Running evaluation on %s *****", dev_file.file_name)
-      tf1.logging.info("  Num examples = %d (%d actual, %d padding)", cache["num_padded"],
-                       cache["num_examples"], cache["num_padded"] - cache["num_examples"])
-      input_fn = file_based_input_fn_builder(
-          input_file=cache["file"], seq_length=FLAGS.max_seq_length, is_training=False,
-          drop_remainder=FLAGS.use_tpu, is_regression=task.is_regression)
+      cache, input_fn = _inference_input(task, dev_file, examples, cache_args,
+                                         FLAGS.eval_batch_size, "evaluation")
       start = time.time()
       outputs = list(eval_estimator.predict(input_fn=input_fn))
       metrics = dev_metrics(task, outputs, cache["num_examples"])
@@ -1183,16 +1175,8 @@ def main(_):
         FLAGS.predict_batch_size)
     for test_file in task.test:
       examples, _ = read_examples(task, test_file, FLAGS.data_dir, "test")
-      cache = cached_features(
-          examples, os.path.join(FLAGS.data_dir, test_file.file_name),
-          os.path.join(FLAGS.output_dir, test_file.cache_name + ".tf_record"),
-          pad_to_multiple=FLAGS.predict_batch_size if FLAGS.use_tpu else 1, **cache_args)
-      tf1.logging.info("***** Running prediction on %s *****", test_file.file_name)
-      tf1.logging.info("  Num examples = %d (%d actual, %d padding)", cache["num_padded"],
-                       cache["num_examples"], cache["num_padded"] - cache["num_examples"])
-      input_fn = file_based_input_fn_builder(
-          input_file=cache["file"], seq_length=FLAGS.max_seq_length, is_training=False,
-          drop_remainder=FLAGS.use_tpu, is_regression=task.is_regression)
+      cache, input_fn = _inference_input(task, test_file, examples, cache_args,
+                                         FLAGS.predict_batch_size, "prediction")
       outputs = list(predict_estimator.predict(input_fn=input_fn))[:cache["num_examples"]]
       if len(outputs) != len(examples):
         raise RuntimeError("predicted %d of %d examples" % (len(outputs), len(examples)))
@@ -1210,6 +1194,35 @@ def main(_):
                       tf1.train.latest_checkpoint(FLAGS.output_dir) or FLAGS.init_checkpoint,
                       FLAGS.max_seq_length, vocab_file=FLAGS.vocab_file,
                       spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case)
+
+
+def _inference_input(task, task_file, examples, cache_args, batch_size, purpose):
+  """Caches the features of a dev or test file and builds its input_fn.
+
+  On TPU the features are padded to a multiple of batch_size so no example is dropped.
+
+  Args:
+    task: Task.
+    task_file: the TaskFile being evaluated or predicted.
+    examples: its InputExamples.
+    cache_args: the keyword arguments of cached_features shared by every file.
+    batch_size: eval or predict batch size.
+    purpose: "evaluation" or "prediction", for the log.
+
+  Returns:
+    (cache dict of cached_features, input_fn).
+  """
+  cache = cached_features(
+      examples, os.path.join(FLAGS.data_dir, task_file.file_name),
+      os.path.join(FLAGS.output_dir, task_file.cache_name + ".tf_record"),
+      pad_to_multiple=batch_size if FLAGS.use_tpu else 1, **cache_args)
+  tf1.logging.info("***** Running %s on %s *****", purpose, task_file.file_name)
+  tf1.logging.info("  Num examples = %d (%d actual, %d padding)", cache["num_padded"],
+                   cache["num_examples"], cache["num_padded"] - cache["num_examples"])
+  input_fn = file_based_input_fn_builder(
+      input_file=cache["file"], seq_length=FLAGS.max_seq_length, is_training=False,
+      drop_remainder=FLAGS.use_tpu, is_regression=task.is_regression)
+  return cache, input_fn
 
 
 def export_classifier(task, bert_config, export_dir, checkpoint, max_seq_length, vocab_file=None,
