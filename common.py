@@ -201,10 +201,9 @@ class ProgressMeter(object):
   def update(self, done, extra="", force=False):
     """Records progress `done` and logs a line at most every min_interval_s seconds."""
     if self.start_done is None:
-      self.start_done = 0 if done == 0 else None
-      if self.start_done is None:
+      self.start_done = done
+      if done:
         # Resumed job: rate counts only the work done in this process.
-        self.start_done = done
         self.start_time = time.time()
     self.done = done
     now = time.time()

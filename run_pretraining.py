@@ -432,10 +432,14 @@ def _configure_cpu_devices(count):
       cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
 
 
+def _tf_config():
+  """The TF_CONFIG environment variable as a dict ({} when unset)."""
+  return json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
+
+
 def _task_label():
   """'chief_0' / 'worker_1' from TF_CONFIG, or 'local'."""
-  tf_config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
-  task = tf_config.get("task") or {}
+  task = _tf_config().get("task") or {}
   if not task:
     return "local"
   return "%s_%s" % (task.get("type", "worker"), task.get("index", 0))
@@ -443,11 +447,9 @@ def _task_label():
 
 def _is_chief():
   """True for a single process, the chief, or worker 0 of a cluster without a chief."""
-  tf_config = json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
+  tf_config = _tf_config()
   task = tf_config.get("task") or {}
-  if not task:
-    return True
-  if task.get("type") == "chief":
+  if not task or task.get("type") == "chief":
     return True
   has_chief = bool((tf_config.get("cluster") or {}).get("chief"))
   return task.get("type") == "worker" and int(task.get("index", 0)) == 0 and not has_chief
