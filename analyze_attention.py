@@ -51,8 +51,11 @@ text or pre-training TFRecords and measures, per token:
    f^h(x) = x W^h + b^h with W^h = W_V^h W_O^h (d x d) and b^h = b_V^h W_O^h, written as the
    (d+1) x (d+1) linear map on row vectors [x, 1]:
        M^h = [[W^h, 0], [b^h, 1]]
-   rate(f^h) = sqrt(sum_k sigma_k(M^h)^2) / sqrt(d) = ||M^h||_F / sqrt(d). Reported per layer as
-   the mean over heads, and for the layer's whole map sum_h f^h. (Pre-LN: the map after LN_a.)
+   rate(f^h) = sqrt(sum_k sigma_k(M^h)^2 / (d + 1)) = ||M^h||_F / sqrt(d + 1), the root mean
+   square of M's d + 1 singular values, so the identity map has rate 1. PAPER_NOTES writes
+   sqrt(d); Kobayashi et al.'s released code (expansion_rate_attn_f.py) divides by sqrt(d + 1),
+   which we follow. Their BERT-base 0.88 is for the layer's whole map sum_h f^h, reported here
+   as "whole layer map"; the per-head rates are extra. (Pre-LN: the map after LN_a.)
 
 Memory: the per-token values are kept per (model, layer, head) in fixed-size reservoirs
 (Algorithm R, at most --max_tokens_per_head values each), so memory does not grow with
@@ -309,7 +312,8 @@ def affine_expansion_rate(kernel, bias):
   """Expansion rate of the affine map x -> x kernel + bias on R^d (row vectors).
 
   The map is written as the (d+1) x (d+1) linear map M = [[kernel, 0], [bias, 1]] on [x, 1];
-  rate = sqrt(sum_k sigma_k(M)^2) / sqrt(d), sigma_k the singular values of M.
+  rate = sqrt(sum_k sigma_k(M)^2 / (d + 1)), the root mean square of M's singular values
+  sigma_k (1 for the identity map; Kobayashi et al.'s code uses the same d + 1 divisor).
 
   Args:
     kernel: [d, d].
@@ -325,7 +329,7 @@ def affine_expansion_rate(kernel, bias):
   m[d, :d] = bias
   m[d, d] = 1.0
   sigma = np.linalg.svd(m, compute_uv=False)
-  return float(np.sqrt(np.sum(sigma ** 2)) / math.sqrt(d))
+  return float(np.sqrt(np.sum(sigma ** 2) / (d + 1)))
 
 
 def expansion_rates(layer_params, num_heads):
@@ -1027,8 +1031,8 @@ def render_report(labels, configs, all_stats, ent_tables, jsd_tables, mixing, me
   w("## Frequency and expansion rate\n")
   w("Spearman rho between a word piece's frequency rank (1 = most frequent, from %s) and its "
     "mean ATTNRES-N ratio (Kobayashi et al.: about -0.84 for BERT-base). Expansion rate of the "
-    "value-output maps f^h, ||[[W,0],[b,1]]||_F / sqrt(d) (Kobayashi et al.: BERT-base mean "
-    "0.88).\n" % meta.get("frequency_corpus"))
+    "value-output maps, ||[[W,0],[b,1]]||_F / sqrt(d + 1) (1 = the identity map; Kobayashi et "
+    "al.: BERT-base whole layer map, mean over layers 0.88).\n" % meta.get("frequency_corpus"))
   w("| model | word pieces | rho (mean over layers) | rho per layer | expansion rate per head "
     "(mean) | per layer (mean over heads) | whole layer map |")
   w("|---|---|---|---|---|---|---|")

@@ -49,15 +49,15 @@ def test_spearman_with_ties():
 def test_expansion_rate_hand_made_map():
   d = 4
   # M = diag(2, 2, 2, 2, 1): sum sigma^2 = 17.
-  assert aa.affine_expansion_rate(2 * np.eye(d), np.zeros(d)) == pytest.approx(math.sqrt(17) / 2)
+  assert aa.affine_expansion_rate(2 * np.eye(d), np.zeros(d)) == pytest.approx(math.sqrt(17 / 5))
   # The bias adds its squared norm: 16 + 9 + 1.
   bias = np.array([3.0, 0, 0, 0])
-  assert aa.affine_expansion_rate(2 * np.eye(d), bias) == pytest.approx(math.sqrt(26) / 2)
+  assert aa.affine_expansion_rate(2 * np.eye(d), bias) == pytest.approx(math.sqrt(26 / 5))
   # Per head: W^h = W_V^h W_O^h; with W_V = W_O = I and 2 heads each head keeps 2 coordinates.
   lp = {"value_kernel": np.eye(d), "value_bias": np.zeros(d), "output_kernel": np.eye(d)}
   per_head, whole = aa.expansion_rates(lp, 2)
-  np.testing.assert_allclose(per_head, [math.sqrt(3) / 2] * 2)
-  assert whole == pytest.approx(math.sqrt(5) / 2)
+  np.testing.assert_allclose(per_head, [math.sqrt(3 / 5)] * 2)
+  assert whole == pytest.approx(1.0)   # the identity map
 
 
 def test_reservoir_exact_then_sampled():
