@@ -651,8 +651,12 @@ def main(_):
         "--output_dir=%s" % analysis_dir,
     ])
 
+  # Wall time accumulates over invocations, so a resumed or report-only rerun still reports
+  # what the whole reproduction cost.
+  plan.setdefault("invocation_seconds", []).append(round(time.time() - t_start, 1))
+  common.write_json_atomic(plan_path, plan)
   write_report(report_path, s, plan, data_stats, results, analysis_dir,
-               time.time() - t_start)
+               plan["invocation_seconds"])
   print("Wrote %s" % report_path)
 
 
@@ -704,7 +708,7 @@ def learning_curve_figure(path, s, results):
     f.write(buf.getvalue())
 
 
-def write_report(report_path, s, plan, data_stats, results, analysis_dir, elapsed_s):
+def write_report(report_path, s, plan, data_stats, results, analysis_dir, invocation_seconds):
   """Writes the markdown report and its images (<report dir>/reproduction/*.png)."""
   report_dir = os.path.dirname(report_path)
   image_dir_name = "reproduction"
@@ -723,9 +727,10 @@ def write_report(report_path, s, plan, data_stats, results, analysis_dir, elapse
   out = []
   w = out.append
   w("# Reproducing Table 2 at CPU scale\n")
-  w("Written by `reproduce_table2.py` (data sections only; the judgement in the last section is "
-    "for a human to write). Wall time of this invocation: %s.\n" %
-    common.format_duration(elapsed_s))
+  w("Written by `reproduce_table2.py` (data sections; the judgement block is written by a human "
+    "and kept when the report is rewritten). Wall time: %s over %d invocation(s) (%s).\n" % (
+        common.format_duration(sum(invocation_seconds)), len(invocation_seconds),
+        ", ".join(common.format_duration(x) for x in invocation_seconds)))
   w("## Setup\n")
   w("| setting | value |")
   w("|---|---|")
@@ -843,11 +848,19 @@ def write_report(report_path, s, plan, data_stats, results, analysis_dir, elapse
   w("Seed noise: %s.\n" % (
       "largest std over seeds %.2f points" % (100 * max(seed_std)) if seed_std
       else "one seed only, so the noise level is unknown"))
-  w("**Judgement (to be written by a human after the run):** _TODO: does the measured ordering "
-    "and gap agree with the paper, given the seed noise, the ~%s-fold smaller compute "
-    "(%d x %d x %d tokens vs 1M x 512 x 512) and the model size?_\n" % (
-        _fmt_int(1e6 * 512 * 512 / (num_steps * s["train_batch_size"] * s["max_seq_length"])),
-        num_steps, s["train_batch_size"], s["max_seq_length"]))
+  judgement = _human_block(report_path)
+  if judgement is None:
+    judgement = "\n".join([
+        JUDGEMENT_BEGIN,
+        "**Judgement (to be written by a human after the run; text between the two markers is "
+        "kept when the report is rewritten):** _TODO: does the measured ordering and gap agree "
+        "with the paper, given the seed noise, the ~%s-fold smaller compute (%d x %d x %d tokens "
+        "vs 1M x 512 x 512) and the model size?_" % (
+            _fmt_int(1e6 * 512 * 512 / (num_steps * s["train_batch_size"] *
+                                        s["max_seq_length"])),
+            num_steps, s["train_batch_size"], s["max_seq_length"]),
+        JUDGEMENT_END])
+  w(judgement + "\n")
 
   w("## Attention analyses (final models, seed %d, held-out data)\n" % s["seeds"][0])
   analysis_report = os.path.join(analysis_dir, "report.md")
@@ -876,6 +889,30 @@ def write_report(report_path, s, plan, data_stats, results, analysis_dir, elapse
     w("_The analysis did not run._\n")
   with common.atomic_output(report_path) as f:
     f.write("\n".join(out) + "\n")
+
+
+JUDGEMENT_BEGIN = "<!-- human judgement: begin -->"
+JUDGEMENT_END = "<!-- human judgement: end -->"
+
+
+def _human_block(report_path):
+  """The human-written block of an existing report, markers included, or None.
+
+  Args:
+    report_path: the report a previous invocation wrote (may not exist).
+
+  Returns:
+    str from JUDGEMENT_BEGIN through JUDGEMENT_END, or None when the file or a marker is missing.
+  """
+  if not _exists(report_path):
+    return None
+  with tf.io.gfile.GFile(report_path, "r") as f:
+    text = f.read()
+  begin = text.find(JUDGEMENT_BEGIN)
+  end = text.find(JUDGEMENT_END, begin + 1)
+  if begin < 0 or end < 0:
+    return None
+  return text[begin:end + len(JUDGEMENT_END)]
 
 
 def s_requested(plan):

@@ -77,11 +77,19 @@ def test_tiny_test_end_to_end_and_resume(tmp_path):
   summary = json.loads((out / "analysis" / "summary.json").read_text())
   assert summary["labels"] == ["Post-LN", "Pre-LN", "RealFormer (sum)", "RealFormer (mean)"]
 
-  # A second invocation finds everything done: no training, same table.
+  # A second invocation finds everything done: no training, same table, and it keeps the
+  # human-written judgement that replaced the placeholder.
   logs_before = sorted(os.listdir(out / "logs"))
+  begin = text.index(rt.JUDGEMENT_BEGIN)
+  end = text.index(rt.JUDGEMENT_END) + len(rt.JUDGEMENT_END)
+  human = rt.JUDGEMENT_BEGIN + "\nOur verdict: nothing reproduces at 4 steps.\n" + rt.JUDGEMENT_END
+  report.write_text(text[:begin] + human + text[end:])
   proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_DIR)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "Training " not in proc.stderr
+  rewritten = report.read_text()
+  assert human in rewritten and "TODO" not in rewritten
+  assert "| Small (paper) | 61.57 | 61.67 | 61.70 | +0.13 |" in rewritten
   assert sorted(os.listdir(out / "logs")) == logs_before
   # Asking for other settings in the same output_dir is refused.
   proc = subprocess.run(cmd + ["--learning_rate=1e-3"], capture_output=True, text=True,
