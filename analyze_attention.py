@@ -89,6 +89,7 @@ import numpy as np
 import tensorflow as tf
 
 import common
+from glue_metrics import rankdata
 import modeling
 import tokenization
 
@@ -265,23 +266,6 @@ def mixing_ratios(x, probs, layer_params, num_heads):
       "ATTNRES-N": ratio(c_norm, norm(preserve_res)),
       "ATTNRESLN-N": ratio(norm(g(context)), norm(g(preserve_res))),
   }
-
-
-def rankdata(values):
-  """Ranks 1..n with ties given their average rank (like scipy.stats.rankdata 'average')."""
-  values = np.asarray(values, np.float64)
-  order = np.argsort(values, kind="mergesort")
-  sorted_vals = values[order]
-  ranks = np.empty(len(values), np.float64)
-  i = 0
-  n = len(values)
-  while i < n:
-    j = i
-    while j + 1 < n and sorted_vals[j + 1] == sorted_vals[i]:
-      j += 1
-    ranks[order[i:j + 1]] = 0.5 * (i + j) + 1.0
-    i = j + 1
-  return ranks
 
 
 def spearman(a, b):
