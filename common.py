@@ -5,10 +5,13 @@ problem (`UsageError`), writes its outputs under a temporary name and renames th
 (`atomic_output`), and shows progress with a rate and the time remaining (`ProgressMeter`).
 """
 
+import atexit
 import contextlib
 import glob
 import json
 import os
+import signal
+import socket
 import sys
 import time
 
@@ -62,7 +65,8 @@ def expand_input_files(patterns, flag_name="input_file"):
     flag_name: the flag the patterns came from, for error messages.
 
   Returns:
-    A list of file paths. Fails if a pattern matches nothing.
+    A list of file paths (never a writer's temporary, see temp_path). Fails if a pattern
+    matches nothing.
   """
   if isinstance(patterns, str):
     patterns = [patterns]
@@ -74,6 +78,12 @@ def expand_input_files(patterns, flag_name="input_file"):
       if not pattern:
         continue
       matches = sorted(tf.io.gfile.glob(pattern))
+      # A killed writer's temporary is never an input (it may be partial).
+      finished = [path for path in matches if not is_temp_path(path)]
+      if len(finished) < len(matches):
+        tf.compat.v1.logging.warning("--%s: %s: skipped %d unfinished temporary file(s)",
+                                     flag_name, pattern, len(matches) - len(finished))
+      matches = finished
       if not matches:
         fail("--%s: %s matches no file" % (flag_name, pattern))
       for path in matches:
@@ -85,11 +95,182 @@ def expand_input_files(patterns, flag_name="input_file"):
   return files
 
 
+TEMP_INFIX = ".tmp-"
+
+
+def temp_path(path):
+  """The temporary name a writer of `path` uses: hidden, in the same directory.
+
+  `dir/.NAME.tmp-<pid>` never matches a glob on the final names (`dir/NAME*`), and the rename
+  into place stays on one file system.
+
+  Args:
+    path: the final file or directory name.
+
+  Returns:
+    The temporary path for this process.
+  """
+  directory, base = os.path.split(path.rstrip("/"))
+  return os.path.join(directory, ".%s%s%d" % (base, TEMP_INFIX, os.getpid()))
+
+
+def is_temp_path(path):
+  """True for a name made by temp_path (or the older visible `NAME.tmp-<pid>` form)."""
+  base = os.path.basename(path.rstrip("/"))
+  head, sep, pid = base.rpartition(TEMP_INFIX)
+  return bool(sep) and bool(head) and pid.isdigit()
+
+
+def pid_alive(pid):
+  """Whether a process with this pid exists on this machine."""
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  except OverflowError:
+    return False
+  return True
+
+
+def remove_stale_temps(path):
+  """Removes temporaries of `path` left by killed writers (their pid is gone); returns them.
+
+  Args:
+    path: a final file or directory name whose writers used temp_path.
+
+  Returns:
+    The list of removed paths.
+  """
+  directory, base = os.path.split(path.rstrip("/"))
+  directory = directory or "."
+  if not tf.io.gfile.isdir(directory):
+    return []
+  removed = []
+  for name in tf.io.gfile.listdir(directory):
+    name = name.rstrip("/")
+    for prefix in ("." + base + TEMP_INFIX, base + TEMP_INFIX):
+      pid = name[len(prefix):] if name.startswith(prefix) else ""
+      if pid.isdigit() and (int(pid) == os.getpid() or not pid_alive(int(pid))):
+        stale = os.path.join(directory, name)
+        if tf.io.gfile.isdir(stale):
+          tf.io.gfile.rmtree(stale)
+        else:
+          tf.io.gfile.remove(stale)
+        removed.append(stale)
+  return removed
+
+
+def check_output_path(path, flag_name):
+  """Fails with one line if the output `path` cannot be created: a parent is a regular file.
+
+  Args:
+    path: an output file or directory name.
+    flag_name: the flag that named it.
+  """
+  if not path:
+    fail("--%s is required" % flag_name)
+  parent = os.path.dirname(os.path.abspath(path)) if "://" not in path else None
+  while parent and parent != os.path.dirname(parent):
+    if os.path.exists(parent) and not os.path.isdir(parent):
+      fail("--%s=%s: %s is a file, not a directory" % (flag_name, path, parent))
+    parent = os.path.dirname(parent)
+
+
+def check_output_dir(path, flag_name="output_dir"):
+  """Fails with one line if the output directory `path` is a file or lies under a file."""
+  check_output_path(path, flag_name)
+  if tf.io.gfile.exists(path) and not tf.io.gfile.isdir(path):
+    fail("--%s=%s: is a file, expected a directory" % (flag_name, path))
+
+
+def _real(path):
+  return os.path.realpath(path.rstrip("/")) if "://" not in path else path.rstrip("/")
+
+
+def _is_same_or_inside(path, directory):
+  """Whether `path` is `directory` or lies inside it (after resolving links)."""
+  path, directory = _real(path), _real(directory)
+  return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+def check_not_input(output_path, input_paths, flag_name="output_file"):
+  """Fails with one line if an output would replace (or lie inside) one of the inputs.
+
+  Args:
+    output_path: the file or directory a tool is about to write.
+    input_paths: the files or directories it reads (or checkpoint prefixes).
+    flag_name: the flag that named the output.
+  """
+  for input_path in input_paths or ():
+    if not input_path:
+      continue
+    if _real(output_path) == _real(input_path):
+      fail("--%s=%s: is also an input; writing it would replace that input" %
+           (flag_name, output_path))
+
+
+# Written into every SavedModel directory this project exports: a directory that has it may be
+# replaced (with --overwrite); any other existing directory is refused.
+EXPORT_MARKER = "realformer_export.json"
+
+# Names whose presence shows a directory holds training state that must never be deleted.
+_CHECKPOINT_NAMES = ("checkpoint", "graph.pbtxt")
+
+
+def _holds_checkpoints(directory):
+  for root, _, files in tf.io.gfile.walk(directory):
+    for name in files:
+      if name in _CHECKPOINT_NAMES or name.endswith(".index") and ".ckpt" in name:
+        return os.path.join(root, name)
+  return None
+
+
+def check_export_dir(path, flag_name="export_dir", overwrite=False, protected_paths=()):
+  """Refuses an export target that exists and is not one of our SavedModels (data loss).
+
+  Allowed: a path that does not exist, an empty directory, or (with overwrite) a directory
+  that holds our EXPORT_MARKER and no checkpoint. Never: a file, a directory that holds or is
+  a parent of one of `protected_paths` (output_dir, checkpoints, inputs), or one with
+  checkpoints in it.
+
+  Args:
+    path: the export directory.
+    flag_name: the flag that named it.
+    overwrite: whether replacing an earlier export of ours is allowed.
+    protected_paths: directories / files / checkpoint prefixes that must survive.
+  """
+  check_output_path(path, flag_name)
+  where = "--%s=%s" % (flag_name, path)
+  for protected in protected_paths or ():
+    if protected and _is_same_or_inside(protected, path):
+      fail("%s: would replace %s, which the job needs; choose a new directory" %
+           (where, protected))
+  if not tf.io.gfile.exists(path):
+    return
+  if not tf.io.gfile.isdir(path):
+    fail("%s: is a file, not a SavedModel directory; choose a new directory" % where)
+  entries = tf.io.gfile.listdir(path)
+  if not entries:
+    return
+  checkpoint_file = _holds_checkpoints(path)
+  if checkpoint_file:
+    fail("%s: holds checkpoints (%s); an export never replaces them, choose a new directory" %
+         (where, checkpoint_file))
+  if EXPORT_MARKER not in entries:
+    fail("%s: exists and is not a SavedModel exported by this project; choose a new "
+         "directory (nothing was deleted)" % where)
+  if not overwrite:
+    fail("%s: already holds an export; pass --overwrite to replace it" % where)
+
+
 @contextlib.contextmanager
 def atomic_output(path, mode="w"):
-  """Opens `path + '.tmp-<pid>'` for writing and renames it to `path` only on success.
+  """Opens a hidden temporary beside `path` for writing and renames it to `path` on success.
 
-  An interrupted or failing writer leaves no file that looks finished.
+  An interrupted or failing writer leaves no file that looks finished, and its temporary
+  (`.NAME.tmp-<pid>`) matches no glob on the final names.
 
   Args:
     path: final file name (local or any tf.io.gfile path).
@@ -98,7 +279,7 @@ def atomic_output(path, mode="w"):
   Yields:
     A writable file object.
   """
-  tmp_path = "%s.tmp-%d" % (path, os.getpid())
+  tmp_path = temp_path(path)
   try:
     with tf.io.gfile.GFile(tmp_path, mode) as f:
       yield f
@@ -109,33 +290,176 @@ def atomic_output(path, mode="w"):
 
 
 @contextlib.contextmanager
-def atomic_directory(path):
+def atomic_directory(path, flag_name="export_dir", overwrite=False, protected_paths=()):
   """Yields a temporary directory name that replaces `path` only when the block succeeds.
 
-  The directory does not exist yet when yielded (SavedModel writers create it). An interrupted
-  or failing writer leaves `path` as it was and removes the temporary directory.
+  The target is checked first (check_export_dir): an existing directory that is not our
+  export, or holds checkpoints, is refused before any work; ours is replaced only with
+  overwrite. The directory does not exist yet when yielded (SavedModel writers create it); the
+  EXPORT_MARKER is added before the rename. An interrupted or failing writer leaves `path` as
+  it was and removes the temporary directory.
 
   Args:
     path: final directory (local or any tf.io.gfile path).
+    flag_name: the flag that named it, for messages.
+    overwrite: allow replacing an earlier export of ours.
+    protected_paths: paths that must survive (see check_export_dir).
 
   Yields:
     The temporary directory path, beside `path`.
   """
   path = path.rstrip("/")
+  check_export_dir(path, flag_name, overwrite, protected_paths)
   parent = os.path.dirname(path)
   if parent:
     tf.io.gfile.makedirs(parent)
-  tmp_dir = "%s.tmp-%d" % (path, os.getpid())
-  if tf.io.gfile.exists(tmp_dir):
-    tf.io.gfile.rmtree(tmp_dir)
+  remove_stale_temps(path)
+  tmp_dir = temp_path(path)
   try:
     yield tmp_dir
+    with tf.io.gfile.GFile(os.path.join(tmp_dir, EXPORT_MARKER), "w") as f:
+      f.write(json.dumps({"written_by": os.path.basename(sys.argv[0] or "python"),
+                          "time": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
+    # Checked again: another process may have put something there meanwhile.
+    check_export_dir(path, flag_name, overwrite, protected_paths)
     if tf.io.gfile.exists(path):
       tf.io.gfile.rmtree(path)
     tf.io.gfile.rename(tmp_dir, path)
   finally:
     if tf.io.gfile.exists(tmp_dir):
       tf.io.gfile.rmtree(tmp_dir)
+
+
+class OutputDirLock(object):
+  """A lock file in an output directory: one job at a time writes there.
+
+  The lock (`<output_dir>/.lock-<label>`) holds the holder's pid and host. A second job fails
+  with one line naming them; a lock left by a dead process on this host is taken over.
+
+  Usage:
+    with common.OutputDirLock(output_dir, flag_name="output_dir"):
+      ... train ...
+  """
+
+  def __init__(self, output_dir, flag_name="output_dir", label="local"):
+    self.output_dir = output_dir
+    self.flag_name = flag_name
+    self.path = os.path.join(output_dir, ".lock-%s" % label)
+    self.held = False
+
+  def _read_holder(self):
+    try:
+      with open(self.path) as f:
+        return json.load(f)
+    except (OSError, ValueError):
+      return {}
+
+  def acquire(self):
+    """Takes the lock or fails with a one-line error naming the holder."""
+    if "://" in self.output_dir:
+      return self  # No atomic create on remote file systems: the lock is local-only.
+    os.makedirs(self.output_dir, exist_ok=True)
+    host = socket.gethostname()
+    for _ in range(3):
+      try:
+        fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+      except FileExistsError:
+        holder = self._read_holder()
+        pid = holder.get("pid")
+        if holder.get("host") == host and isinstance(pid, int) and not pid_alive(pid):
+          tf.compat.v1.logging.warning("%s: taking over the lock of dead process %d",
+                                       self.output_dir, pid)
+          try:
+            os.remove(self.path)
+          except FileNotFoundError:
+            pass
+          continue
+        if not holder:  # Being written right now by its holder.
+          time.sleep(0.2)
+          continue
+        fail("--%s=%s: in use by another job (pid %s on host %s, since %s); wait for it to end "
+             "or use another directory (lock file %s)" % (
+                 self.flag_name, self.output_dir, pid, holder.get("host"),
+                 holder.get("time", "?"), self.path))
+      with os.fdopen(fd, "w") as f:
+        f.write(json.dumps({"pid": os.getpid(), "host": host,
+                            "time": time.strftime("%Y-%m-%dT%H:%M:%S")}))
+      self.held = True
+      atexit.register(self.release)
+      return self
+    fail("--%s=%s: could not take the lock file %s" % (self.flag_name, self.output_dir,
+                                                         self.path))
+
+  def release(self):
+    """Removes the lock if this process holds it."""
+    if self.held:
+      self.held = False
+      if self._read_holder().get("pid") == os.getpid():
+        try:
+          os.remove(self.path)
+        except FileNotFoundError:
+          pass
+
+  def __enter__(self):
+    return self.acquire()
+
+  def __exit__(self, *unused):
+    self.release()
+
+
+# Exit statuses of a job stopped by a signal, as a shell reports them (128 + signal number).
+EXIT_SIGINT = 128 + signal.SIGINT
+EXIT_SIGTERM = 128 + signal.SIGTERM
+
+
+class StopSignals(object):
+  """Turns SIGINT / SIGTERM into a request a job polls, so it can stop at a safe point.
+
+  A stopped job saves what it has, writes no final-results file, and exits with
+  exit_status() (130 for SIGINT, 143 for SIGTERM), so nothing mistakes it for a finished one.
+  A second signal of the same kind stops at once with that status.
+  """
+
+  def __init__(self):
+    self.signum = None
+    self._installed = False
+
+  def install(self):
+    """Installs the handlers (only possible from the main thread; otherwise a no-op)."""
+    if self._installed:
+      return self
+
+    def handler(signum, frame):  # pylint: disable=unused-argument
+      if self.signum is not None:
+        os._exit(128 + signum)  # pylint: disable=protected-access
+      self.signum = signum
+      tf.compat.v1.logging.warning("signal %d: stopping at the next safe point", signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+      try:
+        signal.signal(sig, handler)
+      except ValueError:  # Not the main thread (e.g. under a test runner).
+        return self
+    self._installed = True
+    return self
+
+  @property
+  def stopped(self):
+    return self.signum is not None
+
+  def exit_status(self):
+    """128 + the signal number, or 0 when no signal came."""
+    return 128 + self.signum if self.signum is not None else 0
+
+  def exit_if_stopped(self, message="stopped before the end; rerun the same command to resume"):
+    """Exits with 130 / 143 (after a one-line message) if a signal came."""
+    if self.signum is not None:
+      sys.stderr.write("interrupted (signal %d): %s\n" % (self.signum, message))
+      sys.stderr.flush()
+      sys.exit(self.exit_status())
+
+
+STOP_SIGNALS = StopSignals()
 
 
 def write_files(directory, files):

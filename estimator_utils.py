@@ -317,6 +317,75 @@ def write_eval_results(output_dir, results, name="eval_results"):
   return clean
 
 
+def check_resume(output_dir, bert_config, label_list=None, extra_shapes=None,
+                 flag_name="output_dir"):
+  """Before a job writes into `output_dir`: fails if its checkpoint is of another model.
+
+  Resuming restores the latest checkpoint there; with a different config (or label list) that
+  restore fails deep inside TensorFlow after bert_config.json / labels.txt were already
+  overwritten. This compares first and leaves the directory untouched.
+
+  Args:
+    output_dir: the job's model directory.
+    bert_config: the BertConfig the job will build.
+    label_list: the job's labels (compared with labels.txt there), or None.
+    extra_shapes: dict variable name -> shape of the job's other variables (e.g. the
+      classifier's output_weights), or None.
+    flag_name: the flag that named output_dir.
+
+  Returns:
+    The global step of the checkpoint found there, or None when there is none.
+  """
+  latest = tf1.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
+  where = "--%s=%s" % (flag_name, output_dir)
+  if label_list is not None:
+    saved = os.path.join(output_dir, "labels.txt")
+    if latest and tf.io.gfile.exists(saved):
+      with tf.io.gfile.GFile(saved) as f:
+        saved_labels = [line.rstrip("\n") for line in f if line.strip()]
+      if saved_labels != list(label_list):
+        common.fail("%s: holds a model trained on labels %s (labels.txt) but this job has %s; "
+                    "use a new --%s" % (where, ",".join(saved_labels), ",".join(label_list),
+                                        flag_name))
+  if not latest:
+    return None
+  ckpt_shapes = tf1.train.NewCheckpointReader(latest).get_variable_to_shape_map()
+  want = dict(extra_shapes or {})
+  want.update(bert_variable_shapes(bert_config))
+  for name in sorted(want):
+    if name in ckpt_shapes and list(ckpt_shapes[name]) != list(want[name]):
+      common.fail("%s: its checkpoint %s has %s of shape %s but this job's model needs %s; use "
+                  "a new --%s or the config it was trained with" % (
+                      where, os.path.basename(latest), name, list(ckpt_shapes[name]),
+                      list(want[name]), flag_name))
+  layer_prefix = "bert/encoder/layer_"
+  ckpt_layers = {int(n[len(layer_prefix):].split("/")[0]) for n in ckpt_shapes
+                 if n.startswith(layer_prefix)}
+  if ckpt_layers and max(ckpt_layers) + 1 != bert_config.num_hidden_layers:
+    common.fail("%s: its checkpoint %s has %d layers but this job's config has %d; use a new "
+                "--%s or the config it was trained with" % (
+                    where, os.path.basename(latest), max(ckpt_layers) + 1,
+                    bert_config.num_hidden_layers, flag_name))
+  step = ckpt_shapes.get("global_step")
+  return int(tf.train.load_checkpoint(latest).get_tensor("global_step")) if step is not None \
+      else None
+
+
+def bert_variable_shapes(bert_config):
+  """{variable name: shape} of the BertModel a config builds (no values are created).
+
+  Args:
+    bert_config: modeling.BertConfig.
+
+  Returns:
+    dict name -> list of ints.
+  """
+  with tf.Graph().as_default():
+    input_ids = tf1.placeholder(tf.int32, [1, 2])
+    modeling.BertModel(bert_config, False, input_ids)
+    return {v.op.name: v.shape.as_list() for v in tf1.global_variables()}
+
+
 def save_config(config, output_dir, name="bert_config.json"):
   """Saves the BertConfig actually used next to the checkpoints (atomically)."""
   tf1.gfile.MakeDirs(output_dir)

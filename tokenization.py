@@ -122,8 +122,8 @@ def load_vocab(vocab_file):
   """Loads a vocabulary file (one token a line) into an ordered dict.
 
   As in the official code, each line is stripped of surrounding whitespace and
-  the id of a token is its line number (a repeated token keeps its first
-  position in the dict and gets the id of its last line).
+  the id of a token is its line number. A token listed twice is a one-line
+  error naming both lines (the official code silently gave it the later id).
 
   Args:
     vocab_file: path of the vocab file (any tf.io.gfile path).
@@ -146,7 +146,13 @@ def load_vocab(vocab_file):
     lines.pop()
   vocab = collections.OrderedDict()
   for index, line in enumerate(lines):
-    vocab[line.strip()] = index
+    token = line.strip()
+    if token in vocab:
+      # A repeated token would get two ids and leave one id unreachable; ids past the
+      # model's vocab_size follow (a gather error deep in training).
+      common.fail("vocab file %s: token %r is on line %d and again on line %d (a vocab lists "
+                  "each token once)" % (vocab_file, token, vocab[token] + 1, index + 1))
+    vocab[token] = index
   if not vocab:
     common.fail("vocab file %s: is empty" % vocab_file)
   return vocab
@@ -201,6 +207,56 @@ def check_vocab_case(vocab, do_lower_case, vocab_file="vocab"):
     tf.compat.v1.logging.warning(message)
     return message
   return None
+
+
+def check_vocab_size(vocab, vocab_size, vocab_file="vocab", config_name="bert_config"):
+  """Fails when the vocab has ids the model's embedding table cannot hold.
+
+  Args:
+    vocab: dict token -> id (as from load_vocab).
+    vocab_size: the model config's vocab_size.
+    vocab_file: name used in the message.
+    config_name: the config file, for the message.
+  """
+  if vocab_size is None or not vocab:
+    return
+  largest = max(vocab.values())
+  if largest >= vocab_size:
+    common.fail("vocab file %s: has ids up to %d but vocab_size=%d in %s; use the vocab the "
+                "model was trained with" % (vocab_file, largest, vocab_size, config_name))
+
+
+def checked_tokenizer(vocab_file, do_lower_case, init_checkpoint=None, spm_model_file=None,
+                      vocab_size=None, config_name="bert_config"):
+  """The one tokenizer set-up check every tool that tokenises runs, then a FullTokenizer.
+
+  Checks, each a one-line common.UsageError: the vocab file exists and lists each token once;
+  --do_lower_case fits a released checkpoint's name and the vocab's casing; no id reaches the
+  model's vocab_size.
+
+  Args:
+    vocab_file: --vocab_file.
+    do_lower_case: --do_lower_case.
+    init_checkpoint: --init_checkpoint (or None).
+    spm_model_file: --spm_model_file for a SentencePiece model (or None).
+    vocab_size: the model config's vocab_size (or None to skip that check).
+    config_name: the config file, for messages.
+
+  Returns:
+    A FullTokenizer.
+  """
+  validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
+  if spm_model_file:
+    tokenizer = FullTokenizer(vocab_file, do_lower_case, spm_model_file=spm_model_file)
+  else:
+    if not vocab_file:
+      common.fail("--vocab_file is required")
+    if not tf.io.gfile.exists(vocab_file):
+      common.fail("--vocab_file=%s: file does not exist" % vocab_file)
+    tokenizer = FullTokenizer(vocab_file, do_lower_case)
+    check_vocab_case(tokenizer.vocab, do_lower_case, vocab_file)
+  check_vocab_size(tokenizer.vocab, vocab_size, vocab_file or spm_model_file, config_name)
+  return tokenizer
 
 
 def convert_by_vocab(vocab, items):
