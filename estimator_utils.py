@@ -241,6 +241,22 @@ def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None):
   return None
 
 
+class StopOnSignalHook(tf1.train.SessionRunHook):
+  """On SIGTERM / SIGINT (common.STOP_SIGNALS), finishes the current step and stops training.
+
+  The Estimator's saver then writes a checkpoint at that step. The caller must then call
+  common.STOP_SIGNALS.exit_if_stopped() before any evaluation or final-results file, so the
+  job exits 130 / 143 and never looks finished.
+  """
+
+  def begin(self):
+    common.STOP_SIGNALS.install()
+
+  def after_run(self, run_context, run_values):
+    if common.STOP_SIGNALS.stopped:
+      run_context.request_stop()
+
+
 class ProgressHook(tf1.train.SessionRunHook):
   """Logs steps/s, examples/s and time remaining while training."""
 
