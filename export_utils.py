@@ -51,7 +51,8 @@ def resolve_checkpoint(checkpoint_path, flag_name="init_checkpoint"):
 
 
 def export_saved_model(build_fn, checkpoint_path, export_dir, input_specs, extra_files=None,
-                       signature_name=SIGNATURE_NAME, allow_missing=False):
+                       signature_name=SIGNATURE_NAME, allow_missing=False, overwrite=False,
+                       protected_paths=(), flag_name="export_dir"):
   """Builds the serving graph, restores `checkpoint_path` and writes a SavedModel.
 
   Args:
@@ -60,7 +61,8 @@ def export_saved_model(build_fn, checkpoint_path, export_dir, input_specs, extra
       inference mode (no dropout); every variable it creates must be in the checkpoint (unless
       allow_missing).
     checkpoint_path: checkpoint prefix or directory (its latest checkpoint is used).
-    export_dir: the SavedModel directory to write (replaced if it exists).
+    export_dir: the SavedModel directory to write. An existing one is replaced only when it is
+      an earlier export of ours and overwrite is set (common.check_export_dir).
     input_specs: dict name -> (dtype, shape), e.g. {"input_ids": (tf.int32, [None, 128])}.
     extra_files: optional dict file name -> str content written into export_dir beside the
       SavedModel (e.g. labels.txt, bert_config.json).
@@ -72,6 +74,9 @@ def export_saved_model(build_fn, checkpoint_path, export_dir, input_specs, extra
     The checkpoint prefix that was exported.
   """
   checkpoint_path = resolve_checkpoint(checkpoint_path)
+  protected_paths = list(protected_paths) + [checkpoint_path]
+  # Checked before the (slow) graph build, and again by atomic_directory before the rename.
+  common.check_export_dir(export_dir, flag_name, overwrite, protected_paths)
   if not input_specs:
     common.fail("export_saved_model: input_specs is empty")
   export_dir = export_dir.rstrip("/")
@@ -108,7 +113,8 @@ def export_saved_model(build_fn, checkpoint_path, export_dir, input_specs, extra
                           len(missing), checkpoint_path, ", ".join(missing))
 
     saver = tf1.train.Saver(var_list=restore_vars)
-    with tf1.Session(graph=graph) as sess, common.atomic_directory(export_dir) as tmp_dir:
+    with tf1.Session(graph=graph) as sess, common.atomic_directory(
+        export_dir, flag_name, overwrite, protected_paths) as tmp_dir:
       sess.run(tf1.global_variables_initializer())
       saver.restore(sess, checkpoint_path)
       signature = tf1.saved_model.signature_def_utils.predict_signature_def(
