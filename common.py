@@ -227,7 +227,8 @@ def _holds_checkpoints(directory):
   return None
 
 
-def check_export_dir(path, flag_name="export_dir", overwrite=False, protected_paths=()):
+def check_export_dir(path, flag_name="export_dir", overwrite=False, protected_paths=(),
+                     holds_checkpoints=False):
   """Refuses an export target that exists and is not one of our SavedModels (data loss).
 
   Allowed: a path that does not exist, an empty directory, or (with overwrite) a directory
@@ -240,6 +241,8 @@ def check_export_dir(path, flag_name="export_dir", overwrite=False, protected_pa
     flag_name: the flag that named it.
     overwrite: whether replacing an earlier export of ours is allowed.
     protected_paths: directories / files / checkpoint prefixes that must survive.
+    holds_checkpoints: the directory is a checkpoint directory we wrote (slim_checkpoint):
+      checkpoints in it do not make it untouchable, the marker still decides.
   """
   check_output_path(path, flag_name)
   where = "--%s=%s" % (flag_name, path)
@@ -250,19 +253,20 @@ def check_export_dir(path, flag_name="export_dir", overwrite=False, protected_pa
   if not tf.io.gfile.exists(path):
     return
   if not tf.io.gfile.isdir(path):
-    fail("%s: is a file, not a SavedModel directory; choose a new directory" % where)
+    fail("%s: is a file, not a directory; choose a new directory" % where)
   entries = tf.io.gfile.listdir(path)
   if not entries:
     return
-  checkpoint_file = _holds_checkpoints(path)
+  checkpoint_file = None if holds_checkpoints else _holds_checkpoints(path)
   if checkpoint_file:
     fail("%s: holds checkpoints (%s); an export never replaces them, choose a new directory" %
          (where, checkpoint_file))
   if EXPORT_MARKER not in entries:
-    fail("%s: exists and is not a SavedModel exported by this project; choose a new "
+    fail("%s: exists and was not written by this project's exporters; choose a new "
          "directory (nothing was deleted)" % where)
   if not overwrite:
-    fail("%s: already holds an export; pass --overwrite to replace it" % where)
+    fail("%s: already holds an earlier output of this project; pass --overwrite to replace it" %
+         where)
 
 
 @contextlib.contextmanager
@@ -290,7 +294,8 @@ def atomic_output(path, mode="w"):
 
 
 @contextlib.contextmanager
-def atomic_directory(path, flag_name="export_dir", overwrite=False, protected_paths=()):
+def atomic_directory(path, flag_name="export_dir", overwrite=False, protected_paths=(),
+                     holds_checkpoints=False):
   """Yields a temporary directory name that replaces `path` only when the block succeeds.
 
   The target is checked first (check_export_dir): an existing directory that is not our
@@ -304,12 +309,13 @@ def atomic_directory(path, flag_name="export_dir", overwrite=False, protected_pa
     flag_name: the flag that named it, for messages.
     overwrite: allow replacing an earlier export of ours.
     protected_paths: paths that must survive (see check_export_dir).
+    holds_checkpoints: see check_export_dir.
 
   Yields:
     The temporary directory path, beside `path`.
   """
   path = path.rstrip("/")
-  check_export_dir(path, flag_name, overwrite, protected_paths)
+  check_export_dir(path, flag_name, overwrite, protected_paths, holds_checkpoints)
   parent = os.path.dirname(path)
   if parent:
     tf.io.gfile.makedirs(parent)
@@ -321,7 +327,7 @@ def atomic_directory(path, flag_name="export_dir", overwrite=False, protected_pa
       f.write(json.dumps({"written_by": os.path.basename(sys.argv[0] or "python"),
                           "time": time.strftime("%Y-%m-%dT%H:%M:%S")}) + "\n")
     # Checked again: another process may have put something there meanwhile.
-    check_export_dir(path, flag_name, overwrite, protected_paths)
+    check_export_dir(path, flag_name, overwrite, protected_paths, holds_checkpoints)
     if tf.io.gfile.exists(path):
       tf.io.gfile.rmtree(path)
     tf.io.gfile.rename(tmp_dir, path)

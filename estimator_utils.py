@@ -232,6 +232,13 @@ def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None):
     return None
   if not tf1.train.checkpoint_exists(init_checkpoint):
     common.fail("--init_checkpoint=%s: no checkpoint there" % init_checkpoint)
+  tvars = tvars if tvars is not None else tf1.trainable_variables()
+  try:
+    # Shapes and dtypes are compared here, before the TPU scaffold, so a bad checkpoint is
+    # one line on every platform.
+    modeling.get_assignment_map_from_checkpoint(tvars, init_checkpoint)
+  except ValueError as e:
+    common.fail("--init_checkpoint=%s: %s" % (init_checkpoint, e))
   if use_tpu:
     def tpu_scaffold():
       modeling.init_from_checkpoint(init_checkpoint, tvars)

@@ -85,7 +85,10 @@ def define_flags():
   flags.DEFINE_string("mode", "encoder",
                       "Comma-separated list of encoder, preprocessor, classifier. With several, "
                       "each is written to <export_dir>/<mode>.")
-  flags.DEFINE_string("export_dir", None, "SavedModel directory to write (replaced).")
+  flags.DEFINE_string("export_dir", None, "SavedModel directory to write (new, or an earlier "
+                      "export of ours with --overwrite).")
+  flags.DEFINE_bool("overwrite", False, "Replace an earlier export of ours at --export_dir "
+                    "(anything else there is refused).")
   flags.DEFINE_string("bert_config_file", None,
                       "bert_config.json (default: the one beside --init_checkpoint).")
   flags.DEFINE_string("init_checkpoint", None, "Checkpoint prefix or model directory.")
@@ -769,26 +772,31 @@ def build_classifier(bert_config, checkpoint_path, preprocessor, label_list=None
 # Saving.
 
 
-def save_atomically(module, export_dir, signatures, extra_files=None):
-  """tf.saved_model.save to a temporary directory, then rename to export_dir (replaced).
+def save_atomically(module, export_dir, signatures, extra_files=None, overwrite=False,
+                    protected_paths=()):
+  """tf.saved_model.save to a temporary directory, then rename to export_dir.
 
   Args:
     module: the tf.Module to save.
-    export_dir: final directory.
+    export_dir: final directory: new, or an earlier export of ours (with overwrite).
     signatures: dict signature name -> concrete function.
     extra_files: dict file name -> text written beside saved_model.pb.
+    overwrite: replace an earlier export of ours.
+    protected_paths: paths the export must never replace (checkpoint, vocab, ...).
   """
-  with common.atomic_directory(export_dir) as tmp_dir:
+  with common.atomic_directory(export_dir, "export_dir", overwrite, protected_paths) as tmp_dir:
     tf.saved_model.save(module, tmp_dir, signatures=signatures)
     common.write_files(tmp_dir, extra_files)
 
 
 def export_encoder(bert_config, checkpoint_path, export_dir, with_mlm=False,
-                   with_attention=False):
+                   with_attention=False, overwrite=False):
   """Writes the encoder SavedModel. Returns the export directory."""
+  common.check_export_dir(export_dir, "export_dir", overwrite, [checkpoint_path])
   encoder, signatures = build_encoder(bert_config, checkpoint_path, with_mlm, with_attention)
   save_atomically(encoder, export_dir, signatures,
-                  {"bert_config.json": bert_config.to_json_string()})
+                  {"bert_config.json": bert_config.to_json_string()}, overwrite,
+                  [checkpoint_path])
   tf1.logging.info("Exported encoder from %s to %s (%d variables%s%s)", checkpoint_path,
                    export_dir, len(encoder.variables), ", mlm" if with_mlm else "",
                    ", attention" if with_attention else "")
@@ -796,10 +804,12 @@ def export_encoder(bert_config, checkpoint_path, export_dir, with_mlm=False,
 
 
 def export_preprocessor(export_dir, vocab_file=None, do_lower_case=True, spm_model_file=None,
-                        seq_length=128):
+                        seq_length=128, overwrite=False):
   """Writes the preprocessor SavedModel. Returns the export directory."""
+  protected = [vocab_file, spm_model_file]
+  common.check_export_dir(export_dir, "export_dir", overwrite, protected)
   preprocessor = BertPreprocessor(vocab_file, do_lower_case, spm_model_file, seq_length)
-  save_atomically(preprocessor, export_dir, preprocessor.signatures())
+  save_atomically(preprocessor, export_dir, preprocessor.signatures(), None, overwrite, protected)
   tf1.logging.info("Exported preprocessor (%s, lower_case=%s, seq_length=%d) to %s",
                    spm_model_file or vocab_file, do_lower_case, seq_length, export_dir)
   return export_dir
@@ -807,8 +817,10 @@ def export_preprocessor(export_dir, vocab_file=None, do_lower_case=True, spm_mod
 
 def export_classifier(bert_config, checkpoint_path, export_dir, vocab_file=None,
                       do_lower_case=True, spm_model_file=None, seq_length=128, label_list=None,
-                      pair_input=False):
+                      pair_input=False, overwrite=False):
   """Writes the raw-text classifier SavedModel. Returns the export directory."""
+  protected = [checkpoint_path, vocab_file, spm_model_file]
+  common.check_export_dir(export_dir, "export_dir", overwrite, protected)
   if seq_length > bert_config.max_position_embeddings:
     common.fail("--seq_length=%d is longer than max_position_embeddings=%d" %
                 (seq_length, bert_config.max_position_embeddings))
@@ -818,7 +830,8 @@ def export_classifier(bert_config, checkpoint_path, export_dir, vocab_file=None,
   extra = {"bert_config.json": bert_config.to_json_string()}
   if names:
     extra["labels.txt"] = "".join(name + "\n" for name in names)
-  save_atomically(classifier, export_dir, classifier.signatures(pair_input), extra)
+  save_atomically(classifier, export_dir, classifier.signatures(pair_input), extra, overwrite,
+                  protected)
   tf1.logging.info("Exported %s from %s to %s", "regressor" if is_regression else
                    "classifier (labels %s)" % ", ".join(names), checkpoint_path, export_dir)
   return export_dir
@@ -840,28 +853,29 @@ def main(_):
   def out_dir(mode):
     return FLAGS.export_dir if len(modes) == 1 else os.path.join(FLAGS.export_dir, mode)
 
-  if "preprocessor" in modes or "classifier" in modes:
-    if FLAGS.spm_model_file:
-      common.require_file(FLAGS.spm_model_file, "spm_model_file")
-    else:
-      common.require_file(FLAGS.vocab_file, "vocab_file")
-      tokenization.check_vocab_case(tokenization.load_vocab(FLAGS.vocab_file),
-                                    FLAGS.do_lower_case, FLAGS.vocab_file)
   checkpoint = bert_config = None
   if "encoder" in modes or "classifier" in modes:
     checkpoint = export_utils.resolve_checkpoint(FLAGS.init_checkpoint)
     bert_config = resolve_bert_config(FLAGS.bert_config_file, checkpoint, FLAGS)
+  if "preprocessor" in modes or "classifier" in modes:
+    tokenization.checked_tokenizer(
+        FLAGS.vocab_file, FLAGS.do_lower_case, checkpoint, FLAGS.spm_model_file,
+        vocab_size=bert_config.vocab_size if bert_config else None)
+  protected = [checkpoint, FLAGS.vocab_file, FLAGS.spm_model_file, FLAGS.bert_config_file]
+  # Every target is checked before the first (slow) export.
+  for mode in modes:
+    common.check_export_dir(out_dir(mode), "export_dir", FLAGS.overwrite, protected)
   for mode in modes:
     if mode == "encoder":
       export_encoder(bert_config, checkpoint, out_dir(mode), FLAGS.with_mlm,
-                     FLAGS.with_attention)
+                     FLAGS.with_attention, FLAGS.overwrite)
     elif mode == "preprocessor":
       export_preprocessor(out_dir(mode), FLAGS.vocab_file, FLAGS.do_lower_case,
-                          FLAGS.spm_model_file, FLAGS.seq_length)
+                          FLAGS.spm_model_file, FLAGS.seq_length, FLAGS.overwrite)
     else:
       export_classifier(bert_config, checkpoint, out_dir(mode), FLAGS.vocab_file,
                         FLAGS.do_lower_case, FLAGS.spm_model_file, FLAGS.seq_length,
-                        FLAGS.label_list, FLAGS.pair_input)
+                        FLAGS.label_list, FLAGS.pair_input, FLAGS.overwrite)
 
 
 if __name__ == "__main__":

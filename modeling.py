@@ -478,8 +478,8 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
     (each name and name + ":0" map to 1, as in the official code).
 
   Raises:
-    ValueError: a variable exists in both with different shapes; the message names the
-      variable, both shapes and the checkpoint.
+    ValueError: a variable exists in both with different shapes or dtypes; the message
+      names the variable, both shapes (dtypes) and the checkpoint.
   """
   initialized_variable_names = {}
 
@@ -492,6 +492,7 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
     name_to_variable[name] = var
 
   init_vars = tf.train.list_variables(init_checkpoint)
+  ckpt_dtypes = tf.train.load_checkpoint(init_checkpoint).get_variable_to_dtype_map()
 
   assignment_map = collections.OrderedDict()
   for x in init_vars:
@@ -503,6 +504,13 @@ def get_assignment_map_from_checkpoint(tvars, init_checkpoint):
       raise ValueError(
           "checkpoint %s: variable %s has shape %s in the checkpoint but %s in the model" %
           (init_checkpoint, name, list(ckpt_shape), graph_shape))
+    graph_dtype = name_to_variable[name].dtype.base_dtype
+    if name in ckpt_dtypes and ckpt_dtypes[name] != graph_dtype:
+      # A Saver cannot cast on restore (e.g. a `slim_checkpoint.py --fp16` checkpoint).
+      raise ValueError(
+          "checkpoint %s: variable %s is %s there but %s in the model; convert it first with "
+          "`python slim_checkpoint.py --input_checkpoint=%s --output_dir=NEW_DIR --to_fp32`" %
+          (init_checkpoint, name, ckpt_dtypes[name].name, graph_dtype.name, init_checkpoint))
     assignment_map[name] = name
     initialized_variable_names[name] = 1
     initialized_variable_names[name + ":0"] = 1

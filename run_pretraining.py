@@ -8,8 +8,10 @@ the config; the config actually used is saved in output_dir), --distribution_str
 
 Resume: run the same command again. Training continues from the last checkpoint in output_dir
 and ends at num_train_steps. SIGTERM / SIGINT stop training cleanly after the current step and
-save a checkpoint first; after SIGKILL the steps since the last saved checkpoint
-(--save_checkpoints_steps) are redone.
+save a checkpoint first, then the job exits 143 / 130 without evaluating or writing its summary
+(a stopped job never looks finished); after SIGKILL the steps since the last saved checkpoint
+(--save_checkpoints_steps) are redone. One job at a time may use an output_dir (a lock file
+there names the holder).
 """
 
 from __future__ import absolute_import
@@ -19,7 +21,6 @@ from __future__ import print_function
 import hashlib
 import json
 import os
-import signal
 import time
 
 from absl import app
@@ -66,6 +67,10 @@ def define_flags():
   flags.DEFINE_integer("num_train_steps", 100000, "Number of optimizer updates.")
   flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup updates.")
   flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+  flags.DEFINE_bool(
+      "allow_random_eval", False,
+      "Allow --do_eval without --do_train on an output_dir without a checkpoint (it scores "
+      "the randomly initialised or --init_checkpoint model).")
   flags.DEFINE_integer(
       "gradient_accumulation_steps", 1,
       "Micro-batches of --train_batch_size averaged per optimizer update (the effective batch "
@@ -135,7 +140,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
         tf1.summary.scalar("masked_lm_loss", masked_lm_loss)
         tf1.summary.scalar("next_sentence_loss", next_sentence_loss)
         hooks.append(estimator_utils.ProgressHook(total_steps, train_batch_size))
-        hooks.append(GracefulStopHook())
+        hooks.append(estimator_utils.StopOnSignalHook())
         hooks.extend(extra_hooks)
       output_spec = tf1.estimator.tpu.TPUEstimatorSpec(
           mode=mode,
@@ -340,27 +345,6 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
   return input_fn
 
 
-class GracefulStopHook(tf1.train.SessionRunHook):
-  """On SIGTERM / SIGINT, finishes the current step and stops (the saver hook then checkpoints)."""
-
-  def __init__(self):
-    self._stop = False
-
-  def begin(self):
-    def handler(signum, frame):  # pylint: disable=unused-argument
-      tf1.logging.warning("signal %d: stopping after this step and saving a checkpoint", signum)
-      self._stop = True
-    for sig in (signal.SIGTERM, signal.SIGINT):
-      try:
-        signal.signal(sig, handler)
-      except ValueError:  # Not the main thread (e.g. under a test runner): no handler.
-        pass
-
-  def after_run(self, run_context, run_values):
-    if self._stop:
-      run_context.request_stop()
-
-
 def weights_digest(named_values):
   """A short hash of model variables (to compare workers or runs).
 
@@ -406,6 +390,30 @@ def _check_flags():
   if FLAGS.num_warmup_steps < 0 or FLAGS.num_warmup_steps > FLAGS.num_train_steps:
     common.fail("--num_warmup_steps=%d must be in [0, --num_train_steps=%d]" %
                 (FLAGS.num_warmup_steps, FLAGS.num_train_steps))
+
+
+def _check_vocab_ids(input_files, bert_config, records_per_file=64):
+  """Fails before training when token ids in the TFRecords reach the config's vocab_size.
+
+  Such ids (data made with a bigger vocab than the model's) would fail inside an embedding
+  gather deep in training. The first records of each file are checked.
+
+  Args:
+    input_files: TFRecord paths.
+    bert_config: the model's BertConfig.
+    records_per_file: how many records of each file to read.
+  """
+  for path in input_files:
+    for i, record in enumerate(tf1.io.tf_record_iterator(path)):
+      if i >= records_per_file:
+        break
+      features = tf.train.Example.FromString(record).features.feature
+      for key in ("input_ids", "masked_lm_ids"):
+        ids = features[key].int64_list.value if key in features else []
+        if ids and max(ids) >= bert_config.vocab_size:
+          common.fail("--input_file: %s has %s up to %d but vocab_size=%d in "
+                      "--bert_config_file; it was made with a bigger vocab than the model's" %
+                      (path, key, max(ids), bert_config.vocab_size))
 
 
 def _expected_lengths():
@@ -469,7 +477,17 @@ def main(_):
     eval_files = common.expand_input_files(FLAGS.eval_input_file, "eval_input_file")
     estimator_utils.check_tfrecord_lengths(eval_files, _expected_lengths(), "eval_input_file")
 
-  tf1.gfile.MakeDirs(FLAGS.output_dir)
+  common.check_output_dir(FLAGS.output_dir)
+  _check_vocab_ids(input_files + (eval_files if eval_files is not input_files else []),
+                   bert_config)
+  lock = common.OutputDirLock(FLAGS.output_dir, label=_task_label()).acquire()
+  # Compared before anything is written there: a resume with another model is one line.
+  resume_step = estimator_utils.check_resume(FLAGS.output_dir, bert_config)
+  if FLAGS.do_eval and not FLAGS.do_train and resume_step is None and not (
+      FLAGS.init_checkpoint or FLAGS.allow_random_eval):
+    common.fail("--do_eval: --output_dir=%s has no checkpoint and there is no --init_checkpoint, "
+                "so it would score a random model; pass --allow_random_eval to do that" %
+                FLAGS.output_dir)
   estimator_utils.save_config(bert_config, FLAGS.output_dir)
   tf1.logging.info("*** Input files: %d (%s%s)", len(input_files), input_files[0],
                    ", ..." if len(input_files) > 1 else "")
@@ -514,10 +532,18 @@ def main(_):
                        FLAGS.output_dir)
     _train(estimator, train_input_fn, total_steps)
     end_step = _latest_step(FLAGS.output_dir) or 0
+    # Stopped by a signal: the checkpoint is saved; no summary, no eval, exit 130 / 143.
+    common.STOP_SIGNALS.exit_if_stopped(
+        "checkpoint saved at step %d of %d; rerun the same command to resume" %
+        (end_step, total_steps))
+    if end_step < total_steps and _is_chief():
+      common.fail("training ended at step %d of %d (no summary written); rerun the same "
+                  "command to resume" % (end_step, total_steps))
     elapsed = time.time() - start
     steps_done = end_step - (start_step or 0)
     summary.update({
         "global_step": end_step,
+        "num_train_steps": total_steps,
         "train_seconds": round(elapsed, 1),
         "train_steps_per_sec": round(steps_done / elapsed, 3) if elapsed > 0 else None,
         "train_examples_per_sec": (round(steps_done * FLAGS.train_batch_size / elapsed, 2)
@@ -538,7 +564,9 @@ def main(_):
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         is_training=False)
     result = estimator.evaluate(input_fn=eval_input_fn, steps=FLAGS.max_eval_steps)
+    common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
     estimator_utils.write_eval_results(FLAGS.output_dir, result)
+  lock.release()
 
 
 def _train(estimator, train_input_fn, total_steps):

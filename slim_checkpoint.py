@@ -51,13 +51,13 @@ FP16_MAX = float(np.finfo(np.float16).max)
 def define_flags():
   """Defines the tool's flags (not at import time, so tests can import the module)."""
   flags.DEFINE_string("input_checkpoint", None, "Checkpoint prefix or model directory.")
-  flags.DEFINE_string("output_dir", None, "Directory for the slim checkpoint (must not exist "
-                      "unless --overwrite).")
+  flags.DEFINE_string("output_dir", None, "Directory for the slim checkpoint (must not exist, "
+                      "or be an earlier output of this tool and --overwrite).")
   flags.DEFINE_bool("fp16", False, "Store float32 variables as float16.")
   flags.DEFINE_bool("to_fp32", False, "Store float16 variables as float32 (undoes --fp16).")
   flags.DEFINE_bool("keep_optimizer", False, "Keep optimizer slots and global_step (only "
                     "convert the dtype).")
-  flags.DEFINE_bool("overwrite", False, "Replace an existing --output_dir.")
+  flags.DEFINE_bool("overwrite", False, "Replace an earlier output of this tool at --output_dir.")
 
 
 def checkpoint_bytes(prefix):
@@ -129,7 +129,8 @@ def slim_checkpoint(input_checkpoint, output_dir, fp16=False, to_fp32=False,
     fp16: store float32 as float16.
     to_fp32: store float16 as float32.
     keep_optimizer: keep optimizer slots.
-    overwrite: replace an existing output_dir.
+    overwrite: replace an earlier output of this tool at output_dir (anything else there is
+      refused).
 
   Returns:
     dict with input/output prefixes, bytes before/after, number of variables kept/stripped.
@@ -138,18 +139,16 @@ def slim_checkpoint(input_checkpoint, output_dir, fp16=False, to_fp32=False,
   if not output_dir:
     common.fail("--output_dir is required")
   output_dir = output_dir.rstrip("/")
-  if tf.io.gfile.exists(output_dir) and not overwrite:
-    common.fail("--output_dir=%s: exists (pass --overwrite to replace it)" % output_dir)
   if os.path.abspath(os.path.dirname(prefix)) == os.path.abspath(output_dir):
     common.fail("--output_dir=%s: is the input checkpoint's directory" % output_dir)
+  # Refused before the work: an existing directory that is not an earlier slim output of ours.
+  common.check_export_dir(output_dir, "output_dir", overwrite, [prefix], holds_checkpoints=True)
   values, stripped = slim_values(prefix, fp16, to_fp32, keep_optimizer)
   if not values:
     common.fail("--input_checkpoint=%s: nothing left after stripping optimizer state" % prefix)
-  tmp_dir = "%s.tmp-%d" % (output_dir, os.getpid())
-  if tf.io.gfile.exists(tmp_dir):
-    tf.io.gfile.rmtree(tmp_dir)
-  tf.io.gfile.makedirs(tmp_dir)
-  try:
+  with common.atomic_directory(output_dir, "output_dir", overwrite, [prefix],
+                               holds_checkpoints=True) as tmp_dir:
+    tf.io.gfile.makedirs(tmp_dir)
     name = os.path.basename(prefix)
     write_checkpoint(values, os.path.join(tmp_dir, name))
     # The state file must name the final location.
@@ -158,12 +157,6 @@ def slim_checkpoint(input_checkpoint, output_dir, fp16=False, to_fp32=False,
       source = os.path.join(os.path.dirname(prefix), companion)
       if tf.io.gfile.exists(source):
         tf.io.gfile.copy(source, os.path.join(tmp_dir, companion), overwrite=True)
-    if tf.io.gfile.exists(output_dir):
-      tf.io.gfile.rmtree(output_dir)
-    tf.io.gfile.rename(tmp_dir, output_dir)
-  finally:
-    if tf.io.gfile.exists(tmp_dir):
-      tf.io.gfile.rmtree(tmp_dir)
   out_prefix = os.path.join(output_dir, os.path.basename(prefix))
   report = {"input_checkpoint": prefix, "output_checkpoint": out_prefix,
             "bytes_before": checkpoint_bytes(prefix), "bytes_after": checkpoint_bytes(out_prefix),

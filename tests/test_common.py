@@ -127,3 +127,65 @@ def test_load_config_overrides_and_errors(tmp_path):
     estimator_utils.load_config(str(path), None, max_seq_length=64)
   with pytest.raises(common.UsageError, match="--bert_config_file=.*file does not exist"):
     estimator_utils.load_config(str(tmp_path / "nope.json"))
+
+
+def test_temp_names_are_hidden_and_skipped_by_input_globs(tmp_path):
+  final = str(tmp_path / "data.tfrecord-00000-of-00002")
+  tmp = common.temp_path(final)
+  assert os.path.basename(tmp).startswith(".data.tfrecord-00000-of-00002.tmp-")
+  assert common.is_temp_path(tmp) and not common.is_temp_path(final)
+  assert common.is_temp_path(final + ".tmp-123")  # the older visible form
+  open(final, "w").close()
+  open(tmp, "w").close()
+  open(final.replace("00000", "00001") + ".tmp-77", "w").close()
+  files = common.expand_input_files(str(tmp_path / "*"))
+  assert files == [final]
+  # A dead writer's temporary is removed on the next run; a live one's is kept.
+  dead = str(tmp_path / (".out.txt.tmp-%d" % (2 ** 22 + 99)))
+  live = str(tmp_path / (".out.txt.tmp-%d" % os.getppid()))
+  open(dead, "w").close()
+  open(live, "w").close()
+  removed = common.remove_stale_temps(str(tmp_path / "out.txt"))
+  assert removed == [dead] and os.path.exists(live)
+
+
+def test_check_export_dir_refuses_what_is_not_ours(tmp_path):
+  model_dir = tmp_path / "model"
+  model_dir.mkdir()
+  (model_dir / "checkpoint").write_text("x")
+  with pytest.raises(common.UsageError, match="holds checkpoints"):
+    common.check_export_dir(str(model_dir), overwrite=True)
+  with pytest.raises(common.UsageError, match="would replace .*model"):
+    common.check_export_dir(str(tmp_path), overwrite=True, protected_paths=[str(model_dir)])
+  other = tmp_path / "other"
+  other.mkdir()
+  (other / "a.txt").write_text("x")
+  with pytest.raises(common.UsageError, match="not written by this project"):
+    common.check_export_dir(str(other), overwrite=True)
+  with pytest.raises(common.UsageError, match="is a file, not a directory"):
+    common.check_export_dir(str(other / "a.txt" / "sub"))
+  # Ours: replaced only with overwrite, atomically, with the marker.
+  ours = str(tmp_path / "ours")
+  with common.atomic_directory(ours) as tmp_dir:
+    os.makedirs(tmp_dir)
+    common.write_files(tmp_dir, {"x.txt": "1"})
+  assert sorted(os.listdir(ours)) == [common.EXPORT_MARKER, "x.txt"]
+  with pytest.raises(common.UsageError, match="pass --overwrite"):
+    common.check_export_dir(ours)
+  common.check_export_dir(ours, overwrite=True)
+  common.check_export_dir(str(tmp_path / "new"))
+  (tmp_path / "empty").mkdir()
+  common.check_export_dir(str(tmp_path / "empty"))
+
+
+def test_output_dir_lock_and_check_not_input(tmp_path):
+  with common.OutputDirLock(str(tmp_path), label="local"):
+    with pytest.raises(common.UsageError, match="in use by another job \\(pid %d" % os.getpid()):
+      common.OutputDirLock(str(tmp_path), label="local").acquire()
+    # Another task label (a worker of the same multi-worker job) has its own lock.
+    common.OutputDirLock(str(tmp_path), label="worker_1").acquire().release()
+  assert not os.path.exists(str(tmp_path / ".lock-local"))
+  with pytest.raises(common.UsageError, match="--output_file=.*is also an input"):
+    common.check_not_input(str(tmp_path / "a.txt"), [str(tmp_path / "b.txt"),
+                                                     str(tmp_path / "a.txt")])
+  common.check_not_input(str(tmp_path / "c.txt"), [str(tmp_path / "a.txt")])

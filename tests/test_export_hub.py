@@ -482,3 +482,34 @@ def test_cli_several_modes_and_bad_flags(tmp_path, vocab_file):
   with open(os.path.join(out, "encoder", "bert_config.json")) as f:
     assert json.load(f)["residual_attention"] == "mean"
   assert not [x for x in os.listdir(out) if ".tmp-" in x]
+
+
+def test_export_never_deletes_what_it_did_not_write(tmp_path, vocab_file):
+  """An existing --export_dir that is not our export (or holds the checkpoint) is refused."""
+  config = _tiny_config()
+  model_dir = str(tmp_path / "m")
+  prefix, _ = make_checkpoint(model_dir, config, _inputs())
+  before = sorted(os.listdir(model_dir))
+  # The model directory itself and its parent: refused, nothing deleted.
+  for target in (model_dir, str(tmp_path)):
+    with pytest.raises(ValueError, match="--export_dir=.*(would replace|holds checkpoints)"):
+      export_hub.export_encoder(config, prefix, target, overwrite=True)
+  assert sorted(os.listdir(model_dir)) == before
+  # A directory of the user's own, and a file: refused even with overwrite.
+  mine = tmp_path / "mine"
+  mine.mkdir()
+  (mine / "notes.txt").write_text("keep")
+  with pytest.raises(ValueError, match="not written by this project"):
+    export_hub.export_preprocessor(str(mine), vocab_file, overwrite=True)
+  assert (mine / "notes.txt").read_text() == "keep"
+  (tmp_path / "f").write_text("x")
+  with pytest.raises(ValueError, match="is a file"):
+    export_hub.export_preprocessor(str(tmp_path / "f"), vocab_file, overwrite=True)
+  # Our own export is replaced only with overwrite.
+  out = str(tmp_path / "pre")
+  export_hub.export_preprocessor(out, vocab_file, seq_length=16)
+  with pytest.raises(ValueError, match="pass --overwrite"):
+    export_hub.export_preprocessor(out, vocab_file, seq_length=16)
+  export_hub.export_preprocessor(out, vocab_file, seq_length=16, overwrite=True)
+  assert os.path.exists(os.path.join(out, "saved_model.pb"))
+  assert not [x for x in os.listdir(str(tmp_path)) if ".tmp-" in x]

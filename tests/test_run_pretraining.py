@@ -217,3 +217,81 @@ def test_two_workers_multi_worker_mirrored_end_identical(data_dir, tmp_path):
   assert summaries[0]["global_step"] == summaries[1]["global_step"] == 4
   assert summaries[0]["weights_digest"] == summaries[1]["weights_digest"]
   assert summaries[0]["weights_digest"] is not None
+
+
+def _start(args):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  return subprocess.Popen([PYTHON, os.path.join(REPO_DIR, args[0])] + args[1:], cwd=REPO_DIR,
+                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for_checkpoint(out, min_step, proc, timeout=120):
+  deadline = time.time() + timeout
+  while time.time() < deadline and proc.poll() is None:
+    latest = tf1.train.latest_checkpoint(str(out))
+    if latest and int(latest.rsplit("-", 1)[1]) >= min_step:
+      return
+    time.sleep(0.2)
+  raise AssertionError("no checkpoint at step >= %d" % min_step)
+
+
+def test_sigterm_saves_then_exits_143_without_results_and_a_second_job_is_refused(
+    data_dir, tmp_path):
+  out = tmp_path / "out"
+  args = _train_args(data_dir, out, 400, ["--do_train", "--do_eval", "--max_eval_steps=2"])
+  proc = _start(args)
+  _wait_for_checkpoint(out, 10, proc)
+  # A second job in the same output_dir while the first runs: one line, nothing written.
+  second = _run(args)
+  assert second.returncode == 2
+  last = second.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: --output_dir=") and "in use by another job (pid %d" % proc.pid \
+      in last, last
+  proc.send_signal(signal.SIGTERM)
+  _, err = proc.communicate(timeout=120)
+  assert proc.returncode == 143, err[-2000:]
+  assert "rerun the same command to resume" in err
+  stopped_at = int(tf1.train.latest_checkpoint(str(out)).rsplit("-", 1)[1])
+  assert 10 <= stopped_at < 400
+  # Nothing that looks finished, and the lock is gone.
+  assert not (out / "eval_results.json").exists()
+  assert not (out / "train_summary_local.json").exists()
+  assert not (out / ".lock-local").exists()
+  # A lock left by a dead process (SIGKILL) is taken over.
+  (out / ".lock-local").write_text(json.dumps({"pid": 2 ** 22 + 12345,
+                                               "host": socket.gethostname()}))
+  result = _run(_train_args(data_dir, out, stopped_at + 2, ["--do_train"]))
+  assert result.returncode == 0, result.stderr[-3000:]
+  summary = json.loads((out / "train_summary_local.json").read_text())
+  assert summary["global_step"] == summary["num_train_steps"] == stopped_at + 2
+
+
+def test_resume_and_eval_mistakes_are_one_line_errors(data_dir, tmp_path):
+  out = tmp_path / "out"
+  result = _run(_train_args(data_dir, out, 2, ["--do_train"]))
+  assert result.returncode == 0, result.stderr[-3000:]
+  config_before = (out / "bert_config.json").read_text()
+  wider = tmp_path / "wider.json"
+  wider.write_text(json.dumps(dict(TINY_CONFIG, hidden_size=64, intermediate_size=128)))
+  result = _run(_train_args(data_dir, out, 4, ["--do_train"]) +
+                ["--bert_config_file=%s" % wider])
+  assert result.returncode == 2
+  last = result.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: --output_dir=") and "of shape [32] but" in last, last
+  assert (out / "bert_config.json").read_text() == config_before
+  # --do_eval on a directory without a checkpoint would score a random model.
+  result = _run(_train_args(data_dir, tmp_path / "empty", 2, ["--do_eval"]))
+  assert result.returncode == 2
+  assert "--allow_random_eval" in result.stderr.strip().splitlines()[-1]
+  # Token ids beyond the config's vocab_size.
+  small = tmp_path / "small.json"
+  small.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=1000)))
+  result = _run(_train_args(data_dir, tmp_path / "o2", 2, ["--do_train"]) +
+                ["--bert_config_file=%s" % small])
+  assert result.returncode == 2
+  assert "vocab_size=1000" in result.stderr.strip().splitlines()[-1]
+  # output_dir that is a file.
+  (tmp_path / "afile").write_text("x")
+  result = _run(_train_args(data_dir, tmp_path / "afile", 2, ["--do_train"]))
+  assert result.returncode == 2
+  assert "is a file" in result.stderr.strip().splitlines()[-1]

@@ -9,6 +9,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR
+import estimator_utils
 import export_hub
 import modeling
 import optimization
@@ -78,8 +79,30 @@ def test_slim_fp32_restores_identically(tmp_path):
   np.testing.assert_array_equal(_restore_outputs(out_prefix), trained)
   assert tf1.train.latest_checkpoint(str(tmp_path / "slim")) == out_prefix
   assert os.path.exists(str(tmp_path / "slim" / "bert_config.json"))
-  with pytest.raises(ValueError, match="exists"):
+  with pytest.raises(ValueError, match="pass --overwrite"):
     slim_checkpoint.slim_checkpoint(prefix, str(tmp_path / "slim"))
+  again = slim_checkpoint.slim_checkpoint(prefix, str(tmp_path / "slim"), overwrite=True)
+  assert again["num_kept"] == 41
+
+
+def test_slim_never_replaces_what_it_did_not_write(tmp_path):
+  prefix, _ = _train_checkpoint(str(tmp_path / "train"))
+  unrelated = tmp_path / "mine"
+  unrelated.mkdir()
+  (unrelated / "notes.txt").write_text("keep me")
+  with pytest.raises(ValueError, match="not written by this project"):
+    slim_checkpoint.slim_checkpoint(prefix, str(unrelated), overwrite=True)
+  assert (unrelated / "notes.txt").read_text() == "keep me"
+  # The parent of the input checkpoint: refused even with --overwrite, nothing deleted.
+  with pytest.raises(ValueError, match="would replace"):
+    slim_checkpoint.slim_checkpoint(prefix, str(tmp_path), overwrite=True)
+  assert tf.train.list_variables(prefix)
+  file_target = tmp_path / "a_file"
+  file_target.write_text("x")
+  with pytest.raises(ValueError, match="is a file"):
+    slim_checkpoint.slim_checkpoint(prefix, str(file_target), overwrite=True)
+  with pytest.raises(ValueError, match="is a file, not a directory"):
+    slim_checkpoint.slim_checkpoint(prefix, str(file_target / "sub"))
 
 
 def test_slim_fp16_and_back(tmp_path):
@@ -92,6 +115,13 @@ def test_slim_fp16_and_back(tmp_path):
   # A float16 checkpoint does not restore into float32 variables...
   with pytest.raises(Exception):
     _restore_outputs(fp16["output_checkpoint"])
+  # ... and as --init_checkpoint it is one line that says how to convert it.
+  with tf.Graph().as_default():
+    config = modeling.BertConfig.from_json_file(os.path.join(str(tmp_path / "train"),
+                                                             "bert_config.json"))
+    modeling.BertModel(config, False, tf1.placeholder(tf.int32, [1, 4]))
+    with pytest.raises(ValueError, match="float16 there but float32 in the model.*--to_fp32"):
+      estimator_utils.init_checkpoint_scaffold_fn(fp16["output_checkpoint"], use_tpu=False)
   # ... --to_fp32 makes it restorable, with float16-rounded weights.
   back = slim_checkpoint.slim_checkpoint(str(tmp_path / "slim16"), str(tmp_path / "back32"),
                                          to_fp32=True)
