@@ -50,9 +50,36 @@ def resolve_checkpoint(checkpoint_path, flag_name="init_checkpoint"):
   return checkpoint_path
 
 
+def _range_checked(placeholders, bert_config):
+  """Placeholders, with input_ids / segment_ids passed through range assertions.
+
+  Args:
+    placeholders: dict name -> placeholder.
+    bert_config: modeling.BertConfig or None (no checks).
+
+  Returns:
+    dict name -> tensor, to give to the model builder (signature inputs stay the placeholders).
+  """
+  if bert_config is None:
+    return placeholders
+  limits = {"input_ids": ("vocab_size", bert_config.vocab_size),
+            "segment_ids": ("type_vocab_size", bert_config.type_vocab_size)}
+  checked = dict(placeholders)
+  for name, (limit_name, limit) in limits.items():
+    if name not in placeholders:
+      continue
+    tensor = placeholders[name]
+    message = "%s must be in [0, %s=%d)" % (name, limit_name, limit)
+    asserts = [tf1.debugging.assert_non_negative(tensor, message=message),
+               tf1.debugging.assert_less(tensor, tf.cast(limit, tensor.dtype), message=message)]
+    with tf.control_dependencies(asserts):
+      checked[name] = tf.identity(tensor)
+  return checked
+
+
 def export_saved_model(build_fn, checkpoint_path, export_dir, input_specs, extra_files=None,
                        signature_name=SIGNATURE_NAME, allow_missing=False, overwrite=False,
-                       protected_paths=(), flag_name="export_dir"):
+                       protected_paths=(), flag_name="export_dir", bert_config=None):
   """Builds the serving graph, restores `checkpoint_path` and writes a SavedModel.
 
   Args:
@@ -89,7 +116,7 @@ def export_saved_model(build_fn, checkpoint_path, export_dir, input_specs, extra
     for name in sorted(input_specs):
       dtype, shape = input_specs[name]
       placeholders[name] = tf1.placeholder(dtype, shape=shape, name=name)
-    outputs = build_fn(placeholders)
+    outputs = build_fn(_range_checked(placeholders, bert_config))
     if not outputs:
       common.fail("export_saved_model: build_fn returned no outputs")
 

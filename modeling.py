@@ -25,6 +25,7 @@ import copy
 import json
 import math
 import re
+import zlib
 
 import numpy as np
 import six
@@ -546,6 +547,12 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log_fn=None):
 def dropout(input_tensor, dropout_prob):
   """Perform dropout.
 
+  In a graph with a global step (every Estimator training graph) the mask is a stateless
+  function of (graph seed, this op's name, global step): a job resumed from a checkpoint at
+  step k draws exactly the masks the uninterrupted job drew from step k on, so a resumed run
+  ends with the same weights. Elsewhere (eager code, graphs without a global step) it is
+  tf.nn.dropout.
+
   Args:
     input_tensor: float Tensor.
     dropout_prob: Python float. The probability of dropping out a value (NOT of
@@ -557,8 +564,33 @@ def dropout(input_tensor, dropout_prob):
   if dropout_prob is None or dropout_prob == 0.0:
     return input_tensor
 
-  output = tf.nn.dropout(input_tensor, rate=dropout_prob)
-  return output
+  seed = _step_dropout_seed(input_tensor)
+  if seed is None:
+    return tf.nn.dropout(input_tensor, rate=dropout_prob)
+  return tf.nn.experimental.stateless_dropout(input_tensor, rate=dropout_prob, seed=seed)
+
+
+def _step_dropout_seed(input_tensor):
+  """A [2] int64 stateless seed (global step, hash of graph seed and op name), or None.
+
+  Args:
+    input_tensor: the Tensor about to be dropped out.
+
+  Returns:
+    int64 Tensor [2], or None in eager mode or when the graph has no global step.
+  """
+  if tf.executing_eagerly() or not hasattr(input_tensor, "graph"):
+    return None
+  graph = input_tensor.graph
+  step = tf1.train.get_global_step(graph)
+  if step is None:
+    return None
+  # Op names are unique in a graph and the same in every build of it (each replica of a
+  # tf.distribute strategy has its own prefix, so replicas draw different masks).
+  key = zlib.crc32(("%s:%s:%s" % (graph.seed, graph.get_name_scope(),
+                                  input_tensor.op.name)).encode("utf-8"))
+  return tf.stack([tf.cast(step.read_value() if hasattr(step, "read_value") else step,
+                           tf.int64), tf.constant(key, tf.int64)])
 
 
 def layer_norm(input_tensor, name=None):

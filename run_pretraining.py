@@ -280,7 +280,7 @@ gather_indexes = modeling.gather_indexes
 
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training,
-                     num_cpu_threads=4, seed=None):
+                     num_cpu_threads=4, seed=None, skip_batches=0):
   """Creates an `input_fn` closure to be passed to TPUEstimator.
 
   Args:
@@ -290,6 +290,9 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
     is_training: repeat and shuffle when True.
     num_cpu_threads: parallel readers / decoders.
     seed: shuffle seed (deterministic order for a given seed).
+    skip_batches: batches of the training stream already consumed (the step a resumed job
+      starts at), so that with a seed a resumed job sees exactly the batches the
+      uninterrupted one would have.
 
   Returns:
     input_fn(params) -> tf.data.Dataset of feature dicts with batch params["batch_size"].
@@ -327,6 +330,9 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
           num_parallel_calls=tf.data.AUTOTUNE,
           deterministic=seed is not None)
       d = d.shuffle(buffer_size=100, seed=seed)
+      if skip_batches:
+        # Records, not batches: skipping before parsing costs only the reads.
+        d = d.skip(skip_batches * batch_size)
     else:
       d = tf.data.TFRecordDataset(input_files)
       # Since we evaluate for a fixed number of steps we don't want to encounter
@@ -524,9 +530,10 @@ def main(_):
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         is_training=True,
-        seed=FLAGS.seed)
+        seed=FLAGS.seed,
+        skip_batches=_resume_skip_batches(resume_step))
     start = time.time()
-    start_step = _latest_step(FLAGS.output_dir)
+    start_step = resume_step
     if start_step:
       tf1.logging.info("Resuming from step %d of %d in %s", start_step, total_steps,
                        FLAGS.output_dir)
@@ -567,6 +574,22 @@ def main(_):
     common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
     estimator_utils.write_eval_results(FLAGS.output_dir, result)
   lock.release()
+
+
+def _resume_skip_batches(resume_step):
+  """Training batches to skip on resume: one per global step when one pipeline feeds the step.
+
+  With a distribution strategy or on TPU the pipelines are split per worker / host, and the
+  stream restarts from its beginning on resume (logged).
+  """
+  if not resume_step:
+    return 0
+  if FLAGS.use_tpu or FLAGS.distribution_strategy != "none":
+    tf1.logging.warning("Resuming at step %d: the input stream restarts from its beginning "
+                        "(exact data-order resume needs --distribution_strategy=none)",
+                        resume_step)
+    return 0
+  return resume_step
 
 
 def _train(estimator, train_input_fn, total_steps):
