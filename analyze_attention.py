@@ -81,6 +81,7 @@ import io
 import json
 import math
 import os
+import sys
 import time
 
 from absl import app
@@ -399,13 +400,59 @@ def colour_for(median, thresholds):
 # ---------------------------------------------------------------------------------------------
 
 
-def read_documents(paths):
-  """Yields documents (lists of non-empty lines) from text files; blank lines separate them."""
+class DecodeStats(object):
+  """Counts the input lines that were not valid UTF-8 (and where the first one was)."""
+
+  def __init__(self):
+    self.lines = 0
+    self.first = None
+
+  def decode(self, raw, where):
+    """Decodes one line of bytes as UTF-8, replacing what is not UTF-8 (counted).
+
+    As create_pretraining_data does. The tokenizer drops the replacement character U+FFFD, so
+    the word pieces are those of tokenization.convert_to_unicode (which ignores such bytes),
+    and a latin-1 file gives a count instead of a UnicodeDecodeError traceback.
+
+    Args:
+      raw: bytes of one line.
+      where: "file:line", remembered for the first undecodable line.
+
+    Returns:
+      The line as str.
+    """
+    try:
+      return raw.decode("utf-8")
+    except UnicodeDecodeError:
+      self.lines += 1
+      if self.first is None:
+        self.first = where
+      return raw.decode("utf-8", errors="replace")
+
+  def warn(self, flag_name):
+    """Writes one "warning: ..." line to stderr when some line was not UTF-8."""
+    if self.lines:
+      sys.stderr.write("warning: --%s: %d line(s) are not valid UTF-8 (first: %s); their "
+                       "undecodable bytes were dropped\n" % (flag_name, self.lines, self.first))
+      sys.stderr.flush()
+
+
+def read_documents(paths, decode_stats=None):
+  """Yields documents (lists of non-empty lines) from text files; blank lines separate them.
+
+  Args:
+    paths: text files (UTF-8; other bytes are replaced and counted in decode_stats).
+    decode_stats: DecodeStats, updated (or None).
+
+  Yields:
+    Lists of str lines.
+  """
+  decode_stats = decode_stats or DecodeStats()
   for path in paths:
     doc = []
-    with tf.io.gfile.GFile(path, "r") as f:
-      for line in f:
-        line = tokenization.convert_to_unicode(line).strip()
+    with tf.io.gfile.GFile(path, "rb") as f:
+      for number, raw in enumerate(f, 1):
+        line = decode_stats.decode(raw, "%s:%d" % (path, number)).strip()
         if not line:
           if doc:
             yield doc
@@ -416,7 +463,7 @@ def read_documents(paths):
       yield doc
 
 
-def text_examples(paths, tokenizer, max_seq_length, mask_prob, seed):
+def text_examples(paths, tokenizer, max_seq_length, mask_prob, seed, decode_stats=None):
   """Builds BERT inputs from text: [CLS] A [SEP] B [SEP] from consecutive sentences.
 
   Consecutive sentences of a document are packed until max_seq_length - 3 word pieces; a pack
@@ -430,6 +477,7 @@ def text_examples(paths, tokenizer, max_seq_length, mask_prob, seed):
     max_seq_length: S.
     mask_prob: masking probability.
     seed: random seed.
+    decode_stats: DecodeStats counting the lines that are not UTF-8 (or None).
 
   Yields:
     (input_ids, segment_ids) lists of ints (unpadded).
@@ -461,7 +509,7 @@ def text_examples(paths, tokenizer, max_seq_length, mask_prob, seed):
           ids[k] = mask_id
     return ids, segs
 
-  for doc in read_documents(paths):
+  for doc in read_documents(paths, decode_stats):
     pack, size = [], 0
     for line in doc:
       ids = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line))
@@ -520,17 +568,28 @@ def _pad(buf, seq_length):
   return ids, mask, segs
 
 
-def count_frequencies(paths, tokenizer, max_bytes):
-  """Word-piece id counts over (at most max_bytes of) text files."""
+def count_frequencies(paths, tokenizer, max_bytes, decode_stats=None):
+  """Word-piece id counts over (at most max_bytes of) text files.
+
+  Args:
+    paths: text files (UTF-8; other bytes are replaced and counted in decode_stats).
+    tokenizer: FullTokenizer.
+    max_bytes: stop after this many bytes.
+    decode_stats: DecodeStats, updated (or None).
+
+  Returns:
+    collections.Counter word-piece id -> count.
+  """
+  decode_stats = decode_stats or DecodeStats()
   counts = collections.Counter()
   read = 0
   for path in paths:
-    with tf.io.gfile.GFile(path, "r") as f:
-      for line in f:
-        read += len(line)
+    with tf.io.gfile.GFile(path, "rb") as f:
+      for number, raw in enumerate(f, 1):
+        read += len(raw)
         if read > max_bytes:
           return counts
-        line = line.strip()
+        line = decode_stats.decode(raw, "%s:%d" % (path, number)).strip()
         if line:
           counts.update(tokenizer.convert_tokens_to_ids(tokenizer.tokenize(line)))
   return counts
@@ -973,6 +1032,9 @@ def render_report(labels, configs, all_stats, ent_tables, jsd_tables, mixing, me
     "log), JSD in bits (log base 2, 0..1). Medians from reservoirs of at most %d tokens per "
     "head (exact below that).\n" % (meta.get("input"), meta.get("examples"), meta.get("tokens"),
                                    meta.get("max_tokens_per_head", 0)))
+  if meta.get("lines_with_undecodable_bytes"):
+    w("%d input line(s) were not valid UTF-8; their undecodable bytes were dropped.\n" %
+      meta["lines_with_undecodable_bytes"])
   w("| model | checkpoint | layers | hidden | heads | layer_norm_type | residual_attention |")
   w("|---|---|---|---|---|---|---|")
   for label, config, ckpt in zip(labels, configs, meta.get("checkpoints", [""] * len(labels))):
@@ -1059,6 +1121,7 @@ def main(_):
     common.fail("--init_checkpoint is required")
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
+  common.check_output_dir(FLAGS.output_dir, "output_dir")
   if bool(FLAGS.input_text) == bool(FLAGS.input_tfrecord):
     common.fail("--input_text or --input_tfrecord: give exactly one of them")
   for name in ("num_examples", "batch_size", "max_seq_length", "max_tokens_per_head"):
@@ -1094,23 +1157,31 @@ def main(_):
     except ValueError as e:
       common.fail("--bert_config_file: %s" % e)
 
-  tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
-                                         do_lower_case=FLAGS.do_lower_case)
+  # The smallest vocab_size of the models bounds the ids (the same vocab feeds all of them).
+  smallest = min(range(len(configs)), key=lambda k: configs[k].vocab_size)
+  tokenizer = tokenization.checked_tokenizer(
+      FLAGS.vocab_file, FLAGS.do_lower_case, init_checkpoint=checkpoints_in[0],
+      vocab_size=configs[smallest].vocab_size, config_name=config_files[smallest])
+  for checkpoint in checkpoints_in[1:]:
+    # checked_tokenizer takes one checkpoint name; the others get its casing check too.
+    tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, checkpoint)
   special = {}
   for tok in ("[PAD]", "[CLS]", "[SEP]", "[MASK]"):
     if tok not in tokenizer.vocab:
       common.fail("--vocab_file=%s: no %s token" % (FLAGS.vocab_file, tok))
     special[tok] = tokenizer.vocab[tok]
-  for path, config in zip(config_files, configs):
-    if config.vocab_size < len(tokenizer.vocab):
-      common.fail("--vocab_file=%s has %d entries but %s has vocab_size %d" % (
-          FLAGS.vocab_file, len(tokenizer.vocab), path, config.vocab_size))
 
+  text_decode_stats = [DecodeStats()]   # of the latest pass over --input_text
+  freq_decode_stats = DecodeStats()
   if FLAGS.input_text:
     text_files = common.expand_input_files(FLAGS.input_text, "input_text")
     seq_length = FLAGS.max_seq_length
-    source = lambda: text_examples(text_files, tokenizer, seq_length, FLAGS.mask_prob,
-                                   FLAGS.seed)
+
+    def source():
+      # Every model reads the same examples: the count of the latest pass is that of each.
+      text_decode_stats[0] = DecodeStats()
+      return text_examples(text_files, tokenizer, seq_length, FLAGS.mask_prob, FLAGS.seed,
+                           text_decode_stats[0])
     input_desc = "text %s" % ", ".join(text_files)
   else:
     record_files = common.expand_input_files(FLAGS.input_tfrecord, "input_tfrecord")
@@ -1131,7 +1202,8 @@ def main(_):
   if freq_files and freq_files.lower() != "none":
     start = time.time()
     counts = count_frequencies(common.expand_input_files(freq_files, "frequency_corpus"),
-                               tokenizer, int(FLAGS.frequency_max_mb * 1e6))
+                               tokenizer, int(FLAGS.frequency_max_mb * 1e6), freq_decode_stats)
+    freq_decode_stats.warn("frequency_corpus" if FLAGS.frequency_corpus else "input_text")
     for tok in special.values():
       counts.pop(tok, None)
     ranks = frequency_ranks(counts)
@@ -1149,10 +1221,15 @@ def main(_):
     all_stats.append(stats)
     expansions.append(expansion)
     spearmans.append(spearman_table(stats, ranks))
+  text_decode_stats[0].warn("input_text")
   meta = {"input": input_desc, "examples": all_stats[0].examples, "tokens": all_stats[0].tokens,
           "max_tokens_per_head": FLAGS.max_tokens_per_head, "checkpoints": checkpoints,
           "seq_length": seq_length,
-          "frequency_corpus": freq_files if ranks else "none (Spearman skipped)"}
+          "frequency_corpus": freq_files if ranks else "none (Spearman skipped)",
+          # Lines that were not UTF-8 (their bad bytes dropped): of the analysed input, and
+          # of the frequency corpus.
+          "lines_with_undecodable_bytes": text_decode_stats[0].lines,
+          "frequency_corpus_lines_with_undecodable_bytes": freq_decode_stats.lines}
   write_outputs(FLAGS.output_dir, labels, configs, all_stats, expansions, spearmans, meta)
   print("Wrote %s (report.md, entropy.png, jsd.png, mixing.png, *.csv, *.json)" %
         FLAGS.output_dir)

@@ -394,6 +394,31 @@ def check_resume(output_dir, bert_config, label_list=None, extra_shapes=None,
       else None
 
 
+def resume_skip_batches(resume_step, flag_values):
+  """Training batches a resumed job skips: one per global step when one pipeline feeds it.
+
+  With a seeded, shuffled training stream this makes a job resumed at step k read exactly the
+  batches the uninterrupted job read from step k on (dropout masks follow the step as well,
+  modeling.dropout), so it ends with the same weights. With a distribution strategy or on TPU
+  the pipelines are split per worker / host and the stream restarts (logged).
+
+  Args:
+    resume_step: global step of the checkpoint being resumed (None or 0 for a new job).
+    flag_values: FLAGS with use_tpu and distribution_strategy.
+
+  Returns:
+    Number of batches to skip.
+  """
+  if not resume_step:
+    return 0
+  if flag_values.use_tpu or flag_values.distribution_strategy != "none":
+    tf1.logging.warning("Resuming at step %d: the input stream restarts from its beginning "
+                        "(exact data-order resume needs --distribution_strategy=none)",
+                        resume_step)
+    return 0
+  return resume_step
+
+
 def bert_variable_shapes(bert_config):
   """{variable name: shape} of the BertModel a config builds (no values are created).
 

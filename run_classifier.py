@@ -101,6 +101,10 @@ def define_flags():
       "[batch, max_seq_length] -> probabilities and predicted_label, or predictions for "
       "regression), from the trained model, else the latest checkpoint in --output_dir, else "
       "--init_checkpoint.")
+  flags.DEFINE_bool(
+      "overwrite", False,
+      "Replace an earlier export of ours at --export_dir (never anything else: another "
+      "directory, a file, checkpoints or this job's inputs and --output_dir are refused).")
   flags.DEFINE_string(
       "text_a_column", None,
       "--task_name=tsv: column of the first text (0-based index, or a header name with "
@@ -780,8 +784,12 @@ def cached_features(examples, input_file, cache_file, tokenizer, task, max_seq_l
 
 
 def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder,
-                                is_regression=False, seed=None):
-  """Creates an `input_fn` closure to be passed to TPUEstimator (official)."""
+                                is_regression=False, seed=None, skip_batches=0):
+  """Creates an `input_fn` closure to be passed to TPUEstimator (official).
+
+  Our additions: is_regression (float labels), seed (shuffle order) and skip_batches (the
+  batches a resumed job already trained on; see estimator_utils.resume_skip_batches).
+  """
   name_to_features = {
       "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
       "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
@@ -799,6 +807,8 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
     if is_training:
       d = d.repeat()
       d = d.shuffle(buffer_size=100, seed=seed)
+      if skip_batches:
+        d = d.skip(skip_batches * batch_size)
     d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features))
     d = d.batch(batch_size=batch_size, drop_remainder=drop_remainder)
     return d
@@ -855,7 +865,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
   with tf1.variable_scope("loss"):
     if is_training:
       # I.e., 0.1 dropout
-      output_layer = tf.nn.dropout(output_layer, rate=0.1)
+      output_layer = modeling.dropout(output_layer, 0.1)
 
     logits = tf.matmul(output_layer, output_weights, transpose_b=True)
     logits = tf.nn.bias_add(logits, output_bias)
@@ -1012,6 +1022,7 @@ def _check_flags():
   for name in ("task_name", "output_dir", "bert_config_file"):
     if not getattr(FLAGS, name):
       common.fail("--%s is required" % name)
+  common.check_output_dir(FLAGS.output_dir, "output_dir")
   if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
     common.fail("--do_train, --do_eval, --do_predict: at least one of them (or --export_dir) "
                 "must be set")
@@ -1061,29 +1072,63 @@ def _latest_global_step(output_dir):
     return 0
 
 
+def export_protected_paths():
+  """What an --export_dir must never replace: this job's --output_dir and its inputs.
+
+  Returns:
+    List of paths (checkpoint prefixes included) for export_utils.export_saved_model.
+  """
+  return [p for p in (FLAGS.output_dir, FLAGS.init_checkpoint, FLAGS.data_dir,
+                      FLAGS.vocab_file, FLAGS.spm_model_file, FLAGS.bert_config_file) if p]
+
+
+def head_shapes(task, bert_config):
+  """{variable name: shape} of the classifier head create_model adds on top of BERT."""
+  return {"output_weights": [task.num_labels, bert_config.hidden_size],
+          "output_bias": [task.num_labels]}
+
+
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   _check_flags()
   task = get_task(FLAGS.task_name, FLAGS)
-  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
   bert_config = estimator_utils.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
   if FLAGS.data_dir:
     _require_task_files(task, FLAGS.data_dir)
+  tokenizer = tokenization.checked_tokenizer(
+      FLAGS.vocab_file, FLAGS.do_lower_case, init_checkpoint=FLAGS.init_checkpoint,
+      spm_model_file=FLAGS.spm_model_file, vocab_size=bert_config.vocab_size,
+      config_name=FLAGS.bert_config_file)
+  if FLAGS.export_dir:
+    # Checked before any training, so that a bad target costs nothing (and again at export).
+    common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
+                            export_protected_paths())
+  if FLAGS.do_train:
+    # One training job per directory: two would interleave checkpoints and overwrite each
+    # other's results.
+    with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+      _run_job(task, bert_config, tokenizer)
+  else:
+    _run_job(task, bert_config, tokenizer)
 
-  tokenizer = tokenization.FullTokenizer(
-      vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
-      spm_model_file=FLAGS.spm_model_file)
-  vocab_name = FLAGS.spm_model_file or FLAGS.vocab_file
-  if not FLAGS.spm_model_file:
-    tokenization.check_vocab_case(tokenizer.vocab, FLAGS.do_lower_case, FLAGS.vocab_file)
-  if len(tokenizer.vocab) > bert_config.vocab_size:
-    common.fail("--vocab_file=%s has %d entries but vocab_size=%d in %s" %
-                (vocab_name, len(tokenizer.vocab), bert_config.vocab_size,
-                 FLAGS.bert_config_file))
 
-  tf.io.gfile.makedirs(FLAGS.output_dir)
+def _run_job(task, bert_config, tokenizer):
+  """Trains / evaluates / predicts / exports as the flags say (after main's checks).
+
+  Args:
+    task: Task.
+    bert_config: modeling.BertConfig (with the flag overrides).
+    tokenizer: the checked FullTokenizer.
+  """
   if task.name == "tsv" and not task.is_regression:
     resolve_tsv_labels(task, FLAGS.data_dir, FLAGS.output_dir)
+  # Before anything is written there: a checkpoint of another model (or label list) in
+  # --output_dir would otherwise fail deep inside the restore, after bert_config.json and
+  # labels.txt were replaced.
+  resume_step = estimator_utils.check_resume(
+      FLAGS.output_dir, bert_config, label_list=None if task.is_regression else task.labels,
+      extra_shapes=head_shapes(task, bert_config))
+  tf.io.gfile.makedirs(FLAGS.output_dir)
   cache_args = dict(tokenizer=tokenizer, task=task, max_seq_length=FLAGS.max_seq_length,
                     vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
                     spm_model_file=FLAGS.spm_model_file)
@@ -1130,15 +1175,22 @@ def main(_):
         FLAGS.predict_batch_size)
     train_input_fn = file_based_input_fn_builder(
         input_file=cache["file"], seq_length=FLAGS.max_seq_length, is_training=True,
-        drop_remainder=True, is_regression=task.is_regression, seed=FLAGS.seed)
+        drop_remainder=True, is_regression=task.is_regression, seed=FLAGS.seed,
+        skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS))
     hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
     start = time.time()
-    estimator.train(input_fn=train_input_fn, max_steps=num_train_steps, hooks=[hook])
+    # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
+    # 130 / 143 below without writing any result that would make it look finished.
+    estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,
+                    hooks=[hook, estimator_utils.StopOnSignalHook()])
+    common.STOP_SIGNALS.exit_if_stopped()
     train_seconds = time.time() - start
     tf1.logging.info("Training done: %d steps in %s%s", num_train_steps,
                      common.format_duration(train_seconds),
                      " (%.2f steps/s)" % hook.last_rate if hook.last_rate else "")
     summary["train_seconds"] = round(train_seconds, 1)
+    # The target beside global_step: a reader (sweep.py) can check the step was reached.
+    summary["num_train_steps"] = num_train_steps
 
   if FLAGS.do_eval:
     # Dev sets go through Estimator.predict (batch --eval_batch_size) and the metrics are
@@ -1167,6 +1219,8 @@ def main(_):
           results[prefix + key] = value
     results["global_step"] = _latest_global_step(FLAGS.output_dir)
     results.update(summary)
+    # A signal during evaluation: no results file, so the job does not look finished.
+    common.STOP_SIGNALS.exit_if_stopped()
     estimator_utils.write_eval_results(FLAGS.output_dir, results)
 
   if FLAGS.do_predict:
@@ -1180,6 +1234,7 @@ def main(_):
       outputs = list(predict_estimator.predict(input_fn=input_fn))[:cache["num_examples"]]
       if len(outputs) != len(examples):
         raise RuntimeError("predicted %d of %d examples" % (len(outputs), len(examples)))
+      common.STOP_SIGNALS.exit_if_stopped()
       submission = os.path.join(FLAGS.output_dir, test_file.name)
       write_submission(submission, task, examples, outputs)
       results_name = "test_results.tsv"
@@ -1190,10 +1245,12 @@ def main(_):
                        results_name)
 
   if FLAGS.export_dir:
+    common.STOP_SIGNALS.exit_if_stopped()
     export_classifier(task, bert_config, FLAGS.export_dir,
                       tf1.train.latest_checkpoint(FLAGS.output_dir) or FLAGS.init_checkpoint,
                       FLAGS.max_seq_length, vocab_file=FLAGS.vocab_file,
-                      spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case)
+                      spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case,
+                      overwrite=FLAGS.overwrite, protected_paths=export_protected_paths())
 
 
 def _inference_input(task, task_file, examples, cache_args, batch_size, purpose):
@@ -1226,18 +1283,22 @@ def _inference_input(task, task_file, examples, cache_args, batch_size, purpose)
 
 
 def export_classifier(task, bert_config, export_dir, checkpoint, max_seq_length, vocab_file=None,
-                      spm_model_file=None, do_lower_case=True):
+                      spm_model_file=None, do_lower_case=True, overwrite=False,
+                      protected_paths=()):
   """Writes the classifier as a SavedModel (serving_default) plus labels and configs.
 
   Args:
     task: Task (labels, regression or not).
     bert_config: modeling.BertConfig used for the model.
-    export_dir: SavedModel directory (replaced).
+    export_dir: SavedModel directory; an existing one only if it is an earlier export of ours
+      and overwrite is set (anything else is refused, see common.check_export_dir).
     checkpoint: checkpoint prefix or directory holding bert/* and output_weights/output_bias.
     max_seq_length: the sequence length of the int32 inputs.
     vocab_file: copied into the export for tokenising (WordPiece).
     spm_model_file: noted in classifier_config.json.
     do_lower_case: noted in classifier_config.json.
+    overwrite: replace an earlier export of ours at export_dir.
+    protected_paths: paths export_dir must not be or contain (output_dir, inputs).
 
   Returns:
     The checkpoint that was exported.
@@ -1264,7 +1325,8 @@ def export_classifier(task, bert_config, export_dir, checkpoint, max_seq_length,
       extra_files["vocab.txt"] = f.read()
   return export_utils.export_saved_model(
       serving_build_fn(bert_config, task.num_labels, task.is_regression), checkpoint,
-      export_dir, input_specs, extra_files=extra_files)
+      export_dir, input_specs, extra_files=extra_files, overwrite=overwrite,
+      protected_paths=protected_paths, bert_config=bert_config)
 
 
 if __name__ == "__main__":

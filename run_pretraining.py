@@ -531,7 +531,7 @@ def main(_):
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
         is_training=True,
         seed=FLAGS.seed,
-        skip_batches=_resume_skip_batches(resume_step))
+        skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS))
     start = time.time()
     start_step = resume_step
     if start_step:
@@ -574,22 +574,6 @@ def main(_):
     common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
     estimator_utils.write_eval_results(FLAGS.output_dir, result)
   lock.release()
-
-
-def _resume_skip_batches(resume_step):
-  """Training batches to skip on resume: one per global step when one pipeline feeds the step.
-
-  With a distribution strategy or on TPU the pipelines are split per worker / host, and the
-  stream restarts from its beginning on resume (logged).
-  """
-  if not resume_step:
-    return 0
-  if FLAGS.use_tpu or FLAGS.distribution_strategy != "none":
-    tf1.logging.warning("Resuming at step %d: the input stream restarts from its beginning "
-                        "(exact data-order resume needs --distribution_strategy=none)",
-                        resume_step)
-    return 0
-  return resume_step
 
 
 def _train(estimator, train_input_fn, total_steps):

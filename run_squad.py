@@ -117,6 +117,10 @@ def define_flags():
   flags.DEFINE_string("export_dir", None,
                       "If set, export the fine-tuned model (latest checkpoint in --output_dir, "
                       "else --init_checkpoint) as a SavedModel here.")
+  flags.DEFINE_bool("overwrite", False,
+                    "Replace an earlier export of ours at --export_dir (never anything else: "
+                    "another directory, a file, checkpoints or this job's inputs and "
+                    "--output_dir are refused).")
   flags.DEFINE_bool("output_raw_logits", False,
                     "With --do_predict: also write raw_logits.npz (unique_ids, start_logits, "
                     "end_logits per feature) to --output_dir, e.g. for ensembling.")
@@ -816,8 +820,13 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
   return model_fn
 
 
-def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=None):
-  """Creates an `input_fn` closure (reads params["batch_size"]) over a feature TFRecord."""
+def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=None,
+                     skip_batches=0):
+  """Creates an `input_fn` closure (reads params["batch_size"]) over a feature TFRecord.
+
+  Our additions to the official arguments: seed (shuffle order) and skip_batches (the batches
+  a resumed job already trained on; see estimator_utils.resume_skip_batches).
+  """
 
   name_to_features = {
       "unique_ids": tf.io.FixedLenFeature([], tf.int64),
@@ -840,6 +849,8 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=N
     if is_training:
       d = d.repeat()
       d = d.shuffle(buffer_size=100, seed=seed)
+      if skip_batches:
+        d = d.skip(skip_batches * batch_size)
 
     d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features),
               num_parallel_calls=tf.data.AUTOTUNE)
@@ -1207,17 +1218,21 @@ def serving_input_specs(max_seq_length):
 
 
 def export_model(bert_config, checkpoint_path, export_dir, max_seq_length, vocab_file=None,
-                 do_lower_case=True, version_2_with_negative=False):
+                 do_lower_case=True, version_2_with_negative=False, overwrite=False,
+                 protected_paths=()):
   """Exports the span model as a SavedModel (serving_default signature) plus its configs.
 
   Args:
     bert_config: modeling.BertConfig.
     checkpoint_path: fine-tuned checkpoint (prefix or directory) with the cls/squad head.
-    export_dir: output directory (replaced).
+    export_dir: output directory; an existing one only if it is an earlier export of ours and
+      overwrite is set (anything else is refused, see common.check_export_dir).
     max_seq_length: sequence length of the int32 inputs.
     vocab_file: copied into the export as vocab.txt.
     do_lower_case: noted in squad_config.json.
     version_2_with_negative: noted in squad_config.json.
+    overwrite: replace an earlier export of ours at export_dir.
+    protected_paths: paths export_dir must not be or contain (output_dir, inputs).
 
   Returns:
     The checkpoint prefix that was exported.
@@ -1247,7 +1262,9 @@ def export_model(bert_config, checkpoint_path, export_dir, max_seq_length, vocab
       extra_files["vocab.txt"] = f.read()
   return export_utils.export_saved_model(build_fn, checkpoint_path, export_dir,
                                          serving_input_specs(max_seq_length),
-                                         extra_files=extra_files)
+                                         extra_files=extra_files, overwrite=overwrite,
+                                         protected_paths=protected_paths,
+                                         bert_config=bert_config)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1277,14 +1294,25 @@ def validate_flags_or_throw(bert_config):
     common.fail("--warmup_proportion=%g must be in [0, 1)" % FLAGS.warmup_proportion)
 
 
-def _predict(estimator, tokenizer):
-  """Runs --do_predict: features, Estimator predictions, output files, scoring."""
+def _predict(estimator, tokenizer, extra_results=None):
+  """Runs --do_predict: features, Estimator predictions, output files, scoring.
+
+  Args:
+    estimator: the (TPU)Estimator.
+    tokenizer: the checked FullTokenizer.
+    extra_results: dict added to eval_results (e.g. global_step, num_train_steps), or None.
+  """
   dataset_json = load_squad_json(FLAGS.predict_file, "predict_file")
   eval_examples = read_squad_examples(
       input_file=FLAGS.predict_file, is_training=False,
       version_2_with_negative=FLAGS.version_2_with_negative, flag_name="predict_file")
   if not eval_examples:
     common.fail("--predict_file=%s: no questions" % FLAGS.predict_file)
+  # predictions.json is keyed by question id: questions sharing an id get one answer.
+  id_counts = squad_evaluate.warn_id_problems(
+      dataset_json["data"], None, "--predict_file=%s" % FLAGS.predict_file,
+      duplicate_note="predictions.json keeps one answer per id (that of the last such "
+      "question)")
 
   eval_record_file = os.path.join(FLAGS.output_dir, "eval.tf_record")
   num_features, eval_features = write_features(eval_examples, tokenizer, eval_record_file,
@@ -1311,6 +1339,8 @@ def _predict(estimator, tokenizer):
             end_logits=[float(x) for x in result["end_logits"].flat]))
     meter.update(len(all_results))
   meter.update(len(all_results), force=True)
+  # A signal during prediction: no output files, so the job does not look finished.
+  common.STOP_SIGNALS.exit_if_stopped()
 
   if FLAGS.output_raw_logits:
     buf = io.BytesIO()
@@ -1340,26 +1370,68 @@ def _predict(estimator, tokenizer):
           na_prob_thresh=FLAGS.null_score_diff_threshold)
     else:
       results = squad_evaluate.evaluate_v1(dataset_json["data"], all_predictions)
+    results["num_duplicate_question_ids"] = id_counts["num_duplicate_question_ids"]
+    results.update(extra_results or {})
     estimator_utils.write_eval_results(FLAGS.output_dir, results)
   else:
     tf1.logging.info("%s has no gold answers: predictions written, not scored",
                      FLAGS.predict_file)
 
 
+def export_protected_paths():
+  """What an --export_dir must never replace: this job's --output_dir and its inputs.
+
+  Returns:
+    List of paths (checkpoint prefixes included) for export_utils.export_saved_model.
+  """
+  return [p for p in (FLAGS.output_dir, FLAGS.init_checkpoint, FLAGS.train_file,
+                      FLAGS.predict_file, FLAGS.vocab_file, FLAGS.bert_config_file) if p]
+
+
+def head_shapes(bert_config):
+  """{variable name: shape} of the span head create_model adds on top of BERT."""
+  return {"cls/squad/output_weights": [2, bert_config.hidden_size],
+          "cls/squad/output_bias": [2]}
+
+
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
+  common.check_output_dir(FLAGS.output_dir, "output_dir")
   common.require_file(FLAGS.vocab_file, "vocab_file")
   bert_config = estimator_utils.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
   validate_flags_or_throw(bert_config)
-  tokenization.validate_case_matches_checkpoint(FLAGS.do_lower_case, FLAGS.init_checkpoint)
+  tokenizer = tokenization.checked_tokenizer(
+      FLAGS.vocab_file, FLAGS.do_lower_case, init_checkpoint=FLAGS.init_checkpoint,
+      vocab_size=bert_config.vocab_size, config_name=FLAGS.bert_config_file)
   if FLAGS.init_checkpoint and not tf1.train.checkpoint_exists(FLAGS.init_checkpoint):
     common.fail("--init_checkpoint=%s: no checkpoint there" % FLAGS.init_checkpoint)
+  if FLAGS.export_dir:
+    # Checked before any training, so that a bad target costs nothing (and again at export).
+    common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
+                            export_protected_paths())
+  if FLAGS.do_train:
+    # One training job per directory: two would interleave checkpoints and overwrite each
+    # other's results.
+    with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+      _run_job(bert_config, tokenizer)
+  else:
+    _run_job(bert_config, tokenizer)
 
+
+def _run_job(bert_config, tokenizer):
+  """Trains / predicts / exports as the flags say (after main's checks).
+
+  Args:
+    bert_config: modeling.BertConfig (with the flag overrides).
+    tokenizer: the checked FullTokenizer.
+  """
+  # Before anything is written there: a checkpoint of another model in --output_dir would
+  # otherwise fail deep inside the restore, after bert_config.json was replaced.
+  resume_step = estimator_utils.check_resume(FLAGS.output_dir, bert_config,
+                                             extra_shapes=head_shapes(bert_config))
   tf1.gfile.MakeDirs(FLAGS.output_dir)
-  tokenizer = tokenization.FullTokenizer(vocab_file=FLAGS.vocab_file,
-                                         do_lower_case=FLAGS.do_lower_case)
 
   train_examples = None
   num_train_steps = None
@@ -1398,6 +1470,7 @@ def main(_):
       train_batch_size=FLAGS.train_batch_size,
       predict_batch_size=FLAGS.predict_batch_size)
 
+  train_summary = {}
   if FLAGS.do_train:
     estimator_utils.save_config(bert_config, FLAGS.output_dir)
     # We write to a file to avoid storing very large constant tensors in memory.
@@ -1417,22 +1490,43 @@ def main(_):
         seq_length=FLAGS.max_seq_length,
         is_training=True,
         drop_remainder=True,
-        seed=FLAGS.seed)
+        seed=FLAGS.seed,
+        skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS))
+    # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
+    # 130 / 143 below without writing any result that would make it look finished.
     estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,
                     hooks=[estimator_utils.ProgressHook(num_train_steps,
-                                                        FLAGS.train_batch_size)])
+                                                        FLAGS.train_batch_size),
+                           estimator_utils.StopOnSignalHook()])
+    common.STOP_SIGNALS.exit_if_stopped()
+    # The target beside the step reached: a reader (sweep.py) can check they agree.
+    train_summary = {"global_step": _latest_global_step(FLAGS.output_dir),
+                     "num_train_steps": num_train_steps}
 
   if FLAGS.do_predict:
-    _predict(estimator, tokenizer)
+    _predict(estimator, tokenizer, train_summary)
 
   if FLAGS.export_dir:
+    common.STOP_SIGNALS.exit_if_stopped()
     checkpoint = tf1.train.latest_checkpoint(FLAGS.output_dir) or FLAGS.init_checkpoint
     if not checkpoint:
       common.fail("--export_dir=%s: no checkpoint in --output_dir=%s and no --init_checkpoint "
                   "to export" % (FLAGS.export_dir, FLAGS.output_dir))
     export_model(bert_config, checkpoint, FLAGS.export_dir, FLAGS.max_seq_length,
                  vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
-                 version_2_with_negative=FLAGS.version_2_with_negative)
+                 version_2_with_negative=FLAGS.version_2_with_negative,
+                 overwrite=FLAGS.overwrite, protected_paths=export_protected_paths())
+
+
+def _latest_global_step(output_dir):
+  """The global step of the latest checkpoint in output_dir (0 when there is none)."""
+  checkpoint = tf1.train.latest_checkpoint(output_dir)
+  if not checkpoint:
+    return 0
+  try:
+    return int(tf1.train.load_variable(checkpoint, "global_step"))
+  except (tf.errors.NotFoundError, ValueError):
+    return 0
 
 
 if __name__ == "__main__":

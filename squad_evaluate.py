@@ -11,6 +11,9 @@ The scores are those of the official `evaluate-v1.1.py` and `evaluate-v2.0.py` s
 difference: a question of the data file that has no prediction counts as wrong (EM 0, F1 0) in
 both versions, and the number of such questions is logged. (v1.1 official does the same; v2.0
 official skips them from `total` and then fails with a KeyError in the HasAns / NoAns split.)
+The command line also warns (one line each) about predictions whose id is no question of the
+data file (not scored) and questions that repeat an earlier question's id, and adds both counts
+to its result: num_unknown_prediction_ids, num_duplicate_question_ids.
 
 Normalisation (identical in both official scripts): lower-case; drop every character of
 `string.punctuation` (ASCII only: '–' or '«' stay); drop the whole words a / an / the
@@ -385,6 +388,71 @@ def evaluate(dataset_json, preds, version_2=None, na_probs=None, na_prob_thresh=
   return evaluate_v1(dataset_json["data"], preds)
 
 
+def count_id_problems(dataset, preds=None):
+  """Counts the ids that scoring cannot use as they are.
+
+  Args:
+    dataset: the "data" list of a SQuAD JSON file.
+    preds: dict question id -> predicted text, or None.
+
+  Returns:
+    (counts, firsts): counts is an OrderedDict with "num_duplicate_question_ids" (questions
+    whose id an earlier question of the dataset already has: they share one prediction) and
+    "num_unknown_prediction_ids" (prediction ids that are no question of the dataset: never
+    scored; 0 without preds); firsts maps the same keys to the first such id (or None).
+  """
+  seen = set()
+  duplicates = []
+  for article in dataset:
+    for p in article["paragraphs"]:
+      for qa in p["qas"]:
+        if qa["id"] in seen:
+          duplicates.append(qa["id"])
+        seen.add(qa["id"])
+  unknown = [qid for qid in (preds or {}) if qid not in seen]
+  counts = collections.OrderedDict([("num_duplicate_question_ids", len(duplicates)),
+                                    ("num_unknown_prediction_ids", len(unknown))])
+  firsts = {"num_duplicate_question_ids": duplicates[0] if duplicates else None,
+            "num_unknown_prediction_ids": unknown[0] if unknown else None}
+  return counts, firsts
+
+
+def _warn(message):
+  """Writes one "warning: ..." line to stderr (next to the tools' "error: ..." lines)."""
+  sys.stderr.write("warning: %s\n" % message)
+  sys.stderr.flush()
+
+
+def warn_id_problems(dataset, preds, data_name, pred_name=None,
+                     duplicate_note="each of them is scored against the one prediction of "
+                     "that id"):
+  """Warns (one line each) about duplicate question ids and unknown prediction ids.
+
+  Both were silent before: predictions for ids not in the dataset were ignored, and questions
+  sharing an id were merged into one prediction.
+
+  Args:
+    dataset: the "data" list of a SQuAD JSON file.
+    preds: dict question id -> predicted text, or None.
+    data_name: how to name the dataset in the warning ("data file X", "--predict_file=X").
+    pred_name: how to name the predictions ("predictions file X").
+    duplicate_note: what the duplicates mean for the caller, appended to that warning.
+
+  Returns:
+    count_id_problems' counts (to keep in the eval results).
+  """
+  counts, firsts = count_id_problems(dataset, preds)
+  key = "num_duplicate_question_ids"
+  if counts[key]:
+    _warn("%s: %d question(s) repeat an earlier question's id (first: %s); %s" %
+          (data_name, counts[key], firsts[key], duplicate_note))
+  key = "num_unknown_prediction_ids"
+  if counts[key]:
+    _warn("%s: %d id(s) not in the dataset (first: %s); they are not scored (%s)" %
+          (pred_name or "predictions", counts[key], firsts[key], data_name))
+  return counts
+
+
 def _load_json(path, label):
   """Reads a JSON file; `label` names it in errors ("data file %s", "--na_prob_file=%s")."""
   name = label % path
@@ -466,6 +534,9 @@ def main(argv):
     result = evaluate(dataset_json, preds, version_2, na_probs, FLAGS.na_prob_thresh)
   except ValueError as e:
     common.fail("%s: %s" % (data_file, e))
+  # After the official keys: how many ids were merged or ignored (0 and 0 when clean).
+  result.update(warn_id_problems(dataset_json["data"], preds, "data file %s" % data_file,
+                                 "predictions file %s" % pred_file))
   if FLAGS.out_file:
     with common.atomic_output(FLAGS.out_file) as f:
       f.write(json.dumps(result) + "\n")

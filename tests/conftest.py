@@ -60,3 +60,8 @@ def vocab_file():
   if os.path.exists(shipped):
     return shipped
   return shared_path("vocab", "bert_uncased_vocab.txt")
+
+
+def pytest_configure(config):
+  config.addinivalue_line(
+      "markers", "slow: end-to-end runs of whole jobs (deselect with -m 'not slow')")

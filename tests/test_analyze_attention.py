@@ -315,3 +315,66 @@ def test_bad_flag_is_one_line_error(tmp_path, vocab_file):
   proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_DIR)
   assert proc.returncode == 2
   assert proc.stderr.strip().splitlines()[-1].startswith("error: --init_checkpoint=")
+
+
+def test_latin1_text_is_decoded_with_replacement_and_counted(vocab_file, tmp_path):
+  import tokenization
+  # "café" in latin-1 (0xe9) is not UTF-8; the tokenizer drops the replacement character, as
+  # it drops the bytes tokenization.convert_to_unicode ignores.
+  text = tmp_path / "latin1.txt"
+  text.write_bytes(b"the caf\xe9 was good .\nit was \xe0 la carte .\n\nfine text .\n")
+  stats = aa.DecodeStats()
+  docs = list(aa.read_documents([str(text)], stats))
+  assert docs == [["the caf\ufffd was good .", "it was \ufffd la carte ."], ["fine text ."]]
+  assert (stats.lines, stats.first) == (2, "%s:1" % text)
+  tok = tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=True)
+  assert tok.tokenize(docs[0][0]) == tok.tokenize(
+      tokenization.convert_to_unicode(b"the caf\xe9 was good ."))
+  freq_stats = aa.DecodeStats()
+  counts = aa.count_frequencies([str(text)], tok, 10 ** 6, freq_stats)
+  assert freq_stats.lines == 2 and counts[tok.vocab["good"]] == 1
+
+
+def test_text_run_on_latin1_and_one_line_errors(tmp_path, vocab_file):
+  with open(vocab_file) as f:
+    vocab_size = sum(1 for line in f if line.strip())
+  config = _config(vocab_size, "post", "none")
+  model_dir = tmp_path / "model"
+  model_dir.mkdir()
+  _save_checkpoint(numpy_bert.random_params(config, seed=5), str(model_dir / "model.ckpt"))
+  (model_dir / "bert_config.json").write_text(json.dumps(config))
+  text = tmp_path / "latin1.txt"
+  text.write_bytes(b"the caf\xe9 was good .\nit was fine .\n\nna\xefve text here .\n")
+  out_dir = tmp_path / "out"
+  base = [sys.executable, os.path.join(REPO_DIR, "analyze_attention.py"),
+          "--init_checkpoint=%s" % model_dir, "--vocab_file=%s" % vocab_file,
+          "--input_text=%s" % text, "--max_seq_length=16", "--batch_size=2"]
+  proc = subprocess.run(base + ["--output_dir=%s" % out_dir], capture_output=True, text=True,
+                        cwd=REPO_DIR)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  warnings = [l for l in proc.stderr.splitlines() if l.startswith("warning: ")]
+  # Once for the analysed text, once for the frequency corpus (the same file by default).
+  assert warnings == [
+      "warning: --%s: 2 line(s) are not valid UTF-8 (first: %s:1); their undecodable bytes "
+      "were dropped" % (flag, text) for flag in ("input_text", "input_text")]
+  meta = json.loads((out_dir / "summary.json").read_text())["meta"]
+  assert meta["examples"] == 2 and meta["lines_with_undecodable_bytes"] == 2
+  assert meta["frequency_corpus_lines_with_undecodable_bytes"] == 2
+  assert "2 input line(s) were not valid UTF-8" in (out_dir / "report.md").read_text()
+  # --output_dir that is a file, or under one: one line, nothing written.
+  stray = tmp_path / "stray.txt"
+  stray.write_text("x")
+  for target, message in ((stray, "is a file, expected a directory"),
+                          (stray / "sub", "%s is a file, not a directory" % stray)):
+    proc = subprocess.run(base + ["--output_dir=%s" % target], capture_output=True, text=True,
+                          cwd=REPO_DIR)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == "error: --output_dir=%s: %s" % (target,
+                                                                                   message)
+  assert stray.read_text() == "x"
+  # The tokenizer set-up check: an uncased vocab with --do_lower_case=False.
+  proc = subprocess.run(base + ["--output_dir=%s" % out_dir, "--do_lower_case=false"],
+                        capture_output=True, text=True, cwd=REPO_DIR)
+  assert proc.returncode == 2
+  assert proc.stderr.strip().splitlines()[-1].startswith(
+      "error: --do_lower_case=False: vocab %s has no upper-case entries" % vocab_file)

@@ -4,6 +4,8 @@ end-to-end train / eval / predict / export runs (subprocesses) for both head typ
 import json
 import os
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -12,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import TINY_BERT_CONFIG, write_random_bert_checkpoint
+from conftest import TINY_BERT_CONFIG, shared_path, write_random_bert_checkpoint
 
 import common
 import modeling
@@ -332,6 +334,7 @@ def test_classification_train_eval_predict_export(tmp_path, tiny_model, vocab_fi
   results = json.loads((out / "eval_results.json").read_text())
   assert set(results) >= {"eval_accuracy", "eval_loss", "global_step", "eval_num_examples"}
   assert results["global_step"] == 4 and results["eval_num_examples"] == 5
+  assert results["num_train_steps"] == 4  # the target, beside the step reached
   assert "eval_accuracy = " in (out / "eval_results.txt").read_text()
   lines = (out / "SST-2.tsv").read_text().splitlines()
   assert lines[0] == "index\tprediction" and len(lines) == 4
@@ -354,6 +357,8 @@ def test_classification_train_eval_predict_export(tmp_path, tiny_model, vocab_fi
   mtime = eval_record.stat().st_mtime_ns
   log = _run(_common_args("sst-2", data, config_file, out, vocab_file) + ["--do_eval"])
   assert "Reusing cached features %s" % eval_record in log
+  # No training in this run: no training target in its results.
+  assert "num_train_steps" not in json.loads((out / "eval_results.json").read_text())
   assert eval_record.stat().st_mtime_ns == mtime
   assert json.loads((out / "eval_results.json").read_text())["eval_loss"] == pytest.approx(
       results["eval_loss"], abs=1e-6)
@@ -375,7 +380,7 @@ def test_regression_train_eval_predict_export(tmp_path, tiny_model, vocab_file):
   assert json.loads((out / "bert_config.json").read_text())["residual_attention"] == "sum"
   results = json.loads((out / "eval_results.json").read_text())
   assert set(results) >= {"eval_pearson", "eval_spearman", "eval_loss", "global_step"}
-  assert results["global_step"] == 4
+  assert results["global_step"] == 4 and results["num_train_steps"] == 4
   assert -1.0 <= results["eval_pearson"] <= 1.0
   lines = (out / "STS-B.tsv").read_text().splitlines()
   assert lines[0] == "index\tprediction" and len(lines) == 3
@@ -452,3 +457,168 @@ def test_own_tsv_pair_task_end_to_end(tmp_path, tiny_model, vocab_file):
       "--text_a_column=premise", "--text_b_column=hypothesis", "--label_column=verdict",
       "--do_eval"], expect_rc=2)
   assert "dev.tsv:2" in log and "maybe" in log
+
+
+# ----------------------------------------------------------------------------------------------
+# Safety: stopped jobs, resuming another model, --export_dir targets, --output_dir, the lock.
+
+TSV_ROWS = [("the film was great", "yes"), ("a dull mess", "no"), ("superb acting", "yes"),
+            ("boring plot", "no")]
+
+
+def _tsv_args(data, config_file, out, vocab_file, extra=()):
+  return _common_args("tsv", str(data), config_file, out, vocab_file) + [
+      "--text_a_column=text", "--label_column=verdict"] + list(extra)
+
+
+def _checkpoint_step(output_dir):
+  latest = tf.train.latest_checkpoint(str(output_dir))
+  return int(tf.train.load_checkpoint(latest).get_tensor("global_step")) if latest else None
+
+
+@pytest.fixture(scope="module")
+def stopped_run(tmp_path_factory, tiny_model):
+  """A --do_train --do_eval --export_dir job of 2000 steps, sent SIGTERM once training began.
+
+  Returns:
+    dict: data dir, output dir, export dir, config file, the job's exit status and stderr.
+  """
+  config_file, _ = tiny_model
+  vocab_file = os.path.join(REPO_DIR, "data", "vocab.txt")
+  if not os.path.exists(vocab_file):
+    vocab_file = shared_path("vocab", "bert_uncased_vocab.txt")
+  root = tmp_path_factory.mktemp("stopped")
+  data = root / "data"
+  data.mkdir()
+  for name in ("train.tsv", "dev.tsv"):
+    (data / name).write_text("text\tverdict\n" + "".join("%s\t%s\n" % r for r in TSV_ROWS))
+  out, export = root / "out", root / "export"
+  # 4 examples / batch 4 * 2000 epochs = 2000 steps: far more than run before the signal.
+  args = _tsv_args(data, config_file, out, vocab_file, [
+      "--do_train", "--do_eval", "--num_train_epochs=2000", "--save_checkpoints_steps=100000",
+      "--export_dir=%s" % export])
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  proc = subprocess.Popen([sys.executable, SCRIPT] + args, cwd=REPO_DIR, env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  lines = []
+  try:
+    for line in proc.stderr:
+      lines.append(line)
+      # The CheckpointSaverHook writes step 0 after the hooks' begin(): training has started.
+      if "Saving checkpoints for 0 into" in line:
+        proc.send_signal(signal.SIGTERM)
+        break
+    rest = proc.communicate(timeout=120)[1]
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  return {"data": data, "out": out, "export": export, "returncode": proc.returncode,
+          "stderr": "".join(lines) + (rest or ""), "config_file": config_file}
+
+
+def test_sigterm_stops_training_without_results(stopped_run):
+  run = stopped_run
+  assert run["returncode"] == 143, run["stderr"][-3000:]
+  assert "interrupted (signal 15)" in run["stderr"]
+  out = run["out"]
+  # Stopped at a checkpoint short of the target; nothing that looks finished.
+  assert 0 < _checkpoint_step(out) < 2000
+  assert not (out / "eval_results.json").exists() and not (out / "eval_results.txt").exists()
+  assert not run["export"].exists()
+  assert not (out / ".lock-local").exists()  # released on the way out
+
+
+def test_resume_with_another_model_is_one_line_error(stopped_run, vocab_file, tmp_path):
+  run = stopped_run
+  out = run["out"]
+  before = {name: (out / name).read_bytes() for name in ("bert_config.json", "labels.txt")}
+  listing = sorted(os.listdir(out))
+  # Another hidden size: the checkpoint there cannot be restored into this model.
+  other = dict(TINY_CONFIG, hidden_size=16, intermediate_size=32)
+  other_config = tmp_path / "other_config.json"
+  other_config.write_text(json.dumps(other))
+  log = _run(_tsv_args(run["data"], str(other_config), out, vocab_file, ["--do_train"]),
+             expect_rc=2)
+  last = log.strip().splitlines()[-1]
+  assert last.startswith("error: --output_dir=%s: its checkpoint model.ckpt-" % out), last
+  assert "[32]" in last and "[16]" in last and "Traceback" not in log
+  # Another label list: the classifier head (and labels.txt) belong to other labels.
+  log = _run(_tsv_args(run["data"], run["config_file"], out, vocab_file,
+                       ["--do_train", "--label_list=no,yes,maybe"]), expect_rc=2)
+  assert log.strip().splitlines()[-1] == (
+      "error: --output_dir=%s: holds a model trained on labels no,yes (labels.txt) but this "
+      "job has no,yes,maybe; use a new --output_dir" % out)
+  assert "Traceback" not in log
+  # Nothing in the directory changed.
+  assert {name: (out / name).read_bytes() for name in before} == before
+  assert sorted(os.listdir(out)) == listing
+
+
+def test_export_dir_targets(stopped_run, vocab_file, tmp_path):
+  run = stopped_run
+  out = run["out"]
+  args = _tsv_args(run["data"], run["config_file"], out, vocab_file)
+  listing = sorted(os.listdir(out))
+  # The output_dir itself and its parent: they hold what the job needs.
+  for target in (out, out.parent):
+    log = _run(args + ["--export_dir=%s" % target, "--overwrite"], expect_rc=2)
+    assert log.strip().splitlines()[-1].startswith(
+        "error: --export_dir=%s: would replace " % target), log[-2000:]
+  # An unrelated file.
+  stray = tmp_path / "notes.txt"
+  stray.write_text("keep me\n")
+  log = _run(args + ["--export_dir=%s" % stray], expect_rc=2)
+  assert log.strip().splitlines()[-1].startswith("error: --export_dir=%s: is a file" % stray)
+  assert stray.read_text() == "keep me\n"
+  assert sorted(os.listdir(out)) == listing
+  # Our own export is replaced only with --overwrite.
+  export = tmp_path / "export"
+  _run(args + ["--export_dir=%s" % export])
+  assert (export / "saved_model.pb").exists() and (export / "labels.txt").read_text() == (
+      "no\nyes\n")
+  log = _run(args + ["--export_dir=%s" % export], expect_rc=2)
+  last = log.strip().splitlines()[-1]
+  assert last.startswith("error: --export_dir=%s: already holds " % export), last
+  assert "pass --overwrite" in last
+  _run(args + ["--export_dir=%s" % export, "--overwrite"])
+  assert (export / "saved_model.pb").exists()
+  assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+
+
+def test_bad_export_dir_fails_before_training(tmp_path, tiny_model, vocab_file):
+  config_file, _ = tiny_model
+  stray = tmp_path / "stray.txt"
+  stray.write_text("x")
+  out = tmp_path / "out"
+  log = _run(_common_args("sst-2", os.path.join(FIXTURES, "SST-2"), config_file, out,
+                          vocab_file) + ["--do_train", "--export_dir=%s" % stray], expect_rc=2)
+  assert log.strip().splitlines()[-1].startswith("error: --export_dir=%s: is a file" % stray)
+  assert not out.exists()  # no training ran, nothing was written
+
+
+def test_output_dir_file_and_lock_are_one_line_errors(tmp_path, tiny_model, vocab_file):
+  config_file, _ = tiny_model
+  data = os.path.join(FIXTURES, "SST-2")
+  stray = tmp_path / "file.txt"
+  stray.write_text("x")
+  log = _run(_common_args("sst-2", data, config_file, stray, vocab_file) + ["--do_train"],
+             expect_rc=2)
+  assert log.strip().splitlines()[-1] == (
+      "error: --output_dir=%s: is a file, expected a directory" % stray)
+  under = stray / "sub"
+  log = _run(_common_args("sst-2", data, config_file, under, vocab_file) + ["--do_train"],
+             expect_rc=2)
+  assert log.strip().splitlines()[-1] == (
+      "error: --output_dir=%s: %s is a file, not a directory" % (under, stray))
+  assert stray.read_text() == "x" and "Traceback" not in log
+  # A live job's lock (this test process) in the directory: a second training job refuses.
+  out = tmp_path / "out"
+  out.mkdir()
+  (out / ".lock-local").write_text(json.dumps(
+      {"pid": os.getpid(), "host": socket.gethostname(), "time": "2024-01-01T00:00:00"}))
+  log = _run(_common_args("sst-2", data, config_file, out, vocab_file) + ["--do_train"],
+             expect_rc=2)
+  assert log.strip().splitlines()[-1].startswith(
+      "error: --output_dir=%s: in use by another job (pid %d on host %s" %
+      (out, os.getpid(), socket.gethostname()))
+  assert sorted(os.listdir(out)) == [".lock-local"]

@@ -433,8 +433,11 @@ def test_end_to_end_train_predict_score_export(tmp_path):
   assert sorted(results) == sorted([
       "exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
       "NoAns_f1", "NoAns_total", "best_exact", "best_exact_thresh", "best_f1",
-      "best_f1_thresh"])
+      "best_f1_thresh", "num_duplicate_question_ids", "global_step", "num_train_steps"])
   assert results["total"] == 5 and results["HasAns_total"] == 3
+  # The step reached and the target, for a reader that checks the job ran to its end.
+  assert results["global_step"] == results["num_train_steps"] == 5
+  assert results["num_duplicate_question_ids"] == 0
   # The scores are those of the written files, by the independent scorer.
   with open(V2_FILE, encoding="utf-8") as f:
     data = json.load(f)["data"]
@@ -464,7 +467,7 @@ def test_end_to_end_train_predict_score_export(tmp_path):
   preds = json.loads((out_v1 / "predictions.json").read_text())
   assert len(preds) == 9 and not os.path.exists(out_v1 / "null_odds.json")
   results = json.loads((out_v1 / "eval_results.json").read_text())
-  assert sorted(results) == ["exact_match", "f1"]
+  assert sorted(results) == ["exact_match", "f1", "num_duplicate_question_ids"]
   assert 0.0 <= results["exact_match"] <= results["f1"] <= 100.0
 
 
@@ -480,3 +483,157 @@ def test_bad_flags_are_one_line_errors(tmp_path):
   assert proc.returncode == 2
   assert proc.stderr.strip().splitlines()[-1] == (
       "error: --max_seq_length=64 must be greater than --max_query_length (64) + 3")
+
+
+# ----------------------------------------------------------------------------------------------
+# Safety: duplicate ids, --export_dir targets, --output_dir, resuming another model, signals
+# ----------------------------------------------------------------------------------------------
+
+VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
+
+
+def _squad_checkpoint(config_file, prefix):
+  """Saves a random BERT with the SQuAD head (as a fine-tuned run would) and its state file."""
+  import modeling  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf1 = tf.compat.v1
+  config = modeling.BertConfig.from_json_file(str(config_file))
+  with tf.Graph().as_default():
+    tf1.set_random_seed(3)
+    ids = tf1.placeholder(tf.int32, [None, 8])
+    run_squad.create_model(config, False, ids, tf.ones_like(ids), tf.zeros_like(ids), False)
+    saver = tf1.train.Saver()
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      return saver.save(sess, str(prefix))
+
+
+def _squad_cmd(config_file, out_dir, extra):
+  return [os.path.join(REPO_DIR, "run_squad.py"), "--vocab_file=%s" % VOCAB,
+          "--bert_config_file=%s" % config_file, "--output_dir=%s" % out_dir,
+          "--max_seq_length=64", "--doc_stride=32", "--max_query_length=16"] + list(extra)
+
+
+def _run_rc(args, expect_rc):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  proc = subprocess.run([sys.executable] + args, cwd=REPO_DIR, env=env, capture_output=True,
+                        text=True, timeout=300)
+  assert proc.returncode == expect_rc, proc.stderr[-3000:]
+  assert "Traceback" not in proc.stderr
+  return proc.stderr
+
+
+def _last_line(text):
+  return text.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def tiny_squad(tmp_path):
+  config_file = tmp_path / "bert_config.json"
+  config_file.write_text(json.dumps(TINY_BERT_CONFIG))
+  checkpoint = _squad_checkpoint(config_file, tmp_path / "finetuned" / "model.ckpt")
+  return config_file, checkpoint
+
+
+def test_duplicate_question_ids_and_reexport(tmp_path, tiny_squad):
+  config_file, checkpoint = tiny_squad
+  # Two questions share the id "q1" (in different paragraphs).
+  data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [
+      {"context": "Paris is the capital of France.",
+       "qas": [{"id": "q1", "question": "What is the capital of France?",
+                "answers": [{"text": "Paris", "answer_start": 0}]},
+               {"id": "q2", "question": "Paris is the capital of what?",
+                "answers": [{"text": "France", "answer_start": 24}]}]},
+      {"context": "Rome is in Italy.",
+       "qas": [{"id": "q1", "question": "Where is Rome?",
+                "answers": [{"text": "Italy", "answer_start": 11}]}]}]}]}
+  predict_file = tmp_path / "dup.json"
+  predict_file.write_text(json.dumps(data))
+  out_dir, export_dir = tmp_path / "out", tmp_path / "export"
+  log = _run_rc(_squad_cmd(config_file, out_dir, [
+      "--do_predict", "--predict_file=%s" % predict_file, "--init_checkpoint=%s" % checkpoint,
+      "--export_dir=%s" % export_dir]), 0)
+  assert ("warning: --predict_file=%s: 1 question(s) repeat an earlier question's id "
+          "(first: q1); predictions.json keeps one answer per id" % predict_file) in log
+  assert sorted(json.loads((out_dir / "predictions.json").read_text())) == ["q1", "q2"]
+  results = json.loads((out_dir / "eval_results.json").read_text())
+  assert results["num_duplicate_question_ids"] == 1
+  assert (export_dir / "saved_model.pb").exists()
+  # Our own export is replaced only with --overwrite.
+  export_only = _squad_cmd(config_file, tmp_path / "out2", [
+      "--init_checkpoint=%s" % checkpoint, "--export_dir=%s" % export_dir])
+  last = _last_line(_run_rc(export_only, 2))
+  assert last.startswith("error: --export_dir=%s: already holds " % export_dir), last
+  assert "pass --overwrite" in last
+  _run_rc(export_only + ["--overwrite"], 0)
+  assert (export_dir / "saved_model.pb").exists()
+  assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+
+
+def test_one_line_errors_for_output_and_export_dirs(tmp_path, tiny_squad):
+  config_file, checkpoint = tiny_squad
+  # A directory that holds a fine-tuned checkpoint (and the config it was trained with).
+  out_dir = tmp_path / "run"
+  _squad_checkpoint(config_file, out_dir / "model.ckpt")
+  (out_dir / "bert_config.json").write_text(json.dumps(TINY_BERT_CONFIG))
+  listing = sorted(os.listdir(out_dir))
+  # Resuming it with another hidden size: refused before anything is written.
+  other = tmp_path / "other_config.json"
+  other.write_text(json.dumps(dict(TINY_BERT_CONFIG, hidden_size=16, intermediate_size=32)))
+  last = _last_line(_run_rc(_squad_cmd(other, out_dir, [
+      "--do_train", "--train_file=%s" % V1_FILE]), 2))
+  assert last.startswith("error: --output_dir=%s: its checkpoint model.ckpt has " % out_dir)
+  assert "[32]" in last and "[16]" in last
+  assert json.loads((out_dir / "bert_config.json").read_text()) == TINY_BERT_CONFIG
+  assert sorted(os.listdir(out_dir)) == listing
+  # --export_dir at the parent of --output_dir (which it would delete).
+  last = _last_line(_run_rc(_squad_cmd(config_file, out_dir, [
+      "--export_dir=%s" % tmp_path, "--overwrite"]), 2))
+  assert last.startswith("error: --export_dir=%s: would replace " % tmp_path), last
+  assert sorted(os.listdir(out_dir)) == listing
+  # --output_dir that is a file.
+  stray = tmp_path / "stray.txt"
+  stray.write_text("x")
+  last = _last_line(_run_rc(_squad_cmd(config_file, stray, [
+      "--do_predict", "--predict_file=%s" % V1_FILE]), 2))
+  assert last == "error: --output_dir=%s: is a file, expected a directory" % stray
+  # --do_lower_case=False with the uncased vocab: the tokenizer check now runs here too.
+  last = _last_line(_run_rc(_squad_cmd(config_file, tmp_path / "o", [
+      "--do_predict", "--predict_file=%s" % V1_FILE, "--do_lower_case=false"]), 2))
+  assert last.startswith("error: --do_lower_case=False: vocab %s has no upper-case" % VOCAB)
+
+
+def test_sigterm_stops_training_without_results(tmp_path):
+  import signal  # pylint: disable=g-import-not-at-top
+  config_file = tmp_path / "bert_config.json"
+  config_file.write_text(json.dumps(TINY_BERT_CONFIG))
+  out_dir, export_dir = tmp_path / "out", tmp_path / "export"
+  # 5 questions, batch 1, 400 epochs: 2000 steps, far more than run before the signal.
+  args = _squad_cmd(config_file, out_dir, [
+      "--do_train", "--do_predict", "--train_file=%s" % V2_FILE, "--predict_file=%s" % V2_FILE,
+      "--version_2_with_negative", "--train_batch_size=1", "--num_train_epochs=400",
+      "--save_checkpoints_steps=100000", "--export_dir=%s" % export_dir])
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+  proc = subprocess.Popen([sys.executable] + args, cwd=REPO_DIR, env=env,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  lines = []
+  try:
+    for line in proc.stderr:
+      lines.append(line)
+      # The CheckpointSaverHook writes step 0 after the hooks' begin(): training has started.
+      if "Saving checkpoints for 0 into" in line:
+        proc.send_signal(signal.SIGTERM)
+        break
+    lines.append(proc.communicate(timeout=120)[1] or "")
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  log = "".join(lines)
+  assert proc.returncode == 143, log[-3000:]
+  assert "interrupted (signal 15)" in log
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  latest = tf.train.latest_checkpoint(str(out_dir))
+  assert 0 < int(tf.train.load_checkpoint(latest).get_tensor("global_step")) < 2000
+  for name in ("eval_results.json", "predictions.json", ".lock-local"):
+    assert not (out_dir / name).exists(), name
+  assert not export_dir.exists()

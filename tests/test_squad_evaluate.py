@@ -245,3 +245,54 @@ def test_cli(tmp_path):
   assert proc.returncode == 2
   assert proc.stderr.strip().splitlines()[-1].startswith(
       "error: predictions file %s: not valid JSON" % bad_file)
+
+
+# ----------------------------------------------------------------------------------------------
+# Ids the scorer cannot use: predictions for unknown ids, questions that share an id
+# ----------------------------------------------------------------------------------------------
+
+
+def test_count_and_warn_id_problems(capsys):
+  dataset = _dataset([("q1", ["a"]), ("q2", ["b"]), ("q1", ["c"]), ("q2", ["d"]), ("q3", ["e"])])
+  preds = {"q1": "a", "zz": "x", "q3": "e", "yy": "y", "xx": "z"}
+  counts, firsts = se.count_id_problems(dataset, preds)
+  # q1 and q2 come back once each: 2 duplicates; zz, yy, xx are no question: 3 unknown.
+  assert dict(counts) == {"num_duplicate_question_ids": 2, "num_unknown_prediction_ids": 3}
+  assert firsts == {"num_duplicate_question_ids": "q1", "num_unknown_prediction_ids": "zz"}
+  assert se.warn_id_problems(dataset, preds, "data file d.json", "predictions file p.json") == (
+      counts)
+  err = capsys.readouterr().err.splitlines()
+  assert err == [
+      "warning: data file d.json: 2 question(s) repeat an earlier question's id (first: q1); "
+      "each of them is scored against the one prediction of that id",
+      "warning: predictions file p.json: 3 id(s) not in the dataset (first: zz); they are not "
+      "scored (data file d.json)"]
+  # Clean input: no warning, zero counts.
+  assert dict(se.warn_id_problems(_dataset([("q", ["a"])]), {"q": "a"}, "d", "p")) == {
+      "num_duplicate_question_ids": 0, "num_unknown_prediction_ids": 0}
+  assert capsys.readouterr().err == ""
+
+
+def test_cli_warns_about_unknown_and_duplicate_ids(tmp_path):
+  dataset = _dataset([("q1", ["Paris"]), ("q2", ["Rome"]), ("q1", ["Paris"])])
+  data_file = tmp_path / "dev.json"
+  data_file.write_text(json.dumps({"version": "1.1", "data": dataset}))
+  pred_file = tmp_path / "pred.json"
+  pred_file.write_text(json.dumps({"q1": "Paris", "q2": "Oslo", "q9": "x", "q8": "y"}))
+  out_file = tmp_path / "eval.json"
+  proc = subprocess.run(
+      [sys.executable, os.path.join(REPO_DIR, "squad_evaluate.py"), str(data_file),
+       str(pred_file), "--out_file=%s" % out_file], capture_output=True, text=True, timeout=120)
+  assert proc.returncode == 0, proc.stderr
+  warnings = [l for l in proc.stderr.splitlines() if l.startswith("warning: ")]
+  assert warnings == [
+      "warning: data file %s: 1 question(s) repeat an earlier question's id (first: q1); each "
+      "of them is scored against the one prediction of that id" % data_file,
+      "warning: predictions file %s: 2 id(s) not in the dataset (first: q9); they are not "
+      "scored (data file %s)" % (pred_file, data_file)]
+  result = json.loads(out_file.read_text())
+  # v1.1 rules over the 3 questions: q1 right twice, q2 wrong: EM = F1 = 200 / 3.
+  assert result["exact_match"] == pytest.approx(200.0 / 3)
+  assert result["num_unknown_prediction_ids"] == 2
+  assert result["num_duplicate_question_ids"] == 1
+  assert list(result)[:2] == ["exact_match", "f1"]  # the official keys first
