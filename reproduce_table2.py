@@ -6,8 +6,11 @@ RealFormer (running sum) and RealFormer (running mean) with identical data, step
 learning rate and seeds on the shared corpus, then analyses their attention side by side and
 writes a markdown report with the measured numbers next to the paper's.
 
-Steps (each skipped when its output already exists, so an interrupted run resumes):
-  1. Split --corpus into documents; every --heldout_every-th document goes to the held-out text.
+Steps (each skipped when its output is complete - the data made with the same settings, a run
+at its last step, an evaluation of that very checkpoint, an analysis of the same models - so an
+interrupted run resumes; SIGINT / SIGTERM stop the running child cleanly and exit 130 / 143):
+  1. Split --corpus (default: corpus/ of the shared data, see shared_data_dir) into documents;
+     every --heldout_every-th document goes to the held-out text.
   2. create_pretraining_data.py on both texts (once, shared by every run).
   3. Timing probe (a few steps of Post-LN) -> estimated total time; when it exceeds
      --budget_hours, --num_train_steps is scaled down to fit (or the plan is refused when that
@@ -39,7 +42,6 @@ import math
 import os
 import re
 import shutil
-import subprocess
 import sys
 import time
 
@@ -49,11 +51,86 @@ import numpy as np
 import tensorflow as tf
 
 import common
+import subprocess_utils
 
 tf1 = tf.compat.v1
 
 REPO_DIR = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_REPORT = os.path.join(REPO_DIR, "docs", "REPRODUCTION.md")
+SHARED_DATA_ENV = "REALFORMER_SHARED_DATA"
+
+
+def shared_data_dir():
+  """The shared read-only data directory (corpus, GLUE, vocab, ...).
+
+  The one place that says where it is: $REALFORMER_SHARED_DATA when set, else `shared/data`
+  beside the repository (`<repo>/../shared/data`, from this file's location), so no machine's
+  absolute path is written into the code.
+
+  Returns:
+    An absolute, normalised path (it may not exist).
+  """
+  path = os.environ.get(SHARED_DATA_ENV) or os.path.join(os.path.dirname(REPO_DIR), "shared",
+                                                         "data")
+  return os.path.normpath(os.path.abspath(path))
+
+
+def _is_inside(path, directory):
+  path, directory = os.path.normpath(path), os.path.normpath(directory)
+  return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
+def display_path(path, flag_name=None, output_dir=None):
+  """How a report names a file: relative to the repository or by flag, never absolute.
+
+  Args:
+    path: a local path.
+    flag_name: the flag that gave it (named when no relative form exists).
+    output_dir: --output_dir; paths inside it are shown as "<output_dir>/...".
+
+  Returns:
+    "data/vocab.txt", "../shared/data/corpus" (default shared data),
+    "$REALFORMER_SHARED_DATA/corpus" (set elsewhere), "<output_dir>/runs/...", or
+    "--corpus (<base name>)" for any other place.
+  """
+  if "://" in path:
+    return path  # A bucket URL names no machine.
+  path = os.path.normpath(os.path.abspath(path))
+  if output_dir and _is_inside(path, os.path.abspath(output_dir)):
+    rel = os.path.relpath(path, os.path.abspath(output_dir))
+    return "<output_dir>" if rel == "." else "<output_dir>/" + rel
+  if _is_inside(path, REPO_DIR):
+    return os.path.relpath(path, REPO_DIR)
+  shared = shared_data_dir()
+  if _is_inside(path, shared):
+    rel = os.path.relpath(path, shared)
+    if os.environ.get(SHARED_DATA_ENV):
+      return "$%s" % SHARED_DATA_ENV + ("" if rel == "." else "/" + rel)
+    return os.path.relpath(path, REPO_DIR)
+  if _is_inside(path, os.path.dirname(REPO_DIR)):
+    return os.path.relpath(path, REPO_DIR)  # a sibling of the repository, e.g. ../data
+  return "--%s (%s)" % (flag_name, os.path.basename(path)) if flag_name else os.path.basename(
+      path)
+
+
+def portable_text(text, output_dir):
+  """Replaces the machine's absolute paths in `text` (e.g. an analysis report) by display forms.
+
+  Args:
+    text: markdown that may name files under output_dir, the repository or the shared data.
+    output_dir: --output_dir.
+
+  Returns:
+    The text with "<output_dir>/...", repository-relative and shared-data forms.
+  """
+  roots = [os.path.abspath(output_dir), REPO_DIR, shared_data_dir()]
+  # Longest first, so a root inside another is replaced by its own form.
+  for root in sorted(set(roots), key=len, reverse=True):
+    form = display_path(root, output_dir=output_dir)
+    text = text.replace(root + os.sep, ("" if form == "." else form + "/"))
+    text = re.sub(re.escape(root) + r"(?=[\s`'\",;:)\]]|$)", form.replace("\\", "\\\\"), text)
+  return text
+
 
 def define_flags():
   """Defines the command-line flags; called by __main__ only, so tests can import the module."""
@@ -74,9 +151,10 @@ def define_flags():
                        "Eval batches of the intermediate (learning-curve) evaluations.")
   flags.DEFINE_string("models", "post_ln,pre_ln,realformer_sum,realformer_mean",
                       "Which of post_ln, pre_ln, realformer_sum, realformer_mean to train.")
-  flags.DEFINE_string("corpus", os.path.join(os.path.dirname(REPO_DIR), "shared", "data", "corpus"),
+  flags.DEFINE_string("corpus", None,
                       "Directory of .txt files (or files / globs): one sentence a line, blank "
-                      "lines between documents.")
+                      "lines between documents (default: corpus/ of the shared data, "
+                      "$REALFORMER_SHARED_DATA or ../shared/data beside the repository).")
   flags.DEFINE_float("max_corpus_mb", 0.0, "Use at most this many MB of the corpus (0: all).")
   flags.DEFINE_integer("heldout_every", 20, "Every n-th document goes to the held-out set.")
   flags.DEFINE_integer("dupe_factor", 1, "create_pretraining_data --dupe_factor for training data.")
@@ -240,8 +318,16 @@ def eval_steps(num_steps, eval_every):
   return sorted(set(steps))
 
 
+RESUME_MESSAGE = "reproduction stopped; rerun the same command to resume"
+
+
 class Runner(object):
-  """Runs the repository's tools as subprocesses, logging their output to files."""
+  """Runs the repository's tools as subprocesses, logging their output to files.
+
+  Each child runs in its own process group (subprocess_utils.run_child): a SIGINT / SIGTERM of
+  this process is forwarded to it, it is waited for (bounded), and this process then exits
+  130 / 143 instead of treating the stopped child's outputs as finished.
+  """
 
   def __init__(self, log_dir):
     self.log_dir = log_dir
@@ -250,25 +336,27 @@ class Runner(object):
   def run(self, name, script, args):
     """Runs `python script args`; fails with the log's tail when it exits non-zero.
 
+    Args:
+      name: log file stem (<log_dir>/<name>.log).
+      script: a script of the repository (or an absolute path).
+      args: its flags.
+
     Returns:
       Wall seconds.
     """
     cmd = [sys.executable, os.path.join(REPO_DIR, script)] + args
     log_path = os.path.join(self.log_dir, name + ".log")
-    start = time.time()
     env = dict(os.environ)
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    with open(log_path, "w") as log:
-      log.write(" ".join(cmd) + "\n")
-      log.flush()
-      rc = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT, cwd=REPO_DIR, env=env)
-    elapsed = time.time() - start
-    if rc != 0:
-      with open(log_path) as f:
+    result = subprocess_utils.run_child(cmd, log_path, header=" ".join(cmd), cwd=REPO_DIR,
+                                        env=env)
+    common.STOP_SIGNALS.exit_if_stopped(RESUME_MESSAGE)
+    if not result.ok:
+      with open(log_path, errors="replace") as f:
         tail = f.read()[-1500:]
-      common.fail("%s failed (exit %d, log %s): %s" % (script, rc, log_path,
-                                                       tail.strip().splitlines()[-1:]))
-    return elapsed
+      common.fail("%s failed (%s, log %s): %s" % (script, result.describe(), log_path,
+                                                  tail.strip().splitlines()[-1:]))
+    return result.seconds
 
 
 def _read_json(path):
@@ -343,7 +431,8 @@ def evaluate_checkpoint(runner, s, config_path, data_dir, run_dir, step, name, f
     return _read_json(final_path)
   eval_dir = os.path.join(run_dir, "eval", "step_%d" % step)
   result_path = os.path.join(eval_dir, "eval_results.json")
-  if not _exists(result_path):
+  # Done only when it evaluated this very checkpoint.
+  if not (_exists(result_path) and _read_json(result_path).get("global_step") == step):
     ckpt = os.path.abspath(os.path.join(run_dir, "model.ckpt-%d" % step))
     if not _exists(ckpt + ".index"):
       common.fail("%s: checkpoint of step %d is missing (was it deleted?)" % (run_dir, step))
@@ -356,12 +445,75 @@ def evaluate_checkpoint(runner, s, config_path, data_dir, run_dir, step, name, f
   return _read_json(result_path)
 
 
-def prepare_data(runner, s, data_dir, log):
-  """Splits the corpus and creates the TFRecords (skipped when present). Returns data stats."""
+def data_summary_path(output_file):
+  """The summary JSON create_pretraining_data.py writes for --output_file=output_file.
+
+  Its own naming rule (create_pretraining_data.summary_path_for) when it has one; the older
+  `<output_file>.summary.json` when that rule is absent or only the older file exists.
+
+  Args:
+    output_file: the TFRecord path given to create_pretraining_data.py.
+
+  Returns:
+    The summary path (it may not exist yet).
+  """
+  import create_pretraining_data  # pylint: disable=g-import-not-at-top
+  legacy = output_file + ".summary.json"
+  rule = getattr(create_pretraining_data, "summary_path_for", None)
+  path = rule(output_file) if rule else legacy
+  if not os.path.exists(path) and os.path.exists(legacy):
+    return legacy
+  return path
+
+
+DATA_KEYS = ("corpus", "max_corpus_mb", "heldout_every", "dupe_factor", "vocab_file",
+             "max_seq_length", "max_predictions_per_seq")
+
+
+def data_settings(s):
+  """The settings the data files depend on (recorded in data_stats.json)."""
+  return {key: s[key] for key in DATA_KEYS}
+
+
+def data_current(stats, s, planned):
+  """Whether data_stats.json describes data made with the settings `s`.
+
+  Args:
+    stats: data_stats.json contents (or None).
+    s: the settings.
+    planned: plan.json exists (its settings were already checked against `s`).
+
+  Returns:
+    bool. A file without "settings" (older versions) counts only under a plan.
+  """
+  if not stats or "train_instances" not in stats or "heldout_instances" not in stats:
+    return False
+  if "settings" not in stats:
+    return planned
+  return stats["settings"] == data_settings(s)
+
+
+def prepare_data(runner, s, data_dir, log, planned=False):
+  """Splits the corpus and creates the TFRecords (skipped when current). Returns data stats.
+
+  Args:
+    runner: Runner.
+    s: the settings.
+    data_dir: <output_dir>/data.
+    log: logging function.
+    planned: plan.json exists (see data_current).
+
+  Returns:
+    The data_stats.json dict.
+  """
   tf.io.gfile.makedirs(data_dir)
   stats_path = os.path.join(data_dir, "data_stats.json")
   if _exists(stats_path):
-    return _read_json(stats_path)
+    stats = _read_json(stats_path)
+    if data_current(stats, s, planned):
+      return stats
+    log("%s was made with other settings (e.g. by --plan_only); making the data again" %
+        stats_path)
   corpus = s["corpus"]
   if tf.io.gfile.isdir(corpus):
     paths = sorted(tf.io.gfile.glob(os.path.join(corpus, "*.txt")))
@@ -390,10 +542,11 @@ def prepare_data(runner, s, data_dir, log):
         "--dupe_factor=%d" % dupe,
         "--random_seed=12345",
     ])
-    summary = _read_json(out + ".summary.json")
+    summary = _read_json(data_summary_path(out))
     stats[part + "_instances"] = summary["instances"]
   stats["seconds"] = round(time.time() - start, 1)
   stats["corpus_files"] = paths
+  stats["settings"] = data_settings(s)
   common.write_json_atomic(stats_path, stats)
   return stats
 
@@ -444,6 +597,48 @@ def _logged_rate(log_path):
   return rate
 
 
+ANALYSIS_MARKER = "analysed.json"
+
+
+def analysis_request(s, out_dir, checkpoints, train_summaries):
+  """What the attention analysis covers; a different one makes an earlier analysis stale.
+
+  Args:
+    s: the settings.
+    out_dir: --output_dir (checkpoints are recorded relative to it).
+    checkpoints: the final checkpoint of each model (first seed), in s["models"] order.
+    train_summaries: their train_summary_local.json dicts (weights_digest tells a retrained
+      model from the one analysed before).
+
+  Returns:
+    A JSON-able dict.
+  """
+  return {"models": list(s["models"]), "labels": [MODELS[m][0] for m in s["models"]],
+          "checkpoints": [os.path.relpath(c, out_dir) for c in checkpoints],
+          "weights_digests": [t.get("weights_digest") for t in train_summaries],
+          "num_examples": s["analysis_examples"], "size": s["size"],
+          "max_seq_length": s["max_seq_length"], "data": data_settings(s)}
+
+
+def analysis_done(analysis_dir, request):
+  """Whether analysis_dir holds a finished analysis of exactly `request`.
+
+  analyze_attention.py writes summary.json and report.md; ANALYSIS_MARKER (written by this
+  script after it succeeded, emptied before it starts) records what was analysed.
+
+  Args:
+    analysis_dir: <output_dir>/analysis.
+    request: analysis_request(...).
+
+  Returns:
+    bool.
+  """
+  marker = os.path.join(analysis_dir, ANALYSIS_MARKER)
+  return (_exists(os.path.join(analysis_dir, "summary.json")) and
+          _exists(os.path.join(analysis_dir, "report.md")) and _exists(marker) and
+          _read_json(marker) == request)
+
+
 def _settings_from_flags():
   s = {
       "size": FLAGS.size, "num_train_steps": FLAGS.num_train_steps,
@@ -455,7 +650,8 @@ def _settings_from_flags():
       "eval_every": FLAGS.eval_every, "eval_batch_size": FLAGS.eval_batch_size,
       "max_eval_steps": FLAGS.max_eval_steps, "curve_eval_steps": FLAGS.curve_eval_steps,
       "models": [m.strip() for m in FLAGS.models.split(",") if m.strip()],
-      "corpus": FLAGS.corpus, "max_corpus_mb": FLAGS.max_corpus_mb,
+      "corpus": FLAGS.corpus or os.path.join(shared_data_dir(), "corpus"),
+      "max_corpus_mb": FLAGS.max_corpus_mb,
       "heldout_every": FLAGS.heldout_every, "dupe_factor": FLAGS.dupe_factor,
       "vocab_file": os.path.abspath(FLAGS.vocab_file),
       "analysis_examples": FLAGS.analysis_examples, "probe_steps": FLAGS.probe_steps,
@@ -521,6 +717,10 @@ def main(_):
     report_path = os.path.join(out_dir, "REPRODUCTION.md")
   report_path = os.path.abspath(report_path)
   tf.io.gfile.makedirs(out_dir)
+  # One reproduction per directory (released at exit); a second would train the same runs.
+  common.OutputDirLock(out_dir, "output_dir", label="reproduce_table2").acquire()
+  # SIGINT / SIGTERM: the running child saves and stops, then this exits 130 / 143.
+  subprocess_utils.install_signal_forwarding()
   runner = Runner(os.path.join(out_dir, "logs"))
   data_dir = os.path.join(out_dir, "data")
   t_start = time.time()
@@ -538,7 +738,7 @@ def main(_):
       common.fail("--output_dir=%s was planned with other settings (%s); use a new --output_dir "
                   "or the same flags" % (out_dir, ", ".join(diff)))
 
-  data_stats = prepare_data(runner, s, data_dir, log)
+  data_stats = prepare_data(runner, s, data_dir, log, planned=plan is not None)
   # Keys starting with "_" are derived, not requested: the final eval covers the held-out set
   # once (its input repeats, so more batches would count examples twice).
   whole = max(1, data_stats["heldout_instances"] // s["eval_batch_size"])
@@ -613,10 +813,15 @@ def main(_):
     summary_path = os.path.join(run_dir, "train_summary_local.json")
     done = _exists(summary_path) and _read_json(summary_path).get("global_step") == num_steps
     if not done:
+      common.STOP_SIGNALS.exit_if_stopped(RESUME_MESSAGE)
       log("Training %s seed %d (%d steps)" % (model, seed, num_steps))
       runner.run("train_%s_s%d" % (model, seed), "run_pretraining.py",
                  pretrain_args(s, config_paths[model], data_dir, run_dir, seed, num_steps))
-    train_summary = _read_json(summary_path)
+    train_summary = _read_json(summary_path) if _exists(summary_path) else {}
+    if train_summary.get("global_step") != num_steps:
+      common.fail("%s: run_pretraining.py exited 0 but train_summary_local.json has global_step "
+                  "%s of %d; rerun to resume" % (run_dir, train_summary.get("global_step"),
+                                                 num_steps))
     curve = []
     for step in eval_steps(num_steps, s["eval_every"]):
       metrics = evaluate_checkpoint(runner, s, config_paths[model], data_dir, run_dir, step,
@@ -629,16 +834,27 @@ def main(_):
   # Runs are independent; with --parallel_runs > 1 their speeds are not comparable.
   with concurrent.futures.ThreadPoolExecutor(max_workers=s["parallel_runs"]) as pool:
     futures = [pool.submit(train_and_eval, run) for run in runs]
-    for k, (run, future) in enumerate(zip(runs, futures)):
-      results[run] = future.result()
-      meter.update(k + 1, extra="(%s seed %d)" % run)
+    try:
+      for k, (run, future) in enumerate(zip(runs, futures)):
+        results[run] = future.result()
+        meter.update(k + 1, extra="(%s seed %d)" % run)
+    except BaseException:
+      # A failure or a stop: start no further run (running ones are stopped by the signal).
+      for future in futures:
+        future.cancel()
+      raise
+  common.STOP_SIGNALS.exit_if_stopped(RESUME_MESSAGE)
 
   # Attention analysis of the first seed's final models, side by side.
   analysis_dir = os.path.join(out_dir, "analysis")
-  if not _exists(os.path.join(analysis_dir, "summary.json")):
-    seed0 = s["seeds"][0]
-    ckpts = [os.path.join(out_dir, "runs", "%s_s%d" % (m, seed0), "model.ckpt-%d" % num_steps)
-             for m in s["models"]]
+  seed0 = s["seeds"][0]
+  ckpts = [os.path.join(out_dir, "runs", "%s_s%d" % (m, seed0), "model.ckpt-%d" % num_steps)
+           for m in s["models"]]
+  request = analysis_request(s, out_dir, ckpts, [results[(m, seed0)]["train"] for m in
+                                                 s["models"]])
+  if not analysis_done(analysis_dir, request):
+    tf.io.gfile.makedirs(analysis_dir)
+    common.write_json_atomic(os.path.join(analysis_dir, ANALYSIS_MARKER), {})
     runner.run("analyze_attention", "analyze_attention.py", [
         "--init_checkpoint=%s" % ",".join(ckpts),
         "--labels=%s" % ",".join(MODELS[m][0] for m in s["models"]),
@@ -650,6 +866,7 @@ def main(_):
         "--num_examples=%d" % s["analysis_examples"],
         "--output_dir=%s" % analysis_dir,
     ])
+    common.write_json_atomic(os.path.join(analysis_dir, ANALYSIS_MARKER), request)
 
   # Wall time accumulates over invocations, so a resumed or report-only rerun still reports
   # what the whole reproduction cost.
@@ -708,8 +925,28 @@ def learning_curve_figure(path, s, results):
     f.write(buf.getvalue())
 
 
+def _display_corpus(corpus, out_dir):
+  """--corpus (a directory, or comma-separated files / globs) as the report names it."""
+  return ",".join(display_path(part.strip(), "corpus", out_dir)
+                  for part in corpus.split(",") if part.strip())
+
+
 def write_report(report_path, s, plan, data_stats, results, analysis_dir, invocation_seconds):
-  """Writes the markdown report and its images (<report dir>/reproduction/*.png)."""
+  """Writes the markdown report and its images (<report dir>/reproduction/*.png).
+
+  Inputs are named relative to the repository, as "<output_dir>/..." or by flag (see
+  display_path), never by this machine's absolute paths.
+
+  Args:
+    report_path: the markdown file.
+    s: the settings.
+    plan: plan.json contents.
+    data_stats: data_stats.json contents.
+    results: {(model, seed): {"train": train summary, "curve": [eval dicts]}}.
+    analysis_dir: <output_dir>/analysis.
+    invocation_seconds: wall seconds of every invocation so far.
+  """
+  out_dir = os.path.dirname(analysis_dir)
   report_dir = os.path.dirname(report_path)
   image_dir_name = "reproduction"
   if os.path.splitext(os.path.basename(report_path))[0] != "REPRODUCTION":
@@ -748,8 +985,9 @@ def write_report(report_path, s, plan, data_stats, results, analysis_dir, invoca
       ("seeds", ", ".join(map(str, s["seeds"]))),
       ("corpus", "%s (%s): %d training documents (%.1f MB, %s instances, dupe_factor %d), "
                  "%d held-out documents (every %d-th; %.1f MB, %s instances)" % (
-                     s["corpus"], "first %.1f MB" % s["max_corpus_mb"] if s["max_corpus_mb"]
-                     else "all", data_stats["train_documents"], data_stats["train_bytes"] / 1e6,
+                     _display_corpus(s["corpus"], out_dir),
+                     "first %.1f MB" % s["max_corpus_mb"] if s["max_corpus_mb"] else "all",
+                     data_stats["train_documents"], data_stats["train_bytes"] / 1e6,
                      data_stats.get("train_instances"), s["dupe_factor"],
                      data_stats["heldout_documents"], s["heldout_every"],
                      data_stats["heldout_bytes"] / 1e6, data_stats.get("heldout_instances"))),
@@ -867,6 +1105,8 @@ def write_report(report_path, s, plan, data_stats, results, analysis_dir, invoca
   if _exists(analysis_report):
     with tf.io.gfile.GFile(analysis_report, "r") as f:
       text = f.read()
+    # Its checkpoint and input paths, named as the report names inputs.
+    text = portable_text(text, out_dir)
     for name in ("entropy.png", "jsd.png", "mixing.png"):
       text = text.replace("](%s)" % name, "](%s/%s)" % (image_dir_name, name))
     lines = text.splitlines()

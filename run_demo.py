@@ -3,8 +3,11 @@
 RealFormer -> evaluate on held-out text -> fine-tune on a sentiment slice -> export -> report.
 
 Run with `bash run.sh demo` (sets up the environment first) or `python run_demo.py`. Each stage
-is skipped when its outputs already exist, so a killed demo resumes where it stopped; pre-training
-itself resumes from its last checkpoint. About 10 minutes on 2 CPU cores.
+is skipped when it is complete (pre-training: train_summary_local.json at the requested step and
+its evaluation written; fine-tuning: trained to its last step, evaluated and exported), so a
+stopped demo resumes where it stopped; pre-training itself resumes from its last checkpoint.
+SIGINT / SIGTERM stop the running stage cleanly (exit 130 / 143); a stage that fails stops the
+demo with one line naming it (exit 1). About 10 minutes on 2 CPU cores.
 """
 
 from __future__ import absolute_import
@@ -13,14 +16,13 @@ from __future__ import print_function
 
 import json
 import os
-import subprocess
 import sys
-import time
 
 from absl import app
 from absl import flags
 
 import common
+import subprocess_utils
 
 REPO_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -53,32 +55,152 @@ def define_flags():
 FLAGS = flags.FLAGS
 
 
-def _run_stage(name, args, done_marker):
-  """Runs `python args...` unless done_marker exists; streams its progress lines."""
-  if os.path.exists(done_marker):
-    print("[demo] %s: done already (%s)" % (name, done_marker))
+def run_stage(name, args, is_done, log_dir, python=None):
+  """Runs `python args...` unless is_done() says the stage is complete; streams progress lines.
+
+  The child runs in its own process group (subprocess_utils.run_child): a SIGINT / SIGTERM of
+  the demo is forwarded to it (pre-training then saves a checkpoint) and the demo exits
+  130 / 143. A stage that exits non-zero, or exits 0 without completing, stops the demo with
+  one line naming the stage (exit 1); rerunning the demo resumes.
+
+  Args:
+    name: stage name (also the log file name).
+    args: the script and its flags.
+    is_done: function () -> (done, why): whether the stage's outputs are complete, and a short
+      description of what was found.
+    log_dir: directory of the stage logs.
+    python: interpreter (default: this one).
+
+  Returns:
+    Seconds the stage took (0.0 when it was done already).
+  """
+  done, why = is_done()
+  if done:
+    print("[demo] %s: done already (%s)" % (name, why))
     return 0.0
   print("[demo] %s ..." % name, flush=True)
-  start = time.time()
-  log_path = os.path.join(FLAGS.output_dir, "logs", name.replace(" ", "_") + ".log")
-  os.makedirs(os.path.dirname(log_path), exist_ok=True)
+  os.makedirs(log_dir, exist_ok=True)
+  log_path = os.path.join(log_dir, name.replace(" ", "_") + ".log")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
-  with open(log_path, "w") as log:
-    proc = subprocess.Popen([sys.executable] + args, cwd=REPO_DIR, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    for line in proc.stdout:
-      log.write(line)
-      if _is_progress(line):
-        print("    " + line.split("] ")[-1].replace("INFO:tensorflow:", "").rstrip(), flush=True)
-    proc.wait()
-  if proc.returncode != 0:
-    with open(log_path) as log:
-      tail = log.read().strip().splitlines()[-1:]
-    common.fail("stage '%s' failed (exit %d): %s; full log: %s" %
-                (name, proc.returncode, tail[0] if tail else "", log_path))
-  elapsed = time.time() - start
-  print("[demo] %s: %.0f s" % (name, elapsed), flush=True)
-  return elapsed
+
+  def show(line):
+    if _is_progress(line):
+      print("    " + line.split("] ")[-1].replace("INFO:tensorflow:", "").rstrip(), flush=True)
+
+  cmd = [python or sys.executable] + list(args)
+  result = subprocess_utils.run_child(cmd, log_path, cwd=REPO_DIR, env=env, line_fn=show)
+  resume = "rerun the same command to resume (finished stages are skipped)"
+  common.STOP_SIGNALS.exit_if_stopped("demo stopped in stage '%s'; %s" % (name, resume))
+  if not result.ok:
+    with open(log_path, errors="replace") as log:
+      tail = [l for l in log.read().strip().splitlines() if l.strip()][-1:]
+    _stage_failed("stage '%s' failed (%s): %s; log %s; %s" % (
+        name, result.describe(), tail[0].strip() if tail else "", log_path, resume))
+  done, why = is_done()
+  if not done:
+    _stage_failed("stage '%s' exited 0 but is not complete (%s); log %s; %s" % (
+        name, why, log_path, resume))
+  print("[demo] %s: %.0f s" % (name, result.seconds), flush=True)
+  return result.seconds
+
+
+def _stage_failed(message):
+  sys.stderr.write("error: %s\n" % message)
+  sys.stderr.flush()
+  sys.exit(1)
+
+
+def _read_json(path):
+  """The JSON object in `path`, or None when it is missing or unreadable."""
+  try:
+    with open(path) as f:
+      value = json.load(f)
+  except (OSError, ValueError):
+    return None
+  return value if isinstance(value, dict) else None
+
+
+def data_summary_path(output_file):
+  """The summary JSON create_pretraining_data.py writes for --output_file=output_file.
+
+  Its own naming rule (create_pretraining_data.summary_path_for) when it has one; the older
+  `<output_file>.summary.json` when that rule is absent or only the older file exists.
+
+  Args:
+    output_file: the TFRecord path given to create_pretraining_data.py.
+
+  Returns:
+    The summary path (it may not exist yet).
+  """
+  import create_pretraining_data  # pylint: disable=g-import-not-at-top
+  legacy = output_file + ".summary.json"
+  rule = getattr(create_pretraining_data, "summary_path_for", None)
+  path = rule(output_file) if rule else legacy
+  if not os.path.exists(path) and os.path.exists(legacy):
+    return legacy
+  return path
+
+
+def file_done(path):
+  """is_done for a stage whose one output is written atomically when the stage completes.
+
+  Args:
+    path: the output.
+
+  Returns:
+    (done, why).
+  """
+  if os.path.exists(path):
+    return True, path
+  return False, "no %s" % path
+
+
+def pretrain_done(pretrain_dir, num_steps):
+  """Whether pre-training reached num_steps and its evaluation was written.
+
+  Args:
+    pretrain_dir: run_pretraining.py --output_dir.
+    num_steps: the requested --num_train_steps.
+
+  Returns:
+    (done, why): why names the step reached when it is short.
+  """
+  summary = _read_json(os.path.join(pretrain_dir, "train_summary_local.json"))
+  if summary is None:
+    return False, "no train_summary_local.json"
+  if summary.get("global_step") != num_steps:
+    return False, "train_summary_local.json: global_step %s of %d" % (
+        summary.get("global_step"), num_steps)
+  results = _read_json(os.path.join(pretrain_dir, "eval_results.json"))
+  if results is None:
+    return False, "trained %d steps, no eval_results.json" % num_steps
+  if results.get("global_step") != num_steps:
+    return False, "eval_results.json: global_step %s of %d" % (results.get("global_step"),
+                                                               num_steps)
+  return True, "%d steps, evaluated" % num_steps
+
+
+def classifier_done(classifier_dir, export_dir):
+  """Whether fine-tuning trained to its last step, was evaluated, and was exported.
+
+  Args:
+    classifier_dir: run_classifier.py --output_dir.
+    export_dir: its --export_dir.
+
+  Returns:
+    (done, why).
+  """
+  results = _read_json(os.path.join(classifier_dir, "eval_results.json"))
+  if results is None:
+    return False, "no eval_results.json"
+  target = results.get("num_train_steps")
+  if target is not None and not (isinstance(results.get("global_step"), (int, float)) and
+                                 results["global_step"] >= target):
+    return False, "eval_results.json: global_step %s of %s" % (results.get("global_step"),
+                                                               target)
+  if not os.path.exists(os.path.join(export_dir, common.EXPORT_MARKER)):
+    return False, "evaluated, not exported"
+  return True, "global_step %s, exported" % results.get("global_step")
 
 
 def _is_progress(line):
@@ -94,49 +216,58 @@ def _path(*parts):
 def main(_):
   for flag_name in ("train_text", "heldout_text", "vocab_file", "bert_config_file"):
     common.require_file(getattr(FLAGS, flag_name), flag_name)
+  if FLAGS.pretrain_steps < 1:
+    common.fail("--pretrain_steps=%d: must be >= 1" % FLAGS.pretrain_steps)
   os.makedirs(FLAGS.output_dir, exist_ok=True)
+  # SIGINT / SIGTERM: the running stage saves and stops, the demo exits 130 / 143.
+  subprocess_utils.install_signal_forwarding()
+  log_dir = _path("logs")
   timings = {}
   seq = FLAGS.max_seq_length
   preds = max(1, int(round(seq * 0.15)))
   data_args = ["--vocab_file=%s" % FLAGS.vocab_file, "--do_lower_case=true",
                "--max_seq_length=%d" % seq, "--max_predictions_per_seq=%d" % preds,
                "--masked_lm_prob=0.15", "--random_seed=12345"]
-  timings["create data (train)"] = _run_stage(
+  # create_pretraining_data.py writes its summary JSON last: the stage's marker.
+  timings["create data (train)"] = run_stage(
       "create data train",
       ["create_pretraining_data.py", "--input_file=%s" % FLAGS.train_text,
        "--output_file=%s" % _path("data", "train.tfrecord"), "--dupe_factor=5"] + data_args,
-      _path("data", "train.tfrecord.summary.json"))
-  timings["create data (held-out)"] = _run_stage(
+      lambda: file_done(data_summary_path(_path("data", "train.tfrecord"))), log_dir)
+  timings["create data (held-out)"] = run_stage(
       "create data heldout",
       ["create_pretraining_data.py", "--input_file=%s" % FLAGS.heldout_text,
        "--output_file=%s" % _path("data", "heldout.tfrecord"), "--dupe_factor=1"] + data_args,
-      _path("data", "heldout.tfrecord.summary.json"))
+      lambda: file_done(data_summary_path(_path("data", "heldout.tfrecord"))), log_dir)
 
-  with open(_path("data", "heldout.tfrecord.summary.json")) as f:
+  with open(data_summary_path(_path("data", "heldout.tfrecord"))) as f:
     heldout_instances = json.load(f)["instances"]
   eval_batch = 32
   pretrain_dir = _path("pretrain")
+  steps = FLAGS.pretrain_steps
+  summary = _read_json(os.path.join(pretrain_dir, "train_summary_local.json")) or {}
+  # Trained but not evaluated (stopped during the evaluation): evaluate only, so the training
+  # summary (speed) of the real training process is kept.
+  train_flag = "--nodo_train" if summary.get("global_step") == steps else "--do_train"
   pretrain_args = [
       "run_pretraining.py", "--bert_config_file=%s" % FLAGS.bert_config_file,
       "--input_file=%s" % _path("data", "train.tfrecord"),
       "--eval_input_file=%s" % _path("data", "heldout.tfrecord"),
-      "--output_dir=%s" % pretrain_dir, "--do_train", "--do_eval",
+      "--output_dir=%s" % pretrain_dir, train_flag, "--do_eval",
       "--max_seq_length=%d" % seq, "--max_predictions_per_seq=%d" % preds,
       "--train_batch_size=%d" % FLAGS.pretrain_batch_size, "--eval_batch_size=%d" % eval_batch,
-      "--num_train_steps=%d" % FLAGS.pretrain_steps,
-      "--num_warmup_steps=%d" % max(1, FLAGS.pretrain_steps // 10),
+      "--num_train_steps=%d" % steps,
+      "--num_warmup_steps=%d" % max(1, steps // 10),
       "--learning_rate=%g" % FLAGS.pretrain_learning_rate,
-      "--save_checkpoints_steps=%d" % max(100, FLAGS.pretrain_steps // 4),
+      "--save_checkpoints_steps=%d" % max(100, steps // 4),
       "--max_eval_steps=%d" % max(1, heldout_instances // eval_batch)]
   if FLAGS.residual_attention:
     pretrain_args.append("--residual_attention=%s" % FLAGS.residual_attention)
-  timings["pre-train + eval"] = _run_stage("pretrain", pretrain_args,
-                                           os.path.join(pretrain_dir, "eval_results.json"))
+  timings["pre-train + eval"] = run_stage("pretrain", pretrain_args,
+                                          lambda: pretrain_done(pretrain_dir, steps), log_dir)
 
-  with open(os.path.join(pretrain_dir, "eval_results.json")) as f:
-    pretrain_eval = json.load(f)
-  with open(os.path.join(pretrain_dir, "train_summary_local.json")) as f:
-    train_summary = json.load(f)
+  pretrain_eval = _read_json(os.path.join(pretrain_dir, "eval_results.json"))
+  train_summary = _read_json(os.path.join(pretrain_dir, "train_summary_local.json"))
   with open(os.path.join(pretrain_dir, "bert_config.json")) as f:
     used_config = json.load(f)
 
@@ -144,7 +275,7 @@ def main(_):
   if FLAGS.finetune:
     classifier_dir = _path("sst2")
     export_dir = _path("sst2_export")
-    timings["fine-tune + export"] = _run_stage(
+    timings["fine-tune + export"] = run_stage(
         "finetune sst2",
         ["run_classifier.py", "--task_name=sst-2", "--data_dir=%s" % FLAGS.sentiment_dir,
          "--vocab_file=%s" % FLAGS.vocab_file, "--do_lower_case=true",
@@ -154,9 +285,8 @@ def main(_):
          "--max_seq_length=64", "--train_batch_size=32", "--learning_rate=1e-4",
          "--num_train_epochs=%d" % FLAGS.finetune_epochs, "--save_checkpoints_steps=1000",
          "--export_dir=%s" % export_dir],
-        os.path.join(classifier_dir, "eval_results.json"))
-    with open(os.path.join(classifier_dir, "eval_results.json")) as f:
-      classifier = json.load(f)
+        lambda: classifier_done(classifier_dir, export_dir), log_dir)
+    classifier = _read_json(os.path.join(classifier_dir, "eval_results.json"))
     classifier["export_dir"] = export_dir
 
   report = _report(used_config, pretrain_eval, train_summary, classifier, timings)

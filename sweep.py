@@ -11,7 +11,10 @@ output directory
 Defaults are the paper's grids (RealFormer, section 4.1.2 / Table 10): GLUE batch 32, epochs
 {2,3,4}, LR {6e-6, 8e-6, 1e-5, 2e-5, 3e-5, 4e-5, 5e-5}; SQuAD batch {32,48}, epochs {2,3,4},
 LR {2e-5, 3e-5, 4e-5, 5e-5}; seeds 1..5. A sweep is resumable: a run whose eval_results.json
-exists is skipped. Then, per task and setting, the median over seeds of every metric; the best
+exists and reached its last step is skipped; an unfinished one starts again from scratch. On
+SIGINT / SIGTERM the running child is stopped (signal forwarded to its process group) and waited
+for, and the sweep exits 130 / 143. One sweep at a time per --output_dir (lock file
+.lock-sweep). Then, per task and setting, the median over seeds of every metric; the best
 setting is the one with the highest median task score; results.{md,csv,json} are written.
 
   python sweep.py --tasks=sst-2,mrpc,squad1.1 --glue_dir=glue --squad_dir=squad \
@@ -31,7 +34,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,6 +45,7 @@ import tensorflow as tf
 
 import common
 import modeling
+import subprocess_utils
 
 tf1 = tf.compat.v1
 
@@ -155,6 +158,9 @@ def define_flags():
   flags.DEFINE_bool("keep_checkpoints", False,
                     "Keep each run's model.ckpt-* files (default: deleted once the run has "
                     "written eval_results.json).")
+  flags.DEFINE_string("python", None,
+                      "Program that runs run_classifier.py / run_squad.py (given the script and "
+                      "its flags), e.g. another environment's python (default: this python).")
   flags.DEFINE_bool("dry_run", False, "Print the plan and the number of runs; run nothing.")
   flags.DEFINE_bool("aggregate_only", False,
                     "Run nothing; aggregate the eval_results.json files in --output_dir.")
@@ -413,8 +419,46 @@ def build_plan(task_specs, grids, seeds, output_dir, data_dirs, opts):
   return runs
 
 
+def results_complete(results):
+  """Whether eval_results.json contents come from a run that trained to its last step.
+
+  Args:
+    results: the dict of a run's eval_results.json.
+
+  Returns:
+    bool: False when it records "num_train_steps" (the target) and "global_step" is below it
+    (a run stopped early); True otherwise (older files without the target count as finished).
+  """
+  target = results.get("num_train_steps")
+  if target is None:
+    return True
+  step = results.get("global_step")
+  return isinstance(step, (int, float)) and step >= target
+
+
+def read_results(run_dir):
+  """A run's eval_results.json, or None when it is missing or not a JSON object.
+
+  Args:
+    run_dir: the run's output directory.
+
+  Returns:
+    dict or None.
+  """
+  path = os.path.join(run_dir, "eval_results.json")
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      results = json.load(f)
+  except (tf.errors.OpError, ValueError):
+    return None
+  return results if isinstance(results, dict) else None
+
+
 def is_done(run_dir):
-  """Whether a run is finished: its eval_results.json (written last, atomically) exists.
+  """Whether a run is finished: its eval_results.json exists and reached its last step.
+
+  The file is written last (atomically), and a stopped run writes none; "num_train_steps" in it
+  (the target) is compared with "global_step" so a run that stopped early is never final.
 
   Args:
     run_dir: the run's output directory.
@@ -422,7 +466,8 @@ def is_done(run_dir):
   Returns:
     bool.
   """
-  return tf.io.gfile.exists(os.path.join(run_dir, "eval_results.json"))
+  results = read_results(run_dir)
+  return results is not None and results_complete(results)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -445,9 +490,10 @@ def _remove_matching(run_dir, patterns):
 
 # An unfinished run is restarted from scratch: the Estimator would otherwise resume from a
 # checkpoint of the interrupted attempt (or skip training at max_steps) with a different data
-# order, so one result would not be one uninterrupted run of its seed.
+# order, so one result would not be one uninterrupted run of its seed. An eval_results.json of
+# a run that stopped early goes too, so only the new attempt can make the run count as done.
 STALE_PATTERNS = ["model.ckpt-*", "checkpoint", "events.out.tfevents.*", "graph.pbtxt",
-                  "eval_results.txt"]
+                  "eval_results.txt", "eval_results.json"]
 CHECKPOINT_PATTERNS = ["model.ckpt-*", "checkpoint", "graph.pbtxt"]
 
 
@@ -514,6 +560,9 @@ def store_feature_cache(run_dir, cache_dir):
 def run_one(run, keep_checkpoints=False, cache_dir=None):
   """Runs one fine-tuning subprocess, logging to <run_dir>/sweep_run.log.
 
+  The child runs in its own process group (subprocess_utils.run_child): a SIGINT / SIGTERM of
+  the sweep is forwarded to it, and it is waited for, so no run outlives the sweep.
+
   Args:
     run: Run.
     keep_checkpoints: keep model.ckpt-* after success.
@@ -531,23 +580,22 @@ def run_one(run, keep_checkpoints=False, cache_dir=None):
   if not _is_local(log_path):
     handle, local_log = tempfile.mkstemp(suffix="-" + RUN_LOG)
     os.close(handle)
-  start = time.time()
-  with open(local_log, "w") as log:
-    log.write("# %s\n" % " ".join(shlex.quote(a) for a in run.cmd))
-    log.flush()
-    try:
-      returncode = subprocess.call(run.cmd, stdout=log, stderr=subprocess.STDOUT)
-    except OSError as e:
-      log.write("cannot start: %s\n" % e)
-      returncode = None
-  seconds = time.time() - start
+  result = subprocess_utils.run_child(
+      run.cmd, local_log, header="# %s" % " ".join(shlex.quote(a) for a in run.cmd))
+  seconds = result.seconds
   if local_log != log_path:
     tf.io.gfile.copy(local_log, log_path, overwrite=True)
     os.remove(local_log)
-  if returncode != 0:
-    return False, seconds, "exit status %s" % returncode
+  if result.stopped and not (result.ok and is_done(run.run_dir)):
+    return False, seconds, "interrupted (signal %d, %s)" % (result.signum, result.describe())
+  if not result.ok:
+    return False, seconds, result.describe()
   if not is_done(run.run_dir):
-    return False, seconds, "exit status 0 but no eval_results.json"
+    results = read_results(run.run_dir)
+    if results is None:
+      return False, seconds, "exit status 0 but no eval_results.json"
+    return False, seconds, "exit status 0 but eval_results.json has global_step %s of %s" % (
+        results.get("global_step"), results.get("num_train_steps"))
   if cache_dir:
     store_feature_cache(run.run_dir, cache_dir)
   # SQuAD's train/eval TFRecords are rewritten by every run: not worth keeping.
@@ -570,6 +618,10 @@ def _last_lines(path, count=3):
 def execute(runs, keep_checkpoints=False, log_fn=print):
   """Runs the runs in order (skipping finished ones), with progress; never stops on a failure.
 
+  A SIGINT / SIGTERM (common.STOP_SIGNALS, see subprocess_utils.install_signal_forwarding)
+  stops the running child and the loop: the interrupted run is neither done nor a failure, and
+  the caller exits 130 / 143.
+
   Args:
     runs: list of Run.
     keep_checkpoints: see run_one.
@@ -585,13 +637,19 @@ def execute(runs, keep_checkpoints=False, log_fn=print):
   failures = []
   durations = []
   for i, run in enumerate(todo):
+    if common.STOP_SIGNALS.stopped:
+      break
     cache_dir = None
     if TASKS[run.task].family == "glue":
       cache_dir = os.path.join(os.path.dirname(os.path.dirname(run.run_dir)), FEATURE_CACHE_DIR)
     ok, seconds, message = run_one(run, keep_checkpoints, cache_dir)
-    durations.append(seconds)
     name = os.path.join(run.task, setting_name(*run.setting), "seed%d" % run.seed)
     log_path = os.path.join(run.run_dir, RUN_LOG)
+    if not ok and common.STOP_SIGNALS.stopped:
+      log_fn("%s: %s; not recorded, it starts again when the sweep is rerun (log %s)" % (
+          name, message, log_path))
+      break
+    durations.append(seconds)
     if ok:
       status = "done"
     else:
@@ -693,6 +751,11 @@ def collect_results(task_dir):
         results = json.load(f)
     except ValueError as e:
       print("warning: %s: not JSON (%s); skipped" % (path, e))
+      continue
+    if not isinstance(results, dict) or not results_complete(results):
+      print("warning: %s: global_step %s of %s, the run stopped early; skipped" % (
+          path, results.get("global_step") if isinstance(results, dict) else None,
+          results.get("num_train_steps") if isinstance(results, dict) else None))
       continue
     found[setting][int(seed_match.group(1))] = results
   return dict(found)
@@ -1017,19 +1080,28 @@ def main(_):
   opts = dict(init_checkpoint=FLAGS.init_checkpoint, bert_config_file=FLAGS.bert_config_file,
               vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
               max_seq_length=max_seq_length, residual_attention=FLAGS.residual_attention,
-              extra_flags=extra_flags)
+              extra_flags=extra_flags, python=FLAGS.python)
   runs = build_plan(task_specs, grids, seeds, FLAGS.output_dir, data_dirs, opts)
   state = {"init_checkpoint": _abs(FLAGS.init_checkpoint),
            "bert_config_file": _abs(FLAGS.bert_config_file),
            "residual_attention": FLAGS.residual_attention,
            "do_lower_case": bool(FLAGS.do_lower_case), "extra_flags": FLAGS.extra_flags or "",
            "max_seq_length": {spec.name: max_seq_length[spec.family] for spec in task_specs}}
-  check_sweep_state(FLAGS.output_dir, state, write=not FLAGS.dry_run)
-  describe_plan(task_specs, grids, seeds, runs, list_runs=FLAGS.dry_run)
   if FLAGS.dry_run:
+    check_sweep_state(FLAGS.output_dir, state, write=False)
+    describe_plan(task_specs, grids, seeds, runs, list_runs=True)
     return 0
-  failures = execute(runs, keep_checkpoints=FLAGS.keep_checkpoints)
-  return report(FLAGS.output_dir, task_names, failures)
+  # One sweep per directory: a second one would run the same runs into the same files.
+  with common.OutputDirLock(FLAGS.output_dir, "output_dir", label="sweep"):
+    check_sweep_state(FLAGS.output_dir, state, write=True)
+    describe_plan(task_specs, grids, seeds, runs)
+    # SIGINT / SIGTERM: the running child is stopped and waited for, nothing is recorded as
+    # done, and the sweep exits 130 / 143 (a rerun resumes).
+    subprocess_utils.install_signal_forwarding()
+    failures = execute(runs, keep_checkpoints=FLAGS.keep_checkpoints)
+    common.STOP_SIGNALS.exit_if_stopped(
+        "sweep stopped; finished runs are kept, rerun the same command to resume")
+    return report(FLAGS.output_dir, task_names, failures)
 
 
 def report(output_dir, task_names, failures=(), log_fn=print):

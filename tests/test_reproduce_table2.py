@@ -2,8 +2,10 @@
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -95,3 +97,116 @@ def test_tiny_test_end_to_end_and_resume(tmp_path):
   proc = subprocess.run(cmd + ["--learning_rate=1e-3"], capture_output=True, text=True,
                         cwd=REPO_DIR)
   assert proc.returncode == 2 and "learning_rate" in proc.stderr.strip().splitlines()[-1]
+
+
+def test_shared_data_dir_default_and_env(monkeypatch, tmp_path):
+  monkeypatch.delenv("REALFORMER_SHARED_DATA", raising=False)
+  assert rt.shared_data_dir() == os.path.join(os.path.dirname(REPO_DIR), "shared", "data")
+  monkeypatch.setenv("REALFORMER_SHARED_DATA", str(tmp_path / "x" / ".." / "data"))
+  assert rt.shared_data_dir() == str(tmp_path / "data")
+  # No machine path is written into the tool itself.
+  source = open(os.path.join(REPO_DIR, "reproduce_table2.py")).read()
+  assert "/work/" not in source and "/home/" not in source
+
+
+def test_reports_name_inputs_without_absolute_paths(monkeypatch, tmp_path):
+  monkeypatch.delenv("REALFORMER_SHARED_DATA", raising=False)
+  shared = rt.shared_data_dir()
+  out = str(tmp_path / "out")
+  assert rt.display_path(os.path.join(REPO_DIR, "data", "vocab.txt")) == "data/vocab.txt"
+  assert rt.display_path(os.path.join(shared, "corpus")) == "../shared/data/corpus"
+  assert rt.display_path(os.path.join(out, "runs", "a"), output_dir=out) == "<output_dir>/runs/a"
+  assert rt.display_path("/elsewhere/texts/c.txt", "corpus") == "--corpus (c.txt)"
+  monkeypatch.setenv("REALFORMER_SHARED_DATA", str(tmp_path / "sd"))
+  assert rt.display_path(str(tmp_path / "sd" / "corpus"), "corpus") == (
+      "$REALFORMER_SHARED_DATA/corpus")
+  text = ("| Post-LN | `%s/runs/post_ln_s1/model.ckpt-4` |\nInput: %s/data/heldout.tfrecord; "
+          "vocab %s/data/vocab.txt, corpus %s/corpus.\n" % (out, out, REPO_DIR,
+                                                           tmp_path / "sd"))
+  assert rt.portable_text(text, out) == (
+      "| Post-LN | `<output_dir>/runs/post_ln_s1/model.ckpt-4` |\nInput: "
+      "<output_dir>/data/heldout.tfrecord; vocab data/vocab.txt, corpus "
+      "$REALFORMER_SHARED_DATA/corpus.\n")
+
+
+def test_stale_data_and_analysis_are_redone(tmp_path):
+  s = {"corpus": "/c", "max_corpus_mb": 0.1, "heldout_every": 20, "dupe_factor": 1,
+       "vocab_file": "/v.txt", "max_seq_length": 64, "max_predictions_per_seq": 10,
+       "models": ["post_ln", "realformer_sum"], "analysis_examples": 32, "size": "micro"}
+  stats = {"train_instances": 10, "heldout_instances": 2, "settings": rt.data_settings(s)}
+  assert rt.data_current(stats, s, planned=False)
+  assert not rt.data_current(stats, dict(s, dupe_factor=2), planned=True)
+  legacy = {"train_instances": 10, "heldout_instances": 2}
+  assert rt.data_current(legacy, s, planned=True) and not rt.data_current(legacy, s, False)
+  assert not rt.data_current(None, s, planned=True)
+
+  out, analysis = str(tmp_path), str(tmp_path / "analysis")
+  ckpts = [os.path.join(out, "runs", m + "_s1", "model.ckpt-4") for m in s["models"]]
+  request = rt.analysis_request(s, out, ckpts, [{"weights_digest": "a"}, {"weights_digest": "b"}])
+  assert request["checkpoints"] == ["runs/post_ln_s1/model.ckpt-4",
+                                    "runs/realformer_sum_s1/model.ckpt-4"]
+  os.makedirs(analysis)
+  for name in ("summary.json", "report.md"):
+    open(os.path.join(analysis, name), "w").write("{}")
+  assert not rt.analysis_done(analysis, request)  # summary.json alone says nothing
+  with open(os.path.join(analysis, rt.ANALYSIS_MARKER), "w") as f:
+    json.dump(request, f)
+  assert rt.analysis_done(analysis, request)
+  retrained = rt.analysis_request(s, out, ckpts, [{"weights_digest": "a"},
+                                                  {"weights_digest": "c"}])
+  assert not rt.analysis_done(analysis, retrained)
+  assert not rt.analysis_done(analysis, rt.analysis_request(
+      dict(s, analysis_examples=64), out, ckpts, [{"weights_digest": "a"},
+                                                  {"weights_digest": "b"}]))
+
+
+RUNNER_DRIVER = """
+import sys
+import reproduce_table2 as rt, subprocess_utils
+subprocess_utils.install_signal_forwarding()
+rt.Runner(sys.argv[1]).run("child", sys.argv[2], [sys.argv[3]])
+print("not reached")
+"""
+
+CHILD = """
+import os, signal, subprocess, sys, time
+worker = subprocess.Popen(["sleep", "60"])
+def stop(signum, frame):
+  sys.exit(128 + signum)
+signal.signal(signal.SIGTERM, stop)
+open(sys.argv[1], "w").write("%d %d" % (os.getpid(), worker.pid))
+time.sleep(60)
+"""
+
+
+def _alive(pid):
+  try:
+    with open("/proc/%d/stat" % pid) as f:
+      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except (OSError, IndexError):
+    return False
+
+
+def test_sigterm_is_forwarded_to_the_child_and_exits_143(tmp_path):
+  child = tmp_path / "child.py"
+  child.write_text(CHILD)
+  pids = str(tmp_path / "pids")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO_DIR)
+  proc = subprocess.Popen([sys.executable, "-c", RUNNER_DRIVER, str(tmp_path / "logs"),
+                           str(child), pids], env=env, cwd=REPO_DIR, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+  try:
+    deadline = time.time() + 60
+    while not (os.path.exists(pids) and open(pids).read()):
+      assert proc.poll() is None and time.time() < deadline, proc.communicate()[0]
+      time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=30)[0]
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      os.killpg(int(open(pids).read().split()[0]), signal.SIGKILL)  # clean up after a failure
+  assert proc.returncode == 143, output
+  assert "interrupted (signal 15): reproduction stopped; rerun the same command" in output
+  assert "not reached" not in output and "error:" not in output
+  assert not [p for p in map(int, open(pids).read().split()) if _alive(p)]

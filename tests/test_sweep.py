@@ -7,8 +7,10 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -383,6 +385,141 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
   assert lines[0].startswith("0/2 runs") and len(lines) == 3
   assert "model.ckpt-1.index" in os.listdir(runs[2].run_dir)
   assert "model.ckpt-1.index" not in os.listdir(runs[1].run_dir)
+
+
+def test_done_means_the_last_step_was_reached(tmp_path):
+  # eval_results.json of a run stopped after 26 of 400 steps: neither done nor aggregated.
+  stopped = _fake_run(tmp_path, "sst-2", "bs32_lr1e-5_ep3", 1,
+                      {"eval_accuracy": 0.9, "global_step": 26, "num_train_steps": 400})
+  finished = _fake_run(tmp_path, "sst-2", "bs32_lr1e-5_ep3", 2,
+                       {"eval_accuracy": 0.7, "global_step": 400, "num_train_steps": 400})
+  legacy = _fake_run(tmp_path, "sst-2", "bs32_lr1e-5_ep3", 3, {"eval_accuracy": 0.6})
+  assert [sweep.is_done(d) for d in (stopped, finished, legacy)] == [False, True, True]
+  assert not sweep.is_done(str(tmp_path / "nothing"))
+  found = sweep.collect_results(str(tmp_path / "sst-2"))
+  assert sorted(found[(32, 1e-5, 3.0)]) == [2, 3]
+  # The sweep reruns the stopped run, from scratch (its old eval_results.json is removed first).
+  runs = _fake_runs(tmp_path, ["ok", "ok", "ok"])
+  lines = []
+  assert sweep.execute(runs, log_fn=lines.append) == []
+  assert lines[0].startswith("0/1 runs") and "seed1: done" in lines[-1]
+  assert json.loads(open(os.path.join(stopped, "eval_results.json")).read()) == {
+      "eval_accuracy": 0.5}
+  # A run that exits 0 short of its last step is a failure, not a result.
+  _fake_run(tmp_path, "sst-2", "bs32_lr1e-5_ep3", 1,
+            {"eval_accuracy": 0.9, "global_step": 26, "num_train_steps": 400})
+  short = sweep.Run("sst-2", (32, 1e-5, 3.0), 1, stopped, [sys.executable, "-c", (
+      "import json, sys; json.dump({'global_step': 26, 'num_train_steps': 400}, "
+      "open(sys.argv[1] + '/eval_results.json', 'w'))"), stopped])
+  failures = sweep.execute([short], log_fn=lambda s: None)
+  assert [f[1] for f in failures] == [
+      "exit status 0 but eval_results.json has global_step 26 of 400"]
+
+
+# A stand-in for the python that runs run_classifier.py (sweep --python): it gets the script and
+# its flags, starts a worker in its process group (as data pipelines do), and, while the file
+# "block" exists, waits; on SIGTERM it saves a "checkpoint" and exits 143 without results, like
+# the real tools. Otherwise it writes eval_results.json with a known accuracy.
+FAKE_PYTHON = """
+import json, os, signal, subprocess, sys, time
+state = os.environ["FAKE_STATE_DIR"]
+flags = dict(a[2:].split("=", 1) for a in sys.argv[2:] if a.startswith("--") and "=" in a)
+out, seed = flags["output_dir"], int(flags["seed"])
+os.makedirs(out, exist_ok=True)
+worker = subprocess.Popen(["sleep", "120"])
+with open(os.path.join(state, "pids-%d" % os.getpid()), "w") as f:
+  f.write("%d %d" % (os.getpid(), worker.pid))
+def stop(signum, frame):
+  open(os.path.join(out, "model.ckpt-3.index"), "w").close()
+  sys.exit(128 + signum)
+signal.signal(signal.SIGTERM, stop)
+print("fake run of", sys.argv[1], "seed", seed, flush=True)
+if os.path.exists(os.path.join(state, "block")):
+  open(os.path.join(state, "started"), "w").close()
+  time.sleep(120)
+json.dump({"eval_accuracy": 0.5 + seed / 10.0, "global_step": 10, "num_train_steps": 10},
+          open(os.path.join(out, "eval_results.json"), "w"))
+worker.kill()
+"""
+
+
+def _alive(pid):
+  """Whether pid is a running (not zombie) process."""
+  try:
+    with open("/proc/%d/stat" % pid) as f:
+      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except (OSError, IndexError):
+    return False
+
+
+def _kill_groups(pid_files):
+  """Test clean-up after a failure: kills the fake runs' process groups."""
+  for path in pid_files:
+    try:
+      os.killpg(int(open(str(path)).read().split()[0]), signal.SIGKILL)
+    except (OSError, ValueError, IndexError):
+      pass
+
+
+def _wait_for(path, proc, timeout=90):
+  deadline = time.time() + timeout
+  while not os.path.exists(path):
+    assert proc.poll() is None, proc.communicate()[0][-3000:]
+    assert time.time() < deadline, "timed out waiting for %s" % path
+    time.sleep(0.1)
+
+
+def test_sigterm_stops_the_child_and_a_rerun_finishes(tmp_path, vocab_file):
+  state = tmp_path / "state"
+  state.mkdir()
+  fake = tmp_path / "fake_python"
+  fake.write_text("#!%s\n%s" % (sys.executable, FAKE_PYTHON))
+  fake.chmod(0o755)
+  (tmp_path / "ckpt.index").write_text("")
+  (tmp_path / "bert_config.json").write_text("{}")
+  out = tmp_path / "sweep"
+  args = [sys.executable, SCRIPT, "--tasks=sst-2", "--glue_dir=%s" % GLUE_FIXTURES,
+          "--init_checkpoint=%s" % (tmp_path / "ckpt"),
+          "--bert_config_file=%s" % (tmp_path / "bert_config.json"),
+          "--vocab_file=%s" % vocab_file, "--output_dir=%s" % out, "--learning_rates=1e-5",
+          "--epochs=1", "--batch_sizes=4", "--seeds=1,2", "--python=%s" % fake]
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
+             FAKE_STATE_DIR=str(state))
+  (state / "block").write_text("")
+  proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+  try:
+    _wait_for(str(state / "started"), proc)
+    # A second sweep in the same directory is refused while the first runs.
+    second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    assert second.returncode == 2, second.stdout + second.stderr
+    assert "in use by another job (pid %d" % proc.pid in second.stderr
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=60)[0]
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      _kill_groups(state.glob("pids-*"))
+  assert proc.returncode == 143, output[-3000:]
+  assert "interrupted (signal 15)" in output and "rerun the same command" in output
+  pids = [int(p) for f in state.glob("pids-*") for p in f.read_text().split()]
+  assert len(pids) == 2 and not [p for p in pids if _alive(p)]  # child and its worker are gone
+  run_dir = out / "sst-2" / "bs4_lr1e-5_ep1" / "seed1"
+  assert not (run_dir / "eval_results.json").exists() and (run_dir / "model.ckpt-3.index").exists()
+  assert not (out / "results.json").exists() and not (out / ".lock-sweep").exists()
+
+  os.remove(str(state / "block"))
+  rerun = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+  assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
+  assert "Plan: 2 runs, 2 to run, 0 already done" in rerun.stdout
+  results = json.loads((out / "results.json").read_text())
+  best = results["tasks"]["sst-2"]["settings"][0]
+  assert best["seeds"] == [1, 2]
+  assert best["metrics"]["acc"]["values"] == pytest.approx([60.0, 70.0])
+  log = (run_dir / "sweep_run.log").read_text()
+  assert "\0" not in log and log.count("fake run of") == 1 and log.startswith("# ")
+  assert not [p for f in state.glob("pids-*") for p in map(int, f.read_text().split())
+              if _alive(p)]
 
 
 def test_output_dir_of_another_checkpoint_is_refused(tmp_path):

@@ -1,0 +1,120 @@
+"""run_demo.py's stages: done only at the requested step (not when a file merely exists), a
+failing or incomplete stage stops the demo with one line and a non-zero exit, and SIGTERM stops
+the running stage and exits 143. The full demo (~10 minutes) is not run here."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import common
+import run_demo
+
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _write(path, obj):
+  os.makedirs(os.path.dirname(str(path)), exist_ok=True)
+  with open(str(path), "w") as f:
+    json.dump(obj, f)
+
+
+def test_pretrain_done_checks_the_step(tmp_path):
+  d = str(tmp_path)
+  assert run_demo.pretrain_done(d, 400) == (False, "no train_summary_local.json")
+  # Stopped after 26 of 400 steps (what the old run_pretraining then evaluated and exited 0).
+  _write(tmp_path / "train_summary_local.json", {"global_step": 26, "num_train_steps": 400})
+  _write(tmp_path / "eval_results.json", {"global_step": 26, "masked_lm_accuracy": 0.1})
+  assert run_demo.pretrain_done(d, 400) == (
+      False, "train_summary_local.json: global_step 26 of 400")
+  _write(tmp_path / "train_summary_local.json", {"global_step": 400, "num_train_steps": 400})
+  assert run_demo.pretrain_done(d, 400) == (False, "eval_results.json: global_step 26 of 400")
+  os.remove(str(tmp_path / "eval_results.json"))
+  assert run_demo.pretrain_done(d, 400) == (False, "trained 400 steps, no eval_results.json")
+  _write(tmp_path / "eval_results.json", {"global_step": 400, "masked_lm_accuracy": 0.1})
+  assert run_demo.pretrain_done(d, 400) == (True, "400 steps, evaluated")
+  assert not run_demo.pretrain_done(d, 1200)[0]  # another requested step count
+
+
+def test_classifier_done_checks_step_and_export(tmp_path):
+  cls, export = str(tmp_path / "sst2"), str(tmp_path / "export")
+  assert run_demo.classifier_done(cls, export) == (False, "no eval_results.json")
+  _write(tmp_path / "sst2" / "eval_results.json",
+         {"eval_accuracy": 0.6, "global_step": 3, "num_train_steps": 9})
+  assert run_demo.classifier_done(cls, export) == (
+      False, "eval_results.json: global_step 3 of 9")
+  _write(tmp_path / "sst2" / "eval_results.json",
+         {"eval_accuracy": 0.6, "global_step": 9, "num_train_steps": 9})
+  assert run_demo.classifier_done(cls, export) == (False, "evaluated, not exported")
+  _write(tmp_path / "export" / common.EXPORT_MARKER, {})
+  assert run_demo.classifier_done(cls, export) == (True, "global_step 9, exported")
+
+
+def test_run_stage_skips_runs_and_fails_in_one_line(tmp_path, capsys):
+  log_dir = str(tmp_path / "logs")
+  marker = tmp_path / "out.json"
+  done = lambda: run_demo.file_done(str(marker))
+  # Done already: nothing runs.
+  marker.write_text("{}")
+  assert run_demo.run_stage("s0", ["-c", "raise SystemExit(5)"], done, log_dir) == 0.0
+  assert "[demo] s0: done already" in capsys.readouterr().out
+  os.remove(str(marker))
+  # Runs, streams progress lines, completes.
+  code = "import sys; print('10/10 steps, 1 remaining'); open(sys.argv[1], 'w').write('{}')"
+  assert run_demo.run_stage("s1", ["-c", code, str(marker)], done, log_dir) >= 0.0
+  out = capsys.readouterr().out
+  assert "    10/10 steps, 1 remaining" in out and "[demo] s1: " in out
+  # Fails: exit 1, one line naming the stage, the cause and that a rerun resumes.
+  os.remove(str(marker))
+  with pytest.raises(SystemExit) as e:
+    run_demo.run_stage("pretrain", ["-c", "print('error: --x: broken'); raise SystemExit(3)"],
+                       done, log_dir)
+  assert e.value.code == 1
+  err = capsys.readouterr().err.strip().splitlines()
+  assert len(err) == 1 and err[0].startswith(
+      "error: stage 'pretrain' failed (exit status 3): error: --x: broken; log ")
+  assert err[0].endswith("rerun the same command to resume (finished stages are skipped)")
+  # Exits 0 without completing (the old stopped run_pretraining): also a failure.
+  with pytest.raises(SystemExit) as e:
+    run_demo.run_stage("pretrain", ["-c", "pass"], done, log_dir)
+  assert e.value.code == 1
+  assert "error: stage 'pretrain' exited 0 but is not complete (no %s)" % marker in (
+      capsys.readouterr().err)
+
+
+DRIVER = """
+import sys
+import run_demo, subprocess_utils
+subprocess_utils.install_signal_forwarding()
+child = ("import signal, sys, time\\n"
+         "signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))\\n"
+         "open(sys.argv[1], 'w').close(); time.sleep(60)")
+run_demo.run_stage("pretrain", ["-c", child, sys.argv[1]], lambda: (False, "not yet"),
+                   sys.argv[2])
+print("not reached")
+"""
+
+
+def test_sigterm_stops_the_stage_and_exits_143(tmp_path):
+  started = str(tmp_path / "started")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO_DIR)
+  proc = subprocess.Popen([sys.executable, "-c", DRIVER, started, str(tmp_path / "logs")],
+                          env=env, cwd=REPO_DIR, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+  try:
+    deadline = time.time() + 60
+    while not os.path.exists(started):
+      assert proc.poll() is None and time.time() < deadline, proc.communicate()[0]
+      time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    output = proc.communicate(timeout=30)[0]
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+  assert proc.returncode == 143, output
+  assert "interrupted (signal 15): demo stopped in stage 'pretrain'; rerun the same" in output
+  assert "not reached" not in output

@@ -1,0 +1,144 @@
+"""subprocess_utils.run_child: logs, exit statuses, forwarding a stop to the child's process
+group, the bounded wait then SIGKILL, no left-over processes; and a driver process that exits
+130 on SIGINT with its child gone."""
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import common
+import subprocess_utils
+
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _alive(pid):
+  """Whether pid is a running (not zombie) process."""
+  try:
+    with open("/proc/%d/stat" % pid) as f:
+      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except (OSError, IndexError):
+    return False
+
+
+def _wait_for(path, timeout=30):
+  deadline = time.time() + timeout
+  while not os.path.exists(path):
+    assert time.time() < deadline, "timed out waiting for %s" % path
+    time.sleep(0.05)
+
+
+def test_output_header_status_and_lines(tmp_path):
+  log = str(tmp_path / "run.log")
+  lines = []
+  result = subprocess_utils.run_child(
+      [sys.executable, "-c", "print('one'); print('two'); raise SystemExit(3)"], log,
+      header="# the command", line_fn=lines.append, stop_signals=common.StopSignals())
+  assert (result.returncode, result.signum, result.ok, result.stopped) == (3, None, False, False)
+  assert result.describe() == "exit status 3"
+  assert open(log).read() == "# the command\none\ntwo\n"
+  assert lines == ["one\n", "two\n"]
+  result = subprocess_utils.run_child([str(tmp_path / "missing")], log,
+                                      stop_signals=common.StopSignals())
+  assert result.returncode is None and result.describe().startswith("cannot start:")
+
+
+def test_left_over_processes_are_stopped(tmp_path):
+  # The child starts a worker in its group and exits without waiting for it.
+  code = ("import subprocess, sys; p = subprocess.Popen(['sleep', '60']); "
+          "open(sys.argv[1], 'w').write(str(p.pid))")
+  pid_file = str(tmp_path / "pid")
+  result = subprocess_utils.run_child([sys.executable, "-c", code, pid_file],
+                                      str(tmp_path / "log"), stop_signals=common.StopSignals())
+  assert result.ok
+  assert not _alive(int(open(pid_file).read()))
+  assert "# stopped 1 process(es) the child left running" in open(str(tmp_path / "log")).read()
+
+
+def test_stop_is_forwarded_to_the_group(tmp_path):
+  # The child saves and exits 143 on SIGTERM, like the repository's tools; its worker (same
+  # group) dies of the forwarded signal.
+  code = """
+import os, signal, subprocess, sys, time
+worker = subprocess.Popen(["sleep", "60"])
+def stop(signum, frame):
+  open(sys.argv[1] + "/saved", "w").write(str(worker.pid))
+  sys.exit(128 + signum)
+signal.signal(signal.SIGTERM, stop)
+open(sys.argv[1] + "/started", "w").close()
+time.sleep(60)
+"""
+  stop = common.StopSignals()
+  threading.Thread(target=lambda: (_wait_for(str(tmp_path / "started")),
+                                   setattr(stop, "signum", signal.SIGTERM))).start()
+  start = time.time()
+  result = subprocess_utils.run_child([sys.executable, "-c", code, str(tmp_path)],
+                                      str(tmp_path / "log"), stop_signals=stop, grace_s=20)
+  assert (result.returncode, result.signum, result.stopped) == (143, signal.SIGTERM, True)
+  assert time.time() - start < 15
+  assert not _alive(int(open(str(tmp_path / "saved")).read()))
+  # Once stopped, nothing new starts.
+  result = subprocess_utils.run_child([sys.executable, "-c", "open('x', 'w')"],
+                                      str(tmp_path / "log2"), cwd=str(tmp_path),
+                                      stop_signals=stop)
+  assert result.returncode is None and result.stopped and not (tmp_path / "x").exists()
+
+
+def test_a_child_that_ignores_the_signal_is_killed_after_the_grace_period(tmp_path):
+  code = ("import signal, sys, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+          "open(sys.argv[1], 'w').close(); time.sleep(60)")
+  stop = common.StopSignals()
+  started = str(tmp_path / "started")
+  threading.Thread(target=lambda: (_wait_for(started),
+                                   setattr(stop, "signum", signal.SIGTERM))).start()
+  start = time.time()
+  result = subprocess_utils.run_child([sys.executable, "-c", code, started],
+                                      str(tmp_path / "log"), stop_signals=stop, grace_s=1.0)
+  assert result.returncode == -signal.SIGKILL and result.describe() == "killed by signal 9"
+  assert time.time() - start < 15
+  assert "# killed (SIGKILL)" in open(str(tmp_path / "log")).read()
+
+
+DRIVER = """
+import sys
+import common, subprocess_utils
+subprocess_utils.install_signal_forwarding()
+# The child ignores SIGINT: only the second signal (kill now) ends it before the 60 s grace.
+result = subprocess_utils.run_child(
+    [sys.executable, "-c", "import os, signal, sys, time; signal.signal(signal.SIGINT, "
+     "signal.SIG_IGN); open(sys.argv[1], 'w').write(str(os.getpid())); time.sleep(60)",
+     sys.argv[1]], sys.argv[2], grace_s=60)
+print("child:", result.describe(), flush=True)
+common.STOP_SIGNALS.exit_if_stopped("driver stopped")
+"""
+
+
+def test_driver_exits_130_on_sigint_and_its_child_is_gone(tmp_path):
+  pid_file = str(tmp_path / "child_pid")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO_DIR)
+  proc = subprocess.Popen([sys.executable, "-c", DRIVER, pid_file, str(tmp_path / "log")],
+                          env=env, cwd=REPO_DIR, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+  try:
+    deadline = time.time() + 60
+    while not (os.path.exists(pid_file) and open(pid_file).read()):
+      assert proc.poll() is None and time.time() < deadline, proc.communicate()[0]
+      time.sleep(0.05)
+    child = int(open(pid_file).read())
+    proc.send_signal(signal.SIGINT)
+    time.sleep(1.0)
+    assert proc.poll() is None and _alive(child)  # waiting for the child to save
+    proc.send_signal(signal.SIGINT)
+    output = proc.communicate(timeout=20)[0]
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      if os.path.exists(pid_file) and open(pid_file).read():
+        os.killpg(int(open(pid_file).read()), signal.SIGKILL)  # clean up after a failure
+  assert proc.returncode == 130, output
+  assert "child: killed by signal 9" in output
+  assert "interrupted (signal 2): driver stopped" in output
+  assert not _alive(child)
