@@ -21,6 +21,7 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import json
 import os
 import signal
 import subprocess
@@ -157,6 +158,55 @@ def _stop_group(pgid, grace_s, poll_s):
   return left
 
 
+def _child_record_path(log_path):
+  """Where run_child notes the running child's process group (beside its log, hidden)."""
+  directory, base = os.path.split(os.path.abspath(log_path))
+  return os.path.join(directory, ".%s.child.json" % base)
+
+
+def _cmdline(pid):
+  try:
+    with open("/proc/%d/cmdline" % pid, "rb") as f:
+      return [part.decode("utf-8", "replace") for part in f.read().split(b"\0") if part]
+  except OSError:
+    return None
+
+
+def stop_orphan(log_path, grace_s=DEFAULT_GRACE_S, poll_s=0.1):
+  """Stops a child that a killed (SIGKILL) driver left running for this log, if any.
+
+  run_child records each child's process group beside its log while it runs. A record still
+  there means the driver died without cleaning up; if that group still runs the same command,
+  it would race with the rerun (two trainings in one directory), so it is stopped first.
+
+  Args:
+    log_path: the log path the rerun will use.
+    grace_s: seconds to wait after SIGTERM before SIGKILL.
+    poll_s: polling interval.
+
+  Returns:
+    The pids stopped ([] when there was no orphan).
+  """
+  record_path = _child_record_path(log_path)
+  try:
+    with open(record_path) as f:
+      record = json.load(f)
+  except (OSError, ValueError):
+    return []
+  stopped = []
+  pgid = record.get("pgid")
+  # The same pid running the same command: not an unrelated process that reused the pid.
+  if isinstance(pgid, int) and _cmdline(pgid) == record.get("cmd"):
+    _stderr("stopping process group %d (%s) left running by a killed earlier run\n" %
+            (pgid, " ".join(record.get("cmd", []))[:200]))
+    stopped = _stop_group(pgid, grace_s, poll_s)
+  try:
+    os.remove(record_path)
+  except OSError:
+    pass
+  return stopped
+
+
 def run_child(cmd, log_path, header=None, cwd=None, env=None, line_fn=None,
               grace_s=DEFAULT_GRACE_S, stop_signals=None, poll_s=0.1):
   """Runs `cmd` in a new process group with its output in `log_path`; stops it on a signal.
@@ -183,6 +233,9 @@ def run_child(cmd, log_path, header=None, cwd=None, env=None, line_fn=None,
   """
   stop_signals = stop_signals or common.STOP_SIGNALS
   start = time.time()
+  # Before the log is truncated: an orphan of a killed driver may still be writing it.
+  stop_orphan(log_path, grace_s, poll_s)
+  record_path = _child_record_path(log_path)
   with open(log_path, "w") as log:
     if header:
       log.write(header.rstrip("\n") + "\n")
@@ -199,6 +252,8 @@ def run_child(cmd, log_path, header=None, cwd=None, env=None, line_fn=None,
       log.write("cannot start: %s\n" % e)
       return ChildResult(None, time.time() - start, None, "cannot start: %s" % e)
 
+    with open(record_path, "w") as f:
+      json.dump({"pgid": proc.pid, "cmd": [str(part) for part in cmd]}, f)
     reader = None
     if line_fn:
       def read_lines():
@@ -236,4 +291,8 @@ def run_child(cmd, log_path, header=None, cwd=None, env=None, line_fn=None,
     if killed:
       log.write("# killed (SIGKILL) %.0f s after forwarding signal %d\n" % (
           time.time() - forwarded_at, forwarded))
+  try:
+    os.remove(record_path)
+  except OSError:
+    pass
   return ChildResult(returncode, time.time() - start, forwarded, "")

@@ -142,3 +142,33 @@ def test_driver_exits_130_on_sigint_and_its_child_is_gone(tmp_path):
   assert "child: killed by signal 9" in output
   assert "interrupted (signal 2): driver stopped" in output
   assert not _alive(child)
+
+
+ORPHANING_DRIVER = """
+import sys
+sys.path.insert(0, sys.argv[1])
+import common, subprocess_utils
+subprocess_utils.run_child([sys.executable, "-c", "import os, time; open(%r, 'w').write(str(os.getpid())); time.sleep(120)" % sys.argv[3]], sys.argv[2], stop_signals=common.StopSignals())
+"""
+
+
+def test_an_orphan_of_a_sigkilled_driver_is_stopped_by_the_rerun(tmp_path):
+  log = str(tmp_path / "run.log")
+  child_pid_file = str(tmp_path / "child.pid")
+  driver = subprocess.Popen([sys.executable, "-c", ORPHANING_DRIVER, REPO_DIR, log, child_pid_file])
+  _wait_for(child_pid_file)
+  time.sleep(0.2)
+  child = int(open(child_pid_file).read())
+  driver.kill()  # SIGKILL: no chance to stop its child, which lives in its own group
+  driver.wait()
+  assert _alive(child)
+  try:
+    result = subprocess_utils.run_child([sys.executable, "-c", "print('rerun')"], log,
+                                        stop_signals=common.StopSignals(), grace_s=5)
+    assert result.ok
+    assert not _alive(child), "the rerun must stop the orphan before it starts"
+    assert open(log).read().strip() == "rerun"
+    assert not [n for n in os.listdir(str(tmp_path)) if n.endswith(".child.json")]
+  finally:
+    if _alive(child):
+      os.kill(child, signal.SIGKILL)
