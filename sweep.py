@@ -11,7 +11,8 @@ output directory
 Defaults are the paper's grids (RealFormer, section 4.1.2 / Table 10): GLUE batch 32, epochs
 {2,3,4}, LR {6e-6, 8e-6, 1e-5, 2e-5, 3e-5, 4e-5, 5e-5}; SQuAD batch {32,48}, epochs {2,3,4},
 LR {2e-5, 3e-5, 4e-5, 5e-5}; seeds 1..5. A sweep is resumable: a run whose eval_results.json
-exists and reached its last step is skipped; an unfinished one starts again from scratch. On
+exists and reached its last step is skipped; an unfinished one resumes from its checkpoint
+(exactly: the result is the uninterrupted run's). On
 SIGINT / SIGTERM the running child is stopped (signal forwarded to its process group) and waited
 for, and the sweep exits 130 / 143. One sweep at a time per --output_dir (lock file
 .lock-sweep). Then, per task and setting, the median over seeds of every metric; the best
@@ -488,12 +489,14 @@ def _remove_matching(run_dir, patterns):
   return count
 
 
-# An unfinished run is restarted from scratch: the Estimator would otherwise resume from a
-# checkpoint of the interrupted attempt (or skip training at max_steps) with a different data
-# order, so one result would not be one uninterrupted run of its seed. An eval_results.json of
-# a run that stopped early goes too, so only the new attempt can make the run count as done.
-STALE_PATTERNS = ["model.ckpt-*", "checkpoint", "events.out.tfevents.*", "graph.pbtxt",
-                  "eval_results.txt", "eval_results.json"]
+# An unfinished run resumes from its last checkpoint: the training scripts resume exactly (same
+# batches and dropout masks from the saved step on, estimator_utils.resume_skip_batches), so the
+# result is the one an uninterrupted run of its seed gives and no finished training is lost.
+# Under a distribution strategy or on TPU the data order would restart, so such runs start
+# again from scratch. An eval_results.json of a run that stopped early goes in every case, so
+# only the new attempt can make the run count as done.
+STALE_PATTERNS = ["eval_results.txt", "eval_results.json"]
+RESTART_PATTERNS = ["model.ckpt-*", "checkpoint", "events.out.tfevents.*", "graph.pbtxt"]
 CHECKPOINT_PATTERNS = ["model.ckpt-*", "checkpoint", "graph.pbtxt"]
 
 
@@ -557,6 +560,23 @@ def store_feature_cache(run_dir, cache_dir):
       os.replace(source, target)
 
 
+def resumes_exactly(cmd):
+  """Whether a run's command resumes a stopped training exactly (no strategy, no TPU).
+
+  Args:
+    cmd: the run's command line (list of arguments).
+
+  Returns:
+    bool.
+  """
+  for arg in cmd:
+    if arg in ("--use_tpu", "--use_tpu=true", "--use_tpu=True"):
+      return False
+    if arg.startswith("--distribution_strategy=") and arg.split("=", 1)[1] != "none":
+      return False
+  return True
+
+
 def run_one(run, keep_checkpoints=False, cache_dir=None):
   """Runs one fine-tuning subprocess, logging to <run_dir>/sweep_run.log.
 
@@ -573,6 +593,8 @@ def run_one(run, keep_checkpoints=False, cache_dir=None):
   """
   tf.io.gfile.makedirs(run.run_dir)
   _remove_matching(run.run_dir, STALE_PATTERNS)
+  if not resumes_exactly(run.cmd):
+    _remove_matching(run.run_dir, RESTART_PATTERNS)
   if cache_dir:
     seed_feature_cache(cache_dir, run.run_dir)
   log_path = os.path.join(run.run_dir, RUN_LOG)

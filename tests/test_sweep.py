@@ -368,7 +368,7 @@ def test_failures_are_recorded_and_the_sweep_goes_on(tmp_path):
                                         "sweep_run.log"]
   log = open(os.path.join(ok_dir, "sweep_run.log")).read()
   assert log.startswith("# %s -c " % sys.executable)
-  assert "stale checkpoint present: False" in log  # an unfinished run restarts from scratch
+  assert "stale checkpoint present: True" in log  # an unfinished run resumes from it
   # The later run got the cached features (hard link) before it started.
   assert "cached features present: True" in open(
       os.path.join(runs[3].run_dir, "sweep_run.log")).read()
@@ -398,7 +398,7 @@ def test_done_means_the_last_step_was_reached(tmp_path):
   assert not sweep.is_done(str(tmp_path / "nothing"))
   found = sweep.collect_results(str(tmp_path / "sst-2"))
   assert sorted(found[(32, 1e-5, 3.0)]) == [2, 3]
-  # The sweep reruns the stopped run, from scratch (its old eval_results.json is removed first).
+  # The sweep reruns the stopped run (its old eval_results.json is removed first).
   runs = _fake_runs(tmp_path, ["ok", "ok", "ok"])
   lines = []
   assert sweep.execute(runs, log_fn=lines.append) == []

@@ -1,0 +1,244 @@
+"""Fault injection: jobs killed (SIGINT, SIGTERM, SIGKILL) at several points and rerun end
+exactly where an uninterrupted run ends, and no partial file is ever visible under an output
+name.
+
+Each case runs the uninterrupted job once as the reference, then for every signal starts the
+same command, kills it at a point (after a given checkpoint / file appears), checks the exit
+status and what is visible, reruns the same command and compares the final outputs with the
+reference: byte-identical TFRecords, the same final step and weights digest.
+"""
+
+import filecmp
+import glob
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import REPO_DIR, TINY_BERT_CONFIG
+
+pytestmark = pytest.mark.slow
+
+PYTHON = sys.executable
+VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+SEQ = 32
+PREDS = 5
+# Exit statuses: 128 + signal for a handled SIGINT / SIGTERM, -9 for SIGKILL (as Popen says).
+EXPECTED_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -9}
+
+
+def _cmd(script, args):
+  return [PYTHON, os.path.join(REPO_DIR, script)] + list(args)
+
+
+def _run(script, args, timeout=300):
+  result = subprocess.run(_cmd(script, args), cwd=REPO_DIR, env=ENV, capture_output=True,
+                          text=True, timeout=timeout)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return result
+
+
+def _kill_when(script, args, ready, sig, timeout=180, check_visible=None):
+  """Starts the job, waits until ready() is true, sends `sig`, waits; returns (status, stderr).
+
+  check_visible (if given) is called while waiting, to assert what other programs may see.
+  """
+  proc = subprocess.Popen(_cmd(script, args), cwd=REPO_DIR, env=ENV, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+  deadline = time.time() + timeout
+  try:
+    while not ready():
+      if check_visible:
+        check_visible()
+      assert proc.poll() is None, "the job ended before it could be killed: %s" % (
+          proc.stderr.read()[-2000:])
+      assert time.time() < deadline, "timed out waiting for the kill point"
+      time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      proc.wait()
+  return proc.returncode, err
+
+
+def _checkpoint_step(model_dir):
+  """Step of the latest checkpoint named in model_dir/checkpoint (0 when none)."""
+  path = os.path.join(str(model_dir), "checkpoint")
+  try:
+    with open(path) as f:
+      first = f.readline()
+  except OSError:
+    return 0
+  if "ckpt-" not in first:
+    return 0
+  return int(first.strip().rstrip('"').rsplit("-", 1)[1])
+
+
+def _corpus(path, num_docs=80, seed=0):
+  rng = np.random.RandomState(seed)
+  words = ("the king said that a whale was seen near the ship and the captain laughed at "
+           "her brother while the sea rose over old stone walls").split()
+  lines = []
+  for _ in range(num_docs):
+    for _ in range(rng.randint(2, 8)):
+      lines.append(" ".join(rng.choice(words, rng.randint(4, 14))) + ".")
+    lines.append("")
+  path.write_text("\n".join(lines))
+  return path
+
+
+@pytest.fixture(scope="module")
+def pretraining_data(tmp_path_factory):
+  root = tmp_path_factory.mktemp("fi_pretrain")
+  _corpus(root / "text.txt")
+  _run("create_pretraining_data.py", [
+      "--input_file=%s" % (root / "text.txt"), "--output_file=%s" % (root / "data.tfrecord"),
+      "--vocab_file=%s" % VOCAB, "--max_seq_length=%d" % SEQ,
+      "--max_predictions_per_seq=%d" % PREDS, "--dupe_factor=2", "--num_workers=1"])
+  (root / "bert_config.json").write_text(json.dumps(dict(TINY_BERT_CONFIG,
+                                                         residual_attention="sum")))
+  return root
+
+
+def _pretraining_args(data, output_dir, steps=30):
+  return ["--input_file=%s" % (data / "data.tfrecord"), "--output_dir=%s" % output_dir,
+          "--bert_config_file=%s" % (data / "bert_config.json"), "--max_seq_length=%d" % SEQ,
+          "--max_predictions_per_seq=%d" % PREDS, "--train_batch_size=8",
+          "--num_train_steps=%d" % steps, "--num_warmup_steps=2", "--learning_rate=1e-3",
+          "--save_checkpoints_steps=10", "--do_train", "--do_eval", "--max_eval_steps=2"]
+
+
+def test_run_pretraining_killed_and_rerun_ends_like_an_uninterrupted_run(pretraining_data,
+                                                                        tmp_path):
+  reference = tmp_path / "reference"
+  _run("run_pretraining.py", _pretraining_args(pretraining_data, reference))
+  want = json.loads((reference / "train_summary_local.json").read_text())
+  assert want["global_step"] == 30 and want["weights_digest"]
+  # Kill points: right after the first checkpoint, and between two saved checkpoints.
+  cases = [(signal.SIGINT, 1), (signal.SIGTERM, 12), (signal.SIGKILL, 10)]
+  for sig, after_step in cases:
+    out = tmp_path / ("killed_%d" % sig)
+    args = _pretraining_args(pretraining_data, out)
+    status, err = _kill_when("run_pretraining.py", args,
+                             lambda: _checkpoint_step(out) >= after_step, sig)
+    assert status == EXPECTED_STATUS[sig], (sig, status, err[-2000:])
+    # A stopped job never looks finished.
+    assert not (out / "eval_results.json").exists(), sig
+    assert not (out / "train_summary_local.json").exists(), sig
+    assert _checkpoint_step(out) < 30
+    _run("run_pretraining.py", args)
+    got = json.loads((out / "train_summary_local.json").read_text())
+    assert got["global_step"] == 30, sig
+    assert got["weights_digest"] == want["weights_digest"], sig
+    assert (out / "eval_results.json").exists()
+
+
+def _checkpoint_digest(model_dir):
+  """Hash of every variable (weights, Adam slots, step) of the latest checkpoint in model_dir."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import run_pretraining  # pylint: disable=g-import-not-at-top
+  reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(model_dir)))
+  names = sorted(reader.get_variable_to_shape_map())
+  return run_pretraining.weights_digest({n: reader.get_tensor(n) for n in names})
+
+
+@pytest.fixture(scope="module")
+def classifier_setup(tmp_path_factory):
+  """120 training and 40 dev sentences of the shipped SST-2 slice, and a random tiny BERT."""
+  from conftest import write_random_bert_checkpoint  # pylint: disable=g-import-not-at-top
+  root = tmp_path_factory.mktemp("fi_classifier")
+  data = root / "glue" / "SST-2"
+  data.mkdir(parents=True)
+  with open(os.path.join(REPO_DIR, "data", "sst2_slice", "train.tsv")) as f:
+    lines = f.read().splitlines()
+  (data / "train.tsv").write_text("\n".join(lines[:121]) + "\n")
+  with open(os.path.join(REPO_DIR, "data", "sst2_slice", "dev.tsv")) as f:
+    lines = f.read().splitlines()
+  (data / "dev.tsv").write_text("\n".join(lines[:41]) + "\n")
+  config = root / "bert_config.json"
+  config.write_text(json.dumps(dict(TINY_BERT_CONFIG, residual_attention="mean")))
+  checkpoint = write_random_bert_checkpoint(str(config), str(root / "init" / "bert_model.ckpt"))
+  return data, config, checkpoint
+
+
+def _classifier_args(setup, output_dir):
+  data, config, checkpoint = setup
+  return ["--task_name=sst-2", "--data_dir=%s" % data, "--vocab_file=%s" % VOCAB,
+          "--bert_config_file=%s" % config, "--init_checkpoint=%s" % checkpoint,
+          "--output_dir=%s" % output_dir, "--max_seq_length=32", "--train_batch_size=4",
+          "--eval_batch_size=8", "--learning_rate=1e-3", "--num_train_epochs=1",
+          "--save_checkpoints_steps=10", "--do_train", "--do_eval"]
+
+
+def test_run_classifier_killed_and_rerun_ends_like_an_uninterrupted_run(classifier_setup,
+                                                                        tmp_path):
+  reference = tmp_path / "reference"
+  _run("run_classifier.py", _classifier_args(classifier_setup, reference))
+  want = json.loads((reference / "eval_results.json").read_text())
+  assert want["global_step"] == want["num_train_steps"] == 30
+  want_digest = _checkpoint_digest(reference)
+  for sig, after_step in [(signal.SIGINT, 10), (signal.SIGTERM, 1), (signal.SIGKILL, 20)]:
+    out = tmp_path / ("killed_%d" % sig)
+    args = _classifier_args(classifier_setup, out)
+    status, err = _kill_when("run_classifier.py", args,
+                             lambda: _checkpoint_step(out) >= after_step, sig)
+    assert status == EXPECTED_STATUS[sig], (sig, status, err[-2000:])
+    assert not (out / "eval_results.json").exists(), sig
+    assert _checkpoint_step(out) < 30
+    _run("run_classifier.py", args)
+    got = json.loads((out / "eval_results.json").read_text())
+    assert got["global_step"] == 30, sig
+    assert _checkpoint_digest(out) == want_digest, sig
+    for key in ("eval_accuracy", "eval_loss"):
+      assert got[key] == want[key], (sig, key)
+
+
+def _sweep_args(setup, output_dir):
+  data, config, checkpoint = setup
+  return ["--tasks=sst-2", "--glue_dir=%s" % data.parent, "--init_checkpoint=%s" % checkpoint,
+          "--bert_config_file=%s" % config, "--vocab_file=%s" % VOCAB,
+          "--output_dir=%s" % output_dir, "--learning_rates=1e-3", "--epochs=1",
+          "--batch_sizes=4", "--seeds=1,2", "--max_seq_length=32",
+          "--extra_flags=--eval_batch_size=8 --save_checkpoints_steps=10"]
+
+
+def _sweep_results(output_dir):
+  results = {}
+  for path in sorted(glob.glob(str(output_dir / "sst-2" / "*" / "seed*" / "eval_results.json"))):
+    with open(path) as f:
+      got = json.load(f)
+    results[os.path.relpath(path, str(output_dir))] = (got["global_step"], got["eval_accuracy"],
+                                                       got["eval_loss"])
+  return results
+
+
+def test_sweep_killed_and_rerun_ends_like_an_uninterrupted_sweep(classifier_setup, tmp_path):
+  reference = tmp_path / "reference"
+  _run("sweep.py", _sweep_args(classifier_setup, reference), timeout=600)
+  want = _sweep_results(reference)
+  assert len(want) == 2 and all(v[0] == 30 for v in want.values())
+  want_table = (reference / "results.csv").read_text()
+  run_dir = os.path.join("sst-2", "bs4_lr0.001_ep1")
+  # During the first run, during the second run, and (SIGKILL: the child is orphaned and the
+  # rerun must stop it) during the first run again.
+  cases = [(signal.SIGTERM, "seed1", 10), (signal.SIGINT, "seed2", 1),
+           (signal.SIGKILL, "seed1", 20)]
+  for sig, seed, after_step in cases:
+    out = tmp_path / ("killed_%d" % sig)
+    target = out / run_dir / seed
+    status, err = _kill_when("sweep.py", _sweep_args(classifier_setup, out),
+                             lambda: _checkpoint_step(target) >= after_step, sig)
+    assert status == EXPECTED_STATUS[sig], (sig, status, err[-2000:])
+    assert not (out / "results.csv").exists()
+    assert not (target / "eval_results.json").exists()
+    _run("sweep.py", _sweep_args(classifier_setup, out), timeout=600)
+    assert _sweep_results(out) == want, sig
+    assert (out / "results.csv").read_text() == want_table
