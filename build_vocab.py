@@ -28,6 +28,13 @@ spm_model_file=<spm_model_prefix>.model).
 
   python build_vocab.py --input_file=../shared/data/sample_1mb.txt \
       --output_file=/tmp/vocab_8k.txt --vocab_size=8000
+
+The input is read as create_pretraining_data.py reads it (one shared reader,
+create_pretraining_data.TextReader): gzip files decompressed, a file with more
+than --max_bad_fraction undecodable bytes refused, lines over --max_line_chars
+cut at whitespace. An output that is an input (or matches an --input_file glob)
+and inputs that are not text (TFRecords, our summaries, a vocab file) are
+one-line errors before anything is read.
 """
 
 import collections
@@ -42,6 +49,7 @@ from absl import logging
 import tensorflow as tf
 
 import common
+import create_pretraining_data
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -68,6 +76,8 @@ def define_flags():
                       "SentencePiece: writes <prefix>.model.")
   flags.DEFINE_enum("spm_algorithm", "unigram", ["unigram", "bpe"],
                     "SentencePiece model type.")
+  # --max_bad_fraction, --max_line_chars: the shared input policy.
+  create_pretraining_data.define_input_flags()
 
 
 # Longer words are [UNK] for WordpieceTokenizer, so they are not learned from.
@@ -75,52 +85,50 @@ _MAX_WORD_CHARS = 200
 _READ_BLOCK = 1 << 22
 
 
-def read_text_blocks(input_files, max_input_bytes=0, log_fn=None):
+def read_text_blocks(input_files, max_input_bytes=0, log_fn=None,
+                     max_line_chars=create_pretraining_data.DEFAULT_MAX_LINE_CHARS,
+                     max_bad_fraction=create_pretraining_data.DEFAULT_MAX_BAD_FRACTION):
   """Yields the input text in blocks of whole lines, up to max_input_bytes.
 
   Args:
-    input_files: list of paths.
-    max_input_bytes: stop after this many bytes (at a line end); 0 = no cap.
+    input_files: list of paths (plain or gzip text).
+    max_input_bytes: stop after this many bytes of text (at a line end); 0 = no cap.
     log_fn: progress logger (defaults to tf logging).
+    max_line_chars: longer lines are cut at whitespace (create_pretraining_data.TextReader).
+    max_bad_fraction: a file with a larger share of undecodable bytes is an error.
 
   Yields:
-    str blocks, each a run of whole lines.
+    str blocks, each a run of whole lines (undecodable bytes dropped).
   """
   total = sum(tf.io.gfile.stat(p).length for p in input_files)
   if max_input_bytes:
     total = min(total, max_input_bytes)
   meter = common.ProgressMeter(total / 1e6, unit="MB", log_fn=log_fn or logging.info)
   meter.update(0.0)
+  reader = create_pretraining_data.TextReader(max_line_chars, max_bad_fraction,
+                                              read_block=_READ_BLOCK)
   done = 0
-  for path in input_files:
-    with tf.io.gfile.GFile(path, "rb") as f:
-      rest = b""
-      while True:
-        chunk = f.read(_READ_BLOCK)
-        data = rest + chunk
-        if not data:
-          break
-        if chunk:
-          cut = data.rfind(b"\n") + 1
-          if cut == 0:  # no line end yet: keep reading
-            rest = data
-            continue
-          data, rest = data[:cut], data[cut:]
-        else:
-          rest = b""
-        if max_input_bytes and done + len(data) > max_input_bytes:
-          cut = data.rfind(b"\n", 0, max_input_bytes - done) + 1
-          data = data[:cut]
-          done += len(data)
-          yield tokenization.convert_to_unicode(data)
-          meter.update(done / 1e6, force=True)
-          return
-        done += len(data)
-        yield tokenization.convert_to_unicode(data)
-        meter.update(done / 1e6)
-        if not chunk:
-          break
-  meter.update(done / 1e6, force=True)
+  block = []
+  block_bytes = 0
+
+  def progress():
+    # Bytes of text against a cap; otherwise bytes of the files on disk (gzip: compressed).
+    return (done if max_input_bytes else reader.disk_bytes_done) / 1e6
+
+  for line in reader.read_files(input_files):
+    if max_input_bytes and done + len(line) > max_input_bytes:
+      reader.check_partial()
+      break
+    done += len(line)
+    block.append(line)
+    block_bytes += len(line)
+    if block_bytes >= _READ_BLOCK:
+      yield tokenization.convert_to_unicode(b"".join(block))
+      block, block_bytes = [], 0
+      meter.update(progress())
+  if block:
+    yield tokenization.convert_to_unicode(b"".join(block))
+  meter.update(progress(), force=True)
 
 
 def count_words(blocks, do_lower_case):
@@ -268,7 +276,9 @@ def learn_wordpieces(word_counts, num_pieces, min_frequency, log_fn=None):
 
 def build_wordpiece_vocab(input_files, vocab_size, do_lower_case=True,
                           num_unused=0, min_frequency=2, max_input_bytes=0,
-                          log_fn=None):
+                          log_fn=None,
+                          max_line_chars=create_pretraining_data.DEFAULT_MAX_LINE_CHARS,
+                          max_bad_fraction=create_pretraining_data.DEFAULT_MAX_BAD_FRACTION):
   """Builds the list of WordPiece vocab tokens (see the module docstring).
 
   Args:
@@ -279,6 +289,8 @@ def build_wordpiece_vocab(input_files, vocab_size, do_lower_case=True,
     min_frequency: minimum count of a character or merged pair.
     max_input_bytes: read at most this much text (0 = all).
     log_fn: progress logger.
+    max_line_chars: longer lines are cut at whitespace.
+    max_bad_fraction: a file with a larger share of undecodable bytes is an error.
 
   Returns:
     list of vocab_size token strings.
@@ -289,7 +301,8 @@ def build_wordpiece_vocab(input_files, vocab_size, do_lower_case=True,
   if vocab_size < len(head):
     common.fail("--vocab_size=%d: too small for the %d special and unused "
                 "tokens" % (vocab_size, len(head)))
-  word_counts = count_words(read_text_blocks(input_files, max_input_bytes, log_fn),
+  word_counts = count_words(read_text_blocks(input_files, max_input_bytes, log_fn,
+                                             max_line_chars, max_bad_fraction),
                             do_lower_case)
   log_fn("%d distinct words, %d words in all" %
          (len(word_counts), sum(word_counts.values())))
@@ -314,8 +327,10 @@ def build_wordpiece_vocab(input_files, vocab_size, do_lower_case=True,
   return tokens
 
 
-def _spm_sentences(input_files, max_input_bytes, do_lower_case, log_fn):
-  for block in read_text_blocks(input_files, max_input_bytes, log_fn):
+def _spm_sentences(input_files, max_input_bytes, do_lower_case, log_fn, max_line_chars,
+                   max_bad_fraction):
+  for block in read_text_blocks(input_files, max_input_bytes, log_fn, max_line_chars,
+                                max_bad_fraction):
     if do_lower_case:
       block = block.lower()
     for line in block.split("\n"):
@@ -326,7 +341,9 @@ def _spm_sentences(input_files, max_input_bytes, do_lower_case, log_fn):
 
 def build_sentencepiece(input_files, vocab_size, spm_model_file,
                         do_lower_case=True, num_unused=0, algorithm="unigram",
-                        max_input_bytes=0, log_fn=None):
+                        max_input_bytes=0, log_fn=None,
+                        max_line_chars=create_pretraining_data.DEFAULT_MAX_LINE_CHARS,
+                        max_bad_fraction=create_pretraining_data.DEFAULT_MAX_BAD_FRACTION):
   """Trains a SentencePiece model; writes it to spm_model_file.
 
   Args:
@@ -338,6 +355,8 @@ def build_sentencepiece(input_files, vocab_size, spm_model_file,
     algorithm: "unigram" or "bpe".
     max_input_bytes: read at most this much text (0 = all).
     log_fn: progress logger.
+    max_line_chars: longer lines are cut at whitespace.
+    max_bad_fraction: a file with a larger share of undecodable bytes is an error.
 
   Returns:
     list of the vocab_size pieces in id order.
@@ -347,10 +366,21 @@ def build_sentencepiece(input_files, vocab_size, spm_model_file,
   controls = ["[CLS]", "[SEP]", "[MASK]"] + [
       "[unused%d]" % i for i in range(num_unused)]
   model = io.BytesIO()
+  input_errors = []
+
+  def sentences():
+    # An error raised inside the iterator would surface from the C++ trainer as a
+    # generic RuntimeError: keep it and end the input instead.
+    try:
+      for line in _spm_sentences(input_files, max_input_bytes, do_lower_case,
+                                 log_fn, max_line_chars, max_bad_fraction):
+        yield line
+    except common.UsageError as e:
+      input_errors.append(e)
+
   try:
     spm.SentencePieceTrainer.train(
-        sentence_iterator=_spm_sentences(input_files, max_input_bytes,
-                                         do_lower_case, log_fn),
+        sentence_iterator=sentences(),
         model_writer=model,
         vocab_size=vocab_size,
         model_type=algorithm,
@@ -362,9 +392,13 @@ def build_sentencepiece(input_files, vocab_size, spm_model_file,
         num_threads=1,  # one thread keeps the model deterministic
         minloglevel=1)
   except RuntimeError as e:
+    if input_errors:
+      raise input_errors[0]
     message = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
     common.fail("--vocab_size=%d: sentencepiece training failed: %s" %
                 (vocab_size, message))
+  if input_errors:
+    raise input_errors[0]
   proto = model.getvalue()
   with common.atomic_output(spm_model_file, "wb") as f:
     f.write(proto)
@@ -386,26 +420,41 @@ def main(_):
     common.fail("--min_frequency=%d: must be >= 1" % FLAGS.min_frequency)
   if FLAGS.max_input_bytes < 0:
     common.fail("--max_input_bytes=%d: must be >= 0" % FLAGS.max_input_bytes)
+  create_pretraining_data.validate_input_flags()
+  if FLAGS.model_type == "sentencepiece" and not FLAGS.spm_model_prefix:
+    common.fail("--spm_model_prefix is required with --model_type=sentencepiece")
   input_files = common.expand_input_files(FLAGS.input_file)
   for path in input_files:
     common.require_file(path, "input_file")
+  outputs = [FLAGS.output_file]
+  if FLAGS.model_type == "sentencepiece":
+    spm_model_file = FLAGS.spm_model_prefix + ".model"
+    if os.path.realpath(spm_model_file) == os.path.realpath(FLAGS.output_file):
+      common.fail("--output_file=%s: is also the SentencePiece model "
+                  "(--spm_model_prefix); the vocab would replace it" % FLAGS.output_file)
+    outputs.append(spm_model_file)
+  # Before anything is read: no output may replace an input or be read back as
+  # text by a rerun, and no input may be an earlier output (a vocab, TFRecords).
+  create_pretraining_data.check_outputs_not_inputs(outputs, FLAGS.input_file,
+                                                   input_files)
+  create_pretraining_data.check_text_inputs(input_files)
   start = time.time()
   log = logging.info
+  for path in outputs:
+    common.remove_stale_temps(path)
   for path in (FLAGS.output_file, FLAGS.spm_model_prefix):
     if path and os.path.dirname(path):
       tf.io.gfile.makedirs(os.path.dirname(path))
   if FLAGS.model_type == "wordpiece":
     tokens = build_wordpiece_vocab(
         input_files, FLAGS.vocab_size, FLAGS.do_lower_case, FLAGS.num_unused,
-        FLAGS.min_frequency, FLAGS.max_input_bytes, log)
+        FLAGS.min_frequency, FLAGS.max_input_bytes, log, FLAGS.max_line_chars,
+        FLAGS.max_bad_fraction)
   else:
-    if not FLAGS.spm_model_prefix:
-      common.fail("--spm_model_prefix is required with "
-                  "--model_type=sentencepiece")
-    spm_model_file = FLAGS.spm_model_prefix + ".model"
     tokens = build_sentencepiece(
         input_files, FLAGS.vocab_size, spm_model_file, FLAGS.do_lower_case,
-        FLAGS.num_unused, FLAGS.spm_algorithm, FLAGS.max_input_bytes, log)
+        FLAGS.num_unused, FLAGS.spm_algorithm, FLAGS.max_input_bytes, log,
+        FLAGS.max_line_chars, FLAGS.max_bad_fraction)
     log("wrote %s" % spm_model_file)
   with common.atomic_output(FLAGS.output_file) as f:
     f.write("".join(t + "\n" for t in tokens))

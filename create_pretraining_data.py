@@ -14,6 +14,18 @@ run_pretraining.py, both ways), but:
   count), chunk i is processed with random generators seeded from (random_seed, i), and the results
   are written in chunk order. The output bytes are identical for a given input, seed and flags,
   whatever --num_workers is.
+- Safe input: gzip files are read decompressed; a file with more than --max_bad_fraction of
+  undecodable bytes (binary, or compressed otherwise) is a one-line error, not garbage instances;
+  lines longer than --max_line_chars are cut at whitespace (memory stays flat; the summary counts
+  them); earlier outputs of ours (TFRecords, summaries) and vocab files among the inputs, and an
+  output that is an input or matches an --input_file glob, are refused before anything is written.
+- Safe output: shards are written under hidden temporary names (`.NAME.tmp-<pid>`, which no glob
+  `NAME*` matches) and renamed when complete; the summary is `NAME.summary.json` for
+  --output_file=NAME.EXT (see summary_path_for: `--input_file=NAME.EXT*` never matches it).
+  SIGINT / SIGTERM stop the run after the current chunk, remove the temporaries and exit 130 /
+  143; after a SIGKILL a rerun removes the dead run's temporaries. There is no partial resume
+  (shards are written round-robin and renamed together at the end): a rerun starts over and,
+  the output being deterministic, writes the same bytes as an uninterrupted run.
 - Fast: instances are token ranges into one array per chunk (no per-token Python work), masking and
   the tf.train.Example serialization are vectorized with numpy over all instances of a chunk (the
   protobuf bytes are assembled directly; they parse to the same tf.train.Example as the official
@@ -49,13 +61,19 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import fnmatch
 import gc
+import gzip
 import json
 import multiprocessing
 import os
 import random
+import re
+import signal
+import struct
 import sys
 import time
+import zlib
 
 from absl import app
 from absl import flags
@@ -110,6 +128,20 @@ def define_flags():
                      "Target MB of input text per chunk (unit of parallel work and NSP pool).")
   flags.DEFINE_integer("shuffle_buffer", 10000,
                        "Examples held in the output shuffle buffer (0 = write in chunk order).")
+  define_input_flags()
+
+
+def define_input_flags():
+  """Defines the flags of the shared text reader (TextReader); build_vocab.py uses them too."""
+  flags.DEFINE_float(
+      "max_bad_fraction", DEFAULT_MAX_BAD_FRACTION,
+      "Fail when more than this share of an input file's bytes is not UTF-8 (a binary or "
+      "compressed file); below it, bad bytes are replaced and counted. gzip files are read "
+      "decompressed.")
+  flags.DEFINE_integer(
+      "max_line_chars", DEFAULT_MAX_LINE_CHARS,
+      "Lines longer than this many characters are cut at whitespace into pieces of at most "
+      "this length (counted in the summary), so that memory stays flat.")
 
 
 FLAGS = flags.FLAGS
@@ -125,7 +157,8 @@ TOKENIZER_CACHE_SIZE = 1 << 15
 _HARD_CHUNK_FACTOR = 16
 
 _SUMMARY_INT_KEYS = ("documents", "empty_documents_skipped", "one_sentence_documents", "lines",
-                     "lines_with_undecodable_bytes", "input_tokens", "instances", "tokens",
+                     "lines_with_undecodable_bytes", "undecodable_bytes", "long_lines_split",
+                     "long_line_pieces", "input_tokens", "instances", "tokens",
                      "non_special_tokens", "masked_tokens", "masked_as_mask", "masked_as_random",
                      "masked_as_kept", "random_next", "input_bytes")
 
@@ -562,6 +595,8 @@ class ChunkProcessor(object):
   def read_documents(self, raw, stats):
     """Decodes and tokenizes raw text.
 
+    Undecodable bytes become U+FFFD (which the tokenizer drops); TextReader counted them.
+
     Args:
       raw: bytes, whole lines.
       stats: Counter, updated.
@@ -570,16 +605,8 @@ class ChunkProcessor(object):
       (tokens int32 array of all ids, documents): a document is a list of S + 1 offsets into tokens,
       segment (non-empty line) i being tokens[doc[i]:doc[i + 1]].
     """
-    try:
-      lines = raw.decode("utf-8").split("\n")
-    except UnicodeDecodeError:
-      lines = []
-      for raw_line in raw.split(b"\n"):
-        try:
-          lines.append(raw_line.decode("utf-8"))
-        except UnicodeDecodeError:
-          lines.append(raw_line.decode("utf-8", errors="replace"))
-          stats["lines_with_undecodable_bytes"] += 1
+    # "\n" is never part of a bad sequence, so replacing keeps the lines as they were.
+    lines = raw.decode("utf-8", errors="replace").split("\n")
     flat = []
     documents = []
     current = [0]
@@ -681,9 +708,32 @@ _WORKER = None
 
 
 def _init_worker(tokenizer, settings):
-  """Pool initializer: builds the per-process ChunkProcessor."""
+  """Builds the per-process ChunkProcessor."""
   global _WORKER
   _WORKER = ChunkProcessor(tokenizer, settings)
+
+
+def _init_pool_worker(tokenizer, settings):
+  """Pool initializer: signal set-up, then the per-process ChunkProcessor."""
+  # Ctrl-C reaches the whole process group: only the main process handles it (it stops the pool).
+  # SIGTERM (what pool.terminate sends) ends a worker at once, whatever the parent installed.
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+  signal.signal(signal.SIGTERM, signal.SIG_DFL)
+  _die_with_parent()
+  _init_worker(tokenizer, settings)
+
+
+def _die_with_parent():
+  """Linux: a worker gets SIGTERM when the main process dies, even by SIGKILL (no orphans)."""
+  parent = os.getppid()
+  try:
+    import ctypes  # pylint: disable=g-import-not-at-top
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+  except (OSError, AttributeError):
+    return
+  if os.getppid() != parent:  # the parent died before prctl
+    os._exit(1)  # pylint: disable=protected-access
 
 
 def _process_chunk(args):
@@ -695,70 +745,446 @@ def _process_chunk(args):
 
 
 # ---------------------------------------------------------------------------------------------
+# Reading text input: the one reader of every text-reading tool (build_vocab.py uses it too).
+# ---------------------------------------------------------------------------------------------
+
+# Defaults of --max_bad_fraction and --max_line_chars (shared with build_vocab.py).
+DEFAULT_MAX_BAD_FRACTION = 0.01
+DEFAULT_MAX_LINE_CHARS = 1000000
+
+_GZIP_MAGIC = b"\x1f\x8b"
+# Bytes at which an over-long line is preferably cut (ASCII: never inside a UTF-8 sequence).
+_CUT_BYTES = (b" ", b"\t")
+# A gzip file's text size is unknown before its end: fail early only when this much of it is
+# read and this share of it is undecodable (clearly binary: random bytes give ~43%).
+_GZIP_EARLY_CHECK_BYTES = 1 << 20
+_GZIP_EARLY_BAD_SHARE = 0.25
+
+
+class TextReader(object):
+  """Reads text files as lines of bytes, with the input policy all text-reading tools share.
+
+  - A gzip file (recognised by its magic bytes, whatever its name) is decompressed on the fly.
+  - Bytes that are not UTF-8 are counted; a file in which more than `max_bad_fraction` of the
+    bytes are undecodable fails (common.UsageError naming the file and the share): binary or
+    otherwise compressed data is refused instead of becoming garbage text. A plain file fails
+    as soon as its share is sure to be over the limit.
+  - A line longer than `max_line_chars` characters is cut into pieces of at most that many
+    characters, at the last space or tab that keeps a piece under the limit (at a character
+    boundary where there is none). The pieces are yielded as separate lines, even while the
+    line has not ended yet, so that nothing downstream holds one huge line: memory stays flat.
+
+  Counters in `stats`: text_bytes, undecodable_bytes, lines_with_undecodable_bytes,
+  long_lines_split (lines that were cut), long_line_pieces (the pieces they became).
+  `disk_bytes_done` is the number of bytes of the files on disk consumed so far (compressed
+  bytes for gzip), for progress against the files' sizes.
+  """
+
+  def __init__(self, max_line_chars=DEFAULT_MAX_LINE_CHARS,
+               max_bad_fraction=DEFAULT_MAX_BAD_FRACTION, read_block=1 << 22,
+               flag_name="input_file"):
+    """Builds a reader.
+
+    Args:
+      max_line_chars: int >= 1, the longest line (in characters) yielded whole.
+      max_bad_fraction: float in [0, 1], the largest share of undecodable bytes per file.
+      read_block: int, bytes read at a time.
+      flag_name: the flag that named the files, for messages.
+    """
+    self.max_line_chars = max(1, int(max_line_chars))
+    self.max_bad_fraction = max_bad_fraction
+    self.read_block = max(1, int(read_block))
+    self.flag_name = flag_name
+    self.stats = collections.Counter()
+    self.disk_bytes_done = 0
+    self._path = None
+    self._is_gzip = False
+    self._file_size = 0
+    self._file_text_bytes = 0
+    self._file_yielded_bytes = 0
+    self._file_bad_bytes = 0
+    self._splitting = False  # the current line has been cut already
+
+  def read_lines(self, path):
+    """Yields the lines of one file as bytes, each with its b"\\n" (the last may lack it).
+
+    Args:
+      path: a text file (plain or gzip), any tf.io.gfile path.
+
+    Yields:
+      bytes, one line (or one piece of an over-long line) at a time.
+    """
+    self._path = path
+    self._file_size = tf.io.gfile.stat(path).length
+    self._file_text_bytes = self._file_yielded_bytes = self._file_bad_bytes = 0
+    self._splitting = False
+    disk_start = self.disk_bytes_done
+    with tf.io.gfile.GFile(path, "rb") as disk:
+      self._is_gzip = disk.read(len(_GZIP_MAGIC)) == _GZIP_MAGIC
+      disk.seek(0)
+      f = gzip.GzipFile(fileobj=disk, mode="rb") if self._is_gzip else disk
+      tail = b""
+      while True:
+        try:
+          block = f.read(self.read_block)
+        except (OSError, EOFError, zlib.error) as e:
+          common.fail("--%s: %s: not a readable gzip file (%s)" % (self.flag_name, path, e))
+        self._file_text_bytes += len(block)
+        self.disk_bytes_done = disk_start + (disk.tell() if self._is_gzip
+                                             else self._file_text_bytes)
+        buf = tail + block if tail else block
+        # At the end of the file everything left is one last line (maybe without "\n").
+        cut = buf.rfind(b"\n") + 1 if block else len(buf)
+        complete, tail = buf[:cut], buf[cut:]
+        if complete:
+          for line in self._lines(complete):
+            self._file_yielded_bytes += len(line)
+            yield line
+        if not block:
+          break
+        if len(tail) > self.max_line_chars:
+          # A line still without its end: cut it now, so that memory stays flat.
+          pieces, tail = _cut_long_line(tail, self.max_line_chars)
+          if pieces:
+            if not self._splitting:
+              self.stats["long_lines_split"] += 1
+            self._splitting = True
+            self.stats["long_line_pieces"] += len(pieces)
+            for piece in pieces:
+              piece = self._checked(piece) + b"\n"
+              self._file_yielded_bytes += len(piece)
+              yield piece
+        self._check_bad_share(at_end=False)
+    self.disk_bytes_done = disk_start + self._file_size
+    self.stats["text_bytes"] += self._file_text_bytes
+    self._check_bad_share(at_end=True)
+
+  def read_files(self, paths):
+    """Yields the lines of each file in turn (see read_lines)."""
+    for path in paths:
+      for line in self.read_lines(path):
+        yield line
+
+  def check_partial(self):
+    """Applies the undecodable-bytes limit to the lines of the current file yielded so far.
+
+    For callers that stop reading before the end of a file (build_vocab --max_input_bytes).
+    """
+    if self._path is not None:
+      self._check_bad_share(at_end=True, partial=True)
+
+  def _lines(self, complete):
+    """Splits whole lines (bytes ending in "\\n", except at the end of a file) and checks them."""
+    # Fast path: valid UTF-8 (the usual case) needs no per-line decoding.
+    try:
+      complete.decode("utf-8")
+      clean = True
+    except UnicodeDecodeError:
+      clean = False
+    lines = complete.split(b"\n")
+    last = lines.pop()  # b"" when `complete` ends with "\n"
+    if last:
+      lines.append(last)
+    num_terminated = len(lines) - (1 if last else 0)
+    limit = self.max_line_chars
+    for i, line in enumerate(lines):
+      end = b"\n" if i < num_terminated else b""
+      if len(line) > limit or self._splitting:
+        pieces, line = _cut_long_line(line, limit)
+        if pieces or self._splitting:
+          if not self._splitting:
+            self.stats["long_lines_split"] += 1
+          self.stats["long_line_pieces"] += len(pieces) + 1
+          self._splitting = False
+          for piece in pieces:
+            yield (piece if clean else self._checked(piece)) + b"\n"
+      yield (line if clean else self._checked(line)) + end
+
+  def _checked(self, line):
+    """Counts the undecodable bytes of one line; returns the line unchanged."""
+    try:
+      line.decode("utf-8")
+    except UnicodeDecodeError:
+      # Valid sequences re-encode to themselves, so what "ignore" dropped is the bad bytes.
+      bad = len(line) - len(line.decode("utf-8", "ignore").encode("utf-8"))
+      self._file_bad_bytes += bad
+      self.stats["undecodable_bytes"] += bad
+      self.stats["lines_with_undecodable_bytes"] += 1
+    return line
+
+  def _check_bad_share(self, at_end, partial=False):
+    """Fails (one line naming the file and the share) when too much of it is undecodable.
+
+    Args:
+      at_end: the whole file (or all that will be read of it) has been read.
+      partial: the reading stopped early: the share is that of the lines yielded.
+    """
+    bad = self._file_bad_bytes
+    done = self._file_yielded_bytes if partial else self._file_text_bytes
+    if not bad:
+      return
+    limit = self.max_bad_fraction
+    if at_end:
+      over = bad > limit * done
+      what = "%.1f%% of %s %d bytes%s (%d)" % (100.0 * bad / done, "the" if partial else "its",
+                                               done, " read" if partial else "", bad)
+    elif not self._is_gzip:
+      # The size is known: the final share is at least bad / size (exact at the end: wait).
+      over = bad > limit * self._file_size and done < self._file_size
+      what = "at least %.1f%% of its %d bytes (%d so far)" % (100.0 * bad / self._file_size,
+                                                              self._file_size, bad)
+    else:
+      over = done >= _GZIP_EARLY_CHECK_BYTES and bad > _GZIP_EARLY_BAD_SHARE * done
+      what = "%.1f%% of its first %d bytes (%d)" % (100.0 * bad / done, done, bad)
+    if over:
+      common.fail("--%s: %s: %s are not UTF-8 text, over --max_bad_fraction=%g; a binary or "
+                  "compressed file? (gzip is decompressed)" % (self.flag_name, self._path, what,
+                                                               limit))
+
+
+def _cut_long_line(line, max_chars):
+  """Cuts pieces of at most max_chars characters off the front of one line.
+
+  Args:
+    line: bytes without "\\n" (UTF-8; characters are counted by their lead bytes).
+    max_chars: int >= 1.
+
+  Returns:
+    (pieces, rest): the list of pieces cut, each of at most max_chars characters (the space or
+    tab a piece was cut at is dropped), and the rest of the line, at most max_chars characters.
+  """
+  if len(line) <= max_chars:  # bytes >= characters
+    return [], line
+  # Byte offsets at which the characters start (UTF-8 continuation bytes are 10xxxxxx).
+  starts = np.flatnonzero((np.frombuffer(line, np.uint8) & 0xC0) != 0x80)
+  pieces = []
+  pos = 0  # byte offset of the rest
+  first = 0  # index in `starts` of the rest's first character
+  while len(starts) - first > max_chars:
+    end = int(starts[first + max_chars])  # the rest[:end] holds max_chars characters
+    space = max(line.rfind(c, pos, end + 1) for c in _CUT_BYTES)
+    if space > pos:
+      pieces.append(line[pos:space])
+      pos = space + 1
+      first = int(np.searchsorted(starts, pos))
+    else:
+      pieces.append(line[pos:end])
+      pos = end
+      first += max_chars
+  return pieces, line[pos:]
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs that must not be read as text, outputs that must not replace inputs (both tools).
+# ---------------------------------------------------------------------------------------------
+
+# The summary written beside the TFRecords: NAME.summary.json for --output_file=NAME.EXT (see
+# summary_path_for; never matched by the glob `<output_file>*`).
+SUMMARY_SUFFIX = ".summary.json"
+# Keys by which a JSON file is recognised as one of our summaries.
+_SUMMARY_MARKER_KEYS = ("instances", "input_files", "output_files", "settings")
+_MAX_SUMMARY_SNIFF_BYTES = 1 << 24
+
+
+def _crc32c_table():
+  table = []
+  for i in range(256):
+    crc = i
+    for _ in range(8):
+      crc = (crc >> 1) ^ 0x82F63B78 if crc & 1 else crc >> 1
+    table.append(crc)
+  return table
+
+
+_CRC32C_TABLE = _crc32c_table()
+
+
+def _masked_crc32c(data):
+  """The masked CRC-32C that TFRecord framing stores after each length."""
+  crc = 0xFFFFFFFF
+  for byte in bytearray(data):
+    crc = _CRC32C_TABLE[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+  crc ^= 0xFFFFFFFF
+  return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def non_text_kind(path):
+  """Recognises the files this project writes that are not a text corpus.
+
+  Args:
+    path: an input file.
+
+  Returns:
+    None for text, or a description: a TFRecord file (its first record's length has a valid
+    CRC, which text hits with probability 2**-32), one of our summary JSON files, a BERT vocab.
+  """
+  with tf.io.gfile.GFile(path, "rb") as f:
+    head = f.read(1 << 16)
+  if len(head) >= 12 and struct.unpack("<I", head[8:12])[0] == _masked_crc32c(head[:8]):
+    return "a TFRecord file (written by create_pretraining_data.py?)"
+  if head.lstrip()[:1] == b"{" and tf.io.gfile.stat(path).length <= _MAX_SUMMARY_SNIFF_BYTES:
+    try:
+      with tf.io.gfile.GFile(path, "rb") as f:
+        obj = json.loads(f.read().decode("utf-8"))
+    except ValueError:  # not JSON (UnicodeDecodeError is a ValueError too)
+      obj = None
+    if isinstance(obj, dict) and all(k in obj for k in _SUMMARY_MARKER_KEYS):
+      return "a summary JSON written by create_pretraining_data.py"
+  lines = head.split(b"\n")[:2000]
+  if lines and lines[0].strip() == b"[PAD]" and all(
+      token in (l.strip() for l in lines) for token in (b"[UNK]", b"[CLS]", b"[SEP]", b"[MASK]")):
+    return "a BERT vocab file"
+  return None
+
+
+def check_text_inputs(input_files, flag_name="input_file"):
+  """Fails with one line naming the first input that is not text (see non_text_kind).
+
+  A glob like `out/*` picks up earlier outputs (TFRecord shards, summaries, vocabs); read as
+  text they become garbage training data without any error.
+
+  Args:
+    input_files: the expanded input files.
+    flag_name: the flag that named them.
+  """
+  for path in input_files:
+    kind = non_text_kind(path)
+    if kind:
+      common.fail("--%s: %s is %s, not text; leave it out of --%s" % (flag_name, path, kind,
+                                                                      flag_name))
+
+
+def _split_path(path):
+  if "://" in path:
+    scheme, rest = path.split("://", 1)
+    return [scheme + "://"] + [p for p in rest.split("/") if p]
+  return os.path.abspath(path).split(os.sep)
+
+
+def matches_pattern(path, pattern):
+  """Whether `path` is matched by the file glob `pattern` (also before the file exists).
+
+  Args:
+    path: a file name.
+    pattern: a glob as tf.io.gfile.glob takes it ("*" does not cross "/").
+
+  Returns:
+    bool.
+  """
+  parts, pattern_parts = _split_path(path), _split_path(pattern)
+  return len(parts) == len(pattern_parts) and all(
+      fnmatch.fnmatchcase(p, q) for p, q in zip(parts, pattern_parts))
+
+
+def check_outputs_not_inputs(output_files, input_patterns, input_files, other_inputs=(),
+                             flag_name="output_file", input_flag="input_file"):
+  """Fails with one line if an output would replace an input or be read back as one later.
+
+  Args:
+    output_files: every file the tool writes.
+    input_patterns: the --input_file value (comma-separated names and globs).
+    input_files: the expanded input files.
+    other_inputs: more files the tool reads (vocab, SentencePiece model).
+    flag_name: the flag that named the outputs.
+    input_flag: the flag that named the inputs.
+  """
+  for output in output_files:
+    common.check_output_path(output, flag_name)
+    common.check_not_input(output, list(input_files) + [p for p in other_inputs if p],
+                           flag_name)
+    for pattern in input_patterns.split(","):
+      pattern = pattern.strip()
+      if pattern and matches_pattern(output, pattern):
+        common.fail("--%s=%s: matches --%s=%s, so it would replace an input or be read back "
+                    "as text by a rerun; write it elsewhere" % (flag_name, output, input_flag,
+                                                               pattern))
+
+
+def summary_path_for(output_file):
+  """The summary JSON written beside the TFRecords of --output_file.
+
+  `out/x.tfrecord` -> `out/x.summary.json`: the usual `--input_file=out/x.tfrecord*` of the
+  training script never matches it. When the extension-less name would still start with an
+  output's name (`out/x` -> `out/x.summary.json`), `out/summary-x.json` is used instead.
+
+  Args:
+    output_file: the --output_file value (comma-separated names allowed; the first names it).
+
+  Returns:
+    The summary path: no output name (before sharding) is a prefix of it.
+  """
+  names = [name.strip() for name in output_file.split(",") if name.strip()]
+  if not names:
+    common.fail("--output_file is empty")
+  directory, base = os.path.split(names[0])
+  stem, ext = os.path.splitext(base)
+  candidates = [stem + SUMMARY_SUFFIX] if stem and ext else []
+  # Two prefixes that differ in their first character: one of them never starts with `base`.
+  candidates += ["summary-%s.json" % base, "_summary-%s.json" % base]
+  normalized = [os.path.normpath(name) for name in names]
+  for candidate in candidates:
+    path = os.path.join(directory, candidate)
+    if not any(os.path.normpath(path).startswith(name) for name in normalized):
+      return path
+  common.fail("--output_file=%s: found no summary name that the glob of an output name does "
+              "not match; use other output names" % output_file)
+
+
+# ---------------------------------------------------------------------------------------------
 # Input streaming, output writing (main process).
 # ---------------------------------------------------------------------------------------------
 
 
-def iter_chunks(input_files, chunk_bytes, max_docs, read_block=1 << 22):
+def iter_chunks(input_files, chunk_bytes, max_docs, reader=None):
   """Streams the input files as chunks of whole documents.
 
   A chunk ends at the first document end (blank line or end of file) once it holds `max_docs`
   documents or `chunk_bytes` bytes; a document longer than 16 * chunk_bytes is cut at a line.
 
   Args:
-    input_files: list of paths (tf.io.gfile).
+    input_files: list of paths (tf.io.gfile; plain or gzip text).
     chunk_bytes: int, target bytes per chunk.
     max_docs: int, maximum documents per chunk.
-    read_block: int, bytes read at a time.
+    reader: TextReader (the input policy: gzip, undecodable share, over-long lines), or None
+      for one with the default limits.
 
   Yields:
-    bytes, whole lines of text (a file's end is marked by a blank line).
+    bytes, whole lines of text, each ending in "\n" (a file's end is marked by a blank line).
   """
+  reader = reader or TextReader()
   hard_limit = _HARD_CHUNK_FACTOR * chunk_bytes
   pending = []
   pending_bytes = 0
   docs = 0
   in_doc = False
   for path in input_files:
-    with tf.io.gfile.GFile(path, "rb") as f:
-      tail = b""
-      while True:
-        block = f.read(read_block)
-        if not block:
-          lines = [tail] if tail else []
-          tail = b""
-          at_eof = True
-        else:
-          lines = (tail + block).split(b"\n")
-          tail = lines.pop()
-          at_eof = False
-        for line in lines:
-          pending.append(line)
-          pending_bytes += len(line) + 1
-          if line.strip():
-            in_doc = True
-            if pending_bytes >= hard_limit:
-              yield b"\n".join(pending) + b"\n"
-              pending, pending_bytes, docs, in_doc = [], 0, 0, False
-          elif in_doc:
-            in_doc = False
-            docs += 1
-            if docs >= max_docs or pending_bytes >= chunk_bytes:
-              yield b"\n".join(pending) + b"\n"
-              pending, pending_bytes, docs = [], 0, 0
-        if at_eof:
-          break
+    for line in reader.read_lines(path):
+      if line[-1:] != b"\n":  # the last line of a file without a final newline
+        line += b"\n"
+      pending.append(line)
+      pending_bytes += len(line)
+      if line.strip():
+        in_doc = True
+        if pending_bytes >= hard_limit:
+          yield b"".join(pending)
+          pending, pending_bytes, docs, in_doc = [], 0, 0, False
+      elif in_doc:
+        in_doc = False
+        docs += 1
+        if docs >= max_docs or pending_bytes >= chunk_bytes:
+          yield b"".join(pending)
+          pending, pending_bytes, docs = [], 0, 0
     # End of file ends a document.
-    pending.append(b"")
+    pending.append(b"\n")
     pending_bytes += 1
     if in_doc:
       in_doc = False
       docs += 1
       if docs >= max_docs or pending_bytes >= chunk_bytes:
-        yield b"\n".join(pending) + b"\n"
+        yield b"".join(pending)
         pending, pending_bytes, docs = [], 0, 0
   if any(line.strip() for line in pending):
-    yield b"\n".join(pending) + b"\n"
+    yield b"".join(pending)
 
 
 def output_paths(output_file, num_output_shards):
@@ -777,11 +1203,15 @@ def output_paths(output_file, num_output_shards):
 
 
 class ShardWriter(object):
-  """Writes records round-robin to TFRecord shards, each as `<name>.tmp-<pid>` renamed at close."""
+  """Writes records round-robin to TFRecord shards, each under common.temp_path, renamed at close.
+
+  The temporaries (`dir/.NAME.tmp-<pid>`) match no glob on the output names (`NAME*`), so a
+  killed run never leaves a partial file that training would pick up.
+  """
 
   def __init__(self, paths, shuffle_buffer, seed):
     self.paths = list(paths)
-    self.tmp_paths = ["%s.tmp-%d" % (p, os.getpid()) for p in self.paths]
+    self.tmp_paths = [common.temp_path(p) for p in self.paths]
     for path in self.paths:
       parent = os.path.dirname(path)
       if parent and not tf.io.gfile.exists(parent):
@@ -851,9 +1281,57 @@ class ShardWriter(object):
         tf.io.gfile.remove(tmp)
 
 
+class Stopped(Exception):
+  """Raised when a stop was requested (SIGINT / SIGTERM): the temporaries are removed."""
+
+
+def remove_stale_outputs(output_names, output_files, summary_file, log_fn=None):
+  """Removes what killed earlier runs left beside the outputs: temporaries and an old summary.
+
+  Temporaries of dead writers (common.remove_stale_temps, also those of shards written with
+  another --num_output_shards and the visible `NAME.tmp-<pid>` names of older versions, which
+  `NAME*` globs matched) and the summary under its old name `<output>.summary.json`, which
+  `--input_file=<output>*` fed to training.
+
+  Args:
+    output_names: the --output_file names (before sharding).
+    output_files: the files about to be written.
+    summary_file: the summary about to be written.
+    log_fn: function(str) for what was removed.
+
+  Returns:
+    The list of removed paths.
+  """
+  log_fn = log_fn or logging.info
+  removed = []
+  for path in list(output_files) + [summary_file]:
+    removed += common.remove_stale_temps(path)
+  for name in output_names:
+    directory, base = os.path.split(name)
+    shard_temp = re.compile(r"\.?%s-\d{5}-of-\d{5}%s(\d+)$" % (re.escape(base),
+                                                            re.escape(common.TEMP_INFIX)))
+    if tf.io.gfile.isdir(directory or "."):
+      for entry in tf.io.gfile.listdir(directory or "."):
+        match = shard_temp.match(entry.rstrip("/"))
+        if match and not common.pid_alive(int(match.group(1))):
+          path = os.path.join(directory, entry.rstrip("/"))
+          tf.io.gfile.remove(path)
+          removed.append(path)
+  legacy = output_names[0] + SUMMARY_SUFFIX
+  if tf.io.gfile.exists(legacy) and not tf.io.gfile.isdir(legacy) and (
+      non_text_kind(legacy) or "").startswith("a summary"):
+    tf.io.gfile.remove(legacy)
+    removed.append(legacy)
+  for path in removed:
+    log_fn("removed %s (left by an earlier run)" % path)
+  return removed
+
+
 def create_pretraining_data(input_files, output_files, tokenizer, settings, num_workers=1,
                             chunk_mb=0.25, nsp_buffer_docs=1000, shuffle_buffer=10000,
                             log_fn=None, summary_path=None, extra_settings=None,
+                            max_bad_fraction=DEFAULT_MAX_BAD_FRACTION,
+                            max_line_chars=DEFAULT_MAX_LINE_CHARS, stop_signals=None,
                             _fail_after_chunks=None):
   """Streams input_files into pre-training TFRecords.
 
@@ -869,6 +1347,10 @@ def create_pretraining_data(input_files, output_files, tokenizer, settings, num_
     log_fn: function(str) for progress lines (default: tf logging).
     summary_path: where to write the JSON summary (None: not written).
     extra_settings: dict of more settings to record in the summary (vocab file, ...).
+    max_bad_fraction: float, the largest share of undecodable bytes of an input file.
+    max_line_chars: int, longer lines are cut into pieces (see TextReader).
+    stop_signals: common.StopSignals (or None): when it reports a signal, the run stops after
+      the current chunk, removes its temporaries and raises Stopped.
     _fail_after_chunks: for tests: raise after this many chunks were written.
 
   Returns:
@@ -879,8 +1361,19 @@ def create_pretraining_data(input_files, output_files, tokenizer, settings, num_
   meter = common.ProgressMeter(total_bytes / 1e6, unit="MB", log_fn=log_fn)
   meter.update(0.0)
   stats = collections.Counter()
+  reader = TextReader(max_line_chars, max_bad_fraction)
+  should_stop = (lambda: stop_signals.stopped) if stop_signals is not None else (lambda: False)
+  # Bytes of the files on disk read when each chunk in flight was cut, for the progress lines.
+  chunk_positions = collections.deque()
+
+  def numbered_chunks():
+    for chunk_index, raw in enumerate(iter_chunks(input_files, max(1, int(chunk_mb * 1e6)),
+                                                  max(1, nsp_buffer_docs), reader)):
+      chunk_positions.append(reader.disk_bytes_done)
+      yield chunk_index, raw
+
+  chunks = numbered_chunks()
   writer = ShardWriter(output_files, shuffle_buffer, settings.random_seed)
-  chunks = enumerate(iter_chunks(input_files, max(1, int(chunk_mb * 1e6)), max(1, nsp_buffer_docs)))
   pool = None
   frozen = False
   try:
@@ -895,17 +1388,20 @@ def create_pretraining_data(input_files, output_files, tokenizer, settings, num_
       # garbage collector from touching (and so copying) their pages.
       gc.freeze()
       frozen = True
-      pool = ctx.Pool(num_workers, initializer=_init_worker, initargs=(tokenizer, settings))
-      results = _bounded_imap(pool, _process_chunk, chunks, 2 * num_workers)
-    done_bytes = 0
+      pool = ctx.Pool(num_workers, initializer=_init_pool_worker,
+                      initargs=(tokenizer, settings))
+      results = _bounded_imap(pool, _process_chunk, chunks, 2 * num_workers, should_stop)
     for chunk_count, (_, blob, lengths, chunk_stats) in enumerate(results):
       if _fail_after_chunks is not None and chunk_count >= _fail_after_chunks:
         raise RuntimeError("simulated failure after %d chunks" % chunk_count)
       writer.add_blob(blob, lengths)
       stats.update(chunk_stats)
-      done_bytes += chunk_stats["input_bytes"]
-      meter.update(done_bytes / 1e6, extra="read, %d instances (%d written)" % (
+      meter.update(chunk_positions.popleft() / 1e6, extra="read, %d instances (%d written)" % (
           stats["instances"], writer.written))
+      if should_stop():
+        raise Stopped()
+    if should_stop():
+      raise Stopped()
     writer.close()
   except BaseException:
     writer.abort()
@@ -919,6 +1415,9 @@ def create_pretraining_data(input_files, output_files, tokenizer, settings, num_
   elapsed = time.time() - start
   meter.update(total_bytes / 1e6, extra="read, %d instances written" % writer.written,
                force=True)
+  for key in ("undecodable_bytes", "lines_with_undecodable_bytes", "long_lines_split",
+              "long_line_pieces"):
+    stats[key] = reader.stats[key]
   summary = {k: int(stats[k]) for k in _SUMMARY_INT_KEYS}
   summary.update({
       "masked_fraction": (stats["masked_tokens"] / stats["non_special_tokens"]
@@ -934,6 +1433,7 @@ def create_pretraining_data(input_files, output_files, tokenizer, settings, num_
       "output_files": list(output_files),
       "settings": dict(settings._asdict(), num_workers=num_workers, chunk_mb=chunk_mb,
                        nsp_buffer_docs=nsp_buffer_docs, shuffle_buffer=shuffle_buffer,
+                       max_bad_fraction=max_bad_fraction, max_line_chars=max_line_chars,
                        **(extra_settings or {})),
   })
   if summary_path:
@@ -941,15 +1441,37 @@ def create_pretraining_data(input_files, output_files, tokenizer, settings, num_
   return summary
 
 
-def _bounded_imap(pool, fn, iterable, max_in_flight):
-  """Like pool.imap but with at most max_in_flight tasks queued (flat memory), results in order."""
+def _bounded_imap(pool, fn, iterable, max_in_flight, should_stop=None):
+  """Like pool.imap but with at most max_in_flight tasks queued (flat memory), results in order.
+
+  Args:
+    pool: multiprocessing Pool.
+    fn: the task function.
+    iterable: the task arguments.
+    max_in_flight: int.
+    should_stop: function() -> bool, polled while waiting (a worker killed by a signal never
+      answers: waiting without a poll would hang); True raises Stopped.
+
+  Yields:
+    fn(item) for each item, in order.
+  """
+  should_stop = should_stop or (lambda: False)
+
+  def wait(result):
+    while True:
+      try:
+        return result.get(timeout=0.5)
+      except multiprocessing.TimeoutError:
+        if should_stop():
+          raise Stopped()
+
   in_flight = collections.deque()
   for item in iterable:
     in_flight.append(pool.apply_async(fn, (item,)))
     if len(in_flight) >= max_in_flight:
-      yield in_flight.popleft().get()
+      yield wait(in_flight.popleft())
   while in_flight:
-    yield in_flight.popleft().get()
+    yield wait(in_flight.popleft())
 
 
 def read_examples(paths):
@@ -978,14 +1500,26 @@ def read_examples(paths):
 
 
 def make_tokenizer(vocab_file, do_lower_case, spm_model_file=None):
-  """A FullTokenizer whose word cache is bounded to TOKENIZER_CACHE_SIZE entries (flat memory)."""
-  try:
-    return tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case,
-                                      spm_model_file=spm_model_file,
-                                      cache_size=TOKENIZER_CACHE_SIZE)
-  except TypeError:  # a tokenization.py without the cache_size argument
-    return tokenization.FullTokenizer(vocab_file=vocab_file, do_lower_case=do_lower_case,
-                                      spm_model_file=spm_model_file)
+  """The checked tokenizer, with its word cache bounded to TOKENIZER_CACHE_SIZE (flat memory).
+
+  tokenization.checked_tokenizer refuses (one line) a --do_lower_case that contradicts the
+  vocab (e.g. False with an uncased vocab: capitalised words become [UNK]) and a vocab that
+  lists a token twice.
+
+  Args:
+    vocab_file: WordPiece vocab (unused with spm_model_file).
+    do_lower_case: bool.
+    spm_model_file: SentencePiece model or None.
+
+  Returns:
+    A tokenization.FullTokenizer.
+  """
+  tokenizer = tokenization.checked_tokenizer(vocab_file, do_lower_case,
+                                             spm_model_file=spm_model_file)
+  # checked_tokenizer takes no cache size: each worker's cache would hold up to 500k words.
+  if getattr(tokenizer, "_cache_size", 0) > TOKENIZER_CACHE_SIZE:
+    tokenizer._cache_size = TOKENIZER_CACHE_SIZE  # pylint: disable=protected-access
+  return tokenizer
 
 
 def _validate_flags():
@@ -1006,6 +1540,15 @@ def _validate_flags():
     common.fail("--nsp_buffer_docs=%d: must be >= 2" % FLAGS.nsp_buffer_docs)
   if FLAGS.chunk_mb <= 0:
     common.fail("--chunk_mb=%g: must be > 0" % FLAGS.chunk_mb)
+  validate_input_flags()
+
+
+def validate_input_flags():
+  """Checks the flags of define_input_flags; fails with a one-line error."""
+  if not 0.0 <= FLAGS.max_bad_fraction <= 1.0:
+    common.fail("--max_bad_fraction=%g: must be in [0, 1]" % FLAGS.max_bad_fraction)
+  if FLAGS.max_line_chars < 1:
+    common.fail("--max_line_chars=%d: must be >= 1" % FLAGS.max_line_chars)
 
 
 def main(_):
@@ -1019,7 +1562,14 @@ def main(_):
   else:
     common.require_file(FLAGS.vocab_file, "vocab_file")
   input_files = common.expand_input_files(FLAGS.input_file, "input_file")
+  output_names = [name.strip() for name in FLAGS.output_file.split(",") if name.strip()]
   output_files = output_paths(FLAGS.output_file, FLAGS.num_output_shards)
+  summary_file = summary_path_for(FLAGS.output_file)
+  # Before anything is written: no output may replace an input (corpus, vocab) or be read
+  # back as text by a rerun, and no input may be an earlier output of ours.
+  check_outputs_not_inputs(output_files + [summary_file], FLAGS.input_file, input_files,
+                           [FLAGS.vocab_file, FLAGS.spm_model_file])
+  check_text_inputs(input_files)
   try:
     tokenizer = make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.spm_model_file)
   except (UnicodeDecodeError, ValueError, KeyError, IndexError) as e:
@@ -1040,17 +1590,34 @@ def main(_):
   logging.info("*** Reading from %d input files (%s) ***", len(input_files),
                ", ".join(input_files[:5]) + (" ..." if len(input_files) > 5 else ""))
   logging.info("*** Writing to %s ***", ", ".join(output_files))
-  summary_path = FLAGS.output_file.split(",")[0].strip() + ".summary.json"
-  summary = create_pretraining_data(
-      input_files, output_files, tokenizer, settings, num_workers=num_workers,
-      chunk_mb=FLAGS.chunk_mb, nsp_buffer_docs=FLAGS.nsp_buffer_docs,
-      shuffle_buffer=FLAGS.shuffle_buffer, summary_path=summary_path, log_fn=logging.info,
-      extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
-                      "do_lower_case": FLAGS.do_lower_case})
+  remove_stale_outputs(output_names, output_files, summary_file, log_fn=logging.info)
+  # SIGINT / SIGTERM: stop after the current chunk, remove the temporaries, exit 130 / 143.
+  common.STOP_SIGNALS.install()
+  try:
+    summary = create_pretraining_data(
+        input_files, output_files, tokenizer, settings, num_workers=num_workers,
+        chunk_mb=FLAGS.chunk_mb, nsp_buffer_docs=FLAGS.nsp_buffer_docs,
+        shuffle_buffer=FLAGS.shuffle_buffer, summary_path=summary_file, log_fn=logging.info,
+        extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
+                        "do_lower_case": FLAGS.do_lower_case},
+        max_bad_fraction=FLAGS.max_bad_fraction, max_line_chars=FLAGS.max_line_chars,
+        stop_signals=common.STOP_SIGNALS)
+  except Stopped:
+    common.STOP_SIGNALS.exit_if_stopped(
+        "stopped before the end; nothing was written and the temporary files were removed "
+        "(rerun the same command to start again)")
+    raise
   printable = {k: v for k, v in summary.items() if k not in ("input_files", "output_files")}
   print(json.dumps(printable, indent=2, sort_keys=True))
   print("Wrote %d instances to %d file(s); summary: %s" % (
-      summary["instances"], len(output_files), summary_path))
+      summary["instances"], len(output_files), summary_file))
+  if summary["long_lines_split"]:
+    logging.warning("%d lines longer than --max_line_chars=%d were cut into %d pieces",
+                    summary["long_lines_split"], FLAGS.max_line_chars,
+                    summary["long_line_pieces"])
+  if summary["undecodable_bytes"]:
+    logging.warning("%d undecodable bytes (in %d lines) were replaced",
+                    summary["undecodable_bytes"], summary["lines_with_undecodable_bytes"])
   sys.stdout.flush()
 
 

@@ -269,3 +269,69 @@ def test_sentencepiece_cli(slice_file, tmp_path):
                 "--spm_model_prefix=%s" % (tmp_path / "m")])
   assert r.returncode == 2
   assert r.stderr.strip().splitlines()[-1].startswith("error: --vocab_size=500000: sentencepiece")
+
+
+# The input policy shared with create_pretraining_data.py (one reader), and the
+# output/input checks.
+
+
+def test_read_text_blocks_gzip_bad_bytes_long_lines(tmp_path):
+  import gzip  # pylint: disable=g-import-not-at-top
+  log = lambda s: None
+  text = "".join("line %d caf\u00e9 here\n" % i for i in range(500))
+  plain, gz = tmp_path / "t.txt", tmp_path / "t.txt.gz"
+  plain.write_text(text, encoding="utf-8")
+  gz.write_bytes(gzip.compress(text.encode("utf-8")))
+  assert "".join(build_vocab.read_text_blocks([str(gz)], 0, log)) == text
+  assert build_vocab.build_wordpiece_vocab([str(gz)], 60, log_fn=log) == (
+      build_vocab.build_wordpiece_vocab([str(plain)], 60, log_fn=log))
+  # Before the fix a binary file became "words" (bad bytes were dropped silently).
+  binary = tmp_path / "b.bin"
+  binary.write_bytes(bytes(range(256)) * 200 + b"\n")  # the 128 bytes >= 0x80: not UTF-8
+  with pytest.raises(common.UsageError,
+                     match=r"^--input_file: %s: 50\.0%% of its 51201 bytes "
+                     r"\(25600\)" % binary):
+    list(build_vocab.read_text_blocks([str(plain), str(binary)], 0, log))
+  # Also when --max_input_bytes stops inside the bad file.
+  # 11 clean bytes, then lines of 256 bytes with 128 bad ones: 117 lines fit in 30000
+  # bytes, the share counts the 118 read (15104 of 11 + 118 * 256 bytes).
+  with pytest.raises(common.UsageError, match=r"50\.0% of the 30219 bytes read \(15104\)"):
+    list(build_vocab.read_text_blocks([str(binary)], 30000, log, max_bad_fraction=0.4))
+  # An over-long line is cut at whitespace into lines of at most max_line_chars.
+  plain.write_text("ab cd " * 1000 + "\nend\n")
+  lines = "".join(build_vocab.read_text_blocks([str(plain)], 0, log,
+                                               max_line_chars=100)).split("\n")
+  assert max(len(l) for l in lines) <= 100 and len(lines) == 63 and lines[-2:] == ["end", ""]
+  assert build_vocab.count_words(["\n".join(lines)], True) == {"ab": 1000, "cd": 1000, "end": 1}
+
+
+def test_sentencepiece_bad_input_is_usage_error(tmp_path):
+  binary = tmp_path / "b.bin"
+  binary.write_bytes(bytes(range(256)) * 200)
+  with pytest.raises(common.UsageError, match="^--input_file: .*b.bin: .* not UTF-8 text"):
+    build_vocab.build_sentencepiece([str(binary)], 100, str(tmp_path / "m.model"),
+                                    log_fn=lambda s: None)
+  assert not os.path.exists(str(tmp_path / "m.model"))
+
+
+def test_cli_output_is_input_or_earlier_output_refused(slice_file, tmp_path):
+  corpus = tmp_path / "corpus.txt"
+  with open(slice_file, "rb") as f:
+    data = f.read(20000)
+  corpus.write_bytes(data)
+  # Before the fix the corpus was replaced by the vocab.
+  r = _run_cli(["--input_file=%s" % corpus, "--output_file=%s" % corpus, "--vocab_size=300"])
+  assert r.returncode == 2 and "Traceback" not in r.stderr
+  assert r.stderr.strip().splitlines()[-1] == (
+      "error: --output_file=%s: is also an input; writing it would replace that input" % corpus)
+  assert corpus.read_bytes() == data
+  # A glob that matches the vocab of an earlier run (not text: refused, naming it).
+  _write_vocab(tmp_path, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b"],
+               name="old_vocab.txt")
+  r = _run_cli(["--input_file=%s/*.txt" % tmp_path, "--output_file=%s/v/vocab.txt" % tmp_path,
+                "--vocab_size=300"])
+  assert r.returncode == 2
+  assert r.stderr.strip().splitlines()[-1] == (
+      "error: --input_file: %s/old_vocab.txt is a BERT vocab file, not text; leave it out of "
+      "--input_file" % tmp_path)
+  assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "old_vocab.txt"]
