@@ -90,6 +90,8 @@ import numpy as np
 import tensorflow as tf
 
 import common
+import export_utils
+import glue_metrics
 from glue_metrics import rankdata
 import modeling
 import tokenization
@@ -267,30 +269,6 @@ def mixing_ratios(x, probs, layer_params, num_heads):
       "ATTNRES-N": ratio(c_norm, norm(preserve_res)),
       "ATTNRESLN-N": ratio(norm(g(context)), norm(g(preserve_res))),
   }
-
-
-def spearman(a, b):
-  """Spearman rank correlation with average ranks for ties (Pearson of the ranks).
-
-  Args:
-    a: 1-D sequence.
-    b: 1-D sequence of the same length.
-
-  Returns:
-    float in [-1, 1], or NaN when fewer than 2 values or a constant input.
-  """
-  a = np.asarray(a, np.float64)
-  b = np.asarray(b, np.float64)
-  if len(a) != len(b):
-    raise ValueError("spearman: lengths differ (%d vs %d)" % (len(a), len(b)))
-  if len(a) < 2:
-    return float("nan")
-  ra = rankdata(a) - (len(a) + 1) / 2.0
-  rb = rankdata(b) - (len(b) + 1) / 2.0
-  denom = math.sqrt(float(np.sum(ra * ra) * np.sum(rb * rb)))
-  if denom == 0:
-    return float("nan")
-  return float(np.sum(ra * rb) / denom)
 
 
 def affine_expansion_rate(kernel, bias):
@@ -608,18 +586,6 @@ def frequency_ranks(counts):
 # ---------------------------------------------------------------------------------------------
 
 
-def resolve_checkpoint(path):
-  """A checkpoint prefix from a prefix or a directory; fails with a one-line error."""
-  if tf.io.gfile.isdir(path):
-    latest = tf1.train.latest_checkpoint(path)
-    if not latest:
-      common.fail("--init_checkpoint=%s: directory has no checkpoint" % path)
-    return latest
-  if not tf.io.gfile.exists(path + ".index"):
-    common.fail("--init_checkpoint=%s: no such checkpoint (expected %s.index)" % (path, path))
-  return path
-
-
 class ModelStats(object):
   """Streaming statistics of one model: reservoirs, mixing sums, per-word-piece ratio sums."""
 
@@ -855,11 +821,7 @@ def violin_figure(path, labels, tables, reservoirs_list, first_layer, thresholds
         ax.set_xlabel("head (ordered by median %s)" % ylabel, fontsize=8)
   fig.suptitle(title, fontsize=11)
   fig.tight_layout(rect=(0, 0, 1, 1.0 - 0.55 / (1.6 * rows + 1.3)))
-  buf = io.BytesIO()
-  fig.savefig(buf, format="png", dpi=90)
-  plt.close(fig)
-  with common.atomic_output(path, "wb") as f:
-    f.write(buf.getvalue())
+  common.write_figure_png(fig, path)
 
 
 def mixing_figure(path, labels, mixing):
@@ -881,11 +843,7 @@ def mixing_figure(path, labels, mixing):
   axes[0].set_ylabel("mixing ratio (%)", fontsize=8)
   axes[-1].legend(fontsize=7)
   fig.tight_layout()
-  buf = io.BytesIO()
-  fig.savefig(buf, format="png", dpi=90)
-  plt.close(fig)
-  with common.atomic_output(path, "wb") as f:
-    f.write(buf.getvalue())
+  common.write_figure_png(fig, path)
 
 
 def _nanmean(values):
@@ -911,6 +869,11 @@ def spearman_table(stats, ranks):
   means = stats.piece_sum[:, idx] / stats.piece_count[idx][None, :]
   return {"per_layer": [spearman(r, means[l]) for l in range(means.shape[0])],
           "mean_over_layers": spearman(r, means.mean(0)), "num_pieces": len(seen)}
+
+
+def spearman(a, b):
+  """Spearman's rho with average ranks for ties; NaN when undefined (constant or < 2 values)."""
+  return glue_metrics.spearman_corr(a, b, degenerate=float("nan"))
 
 
 def write_outputs(output_dir, labels, configs, all_stats, expansions, spearmans, meta):
@@ -1132,7 +1095,7 @@ def main(_):
   common.require_file(FLAGS.vocab_file, "vocab_file")
 
   checkpoints_in = _split(FLAGS.init_checkpoint)
-  checkpoints = [resolve_checkpoint(c) for c in checkpoints_in]
+  checkpoints = [export_utils.resolve_checkpoint(c) for c in checkpoints_in]
   labels = _split(FLAGS.labels) or [
       os.path.basename(os.path.normpath(c if tf.io.gfile.isdir(c) else os.path.dirname(c)))
       for c in checkpoints_in]

@@ -27,7 +27,7 @@ SentencePiece (--model_type=sentencepiece): trains a SentencePiece model
 spm_model_file=<spm_model_prefix>.model).
 
   python build_vocab.py --input_file=../shared/data/sample_1mb.txt \
-      --output_file=/tmp/vocab_8k.txt --vocab_size=8000
+      --output_file=out/vocab_8k.txt --vocab_size=8000
 
 The input is read as create_pretraining_data.py reads it (one shared reader,
 create_pretraining_data.TextReader): gzip files decompressed, a file with more

@@ -8,6 +8,7 @@ problem (`UsageError`), writes its outputs under a temporary name and renames th
 import atexit
 import contextlib
 import glob
+import io
 import json
 import os
 import signal
@@ -16,6 +17,25 @@ import sys
 import time
 
 import tensorflow as tf
+
+
+# The repository (this file's directory) and the environment variable that moves the shared data.
+REPO_DIR = os.path.dirname(os.path.abspath(__file__))
+SHARED_DATA_ENV = "REALFORMER_SHARED_DATA"
+
+
+def shared_data_dir():
+  """The shared read-only data directory (corpus, GLUE, vocab, ...): the one place saying where.
+
+  $REALFORMER_SHARED_DATA when set, else `shared/data` beside the repository
+  (`<repo>/../shared/data`), so no machine's absolute path is written into code or reports.
+
+  Returns:
+    An absolute, normalised path (it may not exist).
+  """
+  path = os.environ.get(SHARED_DATA_ENV) or os.path.join(os.path.dirname(REPO_DIR), "shared",
+                                                         "data")
+  return os.path.normpath(os.path.abspath(path))
 
 
 class UsageError(ValueError):
@@ -475,6 +495,22 @@ def write_files(directory, files):
       f.write(content)
 
 
+def write_figure_png(fig, path, dpi=90):
+  """Renders a matplotlib figure to PNG, writes it atomically to `path` and closes the figure.
+
+  Args:
+    fig: matplotlib.figure.Figure.
+    path: output .png path (local or any tf.io.gfile path).
+    dpi: resolution.
+  """
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  buf = io.BytesIO()
+  fig.savefig(buf, format="png", dpi=dpi)
+  plt.close(fig)
+  with atomic_output(path, "wb") as f:
+    f.write(buf.getvalue())
+
+
 def write_json_atomic(path, obj):
   """Writes `obj` as indented JSON to `path` atomically."""
   with atomic_output(path) as f:
@@ -507,18 +543,27 @@ class ProgressMeter(object):
     self.done = 0
     self._last_log = 0.0
 
+  def start(self, done):
+    """Counts rates from now and from `done` (e.g. after a resumed job's warm-up step)."""
+    self.start_done = done
+    self.done = done
+    self.start_time = time.time()
+
+  def rate_at(self, done):
+    """Units per second between the start and `done` now."""
+    elapsed = time.time() - self.start_time
+    return (done - (self.start_done or 0)) / elapsed if elapsed > 0 else 0.0
+
   def rate(self):
     """Units per second since the first update."""
-    elapsed = time.time() - self.start_time
-    base = self.start_done or 0
-    return (self.done - base) / elapsed if elapsed > 0 else 0.0
+    return self.rate_at(self.done)
 
   def remaining_s(self):
     """Estimated seconds until `total`, or None when unknown."""
     rate = self.rate()
     if not self.total or rate <= 0:
       return None
-    return (self.total - self.done) / rate
+    return max(0, self.total - self.done) / rate
 
   def line(self):
     """A one-line progress summary."""
@@ -528,7 +573,7 @@ class ProgressMeter(object):
     return "%s%s %s, %.2f %s/s%s" % (_fmt_num(self.done), total, self.unit, self.rate(),
                                      self.unit, eta)
 
-  def update(self, done, extra="", force=False):
+  def update(self, done, extra="", force=False, prefix=""):
     """Records progress `done` and logs a line at most every min_interval_s seconds."""
     if self.start_done is None:
       self.start_done = done
@@ -539,7 +584,7 @@ class ProgressMeter(object):
     now = time.time()
     if force or now - self._last_log >= self.min_interval_s:
       self._last_log = now
-      self.log_fn(self.line() + (" " + extra if extra else ""))
+      self.log_fn(prefix + self.line() + (" " + extra if extra else ""))
 
 
 def _fmt_num(x):

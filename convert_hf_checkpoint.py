@@ -578,19 +578,15 @@ def convert_forward(hf_dir, output_dir, hidden_act=None, allow_eps_mismatch=Fals
 
 
 def _resolve_checkpoint(path):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  """--tf_checkpoint as a prefix: a prefix, a directory's latest, or its bert_model.ckpt."""
+  import export_utils  # pylint: disable=g-import-not-at-top
   if not path:
     common.fail("--tf_checkpoint is required with --reverse")
-  if os.path.isdir(path):
-    latest = tf.train.latest_checkpoint(path)
-    if latest:
-      return latest
-    if os.path.exists(os.path.join(path, CKPT_NAME + ".index")):
-      return os.path.join(path, CKPT_NAME)
-    common.fail("--tf_checkpoint=%s: directory holds no checkpoint" % path)
-  if not os.path.exists(path + ".index"):
-    common.fail("--tf_checkpoint=%s: no %s.index" % (path, path))
-  return path
+  if os.path.isdir(path) and os.path.exists(os.path.join(path, CKPT_NAME + ".index")) and \
+      not os.path.exists(os.path.join(path, "checkpoint")):
+    # A converted model directory has no `checkpoint` state file.
+    return os.path.join(path, CKPT_NAME)
+  return export_utils.resolve_checkpoint(path, "tf_checkpoint")
 
 
 def convert_reverse(tf_checkpoint, output_dir, bert_config_file=None, vocab_file=None,

@@ -265,7 +265,7 @@ class StopOnSignalHook(tf1.train.SessionRunHook):
 
 
 class ProgressHook(tf1.train.SessionRunHook):
-  """Logs steps/s, examples/s and time remaining while training."""
+  """Logs steps/s, examples/s and time remaining while training (through common.ProgressMeter)."""
 
   def __init__(self, total_steps, batch_size, every_n_secs=10.0, label="train"):
     """Creates the hook.
@@ -278,12 +278,10 @@ class ProgressHook(tf1.train.SessionRunHook):
     """
     self._total_steps = total_steps
     self._batch_size = batch_size
-    self._every_n_secs = every_n_secs
     self._label = label
     self._global_step = None
-    self._start_step = None
-    self._start_time = None
-    self._last_log = 0.0
+    self._meter = common.ProgressMeter(total_steps, unit="steps", min_interval_s=every_n_secs,
+                                       log_fn=tf1.logging.info)
     self.last_rate = None
 
   def begin(self):
@@ -294,24 +292,16 @@ class ProgressHook(tf1.train.SessionRunHook):
 
   def after_run(self, run_context, run_values):
     step = int(run_values.results) + 1
-    now = time.time()
-    if self._start_step is None:
+    meter = self._meter
+    if meter.start_done is None:
       # The first step includes graph warm-up: rates count from after it.
-      self._start_step, self._start_time = step, now
+      meter.start(step)
       return
-    if now - self._last_log < self._every_n_secs and step < self._total_steps:
-      return
-    self._last_log = now
-    steps_done = step - self._start_step
-    elapsed = now - self._start_time
-    if steps_done <= 0 or elapsed <= 0:
-      return
-    rate = steps_done / elapsed
-    self.last_rate = rate
-    remaining = max(0, self._total_steps - step) / rate
-    tf1.logging.info("%s: step %d/%d, %.2f steps/s, %.1f examples/s, %s remaining",
-                     self._label, step, self._total_steps, rate, rate * self._batch_size,
-                     common.format_duration(remaining))
+    rate = meter.rate_at(step)
+    if rate > 0:
+      self.last_rate = rate
+    meter.update(step, extra="(%.1f examples/s)" % (rate * self._batch_size),
+                 force=step >= self._total_steps, prefix="%s: step " % self._label)
 
 
 def write_eval_results(output_dir, results, name="eval_results"):

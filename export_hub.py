@@ -23,11 +23,11 @@ Three kinds of SavedModel (--mode, several comma-separated modes in one call wri
 
 Usage:
   python export_hub.py --mode=encoder --bert_config_file=bert_config.json \
-      --init_checkpoint=model_dir --export_dir=/tmp/hub/encoder [--with_mlm] [--with_attention]
+      --init_checkpoint=model_dir --export_dir=out/hub/encoder [--with_mlm] [--with_attention]
   python export_hub.py --mode=preprocessor --vocab_file=vocab.txt --do_lower_case \
-      --export_dir=/tmp/hub/preprocessor [--seq_length=128] [--spm_model_file=...]
+      --export_dir=out/hub/preprocessor [--seq_length=128] [--spm_model_file=...]
   python export_hub.py --mode=classifier --bert_config_file=... --init_checkpoint=glue_out \
-      --vocab_file=vocab.txt --export_dir=/tmp/hub/classifier [--label_list=a,b] [--pair_input]
+      --vocab_file=vocab.txt --export_dir=out/hub/classifier [--label_list=a,b] [--pair_input]
 
 Loading (any fresh TF 2.15 process; models with a preprocessor need `import tensorflow_text`
 first, which registers its ops):

@@ -93,24 +93,27 @@ def matthews_corrcoef(predictions, labels, positive=1):
   return float((tp * tn - fp * fn) / np.sqrt(float(denominator)))
 
 
-def pearson_corr(x, y):
+def pearson_corr(x, y, degenerate=0.0):
   """Pearson correlation coefficient.
 
   Args:
     x: float array [n].
     y: float array [n].
+    degenerate: the value when either side is constant or n < 2: 0.0 (GLUE scoring, as
+      the official scripts report it) or float("nan") (analyses, where "undefined" must not
+      read as "uncorrelated").
 
   Returns:
-    float in [-1, 1]; 0.0 when either side is constant or n < 2.
+    float in [-1, 1], or `degenerate`.
   """
   x, y = _pair(x, y, dtype=np.float64)
   if x.size < 2:
-    return 0.0
+    return degenerate
   xc = x - x.mean()
   yc = y - y.mean()
   denominator = np.sqrt(np.sum(xc * xc) * np.sum(yc * yc))
   if denominator == 0.0:
-    return 0.0
+    return degenerate
   return float(np.clip(np.sum(xc * yc) / denominator, -1.0, 1.0))
 
 
@@ -139,18 +142,19 @@ def rankdata(values):
   return ranks
 
 
-def spearman_corr(x, y):
+def spearman_corr(x, y, degenerate=0.0):
   """Spearman rank correlation (Pearson of average ranks, so ties are handled like SciPy).
 
   Args:
     x: float array [n].
     y: float array [n].
+    degenerate: the value when either side is constant or n < 2 (see pearson_corr).
 
   Returns:
-    float in [-1, 1]; 0.0 when either side is constant or n < 2.
+    float in [-1, 1], or `degenerate`.
   """
   x, y = _pair(x, y, dtype=np.float64)
-  return pearson_corr(rankdata(x), rankdata(y))
+  return pearson_corr(rankdata(x), rankdata(y), degenerate)
 
 
 # Metric names per task, in the order they are reported.

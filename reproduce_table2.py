@@ -9,7 +9,7 @@ writes a markdown report with the measured numbers next to the paper's.
 Steps (each skipped when its output is complete - the data made with the same settings, a run
 at its last step, an evaluation of that very checkpoint, an analysis of the same models - so an
 interrupted run resumes; SIGINT / SIGTERM stop the running child cleanly and exit 130 / 143):
-  1. Split --corpus (default: corpus/ of the shared data, see shared_data_dir) into documents;
+  1. Split --corpus (default: corpus/ of the shared data, see common.shared_data_dir) into documents;
      every --heldout_every-th document goes to the held-out text.
   2. create_pretraining_data.py on both texts (once, shared by every run).
   3. Timing probe (a few steps of Post-LN) -> estimated total time; when it exceeds
@@ -25,9 +25,9 @@ interrupted run resumes; SIGINT / SIGTERM stop the running child cleanly and exi
      attention analyses, and the paper's numbers to compare against. The prose judgement is left
      as a marked placeholder for a human.
 
-  python reproduce_table2.py --output_dir=/tmp/table2            # default plan, ~3 h on 2 cores
-  python reproduce_table2.py --output_dir=/tmp/table2 --plan_only
-  python reproduce_table2.py --tiny_test --output_dir=/tmp/t2test --report=/tmp/t2test/R.md
+  python reproduce_table2.py --output_dir=table2_out            # default plan, ~3 h on 2 cores
+  python reproduce_table2.py --output_dir=table2_out --plan_only
+  python reproduce_table2.py --tiny_test --output_dir=t2test --report=t2test/R.md
 """
 
 from __future__ import absolute_import
@@ -36,7 +36,6 @@ from __future__ import print_function
 
 import collections
 import concurrent.futures
-import io
 import json
 import math
 import os
@@ -51,28 +50,13 @@ import numpy as np
 import tensorflow as tf
 
 import common
+import create_pretraining_data
 import subprocess_utils
 
 tf1 = tf.compat.v1
 
 REPO_DIR = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_REPORT = os.path.join(REPO_DIR, "docs", "REPRODUCTION.md")
-SHARED_DATA_ENV = "REALFORMER_SHARED_DATA"
-
-
-def shared_data_dir():
-  """The shared read-only data directory (corpus, GLUE, vocab, ...).
-
-  The one place that says where it is: $REALFORMER_SHARED_DATA when set, else `shared/data`
-  beside the repository (`<repo>/../shared/data`, from this file's location), so no machine's
-  absolute path is written into the code.
-
-  Returns:
-    An absolute, normalised path (it may not exist).
-  """
-  path = os.environ.get(SHARED_DATA_ENV) or os.path.join(os.path.dirname(REPO_DIR), "shared",
-                                                         "data")
-  return os.path.normpath(os.path.abspath(path))
 
 
 def _is_inside(path, directory):
@@ -101,7 +85,7 @@ def display_path(path, flag_name=None, output_dir=None):
     return "<output_dir>" if rel == "." else "<output_dir>/" + rel
   if _is_inside(path, REPO_DIR):
     return os.path.relpath(path, REPO_DIR)
-  shared = shared_data_dir()
+  shared = common.shared_data_dir()
   if _is_inside(path, shared):
     rel = os.path.relpath(path, shared)
     if os.environ.get(SHARED_DATA_ENV):
@@ -123,7 +107,7 @@ def portable_text(text, output_dir):
   Returns:
     The text with "<output_dir>/...", repository-relative and shared-data forms.
   """
-  roots = [os.path.abspath(output_dir), REPO_DIR, shared_data_dir()]
+  roots = [os.path.abspath(output_dir), REPO_DIR, common.shared_data_dir()]
   # Longest first, so a root inside another is replaced by its own form.
   for root in sorted(set(roots), key=len, reverse=True):
     form = display_path(root, output_dir=output_dir)
@@ -445,27 +429,6 @@ def evaluate_checkpoint(runner, s, config_path, data_dir, run_dir, step, name, f
   return _read_json(result_path)
 
 
-def data_summary_path(output_file):
-  """The summary JSON create_pretraining_data.py writes for --output_file=output_file.
-
-  Its own naming rule (create_pretraining_data.summary_path_for) when it has one; the older
-  `<output_file>.summary.json` when that rule is absent or only the older file exists.
-
-  Args:
-    output_file: the TFRecord path given to create_pretraining_data.py.
-
-  Returns:
-    The summary path (it may not exist yet).
-  """
-  import create_pretraining_data  # pylint: disable=g-import-not-at-top
-  legacy = output_file + ".summary.json"
-  rule = getattr(create_pretraining_data, "summary_path_for", None)
-  path = rule(output_file) if rule else legacy
-  if not os.path.exists(path) and os.path.exists(legacy):
-    return legacy
-  return path
-
-
 DATA_KEYS = ("corpus", "max_corpus_mb", "heldout_every", "dupe_factor", "vocab_file",
              "max_seq_length", "max_predictions_per_seq")
 
@@ -542,7 +505,7 @@ def prepare_data(runner, s, data_dir, log, planned=False):
         "--dupe_factor=%d" % dupe,
         "--random_seed=12345",
     ])
-    summary = _read_json(data_summary_path(out))
+    summary = _read_json(create_pretraining_data.summary_path_for(out))
     stats[part + "_instances"] = summary["instances"]
   stats["seconds"] = round(time.time() - start, 1)
   stats["corpus_files"] = paths
@@ -650,7 +613,7 @@ def _settings_from_flags():
       "eval_every": FLAGS.eval_every, "eval_batch_size": FLAGS.eval_batch_size,
       "max_eval_steps": FLAGS.max_eval_steps, "curve_eval_steps": FLAGS.curve_eval_steps,
       "models": [m.strip() for m in FLAGS.models.split(",") if m.strip()],
-      "corpus": FLAGS.corpus or os.path.join(shared_data_dir(), "corpus"),
+      "corpus": FLAGS.corpus or os.path.join(common.shared_data_dir(), "corpus"),
       "max_corpus_mb": FLAGS.max_corpus_mb,
       "heldout_every": FLAGS.heldout_every, "dupe_factor": FLAGS.dupe_factor,
       "vocab_file": os.path.abspath(FLAGS.vocab_file),
@@ -918,11 +881,7 @@ def learning_curve_figure(path, s, results):
     ax.tick_params(labelsize=8)
   axes[0].legend(fontsize=8)
   fig.tight_layout()
-  buf = io.BytesIO()
-  fig.savefig(buf, format="png", dpi=90)
-  plt.close(fig)
-  with common.atomic_output(path, "wb") as f:
-    f.write(buf.getvalue())
+  common.write_figure_png(fig, path)
 
 
 def _display_corpus(corpus, out_dir):

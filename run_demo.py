@@ -22,6 +22,7 @@ from absl import app
 from absl import flags
 
 import common
+import create_pretraining_data
 import subprocess_utils
 
 REPO_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -120,27 +121,6 @@ def _read_json(path):
   return value if isinstance(value, dict) else None
 
 
-def data_summary_path(output_file):
-  """The summary JSON create_pretraining_data.py writes for --output_file=output_file.
-
-  Its own naming rule (create_pretraining_data.summary_path_for) when it has one; the older
-  `<output_file>.summary.json` when that rule is absent or only the older file exists.
-
-  Args:
-    output_file: the TFRecord path given to create_pretraining_data.py.
-
-  Returns:
-    The summary path (it may not exist yet).
-  """
-  import create_pretraining_data  # pylint: disable=g-import-not-at-top
-  legacy = output_file + ".summary.json"
-  rule = getattr(create_pretraining_data, "summary_path_for", None)
-  path = rule(output_file) if rule else legacy
-  if not os.path.exists(path) and os.path.exists(legacy):
-    return legacy
-  return path
-
-
 def file_done(path):
   """is_done for a stage whose one output is written atomically when the stage completes.
 
@@ -233,14 +213,14 @@ def main(_):
       "create data train",
       ["create_pretraining_data.py", "--input_file=%s" % FLAGS.train_text,
        "--output_file=%s" % _path("data", "train.tfrecord"), "--dupe_factor=5"] + data_args,
-      lambda: file_done(data_summary_path(_path("data", "train.tfrecord"))), log_dir)
+      lambda: file_done(create_pretraining_data.summary_path_for(_path("data", "train.tfrecord"))), log_dir)
   timings["create data (held-out)"] = run_stage(
       "create data heldout",
       ["create_pretraining_data.py", "--input_file=%s" % FLAGS.heldout_text,
        "--output_file=%s" % _path("data", "heldout.tfrecord"), "--dupe_factor=1"] + data_args,
-      lambda: file_done(data_summary_path(_path("data", "heldout.tfrecord"))), log_dir)
+      lambda: file_done(create_pretraining_data.summary_path_for(_path("data", "heldout.tfrecord"))), log_dir)
 
-  with open(data_summary_path(_path("data", "heldout.tfrecord"))) as f:
+  with open(create_pretraining_data.summary_path_for(_path("data", "heldout.tfrecord"))) as f:
     heldout_instances = json.load(f)["instances"]
   eval_batch = 32
   pretrain_dir = _path("pretrain")

@@ -20,7 +20,7 @@ setting is the one with the highest median task score; results.{md,csv,json} are
 
   python sweep.py --tasks=sst-2,mrpc,squad1.1 --glue_dir=glue --squad_dir=squad \
     --init_checkpoint=bert_model.ckpt --bert_config_file=bert_config.json \
-    --vocab_file=vocab.txt --output_dir=/tmp/sweep [--residual_attention=sum] \
+    --vocab_file=vocab.txt --output_dir=out/sweep [--residual_attention=sum] \
     [--extra_flags="--use_tpu=true --tpu_name=x"] [--dry_run] [--aggregate_only]
 """
 

@@ -29,8 +29,11 @@ import tempfile
 import time
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED = os.environ.get("REALFORMER_SHARED_DATA",
-                        os.path.join(os.path.dirname(REPO_DIR), "shared", "data"))
+sys.path.insert(0, REPO_DIR)
+import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+import create_pretraining_data  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+SHARED = common.shared_data_dir()
 OFFICIAL_MB_PER_S = 5.38 / 45.0
 OFFICIAL_PEAK_MB = 831.0
 
@@ -112,7 +115,7 @@ def run_once(name, input_pattern, total_bytes, out_dir, num_workers):
   if proc.returncode != 0:
     sys.stdout.write(b"".join(log).decode("utf-8", "replace")[-3000:])
     raise SystemExit("%s: create_pretraining_data.py failed (exit %d)" % (name, proc.returncode))
-  with open(output + ".summary.json") as f:
+  with open(create_pretraining_data.summary_path_for(output)) as f:
     summary = json.load(f)
   return {
       "name": name, "mb": total_bytes / 1e6, "wall_s": wall, "elapsed_s": summary["elapsed_s"],

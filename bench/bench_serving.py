@@ -3,7 +3,7 @@
 
 Builds a classifier checkpoint from an encoder checkpoint (default: the converted MiniLM,
 `python convert_hf_checkpoint.py --hf_dir=../shared/data/checkpoints/all-MiniLM-L6-v2
---output_dir=/tmp/minilm_tf`; else a random tiny model) plus a random 2-class head, exports it
+--output_dir=out/minilm_tf`; else a random tiny model) plus a random 2-class head, exports it
 with export_hub.export_classifier, and times on the same raw sentences:
 
   * SavedModel: loaded = tf.saved_model.load(path); loaded({"sentence": strings}) (tokenisation
@@ -12,7 +12,7 @@ with export_hub.export_classifier, and times on the same raw sentences:
     examples tokenised by FullTokenizer (the graph is rebuilt and the checkpoint restored on
     every call, as Estimator.predict does).
 
-  python bench/bench_serving.py [--encoder_dir=/tmp/minilm_tf] [--seq_length=128]
+  python bench/bench_serving.py [--encoder_dir=out/minilm_tf] [--seq_length=128]
 """
 
 import os
@@ -37,7 +37,7 @@ import tokenization
 
 tf1 = tf.compat.v1
 
-flags.DEFINE_string("encoder_dir", "/tmp/minilm_tf",
+flags.DEFINE_string("encoder_dir", "out/minilm_tf",
                     "Directory with bert_config.json, vocab.txt and a checkpoint (else tiny).")
 flags.DEFINE_integer("seq_length", 128, "Sequence length.")
 flags.DEFINE_integer("repeats", 20, "Timed batch-1 requests (SavedModel).")

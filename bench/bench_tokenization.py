@@ -29,7 +29,7 @@ import tokenization  # pylint: disable=g-import-not-at-top
 FLAGS = flags.FLAGS
 flags.DEFINE_string(
     "input_file",
-    os.path.join(os.path.dirname(REPO_DIR), "shared", "data", "sample_1mb.txt"),
+    os.path.join(common.shared_data_dir(), "sample_1mb.txt"),
     "UTF-8 text file to tokenize line by line.")
 flags.DEFINE_string("vocab_file", os.path.join(REPO_DIR, "data", "vocab.txt"),
                     "WordPiece vocab file.")

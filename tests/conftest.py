@@ -6,8 +6,6 @@ import sys
 import pytest
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SHARED_DATA_DIR = os.environ.get(
-    "REALFORMER_SHARED_DATA", os.path.join(os.path.dirname(REPO_DIR), "shared", "data"))
 
 # A 2-layer, 32-wide BERT over the real 30,522-entry vocab: fast end-to-end runs of the scripts.
 TINY_BERT_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
@@ -18,6 +16,9 @@ TINY_BERT_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers":
 
 if REPO_DIR not in sys.path:
   sys.path.insert(0, REPO_DIR)
+import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+
+SHARED_DATA_DIR = common.shared_data_dir()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 

@@ -466,7 +466,7 @@ def test_cli_several_modes_and_bad_flags(tmp_path, vocab_file):
   prefix, _ = make_checkpoint(str(tmp_path / "m"), config, _inputs())
   tool = os.path.join(REPO_DIR, "export_hub.py")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  bad = subprocess.run([sys.executable, tool, "--mode=encoder,decoder", "--export_dir=/tmp/x"],
+  bad = subprocess.run([sys.executable, tool, "--mode=encoder,decoder", "--export_dir=unused_export_dir"],
                        env=env, capture_output=True, text=True, timeout=120)
   assert bad.returncode == 2
   assert bad.stderr.strip().splitlines()[-1].startswith("error: --mode=encoder,decoder")

@@ -10,6 +10,7 @@ import time
 import pytest
 
 from conftest import shared_path
+import common
 import reproduce_table2 as rt
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -101,9 +102,9 @@ def test_tiny_test_end_to_end_and_resume(tmp_path):
 
 def test_shared_data_dir_default_and_env(monkeypatch, tmp_path):
   monkeypatch.delenv("REALFORMER_SHARED_DATA", raising=False)
-  assert rt.shared_data_dir() == os.path.join(os.path.dirname(REPO_DIR), "shared", "data")
+  assert common.shared_data_dir() == os.path.join(os.path.dirname(REPO_DIR), "shared", "data")
   monkeypatch.setenv("REALFORMER_SHARED_DATA", str(tmp_path / "x" / ".." / "data"))
-  assert rt.shared_data_dir() == str(tmp_path / "data")
+  assert common.shared_data_dir() == str(tmp_path / "data")
   # No machine path is written into the tool itself.
   source = open(os.path.join(REPO_DIR, "reproduce_table2.py")).read()
   assert "/work/" not in source and "/home/" not in source
@@ -111,7 +112,7 @@ def test_shared_data_dir_default_and_env(monkeypatch, tmp_path):
 
 def test_reports_name_inputs_without_absolute_paths(monkeypatch, tmp_path):
   monkeypatch.delenv("REALFORMER_SHARED_DATA", raising=False)
-  shared = rt.shared_data_dir()
+  shared = common.shared_data_dir()
   out = str(tmp_path / "out")
   assert rt.display_path(os.path.join(REPO_DIR, "data", "vocab.txt")) == "data/vocab.txt"
   assert rt.display_path(os.path.join(shared, "corpus")) == "../shared/data/corpus"
