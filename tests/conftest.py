@@ -66,3 +66,63 @@ def vocab_file():
 def pytest_configure(config):
   config.addinivalue_line(
       "markers", "slow: end-to-end runs of whole jobs (deselect with -m 'not slow')")
+
+
+# Every subprocess a test starts has a timeout: a hung tool fails its test instead of CI.
+DEFAULT_TIMEOUT_S = 300
+TOOL_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
+
+
+def tool_command(script, args=()):
+  """[python, <repo>/script, args...]: a repository tool run with this test's Python."""
+  return [sys.executable, os.path.join(REPO_DIR, script)] + [str(a) for a in args]
+
+
+def tool_env(extra=None):
+  """The environment tools run with in tests (quiet TensorFlow, no GPU), plus `extra`."""
+  env = dict(os.environ, **TOOL_ENV)
+  env.update(extra or {})
+  return env
+
+
+def run_tool(script, args=(), expect_rc=0, timeout=DEFAULT_TIMEOUT_S, env=None, cwd=REPO_DIR):
+  """Runs a repository tool to completion and checks its exit status.
+
+  Args:
+    script: file name under the repository ("run_classifier.py"), or None to run `args` as
+      the whole command after the Python executable (e.g. ["-c", code]).
+    args: its command-line arguments.
+    expect_rc: the exit status the test expects (None: do not check).
+    timeout: seconds before the test fails with subprocess.TimeoutExpired.
+    env: extra environment variables.
+    cwd: working directory.
+
+  Returns:
+    subprocess.CompletedProcess with text stdout / stderr; `.output` is both together.
+  """
+  import subprocess  # pylint: disable=g-import-not-at-top
+  cmd = tool_command(script, args) if script else [sys.executable] + [str(a) for a in args]
+  proc = subprocess.run(cmd, cwd=cwd, env=tool_env(env), capture_output=True, text=True,
+                        timeout=timeout)
+  proc.output = proc.stdout + proc.stderr
+  if expect_rc is not None:
+    assert proc.returncode == expect_rc, "exit %d, expected %d:\n%s" % (
+        proc.returncode, expect_rc, proc.output[-4000:])
+  return proc
+
+
+def start_tool(script, args=(), env=None, cwd=REPO_DIR, **popen_kwargs):
+  """Starts a repository tool in the background (subprocess.Popen); the test must wait on it
+  with a timeout (proc.communicate(timeout=...) or proc.wait(timeout=...))."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  popen_kwargs.setdefault("stdout", subprocess.DEVNULL)
+  popen_kwargs.setdefault("stderr", subprocess.PIPE)
+  popen_kwargs.setdefault("text", True)
+  return subprocess.Popen(tool_command(script, args), cwd=cwd, env=tool_env(env),
+                          **popen_kwargs)
+
+
+def last_error_line(proc):
+  """The last non-empty line of a finished tool's stderr (where a one-line error goes)."""
+  lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+  return lines[-1] if lines else ""
