@@ -3,14 +3,45 @@
 
 Extends the official google-research/bert run_classifier.py: all nine GLUE tasks read exactly as
 distributed (CoLA, SST-2, MRPC, STS-B with a regression head, QQP, MNLI matched + mismatched, QNLI,
-RTE, WNLI), a generic `tsv` task, GLUE metrics computed exactly in Python, GLUE submission files,
-a cache of tokenised features, and a SavedModel export.
+RTE, WNLI), XNLI as the official script reads it, a generic `tsv` task, users' own
+`DataProcessor`s, GLUE metrics computed exactly in Python, GLUE submission files, a cache of
+tokenised features, and a SavedModel export.
 
   python run_classifier.py --task_name=sst-2 --data_dir=glue/SST-2 \
     --vocab_file=vocab.txt --bert_config_file=bert_config.json \
     --init_checkpoint=bert_model.ckpt --max_seq_length=128 \
-    --do_train --do_eval --do_predict --output_dir=/tmp/sst2 \
-    [--residual_attention=none|sum|mean] [--export_dir=/tmp/sst2_export]
+    --do_train --do_eval --do_predict --output_dir=out/sst2 \
+    [--residual_attention=none|sum|mean] [--export_dir=out/sst2_export]
+
+  XNLI (data_dir holds XNLI-MT 1.0's multinli/ folder and XNLI 1.0's xnli.dev.tsv):
+    python run_classifier.py --task_name=xnli --xnli_language=zh --data_dir=$XNLI_DIR ...
+
+Official library API. Code written against the official script as a library (the TF-Hub
+notebook, tutorials, the `bert-tensorflow` package) runs unchanged: InputExample,
+PaddingInputExample, InputFeatures, DataProcessor (and XnliProcessor, MnliProcessor,
+MrpcProcessor, ColaProcessor), convert_single_example, convert_examples_to_features,
+file_based_convert_examples_to_features, file_based_input_fn_builder, input_fn_builder,
+create_model and model_fn_builder have the official signatures and results; our additions are
+keyword arguments with defaults (e.g. is_regression=True for a single-output MSE head).
+
+Your own DataProcessor with main(), without editing this file, either way:
+
+  1. --processor=MODULE:CLASS (MODULE is imported from the current directory or PYTHONPATH; a
+     path to a .py file works too). Its get_labels() gives the labels, --task_name is optional
+     (it names the task in logs and caches):
+       python run_classifier.py --processor=my_processors:SentimentProcessor \
+         --data_dir=my_data --do_train --do_eval ...
+  2. Register it from your own script and run our main():
+       import run_classifier
+       class SentimentProcessor(run_classifier.DataProcessor): ...
+       run_classifier.register_processor("sentiment", SentimentProcessor)
+       if __name__ == "__main__":
+         run_classifier.run()   # defines our flags, then runs main() as this script does
+     then: python my_script.py --task_name=sentiment --data_dir=... --do_train ...
+
+A processor task is a classification task scored by accuracy; its dev set is get_dev_examples,
+and --do_predict writes the official test_results.tsv (class probabilities per line) plus
+test_predictions.tsv (guid<TAB>predicted label).
 """
 
 from __future__ import absolute_import
@@ -18,9 +49,13 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import csv
 import hashlib
+import importlib
+import importlib.util
 import json
 import os
+import sys
 import time
 
 from absl import app
@@ -44,8 +79,15 @@ FLAGS = flags.FLAGS
 FEATURE_CACHE_VERSION = 1
 
 
+_FLAGS_DEFINED = []
+
+
 def define_flags():
-  """Defines the command-line flags (official names plus the extensions); call once."""
+  """Defines the command-line flags (official names plus the extensions); a second call is a
+  no-op (a user's script may call it before run())."""
+  if _FLAGS_DEFINED:
+    return
+  _FLAGS_DEFINED.append(True)
   # Required parameters (as the official script).
   flags.DEFINE_string(
       "data_dir", None,
@@ -55,7 +97,8 @@ def define_flags():
       "The config json file corresponding to the pre-trained BERT model. "
       "This specifies the model architecture.")
   flags.DEFINE_string("task_name", None,
-                      "The name of the task to train: %s." % ", ".join(TASK_NAMES))
+                      "The name of the task to train: %s, or a name given to "
+                      "register_processor (optional with --processor)." % ", ".join(TASK_NAMES))
   flags.DEFINE_string("vocab_file", None,
                       "The vocabulary file that the BERT model was trained on.")
   flags.DEFINE_string(
@@ -121,6 +164,14 @@ def define_flags():
       "label_list", None,
       "--task_name=tsv: comma-separated labels (default: the sorted labels found in "
       "train.tsv, or labels.txt written into --output_dir by training).")
+  flags.DEFINE_string(
+      "processor", None,
+      "Your own DataProcessor subclass as MODULE:CLASS (MODULE imported from the current "
+      "directory or PYTHONPATH, or a path to a .py file); its get_labels() gives the labels.")
+  flags.DEFINE_string(
+      "xnli_language", "zh",
+      "--task_name=xnli: language of the XNLI-MT training file "
+      "(multinli/multinli.train.<language>.tsv) and of the xnli.dev.tsv rows evaluated.")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -171,6 +222,215 @@ class InputFeatures(object):
     self.is_real_example = is_real_example
 
 
+# ----------------------------------------------------------------------------------------------
+# The official DataProcessor API (users subclass it; main() runs one with --processor or
+# register_processor). Same guids, columns and labels as the official processors.
+
+
+class DataProcessor(object):
+  """Base class for data converters for sequence classification data sets."""
+
+  def get_train_examples(self, data_dir):
+    """Gets a collection of `InputExample`s for the train set."""
+    raise NotImplementedError()
+
+  def get_dev_examples(self, data_dir):
+    """Gets a collection of `InputExample`s for the dev set."""
+    raise NotImplementedError()
+
+  def get_test_examples(self, data_dir):
+    """Gets a collection of `InputExample`s for prediction."""
+    raise NotImplementedError()
+
+  def get_labels(self):
+    """Gets the list of labels for this data set."""
+    raise NotImplementedError()
+
+  @classmethod
+  def _read_tsv(cls, input_file, quotechar=None):
+    """Reads a tab separated value file.
+
+    Args:
+      input_file: path (any tf.io.gfile path).
+      quotechar: csv quote character; None (the default) keeps quotes as text.
+
+    Returns:
+      list of rows, each a list of str fields (the header row included).
+    """
+    with tf.io.gfile.GFile(input_file, "r") as f:
+      return list(csv.reader(f, delimiter="\t", quotechar=quotechar))
+
+
+class XnliProcessor(DataProcessor):
+  """Processor for the XNLI data set (XNLI-MT 1.0 training files, XNLI 1.0 dev/test).
+
+  data_dir holds multinli/multinli.train.<language>.tsv (premise, hypo, label; "contradictory"
+  is renamed "contradiction") and xnli.dev.tsv / xnli.test.tsv (all languages; the rows of
+  `language` are kept: column 0 language, 1 gold label, 6 sentence1, 7 sentence2).
+  """
+
+  def __init__(self):
+    self.language = "zh"
+
+  def get_train_examples(self, data_dir):
+    """See base class."""
+    lines = self._read_tsv(
+        os.path.join(data_dir, "multinli", "multinli.train.%s.tsv" % self.language))
+    examples = []
+    for (i, line) in enumerate(lines):
+      if i == 0:
+        continue  # header
+      guid = "train-%d" % i
+      text_a = tokenization.convert_to_unicode(line[0])
+      text_b = tokenization.convert_to_unicode(line[1])
+      label = tokenization.convert_to_unicode(line[2])
+      # The MT training files spell the class differently from the dev set.
+      if label == tokenization.convert_to_unicode("contradictory"):
+        label = tokenization.convert_to_unicode("contradiction")
+      examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
+    return examples
+
+  def get_dev_examples(self, data_dir):
+    """See base class."""
+    return self._xnli_examples(os.path.join(data_dir, "xnli.dev.tsv"), "dev")
+
+  def get_test_examples(self, data_dir):
+    """The xnli.test.tsv rows of `language` (an addition: the official class has none)."""
+    return self._xnli_examples(os.path.join(data_dir, "xnli.test.tsv"), "test")
+
+  def get_labels(self):
+    """See base class."""
+    return ["contradiction", "entailment", "neutral"]
+
+  def _xnli_examples(self, path, set_type):
+    """Examples of one language from an XNLI 1.0 file (guid = "<set>-<line index>")."""
+    lines = self._read_tsv(path)
+    examples = []
+    for (i, line) in enumerate(lines):
+      if i == 0:
+        continue
+      guid = "%s-%d" % (set_type, i)
+      language = tokenization.convert_to_unicode(line[0])
+      if language != tokenization.convert_to_unicode(self.language):
+        continue
+      text_a = tokenization.convert_to_unicode(line[6])
+      text_b = tokenization.convert_to_unicode(line[7])
+      label = tokenization.convert_to_unicode(line[1])
+      examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
+    return examples
+
+
+class MnliProcessor(DataProcessor):
+  """Processor for the MultiNLI data set (GLUE version)."""
+
+  def get_train_examples(self, data_dir):
+    """See base class."""
+    return self._create_examples(self._read_tsv(os.path.join(data_dir, "train.tsv")), "train")
+
+  def get_dev_examples(self, data_dir):
+    """See base class."""
+    return self._create_examples(self._read_tsv(os.path.join(data_dir, "dev_matched.tsv")),
+                                 "dev_matched")
+
+  def get_test_examples(self, data_dir):
+    """See base class."""
+    return self._create_examples(self._read_tsv(os.path.join(data_dir, "test_matched.tsv")),
+                                 "test")
+
+  def get_labels(self):
+    """See base class."""
+    return ["contradiction", "entailment", "neutral"]
+
+  def _create_examples(self, lines, set_type):
+    """Creates examples for the training and dev sets (guid from the index column)."""
+    examples = []
+    for (i, line) in enumerate(lines):
+      if i == 0:
+        continue
+      guid = "%s-%s" % (set_type, tokenization.convert_to_unicode(line[0]))
+      text_a = tokenization.convert_to_unicode(line[8])
+      text_b = tokenization.convert_to_unicode(line[9])
+      if set_type == "test":
+        label = "contradiction"  # A dummy: test files have no labels.
+      else:
+        label = tokenization.convert_to_unicode(line[-1])
+      examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
+    return examples
+
+
+class MrpcProcessor(DataProcessor):
+  """Processor for the MRPC data set (GLUE version)."""
+
+  def get_train_examples(self, data_dir):
+    """See base class."""
+    return self._create_examples(self._read_tsv(os.path.join(data_dir, "train.tsv")), "train")
+
+  def get_dev_examples(self, data_dir):
+    """See base class."""
+    return self._create_examples(self._read_tsv(os.path.join(data_dir, "dev.tsv")), "dev")
+
+  def get_test_examples(self, data_dir):
+    """See base class."""
+    return self._create_examples(self._read_tsv(os.path.join(data_dir, "test.tsv")), "test")
+
+  def get_labels(self):
+    """See base class."""
+    return ["0", "1"]
+
+  def _create_examples(self, lines, set_type):
+    """Creates examples for the training and dev sets."""
+    examples = []
+    for (i, line) in enumerate(lines):
+      if i == 0:
+        continue
+      guid = "%s-%s" % (set_type, i)
+      text_a = tokenization.convert_to_unicode(line[3])
+      text_b = tokenization.convert_to_unicode(line[4])
+      if set_type == "test":
+        label = "0"
+      else:
+        label = tokenization.convert_to_unicode(line[0])
+      examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
+    return examples
+
+
+class ColaProcessor(DataProcessor):
+  """Processor for the CoLA data set (GLUE version)."""
+
+  def get_train_examples(self, data_dir):
+    """See base class."""
+    return self._create_examples(self._read_tsv(os.path.join(data_dir, "train.tsv")), "train")
+
+  def get_dev_examples(self, data_dir):
+    """See base class."""
+    return self._create_examples(self._read_tsv(os.path.join(data_dir, "dev.tsv")), "dev")
+
+  def get_test_examples(self, data_dir):
+    """See base class."""
+    return self._create_examples(self._read_tsv(os.path.join(data_dir, "test.tsv")), "test")
+
+  def get_labels(self):
+    """See base class."""
+    return ["0", "1"]
+
+  def _create_examples(self, lines, set_type):
+    """Creates examples for the training and dev sets."""
+    examples = []
+    for (i, line) in enumerate(lines):
+      # Only the test set has a header.
+      if set_type == "test" and i == 0:
+        continue
+      guid = "%s-%s" % (set_type, i)
+      if set_type == "test":
+        text_a = tokenization.convert_to_unicode(line[1])
+        label = "0"
+      else:
+        text_a = tokenization.convert_to_unicode(line[3])
+        label = tokenization.convert_to_unicode(line[1])
+      examples.append(InputExample(guid=guid, text_a=text_a, text_b=None, label=label))
+    return examples
+
+
 # A file layout. num_columns: exact number of tab-separated fields a row must have (None: as many
 # as the header, or the first row, has). text_a/text_b/label/index: column indices (negative
 # counts from the end) or None. header: the expected header fields (documentation and error
@@ -188,7 +448,7 @@ class Task(object):
   """A classification or regression task: its files, labels, metrics and submission names."""
 
   def __init__(self, name, labels, train, dev, test, metrics, is_regression=False,
-               reader_options=None):
+               reader_options=None, processor=None, label_values=None):
     """Constructs a Task.
 
     Args:
@@ -200,6 +460,10 @@ class Task(object):
       metrics: metric names of glue_metrics.compute_metrics.
       is_regression: single-output MSE head.
       reader_options: dict of options that change how files are read (part of the cache key).
+      processor: a DataProcessor that gives the examples (its TaskFiles have file_name None),
+        or None to read the files with read_examples.
+      label_values: the processor's labels as get_labels() returns them (they may be ints,
+        as in the TF-Hub notebook); `labels` holds their strings. None: `labels`.
     """
     self.name = name
     self.labels = labels
@@ -209,10 +473,20 @@ class Task(object):
     self.metrics = metrics
     self.is_regression = is_regression
     self.reader_options = reader_options or {}
+    self.processor = processor
+    self.label_values = label_values
 
   @property
   def num_labels(self):
     return 1 if self.is_regression else len(self.labels)
+
+  @property
+  def label_map(self):
+    """{label as the examples carry it: class id}, or None for regression."""
+    if self.is_regression:
+      return None
+    values = self.label_values if self.label_values is not None else self.labels
+    return {label: i for i, label in enumerate(values)}
 
 
 def _glue_task(name, labels, train_layout, dev_layout, test_layout, metrics, submission,
@@ -286,7 +560,9 @@ def _make_glue_tasks():
 
 
 GLUE_TASKS = _make_glue_tasks()
-TASK_NAMES = sorted(GLUE_TASKS) + ["tsv"]
+# name -> DataProcessor class (or a zero-argument factory); register_processor adds users' own.
+_PROCESSORS = {"xnli": XnliProcessor}
+TASK_NAMES = sorted(list(GLUE_TASKS) + ["xnli"]) + ["tsv"]
 _TASK_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b"}
 
 
@@ -336,13 +612,129 @@ def make_tsv_task(text_a_column, text_b_column=None, label_column=None, has_head
       is_regression=is_regression, reader_options=options)
 
 
+def register_processor(name, processor_cls):
+  """Makes `--task_name=name` run a DataProcessor (for users' scripts that then run main()).
+
+  A registered name takes precedence over a built-in task of the same name.
+
+  Args:
+    name: task name (case-insensitive).
+    processor_cls: a DataProcessor subclass, or any zero-argument callable returning an object
+      with get_train_examples / get_dev_examples / get_test_examples / get_labels (or such an
+      object itself).
+
+  Returns:
+    processor_cls.
+  """
+  key = normalize_task_name(name)
+  if not key:
+    raise ValueError("register_processor: empty task name")
+  if not callable(processor_cls) and not hasattr(processor_cls, "get_labels"):
+    raise TypeError("register_processor(%r, ...): expected a DataProcessor class, got %r" %
+                    (name, processor_cls))
+  _PROCESSORS[key] = processor_cls
+  return processor_cls
+
+
+def load_processor_class(spec):
+  """Imports the class named by --processor=MODULE:CLASS (or PATH.py:CLASS).
+
+  Args:
+    spec: "module.path:ClassName" (module imported from the current directory or PYTHONPATH)
+      or "some/dir/file.py:ClassName".
+
+  Returns:
+    The class (or factory) object.
+  """
+  module_name, sep, attr = (spec or "").rpartition(":")
+  if not sep or not module_name or not attr:
+    common.fail("--processor=%s: expected MODULE:CLASS, e.g. my_processors:MyProcessor" % spec)
+  try:
+    if module_name.endswith(".py"):
+      if not os.path.isfile(module_name):
+        common.fail("--processor=%s: no file %s" % (spec, module_name))
+      unique = "_user_processor_%s" % hashlib.sha1(
+          os.path.abspath(module_name).encode("utf-8")).hexdigest()[:12]
+      module_spec = importlib.util.spec_from_file_location(unique, module_name)
+      module = importlib.util.module_from_spec(module_spec)
+      sys.modules[unique] = module
+      module_spec.loader.exec_module(module)
+    else:
+      # A script's sys.path starts with its own directory, not the current one the user's
+      # module sits in.
+      if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+      module = importlib.import_module(module_name)
+  except ImportError as e:
+    common.fail("--processor=%s: cannot import %s: %s" % (spec, module_name, e))
+  if not hasattr(module, attr):
+    common.fail("--processor=%s: module %s has no %s" % (spec, module_name, attr))
+  return getattr(module, attr)
+
+
+def make_processor_task(name, processor):
+  """A classification Task whose examples come from a DataProcessor.
+
+  Args:
+    name: task name (logs, cache keys).
+    processor: DataProcessor instance.
+
+  Returns:
+    Task with processor set, labels = the strings of processor.get_labels() and accuracy as
+    its metric.
+  """
+  try:
+    values = list(processor.get_labels())
+  except NotImplementedError:
+    common.fail("--task_name=%s: %s has no get_labels()" % (name, type(processor).__name__))
+  labels = [tokenization.printable_text(v) if isinstance(v, bytes) else str(v)
+            for v in values]
+  if len(labels) < 2 or len(set(labels)) != len(labels):
+    common.fail("--task_name=%s: %s.get_labels() must give at least two distinct labels, got "
+                "%s" % (name, type(processor).__name__, values))
+  options = {"processor": "%s.%s" % (type(processor).__module__,
+                                     type(processor).__name__)}
+  if hasattr(processor, "language"):
+    options["language"] = str(processor.language)
+  return Task(
+      name, labels,
+      train=TaskFile(None, "train", "train", None),
+      dev=[TaskFile(None, "eval", "", None)],
+      test=[TaskFile(None, "predict", "test_predictions.tsv", None)],
+      metrics=("accuracy",), reader_options=options, processor=processor,
+      label_values=values)
+
+
+def _instantiate(processor_cls):
+  """The processor object of a registered class / factory (an instance is used as is)."""
+  return processor_cls() if callable(processor_cls) else processor_cls
+
+
 def get_task(task_name, flag_values=None):
-  """Returns the Task for --task_name (the tsv task takes its columns from flag_values)."""
+  """Returns the Task for --task_name (the tsv task takes its columns from flag_values).
+
+  Args:
+    task_name: a GLUE task, "xnli", "tsv", or a name given to register_processor.
+    flag_values: FLAGS (tsv columns, --processor, --xnli_language), or None.
+
+  Returns:
+    Task.
+  """
+  fv = flag_values
+  processor_spec = getattr(fv, "processor", None) if fv is not None else None
+  if processor_spec:
+    processor = _instantiate(load_processor_class(processor_spec))
+    name = (task_name or "").strip().lower() or type(processor).__name__.lower()
+    return make_processor_task(name, processor)
   name = normalize_task_name(task_name)
+  if name in _PROCESSORS:
+    processor = _instantiate(_PROCESSORS[name])
+    if name == "xnli" and _PROCESSORS[name] is XnliProcessor:
+      processor.language = getattr(fv, "xnli_language", None) or processor.language
+    return make_processor_task(name, processor)
   if name in GLUE_TASKS:
     return GLUE_TASKS[name]
   if name == "tsv":
-    fv = flag_values
     label_list = None
     if fv.label_list:
       label_list = [x.strip() for x in fv.label_list.split(",") if x.strip()]
@@ -350,8 +742,8 @@ def get_task(task_name, flag_values=None):
         common.fail("--label_list=%s: needs at least two distinct labels" % fv.label_list)
     return make_tsv_task(fv.text_a_column, fv.text_b_column, fv.label_column, fv.has_header,
                          fv.task_type, label_list)
-  common.fail("--task_name=%s: unknown task (use one of %s)" %
-              (task_name, ", ".join(TASK_NAMES)))
+  common.fail("--task_name=%s: unknown task (use one of %s, or --processor=MODULE:CLASS)" %
+              (task_name, ", ".join(sorted(set(TASK_NAMES) | set(_PROCESSORS)))))
 
 
 def _is_int(value):
@@ -510,6 +902,48 @@ def read_examples(task, task_file, data_dir, split, check_labels=True):
   return examples, stats
 
 
+_PROCESSOR_METHODS = {"train": "get_train_examples", "dev": "get_dev_examples",
+                      "test": "get_test_examples"}
+_SPLIT_MODES = {"train": "--do_train", "dev": "--do_eval", "test": "--do_predict"}
+
+
+def task_examples(task, task_file, data_dir, split):
+  """The examples of one split: read_examples, or the task's DataProcessor.
+
+  Args:
+    task: Task.
+    task_file: TaskFile of the split (file_name None for a processor task).
+    data_dir: --data_dir.
+    split: "train", "dev" or "test".
+
+  Returns:
+    list of InputExample.
+  """
+  if task.processor is None:
+    return read_examples(task, task_file, data_dir, split)[0]
+  method = _PROCESSOR_METHODS[split]
+  what = "%s.%s(%s)" % (type(task.processor).__name__, method, data_dir)
+  try:
+    examples = getattr(task.processor, method)(data_dir)
+  except NotImplementedError:
+    common.fail("--task_name=%s: %s is not implemented (needed by %s)" %
+                (task.name, what, _SPLIT_MODES[split]))
+  except (IOError, OSError, tf.errors.OpError) as e:
+    # A missing or unreadable file is one line naming it, not a traceback.
+    common.fail("--data_dir=%s: %s failed: %s" % (data_dir, what, str(e).splitlines()[0]))
+  examples = list(examples) if examples is not None else []
+  tf1.logging.info("%s: %d examples", what, len(examples))
+  return examples
+
+
+def _split_description(task, task_file):
+  """What a split is called in messages: its file name, or the processor method."""
+  if task_file.file_name is not None:
+    return task_file.file_name
+  return "%s.%s" % (type(task.processor).__name__, _PROCESSOR_METHODS[
+      "train" if task_file is task.train else "dev" if task_file in task.dev else "test"])
+
+
 def collect_labels(task, data_dir):
   """The sorted set of labels in a task's train.tsv (for the tsv task without --label_list)."""
   examples, _ = read_examples(task, task.train, data_dir, "train", check_labels=False)
@@ -563,13 +997,117 @@ def _truncate_seq_pair(tokens_a, tokens_b, max_length):
       tokens_b.pop()
 
 
-def convert_single_example(ex_index, example, label_map, max_seq_length, tokenizer):
-  """Converts a single `InputExample` into a single `InputFeatures` (official algorithm).
+def convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer):
+  """Converts a single `InputExample` into a single `InputFeatures` (official).
+
+  [CLS] a [SEP] (b [SEP]), the pair truncated by _truncate_seq_pair to max_seq_length - 3,
+  zero-padded; a PaddingInputExample gives all zeros with is_real_example=False.
 
   Args:
     ex_index: position of the example (the first five are logged).
     example: InputExample or PaddingInputExample.
-    label_map: dict label string -> id, or None for regression (the label is the float).
+    label_list: the labels (class id = position in the list), as in the official code. Ours
+      besides: None for regression (the label is a float) or a dict label -> id; both use the
+      conversion main() uses (_convert_single_example).
+    max_seq_length: sequence length of the features.
+    tokenizer: tokenization.FullTokenizer.
+
+  Returns:
+    InputFeatures with input_ids/input_mask/segment_ids of length max_seq_length.
+  """
+  if label_list is None or isinstance(label_list, dict):
+    return _convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer)
+
+  if isinstance(example, PaddingInputExample):
+    return InputFeatures(
+        input_ids=[0] * max_seq_length,
+        input_mask=[0] * max_seq_length,
+        segment_ids=[0] * max_seq_length,
+        label_id=0,
+        is_real_example=False)
+
+  label_map = {}
+  for (i, label) in enumerate(label_list):
+    label_map[label] = i
+
+  tokens_a = tokenizer.tokenize(example.text_a)
+  tokens_b = None
+  if example.text_b:
+    tokens_b = tokenizer.tokenize(example.text_b)
+
+  if tokens_b:
+    # Modifies `tokens_a` and `tokens_b` in place so that the total length is less than the
+    # specified length. Account for [CLS], [SEP], [SEP] with "- 3".
+    _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
+  else:
+    # Account for [CLS] and [SEP] with "- 2".
+    if len(tokens_a) > max_seq_length - 2:
+      tokens_a = tokens_a[0:(max_seq_length - 2)]
+
+  # The convention in BERT is:
+  # (a) For sequence pairs:
+  #  tokens:   [CLS] is this jack ##son ##ville ? [SEP] no it is not . [SEP]
+  #  type_ids: 0     0  0    0    0     0       0 0     1  1  1  1   1 1
+  # (b) For single sequences:
+  #  tokens:   [CLS] the dog is hairy . [SEP]
+  #  type_ids: 0     0   0   0  0     0 0
+  # The [CLS] vector is the "sentence vector" of classification tasks.
+  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
+  segment_ids = [0] * len(tokens)
+  if tokens_b:
+    tokens += tokens_b + ["[SEP]"]
+    segment_ids += [1] * (len(tokens_b) + 1)
+
+  input_ids = tokenizer.convert_tokens_to_ids(tokens)
+
+  # The mask has 1 for real tokens and 0 for padding tokens. Only real tokens are attended to.
+  input_mask = [1] * len(input_ids)
+
+  # Zero-pad up to the sequence length.
+  padding = max_seq_length - len(input_ids)
+  input_ids += [0] * padding
+  input_mask += [0] * padding
+  segment_ids += [0] * padding
+
+  assert len(input_ids) == max_seq_length
+  assert len(input_mask) == max_seq_length
+  assert len(segment_ids) == max_seq_length
+
+  if example.label is None and None not in label_map:
+    # Ours: an unlabelled (test) example gets id 0, the official test processors' dummy
+    # label_list[0], instead of a KeyError.
+    label_id = 0
+  else:
+    label_id = label_map[example.label]
+  if ex_index < 5:
+    tf1.logging.info("*** Example ***")
+    tf1.logging.info("guid: %s", example.guid)
+    tf1.logging.info("tokens: %s", " ".join(tokenization.printable_text(x) for x in tokens))
+    tf1.logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
+    tf1.logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
+    tf1.logging.info("segment_ids: %s", " ".join(str(x) for x in segment_ids))
+    tf1.logging.info("label: %s (id = %d)", example.label, label_id)
+
+  feature = InputFeatures(
+      input_ids=input_ids,
+      input_mask=input_mask,
+      segment_ids=segment_ids,
+      label_id=label_id,
+      is_real_example=True)
+  return feature
+
+
+def _convert_single_example(ex_index, example, label_map, max_seq_length, tokenizer):
+  """main()'s conversion: the official one on ids, with a label map and regression labels.
+
+  Differs from convert_single_example only where text_b is given but has no tokens (empty or
+  white space): the pair budget (max_seq_length - 3) applies and no second [SEP] is added,
+  as export_hub.pack_inputs packs (the official code truncates it as a single sentence).
+
+  Args:
+    ex_index: position of the example (the first five are logged).
+    example: InputExample or PaddingInputExample.
+    label_map: dict label -> id, or None for regression (the label is the float).
     max_seq_length: sequence length of the features.
     tokenizer: tokenization.FullTokenizer.
 
@@ -620,8 +1158,13 @@ def convert_single_example(ex_index, example, label_map, max_seq_length, tokeniz
   if example.label is None:
     # Test files have no labels: a dummy id, as the official code's label_list[0].
     label_id = 0.0 if label_map is None else 0
+  elif label_map is None:
+    label_id = float(example.label)
   else:
-    label_id = float(example.label) if label_map is None else label_map[example.label]
+    if example.label not in label_map:
+      common.fail("example %s: label %r is not one of the labels %s" %
+                  (example.guid, example.label, ", ".join(str(x) for x in label_map)))
+    label_id = label_map[example.label]
   if ex_index < 5:
     tf1.logging.info("*** Example ***")
     tf1.logging.info("guid: %s", example.guid)
@@ -659,22 +1202,25 @@ def features_to_tf_example(feature):
 
 def file_based_convert_examples_to_features(examples, label_list, max_seq_length, tokenizer,
                                             output_file):
-  """Converts a set of `InputExample`s to a TFRecord file, atomically (official format).
+  """Converts a set of `InputExample`s to a TFRecord file (official features), atomically.
+
+  Features: input_ids, input_mask, segment_ids [max_seq_length], label_ids [1] and
+  is_real_example [1], all int64 (label_ids float for regression).
 
   Args:
     examples: list of InputExample / PaddingInputExample.
-    label_list: label strings (id = position), or None for regression (float label_ids).
+    label_list: the labels (class id = position), as convert_single_example takes them (ours
+      besides: None for regression, float label_ids; or a dict label -> id).
     max_seq_length: sequence length.
     tokenizer: tokenization.FullTokenizer.
     output_file: TFRecord path; written under a temporary name then renamed.
   """
-  label_map = None if label_list is None else {label: i for i, label in enumerate(label_list)}
   tmp_file = "%s.tmp-%d" % (output_file, os.getpid())
   meter = common.ProgressMeter(len(examples), unit="examples", min_interval_s=10.0)
   try:
     with tf.io.TFRecordWriter(tmp_file) as writer:
       for ex_index, example in enumerate(examples):
-        feature = convert_single_example(ex_index, example, label_map, max_seq_length,
+        feature = convert_single_example(ex_index, example, label_list, max_seq_length,
                                          tokenizer)
         writer.write(features_to_tf_example(feature).SerializeToString())
         if ex_index % 1000 == 0:
@@ -696,7 +1242,7 @@ def _file_signature(path):
 
 
 def feature_cache_key(input_file, vocab_file, do_lower_case, max_seq_length, task, label_list,
-                      spm_model_file, pad_to_multiple=1):
+                      spm_model_file, pad_to_multiple=1, examples_digest=None):
   """What the cached features depend on, and its hash.
 
   Args:
@@ -708,6 +1254,8 @@ def feature_cache_key(input_file, vocab_file, do_lower_case, max_seq_length, tas
     label_list: label strings or None.
     spm_model_file: SentencePiece model or None.
     pad_to_multiple: examples padded to a multiple of this (TPU eval/predict), 1 = none.
+    examples_digest: hash of the examples themselves (DataProcessor tasks, whose files are
+      unknown), or None.
 
   Returns:
     (dict of the inputs, hex sha256 of its canonical JSON).
@@ -724,8 +1272,19 @@ def feature_cache_key(input_file, vocab_file, do_lower_case, max_seq_length, tas
       ("spm_model_file", _file_signature(spm_model_file)),
       ("pad_to_multiple", int(pad_to_multiple)),
   ])
+  if examples_digest is not None:
+    info["examples_digest"] = examples_digest
   key = hashlib.sha256(json.dumps(info, sort_keys=True).encode("utf-8")).hexdigest()
   return info, key
+
+
+def examples_digest(examples):
+  """sha256 of the guids, texts and labels of a list of InputExamples."""
+  h = hashlib.sha256()
+  for e in examples:
+    h.update(json.dumps([e.guid, e.text_a, e.text_b, e.label], default=repr).encode("utf-8"))
+    h.update(b"\n")
+  return h.hexdigest()
 
 
 def cached_features(examples, input_file, cache_file, tokenizer, task, max_seq_length,
@@ -737,7 +1296,8 @@ def cached_features(examples, input_file, cache_file, tokenizer, task, max_seq_l
 
   Args:
     examples: list of InputExample (already read from input_file).
-    input_file: the file they were read from (its size and mtime are part of the key).
+    input_file: the file they were read from (its size and mtime are part of the key), or
+      None when a DataProcessor gave them (their digest is part of the key instead).
     cache_file: TFRecord path in output_dir.
     tokenizer: tokenization.FullTokenizer.
     task: Task.
@@ -750,8 +1310,9 @@ def cached_features(examples, input_file, cache_file, tokenizer, task, max_seq_l
   Returns:
     dict with "file", "num_examples" (real), "num_padded" (records in the file), "reused".
   """
-  info, key = feature_cache_key(input_file, vocab_file, do_lower_case, max_seq_length, task,
-                                task.labels, spm_model_file, pad_to_multiple)
+  info, key = feature_cache_key(
+      input_file, vocab_file, do_lower_case, max_seq_length, task, task.labels, spm_model_file,
+      pad_to_multiple, examples_digest=None if input_file else examples_digest(examples))
   sidecar = cache_file + ".json"
   reason = "no cached features"
   if tf.io.gfile.exists(cache_file) and tf.io.gfile.exists(sidecar):
@@ -775,8 +1336,9 @@ def cached_features(examples, input_file, cache_file, tokenizer, task, max_seq_l
   tf1.logging.info("Writing features to %s (%s): %d examples (%d with padding)", cache_file,
                    reason, num_real, len(padded))
   start = time.time()
-  file_based_convert_examples_to_features(padded, None if task.is_regression else task.labels,
-                                          max_seq_length, tokenizer, cache_file)
+  # A label map (or None): main()'s own conversion, see _convert_single_example.
+  file_based_convert_examples_to_features(padded, task.label_map, max_seq_length, tokenizer,
+                                          cache_file)
   common.write_json_atomic(sidecar, {"key": key, "inputs": info, "num_examples": num_real,
                                      "num_padded": len(padded),
                                      "seconds": round(time.time() - start, 2)})
@@ -787,8 +1349,18 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
                                 is_regression=False, seed=None, skip_batches=0):
   """Creates an `input_fn` closure to be passed to TPUEstimator (official).
 
-  Our additions: is_regression (float labels), seed (shuffle order) and skip_batches (the
-  batches a resumed job already trained on; see estimator_utils.resume_skip_batches).
+  Args:
+    input_file: TFRecord of file_based_convert_examples_to_features.
+    seq_length: the max_seq_length it was written with.
+    is_training: repeat and shuffle.
+    drop_remainder: drop a last partial batch (TPU needs fixed shapes).
+    is_regression: (ours) float label_ids.
+    seed: (ours) shuffle seed.
+    skip_batches: (ours) the batches a resumed job already trained on; see
+      estimator_utils.resume_skip_batches.
+
+  Returns:
+    input_fn(params) -> tf.data.Dataset of int32 feature dicts, batch params["batch_size"].
   """
   name_to_features = {
       "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
@@ -888,16 +1460,48 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, num_train_steps,
-                     num_warmup_steps, use_tpu, use_one_hot_embeddings, is_regression=False):
-  """Returns `model_fn` closure for TPUEstimator."""
+                     num_warmup_steps, use_tpu, use_one_hot_embeddings, is_regression=False,
+                     extra_predictions=False):
+  """Returns `model_fn` closure for TPUEstimator (official).
+
+  TRAIN: Adam with warm-up (optimization.create_optimizer). EVAL: eval_metrics eval_accuracy and
+  eval_loss weighted by is_real_example (eval_loss only for regression). PREDICT: predictions
+  {"probabilities": [batch, num_labels]} ({"predictions": [batch]} for regression).
+
+  Args:
+    bert_config: modeling.BertConfig.
+    num_labels: number of classes.
+    init_checkpoint: checkpoint to initialise from (BERT and any head variables it has), or
+      None.
+    learning_rate: peak learning rate.
+    num_train_steps: total training steps (the learning rate decays to 0 there).
+    num_warmup_steps: linear warm-up steps.
+    use_tpu: TPU (restore in a scaffold, TPU optimizer).
+    use_one_hot_embeddings: one-hot embedding lookups (TPU).
+    is_regression: (ours) single output with MSE loss.
+    extra_predictions: (ours) PREDICT also returns per_example_loss, label_ids and
+      is_real_example (main() computes the dev metrics from them).
+
+  Returns:
+    model_fn(features, labels, mode, params) -> TPUEstimatorSpec.
+  """
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     """The `model_fn` for TPUEstimator."""
+    tf1.logging.info("*** Features ***")
+    for name in sorted(features.keys()):
+      tf1.logging.info("  name = %s, shape = %s", name, features[name].shape)
+
     input_ids = features["input_ids"]
     input_mask = features["input_mask"]
     segment_ids = features["segment_ids"]
     label_ids = features["label_ids"]
-    is_real_example = tf.cast(features["is_real_example"], dtype=tf.float32)
+    is_real_example = None
+    if "is_real_example" in features:
+      is_real_example = tf.cast(features["is_real_example"], dtype=tf.float32)
+    else:
+      # input_fn_builder's in-memory features have no such key: every example is real.
+      is_real_example = tf.ones(tf.shape(label_ids), dtype=tf.float32)
 
     is_training = (mode == tf1.estimator.ModeKeys.TRAIN)
 
@@ -915,28 +1519,116 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
 
     if mode == tf1.estimator.ModeKeys.EVAL:
       def metric_fn(per_example_loss, label_ids, logits, is_real_example):
-        loss = tf1.metrics.mean(values=per_example_loss, weights=is_real_example)
         if is_regression:
-          return {"eval_loss": loss}
+          return {"eval_loss": tf1.metrics.mean(values=per_example_loss,
+                                                weights=is_real_example)}
         predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
-        accuracy = tf1.metrics.accuracy(labels=label_ids, predictions=predictions,
-                                        weights=is_real_example)
-        return {"eval_accuracy": accuracy, "eval_loss": loss}
+        accuracy = tf1.metrics.accuracy(
+            labels=label_ids, predictions=predictions, weights=is_real_example)
+        loss = tf1.metrics.mean(values=per_example_loss, weights=is_real_example)
+        return {
+            "eval_accuracy": accuracy,
+            "eval_loss": loss,
+        }
 
       eval_metrics = (metric_fn, [per_example_loss, label_ids, logits, is_real_example])
       return tf1.estimator.tpu.TPUEstimatorSpec(
           mode=mode, loss=total_loss, eval_metrics=eval_metrics, scaffold_fn=scaffold_fn)
 
-    predictions = {"per_example_loss": per_example_loss, "label_ids": label_ids,
-                   "is_real_example": is_real_example}
     if is_regression:
-      predictions["predictions"] = outputs
+      predictions = {"predictions": outputs}
     else:
-      predictions["probabilities"] = outputs
+      predictions = {"probabilities": outputs}
+    if extra_predictions:
+      predictions.update(per_example_loss=per_example_loss, label_ids=label_ids,
+                         is_real_example=is_real_example)
     return tf1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
 
   return model_fn
+
+
+# Not used by main(), but by the TF-Hub notebook, tutorials and code written against the
+# official script.
+def input_fn_builder(features, seq_length, is_training, drop_remainder, is_regression=False):
+  """Creates an in-memory `input_fn` closure to be passed to TPUEstimator (official).
+
+  Holds every feature as a constant in the graph: for demos and small data sets only (the
+  file-based builder scales).
+
+  Args:
+    features: list of InputFeatures (convert_examples_to_features).
+    seq_length: their max_seq_length.
+    is_training: repeat and shuffle.
+    drop_remainder: drop a last partial batch.
+    is_regression: (ours) float32 label_ids.
+
+  Returns:
+    input_fn(params) -> tf.data.Dataset of dicts input_ids, input_mask, segment_ids int32
+    [batch, seq_length] and label_ids [batch] (no is_real_example, as the official one).
+  """
+  all_input_ids = []
+  all_input_mask = []
+  all_segment_ids = []
+  all_label_ids = []
+
+  for feature in features:
+    all_input_ids.append(feature.input_ids)
+    all_input_mask.append(feature.input_mask)
+    all_segment_ids.append(feature.segment_ids)
+    all_label_ids.append(feature.label_id)
+
+  def input_fn(params):
+    """The actual input function."""
+    batch_size = params["batch_size"]
+
+    num_examples = len(features)
+
+    # Constants, not Dataset.from_generator: a py_func does not run on TPU.
+    d = tf.data.Dataset.from_tensor_slices({
+        "input_ids": tf.constant(all_input_ids, shape=[num_examples, seq_length],
+                                 dtype=tf.int32),
+        "input_mask": tf.constant(all_input_mask, shape=[num_examples, seq_length],
+                                  dtype=tf.int32),
+        "segment_ids": tf.constant(all_segment_ids, shape=[num_examples, seq_length],
+                                   dtype=tf.int32),
+        "label_ids": tf.constant(all_label_ids, shape=[num_examples],
+                                 dtype=tf.float32 if is_regression else tf.int32),
+    })
+
+    if is_training:
+      d = d.repeat()
+      d = d.shuffle(buffer_size=100)
+
+    d = d.batch(batch_size=batch_size, drop_remainder=drop_remainder)
+    return d
+
+  return input_fn
+
+
+# Not used by main(), but by the TF-Hub notebook, tutorials and code written against the
+# official script.
+def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer):
+  """Converts a set of `InputExample`s to a list of `InputFeatures` (official).
+
+  Args:
+    examples: list of InputExample / PaddingInputExample.
+    label_list: the labels (class id = position); see convert_single_example.
+    max_seq_length: sequence length.
+    tokenizer: tokenization.FullTokenizer.
+
+  Returns:
+    list of InputFeatures, one per example.
+  """
+  features = []
+  for (ex_index, example) in enumerate(examples):
+    if ex_index % 10000 == 0:
+      tf1.logging.info("Writing example %d of %d", ex_index, len(examples))
+
+    feature = convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer)
+
+    features.append(feature)
+  return features
 
 
 def serving_build_fn(bert_config, num_labels, is_regression):
@@ -996,11 +1688,18 @@ def format_prediction(task, output):
 
 
 def write_submission(path, task, examples, outputs):
-  """Writes `index<TAB>prediction` lines with a header, atomically."""
+  """Writes `index<TAB>prediction` lines with a header, atomically.
+
+  The index is the example's index (the test file's index column), else its guid (examples of
+  a DataProcessor).
+  """
   with common.atomic_output(path) as writer:
     writer.write("index\tprediction\n")
     for example, output in zip(examples, outputs):
-      writer.write("%s\t%s\n" % (example.index, format_prediction(task, output)))
+      index = getattr(example, "index", None)
+      if index is None:
+        index = example.guid
+      writer.write("%s\t%s\n" % (index, format_prediction(task, output)))
 
 
 def write_test_results(path, task, outputs):
@@ -1020,6 +1719,8 @@ def write_test_results(path, task, outputs):
 def _check_flags():
   """One-line errors for missing or inconsistent flags."""
   for name in ("task_name", "output_dir", "bert_config_file"):
+    if name == "task_name" and FLAGS.processor:
+      continue  # The processor's class names the task.
     if not getattr(FLAGS, name):
       common.fail("--%s is required" % name)
   common.check_output_dir(FLAGS.output_dir, "output_dir")
@@ -1056,6 +1757,8 @@ def _require_task_files(task, data_dir):
   if FLAGS.do_predict:
     needed.extend((f, "--do_predict") for f in task.test)
   for task_file, mode in needed:
+    if task_file.file_name is None:
+      continue  # A DataProcessor's files: it reports them itself (task_examples).
     path = os.path.join(data_dir, task_file.file_name)
     if not tf.io.gfile.exists(path):
       common.fail("--data_dir=%s: has no %s (needed by %s for task %s)" %
@@ -1137,10 +1840,10 @@ def _run_job(task, bert_config, tokenizer):
   num_train_steps = None
   num_warmup_steps = None
   if FLAGS.do_train:
-    train_examples, _ = read_examples(task, task.train, FLAGS.data_dir, "train")
+    train_examples = task_examples(task, task.train, FLAGS.data_dir, "train")
     if not train_examples:
       common.fail("--data_dir=%s: %s has no usable examples" %
-                  (FLAGS.data_dir, task.train.file_name))
+                  (FLAGS.data_dir, _split_description(task, task.train)))
     num_train_steps = int(len(train_examples) / FLAGS.train_batch_size *
                           FLAGS.num_train_epochs)
     num_train_steps = max(1, num_train_steps)
@@ -1155,11 +1858,12 @@ def _run_job(task, bert_config, tokenizer):
       num_warmup_steps=num_warmup_steps,
       use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu,
-      is_regression=task.is_regression)
+      is_regression=task.is_regression,
+      extra_predictions=True)
 
   summary = {}
   if FLAGS.do_train:
-    train_file = os.path.join(FLAGS.data_dir, task.train.file_name)
+    train_file = _task_file_path(task.train)
     cache = cached_features(train_examples, train_file,
                             os.path.join(FLAGS.output_dir, "train.tf_record"), **cache_args)
     estimator_utils.save_config(bert_config, FLAGS.output_dir)
@@ -1200,16 +1904,16 @@ def _run_job(task, bert_config, tokenizer):
         predict_batch_size=FLAGS.eval_batch_size)
     results = {}
     for dev_file in task.dev:
-      examples, _ = read_examples(task, dev_file, FLAGS.data_dir, "dev")
+      examples = task_examples(task, dev_file, FLAGS.data_dir, "dev")
       if not examples:
         common.fail("--data_dir=%s: %s has no usable examples" %
-                    (FLAGS.data_dir, dev_file.file_name))
+                    (FLAGS.data_dir, _split_description(task, dev_file)))
       cache, input_fn = _inference_input(task, dev_file, examples, cache_args,
                                          FLAGS.eval_batch_size, "evaluation")
       start = time.time()
       outputs = list(eval_estimator.predict(input_fn=input_fn))
       metrics = dev_metrics(task, outputs, cache["num_examples"])
-      tf1.logging.info("  %s: %d examples in %.1f s", dev_file.file_name,
+      tf1.logging.info("  %s: %d examples in %.1f s", _split_description(task, dev_file),
                        cache["num_examples"], time.time() - start)
       prefixes = ["eval_"] if not dev_file.name else ["eval_%s_" % dev_file.name]
       if task.name == "mnli" and not dev_file.name:
@@ -1228,7 +1932,7 @@ def _run_job(task, bert_config, tokenizer):
         model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
         FLAGS.predict_batch_size)
     for test_file in task.test:
-      examples, _ = read_examples(task, test_file, FLAGS.data_dir, "test")
+      examples = task_examples(task, test_file, FLAGS.data_dir, "test")
       cache, input_fn = _inference_input(task, test_file, examples, cache_args,
                                          FLAGS.predict_batch_size, "prediction")
       outputs = list(predict_estimator.predict(input_fn=input_fn))[:cache["num_examples"]]
@@ -1253,6 +1957,13 @@ def _run_job(task, bert_config, tokenizer):
                       overwrite=FLAGS.overwrite, protected_paths=export_protected_paths())
 
 
+def _task_file_path(task_file):
+  """The path of a task file in --data_dir, or None for a DataProcessor's split."""
+  if task_file.file_name is None:
+    return None
+  return os.path.join(FLAGS.data_dir, task_file.file_name)
+
+
 def _inference_input(task, task_file, examples, cache_args, batch_size, purpose):
   """Caches the features of a dev or test file and builds its input_fn.
 
@@ -1270,10 +1981,11 @@ def _inference_input(task, task_file, examples, cache_args, batch_size, purpose)
     (cache dict of cached_features, input_fn).
   """
   cache = cached_features(
-      examples, os.path.join(FLAGS.data_dir, task_file.file_name),
+      examples, _task_file_path(task_file),
       os.path.join(FLAGS.output_dir, task_file.cache_name + ".tf_record"),
       pad_to_multiple=batch_size if FLAGS.use_tpu else 1, **cache_args)
-  tf1.logging.info("***** Running %s on %s *****", purpose, task_file.file_name)
+  tf1.logging.info("***** Running %s on %s *****", purpose,
+                   _split_description(task, task_file))
   tf1.logging.info("  Num examples = %d (%d actual, %d padding)", cache["num_padded"],
                    cache["num_examples"], cache["num_padded"] - cache["num_examples"])
   input_fn = file_based_input_fn_builder(
@@ -1329,6 +2041,17 @@ def export_classifier(task, bert_config, export_dir, checkpoint, max_seq_length,
       protected_paths=protected_paths, bert_config=bert_config)
 
 
-if __name__ == "__main__":
+def run(argv=None):
+  """Defines the flags and runs main() as `python run_classifier.py` does.
+
+  For users' scripts that register_processor() their own DataProcessor first.
+
+  Args:
+    argv: command line (default sys.argv).
+  """
   define_flags()
-  app.run(lambda argv: common.run_main(main, argv))
+  app.run(lambda args: common.run_main(main, args), argv=argv)
+
+
+if __name__ == "__main__":
+  run()

@@ -166,8 +166,9 @@ def test_bad_regression_label_and_wrong_header(tmp_path):
 
 
 def test_unknown_task_is_one_line_error():
-  with pytest.raises(common.UsageError, match="--task_name=xnli: unknown task"):
-    rc.get_task("xnli")
+  with pytest.raises(common.UsageError, match="--task_name=superglue: unknown task"):
+    rc.get_task("superglue")
+  assert rc.get_task("XNLI").processor.language == "zh"  # the official script's XNLI task
   assert rc.get_task("SST2").name == "sst-2"
   assert rc.get_task("STS-B").is_regression
 
