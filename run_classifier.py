@@ -1001,14 +1001,15 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
   """Converts a single `InputExample` into a single `InputFeatures` (official).
 
   [CLS] a [SEP] (b [SEP]), the pair truncated by _truncate_seq_pair to max_seq_length - 3,
-  zero-padded; a PaddingInputExample gives all zeros with is_real_example=False.
+  zero-padded; a PaddingInputExample gives all zeros with is_real_example=False. A text_b
+  without tokens makes a single-sentence example, as in the official code.
 
   Args:
     ex_index: position of the example (the first five are logged).
     example: InputExample or PaddingInputExample.
     label_list: the labels (class id = position in the list), as in the official code. Ours
       besides: None for regression (the label is a float) or a dict label -> id; both use the
-      conversion main() uses (_convert_single_example).
+      packing main() uses (see _convert_single_example).
     max_seq_length: sequence length of the features.
     tokenizer: tokenization.FullTokenizer.
 
@@ -1017,92 +1018,22 @@ def convert_single_example(ex_index, example, label_list, max_seq_length, tokeni
   """
   if label_list is None or isinstance(label_list, dict):
     return _convert_single_example(ex_index, example, label_list, max_seq_length, tokenizer)
-
-  if isinstance(example, PaddingInputExample):
-    return InputFeatures(
-        input_ids=[0] * max_seq_length,
-        input_mask=[0] * max_seq_length,
-        segment_ids=[0] * max_seq_length,
-        label_id=0,
-        is_real_example=False)
-
   label_map = {}
   for (i, label) in enumerate(label_list):
     label_map[label] = i
-
-  tokens_a = tokenizer.tokenize(example.text_a)
-  tokens_b = None
-  if example.text_b:
-    tokens_b = tokenizer.tokenize(example.text_b)
-
-  if tokens_b:
-    # Modifies `tokens_a` and `tokens_b` in place so that the total length is less than the
-    # specified length. Account for [CLS], [SEP], [SEP] with "- 3".
-    _truncate_seq_pair(tokens_a, tokens_b, max_seq_length - 3)
-  else:
-    # Account for [CLS] and [SEP] with "- 2".
-    if len(tokens_a) > max_seq_length - 2:
-      tokens_a = tokens_a[0:(max_seq_length - 2)]
-
-  # The convention in BERT is:
-  # (a) For sequence pairs:
-  #  tokens:   [CLS] is this jack ##son ##ville ? [SEP] no it is not . [SEP]
-  #  type_ids: 0     0  0    0    0     0       0 0     1  1  1  1   1 1
-  # (b) For single sequences:
-  #  tokens:   [CLS] the dog is hairy . [SEP]
-  #  type_ids: 0     0   0   0  0     0 0
-  # The [CLS] vector is the "sentence vector" of classification tasks.
-  tokens = ["[CLS]"] + tokens_a + ["[SEP]"]
-  segment_ids = [0] * len(tokens)
-  if tokens_b:
-    tokens += tokens_b + ["[SEP]"]
-    segment_ids += [1] * (len(tokens_b) + 1)
-
-  input_ids = tokenizer.convert_tokens_to_ids(tokens)
-
-  # The mask has 1 for real tokens and 0 for padding tokens. Only real tokens are attended to.
-  input_mask = [1] * len(input_ids)
-
-  # Zero-pad up to the sequence length.
-  padding = max_seq_length - len(input_ids)
-  input_ids += [0] * padding
-  input_mask += [0] * padding
-  segment_ids += [0] * padding
-
-  assert len(input_ids) == max_seq_length
-  assert len(input_mask) == max_seq_length
-  assert len(segment_ids) == max_seq_length
-
-  if example.label is None and None not in label_map:
-    # Ours: an unlabelled (test) example gets id 0, the official test processors' dummy
-    # label_list[0], instead of a KeyError.
-    label_id = 0
-  else:
-    label_id = label_map[example.label]
-  if ex_index < 5:
-    tf1.logging.info("*** Example ***")
-    tf1.logging.info("guid: %s", example.guid)
-    tf1.logging.info("tokens: %s", " ".join(tokenization.printable_text(x) for x in tokens))
-    tf1.logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
-    tf1.logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
-    tf1.logging.info("segment_ids: %s", " ".join(str(x) for x in segment_ids))
-    tf1.logging.info("label: %s (id = %d)", example.label, label_id)
-
-  feature = InputFeatures(
-      input_ids=input_ids,
-      input_mask=input_mask,
-      segment_ids=segment_ids,
-      label_id=label_id,
-      is_real_example=True)
-  return feature
+  return _convert_single_example(ex_index, example, label_map, max_seq_length, tokenizer,
+                                 empty_b_is_single=True)
 
 
-def _convert_single_example(ex_index, example, label_map, max_seq_length, tokenizer):
-  """main()'s conversion: the official one on ids, with a label map and regression labels.
+def _convert_single_example(ex_index, example, label_map, max_seq_length, tokenizer,
+                            empty_b_is_single=False):
+  """The conversion behind convert_single_example and main(): on ids, with a label map and
+  regression labels.
 
-  Differs from convert_single_example only where text_b is given but has no tokens (empty or
-  white space): the pair budget (max_seq_length - 3) applies and no second [SEP] is added,
-  as export_hub.pack_inputs packs (the official code truncates it as a single sentence).
+  By default (main(), and export_hub.pack_inputs which packs the same way) a text_b that is
+  given but has no tokens (empty or white space) keeps the pair budget (max_seq_length - 3)
+  and adds no second [SEP]; with empty_b_is_single (the official public function) it is a
+  single sentence (max_seq_length - 2).
 
   Args:
     ex_index: position of the example (the first five are logged).
@@ -1110,6 +1041,7 @@ def _convert_single_example(ex_index, example, label_map, max_seq_length, tokeni
     label_map: dict label -> id, or None for regression (the label is the float).
     max_seq_length: sequence length of the features.
     tokenizer: tokenization.FullTokenizer.
+    empty_b_is_single: the official treatment of a text_b without tokens.
 
   Returns:
     InputFeatures with input_ids/input_mask/segment_ids of length max_seq_length.
@@ -1127,6 +1059,9 @@ def _convert_single_example(ex_index, example, label_map, max_seq_length, tokeni
   ids_b = None
   if example.text_b is not None:
     ids_b = tokenizer.tokenize_to_ids(example.text_b)
+    if empty_b_is_single and not ids_b:
+      ids_b = None
+  if ids_b is not None:
     # Modifies `ids_a` and `ids_b` in place so that the total length is less than the
     # specified length. Account for [CLS], [SEP], [SEP] with "- 3".
     _truncate_seq_pair(ids_a, ids_b, max_seq_length - 3)

@@ -21,6 +21,7 @@ import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, write_random_bert_checkpoint
 
+import common
 import modeling
 import run_classifier
 import run_pretraining
@@ -232,8 +233,8 @@ def test_convert_single_example_by_hand(tiny):
   assert (pad.input_ids, pad.input_mask, pad.segment_ids) == ([0] * 5,) * 3
   assert (pad.label_id, pad.is_real_example) == (0, False)
 
-  # An unknown label is the official KeyError.
-  with pytest.raises(KeyError):
+  # An unknown label: one line naming the example (the official code raised a bare KeyError).
+  with pytest.raises(common.UsageError, match="example w: label '2' is not one of the labels"):
     run_classifier.convert_single_example(
         0, run_classifier.InputExample("w", c, None, label="2"), ["0", "1"], 8, tokenizer)
 
