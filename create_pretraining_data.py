@@ -54,6 +54,18 @@ Trade-offs against the official script (which loads the whole corpus: 831 MB for
 - The random choices follow the official distributions (80/10/10 masking, whole-word groups,
   truncation from the front or the back with p=0.5, short_seq_prob) but use other random streams, so
   the output is not byte-identical to the official script's for the same seed.
+
+Library API: the official module's functions are here with the official names, signatures and
+semantics, so that code written against the official create_pretraining_data.py as a library runs
+unchanged: TrainingInstance, MaskedLmInstance, create_training_instances,
+create_instances_from_document, create_masked_lm_predictions, truncate_seq_pair,
+write_instance_to_example_files, create_int_feature, create_float_feature. They hold the corpus in
+memory and make the official random draws in the official order: the same random.Random(seed) gives
+the same instances as the official script. The official FLAGS.do_whole_word_mask is a keyword
+argument `do_whole_word_mask=False` (no flag needs to be parsed); write_instance_to_example_files
+writes each file under a hidden temporary name and renames it when all are complete. The command
+above does not use them (it runs the streaming pipeline); both share the instance recipe
+(_document_pairs).
 """
 
 from __future__ import absolute_import
@@ -164,14 +176,83 @@ _SUMMARY_INT_KEYS = ("documents", "empty_documents_skipped", "one_sentence_docum
 
 
 # ---------------------------------------------------------------------------------------------
-# Instance creation (official recipe; token ids instead of token strings).
+# Instance creation: the official recipe, shared by the id pipeline and the official API.
 # ---------------------------------------------------------------------------------------------
+
+
+def _document_pairs(all_bounds, document_index, max_seq_length, short_seq_prob, uniform, randint):
+  """Yields the official A / B segment choices for one pass over one document.
+
+  The official create_instances_from_document loop on segment lengths only: both the id pipeline
+  (_create_id_instances_from_document) and the official API (create_instances_from_document) run
+  it, each with its own random primitives, and build their instances from the choices. It is a
+  generator so that the caller draws its truncation and masking for an instance from the same
+  generator at the same point as the official code (before the next instance's draws).
+
+  Args:
+    all_bounds: sequence of documents; a document is a list of S + 1 increasing offsets, segment
+      (line) i having bounds[i + 1] - bounds[i] > 0 tokens.
+    document_index: int, the document to use.
+    max_seq_length: int, the sequence length including [CLS] and two [SEP].
+    short_seq_prob: float, probability of a random shorter target length.
+    uniform: function() -> float uniform on [0, 1).
+    randint: function(a, b) -> int uniform on [a, b].
+
+  Yields:
+    (a_first, a_end, b_document, b_first, b_end, is_random_next): segments [a_first, a_end) of
+    `document_index` are A, segments [b_first, b_end) of `b_document` are B (not truncated yet).
+  """
+  bounds = all_bounds[document_index]
+  # Account for [CLS], [SEP], [SEP]
+  max_num_tokens = max_seq_length - 3
+  # Usually fill the whole sequence; sometimes use a shorter one to reduce the mismatch between
+  # pre-training and fine-tuning.
+  target_seq_length = max_num_tokens
+  if uniform() < short_seq_prob:
+    target_seq_length = randint(2, max_num_tokens)
+
+  # Split into A and B at "sentence" (line) boundaries so that NSP is not trivial.
+  # The current chunk is the segments first..i.
+  first = 0
+  i = 0
+  num_segments = len(bounds) - 1
+  while i < num_segments:
+    current_length = bounds[i + 1] - bounds[first]
+    if i == num_segments - 1 or current_length >= target_seq_length:
+      chunk_segments = i + 1 - first
+      # `a_end` is how many segments of the chunk go into the `A` (first) sentence.
+      a_end = 1
+      if chunk_segments >= 2:
+        a_end = randint(1, chunk_segments - 1)
+      len_a = bounds[first + a_end] - bounds[first]
+      if chunk_segments == 1 or uniform() < 0.5:
+        target_b_length = target_seq_length - len_a
+        # Try to pick a document other than this one.
+        for _ in range(10):
+          random_document_index = randint(0, len(all_bounds) - 1)
+          if random_document_index != document_index:
+            break
+        random_bounds = all_bounds[random_document_index]
+        random_start = randint(0, len(random_bounds) - 2)
+        # B: whole segments from random_start until it reaches target_b_length (at least one).
+        b_end = random_start + 1
+        last = len(random_bounds) - 1
+        while b_end < last and random_bounds[b_end] - random_bounds[random_start] < target_b_length:
+          b_end += 1
+        # The segments not used for B are "put back" so that they don't go to waste.
+        i -= chunk_segments - a_end
+        yield first, first + a_end, random_document_index, random_start, b_end, True
+      else:
+        yield first, first + a_end, document_index, first + a_end, i + 1, False
+      first = i + 1
+    i += 1
 
 
 def _truncation(len_a, len_b, max_num_tokens, rng):
   """Tokens to drop (front_a, back_a, front_b, back_b) so that len_a + len_b <= max_num_tokens.
 
-  Same distribution as the official truncate_seq_pair (see truncate_seq_pair).
+  Same distribution as the official truncate_seq_pair (which pops one token at a time from the
+  longer list, tokens_b on ties, from the front or the back with p=0.5), in O(1) random draws.
   """
   excess = len_a + len_b - max_num_tokens
   if excess <= 0:
@@ -192,82 +273,8 @@ def _truncation(len_a, len_b, max_num_tokens, rng):
   return front_a, pops_a - front_a, front_b, pops_b - front_b
 
 
-def create_instances_from_document(all_documents, document_index, max_seq_length, short_seq_prob,
-                                   rng, instances):
-  """Creates one pass of NSP instances for one document, as the official script.
-
-  Documents are given as segment boundaries into one flat token array, and an instance as two token
-  ranges of that array, so that no token list is copied here.
-
-  Args:
-    all_documents: list of documents; a document is a list of S + 1 increasing offsets: segment
-      (line) i is tokens[doc[i]:doc[i + 1]] (all segments non-empty).
-    document_index: int, the document to use.
-    max_seq_length: int, the sequence length including [CLS] and two [SEP].
-    short_seq_prob: float, probability of a random shorter target length.
-    rng: random.Random.
-    instances: list to which (a_start, a_len, b_start, b_len, is_random_next) tuples are appended.
-  """
-  bounds = all_documents[document_index]
-  uniform = rng.random
-  # Account for [CLS], [SEP], [SEP]
-  max_num_tokens = max_seq_length - 3
-  # Usually fill the whole sequence; sometimes use a shorter one to reduce the mismatch between
-  # pre-training and fine-tuning.
-  target_seq_length = max_num_tokens
-  if uniform() < short_seq_prob:
-    # randint(2, max_num_tokens); int(random() * n) is uniform on [0, n) up to 2**-53.
-    target_seq_length = 2 + int(uniform() * (max_num_tokens - 1))
-
-  # Split into A and B at "sentence" (line) boundaries so that NSP is not trivial.
-  # The current chunk is the segments first..i.
-  first = 0
-  i = 0
-  num_segments = len(bounds) - 1
-  while i < num_segments:
-    current_length = bounds[i + 1] - bounds[first]
-    if i == num_segments - 1 or current_length >= target_seq_length:
-      chunk_segments = i + 1 - first
-      # `a_end` is how many segments of the chunk go into the `A` (first) sentence.
-      a_end = 1
-      if chunk_segments >= 2:
-        a_end = 1 + int(uniform() * (chunk_segments - 1))
-      a_start = bounds[first]
-      len_a = bounds[first + a_end] - a_start
-      if chunk_segments == 1 or uniform() < 0.5:
-        is_random_next = True
-        target_b_length = target_seq_length - len_a
-        # Try to pick a document other than this one.
-        for _ in range(10):
-          random_document_index = int(uniform() * len(all_documents))
-          if random_document_index != document_index:
-            break
-        random_bounds = all_documents[random_document_index]
-        random_start = int(uniform() * (len(random_bounds) - 1))
-        b_start = random_bounds[random_start]
-        j = random_start + 1
-        last = len(random_bounds) - 1
-        while j < last and random_bounds[j] - b_start < target_b_length:
-          j += 1
-        len_b = random_bounds[j] - b_start
-        # The segments not used for B are "put back" so that they don't go to waste.
-        i -= chunk_segments - a_end
-      else:
-        is_random_next = False
-        b_start = bounds[first + a_end]
-        len_b = bounds[i + 1] - b_start
-      front_a, back_a, front_b, back_b = _truncation(len_a, len_b, max_num_tokens, rng)
-      instances.append((a_start + front_a, len_a - front_a - back_a,
-                        b_start + front_b, len_b - front_b - back_b, is_random_next))
-      first = i + 1
-    i += 1
-
-
-def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
-  """Truncates a pair of token lists to at most max_num_tokens in total (official semantics).
-
-  The official loop pops one token at a time from the longer list (tokens_b on ties), from the front
-  or the back with probability 0.5; this draws the same distribution in O(1) random draws.
+def _truncated_pair(tokens_a, tokens_b, max_num_tokens, rng):
+  """Truncated copies of a pair, with the id pipeline's draws (see _truncation).
 
   Args:
     tokens_a: list of tokens.
@@ -282,13 +289,415 @@ def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
   return (tokens_a[front_a:len(tokens_a) - back_a], tokens_b[front_b:len(tokens_b) - back_b])
 
 
+def _create_id_instances_from_document(all_documents, document_index, max_seq_length,
+                                       short_seq_prob, rng, instances):
+  """Creates one pass of NSP instances for one document, for the id pipeline.
+
+  The official recipe (_document_pairs) with documents given as segment boundaries into one flat
+  token array, and an instance as two token ranges of that array, so that no token list is
+  copied here. Its random draws are not the official ones: randint(a, b) is
+  a + int(random() * (b - a + 1)) (uniform up to 2**-53) and truncation is _truncation.
+
+  Args:
+    all_documents: list of documents; a document is a list of S + 1 increasing offsets: segment
+      (line) i is tokens[doc[i]:doc[i + 1]] (all segments non-empty).
+    document_index: int, the document to use.
+    max_seq_length: int, the sequence length including [CLS] and two [SEP].
+    short_seq_prob: float, probability of a random shorter target length.
+    rng: random.Random.
+    instances: list to which (a_start, a_len, b_start, b_len, is_random_next) tuples are appended.
+  """
+  uniform = rng.random
+  randint = lambda a, b: a + int(uniform() * (b - a + 1))
+  bounds = all_documents[document_index]
+  max_num_tokens = max_seq_length - 3
+  for a_first, a_end, b_document, b_first, b_end, is_random_next in _document_pairs(
+      all_documents, document_index, max_seq_length, short_seq_prob, uniform, randint):
+    b_bounds = all_documents[b_document]
+    a_start = bounds[a_first]
+    len_a = bounds[a_end] - a_start
+    b_start = b_bounds[b_first]
+    len_b = b_bounds[b_end] - b_start
+    front_a, back_a, front_b, back_b = _truncation(len_a, len_b, max_num_tokens, rng)
+    instances.append((a_start + front_a, len_a - front_a - back_a,
+                      b_start + front_b, len_b - front_b - back_b, is_random_next))
+
+
+# ---------------------------------------------------------------------------------------------
+# The official library API (google-research/bert create_pretraining_data.py): token strings,
+# the whole corpus in memory, the official random draws. Code written against the official
+# module runs on this one unchanged and, for the same random.Random(seed), gets the same
+# instances as the official script (our tokenizer gives the official tokens).
+# ---------------------------------------------------------------------------------------------
+
+
+class TrainingInstance(object):
+  """A single training instance (sentence pair)."""
+
+  def __init__(self, tokens, segment_ids, masked_lm_positions, masked_lm_labels,
+               is_random_next):
+    """Builds an instance.
+
+    Args:
+      tokens: list of str, "[CLS] A [SEP] B [SEP]" after masking.
+      segment_ids: list of int, 0 for [CLS] A [SEP], 1 for B [SEP].
+      masked_lm_positions: list of int, the masked positions, increasing.
+      masked_lm_labels: list of str, the original tokens at those positions.
+      is_random_next: bool, whether B was drawn from a random document.
+    """
+    self.tokens = tokens
+    self.segment_ids = segment_ids
+    self.is_random_next = is_random_next
+    self.masked_lm_positions = masked_lm_positions
+    self.masked_lm_labels = masked_lm_labels
+
+  def __str__(self):
+    # The official text, line for line.
+    return ("tokens: %s\n" % " ".join(tokenization.printable_text(x) for x in self.tokens) +
+            "segment_ids: %s\n" % " ".join(str(x) for x in self.segment_ids) +
+            "is_random_next: %s\n" % self.is_random_next +
+            "masked_lm_positions: %s\n" % " ".join(str(x) for x in self.masked_lm_positions) +
+            "masked_lm_labels: %s\n" % " ".join(tokenization.printable_text(x)
+                                                for x in self.masked_lm_labels) +
+            "\n")
+
+  def __repr__(self):
+    return self.__str__()
+
+
+MaskedLmInstance = collections.namedtuple("MaskedLmInstance", ["index", "label"])
+
+
+def create_int_feature(values):
+  """A tf.train.Feature holding `values` as an int64 list."""
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=list(values)))
+
+
+def create_float_feature(values):
+  """A tf.train.Feature holding `values` as a float list."""
+  return tf.train.Feature(float_list=tf.train.FloatList(value=list(values)))
+
+
+def write_instance_to_example_files(instances, tokenizer, max_seq_length,
+                                    max_predictions_per_seq, output_files):
+  """Writes `TrainingInstance`s as tf.train.Examples with the official features.
+
+  Features: input_ids, input_mask, segment_ids (zero-padded to max_seq_length),
+  masked_lm_positions, masked_lm_ids, masked_lm_weights (1.0 per prediction; zero-padded to
+  max_predictions_per_seq), next_sentence_labels (1 = B is random). Instance i goes to
+  output_files[i % len(output_files)], as in the official code. Unlike the official code, each
+  file is written under a hidden temporary name (common.temp_path) and renamed when all are
+  complete, so a failed or interrupted call leaves no file that looks finished; temporaries
+  of killed writers are removed first.
+
+  Args:
+    instances: iterable of TrainingInstance.
+    tokenizer: tokenization.FullTokenizer (its vocab gives the ids).
+    max_seq_length: int, the padded sequence length.
+    max_predictions_per_seq: int, the padded number of predictions.
+    output_files: list of TFRecord paths.
+
+  Returns:
+    The number of examples written (the official function returns None).
+
+  Raises:
+    ValueError: an instance longer than max_seq_length or with more than
+      max_predictions_per_seq predictions (the official code asserts the first and writes the
+      second with a feature length that training then fails to parse).
+  """
+  output_files = list(output_files)
+  if not output_files:
+    raise ValueError("write_instance_to_example_files: no output_files")
+  for path in output_files:
+    common.remove_stale_temps(path)
+  writer = ShardWriter(output_files, shuffle_buffer=0, seed=0)
+  try:
+    for inst_index, instance in enumerate(instances):
+      input_ids = tokenizer.convert_tokens_to_ids(instance.tokens)
+      num_tokens = len(input_ids)
+      if num_tokens > max_seq_length or len(instance.segment_ids) != num_tokens:
+        raise ValueError("instance %d: %d tokens and %d segment ids, expected the same number, "
+                         "at most max_seq_length=%d" % (inst_index, num_tokens,
+                                                         len(instance.segment_ids),
+                                                         max_seq_length))
+      padding = [0] * (max_seq_length - num_tokens)
+      input_mask = [1] * num_tokens + padding
+      segment_ids = list(instance.segment_ids) + padding
+      input_ids = list(input_ids) + padding
+
+      num_predictions = len(instance.masked_lm_positions)
+      if (num_predictions > max_predictions_per_seq or
+          len(instance.masked_lm_labels) != num_predictions):
+        raise ValueError("instance %d: %d masked positions and %d labels, expected the same "
+                         "number, at most max_predictions_per_seq=%d" % (
+                             inst_index, num_predictions, len(instance.masked_lm_labels),
+                             max_predictions_per_seq))
+      prediction_padding = [0] * (max_predictions_per_seq - num_predictions)
+      masked_lm_positions = list(instance.masked_lm_positions) + prediction_padding
+      masked_lm_ids = (list(tokenizer.convert_tokens_to_ids(instance.masked_lm_labels)) +
+                       prediction_padding)
+      masked_lm_weights = [1.0] * num_predictions + [0.0] * len(prediction_padding)
+      next_sentence_label = 1 if instance.is_random_next else 0
+
+      features = collections.OrderedDict()
+      features["input_ids"] = create_int_feature(input_ids)
+      features["input_mask"] = create_int_feature(input_mask)
+      features["segment_ids"] = create_int_feature(segment_ids)
+      features["masked_lm_positions"] = create_int_feature(masked_lm_positions)
+      features["masked_lm_ids"] = create_int_feature(masked_lm_ids)
+      features["masked_lm_weights"] = create_float_feature(masked_lm_weights)
+      features["next_sentence_labels"] = create_int_feature([next_sentence_label])
+      tf_example = tf.train.Example(features=tf.train.Features(feature=features))
+      writer.add(tf_example.SerializeToString())
+
+      if inst_index < 20:
+        logging.info("*** Example ***")
+        logging.info("tokens: %s", " ".join(tokenization.printable_text(x)
+                                            for x in instance.tokens))
+        for name, feature in features.items():
+          values = feature.int64_list.value or feature.float_list.value
+          logging.info("%s: %s", name, " ".join(str(x) for x in values))
+    writer.close()
+  except BaseException:
+    writer.abort()
+    raise
+  logging.info("Wrote %d total instances", writer.written)
+  return writer.written
+
+
+def create_training_instances(input_files, tokenizer, max_seq_length, dupe_factor,
+                              short_seq_prob, masked_lm_prob, max_predictions_per_seq, rng,
+                              do_whole_word_mask=False):
+  """Creates `TrainingInstance`s from raw text, as the official function.
+
+  Input format: one sentence per line, a blank line between documents. All files are read into
+  memory as one list of documents (lists of segments: the non-empty token lists of the lines; a
+  file that does not end with a blank line continues its last document into the next file, as
+  in the official code); empty documents are removed; then, with the official draws in the
+  official order: rng.shuffle(all_documents), dupe_factor passes of
+  create_instances_from_document over every document, rng.shuffle(instances). The same
+  random.Random(seed) therefore gives the same instances as the official script.
+
+  The files are read through TextReader (the input policy of the command): gzip files are read
+  decompressed, a file with more than 1% undecodable bytes is a common.UsageError, lines of
+  over 1,000,000 characters are cut at whitespace. On ordinary text this is the official reading.
+
+  Args:
+    input_files: list of text file paths (any tf.io.gfile path).
+    tokenizer: tokenization.FullTokenizer.
+    max_seq_length: int, the sequence length including [CLS] and two [SEP] (>= 5).
+    dupe_factor: int, the number of passes (each with other masks and pairs).
+    short_seq_prob: float, probability of a random shorter target length per document pass.
+    masked_lm_prob: float, share of the tokens to predict.
+    max_predictions_per_seq: int, the most predictions per instance.
+    rng: random.Random.
+    do_whole_word_mask: bool, the official --do_whole_word_mask flag (mask all the word pieces
+      of a word together).
+
+  Returns:
+    List of TrainingInstance.
+  """
+  all_documents = [[]]
+  reader = TextReader()
+  for input_file in input_files:
+    for line in reader.read_lines(input_file):
+      line = tokenization.convert_to_unicode(line).strip()
+      # Empty lines are document delimiters.
+      if not line:
+        all_documents.append([])
+        continue
+      tokens = tokenizer.tokenize(line)
+      if tokens:
+        all_documents[-1].append(tokens)
+
+  # Remove empty documents.
+  all_documents = [x for x in all_documents if x]
+  rng.shuffle(all_documents)
+
+  vocab_words = list(tokenizer.vocab.keys())
+  instances = []
+  for _ in range(dupe_factor):
+    for document_index in range(len(all_documents)):
+      instances.extend(create_instances_from_document(
+          all_documents, document_index, max_seq_length, short_seq_prob, masked_lm_prob,
+          max_predictions_per_seq, vocab_words, rng, do_whole_word_mask=do_whole_word_mask))
+
+  rng.shuffle(instances)
+  return instances
+
+
+class _SegmentBounds(object):
+  """Documents of token lists seen as segment offsets (for _document_pairs), made when asked.
+
+  Only the documents the recipe looks at (this one and the random B documents) are measured,
+  so a call costs what the official loop costs, not a pass over the corpus.
+  """
+
+  def __init__(self, all_documents):
+    self._documents = all_documents
+
+  def __len__(self):
+    return len(self._documents)
+
+  def __getitem__(self, index):
+    bounds = [0]
+    for segment in self._documents[index]:
+      bounds.append(bounds[-1] + len(segment))
+    return bounds
+
+
+def create_instances_from_document(all_documents, document_index, max_seq_length,
+                                   short_seq_prob, masked_lm_prob, max_predictions_per_seq,
+                                   vocab_words, rng, do_whole_word_mask=False):
+  """Creates `TrainingInstance`s for a single document, as the official function.
+
+  The document is cut into chunks of whole segments of about the target length (max_seq_length
+  - 3, or with probability short_seq_prob a random length in [2, max_seq_length - 3]); each
+  chunk is split at a random segment boundary into A and B, and with probability 0.5 (always
+  for a one-segment chunk) B is replaced by segments from a random other document, the unused
+  segments being put back. A and B are truncated to max_seq_length - 3 tokens
+  (truncate_seq_pair), laid out as [CLS] A [SEP] B [SEP] and masked
+  (create_masked_lm_predictions). The random draws are the official ones, in the official
+  order.
+
+  Args:
+    all_documents: list of documents; a document is a list of segments, each a non-empty list
+      of tokens (str).
+    document_index: int, the document to use.
+    max_seq_length: int, the sequence length including [CLS] and two [SEP] (>= 5).
+    short_seq_prob: float, probability of a random shorter target length.
+    masked_lm_prob: float, share of the tokens to predict.
+    max_predictions_per_seq: int, the most predictions per instance.
+    vocab_words: list of str, the random replacements (the official code passes the whole
+      vocabulary, list(tokenizer.vocab.keys())).
+    rng: random.Random.
+    do_whole_word_mask: bool, mask whole words (see create_masked_lm_predictions).
+
+  Returns:
+    List of TrainingInstance.
+  """
+  document = all_documents[document_index]
+  max_num_tokens = max_seq_length - 3
+  instances = []
+  for a_first, a_end, b_document, b_first, b_end, is_random_next in _document_pairs(
+      _SegmentBounds(all_documents), document_index, max_seq_length, short_seq_prob,
+      rng.random, rng.randint):
+    tokens_a = [token for segment in document[a_first:a_end] for token in segment]
+    tokens_b = [token for segment in all_documents[b_document][b_first:b_end]
+                for token in segment]
+    truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng)
+    if not tokens_a or not tokens_b:
+      raise ValueError("document %d: an empty A or B segment (max_seq_length=%d must be >= 5 "
+                       "and segments non-empty)" % (document_index, max_seq_length))
+
+    tokens = ["[CLS]"] + tokens_a + ["[SEP]"] + tokens_b + ["[SEP]"]
+    segment_ids = [0] * (len(tokens_a) + 2) + [1] * (len(tokens_b) + 1)
+    tokens, masked_lm_positions, masked_lm_labels = create_masked_lm_predictions(
+        tokens, masked_lm_prob, max_predictions_per_seq, vocab_words, rng,
+        do_whole_word_mask=do_whole_word_mask)
+    instances.append(TrainingInstance(
+        tokens=tokens, segment_ids=segment_ids, is_random_next=is_random_next,
+        masked_lm_positions=masked_lm_positions, masked_lm_labels=masked_lm_labels))
+  return instances
+
+
+def create_masked_lm_predictions(tokens, masked_lm_prob, max_predictions_per_seq, vocab_words,
+                                 rng, do_whole_word_mask=False):
+  """Creates the predictions for the masked LM objective, as the official function.
+
+  num_to_predict = min(max_predictions_per_seq, max(1, round(len(tokens) * masked_lm_prob)));
+  the candidates (every token but [CLS] and [SEP]; with whole-word masking a "##" piece joins
+  the previous candidate's group) are shuffled and taken in that order while they fit; each
+  chosen token becomes [MASK] 80% of the time, stays itself 10%, becomes a random entry of
+  vocab_words 10%.
+
+  Args:
+    tokens: list of str, [CLS] A [SEP] B [SEP].
+    masked_lm_prob: float.
+    max_predictions_per_seq: int.
+    vocab_words: list of str, the random replacements.
+    rng: random.Random.
+    do_whole_word_mask: bool, the official --do_whole_word_mask flag, here an argument so that
+      no flag needs to be parsed.
+
+  Returns:
+    (output_tokens, masked_lm_positions, masked_lm_labels): the masked copy of tokens, the
+    masked positions in increasing order and the original tokens there.
+  """
+  cand_indexes = []
+  for i, token in enumerate(tokens):
+    if token == "[CLS]" or token == "[SEP]":
+      continue
+    # Whole-word masking: a "##" piece continues the previous word. The training code does not
+    # change: each piece is still predicted on its own.
+    if do_whole_word_mask and cand_indexes and token.startswith("##"):
+      cand_indexes[-1].append(i)
+    else:
+      cand_indexes.append([i])
+
+  rng.shuffle(cand_indexes)
+
+  output_tokens = list(tokens)
+  num_to_predict = min(max_predictions_per_seq,
+                       max(1, int(round(len(tokens) * masked_lm_prob))))
+
+  masked_lms = []
+  covered_indexes = set()
+  for index_set in cand_indexes:
+    if len(masked_lms) >= num_to_predict:
+      break
+    # A whole word that would exceed the number of predictions is skipped.
+    if len(masked_lms) + len(index_set) > num_to_predict:
+      continue
+    if any(index in covered_indexes for index in index_set):
+      continue
+    for index in index_set:
+      covered_indexes.add(index)
+      # 80% of the time [MASK], 10% the original token, 10% a random word.
+      if rng.random() < 0.8:
+        masked_token = "[MASK]"
+      elif rng.random() < 0.5:
+        masked_token = tokens[index]
+      else:
+        masked_token = vocab_words[rng.randint(0, len(vocab_words) - 1)]
+      output_tokens[index] = masked_token
+      masked_lms.append(MaskedLmInstance(index=index, label=tokens[index]))
+
+  masked_lms = sorted(masked_lms, key=lambda x: x.index)
+  masked_lm_positions = [p.index for p in masked_lms]
+  masked_lm_labels = [p.label for p in masked_lms]
+  return (output_tokens, masked_lm_positions, masked_lm_labels)
+
+
+def truncate_seq_pair(tokens_a, tokens_b, max_num_tokens, rng):
+  """Truncates a pair of token lists in place to at most max_num_tokens in total (official).
+
+  One token at a time is dropped from the longer list (tokens_b on ties), from the front or the
+  back with probability 0.5 each: one rng.random() per token dropped, as the official code.
+
+  Args:
+    tokens_a: list, modified in place.
+    tokens_b: list, modified in place.
+    max_num_tokens: int, the maximum total length.
+    rng: random.Random.
+  """
+  while len(tokens_a) + len(tokens_b) > max_num_tokens:
+    trunc_tokens = tokens_a if len(tokens_a) > len(tokens_b) else tokens_b
+    # Sometimes from the front, sometimes from the back, to avoid biases.
+    if rng.random() < 0.5:
+      del trunc_tokens[0]
+    else:
+      trunc_tokens.pop()
+
+
 # ---------------------------------------------------------------------------------------------
 # Vectorized masking (official create_masked_lm_predictions semantics over a batch of instances).
 # ---------------------------------------------------------------------------------------------
 
 
-def create_masked_lm_predictions(input_ids, lengths, masked_lm_prob, max_predictions_per_seq,
-                                 special_ids, vocab_size, subword_table, np_rng):
+def _create_id_masked_lm_predictions(input_ids, lengths, masked_lm_prob,
+                                     max_predictions_per_seq, special_ids, vocab_size,
+                                     subword_table, np_rng):
   """Masks a batch of instances in place, with the official rules.
 
   Per instance: num_to_predict = min(max_predictions_per_seq, max(1, round(length * prob))); the
@@ -663,8 +1072,8 @@ class ChunkProcessor(object):
     pairs = []
     for _ in range(s.dupe_factor):
       for document_index in range(len(documents)):
-        create_instances_from_document(documents, document_index, s.max_seq_length,
-                                       s.short_seq_prob, rng, pairs)
+        _create_id_instances_from_document(documents, document_index, s.max_seq_length,
+                                           s.short_seq_prob, rng, pairs)
     # Shuffle the instances of this chunk (all dupe_factor passes) together.
     pairs = np.array(pairs, dtype=np.int64)[np_rng.permutation(len(pairs))]
     a_start, len_a, b_start, len_b, labels = pairs.T
@@ -685,7 +1094,7 @@ class ChunkProcessor(object):
     input_mask = col < lengths[:, None]
     segment_ids = (col > end_a) & input_mask
 
-    positions, label_ids, num_masked, kinds = create_masked_lm_predictions(
+    positions, label_ids, num_masked, kinds = _create_id_masked_lm_predictions(
         input_ids, lengths, s.masked_lm_prob, s.max_predictions_per_seq, self.special_ids,
         self.vocab_size, self.subword_table, np_rng)
     weights = (np.arange(s.max_predictions_per_seq)[None, :] < num_masked[:, None])
