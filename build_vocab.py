@@ -54,6 +54,7 @@ import tokenization
 
 FLAGS = flags.FLAGS
 
+
 def define_flags():
   """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
   flags.DEFINE_string("input_file", None,
@@ -154,6 +155,192 @@ def count_words(blocks, do_lower_case):
   return word_counts
 
 
+def _learnable_words(word_counts):
+  """(word, count) pairs to learn from, most frequent first (ties by word).
+
+  Args:
+    word_counts: dict word -> count.
+
+  Returns:
+    List of (word, count); empty words and words over _MAX_WORD_CHARS are left out.
+  """
+  return sorted(((w, c) for w, c in word_counts.items() if 0 < len(w) <= _MAX_WORD_CHARS),
+                key=lambda x: (-x[1], x[0]))
+
+
+def _char_alphabet(words, min_frequency):
+  """The characters seen at least min_frequency times, most frequent first (ties by character).
+
+  Args:
+    words: (word, count) pairs.
+    min_frequency: minimum character count.
+
+  Returns:
+    List of characters.
+  """
+  char_counts = collections.Counter()
+  for word, count in words:
+    for ch in word:
+      char_counts[ch] += count
+  return sorted((ch for ch, c in char_counts.items() if c >= min_frequency),
+                key=lambda ch: (-char_counts[ch], ch))
+
+
+class _Symbols(object):
+  """The symbols of the merges (characters, their "##" forms, learned pieces) and their ids.
+
+  Ids are given in order of first use; the merge ties go to the smallest (left, right) ids.
+  """
+
+  def __init__(self, alphabet):
+    self.names = []
+    self.ids = {}
+    for ch in alphabet:
+      self.id_of(ch)
+    for ch in alphabet:
+      self.id_of("##" + ch)
+
+  def id_of(self, name):
+    """The id of symbol `name`, numbered next when it is new."""
+    i = self.ids.get(name)
+    if i is None:
+      i = self.ids[name] = len(self.names)
+      self.names.append(name)
+    return i
+
+  def merged_name(self, pair):
+    """The piece a merge of `pair` makes: "ch" + "##a" -> "cha" (the "##" of the right goes)."""
+    return self.names[pair[0]] + self.names[pair[1]][2:]
+
+
+def _encode_words(words, alphabet, symbols):
+  """Each word as symbol ids ("c", "##h", "##a", ...), with its count.
+
+  Args:
+    words: (word, count) pairs.
+    alphabet: the characters kept.
+    symbols: _Symbols of the alphabet.
+
+  Returns:
+    (seqs, counts): lists of id lists and of counts. A word with a character outside the
+    alphabet is left out (it would be [UNK] anyway).
+  """
+  known = set(alphabet)
+  seqs = []
+  counts = []
+  for word, count in words:
+    if not all(ch in known for ch in word):
+      continue
+    seqs.append([symbols.ids[word[0]]] + [symbols.ids["##" + ch] for ch in word[1:]])
+    counts.append(count)
+  return seqs, counts
+
+
+def _count_pairs(seqs, counts):
+  """Counts the adjacent symbol pairs of all words.
+
+  Args:
+    seqs: words as symbol-id lists.
+    counts: the count of each word.
+
+  Returns:
+    (pair_counts, where): defaultdict pair -> count (weighted by the word counts), and
+    defaultdict pair -> set of indices of the words that hold it.
+  """
+  pair_counts = collections.defaultdict(int)
+  where = collections.defaultdict(set)
+  for w, seq in enumerate(seqs):
+    count = counts[w]
+    for pair in zip(seq, seq[1:]):
+      pair_counts[pair] += count
+      where[pair].add(w)
+  return pair_counts, where
+
+
+def _pop_best_pair(heap, pair_counts):
+  """Pops the most frequent pair (ties: smallest ids) whose heap entry is current.
+
+  Counts change after each merge and the heap is updated lazily: an entry whose count fell is
+  queued again with its count; one whose count rose already has a newer entry.
+
+  Args:
+    heap: heapq of (-count, pair).
+    pair_counts: the current counts.
+
+  Returns:
+    (pair, count), or None when the heap is empty.
+  """
+  while heap:
+    neg, pair = heapq.heappop(heap)
+    actual = pair_counts.get(pair, 0)
+    if actual == -neg:
+      return pair, actual
+    if 0 < actual < -neg:
+      heapq.heappush(heap, (-actual, pair))
+  return None
+
+
+def _merge_in_word(seq, pair, new_id):
+  """`seq` with every occurrence of `pair` (left to right, not overlapping) replaced by new_id.
+
+  Returns:
+    The new id list, or None when `pair` does not occur (a stale index entry).
+  """
+  a, b = pair
+  n = len(seq)
+  out = []
+  i = 0
+  merged = False
+  while i < n:
+    if i + 1 < n and seq[i] == a and seq[i + 1] == b:
+      out.append(new_id)
+      i += 2
+      merged = True
+    else:
+      out.append(seq[i])
+      i += 1
+  return out if merged else None
+
+
+def _apply_merge(pair, new_id, seqs, counts, pair_counts, where):
+  """Merges `pair` into new_id in every word that holds it, updating the pair counts.
+
+  Args:
+    pair: the (left id, right id) merged.
+    new_id: the id of the merged symbol.
+    seqs: words as symbol-id lists (updated in place).
+    counts: the count of each word.
+    pair_counts: pair -> count (updated in place; `pair` is removed).
+    where: pair -> word indices (updated in place).
+
+  Returns:
+    The set of pairs the merge created or counted again (to queue with their new counts).
+  """
+  changed = set()
+  for w in where.pop(pair, ()):
+    seq = seqs[w]
+    out = _merge_in_word(seq, pair, new_id)
+    if out is None:
+      continue
+    count = counts[w]
+    for p in zip(seq, seq[1:]):
+      pair_counts[p] -= count
+    for p in zip(out, out[1:]):
+      pair_counts[p] += count
+      where[p].add(w)
+      changed.add(p)
+    seqs[w] = out
+  pair_counts.pop(pair, None)
+  return changed
+
+
+def _queue_changed_pairs(heap, pair_counts, changed, merged_pair):
+  """Queues the pairs a merge changed with their new counts (not the merged one)."""
+  for p in changed:
+    if p != merged_pair and pair_counts[p] > 0:
+      heapq.heappush(heap, (-pair_counts[p], p))
+
+
 def learn_wordpieces(word_counts, num_pieces, min_frequency, log_fn=None):
   """Learns WordPiece tokens by BPE merges on word counts.
 
@@ -169,108 +356,31 @@ def learn_wordpieces(word_counts, num_pieces, min_frequency, log_fn=None):
     first), pieces the learned multi-character tokens in merge order (with
     "##" for pieces that do not start a word).
   """
-  log_fn = log_fn or logging.info
-  words = sorted(((w, c) for w, c in word_counts.items()
-                  if 0 < len(w) <= _MAX_WORD_CHARS), key=lambda x: (-x[1], x[0]))
-  char_counts = collections.Counter()
-  for word, count in words:
-    for ch in word:
-      char_counts[ch] += count
-  alphabet = sorted((ch for ch, c in char_counts.items() if c >= min_frequency),
-                    key=lambda ch: (-char_counts[ch], ch))
+  words = _learnable_words(word_counts)
+  alphabet = _char_alphabet(words, min_frequency)
   if num_pieces <= 0:
     return alphabet, []
-
-  # Symbols: ids into sym; a word is a list of symbol ids.
-  sym = []
-  sym_id = {}
-
-  def symbol(s):
-    i = sym_id.get(s)
-    if i is None:
-      i = sym_id[s] = len(sym)
-      sym.append(s)
-    return i
-
-  for ch in alphabet:
-    symbol(ch)
-  for ch in alphabet:
-    symbol("##" + ch)
-  known = set(alphabet)
-  seqs = []
-  counts = []
-  for word, count in words:
-    if not all(ch in known for ch in word):
-      continue  # contains a rare char: would be [UNK] anyway
-    seqs.append([sym_id[word[0]]] + [sym_id["##" + ch] for ch in word[1:]])
-    counts.append(count)
-
-  pair_counts = collections.defaultdict(int)
-  where = collections.defaultdict(set)
-  for w, seq in enumerate(seqs):
-    count = counts[w]
-    for pair in zip(seq, seq[1:]):
-      pair_counts[pair] += count
-      where[pair].add(w)
+  symbols = _Symbols(alphabet)
+  seqs, counts = _encode_words(words, alphabet, symbols)
+  pair_counts, where = _count_pairs(seqs, counts)
   heap = [(-c, p) for p, c in pair_counts.items()]
   heapq.heapify(heap)
-
+  meter = common.ProgressMeter(num_pieces, unit="pieces", log_fn=log_fn or logging.info)
+  meter.start(0)
   pieces = []
-  start = time.time()
-  last_log = start
-  while heap and len(pieces) < num_pieces:
-    neg, pair = heapq.heappop(heap)
-    actual = pair_counts.get(pair, 0)
-    if actual != -neg:
-      # Stale entry: re-queue a decreased count; an increased one has a newer
-      # entry already.
-      if 0 < actual < -neg:
-        heapq.heappush(heap, (-actual, pair))
-      continue
-    if actual < min_frequency:
+  while len(pieces) < num_pieces:
+    best = _pop_best_pair(heap, pair_counts)
+    if best is None or best[1] < min_frequency:
       break
-    a, b = pair
-    new_str = sym[a] + sym[b][2:]
-    is_new = new_str not in sym_id
-    c = symbol(new_str)
-    if is_new:
-      pieces.append(new_str)
-    changed = set()
-    for w in where.pop(pair, ()):
-      seq = seqs[w]
-      n = len(seq)
-      out = []
-      i = 0
-      merged = False
-      while i < n:
-        if i + 1 < n and seq[i] == a and seq[i + 1] == b:
-          out.append(c)
-          i += 2
-          merged = True
-        else:
-          out.append(seq[i])
-          i += 1
-      if not merged:
-        continue  # stale index entry
-      count = counts[w]
-      for p in zip(seq, seq[1:]):
-        pair_counts[p] -= count
-      for p in zip(out, out[1:]):
-        pair_counts[p] += count
-        where[p].add(w)
-        changed.add(p)
-      seqs[w] = out
-    pair_counts.pop(pair, None)
-    for p in changed:
-      if p != pair and pair_counts[p] > 0:
-        heapq.heappush(heap, (-pair_counts[p], p))
-    now = time.time()
-    if now - last_log >= 5.0:
-      last_log = now
-      rate = len(pieces) / (now - start)
-      log_fn("learned %d/%d pieces, %.0f pieces/s, %s remaining" %
-             (len(pieces), num_pieces, rate,
-              common.format_duration((num_pieces - len(pieces)) / rate)))
+    pair = best[0]
+    name = symbols.merged_name(pair)
+    # The same string can come from two different pairs: a piece enters the vocab once.
+    if name not in symbols.ids:
+      pieces.append(name)
+    new_id = symbols.id_of(name)
+    changed = _apply_merge(pair, new_id, seqs, counts, pair_counts, where)
+    _queue_changed_pairs(heap, pair_counts, changed, pair)
+    meter.update(len(pieces), prefix="learned ")
   return alphabet, pieces
 
 
@@ -306,7 +416,7 @@ def build_wordpiece_vocab(input_files, vocab_size, do_lower_case=True,
                             do_lower_case)
   log_fn("%d distinct words, %d words in all" %
          (len(word_counts), sum(word_counts.values())))
-  alphabet, _ = learn_wordpieces(word_counts, 0, min_frequency)
+  alphabet = _char_alphabet(_learnable_words(word_counts), min_frequency)
   needed = len(head) + 2 * len(alphabet)
   if vocab_size < needed:
     common.fail("--vocab_size=%d: too small for the %d special/unused tokens and "
@@ -329,6 +439,7 @@ def build_wordpiece_vocab(input_files, vocab_size, do_lower_case=True,
 
 def _spm_sentences(input_files, max_input_bytes, do_lower_case, log_fn, max_line_chars,
                    max_bad_fraction):
+  """The non-empty lines of the input, stripped (lower-cased with do_lower_case)."""
   for block in read_text_blocks(input_files, max_input_bytes, log_fn, max_line_chars,
                                 max_bad_fraction):
     if do_lower_case:
@@ -337,6 +448,78 @@ def _spm_sentences(input_files, max_input_bytes, do_lower_case, log_fn, max_line
       line = line.strip()
       if line:
         yield line
+
+
+def _spm_control_symbols(num_unused):
+  """[CLS], [SEP], [MASK] and the [unusedN]: SentencePiece control symbols (ids 2, 3, 4, ...)."""
+  return ["[CLS]", "[SEP]", "[MASK]"] + ["[unused%d]" % i for i in range(num_unused)]
+
+
+def _keeping_input_errors(lines, input_errors):
+  """Yields `lines`; a UsageError ends them and is appended to input_errors.
+
+  An error raised inside the iterator would surface from the C++ trainer as a generic
+  RuntimeError: it is kept and raised after the trainer returns.
+
+  Args:
+    lines: iterator of str.
+    input_errors: list the error is appended to.
+
+  Yields:
+    The lines.
+  """
+  try:
+    for line in lines:
+      yield line
+  except common.UsageError as e:
+    input_errors.append(e)
+
+
+def _train_spm_model(sentences, input_errors, vocab_size, algorithm, control_symbols):
+  """Trains a SentencePiece model in memory.
+
+  Args:
+    sentences: iterator of training lines (from _keeping_input_errors).
+    input_errors: its list of kept input errors (the first is raised).
+    vocab_size: number of pieces (specials included).
+    algorithm: "unigram" or "bpe".
+    control_symbols: _spm_control_symbols(...).
+
+  Returns:
+    The serialized model (bytes). Fails with one line when the trainer refuses.
+  """
+  import sentencepiece as spm  # pylint: disable=g-import-not-at-top
+  model = io.BytesIO()
+  try:
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=sentences,
+        model_writer=model,
+        vocab_size=vocab_size,
+        model_type=algorithm,
+        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
+        pad_piece="[PAD]", unk_piece="[UNK]",
+        control_symbols=control_symbols,
+        character_coverage=1.0,
+        max_sentence_length=1 << 16,
+        num_threads=1,  # one thread keeps the model deterministic
+        minloglevel=1)
+  except RuntimeError as e:
+    if input_errors:
+      raise input_errors[0]
+    message = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
+    common.fail("--vocab_size=%d: sentencepiece training failed: %s" %
+                (vocab_size, message))
+  if input_errors:
+    raise input_errors[0]
+  return model.getvalue()
+
+
+def _spm_pieces(proto):
+  """The pieces of a serialized SentencePiece model, in id order."""
+  import sentencepiece as spm  # pylint: disable=g-import-not-at-top
+  sp = spm.SentencePieceProcessor()
+  sp.LoadFromSerializedProto(proto)
+  return [sp.IdToPiece(i) for i in range(sp.GetPieceSize())]
 
 
 def build_sentencepiece(input_files, vocab_size, spm_model_file,
@@ -361,53 +544,19 @@ def build_sentencepiece(input_files, vocab_size, spm_model_file,
   Returns:
     list of the vocab_size pieces in id order.
   """
-  import sentencepiece as spm  # pylint: disable=g-import-not-at-top
-  log_fn = log_fn or logging.info
-  controls = ["[CLS]", "[SEP]", "[MASK]"] + [
-      "[unused%d]" % i for i in range(num_unused)]
-  model = io.BytesIO()
   input_errors = []
-
-  def sentences():
-    # An error raised inside the iterator would surface from the C++ trainer as a
-    # generic RuntimeError: keep it and end the input instead.
-    try:
-      for line in _spm_sentences(input_files, max_input_bytes, do_lower_case,
-                                 log_fn, max_line_chars, max_bad_fraction):
-        yield line
-    except common.UsageError as e:
-      input_errors.append(e)
-
-  try:
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=sentences(),
-        model_writer=model,
-        vocab_size=vocab_size,
-        model_type=algorithm,
-        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-        pad_piece="[PAD]", unk_piece="[UNK]",
-        control_symbols=controls,
-        character_coverage=1.0,
-        max_sentence_length=1 << 16,
-        num_threads=1,  # one thread keeps the model deterministic
-        minloglevel=1)
-  except RuntimeError as e:
-    if input_errors:
-      raise input_errors[0]
-    message = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
-    common.fail("--vocab_size=%d: sentencepiece training failed: %s" %
-                (vocab_size, message))
-  if input_errors:
-    raise input_errors[0]
-  proto = model.getvalue()
+  sentences = _keeping_input_errors(
+      _spm_sentences(input_files, max_input_bytes, do_lower_case, log_fn or logging.info,
+                     max_line_chars, max_bad_fraction), input_errors)
+  proto = _train_spm_model(sentences, input_errors, vocab_size, algorithm,
+                           _spm_control_symbols(num_unused))
   with common.atomic_output(spm_model_file, "wb") as f:
     f.write(proto)
-  sp = spm.SentencePieceProcessor()
-  sp.LoadFromSerializedProto(proto)
-  return [sp.IdToPiece(i) for i in range(sp.GetPieceSize())]
+  return _spm_pieces(proto)
 
 
-def main(_):
+def _check_flags():
+  """Fails with one line naming the flag when a flag is missing or out of range."""
   if not FLAGS.input_file:
     common.fail("--input_file is required")
   if not FLAGS.output_file:
@@ -423,28 +572,59 @@ def main(_):
   create_pretraining_data.validate_input_flags()
   if FLAGS.model_type == "sentencepiece" and not FLAGS.spm_model_prefix:
     common.fail("--spm_model_prefix is required with --model_type=sentencepiece")
+
+
+def _spm_model_file():
+  """<--spm_model_prefix>.model, or None for WordPiece; fails when it is --output_file."""
+  if FLAGS.model_type != "sentencepiece":
+    return None
+  spm_model_file = FLAGS.spm_model_prefix + ".model"
+  if os.path.realpath(spm_model_file) == os.path.realpath(FLAGS.output_file):
+    common.fail("--output_file=%s: is also the SentencePiece model "
+                "(--spm_model_prefix); the vocab would replace it" % FLAGS.output_file)
+  return spm_model_file
+
+
+def _input_files():
+  """The files of --input_file (names and globs); each must exist."""
   input_files = common.expand_input_files(FLAGS.input_file)
   for path in input_files:
     common.require_file(path, "input_file")
-  outputs = [FLAGS.output_file]
-  if FLAGS.model_type == "sentencepiece":
-    spm_model_file = FLAGS.spm_model_prefix + ".model"
-    if os.path.realpath(spm_model_file) == os.path.realpath(FLAGS.output_file):
-      common.fail("--output_file=%s: is also the SentencePiece model "
-                  "(--spm_model_prefix); the vocab would replace it" % FLAGS.output_file)
-    outputs.append(spm_model_file)
-  # Before anything is read: no output may replace an input or be read back as
-  # text by a rerun, and no input may be an earlier output (a vocab, TFRecords).
-  create_pretraining_data.check_outputs_not_inputs(outputs, FLAGS.input_file,
-                                                   input_files)
+  return input_files
+
+
+def _check_outputs_and_inputs(outputs, input_files):
+  """Refuses, before anything is read, an output that is an input and an input that is no text.
+
+  No output may replace an input or be read back as text by a rerun, and no input may be an
+  earlier output (a vocab, TFRecords).
+
+  Args:
+    outputs: the files this run writes.
+    input_files: the expanded --input_file.
+  """
+  create_pretraining_data.check_outputs_not_inputs(outputs, FLAGS.input_file, input_files)
   create_pretraining_data.check_text_inputs(input_files)
-  start = time.time()
-  log = logging.info
+
+
+def _prepare_outputs(outputs):
+  """Removes killed writers' temporaries of the outputs and creates their directories."""
   for path in outputs:
     common.remove_stale_temps(path)
   for path in (FLAGS.output_file, FLAGS.spm_model_prefix):
     if path and os.path.dirname(path):
       tf.io.gfile.makedirs(os.path.dirname(path))
+
+
+def main(_):
+  _check_flags()
+  input_files = _input_files()
+  spm_model_file = _spm_model_file()
+  outputs = [FLAGS.output_file] + ([spm_model_file] if spm_model_file else [])
+  _check_outputs_and_inputs(outputs, input_files)
+  start = time.time()
+  log = logging.info
+  _prepare_outputs(outputs)
   if FLAGS.model_type == "wordpiece":
     tokens = build_wordpiece_vocab(
         input_files, FLAGS.vocab_size, FLAGS.do_lower_case, FLAGS.num_unused,

@@ -88,10 +88,12 @@ FLAGS = flags.FLAGS
 def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, use_one_hot_embeddings,
                      gradient_accumulation_steps=1, total_steps=None, train_batch_size=None,
-                     extra_hooks=()):
+                     extra_hooks=(), progress_hook=None):
   """Returns `model_fn` closure for TPUEstimator (MLM + NSP).
 
-  extra_hooks are added to the training hooks off TPU (e.g. a WeightsDigestHook).
+  extra_hooks are added to the training hooks off TPU (e.g. a WeightsDigestHook); progress_hook
+  is the estimator_utils.ProgressHook to use (one is made when None), so the caller can read
+  its steady rate.
   """
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
@@ -139,7 +141,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
         tf1.summary.scalar("masked_lm_accuracy", mlm_accuracy)
         tf1.summary.scalar("masked_lm_loss", masked_lm_loss)
         tf1.summary.scalar("next_sentence_loss", next_sentence_loss)
-        hooks.append(estimator_utils.ProgressHook(total_steps, train_batch_size))
+        hooks.append(progress_hook or estimator_utils.ProgressHook(total_steps, train_batch_size))
         hooks.append(estimator_utils.StopOnSignalHook())
         hooks.extend(extra_hooks)
       output_spec = tf1.estimator.tpu.TPUEstimatorSpec(
@@ -503,6 +505,7 @@ def main(_):
 
   total_steps = FLAGS.num_train_steps * FLAGS.gradient_accumulation_steps
   digest_hook = WeightsDigestHook()
+  progress_hook = estimator_utils.ProgressHook(total_steps, FLAGS.train_batch_size)
   model_fn = model_fn_builder(
       bert_config=bert_config,
       init_checkpoint=FLAGS.init_checkpoint,
@@ -514,7 +517,8 @@ def main(_):
       gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
       total_steps=total_steps,
       train_batch_size=FLAGS.train_batch_size,
-      extra_hooks=[digest_hook])
+      extra_hooks=[digest_hook],
+      progress_hook=progress_hook)
   estimator = estimator_utils.make_estimator(
       model_fn, FLAGS, FLAGS.output_dir,
       train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size)
@@ -553,6 +557,9 @@ def main(_):
         "num_train_steps": total_steps,
         "train_seconds": round(elapsed, 1),
         "train_steps_per_sec": round(steps_done / elapsed, 3) if elapsed > 0 else None,
+        # After the first step (graph building and warm-up excluded): what a longer run gets.
+        "steady_steps_per_sec": (round(progress_hook.last_rate, 3)
+                                 if progress_hook.last_rate else None),
         "train_examples_per_sec": (round(steps_done * FLAGS.train_batch_size / elapsed, 2)
                                    if elapsed > 0 else None),
     })

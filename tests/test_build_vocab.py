@@ -1,16 +1,14 @@
-"""Tests for build_vocab.py: layout, exact size, [UNK] rate, determinism, BPE vs a naive reference."""
+"""Tests for build_vocab.py: layout, exact size, [UNK] rate, determinism, BPE vs a naive one."""
 
 import collections
 import os
-import subprocess
-import sys
 
 import pytest
 
 import build_vocab
 import common
 import tokenization
-from conftest import REPO_DIR, shared_path
+from conftest import last_error_line, run_tool, shared_path
 
 SLICE_BYTES = 200000
 
@@ -196,25 +194,21 @@ def test_runs_out_of_pairs_pads_with_unused(tmp_path):
   assert tokens[13:] == ["[unused%d]" % i for i in range(1, 8)]
 
 
-def _run_cli(args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([sys.executable, os.path.join(REPO_DIR, "build_vocab.py")] + args,
-                        capture_output=True, text=True, env=env, timeout=300)
-
-
+@pytest.mark.slow
 def test_cli_wordpiece_and_errors(slice_file, tmp_path):
   out = tmp_path / "new_dir" / "vocab.txt"
-  r = _run_cli(["--input_file=%s" % slice_file, "--output_file=%s" % out,
-                "--vocab_size=1200", "--max_input_bytes=100000"])
+  r = run_tool("build_vocab.py", ["--input_file=%s" % slice_file, "--output_file=%s" % out,
+                                  "--vocab_size=1200", "--max_input_bytes=100000"])
   assert r.returncode == 0, r.stderr
   lines = out.read_text(encoding="utf-8").split("\n")
   assert lines[-1] == "" and len(lines) == 1201 and lines[0] == "[PAD]"
   assert not [p for p in os.listdir(out.parent) if ".tmp-" in p]
-  r = _run_cli(["--input_file=%s" % slice_file, "--output_file=%s" % out,
-                "--vocab_size=40"])
+  r = run_tool("build_vocab.py", ["--input_file=%s" % slice_file, "--output_file=%s" % out,
+                                  "--vocab_size=40"], expect_rc=2)
   assert r.returncode == 2
-  assert r.stderr.strip().splitlines()[-1].startswith("error: --vocab_size=40: too small")
-  r = _run_cli(["--input_file=%s" % (tmp_path / "nope*.txt"), "--output_file=%s" % out])
+  assert last_error_line(r).startswith("error: --vocab_size=40: too small")
+  r = run_tool("build_vocab.py", ["--input_file=%s" % (tmp_path / "nope*.txt"),
+                                  "--output_file=%s" % out], expect_rc=2)
   assert r.returncode == 2 and "nope*.txt matches no file" in r.stderr
 
 
@@ -254,21 +248,23 @@ def test_sentencepiece_round_trip(slice_file, tmp_path):
   assert n_unk / n < 0.01
 
 
+@pytest.mark.slow
 def test_sentencepiece_cli(slice_file, tmp_path):
   out = tmp_path / "spm_vocab.txt"
-  r = _run_cli(["--input_file=%s" % slice_file, "--output_file=%s" % out,
-                "--vocab_size=800", "--model_type=sentencepiece",
-                "--spm_algorithm=bpe", "--spm_model_prefix=%s" % (tmp_path / "m")])
+  r = run_tool("build_vocab.py", ["--input_file=%s" % slice_file, "--output_file=%s" % out,
+                                  "--vocab_size=800", "--model_type=sentencepiece",
+                                  "--spm_algorithm=bpe",
+                                  "--spm_model_prefix=%s" % (tmp_path / "m")])
   assert r.returncode == 0, r.stderr
   lines = out.read_text(encoding="utf-8").splitlines()
   assert len(lines) == 800 and lines[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
   tok = tokenization.FullTokenizer(str(out), spm_model_file=str(tmp_path / "m.model"))
   assert list(tok.vocab) == lines
-  r = _run_cli(["--input_file=%s" % slice_file, "--output_file=%s" % out,
-                "--vocab_size=500000", "--model_type=sentencepiece",
-                "--spm_model_prefix=%s" % (tmp_path / "m")])
+  r = run_tool("build_vocab.py", ["--input_file=%s" % slice_file, "--output_file=%s" % out,
+                                  "--vocab_size=500000", "--model_type=sentencepiece",
+                                  "--spm_model_prefix=%s" % (tmp_path / "m")], expect_rc=2)
   assert r.returncode == 2
-  assert r.stderr.strip().splitlines()[-1].startswith("error: --vocab_size=500000: sentencepiece")
+  assert last_error_line(r).startswith("error: --vocab_size=500000: sentencepiece")
 
 
 # The input policy shared with create_pretraining_data.py (one reader), and the
@@ -320,18 +316,20 @@ def test_cli_output_is_input_or_earlier_output_refused(slice_file, tmp_path):
     data = f.read(20000)
   corpus.write_bytes(data)
   # Before the fix the corpus was replaced by the vocab.
-  r = _run_cli(["--input_file=%s" % corpus, "--output_file=%s" % corpus, "--vocab_size=300"])
+  r = run_tool("build_vocab.py", ["--input_file=%s" % corpus, "--output_file=%s" % corpus,
+                                  "--vocab_size=300"], expect_rc=2)
   assert r.returncode == 2 and "Traceback" not in r.stderr
-  assert r.stderr.strip().splitlines()[-1] == (
+  assert last_error_line(r) == (
       "error: --output_file=%s: is also an input; writing it would replace that input" % corpus)
   assert corpus.read_bytes() == data
   # A glob that matches the vocab of an earlier run (not text: refused, naming it).
   _write_vocab(tmp_path, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "##b"],
                name="old_vocab.txt")
-  r = _run_cli(["--input_file=%s/*.txt" % tmp_path, "--output_file=%s/v/vocab.txt" % tmp_path,
-                "--vocab_size=300"])
+  r = run_tool("build_vocab.py", ["--input_file=%s/*.txt" % tmp_path,
+                                  "--output_file=%s/v/vocab.txt" % tmp_path,
+                                  "--vocab_size=300"], expect_rc=2)
   assert r.returncode == 2
-  assert r.stderr.strip().splitlines()[-1] == (
+  assert last_error_line(r) == (
       "error: --input_file: %s/old_vocab.txt is a BERT vocab file, not text; leave it out of "
       "--input_file" % tmp_path)
   assert sorted(os.listdir(tmp_path)) == ["corpus.txt", "old_vocab.txt"]

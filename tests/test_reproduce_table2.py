@@ -4,16 +4,28 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import pytest
 
-from conftest import shared_path
+from conftest import REPO_DIR, last_error_line, run_tool, shared_path, start_tool
 import common
 import reproduce_table2 as rt
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# One invocation of the --tiny_test job (4 models x 4 steps, analysis, report) on 2 shared cores.
+TINY_TEST_TIMEOUT_S = 600
+
+
+def _settings(**overrides):
+  """rt.Settings of a small CPU plan, with `overrides`."""
+  values = dict(size="micro", num_train_steps=4, train_batch_size=8, seeds=[1],
+                max_seq_length=64, max_predictions_per_seq=10, learning_rate=5e-4,
+                warmup_proportion=0.1, eval_every=4, eval_batch_size=8, max_eval_steps=2,
+                curve_eval_steps=2, models=["post_ln"], corpus="/c", max_corpus_mb=0.1,
+                heldout_every=20, dupe_factor=1, vocab_file="/v.txt", analysis_examples=32,
+                probe_steps=20, parallel_runs=1)
+  values.update(overrides)
+  return rt.Settings(**values)
 
 
 def test_split_corpus_every_nth_document(tmp_path):
@@ -50,20 +62,43 @@ def test_mean_std_and_configs():
 
 
 def test_bad_seeds_one_line_error(tmp_path):
-  proc = subprocess.run([sys.executable, os.path.join(REPO_DIR, "reproduce_table2.py"),
-                         "--output_dir=%s" % tmp_path, "--seeds=1,1"],
-                        capture_output=True, text=True, cwd=REPO_DIR)
+  proc = run_tool("reproduce_table2.py", ["--output_dir=%s" % tmp_path, "--seeds=1,1"],
+                  expect_rc=2)
   assert proc.returncode == 2
-  assert proc.stderr.strip().splitlines()[-1].startswith("error: --seeds=1,1")
+  assert last_error_line(proc).startswith("error: --seeds=1,1")
 
 
+def test_settings_record_and_final_eval_steps(tmp_path):
+  settings = _settings(max_eval_steps=0)
+  # plan.json keeps the keys of earlier versions: derived ones start with "_".
+  recorded = rt.with_final_eval_steps(settings, 37).as_dict()
+  assert recorded["_final_eval_steps"] == 4 and "final_eval_steps" not in recorded
+  assert set(recorded) - {"_final_eval_steps"} == set(rt.Settings._fields) - {"final_eval_steps"}
+  # The whole held-out set once (37 // 8 batches), at most --max_eval_steps, at least one.
+  assert rt.with_final_eval_steps(_settings(max_eval_steps=3), 37).final_eval_steps == 3
+  assert rt.with_final_eval_steps(_settings(max_eval_steps=0), 5).final_eval_steps == 1
+  assert rt.curve_eval_count(rt.with_final_eval_steps(_settings(curve_eval_steps=9), 37)) == 2
+  # The timing probe's rate comes from run_pretraining.py's summary JSON.
+  assert rt._train_steps_per_sec(str(tmp_path)) is None
+  common.write_json_atomic(str(tmp_path / "train_summary_local.json"),
+                           {"global_step": 60, "train_seconds": 20.0,
+                            "train_steps_per_sec": 2.5})
+  assert rt._train_steps_per_sec(str(tmp_path)) == 2.5
+  # The steady rate (warm-up excluded) wins when the summary has it.
+  common.write_json_atomic(str(tmp_path / "train_summary_local.json"),
+                           {"global_step": 60, "train_steps_per_sec": 2.5,
+                            "steady_steps_per_sec": 8.0})
+  assert rt._train_steps_per_sec(str(tmp_path)) == 8.0
+
+
+@pytest.mark.slow
 def test_tiny_test_end_to_end_and_resume(tmp_path):
   corpus = shared_path("corpus")
   out = tmp_path / "work"
   report = tmp_path / "docs" / "REPRODUCTION.md"
-  cmd = [sys.executable, os.path.join(REPO_DIR, "reproduce_table2.py"), "--tiny_test",
-         "--corpus=%s" % corpus, "--output_dir=%s" % out, "--report=%s" % report]
-  proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_DIR)
+  args = ["--tiny_test", "--corpus=%s" % corpus, "--output_dir=%s" % out,
+          "--report=%s" % report]
+  proc = run_tool("reproduce_table2.py", args, timeout=TINY_TEST_TIMEOUT_S)
   assert proc.returncode == 0, proc.stderr[-3000:]
   text = report.read_text()
   assert "| model | MLM accuracy (%) | MLM loss | NSP accuracy (%)" in text
@@ -87,7 +122,7 @@ def test_tiny_test_end_to_end_and_resume(tmp_path):
   end = text.index(rt.JUDGEMENT_END) + len(rt.JUDGEMENT_END)
   human = rt.JUDGEMENT_BEGIN + "\nOur verdict: nothing reproduces at 4 steps.\n" + rt.JUDGEMENT_END
   report.write_text(text[:begin] + human + text[end:])
-  proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_DIR)
+  proc = run_tool("reproduce_table2.py", args, timeout=TINY_TEST_TIMEOUT_S)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "Training " not in proc.stderr
   rewritten = report.read_text()
@@ -95,9 +130,8 @@ def test_tiny_test_end_to_end_and_resume(tmp_path):
   assert "| Small (paper) | 61.57 | 61.67 | 61.70 | +0.13 |" in rewritten
   assert sorted(os.listdir(out / "logs")) == logs_before
   # Asking for other settings in the same output_dir is refused.
-  proc = subprocess.run(cmd + ["--learning_rate=1e-3"], capture_output=True, text=True,
-                        cwd=REPO_DIR)
-  assert proc.returncode == 2 and "learning_rate" in proc.stderr.strip().splitlines()[-1]
+  proc = run_tool("reproduce_table2.py", args + ["--learning_rate=1e-3"], expect_rc=2)
+  assert proc.returncode == 2 and "learning_rate" in last_error_line(proc)
 
 
 def test_shared_data_dir_default_and_env(monkeypatch, tmp_path):
@@ -131,18 +165,16 @@ def test_reports_name_inputs_without_absolute_paths(monkeypatch, tmp_path):
 
 
 def test_stale_data_and_analysis_are_redone(tmp_path):
-  s = {"corpus": "/c", "max_corpus_mb": 0.1, "heldout_every": 20, "dupe_factor": 1,
-       "vocab_file": "/v.txt", "max_seq_length": 64, "max_predictions_per_seq": 10,
-       "models": ["post_ln", "realformer_sum"], "analysis_examples": 32, "size": "micro"}
+  s = _settings(models=["post_ln", "realformer_sum"])
   stats = {"train_instances": 10, "heldout_instances": 2, "settings": rt.data_settings(s)}
   assert rt.data_current(stats, s, planned=False)
-  assert not rt.data_current(stats, dict(s, dupe_factor=2), planned=True)
+  assert not rt.data_current(stats, s._replace(dupe_factor=2), planned=True)
   legacy = {"train_instances": 10, "heldout_instances": 2}
   assert rt.data_current(legacy, s, planned=True) and not rt.data_current(legacy, s, False)
   assert not rt.data_current(None, s, planned=True)
 
   out, analysis = str(tmp_path), str(tmp_path / "analysis")
-  ckpts = [os.path.join(out, "runs", m + "_s1", "model.ckpt-4") for m in s["models"]]
+  ckpts = [os.path.join(out, "runs", m + "_s1", "model.ckpt-4") for m in s.models]
   request = rt.analysis_request(s, out, ckpts, [{"weights_digest": "a"}, {"weights_digest": "b"}])
   assert request["checkpoints"] == ["runs/post_ln_s1/model.ckpt-4",
                                     "runs/realformer_sum_s1/model.ckpt-4"]
@@ -157,7 +189,7 @@ def test_stale_data_and_analysis_are_redone(tmp_path):
                                                   {"weights_digest": "c"}])
   assert not rt.analysis_done(analysis, retrained)
   assert not rt.analysis_done(analysis, rt.analysis_request(
-      dict(s, analysis_examples=64), out, ckpts, [{"weights_digest": "a"},
+      s._replace(analysis_examples=64), out, ckpts, [{"weights_digest": "a"},
                                                   {"weights_digest": "b"}]))
 
 
@@ -191,15 +223,17 @@ def _alive(pid):
 def test_sigterm_is_forwarded_to_the_child_and_exits_143(tmp_path):
   child = tmp_path / "child.py"
   child.write_text(CHILD)
+  driver = tmp_path / "driver.py"
+  driver.write_text(RUNNER_DRIVER)
   pids = str(tmp_path / "pids")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO_DIR)
-  proc = subprocess.Popen([sys.executable, "-c", RUNNER_DRIVER, str(tmp_path / "logs"),
-                           str(child), pids], env=env, cwd=REPO_DIR, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+  # An absolute script path is run as it is (not under the repository).
+  proc = start_tool(str(driver), [tmp_path / "logs", child, pids],
+                    env={"PYTHONPATH": REPO_DIR}, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT)
   try:
     deadline = time.time() + 60
     while not (os.path.exists(pids) and open(pids).read()):
-      assert proc.poll() is None and time.time() < deadline, proc.communicate()[0]
+      assert proc.poll() is None and time.time() < deadline, proc.communicate(timeout=30)[0]
       time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=30)[0]
