@@ -9,18 +9,16 @@ explicit per-token, per-head loop for the Kobayashi decomposition.
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
+from conftest import last_error_line, run_tool
 import analyze_attention as aa
 import numpy_bert
 
 tf1 = tf.compat.v1
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_entropy_hand_values():
@@ -221,6 +219,7 @@ def _expected(params, config):
   return means, mask_means, entropy, jsd
 
 
+@pytest.mark.slow
 def test_end_to_end_side_by_side_matches_numpy(tmp_path, vocab_file):
   with open(vocab_file) as f:
     vocab_size = sum(1 for line in f if line.strip())
@@ -244,12 +243,10 @@ def test_end_to_end_side_by_side_matches_numpy(tmp_path, vocab_file):
   freq.write_text("this is a test sentence .\nthe cat sat on the mat , it was good .\n"
                   "hello hello the the the\n")
   out_dir = tmp_path / "out"
-  cmd = [sys.executable, os.path.join(REPO_DIR, "analyze_attention.py"),
-         "--init_checkpoint=%s" % ",".join(ckpts), "--labels=Post,Pre,Real",
-         "--vocab_file=%s" % vocab_file, "--input_tfrecord=%s" % records,
-         "--frequency_corpus=%s" % freq, "--batch_size=2", "--output_dir=%s" % out_dir]
-  proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_DIR)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  run_tool("analyze_attention.py", [
+      "--init_checkpoint=%s" % ",".join(ckpts), "--labels=Post,Pre,Real",
+      "--vocab_file=%s" % vocab_file, "--input_tfrecord=%s" % records,
+      "--frequency_corpus=%s" % freq, "--batch_size=2", "--output_dir=%s" % out_dir])
 
   mixing = json.loads((out_dir / "mixing.json").read_text())
   ent_json = json.loads((out_dir / "entropy_medians.json").read_text())
@@ -309,12 +306,10 @@ def test_text_input_pairs_and_masks(vocab_file, tmp_path):
 
 
 def test_bad_flag_is_one_line_error(tmp_path, vocab_file):
-  cmd = [sys.executable, os.path.join(REPO_DIR, "analyze_attention.py"),
-         "--init_checkpoint=%s" % tmp_path, "--vocab_file=%s" % vocab_file,
-         "--input_text=%s" % vocab_file, "--output_dir=%s" % tmp_path]
-  proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO_DIR)
-  assert proc.returncode == 2
-  assert proc.stderr.strip().splitlines()[-1].startswith("error: --init_checkpoint=")
+  proc = run_tool("analyze_attention.py", [
+      "--init_checkpoint=%s" % tmp_path, "--vocab_file=%s" % vocab_file,
+      "--input_text=%s" % vocab_file, "--output_dir=%s" % tmp_path], expect_rc=2)
+  assert last_error_line(proc).startswith("error: --init_checkpoint=")
 
 
 def test_latin1_text_is_decoded_with_replacement_and_counted(vocab_file, tmp_path):
@@ -335,6 +330,7 @@ def test_latin1_text_is_decoded_with_replacement_and_counted(vocab_file, tmp_pat
   assert freq_stats.lines == 2 and counts[tok.vocab["good"]] == 1
 
 
+@pytest.mark.slow
 def test_text_run_on_latin1_and_one_line_errors(tmp_path, vocab_file):
   with open(vocab_file) as f:
     vocab_size = sum(1 for line in f if line.strip())
@@ -346,12 +342,9 @@ def test_text_run_on_latin1_and_one_line_errors(tmp_path, vocab_file):
   text = tmp_path / "latin1.txt"
   text.write_bytes(b"the caf\xe9 was good .\nit was fine .\n\nna\xefve text here .\n")
   out_dir = tmp_path / "out"
-  base = [sys.executable, os.path.join(REPO_DIR, "analyze_attention.py"),
-          "--init_checkpoint=%s" % model_dir, "--vocab_file=%s" % vocab_file,
+  base = ["--init_checkpoint=%s" % model_dir, "--vocab_file=%s" % vocab_file,
           "--input_text=%s" % text, "--max_seq_length=16", "--batch_size=2"]
-  proc = subprocess.run(base + ["--output_dir=%s" % out_dir], capture_output=True, text=True,
-                        cwd=REPO_DIR)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = run_tool("analyze_attention.py", base + ["--output_dir=%s" % out_dir])
   warnings = [l for l in proc.stderr.splitlines() if l.startswith("warning: ")]
   # Once for the analysed text, once for the frequency corpus (the same file by default).
   assert warnings == [
@@ -366,15 +359,11 @@ def test_text_run_on_latin1_and_one_line_errors(tmp_path, vocab_file):
   stray.write_text("x")
   for target, message in ((stray, "is a file, expected a directory"),
                           (stray / "sub", "%s is a file, not a directory" % stray)):
-    proc = subprocess.run(base + ["--output_dir=%s" % target], capture_output=True, text=True,
-                          cwd=REPO_DIR)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1] == "error: --output_dir=%s: %s" % (target,
-                                                                                   message)
+    proc = run_tool("analyze_attention.py", base + ["--output_dir=%s" % target], expect_rc=2)
+    assert last_error_line(proc) == "error: --output_dir=%s: %s" % (target, message)
   assert stray.read_text() == "x"
   # The tokenizer set-up check: an uncased vocab with --do_lower_case=False.
-  proc = subprocess.run(base + ["--output_dir=%s" % out_dir, "--do_lower_case=false"],
-                        capture_output=True, text=True, cwd=REPO_DIR)
-  assert proc.returncode == 2
-  assert proc.stderr.strip().splitlines()[-1].startswith(
+  proc = run_tool("analyze_attention.py", base + ["--output_dir=%s" % out_dir,
+                                                  "--do_lower_case=false"], expect_rc=2)
+  assert last_error_line(proc).startswith(
       "error: --do_lower_case=False: vocab %s has no upper-case entries" % vocab_file)

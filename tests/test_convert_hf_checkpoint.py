@@ -12,15 +12,13 @@
 import json
 import os
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 import tensorflow as tf
 
-from conftest import REPO_DIR, shared_path
+from conftest import REPO_DIR, last_error_line, run_tool, shared_path
 import common
 import convert_hf_checkpoint as conv
 import numpy_bert
@@ -286,26 +284,24 @@ def test_reverse_round_trip(tmp_path):
 
 
 def test_cli_one_line_errors_and_self_check(tmp_path):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  script = os.path.join(REPO_DIR, "convert_hf_checkpoint.py")
+  # Fully quiet TensorFlow: the checks read the last stderr line and stdout.
+  env = {"TF_CPP_MIN_LOG_LEVEL": "3"}
   bin_dir = tmp_path / "torch_only"
   bin_dir.mkdir()
   (bin_dir / "config.json").write_text(json.dumps(dict(TINY, hidden_act="gelu")))
   (bin_dir / "pytorch_model.bin").write_bytes(b"not read")
   (bin_dir / "vocab.txt").write_text("".join("t%d\n" % k for k in range(40)))
-  proc = subprocess.run([sys.executable, script, "--hf_dir=%s" % bin_dir,
-                         "--output_dir=%s" % (tmp_path / "o")], capture_output=True, text=True,
-                        env=env, timeout=120)
-  assert proc.returncode == 2, proc.stderr
-  last = proc.stderr.strip().splitlines()[-1]
+  proc = run_tool("convert_hf_checkpoint.py", ["--hf_dir=%s" % bin_dir,
+                                                "--output_dir=%s" % (tmp_path / "o")],
+                  expect_rc=2, timeout=120, env=env)
+  last = last_error_line(proc)
   assert last.startswith("error: --hf_dir=") and "pytorch_model.bin" in last and "safetensors" in last
 
   hf = _tiny_hf_tensors(np.random.RandomState(9))
   hf_dir = _write_hf_dir(tmp_path / "hf", hf, dict(TINY, hidden_act="gelu_pytorch_tanh"))
-  proc = subprocess.run([sys.executable, script, "--hf_dir=%s" % hf_dir,
-                         "--output_dir=%s" % (tmp_path / "o")], capture_output=True, text=True,
-                        env=env, timeout=120)
-  assert proc.returncode == 0, proc.stderr
+  proc = run_tool("convert_hf_checkpoint.py", ["--hf_dir=%s" % hf_dir,
+                                                "--output_dir=%s" % (tmp_path / "o")],
+                  timeout=120, env=env)
   n_params = sum(v.size for k, v in hf.items() if not k.endswith("position_ids"))
   assert "self-check: %d tensors, %s parameters" % (len(hf) - 1, "{:,}".format(n_params)) in proc.stdout
   assert "hidden_act gelu" in proc.stdout

@@ -21,13 +21,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR, shared_path
+from conftest import REPO_DIR, last_error_line, run_tool, shared_path, start_tool
 import common
 import create_pretraining_data as cpd
 import tokenization
 
-PYTHON = sys.executable
-SCRIPT = os.path.join(REPO_DIR, "create_pretraining_data.py")
+SCRIPT = "create_pretraining_data.py"
 
 WORDS = ("the a of and to in is was he she it that king queen ship whale sea captain said "
          "unaffable tokenization hippopotamuses embiggens quizzically paradoxical xylophones "
@@ -181,7 +180,7 @@ def test_truncation_matches_official_distribution():
     ours_front, ref_front = [], []
     for _ in range(3000):
       a, b = list(range(len_a)), list(range(100, 100 + len_b))
-      ta, tb = cpd.truncate_seq_pair(a, b, max_num, rng)
+      ta, tb = cpd._truncated_pair(a, b, max_num, rng)
       ra, rb = list(a), list(b)
       ref_truncate_seq_pair(ra, rb, max_num, ref_rng)
       # The kept lengths are deterministic and must match exactly.
@@ -220,7 +219,7 @@ def test_instances_match_official_statistics():
   for _ in range(passes):
     for d in range(len(docs)):
       out = []
-      cpd.create_instances_from_document(bounds_docs, d, 64, 0.1, our_rng, out)
+      cpd._create_id_instances_from_document(bounds_docs, d, 64, 0.1, our_rng, out)
       for a_start, len_a, b_start, len_b, is_random in out:
         assert len_a >= 1 and len_b >= 1 and len_a + len_b <= 61
         a_tokens = flat[a_start:a_start + len_a]
@@ -488,19 +487,14 @@ def test_shared_sample(tmp_path, tokenizer):
 # CLI (subprocesses: each pays the TensorFlow import).
 
 
-def _cli(args, **kw):
-  return subprocess.run([PYTHON, SCRIPT] + args, capture_output=True, text=True, cwd=REPO_DIR,
-                        timeout=120, **kw)
-
-
 def test_cli_sharded_output(tmp_path, vocab_file):
   for i in range(2):
     (tmp_path / ("in%d.txt" % i)).write_text(make_text(40, 20 + i))
   out = str(tmp_path / "out" / "data.tfrecord")
-  r = _cli(["--input_file=%s/in*.txt" % tmp_path, "--output_file=" + out,
-            "--vocab_file=" + vocab_file, "--max_seq_length=64", "--max_predictions_per_seq=10",
-            "--dupe_factor=2", "--num_output_shards=3", "--num_workers=2"])
-  assert r.returncode == 0, r.stderr[-2000:]
+  run_tool(SCRIPT, ["--input_file=%s/in*.txt" % tmp_path, "--output_file=" + out,
+                    "--vocab_file=" + vocab_file, "--max_seq_length=64",
+                    "--max_predictions_per_seq=10", "--dupe_factor=2", "--num_output_shards=3",
+                    "--num_workers=2"], timeout=120)
   shards = sorted(glob.glob(out + "-*"))
   assert [os.path.basename(s) for s in shards] == [
       "data.tfrecord-%05d-of-00003" % i for i in range(3)]
@@ -516,15 +510,14 @@ def test_cli_sharded_output(tmp_path, vocab_file):
 
 def test_cli_bad_inputs_one_line_exit_2(tmp_path, vocab_file):
   (tmp_path / "in.txt").write_text("hello there.\n")
-  r = _cli(["--input_file=%s/in.txt" % tmp_path, "--output_file=%s/o" % tmp_path,
-            "--vocab_file=%s/missing_vocab.txt" % tmp_path])
-  assert r.returncode == 2
-  assert r.stderr.strip().splitlines()[-1].startswith("error: --vocab_file=")
+  r = run_tool(SCRIPT, ["--input_file=%s/in.txt" % tmp_path, "--output_file=%s/o" % tmp_path,
+                        "--vocab_file=%s/missing_vocab.txt" % tmp_path], expect_rc=2, timeout=120)
+  assert last_error_line(r).startswith("error: --vocab_file=")
   assert "Traceback" not in r.stderr
-  r = _cli(["--input_file=%s/nothing*.txt" % tmp_path, "--output_file=%s/o" % tmp_path,
-            "--vocab_file=" + vocab_file])
-  assert r.returncode == 2
-  assert "matches no file" in r.stderr.strip().splitlines()[-1] and "Traceback" not in r.stderr
+  r = run_tool(SCRIPT, ["--input_file=%s/nothing*.txt" % tmp_path,
+                        "--output_file=%s/o" % tmp_path, "--vocab_file=" + vocab_file],
+               expect_rc=2, timeout=120)
+  assert "matches no file" in last_error_line(r) and "Traceback" not in r.stderr
   assert not os.path.exists(str(tmp_path / "o"))
 
 
@@ -730,7 +723,7 @@ def test_summary_never_matched_by_output_glob(tmp_path, names):
 
 def _dead_pid():
   proc = subprocess.Popen([sys.executable, "-c", "pass"])
-  proc.wait()
+  proc.wait(timeout=60)
   return proc.pid
 
 
@@ -781,16 +774,17 @@ def test_cli_output_is_input_refused(tmp_path, vocab_file):
   text = make_text(20, 17)
   corpus.write_text(text)
   # Before the fix the corpus was replaced by TFRecords.
-  r = _cli(["--input_file=%s" % corpus, "--output_file=%s" % corpus, "--vocab_file=" + vocab_file])
-  assert r.returncode == 2 and "Traceback" not in r.stderr
-  assert r.stderr.strip().splitlines()[-1] == (
+  r = run_tool(SCRIPT, ["--input_file=%s" % corpus, "--output_file=%s" % corpus,
+                        "--vocab_file=" + vocab_file], expect_rc=2, timeout=120)
+  assert "Traceback" not in r.stderr
+  assert last_error_line(r) == (
       "error: --output_file=%s: is also an input; writing it would replace that input" % corpus)
   assert corpus.read_text() == text and os.listdir(tmp_path) == ["corpus.txt"]
   # --do_lower_case=False with the uncased vocab.
-  r = _cli(["--input_file=%s" % corpus, "--output_file=%s/o.tfrecord" % tmp_path,
-            "--vocab_file=" + vocab_file, "--do_lower_case=false"])
-  assert r.returncode == 2
-  assert r.stderr.strip().splitlines()[-1].startswith("error: --do_lower_case=False: vocab ")
+  r = run_tool(SCRIPT, ["--input_file=%s" % corpus, "--output_file=%s/o.tfrecord" % tmp_path,
+                        "--vocab_file=" + vocab_file, "--do_lower_case=false"],
+               expect_rc=2, timeout=120)
+  assert last_error_line(r).startswith("error: --do_lower_case=False: vocab ")
   assert os.listdir(tmp_path) == ["corpus.txt"]
 
 
@@ -800,10 +794,11 @@ def test_cli_glob_with_earlier_output_refused(tmp_path, tokenizer, vocab_file):
   out = str(tmp_path / "in" / "old.tfrecord-00001-of-00002")
   cpd.create_pretraining_data([str(tmp_path / "in" / "a.txt")], [out], tokenizer, settings(),
                               log_fn=lambda s: None)
-  r = _cli(["--input_file=%s/in/*" % tmp_path, "--output_file=%s/new.tfrecord" % tmp_path,
-            "--vocab_file=" + vocab_file])
-  assert r.returncode == 2 and "Traceback" not in r.stderr
-  last = r.stderr.strip().splitlines()[-1]
+  r = run_tool(SCRIPT, ["--input_file=%s/in/*" % tmp_path,
+                        "--output_file=%s/new.tfrecord" % tmp_path, "--vocab_file=" + vocab_file],
+               expect_rc=2, timeout=120)
+  assert "Traceback" not in r.stderr
+  last = last_error_line(r)
   assert last.startswith("error: --input_file: %s is a TFRecord file" % out), last
   assert not os.path.exists(str(tmp_path / "new.tfrecord"))
 
@@ -824,15 +819,15 @@ def _children(pid):
 
 
 def _start_and_wait_for_temps(args, out_dir, timeout=60):
-  proc = subprocess.Popen([PYTHON, SCRIPT] + args, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, cwd=REPO_DIR)
+  proc = start_tool(SCRIPT, args)
   deadline = time.time() + timeout
   while time.time() < deadline and proc.poll() is None:
     if any(common.is_temp_path(n) for n in os.listdir(out_dir)):
       return proc
     time.sleep(0.02)
   proc.kill()
-  pytest.fail("the run ended before it could be signalled: %s" % proc.stderr.read()[-2000:])
+  _, err = proc.communicate(timeout=60)
+  pytest.fail("the run ended before it could be signalled: %s" % err[-2000:])
 
 
 def _alive(pid):
@@ -860,6 +855,7 @@ def _wait_for_children(pid, count, timeout=10):
   return _children(pid)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sig,workers", [(signal.SIGTERM, 2), (signal.SIGINT, 1)])
 def test_cli_signal_stops_cleanly(tmp_path, vocab_file, sig, workers):
   (tmp_path / "big.txt").write_text(make_text(4000, 30) * 2)
@@ -878,12 +874,13 @@ def test_cli_signal_stops_cleanly(tmp_path, vocab_file, sig, workers):
     proc.kill()
     raise
   assert proc.returncode == 128 + sig, stderr[-2000:]
-  assert "interrupted (signal %d)" % sig in stderr.decode()
+  assert "interrupted (signal %d)" % sig in stderr
   assert os.listdir(out_dir) == []  # no output, no temporary
   assert len(workers_pids) == (workers if workers > 1 else 0)
   assert _pids_gone(workers_pids)
 
 
+@pytest.mark.slow
 def test_cli_kill_then_rerun_is_identical(tmp_path, tokenizer, vocab_file):
   text = make_text(2500, 31)
   (tmp_path / "in.txt").write_text(text)
@@ -899,16 +896,14 @@ def test_cli_kill_then_rerun_is_identical(tmp_path, tokenizer, vocab_file):
   assert len(workers_pids) == 2
   time.sleep(0.1)
   proc.send_signal(signal.SIGKILL)
-  proc.wait()
+  proc.wait(timeout=60)
   assert proc.returncode == -signal.SIGKILL, "the run ended before it could be killed"
   temps = [n for n in os.listdir(out_dir) if common.is_temp_path(n)]
   assert temps and all(n.startswith(".") for n in temps), os.listdir(out_dir)
   # What the README's glob picks up after the kill: nothing (the temporaries are hidden).
   assert glob.glob(out + "-*") == []
   assert _pids_gone(workers_pids), "workers outlived the killed main process"
-  r = subprocess.run([PYTHON, SCRIPT] + args + ["--num_workers=1"], capture_output=True,
-                     text=True, cwd=REPO_DIR, timeout=120)
-  assert r.returncode == 0, r.stderr[-2000:]
+  r = run_tool(SCRIPT, args + ["--num_workers=1"], timeout=120)
   assert "left by an earlier run" in r.stderr
   assert sorted(os.listdir(out_dir)) == ["k.summary.json", "k.tfrecord-00000-of-00002",
                                          "k.tfrecord-00001-of-00002"]

@@ -7,14 +7,12 @@ checkpoint, and the preprocessor with tokenization.FullTokenizer + the official 
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR, shared_path
+from conftest import REPO_DIR, last_error_line, run_tool, shared_path
 import export_hub
 import modeling
 import run_classifier
@@ -117,12 +115,7 @@ def run_fresh(code, tmp_path, name="child"):
   """Runs `code` in a fresh Python process (TF_USE_LEGACY_KERAS=1 for hub.KerasLayer)."""
   script = tmp_path / ("%s.py" % name)
   script.write_text("import sys\nsys.path.insert(0, %r)\n" % REPO_DIR + code)
-  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2",
-             CUDA_VISIBLE_DEVICES="")
-  result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
-                          text=True, timeout=300)
-  assert result.returncode == 0, result.stderr[-4000:]
-  return result.stdout
+  return run_tool(None, [script], env={"TF_USE_LEGACY_KERAS": "1"}, timeout=300).stdout
 
 
 CHILD = r"""
@@ -228,6 +221,7 @@ def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer):
   return prefix, config, ref_single["outputs"], ref_pair
 
 
+# Its tests are marked slow: exporting every kind and reloading them takes ~45 s.
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
   """Exports every kind of model once, reloads all in one fresh process; returns both sides."""
@@ -279,6 +273,7 @@ def exported(tmp_path_factory):
           "tokenizer": tokenizer}
 
 
+@pytest.mark.slow
 def test_encoder_export_matches_graph_mode(exported):
   """Every residual_attention x layer_norm_type: reloaded export == graph-mode BertModel."""
   got, references = exported["got"], exported["references"]
@@ -310,6 +305,7 @@ def test_encoder_export_matches_graph_mode(exported):
   assert "0/attention_scores/0" not in got and "0/mlm_logits" not in got
 
 
+@pytest.mark.slow
 def test_hub_keras_layer_fine_tunes(exported):
   """hub.KerasLayer(trainable=True): gradients for every weight, one step changes them."""
   got = exported["got"]
@@ -381,6 +377,7 @@ def _official_features(tokenizer, text_a, text_b, seq_length):
   return feature.input_ids, feature.input_mask, feature.segment_ids
 
 
+@pytest.mark.slow
 def test_preprocessor_saved_model_matches_run_classifier(exported):
   got, tokenizer = exported["got"], exported["tokenizer"]
   for i, (a, b) in enumerate(zip(TRICKY_BYTES, reversed(TRICKY_BYTES))):
@@ -429,6 +426,7 @@ def test_sentencepiece_preprocessor(tmp_path):
   assert os.path.exists(os.path.join(path, "assets", "spm.model"))
 
 
+@pytest.mark.slow
 def test_classifier_export_end_to_end(exported):
   """Strings in; probabilities equal run_classifier.create_model on the official features."""
   got = exported["got"]
@@ -461,22 +459,18 @@ def test_classifier_label_list_errors(tmp_path, vocab_file):
     export_hub.build_classifier(config, encoder_prefix, preprocessor)
 
 
+@pytest.mark.slow
 def test_cli_several_modes_and_bad_flags(tmp_path, vocab_file):
   config = _tiny_config()
   prefix, _ = make_checkpoint(str(tmp_path / "m"), config, _inputs())
-  tool = os.path.join(REPO_DIR, "export_hub.py")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  bad = subprocess.run([sys.executable, tool, "--mode=encoder,decoder", "--export_dir=unused_export_dir"],
-                       env=env, capture_output=True, text=True, timeout=120)
-  assert bad.returncode == 2
-  assert bad.stderr.strip().splitlines()[-1].startswith("error: --mode=encoder,decoder")
+  bad = run_tool("export_hub.py", ["--mode=encoder,decoder", "--export_dir=unused_export_dir"],
+                 expect_rc=2, timeout=120)
+  assert last_error_line(bad).startswith("error: --mode=encoder,decoder")
   out = str(tmp_path / "hub")
-  ok = subprocess.run([sys.executable, tool, "--mode=encoder,preprocessor",
-                       "--init_checkpoint=%s" % os.path.dirname(prefix),
-                       "--vocab_file=%s" % vocab_file, "--export_dir=%s" % out,
-                       "--seq_length=32", "--residual_attention=mean"],
-                      env=env, capture_output=True, text=True, timeout=300)
-  assert ok.returncode == 0, ok.stderr[-3000:]
+  run_tool("export_hub.py", ["--mode=encoder,preprocessor",
+                             "--init_checkpoint=%s" % os.path.dirname(prefix),
+                             "--vocab_file=%s" % vocab_file, "--export_dir=%s" % out,
+                             "--seq_length=32", "--residual_attention=mean"])
   for mode in ("encoder", "preprocessor"):
     assert os.path.exists(os.path.join(out, mode, "saved_model.pb"))
   with open(os.path.join(out, "encoder", "bert_config.json")) as f:

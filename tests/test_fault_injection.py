@@ -8,40 +8,24 @@ status and what is visible, reruns the same command and compares the final outpu
 reference: byte-identical TFRecords, the same final step and weights digest.
 """
 
-import filecmp
 import glob
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 
-from conftest import REPO_DIR, TINY_BERT_CONFIG
+from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, start_tool
 
 pytestmark = pytest.mark.slow
 
-PYTHON = sys.executable
 VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
 SEQ = 32
 PREDS = 5
 # Exit statuses: 128 + signal for a handled SIGINT / SIGTERM, -9 for SIGKILL (as Popen says).
 EXPECTED_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -9}
-
-
-def _cmd(script, args):
-  return [PYTHON, os.path.join(REPO_DIR, script)] + list(args)
-
-
-def _run(script, args, timeout=300):
-  result = subprocess.run(_cmd(script, args), cwd=REPO_DIR, env=ENV, capture_output=True,
-                          text=True, timeout=timeout)
-  assert result.returncode == 0, result.stderr[-3000:]
-  return result
 
 
 def _kill_when(script, args, ready, sig, timeout=180, check_visible=None):
@@ -49,15 +33,14 @@ def _kill_when(script, args, ready, sig, timeout=180, check_visible=None):
 
   check_visible (if given) is called while waiting, to assert what other programs may see.
   """
-  proc = subprocess.Popen(_cmd(script, args), cwd=REPO_DIR, env=ENV, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, text=True)
+  proc = start_tool(script, args)
   deadline = time.time() + timeout
   try:
     while not ready():
       if check_visible:
         check_visible()
       assert proc.poll() is None, "the job ended before it could be killed: %s" % (
-          proc.stderr.read()[-2000:])
+          proc.communicate(timeout=60)[1][-2000:])
       assert time.time() < deadline, "timed out waiting for the kill point"
       time.sleep(0.05)
     proc.send_signal(sig)
@@ -65,7 +48,7 @@ def _kill_when(script, args, ready, sig, timeout=180, check_visible=None):
   finally:
     if proc.poll() is None:
       proc.kill()
-      proc.wait()
+      proc.wait(timeout=60)
   return proc.returncode, err
 
 
@@ -99,7 +82,7 @@ def _corpus(path, num_docs=80, seed=0):
 def pretraining_data(tmp_path_factory):
   root = tmp_path_factory.mktemp("fi_pretrain")
   _corpus(root / "text.txt")
-  _run("create_pretraining_data.py", [
+  run_tool("create_pretraining_data.py", [
       "--input_file=%s" % (root / "text.txt"), "--output_file=%s" % (root / "data.tfrecord"),
       "--vocab_file=%s" % VOCAB, "--max_seq_length=%d" % SEQ,
       "--max_predictions_per_seq=%d" % PREDS, "--dupe_factor=2", "--num_workers=1"])
@@ -119,7 +102,7 @@ def _pretraining_args(data, output_dir, steps=30):
 def test_run_pretraining_killed_and_rerun_ends_like_an_uninterrupted_run(pretraining_data,
                                                                         tmp_path):
   reference = tmp_path / "reference"
-  _run("run_pretraining.py", _pretraining_args(pretraining_data, reference))
+  run_tool("run_pretraining.py", _pretraining_args(pretraining_data, reference))
   want = json.loads((reference / "train_summary_local.json").read_text())
   assert want["global_step"] == 30 and want["weights_digest"]
   # Kill points: right after the first checkpoint, and between two saved checkpoints.
@@ -134,7 +117,7 @@ def test_run_pretraining_killed_and_rerun_ends_like_an_uninterrupted_run(pretrai
     assert not (out / "eval_results.json").exists(), sig
     assert not (out / "train_summary_local.json").exists(), sig
     assert _checkpoint_step(out) < 30
-    _run("run_pretraining.py", args)
+    run_tool("run_pretraining.py", args)
     got = json.loads((out / "train_summary_local.json").read_text())
     assert got["global_step"] == 30, sig
     assert got["weights_digest"] == want["weights_digest"], sig
@@ -181,7 +164,7 @@ def _classifier_args(setup, output_dir):
 def test_run_classifier_killed_and_rerun_ends_like_an_uninterrupted_run(classifier_setup,
                                                                         tmp_path):
   reference = tmp_path / "reference"
-  _run("run_classifier.py", _classifier_args(classifier_setup, reference))
+  run_tool("run_classifier.py", _classifier_args(classifier_setup, reference))
   want = json.loads((reference / "eval_results.json").read_text())
   assert want["global_step"] == want["num_train_steps"] == 30
   want_digest = _checkpoint_digest(reference)
@@ -193,7 +176,7 @@ def test_run_classifier_killed_and_rerun_ends_like_an_uninterrupted_run(classifi
     assert status == EXPECTED_STATUS[sig], (sig, status, err[-2000:])
     assert not (out / "eval_results.json").exists(), sig
     assert _checkpoint_step(out) < 30
-    _run("run_classifier.py", args)
+    run_tool("run_classifier.py", args)
     got = json.loads((out / "eval_results.json").read_text())
     assert got["global_step"] == 30, sig
     assert _checkpoint_digest(out) == want_digest, sig
@@ -222,7 +205,7 @@ def _sweep_results(output_dir):
 
 def test_sweep_killed_and_rerun_ends_like_an_uninterrupted_sweep(classifier_setup, tmp_path):
   reference = tmp_path / "reference"
-  _run("sweep.py", _sweep_args(classifier_setup, reference), timeout=600)
+  run_tool("sweep.py", _sweep_args(classifier_setup, reference), timeout=600)
   want = _sweep_results(reference)
   assert len(want) == 2 and all(v[0] == 30 for v in want.values())
   want_table = (reference / "results.csv").read_text()
@@ -239,6 +222,6 @@ def test_sweep_killed_and_rerun_ends_like_an_uninterrupted_sweep(classifier_setu
     assert status == EXPECTED_STATUS[sig], (sig, status, err[-2000:])
     assert not (out / "results.csv").exists()
     assert not (target / "eval_results.json").exists()
-    _run("sweep.py", _sweep_args(classifier_setup, out), timeout=600)
+    run_tool("sweep.py", _sweep_args(classifier_setup, out), timeout=600)
     assert _sweep_results(out) == want, sig
     assert (out / "results.csv").read_text() == want_table

@@ -11,10 +11,9 @@ import time
 
 import pytest
 
+from conftest import REPO_DIR, tool_env
 import common
 import run_demo
-
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _write(path, obj):
@@ -101,14 +100,15 @@ print("not reached")
 
 def test_sigterm_stops_the_stage_and_exits_143(tmp_path):
   started = str(tmp_path / "started")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO_DIR)
+  # A `-c` driver (not a repository tool), so Popen directly; every wait below has a timeout.
   proc = subprocess.Popen([sys.executable, "-c", DRIVER, started, str(tmp_path / "logs")],
-                          env=env, cwd=REPO_DIR, stdout=subprocess.PIPE,
+                          env=tool_env({"PYTHONPATH": REPO_DIR}), cwd=REPO_DIR,
+                          stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
   try:
     deadline = time.time() + 60
     while not os.path.exists(started):
-      assert proc.poll() is None and time.time() < deadline, proc.communicate()[0]
+      assert proc.poll() is None and time.time() < deadline, proc.communicate(timeout=30)[0]
       time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=30)[0]

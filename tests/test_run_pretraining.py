@@ -6,31 +6,22 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR, TINY_BERT_CONFIG
+from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, start_tool
 import modeling
 import run_pretraining
 
 tf1 = tf.compat.v1
-PYTHON = sys.executable
 VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
 
 TINY_CONFIG = dict(TINY_BERT_CONFIG, residual_attention="sum", layer_norm_type="post")
 SEQ = 32
 PREDS = 5
-
-
-def _run(args, env=None, timeout=300):
-  full_env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  full_env.update(env or {})
-  return subprocess.run([PYTHON, os.path.join(REPO_DIR, args[0])] + args[1:], cwd=REPO_DIR,
-                        env=full_env, capture_output=True, text=True, timeout=timeout)
 
 
 @pytest.fixture(scope="module")
@@ -46,17 +37,17 @@ def data_dir(tmp_path_factory):
       lines.append(" ".join(rng.choice(words, rng.randint(4, 14))) + ".")
     lines.append("")
   (root / "text.txt").write_text("\n".join(lines))
-  result = _run(["create_pretraining_data.py", "--input_file=%s" % (root / "text.txt"),
-                 "--output_file=%s" % (root / "data.tfrecord"), "--vocab_file=%s" % VOCAB,
-                 "--max_seq_length=%d" % SEQ, "--max_predictions_per_seq=%d" % PREDS,
-                 "--dupe_factor=2", "--num_workers=1"])
-  assert result.returncode == 0, result.stderr[-2000:]
+  run_tool("create_pretraining_data.py", [
+      "--input_file=%s" % (root / "text.txt"), "--output_file=%s" % (root / "data.tfrecord"),
+      "--vocab_file=%s" % VOCAB, "--max_seq_length=%d" % SEQ,
+      "--max_predictions_per_seq=%d" % PREDS, "--dupe_factor=2", "--num_workers=1"])
   (root / "bert_config.json").write_text(json.dumps(TINY_CONFIG))
   return root
 
 
 def _train_args(data_dir, output_dir, steps, extra=()):
-  return ["run_pretraining.py", "--input_file=%s" % (data_dir / "data.tfrecord"),
+  """run_pretraining.py flags for a tiny run on the data_dir set."""
+  return ["--input_file=%s" % (data_dir / "data.tfrecord"),
           "--output_dir=%s" % output_dir, "--bert_config_file=%s" % (data_dir / "bert_config.json"),
           "--max_seq_length=%d" % SEQ, "--max_predictions_per_seq=%d" % PREDS,
           "--train_batch_size=8", "--num_train_steps=%d" % steps, "--num_warmup_steps=2",
@@ -109,12 +100,12 @@ def test_masked_lm_and_next_sentence_losses_match_numpy():
   np.testing.assert_allclose(got[2], -nsp_lp[[0, 1], [0, 1]].mean(), rtol=1e-5)
 
 
+@pytest.mark.slow
 def test_end_to_end_train_and_eval_with_override(data_dir, tmp_path):
   out = tmp_path / "out"
-  result = _run(_train_args(data_dir, out, 12, ["--do_train", "--do_eval", "--max_eval_steps=3",
-                                                "--residual_attention=mean",
-                                                "--gradient_accumulation_steps=2"]))
-  assert result.returncode == 0, result.stderr[-3000:]
+  result = run_tool("run_pretraining.py", _train_args(
+      data_dir, out, 12, ["--do_train", "--do_eval", "--max_eval_steps=3",
+                          "--residual_attention=mean", "--gradient_accumulation_steps=2"]))
   saved = json.loads((out / "bert_config.json").read_text())
   assert saved["residual_attention"] == "mean" and saved["hidden_size"] == 32
   results = json.loads((out / "eval_results.json").read_text())
@@ -127,38 +118,37 @@ def test_end_to_end_train_and_eval_with_override(data_dir, tmp_path):
   assert "masked_lm_accuracy = " in (out / "eval_results.txt").read_text()
   summary = json.loads((out / "train_summary_local.json").read_text())
   assert summary["global_step"] == 24 and summary["weights_digest"]
+  assert summary["steady_steps_per_sec"] > 0
   assert "steps/s" in result.stderr and "remaining" in result.stderr
 
 
 def test_tfrecord_length_mismatch_is_a_one_line_error(data_dir, tmp_path):
   args = _train_args(data_dir, tmp_path / "out", 5, ["--do_train"])
   args = [a.replace("--max_seq_length=%d" % SEQ, "--max_seq_length=48") for a in args]
-  result = _run(args)
-  assert result.returncode == 2
-  last = result.stderr.strip().splitlines()[-1]
+  result = run_tool("run_pretraining.py", args, expect_rc=2)
+  last = last_error_line(result)
   assert last.startswith("error: --input_file:") and "input_ids of length 32" in last
   assert "--max_seq_length=48" in last
 
 
 def test_missing_inputs_are_one_line_errors(data_dir, tmp_path):
-  result = _run(_train_args(data_dir, tmp_path / "o", 5, ["--do_train"]) +
-                ["--input_file=%s" % (tmp_path / "nothing*.tfrecord")])
-  assert result.returncode == 2
-  assert "matches no file" in result.stderr.strip().splitlines()[-1]
+  result = run_tool("run_pretraining.py",
+                    _train_args(data_dir, tmp_path / "o", 5, ["--do_train"]) +
+                    ["--input_file=%s" % (tmp_path / "nothing*.tfrecord")], expect_rc=2)
+  assert "matches no file" in last_error_line(result)
   bad_config = tmp_path / "bad.json"
   bad_config.write_text(json.dumps(dict(TINY_CONFIG, num_layers=3)))
-  result = _run(_train_args(data_dir, tmp_path / "o", 5, ["--do_train"]) +
-                ["--bert_config_file=%s" % bad_config])
-  assert result.returncode == 2
-  assert "unknown config key 'num_layers'" in result.stderr.strip().splitlines()[-1]
+  result = run_tool("run_pretraining.py",
+                    _train_args(data_dir, tmp_path / "o", 5, ["--do_train"]) +
+                    ["--bert_config_file=%s" % bad_config], expect_rc=2)
+  assert "unknown config key 'num_layers'" in last_error_line(result)
 
 
+@pytest.mark.slow
 def test_resume_after_sigkill_reaches_num_train_steps(data_dir, tmp_path):
   out = tmp_path / "out"
   args = _train_args(data_dir, out, 150, ["--do_train"])
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.Popen([PYTHON] + [os.path.join(REPO_DIR, args[0])] + args[1:], cwd=REPO_DIR,
-                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+  proc = start_tool("run_pretraining.py", args, stderr=subprocess.DEVNULL)
   deadline = time.time() + 120
   while time.time() < deadline:
     latest = tf1.train.latest_checkpoint(str(out))
@@ -166,21 +156,21 @@ def test_resume_after_sigkill_reaches_num_train_steps(data_dir, tmp_path):
       break
     time.sleep(0.2)
   proc.send_signal(signal.SIGKILL)
-  proc.wait()
+  proc.wait(timeout=60)
   killed_at = int(tf1.train.latest_checkpoint(str(out)).rsplit("-", 1)[1])
   assert 20 <= killed_at < 150, "the first run must be killed mid-way"
-  result = _run(args)
-  assert result.returncode == 0, result.stderr[-3000:]
+  result = run_tool("run_pretraining.py", args)
   assert "Resuming from step %d of 150" % killed_at in result.stderr
   final = tf1.train.latest_checkpoint(str(out))
   assert final.endswith("model.ckpt-150")
 
 
+@pytest.mark.slow
 def test_mirrored_on_two_cpu_replicas(data_dir, tmp_path):
   out = tmp_path / "out"
-  result = _run(_train_args(data_dir, out, 4, ["--do_train", "--distribution_strategy=mirrored",
-                                               "--num_cpu_devices=2"]))
-  assert result.returncode == 0, result.stderr[-3000:]
+  result = run_tool("run_pretraining.py", _train_args(
+      data_dir, out, 4, ["--do_train", "--distribution_strategy=mirrored",
+                         "--num_cpu_devices=2"]))
   assert "2 replicas in sync: 4 examples per replica per step" in result.stderr
   assert json.loads((out / "train_summary_local.json").read_text())["global_step"] == 4
 
@@ -195,6 +185,7 @@ def _free_ports(count):
   return ports
 
 
+@pytest.mark.slow
 def test_two_workers_multi_worker_mirrored_end_identical(data_dir, tmp_path):
   out = tmp_path / "out"
   ports = _free_ports(2)
@@ -203,12 +194,8 @@ def test_two_workers_multi_worker_mirrored_end_identical(data_dir, tmp_path):
                                         "--distribution_strategy=multi_worker_mirrored"])
   procs = []
   for index in range(2):
-    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
-               TF_CONFIG=json.dumps({"cluster": cluster,
-                                     "task": {"type": "worker", "index": index}}))
-    procs.append(subprocess.Popen([PYTHON, os.path.join(REPO_DIR, args[0])] + args[1:],
-                                  cwd=REPO_DIR, env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.PIPE, text=True))
+    tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
+    procs.append(start_tool("run_pretraining.py", args, env={"TF_CONFIG": tf_config}))
   errors = [p.communicate(timeout=300)[1] for p in procs]
   for p, err in zip(procs, errors):
     assert p.returncode == 0, err[-3000:]
@@ -217,12 +204,6 @@ def test_two_workers_multi_worker_mirrored_end_identical(data_dir, tmp_path):
   assert summaries[0]["global_step"] == summaries[1]["global_step"] == 4
   assert summaries[0]["weights_digest"] == summaries[1]["weights_digest"]
   assert summaries[0]["weights_digest"] is not None
-
-
-def _start(args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  return subprocess.Popen([PYTHON, os.path.join(REPO_DIR, args[0])] + args[1:], cwd=REPO_DIR,
-                          env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def _wait_for_checkpoint(out, min_step, proc, timeout=120):
@@ -235,16 +216,16 @@ def _wait_for_checkpoint(out, min_step, proc, timeout=120):
   raise AssertionError("no checkpoint at step >= %d" % min_step)
 
 
+@pytest.mark.slow
 def test_sigterm_saves_then_exits_143_without_results_and_a_second_job_is_refused(
     data_dir, tmp_path):
   out = tmp_path / "out"
   args = _train_args(data_dir, out, 400, ["--do_train", "--do_eval", "--max_eval_steps=2"])
-  proc = _start(args)
+  proc = start_tool("run_pretraining.py", args)
   _wait_for_checkpoint(out, 10, proc)
   # A second job in the same output_dir while the first runs: one line, nothing written.
-  second = _run(args)
-  assert second.returncode == 2
-  last = second.stderr.strip().splitlines()[-1]
+  second = run_tool("run_pretraining.py", args, expect_rc=2)
+  last = last_error_line(second)
   assert last.startswith("error: --output_dir=") and "in use by another job (pid %d" % proc.pid \
       in last, last
   proc.send_signal(signal.SIGTERM)
@@ -260,38 +241,36 @@ def test_sigterm_saves_then_exits_143_without_results_and_a_second_job_is_refuse
   # A lock left by a dead process (SIGKILL) is taken over.
   (out / ".lock-local").write_text(json.dumps({"pid": 2 ** 22 + 12345,
                                                "host": socket.gethostname()}))
-  result = _run(_train_args(data_dir, out, stopped_at + 2, ["--do_train"]))
-  assert result.returncode == 0, result.stderr[-3000:]
+  run_tool("run_pretraining.py", _train_args(data_dir, out, stopped_at + 2, ["--do_train"]))
   summary = json.loads((out / "train_summary_local.json").read_text())
   assert summary["global_step"] == summary["num_train_steps"] == stopped_at + 2
 
 
+@pytest.mark.slow
 def test_resume_and_eval_mistakes_are_one_line_errors(data_dir, tmp_path):
   out = tmp_path / "out"
-  result = _run(_train_args(data_dir, out, 2, ["--do_train"]))
-  assert result.returncode == 0, result.stderr[-3000:]
+  run_tool("run_pretraining.py", _train_args(data_dir, out, 2, ["--do_train"]))
   config_before = (out / "bert_config.json").read_text()
   wider = tmp_path / "wider.json"
   wider.write_text(json.dumps(dict(TINY_CONFIG, hidden_size=64, intermediate_size=128)))
-  result = _run(_train_args(data_dir, out, 4, ["--do_train"]) +
-                ["--bert_config_file=%s" % wider])
-  assert result.returncode == 2
-  last = result.stderr.strip().splitlines()[-1]
+  result = run_tool("run_pretraining.py", _train_args(data_dir, out, 4, ["--do_train"]) +
+                    ["--bert_config_file=%s" % wider], expect_rc=2)
+  last = last_error_line(result)
   assert last.startswith("error: --output_dir=") and "of shape [32] but" in last, last
   assert (out / "bert_config.json").read_text() == config_before
   # --do_eval on a directory without a checkpoint would score a random model.
-  result = _run(_train_args(data_dir, tmp_path / "empty", 2, ["--do_eval"]))
-  assert result.returncode == 2
-  assert "--allow_random_eval" in result.stderr.strip().splitlines()[-1]
+  result = run_tool("run_pretraining.py", _train_args(data_dir, tmp_path / "empty", 2,
+                                                      ["--do_eval"]), expect_rc=2)
+  assert "--allow_random_eval" in last_error_line(result)
   # Token ids beyond the config's vocab_size.
   small = tmp_path / "small.json"
   small.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=1000)))
-  result = _run(_train_args(data_dir, tmp_path / "o2", 2, ["--do_train"]) +
-                ["--bert_config_file=%s" % small])
-  assert result.returncode == 2
-  assert "vocab_size=1000" in result.stderr.strip().splitlines()[-1]
+  result = run_tool("run_pretraining.py", _train_args(data_dir, tmp_path / "o2", 2,
+                                                      ["--do_train"]) +
+                    ["--bert_config_file=%s" % small], expect_rc=2)
+  assert "vocab_size=1000" in last_error_line(result)
   # output_dir that is a file.
   (tmp_path / "afile").write_text("x")
-  result = _run(_train_args(data_dir, tmp_path / "afile", 2, ["--do_train"]))
-  assert result.returncode == 2
-  assert "is a file" in result.stderr.strip().splitlines()[-1]
+  result = run_tool("run_pretraining.py", _train_args(data_dir, tmp_path / "afile", 2,
+                                                      ["--do_train"]), expect_rc=2)
+  assert "is a file" in last_error_line(result)

@@ -10,19 +10,17 @@ answers, never from the code under test.
 import collections
 import json
 import os
-import subprocess
-import sys
+import threading
 
 import numpy as np
 import pytest
 
-from conftest import TINY_BERT_CONFIG
+from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, start_tool
 
 import run_squad
 import squad_evaluate
 import tokenization
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "squad")
 V1_FILE = os.path.join(FIXTURES, "tiny-v1.1.json")
 V2_FILE = os.path.join(FIXTURES, "tiny-v2.0.json")
@@ -387,31 +385,22 @@ np.savez(out_file, unique_ids=np.concatenate(ids), start_logits=np.concatenate(s
 """
 
 
-def _run(args, cwd):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.run([sys.executable] + args, cwd=cwd, env=env, capture_output=True,
-                        text=True, timeout=300)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  return proc
-
-
+@pytest.mark.slow
 def test_end_to_end_train_predict_score_export(tmp_path):
   config = TINY_BERT_CONFIG
   config_file = tmp_path / "bert_config.json"
   config_file.write_text(json.dumps(config))
   out_dir = tmp_path / "out"
   export_dir = tmp_path / "export"
-  common_args = [os.path.join(REPO_DIR, "run_squad.py"),
-                 "--vocab_file=%s" % os.path.join(REPO_DIR, "data", "vocab.txt"),
+  common_args = ["--vocab_file=%s" % os.path.join(REPO_DIR, "data", "vocab.txt"),
                  "--bert_config_file=%s" % config_file, "--max_seq_length=64",
                  "--doc_stride=32", "--max_query_length=16", "--residual_attention=sum"]
   # SQuAD 2.0: train 5 examples, batch 2, 2 epochs = 5 steps; predict, score, export.
-  proc = _run(common_args + [
+  proc = run_tool("run_squad.py", common_args + [
       "--output_dir=%s" % out_dir, "--train_file=%s" % V2_FILE, "--predict_file=%s" % V2_FILE,
       "--version_2_with_negative", "--do_train", "--do_predict", "--train_batch_size=2",
       "--num_train_epochs=2", "--learning_rate=1e-3", "--save_checkpoints_steps=100",
-      "--predict_batch_size=4", "--export_dir=%s" % export_dir, "--output_raw_logits"],
-      REPO_DIR)
+      "--predict_batch_size=4", "--export_dir=%s" % export_dir, "--output_raw_logits"])
   assert "train: step 5/5" in proc.stderr
   files = set(os.listdir(out_dir))
   for name in ("train.tf_record", "eval.tf_record", "predictions.json",
@@ -449,8 +438,7 @@ def test_end_to_end_train_predict_score_export(tmp_path):
   assert {"saved_model.pb", "variables", "bert_config.json", "vocab.txt"} <= set(
       os.listdir(export_dir))
   served_file = tmp_path / "served.npz"
-  _run(["-c", _EXPORT_CHECK, str(export_dir), str(out_dir / "eval.tf_record"),
-        str(served_file)], REPO_DIR)
+  run_tool(None, ["-c", _EXPORT_CHECK, export_dir, out_dir / "eval.tf_record", served_file])
   served = np.load(served_file)
   raw = np.load(out_dir / "raw_logits.npz")
   assert served["start_logits"].shape == (5, 64)
@@ -461,9 +449,9 @@ def test_end_to_end_train_predict_score_export(tmp_path):
   # SQuAD 1.1 prediction only, from the fine-tuned checkpoint: several doc spans per long
   # context, v1.1 scoring keys.
   out_v1 = tmp_path / "out_v1"
-  _run(common_args + ["--output_dir=%s" % out_v1, "--predict_file=%s" % V1_FILE,
-                      "--do_predict", "--init_checkpoint=%s" % (out_dir / "model.ckpt-5")],
-       REPO_DIR)
+  run_tool("run_squad.py", common_args + [
+      "--output_dir=%s" % out_v1, "--predict_file=%s" % V1_FILE, "--do_predict",
+      "--init_checkpoint=%s" % (out_dir / "model.ckpt-5")])
   preds = json.loads((out_v1 / "predictions.json").read_text())
   assert len(preds) == 9 and not os.path.exists(out_v1 / "null_odds.json")
   results = json.loads((out_v1 / "eval_results.json").read_text())
@@ -472,16 +460,12 @@ def test_end_to_end_train_predict_score_export(tmp_path):
 
 
 def test_bad_flags_are_one_line_errors(tmp_path):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.run(
-      [sys.executable, os.path.join(REPO_DIR, "run_squad.py"),
-       "--vocab_file=%s" % os.path.join(REPO_DIR, "data", "vocab.txt"),
-       "--bert_config_file=%s" % os.path.join(REPO_DIR, "configs", "bert_tiny_post_ln.json"),
-       "--output_dir=%s" % tmp_path, "--do_predict", "--predict_file=%s" % V1_FILE,
-       "--max_seq_length=64", "--max_query_length=64"],
-      cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=120)
-  assert proc.returncode == 2
-  assert proc.stderr.strip().splitlines()[-1] == (
+  proc = run_tool("run_squad.py", [
+      "--vocab_file=%s" % os.path.join(REPO_DIR, "data", "vocab.txt"),
+      "--bert_config_file=%s" % os.path.join(REPO_DIR, "configs", "bert_tiny_post_ln.json"),
+      "--output_dir=%s" % tmp_path, "--do_predict", "--predict_file=%s" % V1_FILE,
+      "--max_seq_length=64", "--max_query_length=64"], expect_rc=2, timeout=120)
+  assert last_error_line(proc) == (
       "error: --max_seq_length=64 must be greater than --max_query_length (64) + 3")
 
 
@@ -509,22 +493,18 @@ def _squad_checkpoint(config_file, prefix):
 
 
 def _squad_cmd(config_file, out_dir, extra):
-  return [os.path.join(REPO_DIR, "run_squad.py"), "--vocab_file=%s" % VOCAB,
+  """run_squad.py flags for the tiny model."""
+  return ["--vocab_file=%s" % VOCAB,
           "--bert_config_file=%s" % config_file, "--output_dir=%s" % out_dir,
           "--max_seq_length=64", "--doc_stride=32", "--max_query_length=16"] + list(extra)
 
 
-def _run_rc(args, expect_rc):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.run([sys.executable] + args, cwd=REPO_DIR, env=env, capture_output=True,
-                        text=True, timeout=300)
-  assert proc.returncode == expect_rc, proc.stderr[-3000:]
+def _run_squad(args, expect_rc):
+  """Runs run_squad.py, checks its exit status and that it failed (if it did) without a
+  traceback."""
+  proc = run_tool("run_squad.py", args, expect_rc=expect_rc)
   assert "Traceback" not in proc.stderr
-  return proc.stderr
-
-
-def _last_line(text):
-  return text.strip().splitlines()[-1]
+  return proc
 
 
 @pytest.fixture
@@ -535,6 +515,7 @@ def tiny_squad(tmp_path):
   return config_file, checkpoint
 
 
+@pytest.mark.slow
 def test_duplicate_question_ids_and_reexport(tmp_path, tiny_squad):
   config_file, checkpoint = tiny_squad
   # Two questions share the id "q1" (in different paragraphs).
@@ -550,9 +531,9 @@ def test_duplicate_question_ids_and_reexport(tmp_path, tiny_squad):
   predict_file = tmp_path / "dup.json"
   predict_file.write_text(json.dumps(data))
   out_dir, export_dir = tmp_path / "out", tmp_path / "export"
-  log = _run_rc(_squad_cmd(config_file, out_dir, [
+  log = _run_squad(_squad_cmd(config_file, out_dir, [
       "--do_predict", "--predict_file=%s" % predict_file, "--init_checkpoint=%s" % checkpoint,
-      "--export_dir=%s" % export_dir]), 0)
+      "--export_dir=%s" % export_dir]), 0).stderr
   assert ("warning: --predict_file=%s: 1 question(s) repeat an earlier question's id "
           "(first: q1); predictions.json keeps one answer per id" % predict_file) in log
   assert sorted(json.loads((out_dir / "predictions.json").read_text())) == ["q1", "q2"]
@@ -562,10 +543,10 @@ def test_duplicate_question_ids_and_reexport(tmp_path, tiny_squad):
   # Our own export is replaced only with --overwrite.
   export_only = _squad_cmd(config_file, tmp_path / "out2", [
       "--init_checkpoint=%s" % checkpoint, "--export_dir=%s" % export_dir])
-  last = _last_line(_run_rc(export_only, 2))
+  last = last_error_line(_run_squad(export_only, 2))
   assert last.startswith("error: --export_dir=%s: already holds " % export_dir), last
   assert "pass --overwrite" in last
-  _run_rc(export_only + ["--overwrite"], 0)
+  _run_squad(export_only + ["--overwrite"], 0)
   assert (export_dir / "saved_model.pb").exists()
   assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
@@ -580,29 +561,30 @@ def test_one_line_errors_for_output_and_export_dirs(tmp_path, tiny_squad):
   # Resuming it with another hidden size: refused before anything is written.
   other = tmp_path / "other_config.json"
   other.write_text(json.dumps(dict(TINY_BERT_CONFIG, hidden_size=16, intermediate_size=32)))
-  last = _last_line(_run_rc(_squad_cmd(other, out_dir, [
+  last = last_error_line(_run_squad(_squad_cmd(other, out_dir, [
       "--do_train", "--train_file=%s" % V1_FILE]), 2))
   assert last.startswith("error: --output_dir=%s: its checkpoint model.ckpt has " % out_dir)
   assert "[32]" in last and "[16]" in last
   assert json.loads((out_dir / "bert_config.json").read_text()) == TINY_BERT_CONFIG
   assert sorted(os.listdir(out_dir)) == listing
   # --export_dir at the parent of --output_dir (which it would delete).
-  last = _last_line(_run_rc(_squad_cmd(config_file, out_dir, [
+  last = last_error_line(_run_squad(_squad_cmd(config_file, out_dir, [
       "--export_dir=%s" % tmp_path, "--overwrite"]), 2))
   assert last.startswith("error: --export_dir=%s: would replace " % tmp_path), last
   assert sorted(os.listdir(out_dir)) == listing
   # --output_dir that is a file.
   stray = tmp_path / "stray.txt"
   stray.write_text("x")
-  last = _last_line(_run_rc(_squad_cmd(config_file, stray, [
+  last = last_error_line(_run_squad(_squad_cmd(config_file, stray, [
       "--do_predict", "--predict_file=%s" % V1_FILE]), 2))
   assert last == "error: --output_dir=%s: is a file, expected a directory" % stray
   # --do_lower_case=False with the uncased vocab: the tokenizer check now runs here too.
-  last = _last_line(_run_rc(_squad_cmd(config_file, tmp_path / "o", [
+  last = last_error_line(_run_squad(_squad_cmd(config_file, tmp_path / "o", [
       "--do_predict", "--predict_file=%s" % V1_FILE, "--do_lower_case=false"]), 2))
   assert last.startswith("error: --do_lower_case=False: vocab %s has no upper-case" % VOCAB)
 
 
+@pytest.mark.slow
 def test_sigterm_stops_training_without_results(tmp_path):
   import signal  # pylint: disable=g-import-not-at-top
   config_file = tmp_path / "bert_config.json"
@@ -613,9 +595,10 @@ def test_sigterm_stops_training_without_results(tmp_path):
       "--do_train", "--do_predict", "--train_file=%s" % V2_FILE, "--predict_file=%s" % V2_FILE,
       "--version_2_with_negative", "--train_batch_size=1", "--num_train_epochs=400",
       "--save_checkpoints_steps=100000", "--export_dir=%s" % export_dir])
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.Popen([sys.executable] + args, cwd=REPO_DIR, env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  proc = start_tool("run_squad.py", args)
+  # Reading stderr line by line has no timeout of its own: a hung run is killed, which ends it.
+  watchdog = threading.Timer(300, proc.kill)
+  watchdog.start()
   lines = []
   try:
     for line in proc.stderr:
@@ -626,6 +609,7 @@ def test_sigterm_stops_training_without_results(tmp_path):
         break
     lines.append(proc.communicate(timeout=120)[1] or "")
   finally:
+    watchdog.cancel()
     if proc.poll() is None:
       proc.kill()
   log = "".join(lines)

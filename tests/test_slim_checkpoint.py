@@ -1,14 +1,12 @@
 """Tests for slim_checkpoint.py: optimizer state stripped, outputs unchanged (fp32) or close (fp16)."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR
+from conftest import last_error_line, run_tool
 import estimator_utils
 import export_hub
 import modeling
@@ -140,15 +138,11 @@ def test_slim_fp16_and_back(tmp_path):
 
 def test_cli(tmp_path):
   prefix, _ = _train_checkpoint(str(tmp_path / "train"))
-  tool = os.path.join(REPO_DIR, "slim_checkpoint.py")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  ok = subprocess.run([sys.executable, tool, "--input_checkpoint=%s" % prefix,
-                       "--output_dir=%s" % (tmp_path / "out"), "--fp16"],
-                      env=env, capture_output=True, text=True, timeout=120)
-  assert ok.returncode == 0, ok.stderr[-2000:]
+  ok = run_tool("slim_checkpoint.py", ["--input_checkpoint=%s" % prefix,
+                                        "--output_dir=%s" % (tmp_path / "out"), "--fp16"],
+                timeout=120)
   assert "stripped" in ok.stdout and "float16" in ok.stdout
-  bad = subprocess.run([sys.executable, tool, "--input_checkpoint=%s" % (tmp_path / "nope"),
-                        "--output_dir=%s" % (tmp_path / "out2")],
-                       env=env, capture_output=True, text=True, timeout=120)
-  assert bad.returncode == 2
-  assert bad.stderr.strip().splitlines()[-1].startswith("error: --input_checkpoint=")
+  bad = run_tool("slim_checkpoint.py", ["--input_checkpoint=%s" % (tmp_path / "nope"),
+                                         "--output_dir=%s" % (tmp_path / "out2")],
+                 expect_rc=2, timeout=120)
+  assert last_error_line(bad).startswith("error: --input_checkpoint=")

@@ -7,14 +7,11 @@ by running the code under test.
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+from conftest import last_error_line, run_tool
 import squad_evaluate as se
-
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _dataset(questions):
@@ -229,21 +226,16 @@ def test_cli(tmp_path):
   out_file = tmp_path / "eval.json"
   bad_file = tmp_path / "bad.json"
   bad_file.write_text("{not json")
-  script = os.path.join(REPO_DIR, "squad_evaluate.py")
-  proc = subprocess.run(
-      [sys.executable, script, str(data_file), str(pred_file), "--na_prob_file=%s" % na_file,
-       "--na_prob_thresh=0.4", "--out_file=%s" % out_file],
-      capture_output=True, text=True, timeout=120)
-  assert proc.returncode == 0, proc.stderr
+  proc = run_tool("squad_evaluate.py", [
+      data_file, pred_file, "--na_prob_file=%s" % na_file, "--na_prob_thresh=0.4",
+      "--out_file=%s" % out_file], timeout=120)
   written = json.loads(out_file.read_text())
   assert written == json.loads(proc.stdout)
   assert written["best_f1_thresh"] == pytest.approx(0.5)
   assert written["exact"] == pytest.approx(50.0)
   assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
-  proc = subprocess.run([sys.executable, script, str(data_file), str(bad_file)],
-                        capture_output=True, text=True, timeout=120)
-  assert proc.returncode == 2
-  assert proc.stderr.strip().splitlines()[-1].startswith(
+  proc = run_tool("squad_evaluate.py", [data_file, bad_file], expect_rc=2, timeout=120)
+  assert last_error_line(proc).startswith(
       "error: predictions file %s: not valid JSON" % bad_file)
 
 
@@ -280,10 +272,8 @@ def test_cli_warns_about_unknown_and_duplicate_ids(tmp_path):
   pred_file = tmp_path / "pred.json"
   pred_file.write_text(json.dumps({"q1": "Paris", "q2": "Oslo", "q9": "x", "q8": "y"}))
   out_file = tmp_path / "eval.json"
-  proc = subprocess.run(
-      [sys.executable, os.path.join(REPO_DIR, "squad_evaluate.py"), str(data_file),
-       str(pred_file), "--out_file=%s" % out_file], capture_output=True, text=True, timeout=120)
-  assert proc.returncode == 0, proc.stderr
+  proc = run_tool("squad_evaluate.py", [data_file, pred_file, "--out_file=%s" % out_file],
+                  timeout=120)
   warnings = [l for l in proc.stderr.splitlines() if l.startswith("warning: ")]
   assert warnings == [
       "warning: data file %s: 1 question(s) repeat an earlier question's id (first: q1); each "

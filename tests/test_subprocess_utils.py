@@ -9,10 +9,9 @@ import sys
 import threading
 import time
 
+from conftest import REPO_DIR, tool_env
 import common
 import subprocess_utils
-
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _alive(pid):
@@ -118,14 +117,15 @@ common.STOP_SIGNALS.exit_if_stopped("driver stopped")
 
 def test_driver_exits_130_on_sigint_and_its_child_is_gone(tmp_path):
   pid_file = str(tmp_path / "child_pid")
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=REPO_DIR)
+  # A `-c` driver (not a repository tool), so Popen directly; every wait below has a timeout.
   proc = subprocess.Popen([sys.executable, "-c", DRIVER, pid_file, str(tmp_path / "log")],
-                          env=env, cwd=REPO_DIR, stdout=subprocess.PIPE,
+                          env=tool_env({"PYTHONPATH": REPO_DIR}), cwd=REPO_DIR,
+                          stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
   try:
     deadline = time.time() + 60
     while not (os.path.exists(pid_file) and open(pid_file).read()):
-      assert proc.poll() is None and time.time() < deadline, proc.communicate()[0]
+      assert proc.poll() is None and time.time() < deadline, proc.communicate(timeout=30)[0]
       time.sleep(0.05)
     child = int(open(pid_file).read())
     proc.send_signal(signal.SIGINT)
@@ -160,7 +160,7 @@ def test_an_orphan_of_a_sigkilled_driver_is_stopped_by_the_rerun(tmp_path):
   time.sleep(0.2)
   child = int(open(child_pid_file).read())
   driver.kill()  # SIGKILL: no chance to stop its child, which lives in its own group
-  driver.wait()
+  driver.wait(timeout=30)
   assert _alive(child)
   try:
     result = subprocess_utils.run_child([sys.executable, "-c", "print('rerun')"], log,

@@ -14,26 +14,16 @@ import time
 
 import pytest
 
-from conftest import TINY_BERT_CONFIG, write_random_bert_checkpoint
+from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, start_tool
+from conftest import write_random_bert_checkpoint
 
 import common
 import sweep
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(REPO_DIR, "sweep.py")
 GLUE_FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "glue")
 SQUAD_FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "squad")
 
 TINY_CONFIG = TINY_BERT_CONFIG
-
-
-def _sweep(args, expect_rc=0):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.run([sys.executable, SCRIPT] + args, env=env, capture_output=True,
-                        text=True, timeout=300)
-  output = proc.stdout + proc.stderr
-  assert proc.returncode == expect_rc, output[-4000:]
-  return output
 
 
 def _fake_run(output_dir, task, setting, seed, results):
@@ -148,10 +138,10 @@ def test_commands(squad_dir):
 def test_dry_run_counts_and_writes_nothing(tmp_path, tiny_model, squad_dir, vocab_file):
   config_file, checkpoint = tiny_model
   out = tmp_path / "sweep"
-  log = _sweep(["--tasks=sst-2,squad1.1,squad2.0", "--glue_dir=%s" % GLUE_FIXTURES,
+  log = run_tool("sweep.py", ["--tasks=sst-2,squad1.1,squad2.0", "--glue_dir=%s" % GLUE_FIXTURES,
                 "--squad_dir=%s" % squad_dir, "--init_checkpoint=%s" % checkpoint,
                 "--bert_config_file=%s" % config_file, "--vocab_file=%s" % vocab_file,
-                "--output_dir=%s" % out, "--dry_run"])
+                "--output_dir=%s" % out, "--dry_run"]).output
   assert ("sst-2: 1 batch size(s) {32} x 3 epoch count(s) {2, 3, 4} x 7 learning rate(s) "
           "{6e-6, 8e-6, 1e-5, 2e-5, 3e-5, 4e-5, 5e-5} x 5 seed(s) = 105 runs" in log)
   assert ("squad1.1: 2 batch size(s) {32, 48} x 3 epoch count(s) {2, 3, 4} x 4 learning "
@@ -160,10 +150,10 @@ def test_dry_run_counts_and_writes_nothing(tmp_path, tiny_model, squad_dir, voca
   assert log.count("  to run: ") == 345
   assert not out.exists()
   # One-line errors for bad inputs.
-  log = _sweep(["--tasks=sst-2,cola", "--glue_dir=%s" % tmp_path,
+  log = run_tool("sweep.py", ["--tasks=sst-2,cola", "--glue_dir=%s" % tmp_path,
                 "--init_checkpoint=%s" % checkpoint, "--bert_config_file=%s" % config_file,
                 "--vocab_file=%s" % vocab_file, "--output_dir=%s" % out, "--dry_run"],
-               expect_rc=2)
+               expect_rc=2).output
   assert "error: --glue_dir=%s: %s/SST-2 has no train.tsv (needed by task sst-2)" % (
       tmp_path, tmp_path) in log
   assert "Traceback" not in log
@@ -464,11 +454,12 @@ def _kill_groups(pid_files):
 def _wait_for(path, proc, timeout=90):
   deadline = time.time() + timeout
   while not os.path.exists(path):
-    assert proc.poll() is None, proc.communicate()[0][-3000:]
+    assert proc.poll() is None, proc.communicate(timeout=60)[0][-3000:]
     assert time.time() < deadline, "timed out waiting for %s" % path
     time.sleep(0.1)
 
 
+@pytest.mark.slow
 def test_sigterm_stops_the_child_and_a_rerun_finishes(tmp_path, vocab_file):
   state = tmp_path / "state"
   state.mkdir()
@@ -478,21 +469,19 @@ def test_sigterm_stops_the_child_and_a_rerun_finishes(tmp_path, vocab_file):
   (tmp_path / "ckpt.index").write_text("")
   (tmp_path / "bert_config.json").write_text("{}")
   out = tmp_path / "sweep"
-  args = [sys.executable, SCRIPT, "--tasks=sst-2", "--glue_dir=%s" % GLUE_FIXTURES,
+  args = ["--tasks=sst-2", "--glue_dir=%s" % GLUE_FIXTURES,
           "--init_checkpoint=%s" % (tmp_path / "ckpt"),
           "--bert_config_file=%s" % (tmp_path / "bert_config.json"),
           "--vocab_file=%s" % vocab_file, "--output_dir=%s" % out, "--learning_rates=1e-5",
           "--epochs=1", "--batch_sizes=4", "--seeds=1,2", "--python=%s" % fake]
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
-             FAKE_STATE_DIR=str(state))
+  env = {"FAKE_STATE_DIR": str(state)}
   (state / "block").write_text("")
-  proc = subprocess.Popen(args, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True)
+  proc = start_tool("sweep.py", args, env=env, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT)
   try:
     _wait_for(str(state / "started"), proc)
     # A second sweep in the same directory is refused while the first runs.
-    second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
-    assert second.returncode == 2, second.stdout + second.stderr
+    second = run_tool("sweep.py", args, expect_rc=2, env=env, timeout=120)
     assert "in use by another job (pid %d" % proc.pid in second.stderr
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=60)[0]
@@ -509,8 +498,7 @@ def test_sigterm_stops_the_child_and_a_rerun_finishes(tmp_path, vocab_file):
   assert not (out / "results.json").exists() and not (out / ".lock-sweep").exists()
 
   os.remove(str(state / "block"))
-  rerun = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
-  assert rerun.returncode == 0, (rerun.stdout + rerun.stderr)[-3000:]
+  rerun = run_tool("sweep.py", args, env=env, timeout=120)
   assert "Plan: 2 runs, 2 to run, 0 already done" in rerun.stdout
   results = json.loads((out / "results.json").read_text())
   best = results["tasks"]["sst-2"]["settings"][0]
@@ -536,6 +524,7 @@ def test_output_dir_of_another_checkpoint_is_refused(tmp_path):
     sweep.check_sweep_state(str(tmp_path), dict(state, max_seq_length={"sst-2": 64}), False)
 
 
+@pytest.mark.slow
 def test_real_sweep_is_resumable(tmp_path, tiny_model, vocab_file):
   config_file, checkpoint = tiny_model
   out = tmp_path / "sweep"
@@ -544,7 +533,7 @@ def test_real_sweep_is_resumable(tmp_path, tiny_model, vocab_file):
           "--output_dir=%s" % out, "--learning_rates=1e-3,2e-3", "--epochs=1",
           "--batch_sizes=4", "--seeds=1,2", "--max_seq_length=32",
           "--extra_flags=--eval_batch_size=5 --save_checkpoints_steps=100"]
-  log = _sweep(args)
+  log = run_tool("sweep.py", args).output
   assert "Plan: 4 runs, 4 to run, 0 already done" in log
   assert "4/4 runs" in log and "remaining" in log
   run_dirs = sorted(str(p.parent) for p in out.glob("sst-2/bs4_lr*_ep1/seed*/eval_results.json"))
@@ -565,12 +554,12 @@ def test_real_sweep_is_resumable(tmp_path, tiny_model, vocab_file):
   assert len(list(csv.DictReader(open(out / "results.csv")))) == 4  # 2 settings x (acc, score)
 
   mtimes = {d: os.stat(logs[d]).st_mtime_ns for d in run_dirs}
-  log = _sweep(args)
+  log = run_tool("sweep.py", args).output
   assert "Plan: 4 runs, 0 to run, 4 already done" in log
   assert {d: os.stat(logs[d]).st_mtime_ns for d in run_dirs} == mtimes
 
   os.remove(os.path.join(run_dirs[2], "eval_results.json"))
-  log = _sweep(args)
+  log = run_tool("sweep.py", args).output
   assert "Plan: 4 runs, 1 to run, 3 already done" in log
   assert "1/1 runs" in log and "sst-2/bs4_lr0.002_ep1/seed1: done" in log
   changed = [d for d in run_dirs if os.stat(logs[d]).st_mtime_ns != mtimes[d]]
