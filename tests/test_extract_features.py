@@ -11,8 +11,6 @@ one-line errors (in process, and through the command line).
 import collections
 import json
 import os
-import subprocess
-import sys
 import types
 
 import numpy as np
@@ -23,7 +21,7 @@ import common
 import extract_features as ef
 import numpy_bert
 import tokenization
-from conftest import REPO_DIR, TINY_BERT_CONFIG
+from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool
 
 tf1 = tf.compat.v1
 SST2_TRAIN = os.path.join(REPO_DIR, "data", "sst2_slice", "train.tsv")
@@ -324,11 +322,12 @@ def test_config_needed_when_not_beside_checkpoint(model, tmp_path):
 
 
 def _cli(args, timeout=120):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([sys.executable, os.path.join(REPO_DIR, "extract_features.py")] + args,
-                        capture_output=True, text=True, cwd=REPO_DIR, timeout=timeout, env=env)
+  """extract_features.py with `args` (conftest.run_tool; the exit status is the test's)."""
+  return run_tool("extract_features.py", args, expect_rc=None, timeout=timeout,
+                  env={"TF_CPP_MIN_LOG_LEVEL": "3"})
 
 
+@pytest.mark.slow
 def test_cli_official_flags_and_errors(model, tmp_path):
   lines = _sentences(4, start=70) + ["first part ||| second part"]
   input_file = _write_lines(tmp_path / "in.txt", lines)

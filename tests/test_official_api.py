@@ -11,7 +11,6 @@ register_processor, and XNLI as the official script reads it.
 import inspect
 import json
 import os
-import subprocess
 import sys
 import textwrap
 
@@ -19,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR, TINY_BERT_CONFIG, write_random_bert_checkpoint
+from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, write_random_bert_checkpoint
 
 import common
 import modeling
@@ -378,12 +377,10 @@ def test_file_based_path(tiny, notebook_run):
 
 
 def _run(args, cwd, env_extra=None, script=SCRIPT):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="",
-             **(env_extra or {}))
-  proc = subprocess.run([sys.executable, script] + args, cwd=str(cwd), env=env,
-                        capture_output=True, text=True, timeout=240)
-  output = proc.stdout + proc.stderr
-  return proc.returncode, output
+  """`script` (a path) with `args` from `cwd` (conftest.run_tool); returns (status, output)."""
+  proc = run_tool(None, [script] + list(args), expect_rc=None, timeout=240, env=env_extra,
+                  cwd=str(cwd))
+  return proc.returncode, proc.output
 
 
 def _model_args(tiny, out, seq=MAX_SEQ_LENGTH):
@@ -399,6 +396,7 @@ def _write_user_module(directory):
   (directory / "my_processors.py").write_text(source)
 
 
+@pytest.mark.slow
 def test_main_with_processor_flag(tiny, tmp_path):
   _write_user_module(tmp_path)
   out = tmp_path / "out"

@@ -6,24 +6,21 @@ import os
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import TINY_BERT_CONFIG, shared_path, write_random_bert_checkpoint
+from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, shared_path, start_tool
+from conftest import write_random_bert_checkpoint
 
 import common
 import modeling
 import run_classifier as rc
 import tokenization
 
-REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "glue")
-SCRIPT = os.path.join(REPO_DIR, "run_classifier.py")
 
 GLUE_DIRS = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": "STS-B", "qqp": "QQP",
              "mnli": "MNLI", "qnli": "QNLI", "rte": "RTE", "wnli": "WNLI"}
@@ -258,12 +255,8 @@ TINY_CONFIG = TINY_BERT_CONFIG
 
 
 def _run(args, expect_rc=0):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.run([sys.executable, SCRIPT] + args, cwd=REPO_DIR, env=env,
-                        capture_output=True, text=True, timeout=300)
-  output = proc.stdout + proc.stderr
-  assert proc.returncode == expect_rc, output[-4000:]
-  return output
+  """run_classifier.py with `args` (conftest.run_tool); returns stdout + stderr."""
+  return run_tool("run_classifier.py", args, expect_rc=expect_rc).output
 
 
 def _random_init_checkpoint(path, config_file):
@@ -309,10 +302,7 @@ RELOAD_SCRIPT = textwrap.dedent("""
 
 
 def _reload_export(export_dir, record, seq):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.run([sys.executable, "-c", RELOAD_SCRIPT, export_dir, record, str(seq)],
-                        env=env, capture_output=True, text=True, timeout=120)
-  assert proc.returncode == 0, proc.stderr[-3000:]
+  proc = run_tool(None, ["-c", RELOAD_SCRIPT, export_dir, record, seq], timeout=120)
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
   return json.loads(line[len("RESULT "):])
 
@@ -322,6 +312,7 @@ def _read_floats(path):
     return np.array([[float(x) for x in line.split("\t")] for line in f.read().splitlines()])
 
 
+@pytest.mark.slow
 def test_classification_train_eval_predict_export(tmp_path, tiny_model, vocab_file):
   config_file, checkpoint = tiny_model
   out = tmp_path / "out"
@@ -370,6 +361,7 @@ def test_classification_train_eval_predict_export(tmp_path, tiny_model, vocab_fi
   assert eval_record.stat().st_mtime_ns != mtime
 
 
+@pytest.mark.slow
 def test_regression_train_eval_predict_export(tmp_path, tiny_model, vocab_file):
   config_file, _ = tiny_model
   out = tmp_path / "out"
@@ -395,6 +387,7 @@ def test_regression_train_eval_predict_export(tmp_path, tiny_model, vocab_file):
   np.testing.assert_allclose(np.array(served["predictions"]), raw, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_mnli_eval_both_dev_sets_and_predict(tmp_path, tiny_model, vocab_file):
   config_file, checkpoint = tiny_model
   out = tmp_path / "out"
@@ -430,6 +423,7 @@ def test_crlf_line_ends_and_blank_lines(tmp_path):
   assert (stats.blank, stats.skipped_columns) == (1, 0)
 
 
+@pytest.mark.slow
 def test_own_tsv_pair_task_end_to_end(tmp_path, tiny_model, vocab_file):
   """--task_name=tsv: columns named by header, a sentence pair, string labels, predictions.tsv."""
   config_file, checkpoint = tiny_model
@@ -498,9 +492,7 @@ def stopped_run(tmp_path_factory, tiny_model):
   args = _tsv_args(data, config_file, out, vocab_file, [
       "--do_train", "--do_eval", "--num_train_epochs=2000", "--save_checkpoints_steps=100000",
       "--export_dir=%s" % export])
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-  proc = subprocess.Popen([sys.executable, SCRIPT] + args, cwd=REPO_DIR, env=env,
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  proc = start_tool("run_classifier.py", args)
   lines = []
   try:
     for line in proc.stderr:
@@ -517,6 +509,7 @@ def stopped_run(tmp_path_factory, tiny_model):
           "stderr": "".join(lines) + (rest or ""), "config_file": config_file}
 
 
+@pytest.mark.slow
 def test_sigterm_stops_training_without_results(stopped_run):
   run = stopped_run
   assert run["returncode"] == 143, run["stderr"][-3000:]
@@ -529,6 +522,7 @@ def test_sigterm_stops_training_without_results(stopped_run):
   assert not (out / ".lock-local").exists()  # released on the way out
 
 
+@pytest.mark.slow
 def test_resume_with_another_model_is_one_line_error(stopped_run, vocab_file, tmp_path):
   run = stopped_run
   out = run["out"]
@@ -555,6 +549,7 @@ def test_resume_with_another_model_is_one_line_error(stopped_run, vocab_file, tm
   assert sorted(os.listdir(out)) == listing
 
 
+@pytest.mark.slow
 def test_export_dir_targets(stopped_run, vocab_file, tmp_path):
   run = stopped_run
   out = run["out"]
