@@ -409,6 +409,17 @@ def resume_skip_batches(resume_step, flag_values):
   return resume_step
 
 
+def latest_global_step(output_dir):
+  """The global step of the latest checkpoint in output_dir (0 when there is none)."""
+  checkpoint = tf1.train.latest_checkpoint(output_dir)
+  if not checkpoint:
+    return 0
+  try:
+    return int(tf1.train.load_variable(checkpoint, "global_step"))
+  except (tf.errors.NotFoundError, ValueError):
+    return 0
+
+
 def bert_variable_shapes(bert_config):
   """{variable name: shape} of the BertModel a config builds (no values are created).
 

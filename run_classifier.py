@@ -1700,16 +1700,6 @@ def _require_task_files(task, data_dir):
                   (data_dir, task_file.file_name, mode, task.name))
 
 
-def _latest_global_step(output_dir):
-  checkpoint = tf1.train.latest_checkpoint(output_dir)
-  if not checkpoint:
-    return 0
-  try:
-    return int(tf1.train.load_variable(checkpoint, "global_step"))
-  except (tf.errors.NotFoundError, ValueError):
-    return 0
-
-
 def export_protected_paths():
   """What an --export_dir must never replace: this job's --output_dir and its inputs.
 
@@ -1856,7 +1846,7 @@ def _run_job(task, bert_config, tokenizer):
       for prefix in prefixes:
         for key, value in metrics.items():
           results[prefix + key] = value
-    results["global_step"] = _latest_global_step(FLAGS.output_dir)
+    results["global_step"] = estimator_utils.latest_global_step(FLAGS.output_dir)
     results.update(summary)
     # A signal during evaluation: no results file, so the job does not look finished.
     common.STOP_SIGNALS.exit_if_stopped()

@@ -542,7 +542,7 @@ def main(_):
       tf1.logging.info("Resuming from step %d of %d in %s", start_step, total_steps,
                        FLAGS.output_dir)
     _train(estimator, train_input_fn, total_steps)
-    end_step = _latest_step(FLAGS.output_dir) or 0
+    end_step = estimator_utils.latest_global_step(FLAGS.output_dir)
     # Stopped by a signal: the checkpoint is saved; no summary, no eval, exit 130 / 143.
     common.STOP_SIGNALS.exit_if_stopped(
         "checkpoint saved at step %d of %d; rerun the same command to resume" %
@@ -595,14 +595,6 @@ def _train(estimator, train_input_fn, total_steps):
     tf1.estimator.train_and_evaluate(estimator.estimator, train_spec, eval_spec)
   else:
     estimator.train(input_fn=train_input_fn, max_steps=total_steps)
-
-
-def _latest_step(output_dir):
-  """Global step of the latest checkpoint in output_dir, or None."""
-  latest = tf1.train.latest_checkpoint(output_dir)
-  if not latest:
-    return None
-  return int(tf.train.load_checkpoint(latest).get_tensor("global_step"))
 
 
 if __name__ == "__main__":

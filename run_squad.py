@@ -1500,7 +1500,7 @@ def _run_job(bert_config, tokenizer):
                            estimator_utils.StopOnSignalHook()])
     common.STOP_SIGNALS.exit_if_stopped()
     # The target beside the step reached: a reader (sweep.py) can check they agree.
-    train_summary = {"global_step": _latest_global_step(FLAGS.output_dir),
+    train_summary = {"global_step": estimator_utils.latest_global_step(FLAGS.output_dir),
                      "num_train_steps": num_train_steps}
 
   if FLAGS.do_predict:
@@ -1516,17 +1516,6 @@ def _run_job(bert_config, tokenizer):
                  vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
                  version_2_with_negative=FLAGS.version_2_with_negative,
                  overwrite=FLAGS.overwrite, protected_paths=export_protected_paths())
-
-
-def _latest_global_step(output_dir):
-  """The global step of the latest checkpoint in output_dir (0 when there is none)."""
-  checkpoint = tf1.train.latest_checkpoint(output_dir)
-  if not checkpoint:
-    return 0
-  try:
-    return int(tf1.train.load_variable(checkpoint, "global_step"))
-  except (tf.errors.NotFoundError, ValueError):
-    return 0
 
 
 if __name__ == "__main__":

@@ -126,3 +126,13 @@ def last_error_line(proc):
   """The last non-empty line of a finished tool's stderr (where a one-line error goes)."""
   lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
   return lines[-1] if lines else ""
+
+
+def process_alive(pid):
+  """Whether `pid` is a running process (a zombie has ended), from /proc."""
+  try:
+    with open("/proc/%d/stat" % pid) as f:
+      # "pid (comm) state ...": comm may hold spaces and parentheses.
+      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+  except (OSError, IndexError):
+    return False

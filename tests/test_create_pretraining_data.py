@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR, last_error_line, run_tool, shared_path, start_tool
+from conftest import last_error_line, process_alive, REPO_DIR, run_tool, shared_path, start_tool
 import common
 import create_pretraining_data as cpd
 import tokenization
@@ -830,18 +830,9 @@ def _start_and_wait_for_temps(args, out_dir, timeout=60):
   pytest.fail("the run ended before it could be signalled: %s" % err[-2000:])
 
 
-def _alive(pid):
-  """Whether `pid` runs (a zombie has ended)."""
-  try:
-    with open("/proc/%d/stat" % pid) as f:
-      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-  except OSError:
-    return False
-
-
 def _pids_gone(pids, timeout=10):
   deadline = time.time() + timeout
-  while any(_alive(p) for p in pids):
+  while any(process_alive(p) for p in pids):
     if time.time() > deadline:
       return False
     time.sleep(0.1)

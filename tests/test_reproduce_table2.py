@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from conftest import REPO_DIR, last_error_line, run_tool, shared_path, start_tool
+from conftest import last_error_line, process_alive, REPO_DIR, run_tool, shared_path, start_tool
 import common
 import reproduce_table2 as rt
 
@@ -212,14 +212,6 @@ time.sleep(60)
 """
 
 
-def _alive(pid):
-  try:
-    with open("/proc/%d/stat" % pid) as f:
-      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-  except (OSError, IndexError):
-    return False
-
-
 def test_sigterm_is_forwarded_to_the_child_and_exits_143(tmp_path):
   child = tmp_path / "child.py"
   child.write_text(CHILD)
@@ -244,4 +236,4 @@ def test_sigterm_is_forwarded_to_the_child_and_exits_143(tmp_path):
   assert proc.returncode == 143, output
   assert "interrupted (signal 15): reproduction stopped; rerun the same command" in output
   assert "not reached" not in output and "error:" not in output
-  assert not [p for p in map(int, open(pids).read().split()) if _alive(p)]
+  assert not [p for p in map(int, open(pids).read().split()) if process_alive(p)]

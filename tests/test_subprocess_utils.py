@@ -9,18 +9,9 @@ import sys
 import threading
 import time
 
-from conftest import REPO_DIR, tool_env
+from conftest import process_alive, REPO_DIR, tool_env
 import common
 import subprocess_utils
-
-
-def _alive(pid):
-  """Whether pid is a running (not zombie) process."""
-  try:
-    with open("/proc/%d/stat" % pid) as f:
-      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-  except (OSError, IndexError):
-    return False
 
 
 def _wait_for(path, timeout=30):
@@ -53,7 +44,7 @@ def test_left_over_processes_are_stopped(tmp_path):
   result = subprocess_utils.run_child([sys.executable, "-c", code, pid_file],
                                       str(tmp_path / "log"), stop_signals=common.StopSignals())
   assert result.ok
-  assert not _alive(int(open(pid_file).read()))
+  assert not process_alive(int(open(pid_file).read()))
   assert "# stopped 1 process(es) the child left running" in open(str(tmp_path / "log")).read()
 
 
@@ -78,7 +69,7 @@ time.sleep(60)
                                       str(tmp_path / "log"), stop_signals=stop, grace_s=20)
   assert (result.returncode, result.signum, result.stopped) == (143, signal.SIGTERM, True)
   assert time.time() - start < 15
-  assert not _alive(int(open(str(tmp_path / "saved")).read()))
+  assert not process_alive(int(open(str(tmp_path / "saved")).read()))
   # Once stopped, nothing new starts.
   result = subprocess_utils.run_child([sys.executable, "-c", "open('x', 'w')"],
                                       str(tmp_path / "log2"), cwd=str(tmp_path),
@@ -130,7 +121,7 @@ def test_driver_exits_130_on_sigint_and_its_child_is_gone(tmp_path):
     child = int(open(pid_file).read())
     proc.send_signal(signal.SIGINT)
     time.sleep(1.0)
-    assert proc.poll() is None and _alive(child)  # waiting for the child to save
+    assert proc.poll() is None and process_alive(child)  # waiting for the child to save
     proc.send_signal(signal.SIGINT)
     output = proc.communicate(timeout=20)[0]
   finally:
@@ -141,7 +132,7 @@ def test_driver_exits_130_on_sigint_and_its_child_is_gone(tmp_path):
   assert proc.returncode == 130, output
   assert "child: killed by signal 9" in output
   assert "interrupted (signal 2): driver stopped" in output
-  assert not _alive(child)
+  assert not process_alive(child)
 
 
 ORPHANING_DRIVER = """
@@ -161,14 +152,14 @@ def test_an_orphan_of_a_sigkilled_driver_is_stopped_by_the_rerun(tmp_path):
   child = int(open(child_pid_file).read())
   driver.kill()  # SIGKILL: no chance to stop its child, which lives in its own group
   driver.wait(timeout=30)
-  assert _alive(child)
+  assert process_alive(child)
   try:
     result = subprocess_utils.run_child([sys.executable, "-c", "print('rerun')"], log,
                                         stop_signals=common.StopSignals(), grace_s=5)
     assert result.ok
-    assert not _alive(child), "the rerun must stop the orphan before it starts"
+    assert not process_alive(child), "the rerun must stop the orphan before it starts"
     assert open(log).read().strip() == "rerun"
     assert not [n for n in os.listdir(str(tmp_path)) if n.endswith(".child.json")]
   finally:
-    if _alive(child):
+    if process_alive(child):
       os.kill(child, signal.SIGKILL)

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, start_tool
+from conftest import process_alive, REPO_DIR, run_tool, start_tool, TINY_BERT_CONFIG
 from conftest import write_random_bert_checkpoint
 
 import common
@@ -433,15 +433,6 @@ worker.kill()
 """
 
 
-def _alive(pid):
-  """Whether pid is a running (not zombie) process."""
-  try:
-    with open("/proc/%d/stat" % pid) as f:
-      return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-  except (OSError, IndexError):
-    return False
-
-
 def _kill_groups(pid_files):
   """Test clean-up after a failure: kills the fake runs' process groups."""
   for path in pid_files:
@@ -492,7 +483,7 @@ def test_sigterm_stops_the_child_and_a_rerun_finishes(tmp_path, vocab_file):
   assert proc.returncode == 143, output[-3000:]
   assert "interrupted (signal 15)" in output and "rerun the same command" in output
   pids = [int(p) for f in state.glob("pids-*") for p in f.read_text().split()]
-  assert len(pids) == 2 and not [p for p in pids if _alive(p)]  # child and its worker are gone
+  assert len(pids) == 2 and not [p for p in pids if process_alive(p)]  # child and its worker are gone
   run_dir = out / "sst-2" / "bs4_lr1e-5_ep1" / "seed1"
   assert not (run_dir / "eval_results.json").exists() and (run_dir / "model.ckpt-3.index").exists()
   assert not (out / "results.json").exists() and not (out / ".lock-sweep").exists()
@@ -507,7 +498,7 @@ def test_sigterm_stops_the_child_and_a_rerun_finishes(tmp_path, vocab_file):
   log = (run_dir / "sweep_run.log").read_text()
   assert "\0" not in log and log.count("fake run of") == 1 and log.startswith("# ")
   assert not [p for f in state.glob("pids-*") for p in map(int, f.read_text().split())
-              if _alive(p)]
+              if process_alive(p)]
 
 
 def test_output_dir_of_another_checkpoint_is_refused(tmp_path):
