@@ -276,6 +276,14 @@ def main(_):
   print("[demo] report written to %s" % _path("report.md"))
 
 
+def _shown(path):
+  """A path as the report shows it: relative to the repository when inside it (no machine path)."""
+  if not path:
+    return path
+  relative = os.path.relpath(path, REPO_DIR)
+  return path if relative.startswith("..") else relative
+
+
 def _report(config, pretrain_eval, train_summary, classifier, timings):
   """The short markdown report printed at the end."""
   lines = [
@@ -290,11 +298,11 @@ def _report(config, pretrain_eval, train_summary, classifier, timings):
       "| steps | %d |" % pretrain_eval["global_step"],
       "| speed | %s steps/s, %s examples/s |" % (train_summary.get("train_steps_per_sec"),
                                                 train_summary.get("train_examples_per_sec")),
-      "| checkpoint | %s |" % train_summary.get("checkpoint"), ""]
+      "| checkpoint | %s |" % _shown(train_summary.get("checkpoint")), ""]
   if classifier:
     lines += ["| sentiment fine-tuning (data/sst2_slice dev) | value |", "|---|---|",
               "| accuracy | %.2f%% |" % (100 * classifier.get("eval_accuracy", float("nan"))),
-              "| exported SavedModel | %s |" % classifier["export_dir"], ""]
+              "| exported SavedModel | %s |" % _shown(classifier["export_dir"]), ""]
   lines += ["Stage times: " + ", ".join("%s %.0f s" % (k, v) for k, v in timings.items() if v),
             ""]
   return "\n".join(lines)
