@@ -55,6 +55,14 @@ def define_flags():
 
 FLAGS = flags.FLAGS
 
+# Shown at the end of the demo: what the pre-trained model fills in, and what the exported
+# raw-text classifier answers.
+FILL_MASK_SENTENCES = ("the [MASK] of the sea was calm .",
+                       "the captain looked at the [MASK] ship .",
+                       "she said that she would [MASK] him tomorrow .")
+CLASSIFIER_SENTENCES = ("a warm , funny and wonderfully acted film .",
+                        "a dull , lifeless mess that wastes its cast .")
+
 
 def run_stage(name, args, is_done, log_dir, python=None):
   """Runs `python args...` unless is_done() says the stage is complete; streams progress lines.
@@ -268,8 +276,27 @@ def main(_):
         lambda: classifier_done(classifier_dir, export_dir), log_dir)
     classifier = _read_json(os.path.join(classifier_dir, "eval_results.json"))
     classifier["export_dir"] = export_dir
+    text_export_dir = _path("sst2_text_export")
+    timings["raw-text export"] = run_stage(
+        "export raw-text classifier",
+        ["export_hub.py", "--mode=classifier", "--init_checkpoint=%s" % classifier_dir,
+         "--vocab_file=%s" % FLAGS.vocab_file, "--do_lower_case=true", "--seq_length=64",
+         "--export_dir=%s" % text_export_dir],
+        lambda: file_done(os.path.join(text_export_dir, common.EXPORT_MARKER)), log_dir)
+    classifier["text_export_dir"] = text_export_dir
+    classifier["answers"] = ask_text_classifier(text_export_dir, CLASSIFIER_SENTENCES)
 
-  report = _report(used_config, pretrain_eval, train_summary, classifier, timings)
+  fill_mask_file = _path("fill_mask-%d.jsonl" % steps)  # keyed by step: a longer run refills
+  timings["fill-mask"] = run_stage(
+      "fill mask",
+      ["predict_masked.py", "--init_checkpoint=%s" % train_summary["checkpoint"],
+       "--vocab_file=%s" % FLAGS.vocab_file, "--do_lower_case=true", "--top_k=3",
+       "--output_file=%s" % fill_mask_file] + ["--text=%s" % t for t in FILL_MASK_SENTENCES],
+      lambda: file_done(fill_mask_file), log_dir)
+  with open(fill_mask_file) as f:
+    fill_mask = [json.loads(line) for line in f if line.strip()]
+
+  report = _report(used_config, pretrain_eval, train_summary, classifier, timings, fill_mask)
   with common.atomic_output(_path("report.md")) as f:
     f.write(report)
   print(report)
@@ -284,7 +311,26 @@ def _shown(path):
   return path if relative.startswith("..") else relative
 
 
-def _report(config, pretrain_eval, train_summary, classifier, timings):
+def ask_text_classifier(export_dir, sentences):
+  """The exported raw-text classifier's answers: [(sentence, label name, probability)].
+
+  Args:
+    export_dir: an export_hub.py --mode=classifier SavedModel.
+    sentences: raw sentences.
+
+  Returns:
+    list of (sentence, predicted label name, its probability).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import  (registers the ops)
+  serve = tf.saved_model.load(export_dir).signatures["serving_default"]
+  outputs = serve(sentence=tf.constant(list(sentences)))
+  names = [n.decode("utf-8") for n in outputs["predicted_label_name"].numpy()]
+  probabilities = outputs["probabilities"].numpy().max(axis=-1)
+  return list(zip(sentences, names, [float(p) for p in probabilities]))
+
+
+def _report(config, pretrain_eval, train_summary, classifier, timings, fill_mask=()):
   """The short markdown report printed at the end."""
   lines = [
       "# RealFormer demo report", "",
@@ -302,7 +348,19 @@ def _report(config, pretrain_eval, train_summary, classifier, timings):
   if classifier:
     lines += ["| sentiment fine-tuning (data/sst2_slice dev) | value |", "|---|---|",
               "| accuracy | %.2f%% |" % (100 * classifier.get("eval_accuracy", float("nan"))),
-              "| exported SavedModel | %s |" % _shown(classifier["export_dir"]), ""]
+              "| exported SavedModel | %s |" % _shown(classifier["export_dir"]),
+              "| raw-text SavedModel | %s |" % _shown(classifier.get("text_export_dir")), ""]
+    if classifier.get("answers"):
+      lines += ["The raw-text classifier (label 1 = positive) answers:", ""]
+      lines += ["- \"%s\" -> %s (p=%.3f)" % answer for answer in classifier["answers"]]
+      lines += [""]
+  if fill_mask:
+    lines += ["Fill-mask from the pre-trained model (predict_masked.py, top 3 per [MASK]):", ""]
+    for record in fill_mask:
+      candidates = "; ".join(", ".join("%s %.3f" % (c["token"], c["probability"])
+                                       for c in mask["candidates"]) for mask in record["masks"])
+      lines.append("- %s -> %s" % (record["text"], candidates))
+    lines += [""]
   lines += ["Stage times: " + ", ".join("%s %.0f s" % (k, v) for k, v in timings.items() if v),
             ""]
   return "\n".join(lines)
