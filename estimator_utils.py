@@ -499,6 +499,42 @@ def decode_record(record, name_to_features):
   return example
 
 
+def tfrecord_input_fn(input_file, name_to_features, is_training, drop_remainder, seed=None,
+                      skip_batches=0, num_parallel_calls=None):
+  """The fine-tuning scripts' input_fn over one feature TFRecord file.
+
+  Training repeats and shuffles (seeded: a deterministic order) and skips the batches a resumed
+  job already trained on (see resume_skip_batches); evaluation reads the file once in order.
+
+  Args:
+    input_file: TFRecord path.
+    name_to_features: dict feature name -> tf.io.FixedLenFeature.
+    is_training: repeat and shuffle.
+    drop_remainder: drop a last partial batch (TPU).
+    seed: shuffle seed.
+    skip_batches: batches to skip on resume (training only).
+    num_parallel_calls: parallel record decoding (None: sequential).
+
+  Returns:
+    input_fn(params) -> tf.data.Dataset of feature dicts, batch params["batch_size"].
+  """
+
+  def input_fn(params):
+    batch_size = params["batch_size"]
+    d = tf.data.TFRecordDataset(input_file)
+    if is_training:
+      d = d.repeat()
+      d = d.shuffle(buffer_size=100, seed=seed)
+      if skip_batches:
+        # Records, not batches: skipping before parsing costs only the reads.
+        d = d.skip(skip_batches * batch_size)
+    d = d.map(lambda record: decode_record(record, name_to_features),
+              num_parallel_calls=num_parallel_calls)
+    return d.batch(batch_size=batch_size, drop_remainder=drop_remainder)
+
+  return input_fn
+
+
 def tfrecord_feature_lengths(input_file):
   """Reads the first record of a TFRecord file; returns {feature name: length}."""
   for record in tf1.io.tf_record_iterator(input_file):

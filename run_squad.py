@@ -839,23 +839,13 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=N
     name_to_features["start_positions"] = tf.io.FixedLenFeature([], tf.int64)
     name_to_features["end_positions"] = tf.io.FixedLenFeature([], tf.int64)
 
+  batched_fn = estimator_utils.tfrecord_input_fn(
+      input_file, name_to_features, is_training, drop_remainder, seed, skip_batches,
+      num_parallel_calls=tf.data.AUTOTUNE)
+
   def input_fn(params):
     """The actual input function."""
-    batch_size = params["batch_size"]
-
-    # For training, we want a lot of parallel reading and shuffling.
-    # For eval, we want no shuffling and parallel reading doesn't matter.
-    d = tf.data.TFRecordDataset(input_file)
-    if is_training:
-      d = d.repeat()
-      d = d.shuffle(buffer_size=100, seed=seed)
-      if skip_batches:
-        d = d.skip(skip_batches * batch_size)
-
-    d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features),
-              num_parallel_calls=tf.data.AUTOTUNE)
-    d = d.batch(batch_size, drop_remainder=drop_remainder)
-    return d.prefetch(tf.data.AUTOTUNE)
+    return batched_fn(params).prefetch(tf.data.AUTOTUNE)
 
   return input_fn
 

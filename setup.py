@@ -18,7 +18,8 @@ setuptools.setup(
     py_modules=[
         "modeling", "tokenization", "optimization", "common", "estimator_utils",
         "export_utils", "glue_metrics", "squad_evaluate", "subprocess_utils",
-        "create_pretraining_data", "run_pretraining", "run_classifier", "run_squad",
+        "create_pretraining_data", "run_pretraining", "run_classifier", "run_squad", "run_ner",
+        "ner_metrics",
         "extract_features", "predict_masked", "export_hub", "slim_checkpoint", "build_vocab",
         "convert_hf_checkpoint", "analyze_attention", "sweep", "reproduce_table2", "run_demo",
     ],

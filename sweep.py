@@ -2,17 +2,18 @@
 """The paper's fine-tuning protocol: grid sweeps over GLUE / SQuAD, then best-median aggregation.
 
 For every task, every setting (batch size, learning rate, epochs) of the grid is fine-tuned once
-per seed by run_classifier.py (GLUE: --do_train --do_eval on the dev set) or run_squad.py
-(SQuAD: --do_train --do_predict on the dev file, scored), each run a subprocess with its own
-output directory
+per seed by run_classifier.py (GLUE: --do_train --do_eval on the dev set), run_squad.py
+(SQuAD: --do_train --do_predict on the dev file, scored) or run_ner.py (task "ner": named-entity
+recognition on CoNLL files, --do_train --do_eval, ranked by entity F1), each run a subprocess
+with its own output directory
 
   <output_dir>/<task>/bs<B>_lr<LR>_ep<E>/seed<S>/   (eval_results.json, sweep_run.log, ...)
 
 Defaults are the paper's grids (RealFormer, section 4.1.2 / Table 10): GLUE batch 32, epochs
 {2,3,4}, LR {6e-6, 8e-6, 1e-5, 2e-5, 3e-5, 4e-5, 5e-5}; SQuAD batch {32,48}, epochs {2,3,4},
-LR {2e-5, 3e-5, 4e-5, 5e-5}; seeds 1..5. A sweep is resumable: a run whose eval_results.json
-exists and reached its last step is skipped; an unfinished one resumes from its checkpoint
-(exactly: the result is the uninterrupted run's). On
+LR {2e-5, 3e-5, 4e-5, 5e-5}; seeds 1..5; NER (not in the paper) uses the GLUE grid. A sweep is
+resumable: a run whose eval_results.json exists and reached its last step is skipped; an
+unfinished one resumes from its checkpoint (exactly: the result is the uninterrupted run's). On
 SIGINT / SIGTERM the running child is stopped (signal forwarded to its process group) and waited
 for, and the sweep exits 130 / 143. One sweep at a time per --output_dir (lock file
 .lock-sweep). Then, per task and setting, the median over seeds of every metric; the best
@@ -22,6 +23,8 @@ setting is the one with the highest median task score; results.{md,csv,json} are
     --init_checkpoint=bert_model.ckpt --bert_config_file=bert_config.json \
     --vocab_file=vocab.txt --output_dir=out/sweep [--residual_attention=sum] \
     [--extra_flags="--use_tpu=true --tpu_name=x"] [--dry_run] [--aggregate_only]
+  python sweep.py --tasks=ner --ner_dir=ner/wnut17 ...   (train / dev files as run_ner.py names
+    them: train.conll, dev.conll, ...)
 """
 
 from __future__ import absolute_import
@@ -61,8 +64,11 @@ PAPER_GRIDS = {
     "squad": {"batch_sizes": [32, 48], "epochs": [2.0, 3.0, 4.0],
               "learning_rates": [2e-5, 3e-5, 4e-5, 5e-5]},
 }
+# The paper has no NER experiment: its GLUE grid is used.
+PAPER_GRIDS["ner"] = dict(PAPER_GRIDS["glue"])
 PAPER_SEEDS = [1, 2, 3, 4, 5]
-DEFAULT_MAX_SEQ_LENGTH = {"glue": 128, "squad": 384}
+DEFAULT_MAX_SEQ_LENGTH = {"glue": 128, "squad": 384, "ner": 128}
+SCRIPTS = {"glue": "run_classifier.py", "squad": "run_squad.py", "ner": "run_ner.py"}
 
 RUN_LOG = "sweep_run.log"
 SWEEP_STATE = "sweep.json"
@@ -75,11 +81,11 @@ class TaskSpec(collections.namedtuple("TaskSpec", [
     "name", "family", "dir_name", "metrics", "score", "scale", "overall_entries", "files"])):
   """How one task is run and scored.
 
-  name: canonical task name (output sub-directory). family: "glue" or "squad". dir_name: GLUE
-  sub-directory name. metrics: list of (metric, eval_results.json key, column title). score: the
-  metrics averaged into the selection score. scale: factor to the paper's percent scale.
+  name: canonical task name (output sub-directory). family: "glue", "squad" or "ner". dir_name:
+  GLUE sub-directory name. metrics: list of (metric, eval_results.json key, column title). score:
+  the metrics averaged into the selection score. scale: factor to the paper's percent scale.
   overall_entries: (title, metrics) entries of GLUE "Overall" (empty: not part of it). files:
-  data files the run needs.
+  data files the run needs (a tuple: any one of these names).
   """
 
 
@@ -117,6 +123,21 @@ TASKS = collections.OrderedDict((spec.name, spec) for spec in [
              ["f1"], 1.0, [], ["train-v2.0.json", "dev-v2.0.json"]),
 ])
 
+# Tasks beyond the paper's. NER (run_ner.py): chosen by entity F1 (conlleval rules); precision
+# and recall reported.
+OTHER_TASKS = collections.OrderedDict((spec.name, spec) for spec in [
+    TaskSpec("ner", "ner", None,
+             [("f1", "eval_f1", "F1"), ("precision", "eval_precision", "P"),
+              ("recall", "eval_recall", "R")], ["f1"], 100.0, [],
+             # The names run_ner.py looks for (run_ner.DATA_FILE_NAMES).
+             [("train.conll", "train.txt", "train.tsv", "train.bio", "eng.train"),
+              ("dev.conll", "dev.txt", "valid.txt", "validation.txt", "dev.tsv", "dev.bio",
+               "eng.testa")]),
+])
+
+# Every task sweep.py runs: the paper's (TASKS), then the others.
+ALL_TASKS = collections.OrderedDict(list(TASKS.items()) + list(OTHER_TASKS.items()))
+
 GLUE_OVERALL_TASKS = [name for name, spec in TASKS.items() if spec.overall_entries]
 
 
@@ -125,16 +146,21 @@ def define_flags():
   flags.DEFINE_string(
       "tasks", None,
       "Comma-separated tasks: GLUE (cola, sst-2, mrpc, sts-b, qqp, mnli, qnli, rte, wnli) and/or "
-      "squad1.1, squad2.0. With --aggregate_only: default all task directories found.")
+      "squad1.1, squad2.0 and/or ner (run_ner.py). With --aggregate_only: default all task "
+      "directories found.")
   flags.DEFINE_string("glue_dir", None,
                       "Directory with one sub-directory per GLUE task, named as GLUE distributes "
                       "them (CoLA, SST-2, MRPC, STS-B, QQP, MNLI, QNLI, RTE, WNLI).")
   flags.DEFINE_string("data_dirs", None,
-                      "Per-task data directories overriding --glue_dir / --squad_dir: "
+                      "Per-task data directories overriding --glue_dir / --squad_dir / "
+                      "--ner_dir: "
                       "\"task=dir,task=dir\".")
   flags.DEFINE_string("squad_dir", None,
                       "Directory with train-v1.1.json, dev-v1.1.json, train-v2.0.json, "
                       "dev-v2.0.json.")
+  flags.DEFINE_string("ner_dir", None,
+                      "Task ner: directory with the train and dev CoNLL files (train.conll, "
+                      "dev.conll, or the other names run_ner.py accepts).")
   flags.DEFINE_string("init_checkpoint", None, "The pre-trained checkpoint every run starts from.")
   flags.DEFINE_string("bert_config_file", None, "bert_config.json of the checkpoint.")
   flags.DEFINE_string("vocab_file", None, "WordPiece vocab of the checkpoint.")
@@ -150,7 +176,8 @@ def define_flags():
   flags.DEFINE_string("seeds", ",".join(str(s) for s in PAPER_SEEDS),
                       "Comma-separated seeds: each setting is run once per seed (paper: 5 runs).")
   flags.DEFINE_integer("max_seq_length", None,
-                       "Sequence length for every task (default: GLUE 128, SQuAD 384).")
+                       "Sequence length for every task (default: GLUE 128, SQuAD 384, NER "
+                       "128).")
   flags.DEFINE_enum("residual_attention", None, list(modeling.RESIDUAL_ATTENTION_TYPES),
                     "Passed to the run scripts: overrides residual_attention of the config.")
   flags.DEFINE_string("extra_flags", "",
@@ -160,7 +187,8 @@ def define_flags():
                     "Keep each run's model.ckpt-* files (default: deleted once the run has "
                     "written eval_results.json).")
   flags.DEFINE_string("python", None,
-                      "Program that runs run_classifier.py / run_squad.py (given the script and "
+                      "Program that runs run_classifier.py / run_squad.py / run_ner.py (given "
+                      "the script and "
                       "its flags), e.g. another environment's python (default: this python).")
   flags.DEFINE_bool("dry_run", False, "Print the plan and the number of runs; run nothing.")
   flags.DEFINE_bool("aggregate_only", False,
@@ -179,14 +207,14 @@ def canonical_task(name, flag_name="tasks"):
     flag_name: the flag it came from, for the error message.
 
   Returns:
-    A key of TASKS.
+    A key of ALL_TASKS.
   """
   key = re.sub(r"[^a-z0-9]", "", name.lower())
   key = re.sub(r"^squadv", "squad", key)
-  aliases = {re.sub(r"[^a-z0-9]", "", t): t for t in TASKS}
+  aliases = {re.sub(r"[^a-z0-9]", "", t): t for t in ALL_TASKS}
   aliases.update({"squad1": "squad1.1", "squad2": "squad2.0"})
   if key not in aliases:
-    common.fail("--%s: unknown task %r (known: %s)" % (flag_name, name, ", ".join(TASKS)))
+    common.fail("--%s: unknown task %r (known: %s)" % (flag_name, name, ", ".join(ALL_TASKS)))
   return aliases[key]
 
 
@@ -319,7 +347,7 @@ def parse_data_dirs(value):
   return result
 
 
-def task_data_dir(spec, glue_dir, squad_dir, data_dirs):
+def task_data_dir(spec, glue_dir, squad_dir, data_dirs, ner_dir=None):
   """The data directory of a task, checked to hold the files the runs need.
 
   Args:
@@ -327,27 +355,31 @@ def task_data_dir(spec, glue_dir, squad_dir, data_dirs):
     glue_dir: --glue_dir (GLUE task directories named as distributed) or None.
     squad_dir: --squad_dir or None.
     data_dirs: parse_data_dirs result (overrides).
+    ner_dir: --ner_dir or None.
 
   Returns:
     The directory path.
   """
+  family_dirs = {"glue": glue_dir, "squad": squad_dir, "ner": ner_dir}
   if spec.name in data_dirs:
     path, source = data_dirs[spec.name], "--data_dirs=%s=%s" % (spec.name, data_dirs[spec.name])
-  elif spec.family == "glue" and glue_dir:
-    path, source = os.path.join(glue_dir, spec.dir_name), "--glue_dir=%s" % glue_dir
-  elif spec.family == "squad" and squad_dir:
-    path, source = squad_dir, "--squad_dir=%s" % squad_dir
+  elif family_dirs.get(spec.family):
+    base = family_dirs[spec.family]
+    path = os.path.join(base, spec.dir_name) if spec.dir_name else base
+    source = "--%s_dir=%s" % (spec.family, base)
   else:
-    common.fail("task %s needs --%s (or --data_dirs=%s=DIR)" %
-                (spec.name, "glue_dir" if spec.family == "glue" else "squad_dir", spec.name))
-  for name in spec.files:
-    if not tf.io.gfile.exists(os.path.join(path, name)):
-      common.fail("%s: %s has no %s (needed by task %s)" % (source, path, name, spec.name))
+    common.fail("task %s needs --%s_dir (or --data_dirs=%s=DIR)" %
+                (spec.name, spec.family, spec.name))
+  for names in spec.files:
+    names = (names,) if isinstance(names, str) else tuple(names)
+    if not any(tf.io.gfile.exists(os.path.join(path, name)) for name in names):
+      common.fail("%s: %s has no %s (needed by task %s)" % (source, path, " or ".join(names),
+                                                             spec.name))
   return path
 
 
 def build_command(spec, data_dir, setting, seed, run_dir, opts):
-  """The run_classifier.py / run_squad.py command line of one run.
+  """The run_classifier.py / run_squad.py / run_ner.py command line of one run.
 
   Args:
     spec: TaskSpec.
@@ -372,12 +404,13 @@ def build_command(spec, data_dir, setting, seed, run_dir, opts):
           "--num_train_epochs=%s" % format_number(epochs),
           "--seed=%d" % seed,
           "--output_dir=%s" % run_dir]
+  script = SCRIPTS[spec.family]
   if spec.family == "glue":
-    script = "run_classifier.py"
     args = ["--task_name=%s" % spec.name, "--data_dir=%s" % data_dir] + args + [
         "--do_train=true", "--do_eval=true"]
+  elif spec.family == "ner":
+    args = ["--data_dir=%s" % data_dir] + args + ["--do_train=true", "--do_eval=true"]
   else:
-    script = "run_squad.py"
     args = ["--train_file=%s" % os.path.join(data_dir, spec.files[0]),
             "--predict_file=%s" % os.path.join(data_dir, spec.files[1]),
             "--version_2_with_negative=%s" % ("true" if spec.name == "squad2.0" else "false")
@@ -398,7 +431,7 @@ def build_plan(task_specs, grids, seeds, output_dir, data_dirs, opts):
     output_dir: sweep directory.
     data_dirs: {task: data dir}.
     opts: see build_command; max_seq_length is taken per family from opts["max_seq_length"]
-      (a dict family -> length).
+      (a dict family -> length; DEFAULT_MAX_SEQ_LENGTH for a family it lacks).
 
   Returns:
     List of Run.
@@ -406,7 +439,8 @@ def build_plan(task_specs, grids, seeds, output_dir, data_dirs, opts):
   runs = []
   for spec in task_specs:
     grid = grids[spec.name]
-    task_opts = dict(opts, max_seq_length=opts["max_seq_length"][spec.family])
+    task_opts = dict(opts, max_seq_length=opts["max_seq_length"].get(
+        spec.family, DEFAULT_MAX_SEQ_LENGTH[spec.family]))
     for batch_size in grid["batch_sizes"]:
       for epochs in grid["epochs"]:
         for learning_rate in grid["learning_rates"]:
@@ -662,7 +696,7 @@ def execute(runs, keep_checkpoints=False, log_fn=print):
     if common.STOP_SIGNALS.stopped:
       break
     cache_dir = None
-    if TASKS[run.task].family == "glue":
+    if ALL_TASKS[run.task].family == "glue":
       cache_dir = os.path.join(os.path.dirname(os.path.dirname(run.run_dir)), FEATURE_CACHE_DIR)
     ok, seconds, message = run_one(run, keep_checkpoints, cache_dir)
     name = os.path.join(run.task, setting_name(*run.setting), "seed%d" % run.seed)
@@ -902,9 +936,10 @@ def aggregate(output_dir, task_names, log_fn=print):
   """
   summaries = collections.OrderedDict()
   for task in task_names:
-    summaries[task] = summarize_task(TASKS[task], collect_results(os.path.join(output_dir, task)),
+    summaries[task] = summarize_task(ALL_TASKS[task],
+                                     collect_results(os.path.join(output_dir, task)),
                                      log_fn=log_fn)
-  has_glue = any(TASKS[t].overall_entries for t in task_names)
+  has_glue = any(ALL_TASKS[t].overall_entries for t in task_names)
   return {"tasks": summaries, "glue_overall": glue_overall(summaries) if has_glue else None}
 
 
@@ -920,11 +955,11 @@ def _median_std(stats):
 
 NOTES = [
     "Each cell: median over seeds ± sample standard deviation (ddof=1) over seeds, at the task's "
-    "best setting; GLUE metrics x100. With an even number of seeds the median is the mean of "
-    "the two middle values.",
+    "best setting; GLUE and NER metrics x100. With an even number of seeds the median is the "
+    "mean of the two middle values.",
     "Best setting: highest median task score among the settings with the most seeds. Task score "
     "= mean of the task's metrics per seed (MRPC, QQP: (Acc + F1) / 2; STS-B: (Pearson + "
-    "Spearman) / 2); MNLI: matched accuracy; SQuAD: F1.",
+    "Spearman) / 2); MNLI: matched accuracy; SQuAD: F1; NER: entity F1 (conlleval rules).",
     "GLUE Overall: mean over the entries MNLI-m, MNLI-mm, QQP, QNLI, SST-2, CoLA, STS-B, MRPC, "
     "RTE of the within-entry mean of the medians above (WNLI excluded); MNLI-m and MNLI-mm are "
     "two entries, which reproduces the paper's 84.53 from its Table 3 numbers.",
@@ -1047,11 +1082,11 @@ def tasks_on_disk(output_dir):
     output_dir: sweep directory.
 
   Returns:
-    Task names, in TASKS order.
+    Task names, in ALL_TASKS order.
   """
   if not tf.io.gfile.isdir(output_dir):
     common.fail("--output_dir=%s: no such directory" % output_dir)
-  return [name for name in TASKS if tf.io.gfile.isdir(os.path.join(output_dir, name))]
+  return [name for name in ALL_TASKS if tf.io.gfile.isdir(os.path.join(output_dir, name))]
 
 
 def main(_):
@@ -1068,12 +1103,12 @@ def main(_):
     task_names = task_names or tasks_on_disk(FLAGS.output_dir)
     if not task_names:
       common.fail("--output_dir=%s: no task directories (%s)" % (FLAGS.output_dir,
-                                                                  ", ".join(TASKS)))
+                                                                  ", ".join(ALL_TASKS)))
     return report(FLAGS.output_dir, task_names)
   if not task_names:
     common.fail("--tasks is required")
 
-  task_specs = [TASKS[name] for name in task_names]
+  task_specs = [ALL_TASKS[name] for name in task_names]
   common.require_file(FLAGS.bert_config_file, "bert_config_file")
   common.require_file(FLAGS.vocab_file, "vocab_file")
   if not FLAGS.init_checkpoint:
@@ -1081,7 +1116,8 @@ def main(_):
   if not checkpoint_exists(FLAGS.init_checkpoint):
     common.fail("--init_checkpoint=%s: no checkpoint there" % FLAGS.init_checkpoint)
   data_dir_flags = parse_data_dirs(FLAGS.data_dirs)
-  data_dirs = {spec.name: task_data_dir(spec, FLAGS.glue_dir, FLAGS.squad_dir, data_dir_flags)
+  data_dirs = {spec.name: task_data_dir(spec, FLAGS.glue_dir, FLAGS.squad_dir, data_dir_flags,
+                                       FLAGS.ner_dir)
                for spec in task_specs}
   seeds = parse_list(FLAGS.seeds, "seeds", int, positive=False)
   overrides = dict(
