@@ -42,6 +42,45 @@ Your own DataProcessor with main(), without editing this file, either way:
 A processor task is a classification task scored by accuracy; its dev set is get_dev_examples,
 and --do_predict writes the official test_results.tsv (class probabilities per line) plus
 test_predictions.tsv (guid<TAB>predicted label).
+
+Evaluation during training, early stopping, the best checkpoint:
+
+  python run_classifier.py --task_name=sst-2 ... --do_train --do_eval \
+    --eval_every_steps=500 --early_stopping_patience=3 --keep_best --export_dir=out/sst2_best
+
+  --eval_every_steps=N trains to each multiple of N (and to the last step), scores that
+  checkpoint on the (first) dev file and adds the evaluation to output_dir/eval_history.jsonl
+  (one line per step: step, metric, score, metrics, best_step, best_score,
+  evals_without_improvement, time; rewritten atomically) and to TensorBoard
+  (output_dir/eval_history, eval/<metric>). The main metric is the first of the task's metrics
+  (glue_metrics.TASK_METRICS; micro_f1 for multi-label). --early_stopping_patience=K stops
+  after K evaluations without a higher main metric. --keep_best copies the best checkpoint to
+  output_dir/best/ (best.json: step, metric, score, metrics); --do_eval, --do_predict and
+  --export_dir then use it. A killed job (exit 130 / 143) resumes from its last checkpoint with
+  its history and best. The chunks read the training stream one training call reads: the same
+  weights as without evaluation. eval_results.json then also has scored_checkpoint ("last" or
+  "best"), scored_step, best_step, best_score, main_metric, last_step, last_score,
+  early_stopped, num_evaluations, planned_train_steps (the schedule) and num_train_steps (the
+  step training ended at: the schedule's last, or the early-stopping step).
+
+Class weights (single-label classification): --class_weights=auto (inverse frequency over the
+training labels, normalised to mean 1) or w1,w2,... in label order (labels.txt). An example's
+cross-entropy is multiplied by its class's weight; eval_results.json reports class_weight_<label>.
+
+Multi-label (--task_name=tsv --task_type=multilabel): the label column holds a
+--label_separator-joined list (default ","; empty: no label). A sigmoid per label with binary
+cross-entropy; dev metrics micro_f1 (the main metric), macro_f1, subset_accuracy, micro
+precision / recall and f1_<label> at --multilabel_threshold (default 0.5). --tune_threshold
+also reports the single threshold of the best dev micro F1 (eval_tuned_*), saves it to
+threshold.json and uses it for --do_predict (the submission lists the predicted labels) and
+--export_dir (the SavedModel returns probabilities [batch, num_labels] and predicted_labels).
+
+Long documents (--long_document=window): text_a is split into windows of max_seq_length - 2
+tokens (a pair: - 3, and text_b, cut to half of that, is in every window), --doc_stride apart
+(default half a window). In training every window is an example with its document's label (an
+epoch has as many steps as windows / batch); in eval and predict a document's window logits are
+pooled (--window_pooling=mean|max) into one prediction. The SavedModel scores one window
+(classifier_config.json records the windowing to apply and pool outside it).
 """
 
 from __future__ import absolute_import
@@ -158,8 +197,48 @@ def define_flags():
                       "--task_name=tsv: column of the label (may be absent in test.tsv).")
   flags.DEFINE_bool("has_header", True,
                     "--task_name=tsv: the first line of each file is a header.")
-  flags.DEFINE_enum("task_type", "classification", ["classification", "regression"],
-                    "--task_name=tsv: classification (softmax) or regression (MSE) head.")
+  flags.DEFINE_enum("task_type", "classification",
+                    ["classification", "regression", "multilabel"],
+                    "--task_name=tsv: classification (softmax), regression (MSE) or multilabel "
+                    "(a sigmoid per label, binary cross-entropy; the label column holds a "
+                    "--label_separator-joined list, possibly empty) head.")
+  flags.DEFINE_string("label_separator", ",",
+                      "--task_type=multilabel: separator of the labels in the label column.")
+  flags.DEFINE_float("multilabel_threshold", 0.5,
+                     "--task_type=multilabel: a label is predicted when its probability is >= "
+                     "this (dev metrics, submissions, the SavedModel's predicted_labels).")
+  flags.DEFINE_bool("tune_threshold", False,
+                    "--task_type=multilabel with --do_eval: also search the threshold that "
+                    "maximises micro-F1 on the dev set (reported as eval_tuned_*, saved to "
+                    "threshold.json) and use it for --do_predict and --export_dir.")
+  flags.DEFINE_string(
+      "class_weights", None,
+      "Single-label classification: weight of each class in the loss, 'auto' (inverse "
+      "frequency over the training labels, normalised to mean 1) or w1,w2,... in label order.")
+  flags.DEFINE_integer(
+      "eval_every_steps", 0,
+      "With --do_train: evaluate on the dev set every N steps (and at the last step), append "
+      "each evaluation to output_dir/eval_history.jsonl and TensorBoard "
+      "(output_dir/eval_history). 0: off.")
+  flags.DEFINE_integer(
+      "early_stopping_patience", 0,
+      "With --eval_every_steps: stop training after this many evaluations without an "
+      "improvement of the task's main metric. 0: off.")
+  flags.DEFINE_bool(
+      "keep_best", False,
+      "With --eval_every_steps: copy the best checkpoint (main metric) to output_dir/best/ "
+      "(best.json: step and score); --do_eval, --do_predict and --export_dir then use it.")
+  flags.DEFINE_enum(
+      "long_document", "truncate", ["truncate", "window"],
+      "Texts longer than --max_seq_length: truncate (official), or window: split text_a into "
+      "windows --doc_stride tokens apart; every window of a training document carries its "
+      "label, eval / predict pool a document's window logits (--window_pooling).")
+  flags.DEFINE_integer(
+      "doc_stride", None,
+      "--long_document=window: tokens between window starts (default: half the window; at "
+      "most the window, max_seq_length - 2, or - 3 with a text_b).")
+  flags.DEFINE_enum("window_pooling", "mean", ["mean", "max"],
+                    "--long_document=window: how a document's window logits are pooled.")
   flags.DEFINE_string(
       "label_list", None,
       "--task_name=tsv: comma-separated labels (default: the sorted labels found in "
@@ -448,7 +527,8 @@ class Task(object):
   """A classification or regression task: its files, labels, metrics and submission names."""
 
   def __init__(self, name, labels, train, dev, test, metrics, is_regression=False,
-               reader_options=None, processor=None, label_values=None):
+               reader_options=None, processor=None, label_values=None, is_multilabel=False,
+               label_separator=","):
     """Constructs a Task.
 
     Args:
@@ -464,6 +544,9 @@ class Task(object):
         or None to read the files with read_examples.
       label_values: the processor's labels as get_labels() returns them (they may be ints,
         as in the TF-Hub notebook); `labels` holds their strings. None: `labels`.
+      is_multilabel: each example has a set of labels (a tuple of label strings): a sigmoid
+        per label with binary cross-entropy.
+      label_separator: multi-label tasks: what joins the labels in a file's label column.
     """
     self.name = name
     self.labels = labels
@@ -475,18 +558,33 @@ class Task(object):
     self.reader_options = reader_options or {}
     self.processor = processor
     self.label_values = label_values
+    self.is_multilabel = is_multilabel
+    self.label_separator = label_separator
 
   @property
   def num_labels(self):
     return 1 if self.is_regression else len(self.labels)
 
   @property
+  def main_metric(self):
+    """The metric early stopping and --keep_best follow (the first of `metrics`)."""
+    return self.metrics[0]
+
+  @property
   def label_map(self):
-    """{label as the examples carry it: class id}, or None for regression."""
+    """{label as the examples carry it: class id} (a MultiLabelMap for multi-label tasks), or
+    None for regression."""
     if self.is_regression:
       return None
     values = self.label_values if self.label_values is not None else self.labels
+    if self.is_multilabel:
+      return MultiLabelMap((label, i) for i, label in enumerate(values))
     return {label: i for i, label in enumerate(values)}
+
+
+class MultiLabelMap(dict):
+  """{label: position} of a multi-label task: the conversion turns an example's labels (a tuple
+  of label strings) into a multi-hot label_id [num_labels] instead of one class id."""
 
 
 def _glue_task(name, labels, train_layout, dev_layout, test_layout, metrics, submission,
@@ -573,7 +671,7 @@ def normalize_task_name(task_name):
 
 
 def make_tsv_task(text_a_column, text_b_column=None, label_column=None, has_header=True,
-                  task_type="classification", label_list=None):
+                  task_type="classification", label_list=None, label_separator=","):
   """A task for users' own TSV files: data_dir/{train,dev,test}.tsv with chosen columns.
 
   Args:
@@ -581,9 +679,11 @@ def make_tsv_task(text_a_column, text_b_column=None, label_column=None, has_head
     text_b_column: optional column of the second text.
     label_column: column of the label (optional in test.tsv).
     has_header: the first line of each file is a header.
-    task_type: "classification" or "regression".
+    task_type: "classification", "regression" or "multilabel" (the label column holds the
+      labels joined by label_separator, possibly none).
     label_list: list of label strings, or None to take the sorted labels of train.tsv
       (resolved by resolve_tsv_labels).
+    label_separator: multilabel: what joins the labels of a row.
 
   Returns:
     A Task named "tsv" (labels may still be None for classification).
@@ -600,16 +700,26 @@ def make_tsv_task(text_a_column, text_b_column=None, label_column=None, has_head
   layout = Layout(has_header, None, text_a_column, text_b_column, label_column, None, None)
   test_layout = layout._replace(label=None)
   is_regression = task_type == "regression"
+  is_multilabel = task_type == "multilabel"
   options = {"text_a_column": str(text_a_column), "text_b_column": text_b_column,
              "label_column": str(label_column), "has_header": bool(has_header),
              "task_type": task_type}
+  if is_multilabel:
+    if not label_separator:
+      common.fail("--label_separator must not be empty")
+    options["label_separator"] = label_separator
+    metrics = glue_metrics.MULTILABEL_METRICS
+  elif is_regression:
+    metrics = ("pearson", "spearman")
+  else:
+    metrics = ("accuracy",)
   return Task(
       "tsv", None if is_regression else label_list,
       train=TaskFile("train.tsv", "train", "train", layout),
       dev=[TaskFile("dev.tsv", "eval", "", layout)],
       test=[TaskFile("test.tsv", "predict", "predictions.tsv", test_layout)],
-      metrics=("pearson", "spearman") if is_regression else ("accuracy",),
-      is_regression=is_regression, reader_options=options)
+      metrics=metrics, is_regression=is_regression, reader_options=options,
+      is_multilabel=is_multilabel, label_separator=label_separator)
 
 
 def register_processor(name, processor_cls):
@@ -741,7 +851,8 @@ def get_task(task_name, flag_values=None):
       if len(set(label_list)) != len(label_list) or len(label_list) < 2:
         common.fail("--label_list=%s: needs at least two distinct labels" % fv.label_list)
     return make_tsv_task(fv.text_a_column, fv.text_b_column, fv.label_column, fv.has_header,
-                         fv.task_type, label_list)
+                         fv.task_type, label_list,
+                         label_separator=getattr(fv, "label_separator", ","))
   common.fail("--task_name=%s: unknown task (use one of %s, or --processor=MODULE:CLASS)" %
               (task_name, ", ".join(sorted(set(TASK_NAMES) | set(_PROCESSORS)))))
 
@@ -886,6 +997,12 @@ def read_examples(task, task_file, data_dir, split, check_labels=True):
                       (path, line_number, raw_label, task.name))
         if not np.isfinite(label):
           common.fail("%s:%d: label %r is not finite" % (path, line_number, raw_label))
+      elif task.is_multilabel:
+        label = split_multilabel(raw_label, task.label_separator)
+        for one in label:
+          if label_set is not None and one not in label_set:
+            common.fail("%s:%d: label %r is not one of the %s labels (%s)" %
+                        (path, line_number, one, task.name, ", ".join(labels)))
       else:
         if label_set is not None and raw_label not in label_set:
           common.fail("%s:%d: label %r is not one of the %s labels (%s)" %
@@ -900,6 +1017,25 @@ def read_examples(task, task_file, data_dir, split, check_labels=True):
   stats.examples = len(examples)
   stats.log()
   return examples, stats
+
+
+def split_multilabel(raw_label, separator=","):
+  """The labels of a multi-label row: split on `separator`, stripped, empty parts dropped, the
+  first occurrence of a repeated label kept.
+
+  Args:
+    raw_label: the label field ("" for an example without labels).
+    separator: what joins the labels.
+
+  Returns:
+    tuple of label strings.
+  """
+  labels = []
+  for part in raw_label.split(separator):
+    part = part.strip()
+    if part and part not in labels:
+      labels.append(part)
+  return tuple(labels)
 
 
 _PROCESSOR_METHODS = {"train": "get_train_examples", "dev": "get_dev_examples",
@@ -947,6 +1083,8 @@ def _split_description(task, task_file):
 def collect_labels(task, data_dir):
   """The sorted set of labels in a task's train.tsv (for the tsv task without --label_list)."""
   examples, _ = read_examples(task, task.train, data_dir, "train", check_labels=False)
+  if task.is_multilabel:
+    return sorted(set(label for e in examples for label in e.label))
   found = sorted(set(e.label for e in examples))
   return found
 
@@ -1051,7 +1189,7 @@ def _convert_single_example(ex_index, example, label_map, max_seq_length, tokeni
         input_ids=[0] * max_seq_length,
         input_mask=[0] * max_seq_length,
         segment_ids=[0] * max_seq_length,
-        label_id=0.0 if label_map is None else 0,
+        label_id=_dummy_label_id(label_map),
         is_real_example=False)
 
   cls_id, sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
@@ -1070,6 +1208,27 @@ def _convert_single_example(ex_index, example, label_map, max_seq_length, tokeni
     if len(ids_a) > max_seq_length - 2:
       ids_a = ids_a[0:(max_seq_length - 2)]
 
+  feature = _pack_features(cls_id, sep_id, ids_a, ids_b, max_seq_length,
+                           _example_label_id(example, label_map))
+  if ex_index < 5:
+    _log_feature(example, feature, tokenizer)
+  return feature
+
+
+def _pack_features(cls_id, sep_id, ids_a, ids_b, max_seq_length, label_id):
+  """[CLS] a [SEP] (b [SEP]) with its mask and segment ids, zero-padded to max_seq_length.
+
+  Args:
+    cls_id: id of [CLS].
+    sep_id: id of [SEP].
+    ids_a: token ids of the first text (already fitted to the length).
+    ids_b: token ids of the second text, or None / [] (no second segment).
+    max_seq_length: sequence length.
+    label_id: the label id (int, float, or multi-hot list).
+
+  Returns:
+    InputFeatures.
+  """
   # The convention in BERT is:
   # (a) For sequence pairs:
   #  tokens:   [CLS] is this jack ##son ##ville ? [SEP] no it is not . [SEP]
@@ -1077,10 +1236,10 @@ def _convert_single_example(ex_index, example, label_map, max_seq_length, tokeni
   # (b) For single sequences:
   #  tokens:   [CLS] the dog is hairy . [SEP]
   #  type_ids: 0     0   0   0  0     0 0
-  input_ids = [cls_id] + ids_a + [sep_id]
+  input_ids = [cls_id] + list(ids_a) + [sep_id]
   segment_ids = [0] * len(input_ids)
   if ids_b:
-    input_ids += ids_b + [sep_id]
+    input_ids += list(ids_b) + [sep_id]
     segment_ids += [1] * (len(ids_b) + 1)
 
   # The mask has 1 for real tokens and 0 for padding tokens. Only real tokens are attended to.
@@ -1089,30 +1248,176 @@ def _convert_single_example(ex_index, example, label_map, max_seq_length, tokeni
   input_ids += [0] * padding
   input_mask += [0] * padding
   segment_ids += [0] * padding
-
-  if example.label is None:
-    # Test files have no labels: a dummy id, as the official code's label_list[0].
-    label_id = 0.0 if label_map is None else 0
-  elif label_map is None:
-    label_id = float(example.label)
-  else:
-    if example.label not in label_map:
-      common.fail("example %s: label %r is not one of the labels %s" %
-                  (example.guid, example.label, ", ".join(str(x) for x in label_map)))
-    label_id = label_map[example.label]
-  if ex_index < 5:
-    tf1.logging.info("*** Example ***")
-    tf1.logging.info("guid: %s", example.guid)
-    tf1.logging.info("tokens: %s", " ".join(
-        tokenization.printable_text(t)
-        for t in tokenizer.convert_ids_to_tokens(input_ids[:len(segment_ids) - padding])))
-    tf1.logging.info("input_ids: %s", " ".join(str(x) for x in input_ids))
-    tf1.logging.info("input_mask: %s", " ".join(str(x) for x in input_mask))
-    tf1.logging.info("segment_ids: %s", " ".join(str(x) for x in segment_ids))
-    tf1.logging.info("label: %s (id = %s)", example.label, label_id)
-
   return InputFeatures(input_ids=input_ids, input_mask=input_mask, segment_ids=segment_ids,
                        label_id=label_id, is_real_example=True)
+
+
+def _dummy_label_id(label_map):
+  """The label id of padding and of test examples without labels (the official label 0)."""
+  if label_map is None:
+    return 0.0
+  if isinstance(label_map, MultiLabelMap):
+    return [0] * len(label_map)
+  return 0
+
+
+def _example_label_id(example, label_map):
+  """An example's label id: class id, float (regression) or multi-hot list (MultiLabelMap)."""
+  if example.label is None:
+    # Test files have no labels: a dummy id, as the official code's label_list[0].
+    return _dummy_label_id(label_map)
+  if label_map is None:
+    return float(example.label)
+  if isinstance(label_map, MultiLabelMap):
+    multi_hot = [0] * len(label_map)
+    for label in example.label:
+      if label not in label_map:
+        common.fail("example %s: label %r is not one of the labels %s" %
+                    (example.guid, label, ", ".join(str(x) for x in label_map)))
+      multi_hot[label_map[label]] = 1
+    return multi_hot
+  if example.label not in label_map:
+    common.fail("example %s: label %r is not one of the labels %s" %
+                (example.guid, example.label, ", ".join(str(x) for x in label_map)))
+  return label_map[example.label]
+
+
+def _log_feature(example, feature, tokenizer):
+  """Logs one converted example (the official script logs the first five)."""
+  length = sum(feature.input_mask)
+  tf1.logging.info("*** Example ***")
+  tf1.logging.info("guid: %s", example.guid)
+  tf1.logging.info("tokens: %s", " ".join(
+      tokenization.printable_text(t)
+      for t in tokenizer.convert_ids_to_tokens(feature.input_ids[:length])))
+  tf1.logging.info("input_ids: %s", " ".join(str(x) for x in feature.input_ids))
+  tf1.logging.info("input_mask: %s", " ".join(str(x) for x in feature.input_mask))
+  tf1.logging.info("segment_ids: %s", " ".join(str(x) for x in feature.segment_ids))
+  tf1.logging.info("label: %s (id = %s)", example.label, feature.label_id)
+
+
+# ----------------------------------------------------------------------------------------------
+# Long documents: windows over text_a (--long_document=window).
+
+
+DocWindow = collections.namedtuple("DocWindow", ["start", "length"])
+
+
+def document_windows(num_tokens, window_length, doc_stride):
+  """Windows of <= window_length tokens, doc_stride apart, covering a text (as run_squad's
+  make_doc_spans: the last window ends at the end of the text).
+
+  Args:
+    num_tokens: the text's number of tokens.
+    window_length: tokens per window (>= 1).
+    doc_stride: tokens between window starts (>= 1; a stride beyond the window length is
+      capped at it, so no token is skipped).
+
+  Returns:
+    list of DocWindow(start, length); one empty window for an empty text.
+  """
+  if num_tokens == 0:
+    return [DocWindow(0, 0)]
+  windows = []
+  start = 0
+  while start < num_tokens:
+    length = min(num_tokens - start, window_length)
+    windows.append(DocWindow(start, length))
+    if start + length == num_tokens:
+      break
+    start += min(length, doc_stride)
+  return windows
+
+
+def window_length_for(max_seq_length, has_text_b):
+  """Tokens of text_a a window holds at most: max_seq_length - 2 ([CLS] a [SEP]), - 3 with a
+  second text (whose own tokens then come off as well)."""
+  return max_seq_length - (3 if has_text_b else 2)
+
+
+def convert_example_to_windows(ex_index, example, label_map, max_seq_length, tokenizer,
+                               doc_stride):
+  """Converts one example into the features of its windows over text_a.
+
+  Every window is [CLS] a-window [SEP] (b [SEP]) with the example's label; text_b (if any) is
+  kept in every window, cut to at most (max_seq_length - 3) // 2 tokens. A text that fits is
+  one window, the same feature the truncating conversion gives.
+
+  Args:
+    ex_index: position of the example (the first five are logged).
+    example: InputExample or PaddingInputExample (one all-zero window).
+    label_map: as _convert_single_example.
+    max_seq_length: sequence length of the features.
+    tokenizer: tokenization.FullTokenizer.
+    doc_stride: tokens between window starts.
+
+  Returns:
+    list of InputFeatures, in text order.
+  """
+  if isinstance(example, PaddingInputExample):
+    return [_convert_single_example(ex_index, example, label_map, max_seq_length, tokenizer)]
+  cls_id, sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
+  ids_a = tokenizer.tokenize_to_ids(example.text_a)
+  ids_b = None
+  window_length = window_length_for(max_seq_length, False)
+  if example.text_b is not None:
+    ids_b = tokenizer.tokenize_to_ids(example.text_b)[:(max_seq_length - 3) // 2]
+    window_length = window_length_for(max_seq_length, True) - len(ids_b)
+  label_id = _example_label_id(example, label_map)
+  features = []
+  for window in document_windows(len(ids_a), window_length, doc_stride):
+    features.append(_pack_features(cls_id, sep_id,
+                                   ids_a[window.start:window.start + window.length], ids_b,
+                                   max_seq_length, label_id))
+  if ex_index < 5:
+    tf1.logging.info("%s: %d token(s) of text_a -> %d window(s)", example.guid, len(ids_a),
+                     len(features))
+    _log_feature(example, features[0], tokenizer)
+  return features
+
+
+def file_based_convert_examples_to_windows(examples, label_map, max_seq_length, tokenizer,
+                                           output_file, doc_stride, pad_records_to_multiple=1):
+  """Writes the windows of every example to a TFRecord (official features), atomically.
+
+  Args:
+    examples: list of InputExample / PaddingInputExample.
+    label_map: as _convert_single_example.
+    max_seq_length: sequence length.
+    tokenizer: tokenization.FullTokenizer.
+    output_file: TFRecord path; written under a temporary name then renamed.
+    doc_stride: tokens between window starts.
+    pad_records_to_multiple: append padding examples (one all-zero window each) until the
+      number of records is a multiple of this (TPU eval / predict batches).
+
+  Returns:
+    list of ints: the number of windows (records, in order) of each example, the padding
+    examples appended included.
+  """
+  tmp_file = common.temp_path(output_file)
+  meter = common.ProgressMeter(len(examples), unit="examples", min_interval_s=10.0)
+  counts = []
+  try:
+    with tf.io.TFRecordWriter(tmp_file) as writer:
+      for ex_index, example in enumerate(examples):
+        features = convert_example_to_windows(ex_index, example, label_map, max_seq_length,
+                                              tokenizer, doc_stride)
+        for feature in features:
+          writer.write(features_to_tf_example(feature).SerializeToString())
+        counts.append(len(features))
+        if ex_index % 1000 == 0:
+          meter.update(ex_index)
+      while sum(counts) % pad_records_to_multiple:
+        feature = _convert_single_example(len(counts), PaddingInputExample(), label_map,
+                                          max_seq_length, tokenizer)
+        writer.write(features_to_tf_example(feature).SerializeToString())
+        counts.append(1)
+    tf.io.gfile.rename(tmp_file, output_file, overwrite=True)
+  finally:
+    if tf.io.gfile.exists(tmp_file):
+      tf.io.gfile.remove(tmp_file)
+  meter.update(len(examples), force=True)
+  return counts
 
 
 def features_to_tf_example(feature):
@@ -1129,6 +1434,8 @@ def features_to_tf_example(feature):
   out["segment_ids"] = int_feature(feature.segment_ids)
   if isinstance(feature.label_id, float):
     out["label_ids"] = float_feature([feature.label_id])
+  elif isinstance(feature.label_id, (list, tuple)):
+    out["label_ids"] = int_feature(feature.label_id)  # multi-hot [num_labels]
   else:
     out["label_ids"] = int_feature([feature.label_id])
   out["is_real_example"] = int_feature([int(feature.is_real_example)])
@@ -1177,7 +1484,7 @@ def _file_signature(path):
 
 
 def feature_cache_key(input_file, vocab_file, do_lower_case, max_seq_length, task, label_list,
-                      spm_model_file, pad_to_multiple=1, examples_digest=None):
+                      spm_model_file, pad_to_multiple=1, examples_digest=None, doc_stride=None):
   """What the cached features depend on, and its hash.
 
   Args:
@@ -1191,6 +1498,8 @@ def feature_cache_key(input_file, vocab_file, do_lower_case, max_seq_length, tas
     pad_to_multiple: examples padded to a multiple of this (TPU eval/predict), 1 = none.
     examples_digest: hash of the examples themselves (DataProcessor tasks, whose files are
       unknown), or None.
+    doc_stride: --long_document=window's stride, or None (truncation; not in the key, so
+      caches written before windows existed stay valid).
 
   Returns:
     (dict of the inputs, hex sha256 of its canonical JSON).
@@ -1209,6 +1518,8 @@ def feature_cache_key(input_file, vocab_file, do_lower_case, max_seq_length, tas
   ])
   if examples_digest is not None:
     info["examples_digest"] = examples_digest
+  if doc_stride is not None:
+    info["long_document"] = {"mode": "window", "doc_stride": int(doc_stride)}
   key = hashlib.sha256(json.dumps(info, sort_keys=True).encode("utf-8")).hexdigest()
   return info, key
 
@@ -1223,7 +1534,8 @@ def examples_digest(examples):
 
 
 def cached_features(examples, input_file, cache_file, tokenizer, task, max_seq_length,
-                    vocab_file, do_lower_case, spm_model_file, pad_to_multiple=1):
+                    vocab_file, do_lower_case, spm_model_file, pad_to_multiple=1,
+                    doc_stride=None):
   """Returns the TFRecord of `examples`' features, reusing `cache_file` when its key matches.
 
   The sidecar `cache_file + ".json"` holds the key and what it was computed from; it is written
@@ -1241,13 +1553,18 @@ def cached_features(examples, input_file, cache_file, tokenizer, task, max_seq_l
     do_lower_case: tokenizer setting (key).
     spm_model_file: SentencePiece model path or None (key).
     pad_to_multiple: pad the examples with PaddingInputExample to a multiple of this.
+    doc_stride: --long_document=window: write every example's windows this far apart
+      (file_based_convert_examples_to_windows); None: one truncated feature per example.
 
   Returns:
-    dict with "file", "num_examples" (real), "num_padded" (records in the file), "reused".
+    dict with "file", "num_examples" (real), "num_padded" (examples with padding), "reused",
+    "num_records" (features in the file) and "windows" (windows per padded example, or None
+    without windowing).
   """
   info, key = feature_cache_key(
       input_file, vocab_file, do_lower_case, max_seq_length, task, task.labels, spm_model_file,
-      pad_to_multiple, examples_digest=None if input_file else examples_digest(examples))
+      pad_to_multiple, examples_digest=None if input_file else examples_digest(examples),
+      doc_stride=doc_stride)
   sidecar = cache_file + ".json"
   reason = "no cached features"
   if tf.io.gfile.exists(cache_file) and tf.io.gfile.exists(sidecar):
@@ -1259,29 +1576,45 @@ def cached_features(examples, input_file, cache_file, tokenizer, task, max_seq_l
     if meta.get("key") == key and meta.get("num_examples") == len(examples):
       tf1.logging.info("Reusing cached features %s (%d examples, key %s)", cache_file,
                        len(examples), key[:12])
+      windows = meta.get("windows")
       return dict(file=cache_file, num_examples=meta["num_examples"],
-                  num_padded=meta["num_padded"], reused=True)
+                  num_padded=meta["num_padded"], reused=True, windows=windows,
+                  num_records=sum(windows) if windows else meta["num_padded"])
     old = meta.get("inputs") or {}
     changed = [name for name in info if old.get(name) != info[name]]
     reason = "inputs changed: %s" % (", ".join(changed) if changed else "example count")
   num_real = len(examples)
   padded = list(examples)
-  while len(padded) % pad_to_multiple != 0:
+  while doc_stride is None and len(padded) % pad_to_multiple != 0:
     padded.append(PaddingInputExample())
   tf1.logging.info("Writing features to %s (%s): %d examples (%d with padding)", cache_file,
                    reason, num_real, len(padded))
   start = time.time()
-  # A label map (or None): main()'s own conversion, see _convert_single_example.
-  file_based_convert_examples_to_features(padded, task.label_map, max_seq_length, tokenizer,
-                                          cache_file)
-  common.write_json_atomic(sidecar, {"key": key, "inputs": info, "num_examples": num_real,
-                                     "num_padded": len(padded),
-                                     "seconds": round(time.time() - start, 2)})
-  return dict(file=cache_file, num_examples=num_real, num_padded=len(padded), reused=False)
+  windows = None
+  if doc_stride is None:
+    # A label map (or None): main()'s own conversion, see _convert_single_example.
+    file_based_convert_examples_to_features(padded, task.label_map, max_seq_length, tokenizer,
+                                            cache_file)
+  else:
+    # On TPU the windows (the records) are padded to a multiple of the batch size.
+    windows = file_based_convert_examples_to_windows(padded, task.label_map, max_seq_length,
+                                                     tokenizer, cache_file, doc_stride,
+                                                     pad_records_to_multiple=pad_to_multiple)
+    tf1.logging.info("%s: %d windows for %d examples (%d longer than one window)", cache_file,
+                     sum(windows), len(padded), sum(1 for n in windows if n > 1))
+  num_padded = len(windows) if windows is not None else len(padded)
+  meta = {"key": key, "inputs": info, "num_examples": num_real, "num_padded": num_padded,
+          "seconds": round(time.time() - start, 2)}
+  if windows is not None:
+    meta["windows"] = windows
+  common.write_json_atomic(sidecar, meta)
+  return dict(file=cache_file, num_examples=num_real, num_padded=num_padded, reused=False,
+              windows=windows, num_records=sum(windows) if windows else num_padded)
 
 
 def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder,
-                                is_regression=False, seed=None, skip_batches=0):
+                                is_regression=False, seed=None, skip_batches=0,
+                                multilabel_num_labels=None, shuffle_buffer=100):
   """Creates an `input_fn` closure to be passed to TPUEstimator (official).
 
   Args:
@@ -1293,6 +1626,9 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
     seed: (ours) shuffle seed.
     skip_batches: (ours) the batches a resumed job already trained on; see
       estimator_utils.resume_skip_batches.
+    multilabel_num_labels: (ours) multi-label tasks: label_ids is a multi-hot
+      [multilabel_num_labels] vector.
+    shuffle_buffer: (ours) training shuffle buffer (records); the official 100 by default.
 
   Returns:
     input_fn(params) -> tf.data.Dataset of int32 feature dicts, batch params["batch_size"].
@@ -1304,6 +1640,8 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
       "label_ids": tf.io.FixedLenFeature([], tf.float32 if is_regression else tf.int64),
       "is_real_example": tf.io.FixedLenFeature([], tf.int64),
   }
+  if multilabel_num_labels:
+    name_to_features["label_ids"] = tf.io.FixedLenFeature([multilabel_num_labels], tf.int64)
 
   def input_fn(params):
     """The actual input function."""
@@ -1313,7 +1651,7 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
     d = tf.data.TFRecordDataset(input_file)
     if is_training:
       d = d.repeat()
-      d = d.shuffle(buffer_size=100, seed=seed)
+      d = d.shuffle(buffer_size=shuffle_buffer, seed=seed)
       if skip_batches:
         d = d.skip(skip_batches * batch_size)
     d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features))
@@ -1328,7 +1666,8 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
 
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, labels,
-                 num_labels, use_one_hot_embeddings, is_regression=False):
+                 num_labels, use_one_hot_embeddings, is_regression=False, is_multilabel=False,
+                 class_weights=None):
   """Creates a classification (or regression) model on BERT's pooled output (official).
 
   Args:
@@ -1337,15 +1676,20 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
     input_ids: int32 [batch, seq].
     input_mask: int32 [batch, seq].
     segment_ids: int32 [batch, seq].
-    labels: int32 [batch] (float32 for regression), or None (no loss: serving).
+    labels: int32 [batch] (float32 for regression, multi-hot int32 [batch, num_labels] for
+      multi-label), or None (no loss: serving).
     num_labels: number of classes (1 for regression).
     use_one_hot_embeddings: one-hot embedding lookup (TPU).
-    is_regression: single output with MSE loss.
+    is_regression: (ours) single output with MSE loss.
+    is_multilabel: (ours) a sigmoid per label; the loss of an example is the mean of its
+      labels' binary cross-entropies.
+    class_weights: (ours) single-label classification: list of num_labels floats; an
+      example's cross-entropy is multiplied by its class's weight. None: all 1.
 
   Returns:
     (loss, per_example_loss [batch], logits [batch, num_labels], probabilities
-    [batch, num_labels] for classification or predictions [batch] for regression). The losses
-    are None when labels is None.
+    [batch, num_labels] for classification (independent sigmoids for multi-label) or
+    predictions [batch] for regression). The losses are None when labels is None.
   """
   model = modeling.BertModel(
       config=bert_config,
@@ -1378,6 +1722,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
     logits = tf.nn.bias_add(logits, output_bias)
     if is_regression:
       outputs = tf.squeeze(logits, axis=-1)
+    elif is_multilabel:
+      outputs = tf.nn.sigmoid(logits)
     else:
       outputs = tf.nn.softmax(logits, axis=-1)
     if labels is None:
@@ -1385,10 +1731,15 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
 
     if is_regression:
       per_example_loss = tf.square(outputs - tf.cast(labels, tf.float32))
+    elif is_multilabel:
+      per_example_loss = tf.reduce_mean(tf.nn.sigmoid_cross_entropy_with_logits(
+          labels=tf.cast(labels, tf.float32), logits=logits), axis=-1)
     else:
       log_probs = tf.nn.log_softmax(logits, axis=-1)
       one_hot_labels = tf.one_hot(labels, depth=num_labels, dtype=tf.float32)
       per_example_loss = -tf.reduce_sum(one_hot_labels * log_probs, axis=-1)
+      if class_weights is not None:
+        per_example_loss *= tf.gather(tf.constant(class_weights, dtype=tf.float32), labels)
     loss = tf.reduce_mean(per_example_loss)
 
     return (loss, per_example_loss, logits, outputs)
@@ -1396,7 +1747,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, use_one_hot_embeddings, is_regression=False,
-                     extra_predictions=False):
+                     extra_predictions=False, is_multilabel=False, class_weights=None):
   """Returns `model_fn` closure for TPUEstimator (official).
 
   TRAIN: Adam with warm-up (optimization.create_optimizer). EVAL: eval_metrics eval_accuracy and
@@ -1414,8 +1765,10 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
     use_tpu: TPU (restore in a scaffold, TPU optimizer).
     use_one_hot_embeddings: one-hot embedding lookups (TPU).
     is_regression: (ours) single output with MSE loss.
-    extra_predictions: (ours) PREDICT also returns per_example_loss, label_ids and
-      is_real_example (main() computes the dev metrics from them).
+    extra_predictions: (ours) PREDICT also returns per_example_loss, label_ids, logits and
+      is_real_example (main() computes the dev metrics from them and pools windows' logits).
+    is_multilabel: (ours) sigmoid per label (create_model); EVAL reports eval_loss only.
+    class_weights: (ours) per-class loss weights (create_model).
 
   Returns:
     model_fn(features, labels, mode, params) -> TPUEstimatorSpec.
@@ -1442,7 +1795,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
 
     (total_loss, per_example_loss, logits, outputs) = create_model(
         bert_config, is_training, input_ids, input_mask, segment_ids, label_ids, num_labels,
-        use_one_hot_embeddings, is_regression)
+        use_one_hot_embeddings, is_regression, is_multilabel=is_multilabel,
+        class_weights=class_weights)
 
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
 
@@ -1454,7 +1808,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
 
     if mode == tf1.estimator.ModeKeys.EVAL:
       def metric_fn(per_example_loss, label_ids, logits, is_real_example):
-        if is_regression:
+        if is_regression or is_multilabel:
           return {"eval_loss": tf1.metrics.mean(values=per_example_loss,
                                                 weights=is_real_example)}
         predictions = tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -1476,7 +1830,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
       predictions = {"probabilities": outputs}
     if extra_predictions:
       predictions.update(per_example_loss=per_example_loss, label_ids=label_ids,
-                         is_real_example=is_real_example)
+                         is_real_example=is_real_example, logits=logits)
     return tf1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
 
@@ -1566,18 +1920,25 @@ def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer
   return features
 
 
-def serving_build_fn(bert_config, num_labels, is_regression):
+def serving_build_fn(bert_config, num_labels, is_regression, is_multilabel=False,
+                     threshold=0.5):
   """Returns build_fn(placeholders) -> serving outputs, for export_utils.export_saved_model.
 
   Outputs: `probabilities` float32 [batch, num_labels] and `predicted_label` int32 [batch]; for
-  regression `predictions` float32 [batch].
+  regression `predictions` float32 [batch]; for multi-label `probabilities` (a sigmoid per
+  label) and `predicted_labels` int32 [batch, num_labels] (1 where probability >= threshold).
   """
   def build_fn(placeholders):
     _, _, _, outputs = create_model(
         bert_config, False, placeholders["input_ids"], placeholders["input_mask"],
-        placeholders["segment_ids"], None, num_labels, False, is_regression)
+        placeholders["segment_ids"], None, num_labels, False, is_regression,
+        is_multilabel=is_multilabel)
     if is_regression:
       return {"predictions": tf.identity(outputs, name="predictions")}
+    if is_multilabel:
+      return {"probabilities": tf.identity(outputs, name="probabilities"),
+              "predicted_labels": tf.cast(outputs >= threshold, tf.int32,
+                                          name="predicted_labels")}
     return {"probabilities": tf.identity(outputs, name="probabilities"),
             "predicted_label": tf.argmax(outputs, axis=-1, output_type=tf.int32,
                                          name="predicted_label")}
@@ -1588,45 +1949,129 @@ def serving_build_fn(bert_config, num_labels, is_regression):
 # Evaluation and submission files.
 
 
-def dev_metrics(task, outputs, num_examples):
+def dev_metrics(task, outputs, num_examples, threshold=0.5, tune_threshold=False):
   """GLUE metrics from Estimator.predict outputs on a dev set.
 
   Args:
     task: Task.
-    outputs: list of prediction dicts (per example, padding included at the end).
+    outputs: list of prediction dicts (per example, padding included at the end; pooled per
+      document with --long_document=window, see pool_window_outputs).
     num_examples: number of real examples (the first ones).
+    threshold: multi-label: a label is predicted when its probability is >= this.
+    tune_threshold: multi-label: also report the threshold of the best micro F1
+      ("tuned_threshold") and the metrics at it ("tuned_<metric>").
 
   Returns:
-    dict: metric name -> value, plus "loss" (mean per-example loss) and "num_examples".
+    dict: metric name -> value, plus "loss" (mean per-example loss) and "num_examples"
+    (multi-label: per-label "f1_<label>", micro precision / recall and "threshold" as well).
   """
   outputs = [o for o in outputs[:num_examples]]
   labels = np.array([o["label_ids"] for o in outputs])
-  if task.is_regression:
-    predictions = np.array([o["predictions"] for o in outputs], dtype=np.float64)
+  if task.is_multilabel:
+    probabilities = np.array([o["probabilities"] for o in outputs], dtype=np.float64).reshape(
+        len(outputs), task.num_labels)
+    labels = labels.reshape(len(outputs), task.num_labels)
+    results = glue_metrics.multilabel_metrics(probabilities >= threshold, labels, task.labels)
+    results["threshold"] = float(threshold)
+    if tune_threshold:
+      tuned, _ = glue_metrics.best_threshold(probabilities, labels)
+      for key, value in glue_metrics.multilabel_metrics(probabilities >= tuned, labels,
+                                                        task.labels).items():
+        results["tuned_" + key] = value
+      results["tuned_threshold"] = tuned
   else:
-    predictions = np.array([int(np.argmax(o["probabilities"])) for o in outputs])
-  results = glue_metrics.compute_metrics(task.metrics, predictions, labels)
+    if task.is_regression:
+      predictions = np.array([o["predictions"] for o in outputs], dtype=np.float64)
+    else:
+      predictions = np.array([int(np.argmax(o["probabilities"])) for o in outputs])
+    results = glue_metrics.compute_metrics(task.metrics, predictions, labels)
   losses = np.array([o["per_example_loss"] for o in outputs], dtype=np.float64)
   results["loss"] = float(losses.mean()) if losses.size else 0.0
   results["num_examples"] = len(outputs)
   return results
 
 
-def format_prediction(task, output):
-  """The submission string of one prediction: the label string, or the STS-B score."""
+def _log_softmax(logits):
+  shifted = logits - np.max(logits)
+  return shifted - np.log(np.sum(np.exp(shifted)))
+
+
+def pool_window_outputs(task, outputs, windows, pooling="mean", class_weights=None):
+  """Pools Estimator.predict outputs of windows into one output per document.
+
+  A document's window logits are averaged (mean) or maxed per class (max), then turned into
+  probabilities as the model does (softmax, or a sigmoid per label); a regression document's
+  prediction is the mean / max of its windows'. Its loss is the model's loss of the pooled
+  logits (class weights included).
+
+  Args:
+    task: Task.
+    outputs: list of prediction dicts, one per window in file order (logits, label_ids,
+      is_real_example; the padding windows included).
+    windows: number of windows of each (padded) example, in order (cached_features).
+    pooling: "mean" or "max".
+    class_weights: the loss's class weights, or None.
+
+  Returns:
+    list of prediction dicts, one per example: probabilities (or predictions), logits,
+    label_ids, is_real_example, per_example_loss and num_windows.
+  """
+  if sum(windows) != len(outputs):
+    raise RuntimeError("predicted %d windows, expected %d" % (len(outputs), sum(windows)))
+  pool = np.mean if pooling == "mean" else np.max
+  pooled = []
+  start = 0
+  for count in windows:
+    group = outputs[start:start + count]
+    start += count
+    label = group[0]["label_ids"]
+    logits = pool(np.array([o["logits"] for o in group], dtype=np.float64), axis=0)
+    out = {"logits": logits, "label_ids": label, "is_real_example": group[0]["is_real_example"],
+           "num_windows": count}
+    if task.is_regression:
+      value = float(pool(np.array([o["predictions"] for o in group], dtype=np.float64)))
+      out["predictions"] = value
+      out["per_example_loss"] = (value - float(label)) ** 2
+    elif task.is_multilabel:
+      y = np.asarray(label, dtype=np.float64)
+      out["probabilities"] = 1.0 / (1.0 + np.exp(-logits))
+      # Binary cross-entropy with logits, stable form (tf.nn.sigmoid_cross_entropy_with_logits).
+      out["per_example_loss"] = float(np.mean(
+          np.maximum(logits, 0) - logits * y + np.log1p(np.exp(-np.abs(logits)))))
+    else:
+      log_probs = _log_softmax(logits)
+      out["probabilities"] = np.exp(log_probs)
+      loss = -float(log_probs[int(label)])
+      if class_weights is not None:
+        loss *= class_weights[int(label)]
+      out["per_example_loss"] = loss
+    pooled.append(out)
+  return pooled
+
+
+def predicted_labels(task, output, threshold=0.5):
+  """Multi-label: the labels whose probability is >= threshold, in label order."""
+  return [label for label, p in zip(task.labels, output["probabilities"]) if p >= threshold]
+
+
+def format_prediction(task, output, threshold=0.5):
+  """The submission string of one prediction: the label string, or the STS-B score (a
+  multi-label task: its predicted labels joined by the task's separator)."""
   if task.is_regression:
     value = float(output["predictions"])
     if task.name == "sts-b":
       value = min(5.0, max(0.0, value))
     return "%.3f" % value
+  if task.is_multilabel:
+    return task.label_separator.join(predicted_labels(task, output, threshold))
   return task.labels[int(np.argmax(output["probabilities"]))]
 
 
-def write_submission(path, task, examples, outputs):
+def write_submission(path, task, examples, outputs, threshold=0.5):
   """Writes `index<TAB>prediction` lines with a header, atomically.
 
   The index is the example's index (the test file's index column), else its guid (examples of
-  a DataProcessor).
+  a DataProcessor). threshold: multi-label tasks (format_prediction).
   """
   with common.atomic_output(path) as writer:
     writer.write("index\tprediction\n")
@@ -1634,7 +2079,7 @@ def write_submission(path, task, examples, outputs):
       index = getattr(example, "index", None)
       if index is None:
         index = example.guid
-      writer.write("%s\t%s\n" % (index, format_prediction(task, output)))
+      writer.write("%s\t%s\n" % (index, format_prediction(task, output, threshold)))
 
 
 def write_test_results(path, task, outputs):
@@ -1680,6 +2125,122 @@ def _check_flags():
     common.fail("--data_dir is required with --do_train/--do_eval/--do_predict")
   if FLAGS.data_dir and not tf.io.gfile.isdir(FLAGS.data_dir):
     common.fail("--data_dir=%s: not a directory" % FLAGS.data_dir)
+  _check_extension_flags()
+
+
+def _check_extension_flags():
+  """One-line errors for the evaluation-during-training, multi-label, class-weight and
+  long-document flags (those that need no task)."""
+  if FLAGS.eval_every_steps < 0:
+    common.fail("--eval_every_steps=%d: must be >= 0" % FLAGS.eval_every_steps)
+  if FLAGS.eval_every_steps and not FLAGS.do_train:
+    common.fail("--eval_every_steps=%d: evaluates during training; it needs --do_train" %
+                FLAGS.eval_every_steps)
+  if FLAGS.early_stopping_patience < 0:
+    common.fail("--early_stopping_patience=%d: must be >= 0" % FLAGS.early_stopping_patience)
+  if FLAGS.early_stopping_patience and not FLAGS.eval_every_steps:
+    common.fail("--early_stopping_patience=%d: needs --eval_every_steps (the evaluations it "
+                "counts)" % FLAGS.early_stopping_patience)
+  if FLAGS.keep_best and FLAGS.do_train and not FLAGS.eval_every_steps:
+    common.fail("--keep_best: needs --eval_every_steps with --do_train (the evaluations that "
+                "pick the best checkpoint)")
+  if FLAGS.task_type == "multilabel" and (
+      FLAGS.processor or normalize_task_name(FLAGS.task_name) != "tsv"):
+    common.fail("--task_type=multilabel: only for --task_name=tsv")
+  if not 0.0 <= FLAGS.multilabel_threshold <= 1.0:
+    common.fail("--multilabel_threshold=%s: must be in [0, 1]" % FLAGS.multilabel_threshold)
+  if FLAGS.tune_threshold and FLAGS.task_type != "multilabel":
+    common.fail("--tune_threshold: only for --task_type=multilabel")
+  if FLAGS.doc_stride is not None:
+    if FLAGS.long_document != "window":
+      common.fail("--doc_stride=%d: only used with --long_document=window" % FLAGS.doc_stride)
+    if FLAGS.doc_stride < 1:
+      common.fail("--doc_stride=%d: must be >= 1" % FLAGS.doc_stride)
+
+
+def _check_task_flags(task):
+  """One-line errors for flags that do not fit the task; returns the resolved doc_stride
+  (None without --long_document=window)."""
+  if FLAGS.class_weights and (task.is_regression or task.is_multilabel):
+    common.fail("--class_weights=%s: only for single-label classification (task %s is %s)" %
+                (FLAGS.class_weights, task.name,
+                 "regression" if task.is_regression else "multi-label"))
+  if FLAGS.long_document != "window":
+    return None
+  layout = task.train.layout
+  has_text_b = layout is not None and layout.text_b is not None
+  window = window_length_for(FLAGS.max_seq_length, has_text_b)
+  if has_text_b:
+    # text_b keeps up to half the budget in every window.
+    window -= (FLAGS.max_seq_length - 3) // 2
+  if window < 1:
+    common.fail("--long_document=window: --max_seq_length=%d leaves no room for a window" %
+                FLAGS.max_seq_length)
+  if FLAGS.doc_stride is None:
+    return max(1, window // 2)
+  if FLAGS.doc_stride > window:
+    common.fail("--doc_stride=%d: larger than the window (%d tokens of text_a at "
+                "--max_seq_length=%d), which would skip text between windows" %
+                (FLAGS.doc_stride, window, FLAGS.max_seq_length))
+  return FLAGS.doc_stride
+
+
+def resolve_class_weights(spec, task, train_examples):
+  """The loss weights of --class_weights, in label order.
+
+  Args:
+    spec: "auto", "w1,w2,..." or None / "".
+    task: Task (single-label classification).
+    train_examples: the training InputExamples ("auto" counts their labels), or None.
+
+  Returns:
+    list of floats (one per label), or None for no weighting.
+  """
+  if not spec:
+    return None
+  where = "--class_weights=%s" % spec
+  label_map = task.label_map
+  if spec.strip().lower() == "auto":
+    if not train_examples:
+      common.fail("%s: needs the training labels (the task's training set is missing or "
+                  "empty)" % where)
+    counts = [0] * len(label_map)
+    for example in train_examples:
+      if example.label not in label_map:
+        common.fail("%s: training example %s has label %r, not one of %s" % (
+            where, example.guid, example.label, ", ".join(task.labels)))
+      counts[label_map[example.label]] += 1
+    return auto_class_weights(counts, task.labels, where)
+  try:
+    weights = [float(x) for x in spec.split(",")]
+  except ValueError:
+    common.fail("%s: expected 'auto' or one number per label (w1,w2,...)" % where)
+  if len(weights) != len(task.labels):
+    common.fail("%s: %d weight(s) for the %d labels of task %s (%s)" % (
+        where, len(weights), len(task.labels), task.name, ", ".join(task.labels)))
+  if not all(np.isfinite(w) and w > 0 for w in weights):
+    common.fail("%s: every weight must be a finite number > 0" % where)
+  return weights
+
+
+def auto_class_weights(counts, labels, where="--class_weights=auto"):
+  """Inverse-frequency weights n / (num_classes * count), normalised to mean 1.
+
+  Args:
+    counts: number of training examples of each class.
+    labels: the class names (messages).
+    where: the flag, for messages.
+
+  Returns:
+    list of floats, mean 1.
+  """
+  counts = np.asarray(counts, dtype=np.float64)
+  for label, count in zip(labels, counts):
+    if count == 0:
+      common.fail("%s: label %r has no training example, so it has no frequency to invert" %
+                  (where, label))
+  inverse = counts.sum() / (len(counts) * counts)
+  return [float(w) for w in inverse / inverse.mean()]
 
 
 def _require_task_files(task, data_dir):
@@ -1687,8 +2248,9 @@ def _require_task_files(task, data_dir):
   needed = []
   if FLAGS.do_train:
     needed.append((task.train, "--do_train"))
-  if FLAGS.do_eval:
-    needed.extend((f, "--do_eval") for f in task.dev)
+  if FLAGS.do_eval or FLAGS.eval_every_steps:
+    needed.extend((f, "--do_eval" if FLAGS.do_eval else "--eval_every_steps")
+                  for f in task.dev)
   if FLAGS.do_predict:
     needed.extend((f, "--do_predict") for f in task.test)
   for task_file, mode in needed:
@@ -1720,6 +2282,9 @@ def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   _check_flags()
   task = get_task(FLAGS.task_name, FLAGS)
+  _check_task_flags(task)  # before the lock: a bad flag leaves nothing behind
+  if FLAGS.class_weights and FLAGS.class_weights.strip().lower() != "auto" and task.labels:
+    resolve_class_weights(FLAGS.class_weights, task, None)  # (a tsv task's labels come later)
   bert_config = estimator_utils.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
   if FLAGS.data_dir:
     _require_task_files(task, FLAGS.data_dir)
@@ -1750,6 +2315,7 @@ def _run_job(task, bert_config, tokenizer):
   """
   if task.name == "tsv" and not task.is_regression:
     resolve_tsv_labels(task, FLAGS.data_dir, FLAGS.output_dir)
+  doc_stride = _check_task_flags(task)
   # Before anything is written there: a checkpoint of another model (or label list) in
   # --output_dir would otherwise fail deep inside the restore, after bert_config.json and
   # labels.txt were replaced.
@@ -1759,9 +2325,10 @@ def _run_job(task, bert_config, tokenizer):
   tf.io.gfile.makedirs(FLAGS.output_dir)
   cache_args = dict(tokenizer=tokenizer, task=task, max_seq_length=FLAGS.max_seq_length,
                     vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
-                    spm_model_file=FLAGS.spm_model_file)
+                    spm_model_file=FLAGS.spm_model_file, doc_stride=doc_stride)
 
   train_examples = None
+  train_cache = None
   num_train_steps = None
   num_warmup_steps = None
   if FLAGS.do_train:
@@ -1769,7 +2336,20 @@ def _run_job(task, bert_config, tokenizer):
     if not train_examples:
       common.fail("--data_dir=%s: %s has no usable examples" %
                   (FLAGS.data_dir, _split_description(task, task.train)))
-    num_train_steps = int(len(train_examples) / FLAGS.train_batch_size *
+  class_weights = None
+  if FLAGS.class_weights:
+    weight_examples = train_examples
+    if weight_examples is None and FLAGS.class_weights.strip().lower() == "auto":
+      weight_examples = _training_examples_if_any(task)
+    class_weights = resolve_class_weights(FLAGS.class_weights, task, weight_examples)
+    tf1.logging.info("Class weights: %s", ", ".join(
+        "%s=%.4f" % (label, w) for label, w in zip(task.labels, class_weights)))
+  if FLAGS.do_train:
+    train_cache = cached_features(train_examples, _task_file_path(task.train),
+                                  os.path.join(FLAGS.output_dir, "train.tf_record"),
+                                  **cache_args)
+    # Every window is a training example (one per example without windowing).
+    num_train_steps = int(train_cache["num_records"] / FLAGS.train_batch_size *
                           FLAGS.num_train_epochs)
     num_train_steps = max(1, num_train_steps)
     num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
@@ -1784,62 +2364,81 @@ def _run_job(task, bert_config, tokenizer):
       use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu,
       is_regression=task.is_regression,
-      extra_predictions=True)
+      extra_predictions=True,
+      is_multilabel=task.is_multilabel,
+      class_weights=class_weights)
+  inference = _Inference(task, model_fn, cache_args, class_weights)
 
   summary = {}
+  if class_weights is not None:
+    for label, weight in zip(task.labels, class_weights):
+      summary["class_weight_%s" % label] = weight
+  if doc_stride is not None:
+    summary.update(long_document="window", doc_stride=doc_stride,
+                   window_pooling=FLAGS.window_pooling)
   if FLAGS.do_train:
-    train_file = _task_file_path(task.train)
-    cache = cached_features(train_examples, train_file,
-                            os.path.join(FLAGS.output_dir, "train.tf_record"), **cache_args)
     estimator_utils.save_config(bert_config, FLAGS.output_dir)
     if not task.is_regression:
       with common.atomic_output(os.path.join(FLAGS.output_dir, "labels.txt")) as f:
         f.write("".join(label + "\n" for label in task.labels))
     tf1.logging.info("***** Running training *****")
-    tf1.logging.info("  Num examples = %d", cache["num_examples"])
+    tf1.logging.info("  Num examples = %d%s", train_cache["num_examples"],
+                     " (%d windows)" % train_cache["num_records"] if doc_stride else "")
     tf1.logging.info("  Batch size = %d", FLAGS.train_batch_size)
     tf1.logging.info("  Num steps = %d (warm-up %d)", num_train_steps, num_warmup_steps)
-    estimator = estimator_utils.make_estimator(
-        model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
-        FLAGS.predict_batch_size)
-    train_input_fn = file_based_input_fn_builder(
-        input_file=cache["file"], seq_length=FLAGS.max_seq_length, is_training=True,
-        drop_remainder=True, is_regression=task.is_regression, seed=FLAGS.seed,
-        skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS))
-    hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
     start = time.time()
-    # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
-    # 130 / 143 below without writing any result that would make it look finished.
-    estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,
-                    hooks=[hook, estimator_utils.StopOnSignalHook()])
-    common.STOP_SIGNALS.exit_if_stopped()
-    train_seconds = time.time() - start
-    tf1.logging.info("Training done: %d steps in %s%s", num_train_steps,
-                     common.format_duration(train_seconds),
-                     " (%.2f steps/s)" % hook.last_rate if hook.last_rate else "")
-    summary["train_seconds"] = round(train_seconds, 1)
-    # The target beside global_step: a reader (sweep.py) can check the step was reached.
-    summary["num_train_steps"] = num_train_steps
+    if FLAGS.eval_every_steps:
+      summary.update(_train_with_evaluation(task, model_fn, train_cache, num_train_steps,
+                                            resume_step, inference))
+    else:
+      estimator = estimator_utils.make_estimator(
+          model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
+          FLAGS.predict_batch_size)
+      train_input_fn = file_based_input_fn_builder(
+          input_file=train_cache["file"], seq_length=FLAGS.max_seq_length, is_training=True,
+          drop_remainder=True, is_regression=task.is_regression, seed=FLAGS.seed,
+          skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
+          multilabel_num_labels=task.num_labels if task.is_multilabel else None,
+          shuffle_buffer=train_shuffle_buffer(train_cache))
+      hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
+      # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
+      # 130 / 143 below without writing any result that would make it look finished.
+      estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,
+                      hooks=[hook, estimator_utils.StopOnSignalHook()])
+      common.STOP_SIGNALS.exit_if_stopped()
+      tf1.logging.info("Training done: %d steps in %s%s", num_train_steps,
+                       common.format_duration(time.time() - start),
+                       " (%.2f steps/s)" % hook.last_rate if hook.last_rate else "")
+      # The target beside global_step: a reader (sweep.py) can check the step was reached.
+      summary["num_train_steps"] = num_train_steps
+    summary["train_seconds"] = round(time.time() - start, 1)
 
+  # The checkpoint that --do_eval scores and --do_predict / --export_dir use: the best one
+  # with --keep_best (when there is one), else the latest.
+  scored_checkpoint, scored = tf1.train.latest_checkpoint(FLAGS.output_dir), "last"
+  best = read_best_checkpoint(FLAGS.output_dir) if FLAGS.keep_best else None
+  if best is not None:
+    scored_checkpoint, scored = best["path"], "best"
+    tf1.logging.info("--keep_best: using the best checkpoint %s (step %d, %s = %.6g)",
+                     best["path"], best["step"], best["metric"], best["score"])
+  elif FLAGS.keep_best:
+    tf1.logging.warning("--keep_best: no best checkpoint in %s/%s; using the latest",
+                        FLAGS.output_dir, BEST_DIR)
+
+  threshold = FLAGS.multilabel_threshold
   if FLAGS.do_eval:
     # Dev sets go through Estimator.predict (batch --eval_batch_size) and the metrics are
     # computed exactly in Python; on TPU the set is padded so no example is dropped.
-    eval_estimator = estimator_utils.make_estimator(
-        model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
-        predict_batch_size=FLAGS.eval_batch_size)
     results = {}
     for dev_file in task.dev:
       examples = task_examples(task, dev_file, FLAGS.data_dir, "dev")
       if not examples:
         common.fail("--data_dir=%s: %s has no usable examples" %
                     (FLAGS.data_dir, _split_description(task, dev_file)))
-      cache, input_fn = _inference_input(task, dev_file, examples, cache_args,
-                                         FLAGS.eval_batch_size, "evaluation")
       start = time.time()
-      outputs = list(eval_estimator.predict(input_fn=input_fn))
-      metrics = dev_metrics(task, outputs, cache["num_examples"])
+      metrics = inference.evaluate(dev_file, examples, scored_checkpoint)
       tf1.logging.info("  %s: %d examples in %.1f s", _split_description(task, dev_file),
-                       cache["num_examples"], time.time() - start)
+                       metrics["num_examples"], time.time() - start)
       prefixes = ["eval_"] if not dev_file.name else ["eval_%s_" % dev_file.name]
       if task.name == "mnli" and not dev_file.name:
         prefixes.append("eval_matched_")
@@ -1847,25 +2446,33 @@ def _run_job(task, bert_config, tokenizer):
         for key, value in metrics.items():
           results[prefix + key] = value
     results["global_step"] = estimator_utils.latest_global_step(FLAGS.output_dir)
+    if scored_checkpoint:
+      results["scored_checkpoint"] = scored
+      results["scored_step"] = _checkpoint_step(scored_checkpoint)
+    if best is not None:
+      results.update(best_step=best["step"], best_score=best["score"],
+                     main_metric=best["metric"])
     results.update(summary)
     # A signal during evaluation: no results file, so the job does not look finished.
     common.STOP_SIGNALS.exit_if_stopped()
+    if FLAGS.tune_threshold:
+      threshold = results["eval_tuned_threshold"]
+      common.write_json_atomic(os.path.join(FLAGS.output_dir, THRESHOLD_FILE), {
+          "threshold": threshold, "micro_f1": results["eval_tuned_micro_f1"],
+          "checkpoint_step": results.get("scored_step"), "scored_checkpoint": scored})
     estimator_utils.write_eval_results(FLAGS.output_dir, results)
+  elif FLAGS.tune_threshold and (FLAGS.do_predict or FLAGS.export_dir):
+    threshold = _saved_threshold(scored_checkpoint)
 
   if FLAGS.do_predict:
-    predict_estimator = estimator_utils.make_estimator(
-        model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
-        FLAGS.predict_batch_size)
     for test_file in task.test:
       examples = task_examples(task, test_file, FLAGS.data_dir, "test")
-      cache, input_fn = _inference_input(task, test_file, examples, cache_args,
-                                         FLAGS.predict_batch_size, "prediction")
-      outputs = list(predict_estimator.predict(input_fn=input_fn))[:cache["num_examples"]]
+      outputs = inference.predict(test_file, examples, scored_checkpoint)
       if len(outputs) != len(examples):
         raise RuntimeError("predicted %d of %d examples" % (len(outputs), len(examples)))
       common.STOP_SIGNALS.exit_if_stopped()
       submission = os.path.join(FLAGS.output_dir, test_file.name)
-      write_submission(submission, task, examples, outputs)
+      write_submission(submission, task, examples, outputs, threshold=threshold)
       results_name = "test_results.tsv"
       if test_file.cache_name != "predict":
         results_name = "test_results_%s.tsv" % test_file.cache_name.split("_", 1)[1]
@@ -1875,11 +2482,415 @@ def _run_job(task, bert_config, tokenizer):
 
   if FLAGS.export_dir:
     common.STOP_SIGNALS.exit_if_stopped()
+    classifier_config = {}
+    if doc_stride is not None:
+      classifier_config.update(long_document="window", doc_stride=doc_stride,
+                               window_pooling=FLAGS.window_pooling)
     export_classifier(task, bert_config, FLAGS.export_dir,
-                      tf1.train.latest_checkpoint(FLAGS.output_dir) or FLAGS.init_checkpoint,
+                      scored_checkpoint or FLAGS.init_checkpoint,
                       FLAGS.max_seq_length, vocab_file=FLAGS.vocab_file,
                       spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case,
-                      overwrite=FLAGS.overwrite, protected_paths=export_protected_paths())
+                      overwrite=FLAGS.overwrite, protected_paths=export_protected_paths(),
+                      threshold=threshold, extra_config=classifier_config)
+
+
+def train_shuffle_buffer(train_cache):
+  """The training shuffle buffer: the official 100 records, or with windows 100 examples'
+  worth of them (a document's windows are consecutive in the file; a 100-record buffer would
+  fill batches with the windows of a few documents, all of one label)."""
+  if not train_cache["windows"]:
+    return 100
+  return max(100, int(np.ceil(100.0 * train_cache["num_records"] /
+                              max(1, train_cache["num_examples"]))))
+
+
+def _training_examples_if_any(task):
+  """The training examples when the task's training set can be read (else None)."""
+  path = _task_file_path(task.train)
+  if path is not None and not tf.io.gfile.exists(path):
+    return None
+  return task_examples(task, task.train, FLAGS.data_dir, "train") if FLAGS.data_dir else None
+
+
+def _checkpoint_step(checkpoint):
+  """The global step stored in a checkpoint (None when it has none)."""
+  try:
+    return int(tf1.train.load_variable(checkpoint, "global_step"))
+  except (tf.errors.NotFoundError, ValueError):
+    return None
+
+
+THRESHOLD_FILE = "threshold.json"
+
+
+def _saved_threshold(checkpoint):
+  """--tune_threshold without --do_eval: the threshold tuned for this checkpoint earlier."""
+  path = os.path.join(FLAGS.output_dir, THRESHOLD_FILE)
+  step = _checkpoint_step(checkpoint) if checkpoint else None
+  saved = None
+  if tf.io.gfile.exists(path):
+    with tf.io.gfile.GFile(path) as f:
+      saved = json.load(f)
+  if not saved or saved.get("checkpoint_step") != step:
+    common.fail("--tune_threshold: no threshold tuned for the checkpoint of step %s in %s "
+                "(run --do_eval with --tune_threshold first)" % (step, path))
+  tf1.logging.info("Multi-label threshold %.6g (tuned on dev for step %s, %s)",
+                   saved["threshold"], step, path)
+  return float(saved["threshold"])
+
+
+class _Inference(object):
+  """Dev-set evaluation and test-set prediction through Estimator.predict on any checkpoint,
+  windows pooled per document."""
+
+  def __init__(self, task, model_fn, cache_args, class_weights):
+    self.task = task
+    self.cache_args = cache_args
+    self.class_weights = class_weights
+    self._model_fn = model_fn
+    self._estimators = {}
+    self._inputs = {}
+
+  def _estimator(self, batch_size):
+    if batch_size not in self._estimators:
+      self._estimators[batch_size] = estimator_utils.make_estimator(
+          self._model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size,
+          FLAGS.eval_batch_size, predict_batch_size=batch_size)
+    return self._estimators[batch_size]
+
+  def outputs(self, task_file, examples, checkpoint, batch_size, purpose):
+    """Per-example prediction dicts (windows pooled) and the cache dict of the file."""
+    key = (task_file.cache_name, batch_size)
+    if key not in self._inputs:
+      # Cached once per job: evaluations during training reuse the features and input_fn.
+      self._inputs[key] = _inference_input(self.task, task_file, examples, self.cache_args,
+                                           batch_size, purpose)
+    cache, input_fn = self._inputs[key]
+    outputs = list(self._estimator(batch_size).predict(input_fn=input_fn,
+                                                       checkpoint_path=checkpoint))
+    if cache["windows"] is not None:
+      outputs = pool_window_outputs(self.task, outputs, cache["windows"], FLAGS.window_pooling,
+                                    self.class_weights)
+    return outputs, cache
+
+  def evaluate(self, dev_file, examples, checkpoint):
+    """dev_metrics of `checkpoint` (None: the latest in --output_dir) on one dev file."""
+    outputs, cache = self.outputs(dev_file, examples, checkpoint, FLAGS.eval_batch_size,
+                                  "evaluation")
+    metrics = dev_metrics(self.task, outputs, cache["num_examples"],
+                          threshold=FLAGS.multilabel_threshold,
+                          tune_threshold=FLAGS.tune_threshold)
+    if cache["windows"] is not None:
+      metrics["num_windows"] = int(sum(cache["windows"][:cache["num_examples"]]))
+    return metrics
+
+  def predict(self, test_file, examples, checkpoint):
+    """Per-example prediction dicts of the real examples of a test file."""
+    outputs, cache = self.outputs(test_file, examples, checkpoint, FLAGS.predict_batch_size,
+                                  "prediction")
+    return outputs[:cache["num_examples"]]
+
+
+# ----------------------------------------------------------------------------------------------
+# Evaluation during training: history, early stopping, the best checkpoint.
+
+
+HISTORY_FILE = "eval_history.jsonl"
+HISTORY_SUMMARY_DIR = "eval_history"
+BEST_DIR = "best"
+BEST_FILE = "best.json"
+
+
+class EvalHistory(object):
+  """output_dir/eval_history.jsonl: one JSON line per evaluation during training.
+
+  Each line: {"step", "metric" (the task's main metric), "score" (its value), "metrics" (all
+  dev metrics), "best_step", "best_score", "evals_without_improvement"}. The file is rewritten
+  whole and atomically on every evaluation, one line per step: a rerun after a kill keeps the
+  lines of the steps its checkpoints reached and never repeats a step.
+  """
+
+  def __init__(self, output_dir, metric, max_step):
+    """Loads the history of a job resumed at max_step.
+
+    Args:
+      output_dir: the job's --output_dir.
+      metric: the main metric (higher is better).
+      max_step: the step of the checkpoint the job resumes from (0: a new job). Lines of later
+        steps belong to a model that is gone and are dropped.
+    """
+    self.path = os.path.join(output_dir, HISTORY_FILE)
+    self.metric = metric
+    by_step = {}
+    dropped = 0
+    if tf.io.gfile.exists(self.path):
+      with tf.io.gfile.GFile(self.path) as f:
+        for number, line in enumerate(f, 1):
+          if not line.strip():
+            continue
+          try:
+            entry = json.loads(line)
+            step = int(entry["step"])
+          except (ValueError, KeyError, TypeError):
+            tf1.logging.warning("%s:%d: not a history line; dropped", self.path, number)
+            dropped += 1
+            continue
+          if step > max_step:
+            dropped += 1
+            continue
+          by_step[step] = entry
+    self.entries = [by_step[step] for step in sorted(by_step)]
+    if dropped:
+      tf1.logging.warning("%s: dropped %d line(s) beyond the checkpoint of step %d", self.path,
+                          dropped, max_step)
+      self._write()
+    elif self.entries:
+      tf1.logging.info("%s: %d evaluation(s) so far, the last at step %d", self.path,
+                       len(self.entries), self.entries[-1]["step"])
+
+  def has(self, step):
+    return any(entry["step"] == step for entry in self.entries)
+
+  def _score(self, entry):
+    score = entry.get("score") if entry.get("metric") == self.metric else None
+    if score is None:
+      score = entry.get("metrics", {}).get(self.metric)
+    return float(score) if score is not None else float("-inf")
+
+  def best(self):
+    """The entry of the best score (the earliest of equal ones), or None."""
+    best = None
+    for entry in self.entries:
+      if best is None or self._score(entry) > self._score(best):
+        best = entry
+    return best
+
+  def evals_without_improvement(self):
+    """Evaluations after the best one."""
+    best = self.best()
+    return 0 if best is None else sum(1 for e in self.entries if e["step"] > best["step"])
+
+  def make_entry(self, step, metrics):
+    """The line of an evaluation at `step` (not yet added): best and patience included."""
+    entry = {"step": int(step), "metric": self.metric,
+             "score": _plain(metrics.get(self.metric)),
+             "metrics": {k: _plain(v) for k, v in sorted(metrics.items())}}
+    previous = self.best()
+    improved = previous is None or self._score(entry) > self._score(previous)
+    best = entry if improved else previous
+    entry["best_step"] = best["step"]
+    entry["best_score"] = best["score"]
+    entry["evals_without_improvement"] = 0 if improved else (
+        sum(1 for e in self.entries if e["step"] > previous["step"]) + 1)
+    entry["time"] = time.strftime("%Y-%m-%dT%H:%M:%S")
+    return entry
+
+  def add(self, entry):
+    """Adds an entry (replacing one of the same step) and rewrites the file atomically."""
+    self.entries = [e for e in self.entries if e["step"] != entry["step"]] + [entry]
+    self.entries.sort(key=lambda e: e["step"])
+    self._write()
+
+  def _write(self):
+    with common.atomic_output(self.path) as f:
+      for entry in self.entries:
+        f.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def _plain(value):
+  """A JSON-friendly Python number (NumPy scalars converted)."""
+  return value.item() if hasattr(value, "item") else value
+
+
+def read_best_checkpoint(output_dir):
+  """output_dir/best/best.json with "path" (the checkpoint prefix) added, or None.
+
+  Args:
+    output_dir: the job's --output_dir.
+
+  Returns:
+    dict with step, metric, score, checkpoint, metrics, path; None when there is no complete
+    best checkpoint.
+  """
+  path = os.path.join(output_dir, BEST_DIR, BEST_FILE)
+  if not tf.io.gfile.exists(path):
+    return None
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      best = json.load(f)
+    prefix = os.path.join(output_dir, BEST_DIR, best["checkpoint"])
+  except (ValueError, KeyError, TypeError):
+    return None
+  if not tf.io.gfile.exists(prefix + ".index"):
+    return None
+  best["path"] = prefix
+  return best
+
+
+def save_best_checkpoint(output_dir, checkpoint, step, metric, score, metrics):
+  """Copies a checkpoint into output_dir/best/ and records it in best/best.json.
+
+  The new files are copied under temporary names and renamed, then best.json (and best's
+  `checkpoint` state file) are replaced atomically, then the previous best's files removed:
+  a kill at any point leaves best.json naming complete files.
+
+  Args:
+    output_dir: the job's --output_dir.
+    checkpoint: the checkpoint prefix (output_dir/model.ckpt-<step>).
+    step: its global step.
+    metric: the main metric's name.
+    score: its value.
+    metrics: all dev metrics of the evaluation.
+  """
+  best_dir = os.path.join(output_dir, BEST_DIR)
+  tf.io.gfile.makedirs(best_dir)
+  name = os.path.basename(checkpoint)
+  sources = [p for p in tf.io.gfile.glob(checkpoint + ".*")
+             if p.endswith(".index") or ".data-" in p]
+  if not any(p.endswith(".index") for p in sources):
+    raise RuntimeError("checkpoint %s has no .index file" % checkpoint)
+  for source in sources:
+    target = os.path.join(best_dir, os.path.basename(source))
+    common.remove_stale_temps(target)  # a copy a killed job left
+    tmp = common.temp_path(target)
+    tf.io.gfile.copy(source, tmp, overwrite=True)
+    tf.io.gfile.rename(tmp, target, overwrite=True)
+  with common.atomic_output(os.path.join(best_dir, "checkpoint")) as f:
+    f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n' % (name, name))
+  common.write_json_atomic(os.path.join(best_dir, BEST_FILE), {
+      "step": int(step), "metric": metric, "score": _plain(score), "checkpoint": name,
+      "metrics": {k: _plain(v) for k, v in sorted(metrics.items())}})
+  keep = set(os.path.basename(p) for p in sources) | {BEST_FILE, "checkpoint"}
+  for entry in tf.io.gfile.listdir(best_dir):
+    if entry not in keep and entry.startswith("model.ckpt-"):
+      tf.io.gfile.remove(os.path.join(best_dir, entry))
+  tf1.logging.info("Best checkpoint: step %d (%s = %.6g), copied to %s", step, metric, score,
+                   best_dir)
+
+
+def _write_summaries(writer, step, metrics):
+  """Dev metrics of one evaluation as TensorBoard scalars (eval/<name>)."""
+  with writer.as_default():
+    for key, value in sorted(metrics.items()):
+      if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
+        tf.summary.scalar("eval/%s" % key, float(value), step=int(step))
+  writer.flush()
+
+
+def _train_with_evaluation(task, model_fn, train_cache, num_train_steps, resume_step,
+                           inference):
+  """Trains in chunks of --eval_every_steps, evaluating the dev set after each.
+
+  The Estimator trains to the next multiple of N (or the last step) and checkpoints there;
+  the checkpoint is scored on the first dev file (its main metric decides the best and early
+  stopping), the evaluation added to eval_history.jsonl and TensorBoard, and with --keep_best a
+  better checkpoint copied to output_dir/best/. Each chunk's input skips the batches trained
+  so far, so the chunks read the stream one uninterrupted training call reads (the same
+  weights, and a killed job resumes exactly as without evaluation).
+
+  Args:
+    task: Task.
+    model_fn: the model_fn.
+    train_cache: cached_features of the training set.
+    num_train_steps: the schedule's last step.
+    resume_step: the step of the checkpoint resumed from (None: a new job).
+    inference: _Inference.
+
+  Returns:
+    dict for eval_results: num_train_steps (the step training ended at: the schedule's, or
+    the early-stopping step), planned_train_steps, eval_every_steps, early_stopped,
+    num_evaluations, main_metric, best_step, best_score, last_step, last_score.
+  """
+  every = FLAGS.eval_every_steps
+  patience = FLAGS.early_stopping_patience
+  dev_file = task.dev[0]
+  dev_examples = task_examples(task, dev_file, FLAGS.data_dir, "dev")
+  if not dev_examples:
+    common.fail("--data_dir=%s: %s has no usable examples (needed by --eval_every_steps)" %
+                (FLAGS.data_dir, _split_description(task, dev_file)))
+  step = resume_step or 0
+  history = EvalHistory(FLAGS.output_dir, task.main_metric, step)
+  best = read_best_checkpoint(FLAGS.output_dir)
+  if best is not None and not history.has(best["step"]):
+    # A best copied by a model that is gone (or before its line was written: it is scored
+    # again below).
+    tf1.logging.warning("Removing %s/%s of step %d: not in %s", FLAGS.output_dir, BEST_DIR,
+                        best["step"], HISTORY_FILE)
+    tf.io.gfile.rmtree(os.path.join(FLAGS.output_dir, BEST_DIR))
+  estimator = estimator_utils.make_estimator(
+      model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
+      FLAGS.predict_batch_size)
+  writer = tf.summary.create_file_writer(os.path.join(FLAGS.output_dir, HISTORY_SUMMARY_DIR))
+  early_stopped = False
+  while True:
+    is_eval_step = step > 0 and (step % every == 0 or step >= num_train_steps)
+    if is_eval_step and not history.has(step):
+      checkpoint = tf1.train.latest_checkpoint(FLAGS.output_dir)
+      if checkpoint is None or _checkpoint_step(checkpoint) != step:
+        raise RuntimeError("no checkpoint of step %d in %s" % (step, FLAGS.output_dir))
+      start = time.time()
+      metrics = inference.evaluate(dev_file, dev_examples, checkpoint)
+      entry = history.make_entry(step, metrics)
+      if FLAGS.keep_best and entry["best_step"] == step:
+        save_best_checkpoint(FLAGS.output_dir, checkpoint, step, task.main_metric,
+                             entry["score"], metrics)
+      history.add(entry)
+      _write_summaries(writer, step, metrics)
+      tf1.logging.info("Evaluation at step %d: %s = %.6g (best %.6g at step %d; %d evaluation(s) "
+                       "without improvement) in %.1f s", step, task.main_metric, entry["score"],
+                       entry["best_score"], entry["best_step"],
+                       entry["evals_without_improvement"], time.time() - start)
+      common.STOP_SIGNALS.exit_if_stopped()
+    if step >= num_train_steps:
+      break
+    if patience and history.evals_without_improvement() >= patience:
+      early_stopped = True
+      best_entry = history.best()
+      tf1.logging.info("Early stopping at step %d: %d evaluation(s) without an improvement of "
+                       "%s over %.6g (step %d)", step, patience, task.main_metric,
+                       best_entry["score"], best_entry["step"])
+      break
+    target = min(num_train_steps, (step // every + 1) * every)
+    train_input_fn = file_based_input_fn_builder(
+        input_file=train_cache["file"], seq_length=FLAGS.max_seq_length, is_training=True,
+        drop_remainder=True, is_regression=task.is_regression, seed=FLAGS.seed,
+        skip_batches=_chunk_skip_batches(step),
+        multilabel_num_labels=task.num_labels if task.is_multilabel else None,
+        shuffle_buffer=train_shuffle_buffer(train_cache))
+    hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
+    estimator.train(input_fn=train_input_fn, max_steps=target,
+                    hooks=[hook, estimator_utils.StopOnSignalHook()])
+    common.STOP_SIGNALS.exit_if_stopped()
+    step = estimator_utils.latest_global_step(FLAGS.output_dir)
+    if step < target:
+      raise RuntimeError("training stopped at step %d before step %d" % (step, target))
+  writer.close()
+  best_entry, last_entry = history.best(), history.entries[-1]
+  summary = {"num_train_steps": step if early_stopped else num_train_steps,
+             "planned_train_steps": num_train_steps, "eval_every_steps": every,
+             "early_stopped": early_stopped, "num_evaluations": len(history.entries),
+             "main_metric": task.main_metric, "best_step": best_entry["step"],
+             "best_score": best_entry["score"], "last_step": last_entry["step"],
+             "last_score": last_entry["score"]}
+  if patience:
+    summary["early_stopping_patience"] = patience
+  return summary
+
+
+def _chunk_skip_batches(step):
+  """Batches a training chunk that starts at `step` skips: those trained so far.
+
+  Without TPU or a distribution strategy the input_fn batch is the global batch, one per step
+  (resume_skip_batches: exact). On TPU / under a strategy its batches are per core / replica,
+  `replicas` of them per step, so the chunk skips step * replicas of them; on one host or
+  worker this continues the stream (several read it each from its start, as a resumed job).
+  """
+  if not (FLAGS.use_tpu or FLAGS.distribution_strategy != "none"):
+    return estimator_utils.resume_skip_batches(step, FLAGS)
+  replicas = FLAGS.num_tpu_cores if FLAGS.use_tpu else (
+      FLAGS.num_gpus or max(1, len(tf.config.list_logical_devices("GPU")) or
+                            len(tf.config.list_logical_devices("CPU"))))
+  return step * replicas
 
 
 def _task_file_path(task_file):
@@ -1911,17 +2922,19 @@ def _inference_input(task, task_file, examples, cache_args, batch_size, purpose)
       pad_to_multiple=batch_size if FLAGS.use_tpu else 1, **cache_args)
   tf1.logging.info("***** Running %s on %s *****", purpose,
                    _split_description(task, task_file))
-  tf1.logging.info("  Num examples = %d (%d actual, %d padding)", cache["num_padded"],
-                   cache["num_examples"], cache["num_padded"] - cache["num_examples"])
+  tf1.logging.info("  Num examples = %d (%d actual, %d padding)%s", cache["num_padded"],
+                   cache["num_examples"], cache["num_padded"] - cache["num_examples"],
+                   " in %d windows" % cache["num_records"] if cache["windows"] else "")
   input_fn = file_based_input_fn_builder(
       input_file=cache["file"], seq_length=FLAGS.max_seq_length, is_training=False,
-      drop_remainder=FLAGS.use_tpu, is_regression=task.is_regression)
+      drop_remainder=FLAGS.use_tpu, is_regression=task.is_regression,
+      multilabel_num_labels=task.num_labels if task.is_multilabel else None)
   return cache, input_fn
 
 
 def export_classifier(task, bert_config, export_dir, checkpoint, max_seq_length, vocab_file=None,
                       spm_model_file=None, do_lower_case=True, overwrite=False,
-                      protected_paths=()):
+                      protected_paths=(), threshold=0.5, extra_config=None):
   """Writes the classifier as a SavedModel (serving_default) plus labels and configs.
 
   Args:
@@ -1936,6 +2949,9 @@ def export_classifier(task, bert_config, export_dir, checkpoint, max_seq_length,
     do_lower_case: noted in classifier_config.json.
     overwrite: replace an earlier export of ours at export_dir.
     protected_paths: paths export_dir must not be or contain (output_dir, inputs).
+    threshold: multi-label tasks: the probability from which `predicted_labels` is 1.
+    extra_config: more keys for classifier_config.json (e.g. the long-document windowing the
+      model was trained with: the SavedModel scores one window).
 
   Returns:
     The checkpoint that was exported.
@@ -1945,15 +2961,25 @@ def export_classifier(task, bert_config, export_dir, checkpoint, max_seq_length,
                 "--init_checkpoint" % export_dir)
   input_specs = {name: (tf.int32, [None, max_seq_length])
                  for name in ("input_ids", "input_mask", "segment_ids")}
+  if task.is_regression:
+    outputs = ["predictions"]
+  elif task.is_multilabel:
+    outputs = ["probabilities", "predicted_labels"]
+  else:
+    outputs = ["probabilities", "predicted_label"]
+  classifier_config = {
+      "task_name": task.name, "is_regression": task.is_regression,
+      "labels": task.labels, "max_seq_length": max_seq_length,
+      "do_lower_case": bool(do_lower_case),
+      "spm_model_file": os.path.basename(spm_model_file) if spm_model_file else None,
+      "outputs": outputs}
+  if task.is_multilabel:
+    classifier_config.update(is_multilabel=True, threshold=float(threshold),
+                             label_separator=task.label_separator)
+  classifier_config.update(extra_config or {})
   extra_files = {
       "bert_config.json": bert_config.to_json_string(),
-      "classifier_config.json": json.dumps({
-          "task_name": task.name, "is_regression": task.is_regression,
-          "labels": task.labels, "max_seq_length": max_seq_length,
-          "do_lower_case": bool(do_lower_case),
-          "spm_model_file": os.path.basename(spm_model_file) if spm_model_file else None,
-          "outputs": (["predictions"] if task.is_regression
-                      else ["probabilities", "predicted_label"])}, indent=2) + "\n",
+      "classifier_config.json": json.dumps(classifier_config, indent=2) + "\n",
   }
   if not task.is_regression:
     extra_files["labels.txt"] = "".join(label + "\n" for label in task.labels)
@@ -1961,7 +2987,8 @@ def export_classifier(task, bert_config, export_dir, checkpoint, max_seq_length,
     with tf.io.gfile.GFile(vocab_file) as f:
       extra_files["vocab.txt"] = f.read()
   return export_utils.export_saved_model(
-      serving_build_fn(bert_config, task.num_labels, task.is_regression), checkpoint,
+      serving_build_fn(bert_config, task.num_labels, task.is_regression,
+                       is_multilabel=task.is_multilabel, threshold=threshold), checkpoint,
       export_dir, input_specs, extra_files=extra_files, overwrite=overwrite,
       protected_paths=protected_paths, bert_config=bert_config)
 
