@@ -183,6 +183,11 @@ def define_flags():
   flags.DEFINE_string("extra_flags", "",
                       "Flags appended verbatim to every run's command line (shell quoting), "
                       "e.g. \"--use_tpu=true --tpu_name=x\".")
+  flags.DEFINE_enum("score_checkpoint", "last", ["last", "best"],
+                    "GLUE tasks: score each run's last checkpoint (the paper's protocol) or its "
+                    "best one on dev (run_classifier.py --eval_every_steps --keep_best).")
+  flags.DEFINE_integer("eval_every_steps", 0,
+                       "With --score_checkpoint=best: evaluate every this many steps.")
   flags.DEFINE_bool("keep_checkpoints", False,
                     "Keep each run's model.ckpt-* files (default: deleted once the run has "
                     "written eval_results.json).")
@@ -408,6 +413,9 @@ def build_command(spec, data_dir, setting, seed, run_dir, opts):
   if spec.family == "glue":
     args = ["--task_name=%s" % spec.name, "--data_dir=%s" % data_dir] + args + [
         "--do_train=true", "--do_eval=true"]
+    if opts.get("score_checkpoint") == "best":
+      # eval_results.json then holds the best checkpoint's metrics (scored_checkpoint "best").
+      args += ["--eval_every_steps=%d" % opts["eval_every_steps"], "--keep_best=true"]
   elif spec.family == "ner":
     args = ["--data_dir=%s" % data_dir] + args + ["--do_train=true", "--do_eval=true"]
   else:
@@ -940,7 +948,22 @@ def aggregate(output_dir, task_names, log_fn=print):
                                      collect_results(os.path.join(output_dir, task)),
                                      log_fn=log_fn)
   has_glue = any(ALL_TASKS[t].overall_entries for t in task_names)
-  return {"tasks": summaries, "glue_overall": glue_overall(summaries) if has_glue else None}
+  return {"tasks": summaries, "glue_overall": glue_overall(summaries) if has_glue else None,
+          "scored_checkpoints": scored_checkpoints(output_dir, task_names)}
+
+
+def scored_checkpoints(output_dir, task_names):
+  """How many runs scored their last and their best checkpoint (eval_results scored_checkpoint).
+
+  Returns:
+    {"last": n, "best": m}; runs written before the key existed count as "last".
+  """
+  counts = collections.Counter()
+  for task in task_names:
+    for per_seed in collect_results(os.path.join(output_dir, task)).values():
+      for results in per_seed.values():
+        counts[results.get("scored_checkpoint") or "last"] += 1
+  return {"last": counts["last"], "best": counts["best"]}
 
 
 def _fmt(value, digits=2):
@@ -994,6 +1017,13 @@ def render_markdown(aggregated):
     out.write("| GLUE Overall%s | mean of %d entries | %s | | |\n" % (
         note, len(overall["entries"]), _fmt(overall["overall"])))
   out.write("\n")
+  scored = aggregated.get("scored_checkpoints") or {}
+  if scored:
+    out.write("- Scores are from each run's %s.\n" % (
+        "last checkpoint" if not scored.get("best") else
+        "best checkpoint on dev (--score_checkpoint=best)" if not scored.get("last") else
+        "best checkpoint (%d runs) or last checkpoint (%d runs): mixed" % (
+            scored["best"], scored["last"])))
   for note in NOTES:
     out.write("- %s\n" % note)
   out.write("\n## All settings\n\n")
@@ -1138,12 +1168,22 @@ def main(_):
   opts = dict(init_checkpoint=FLAGS.init_checkpoint, bert_config_file=FLAGS.bert_config_file,
               vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
               max_seq_length=max_seq_length, residual_attention=FLAGS.residual_attention,
-              extra_flags=extra_flags, python=FLAGS.python)
+              extra_flags=extra_flags, python=FLAGS.python,
+              score_checkpoint=FLAGS.score_checkpoint, eval_every_steps=FLAGS.eval_every_steps)
+  if FLAGS.score_checkpoint == "best":
+    if FLAGS.eval_every_steps < 1:
+      common.fail("--score_checkpoint=best needs --eval_every_steps >= 1 (how often each run "
+                  "evaluates on dev)")
+    other = [spec.name for spec in task_specs if spec.family != "glue"]
+    if other:
+      common.fail("--score_checkpoint=best: only GLUE tasks (run_classifier.py) keep a best "
+                  "checkpoint; not %s" % ", ".join(other))
   runs = build_plan(task_specs, grids, seeds, FLAGS.output_dir, data_dirs, opts)
   state = {"init_checkpoint": _abs(FLAGS.init_checkpoint),
            "bert_config_file": _abs(FLAGS.bert_config_file),
            "residual_attention": FLAGS.residual_attention,
            "do_lower_case": bool(FLAGS.do_lower_case), "extra_flags": FLAGS.extra_flags or "",
+           "score_checkpoint": FLAGS.score_checkpoint,
            "max_seq_length": {spec.name: max_seq_length[spec.family] for spec in task_specs}}
   if FLAGS.dry_run:
     check_sweep_state(FLAGS.output_dir, state, write=False)

@@ -133,6 +133,22 @@ def test_commands(squad_dir):
               "--do_eval=true", "--learning_rate=1e-5", "--num_train_epochs=4"]:
     assert arg in mnli.cmd
   assert float("1e-5") == 1e-5  # the text passed parses back exactly
+  assert "--keep_best=true" not in mnli.cmd
+  # Scoring each run's best checkpoint: run_classifier evaluates during training and keeps it.
+  best = sweep.build_command(sweep.TASKS["mnli"], "glue/MNLI", (32, 1e-5, 4.0), 3, "o",
+                             dict(opts, max_seq_length=128, score_checkpoint="best",
+                                  eval_every_steps=50))
+  assert best[best.index("--do_eval=true") + 1:][:2] == ["--eval_every_steps=50",
+                                                         "--keep_best=true"]
+
+
+def test_results_say_which_checkpoint_was_scored():
+  empty = {"tasks": {}, "glue_overall": None}
+  for scored, words in [({"last": 4, "best": 0}, "each run's last checkpoint"),
+                        ({"last": 0, "best": 4}, "best checkpoint on dev"),
+                        ({"last": 1, "best": 3}, "best checkpoint (3 runs) or last checkpoint "
+                                                 "(1 runs): mixed")]:
+    assert words in sweep.render_markdown(dict(empty, scored_checkpoints=scored))
 
 
 def test_dry_run_counts_and_writes_nothing(tmp_path, tiny_model, squad_dir, vocab_file):
