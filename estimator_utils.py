@@ -13,8 +13,10 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import glob
 import json
 import os
+import sys
 import time
 
 from absl import flags
@@ -28,9 +30,26 @@ estimator_lib = tf1.estimator
 
 DISTRIBUTION_STRATEGIES = ("none", "mirrored", "multi_worker_mirrored")
 
+# Shared flags that a script's model_fn must implement, with their "off" value. make_estimator
+# fails on any of them set in a script that has not declared it (supported_flags), so a script
+# never ignores one silently.
+MODEL_FN_FLAGS = {"precision": "fp32", "fused_optimizer": False}
+# Scripts whose model_fn implements them (named in the error).
+MODEL_FN_FLAG_SCRIPTS = {"precision": ("run_pretraining.py",),
+                         "fused_optimizer": ("run_pretraining.py",)}
+# What --use_xla adds to TF_XLA_FLAGS on a machine without GPUs: auto-clustering on the CPU
+# (off by default in TensorFlow), and only of fusible element-wise / reduction ops, which keeps
+# the matmuls on oneDNN (clustering them too made a BERT-Small step 1.4x slower).
+XLA_CPU_FLAGS = ("--tf_xla_cpu_global_jit", "--tf_xla_ops_to_cluster=FUSIBLE")
+
 
 def define_estimator_flags():
-  """Defines the official TPU flags plus checkpointing and tf.distribute flags (call once)."""
+  """Defines the official TPU flags plus checkpointing and tf.distribute flags (call once).
+
+  Also prepares TF_XLA_FLAGS for --use_xla (set_xla_cpu_flags): TensorFlow reads it once, before
+  the flags are parsed (inside absl's app.run is already too late).
+  """
+  set_xla_cpu_flags()
   flags.DEFINE_bool("use_tpu", False, "Whether to use TPU or GPU/CPU.")
   flags.DEFINE_string(
       "tpu_name", None,
@@ -59,6 +78,21 @@ def define_estimator_flags():
                        "With --distribution_strategy=mirrored: number of GPUs (default: all).")
   flags.DEFINE_integer("seed", 12345, "Random seed for initialisation, dropout and shuffling.")
   flags.DEFINE_integer("log_every_n_steps", 10, "How often to log progress (steps).")
+  flags.DEFINE_enum(
+      "precision", "fp32", ["fp32", "bf16", "fp16"],
+      "Compute dtype of the encoder's matmuls: fp32, bf16 or fp16 (fp16 trains with dynamic "
+      "loss scaling). Variables, optimizer slots and checkpoints are float32 in all three; "
+      "LayerNorm statistics, softmax and the residual-attention sum stay float32.")
+  flags.DEFINE_bool(
+      "use_xla", False,
+      "CPU/GPU: XLA auto-clustering of the training and eval graphs (session config). On CPU "
+      "only element-wise ops are clustered. Same math, different float rounding. TPU programs "
+      "are always XLA-compiled, so this is refused with --use_tpu.")
+  flags.DEFINE_bool(
+      "fused_optimizer", False,
+      "Apply AdamW with TensorFlow's fused Adam kernel (one pass per variable): faster; each "
+      "update is ~6e-6 relatively larger than the official one (the kernel's float32 "
+      "1 - beta_2).")
 
 
 def validate_estimator_flags(flag_values):
@@ -73,6 +107,99 @@ def validate_estimator_flags(flag_values):
   for name in ("iterations_per_loop", "save_checkpoints_steps", "keep_checkpoint_max"):
     if getattr(flag_values, name) < 1:
       common.fail("--%s must be >= 1, got %d" % (name, getattr(flag_values, name)))
+  use_xla = getattr(flag_values, "use_xla", False)
+  precision = getattr(flag_values, "precision", "fp32")
+  if flag_values.use_tpu and use_xla:
+    common.fail("--use_xla is for CPU/GPU: with --use_tpu the TPU program is always compiled "
+                "with XLA")
+  if flag_values.use_tpu and getattr(flag_values, "fused_optimizer", False):
+    common.fail("--fused_optimizer is for CPU/GPU: with --use_tpu XLA fuses the update already")
+  if flag_values.use_tpu and precision == "fp16":
+    common.fail("--precision=fp16 is not supported on TPU (use --precision=bf16)")
+  if precision == "fp16" and flag_values.distribution_strategy != "none":
+    common.fail("--precision=fp16 (dynamic loss scaling) is not supported with "
+                "--distribution_strategy=%s yet (use bf16, or one device)" %
+                flag_values.distribution_strategy)
+
+
+def check_supported(flag_values, supported=()):
+  """Fails with one line when a shared flag is set that this script's model_fn ignores.
+
+  Call it right after flag parsing (make_estimator calls it too, as a backstop).
+
+  Args:
+    flag_values: absl FLAGS with the flags of define_estimator_flags.
+    supported: names from MODEL_FN_FLAGS that this script implements, e.g. ("precision",).
+  """
+  script = os.path.basename(sys.argv[0] or "this script")
+  for name, off in sorted(MODEL_FN_FLAGS.items()):
+    value = getattr(flag_values, name, off)
+    if name not in supported and value != off:
+      shown = ("--%s" % name) if value is True else ("--%s=%s" % (name, value))
+      common.fail("%s: not supported by %s yet (it is by %s)" % (
+          shown, script, ", ".join(MODEL_FN_FLAG_SCRIPTS[name])))
+
+
+def session_config(flag_values):
+  """The session config of make_estimator: Estimator's default, plus XLA with --use_xla.
+
+  Args:
+    flag_values: FLAGS with use_xla (absent or False: None, Estimator's own default).
+
+  Returns:
+    A tf.compat.v1.ConfigProto, or None.
+  """
+  if not getattr(flag_values, "use_xla", False):
+    return None
+  if not _has_gpu_devices() and not _xla_clusters_cpu():
+    common.fail("--use_xla: XLA auto-clustering is off for the CPU in this process (TensorFlow "
+                "read TF_XLA_FLAGS before it was set); start it with TF_XLA_FLAGS='%s'" %
+                " ".join(XLA_CPU_FLAGS))
+  config = tf1.ConfigProto(allow_soft_placement=True)
+  # Estimator's default session config, which a given one replaces.
+  config.graph_options.rewrite_options.meta_optimizer_iterations = (
+      config.graph_options.rewrite_options.ONE)
+  config.graph_options.optimizer_options.global_jit_level = tf1.OptimizerOptions.ON_1
+  return config
+
+
+def set_xla_cpu_flags():
+  """Adds XLA_CPU_FLAGS to TF_XLA_FLAGS on a machine without GPUs.
+
+  They only let a session that asks for XLA (global_jit_level, what --use_xla sets) cluster CPU
+  ops; sessions that do not ask are unchanged. TensorFlow reads TF_XLA_FLAGS once per process,
+  early: call this before absl's app.run (define_estimator_flags does). A flag the user already
+  set in TF_XLA_FLAGS is kept.
+  """
+  if _has_gpu_devices():
+    return
+  current = os.environ.get("TF_XLA_FLAGS", "")
+  missing = [f for f in XLA_CPU_FLAGS if f.split("=")[0] not in current]
+  if missing:
+    os.environ["TF_XLA_FLAGS"] = " ".join([current] + missing).strip()
+
+
+def _has_gpu_devices():
+  """Whether NVIDIA GPUs are visible, without starting TensorFlow's runtime (which would read
+  TF_XLA_FLAGS)."""
+  if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
+    return False
+  return bool(glob.glob("/dev/nvidia[0-9]*"))
+
+
+def _xla_clusters_cpu():
+  """Whether a session with global_jit_level ON_1 compiles a small element-wise graph."""
+  config = tf1.ConfigProto()
+  config.graph_options.optimizer_options.global_jit_level = tf1.OptimizerOptions.ON_1
+  with tf.Graph().as_default():
+    x = tf1.placeholder(tf.float32, [4])
+    y = tf.tanh(x * 2.0 + 1.0) * x
+    metadata = tf1.RunMetadata()
+    with tf1.Session(config=config) as sess:
+      sess.run(y, {x: [1.0, 2.0, 3.0, 4.0]},
+               options=tf1.RunOptions(output_partition_graphs=True), run_metadata=metadata)
+  return any(node.op in ("_XlaCompile", "XlaLaunch", "_XlaRun")
+             for graph in metadata.partition_graphs for node in graph.node)
 
 
 def make_distribution_strategy(name, num_gpus=None):
@@ -103,7 +230,7 @@ def make_distribution_strategy(name, num_gpus=None):
 
 
 def make_estimator(model_fn, flag_values, output_dir, train_batch_size, eval_batch_size=8,
-                   predict_batch_size=8, params=None):
+                   predict_batch_size=8, params=None, supported_flags=()):
   """Builds a TPUEstimator, or an Estimator with a tf.distribute strategy.
 
   Args:
@@ -114,12 +241,17 @@ def make_estimator(model_fn, flag_values, output_dir, train_batch_size, eval_bat
     eval_batch_size: global eval batch size.
     predict_batch_size: global predict batch size.
     params: extra params dict passed to model_fn and input_fn.
+    supported_flags: the MODEL_FN_FLAGS (e.g. "precision") that model_fn implements; any
+      other one set on the command line fails (check_supported).
 
   Returns:
     The estimator. input_fns read the batch size from params["batch_size"] in every case (per
     replica under a tf.distribute strategy, so that train_batch_size is the global batch).
+    With --use_xla its session config turns on XLA auto-clustering (session_config).
   """
   validate_estimator_flags(flag_values)
+  check_supported(flag_values, supported_flags)
+  config = session_config(flag_values)
   tf1.gfile.MakeDirs(output_dir)
   strategy = make_distribution_strategy(flag_values.distribution_strategy,
                                         flag_values.num_gpus)
@@ -136,6 +268,7 @@ def make_estimator(model_fn, flag_values, output_dir, train_batch_size, eval_bat
         tf_random_seed=flag_values.seed,
         save_checkpoints_steps=flag_values.save_checkpoints_steps,
         keep_checkpoint_max=flag_values.keep_checkpoint_max,
+        session_config=config,
         # Off TPU, ProgressHook logs steps/s and time remaining instead.
         log_step_count_steps=(flag_values.log_every_n_steps if flag_values.use_tpu else None),
         tpu_config=tf1.estimator.tpu.TPUConfig(
@@ -180,6 +313,7 @@ def make_estimator(model_fn, flag_values, output_dir, train_batch_size, eval_bat
       save_checkpoints_steps=flag_values.save_checkpoints_steps,
       keep_checkpoint_max=flag_values.keep_checkpoint_max,
       log_step_count_steps=None,
+      session_config=config,
       train_distribute=strategy,
       eval_distribute=None)
   estimator = estimator_lib.Estimator(

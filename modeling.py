@@ -14,6 +14,12 @@ The public API, scope names and checkpoint variable names are those of the offic
 
 Everything is written with tf.compat.v1 variables and ops (no tf.contrib, no Keras layers), so
 it runs in graph mode under TPUEstimator, tf.distribute and plain Sessions.
+
+Mixed precision (`BertModel(..., compute_dtype=tf.bfloat16 or tf.float16)`): the variables stay
+float32 (same names, same checkpoints); the matmuls, the GELU and the dropout of the attention
+and feed-forward blocks run in the compute dtype; the residual stream, LayerNorm statistics, the
+attention softmax and the residual-attention running sum stay float32, and every tensor the
+model hands out (sequence / pooled / layer outputs, scores, probabilities) is float32.
 """
 
 from __future__ import absolute_import
@@ -36,6 +42,8 @@ tf1 = tf.compat.v1
 RESIDUAL_ATTENTION_TYPES = ("none", "sum", "mean")
 LAYER_NORM_TYPES = ("post", "pre")
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
+# --precision names -> compute dtypes (variables are float32 in all of them).
+PRECISIONS = {"fp32": tf.float32, "bf16": tf.bfloat16, "fp16": tf.float16}
 
 # Keys found in some official BERT configs (e.g. multilingual) that the model does not use.
 _IGNORED_OFFICIAL_KEYS = frozenset([
@@ -214,6 +222,39 @@ def _constructor_defaults():
   return set(BertConfig(vocab_size=1).__dict__)
 
 
+def get_compute_dtype(value):
+  """Resolves a compute dtype: None -> tf.float32; "fp32" / "bf16" / "fp16"; a float DType.
+
+  Args:
+    value: None, a --precision name, a dtype name ("bfloat16") or a tf.DType.
+
+  Returns:
+    tf.float32, tf.bfloat16 or tf.float16.
+
+  Raises:
+    ValueError: anything else.
+  """
+  if value is None:
+    return tf.float32
+  if isinstance(value, six.string_types) and value in PRECISIONS:
+    return PRECISIONS[value]
+  try:
+    dtype = tf.as_dtype(value)
+  except TypeError:
+    dtype = None
+  if dtype not in PRECISIONS.values():
+    raise ValueError("compute_dtype must be one of %s (or float32, bfloat16, float16), got %r" %
+                     (", ".join(PRECISIONS), value))
+  return dtype
+
+
+def _cast_to(tensor, dtype):
+  """`tensor` in `dtype` (no op when it already is)."""
+  if tensor.dtype.base_dtype == dtype:
+    return tensor
+  return tf.cast(tensor, dtype)
+
+
 class BertModel(object):
   """BERT model ("Bidirectional Encoder Representations from Transformers"), with RealFormer.
 
@@ -246,7 +287,8 @@ class BertModel(object):
                input_mask=None,
                token_type_ids=None,
                use_one_hot_embeddings=False,
-               scope=None):
+               scope=None,
+               compute_dtype=None):
     """Constructor for BertModel.
 
     Args:
@@ -259,6 +301,9 @@ class BertModel(object):
       use_one_hot_embeddings: (optional) bool. Whether to use one-hot word
         embeddings or tf.embedding_lookup() for the word embeddings.
       scope: (optional) variable scope. Defaults to "bert".
+      compute_dtype: (optional) tf.float32 (default), tf.bfloat16 or tf.float16, or a
+        --precision name ("fp32", "bf16", "fp16"): the dtype of the encoder's matmuls (see the
+        module docstring). Variables and outputs are float32 in every case.
 
     Raises:
       ValueError: The config is invalid or one of the input tensor shapes
@@ -266,6 +311,7 @@ class BertModel(object):
     """
     config = copy.deepcopy(config)
     config.validate("BertConfig")
+    compute_dtype = get_compute_dtype(compute_dtype)
     if not is_training:
       config.hidden_dropout_prob = 0.0
       config.attention_probs_dropout_prob = 0.0
@@ -326,7 +372,8 @@ class BertModel(object):
                 do_return_all_layers=True,
                 residual_attention=config.residual_attention,
                 layer_norm_type=config.layer_norm_type,
-                return_attention=True))
+                return_attention=True,
+                compute_dtype=compute_dtype))
 
       self.sequence_output = self.all_encoder_layers[-1]
       # The "pooler" converts the encoded sequence tensor of shape
@@ -551,7 +598,7 @@ def dropout(input_tensor, dropout_prob):
   function of (graph seed, this op's name, global step): a job resumed from a checkpoint at
   step k draws exactly the masks the uninterrupted job drew from step k on, so a resumed run
   ends with the same weights. Elsewhere (eager code, graphs without a global step) it is
-  tf.nn.dropout.
+  tf.nn.dropout. A bfloat16 / float16 tensor gets the mask a float32 one would.
 
   Args:
     input_tensor: float Tensor.
@@ -567,7 +614,15 @@ def dropout(input_tensor, dropout_prob):
   seed = _step_dropout_seed(input_tensor)
   if seed is None:
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
-  return tf.nn.experimental.stateless_dropout(input_tensor, rate=dropout_prob, seed=seed)
+  dtype = input_tensor.dtype.base_dtype
+  if dtype == tf.float32:
+    return tf.nn.experimental.stateless_dropout(input_tensor, rate=dropout_prob, seed=seed)
+  # bfloat16 / float16: the float32 job's mask (stateless_dropout's own test on a float32
+  # uniform draw), so the masks of a job do not depend on its --precision.
+  keep = tf.random.stateless_uniform(tf.shape(input_tensor), seed=seed,
+                                     dtype=tf.float32) >= dropout_prob
+  scaled = input_tensor * tf.cast(1.0 / (1.0 - dropout_prob), dtype)
+  return tf.where(keep, scaled, tf.zeros_like(scaled))
 
 
 def _step_dropout_seed(input_tensor):
@@ -587,8 +642,12 @@ def _step_dropout_seed(input_tensor):
     return None
   # Op names are unique in a graph and the same in every build of it (each replica of a
   # tf.distribute strategy has its own prefix, so replicas draw different masks).
+  # A cast in front (a bfloat16 / float16 model) is looked through: same key in every precision.
+  op = input_tensor.op
+  while op.type == "Cast" and op.inputs:
+    op = op.inputs[0].op
   key = zlib.crc32(("%s:%s:%s" % (graph.seed, graph.get_name_scope(),
-                                  input_tensor.op.name)).encode("utf-8"))
+                                  op.name)).encode("utf-8"))
   return tf.stack([tf.cast(step.read_value() if hasattr(step, "read_value") else step,
                            tf.int64), tf.constant(key, tf.int64)])
 
@@ -597,22 +656,65 @@ def layer_norm(input_tensor, name=None):
   """Run layer normalization on the last dimension of the tensor.
 
   Creates `<name>/beta` and `<name>/gamma` (name defaults to "LayerNorm"), epsilon 1e-12, as
-  the official BERT code (which used tf.contrib.layers.layer_norm).
+  the official BERT code (which used tf.contrib.layers.layer_norm). The statistics are computed
+  in float32 for a bfloat16 / float16 input.
 
   Args:
     input_tensor: float Tensor [..., hidden].
     name: variable scope name.
 
   Returns:
-    float Tensor of the same shape.
+    Tensor of the same shape and dtype.
   """
   with tf1.variable_scope(name or "LayerNorm"):
     params_shape = [get_shape_list(input_tensor)[-1]]
     beta = tf1.get_variable("beta", params_shape, initializer=tf1.zeros_initializer())
     gamma = tf1.get_variable("gamma", params_shape, initializer=tf1.ones_initializer())
-    mean, variance = tf.nn.moments(input_tensor, axes=[-1], keepdims=True)
-    return tf.nn.batch_normalization(input_tensor, mean, variance, offset=beta, scale=gamma,
-                                     variance_epsilon=1e-12)
+    # Statistics in float32 whatever the compute dtype (a bfloat16 mean of 512 values is off in
+    # its third digit; a float16 variance overflows above 256).
+    output = _layer_norm_float32(_cast_to(input_tensor, tf.float32),
+                                 tf.convert_to_tensor(gamma), tf.convert_to_tensor(beta))
+    return _cast_to(output, input_tensor.dtype.base_dtype)
+
+
+LAYER_NORM_EPSILON = 1e-12
+
+
+@tf.custom_gradient
+def _layer_norm_float32(x, gamma, beta):
+  """LayerNorm over the last axis with its closed-form gradient.
+
+  The math of tf.nn.moments + tf.nn.batch_normalization (what tf.contrib's layer_norm ran):
+  (x - mean) / sqrt(variance + 1e-12) * gamma + beta. The hand-written gradient takes two row
+  reductions and ~6 element-wise ops where autodiff through moments / batch_normalization takes
+  ~15, 1.5x faster forward + backward (bench/bench_training_step.py, README); it is as exact
+  (tests/test_modeling.py compares with a float64 NumPy LayerNorm and its gradient).
+
+  Args:
+    x: float32 Tensor [..., hidden].
+    gamma: float32 [hidden].
+    beta: float32 [hidden].
+
+  Returns:
+    (output [..., hidden], gradient function).
+  """
+  mean = tf.reduce_mean(x, axis=-1, keepdims=True)
+  centered = x - mean
+  variance = tf.reduce_mean(tf.square(centered), axis=-1, keepdims=True)
+  inv_std = tf.math.rsqrt(variance + LAYER_NORM_EPSILON)
+  normalized = centered * inv_std
+
+  def grad(dy):
+    """d(loss)/d(x, gamma, beta) from d(loss)/d(output)."""
+    param_axes = list(range(x.shape.ndims - 1))
+    dnormalized = dy * gamma
+    mean_dnormalized = tf.reduce_mean(dnormalized, axis=-1, keepdims=True)
+    mean_projection = tf.reduce_mean(dnormalized * normalized, axis=-1, keepdims=True)
+    dx = inv_std * (dnormalized - mean_dnormalized - normalized * mean_projection)
+    return (dx, tf.reduce_sum(dy * normalized, axis=param_axes),
+            tf.reduce_sum(dy, axis=param_axes))
+
+  return normalized * gamma + beta, grad
 
 
 def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
@@ -630,7 +732,8 @@ def create_initializer(initializer_range=0.02):
 def dense_layer(input_tensor, units, activation=None, kernel_initializer=None, name=None):
   """A fully connected layer with the variables `<name>/kernel` and `<name>/bias`.
 
-  Replaces tf.layers.dense with the same variable names and math.
+  Replaces tf.layers.dense with the same variable names and math. The variables are float32;
+  for a bfloat16 / float16 input they are cast to it and the layer computes in that dtype.
 
   Args:
     input_tensor: float Tensor [..., in_dim].
@@ -647,6 +750,8 @@ def dense_layer(input_tensor, units, activation=None, kernel_initializer=None, n
     kernel = tf1.get_variable("kernel", [input_shape[-1], units],
                               initializer=kernel_initializer)
     bias = tf1.get_variable("bias", [units], initializer=tf1.zeros_initializer())
+    kernel = _cast_to(kernel, input_tensor.dtype.base_dtype)
+    bias = _cast_to(bias, input_tensor.dtype.base_dtype)
     if len(input_shape) == 2:
       output = tf.matmul(input_tensor, kernel)
     else:
@@ -697,7 +802,11 @@ def embedding_lookup(input_ids,
     one_hot_input_ids = tf.one_hot(flat_input_ids, depth=vocab_size)
     output = tf.matmul(one_hot_input_ids, embedding_table)
   else:
-    output = tf.gather(embedding_table, flat_input_ids)
+    # Gather rows of one read of the table, not of the variable: a gather on the resource
+    # variable itself (ResourceGather) switches it to copy-on-read, after which every other
+    # read (the tied MLM output weights, the optimizer's) copies the whole table, 3 copies of
+    # [vocab, hidden] per training step. Same values and gradient (IndexedSlices).
+    output = tf.gather(tf.convert_to_tensor(embedding_table), flat_input_ids)
 
   input_shape = get_shape_list(input_ids)
 
@@ -871,11 +980,11 @@ def attention_layer(from_tensor,
     return_attention: bool. If True, also return the handed-on scores and the probs.
 
   Returns:
-    float Tensor of shape [batch_size, from_seq_length, num_attention_heads * size_per_head]
-    (or 2D, see do_return_2d_tensor). With return_attention, a tuple (context, scores, probs)
-    where scores (the running scores to hand on, before mask and division) and probs
-    (softmax output before dropout) are [batch_size, num_attention_heads, from_seq_length,
-    to_seq_length].
+    Tensor of shape [batch_size, from_seq_length, num_attention_heads * size_per_head]
+    (or 2D, see do_return_2d_tensor), in the dtype of `from_tensor` (the projections compute
+    in it). With return_attention, a tuple (context, scores, probs) where scores (the running
+    scores to hand on, before mask and division) and probs (softmax output before dropout) are
+    float32 [batch_size, num_attention_heads, from_seq_length, to_seq_length].
 
   Raises:
     ValueError: Any of the arguments or tensor shapes are invalid.
@@ -954,6 +1063,9 @@ def attention_layer(from_tensor,
   # attention scores.
   # `attention_scores` = [B, N, F, T]
   attention_scores = tf.matmul(query_layer, key_layer, transpose_b=True)
+  # The scores, their running sum, the mask and the softmax are float32 in every precision: the
+  # sum grows with depth (tests/test_precision.py shows float16 losing it).
+  attention_scores = _cast_to(attention_scores, tf.float32)
   attention_scores = tf.multiply(attention_scores,
                                  1.0 / math.sqrt(float(size_per_head)))
 
@@ -985,7 +1097,8 @@ def attention_layer(from_tensor,
 
   # This is actually dropping out entire tokens to attend to, which might
   # seem a bit unusual, but is taken from the original Transformer paper.
-  dropped_probs = dropout(attention_probs, attention_probs_dropout_prob)
+  dropped_probs = dropout(_cast_to(attention_probs, value_layer.dtype.base_dtype),
+                          attention_probs_dropout_prob)
 
   # `value_layer` = [B, T, N, H]
   value_layer = tf.reshape(
@@ -1030,7 +1143,8 @@ def transformer_model(input_tensor,
                       do_return_all_layers=False,
                       residual_attention="none",
                       layer_norm_type="post",
-                      return_attention=False):
+                      return_attention=False,
+                      compute_dtype=None):
   """Multi-headed, multi-layer Transformer encoder, Post-LN or Pre-LN, with residual attention.
 
   Args:
@@ -1055,6 +1169,9 @@ def transformer_model(input_tensor,
     residual_attention: "none", "sum" or "mean".
     layer_norm_type: "post" or "pre".
     return_attention: bool. If True, also return per-layer attention scores and probs.
+    compute_dtype: (optional) dtype of the attention and feed-forward blocks (matmuls, GELU,
+      dropout), see get_compute_dtype; default: that of `input_tensor`. The residual stream
+      and LayerNorms stay in the dtype of `input_tensor`, scores and probs in float32.
 
   Returns:
     float Tensor of shape [batch_size, seq_length, hidden_size], the final
@@ -1076,6 +1193,9 @@ def transformer_model(input_tensor,
     raise ValueError("layer_norm_type must be one of %s, got %r" %
                      (LAYER_NORM_TYPES, layer_norm_type))
   pre_ln = layer_norm_type == "pre"
+  residual_dtype = input_tensor.dtype.base_dtype
+  compute_dtype = (residual_dtype if compute_dtype is None
+                   else get_compute_dtype(compute_dtype))
 
   attention_head_size = int(hidden_size / num_attention_heads)
   input_shape = get_shape_list(input_tensor, expected_rank=3)
@@ -1120,6 +1240,7 @@ def transformer_model(input_tensor,
           attention_input = layer_input
 
         with tf1.variable_scope("self"):
+          attention_input = _cast_to(attention_input, compute_dtype)
           attention_output, scores, probs = attention_layer(
               from_tensor=attention_input,
               to_tensor=attention_input,
@@ -1149,6 +1270,7 @@ def transformer_model(input_tensor,
               kernel_initializer=output_initializer,
               name="dense")
           attention_output = dropout(attention_output, hidden_dropout_prob)
+          attention_output = _cast_to(attention_output, residual_dtype)
           if pre_ln:
             attention_output = attention_output + layer_input
           else:
@@ -1163,7 +1285,7 @@ def transformer_model(input_tensor,
       # The activation is only applied to the "intermediate" hidden layer.
       with tf1.variable_scope("intermediate"):
         intermediate_output = dense_layer(
-            intermediate_input,
+            _cast_to(intermediate_input, compute_dtype),
             intermediate_size,
             activation=intermediate_act_fn,
             kernel_initializer=create_initializer(initializer_range),
@@ -1177,6 +1299,7 @@ def transformer_model(input_tensor,
             kernel_initializer=output_initializer,
             name="dense")
         layer_output = dropout(layer_output, hidden_dropout_prob)
+        layer_output = _cast_to(layer_output, residual_dtype)
         if pre_ln:
           layer_output = layer_output + attention_output
         else:
@@ -1218,7 +1341,8 @@ def gather_indexes(sequence_tensor, positions):
   return tf.gather(flat_sequence_tensor, flat_positions)
 
 
-def masked_lm_logits(bert_config, sequence_output, output_weights, positions):
+def masked_lm_logits(bert_config, sequence_output, output_weights, positions,
+                     compute_dtype=None):
   """The BERT masked-LM head (variables `cls/predictions/*`), returning logits.
 
   Used by run_pretraining.py for the loss and by the exporters for MLM outputs.
@@ -1228,11 +1352,14 @@ def masked_lm_logits(bert_config, sequence_output, output_weights, positions):
     sequence_output: float [batch, seq, hidden].
     output_weights: float [vocab, hidden], the word embedding table (tied output weights).
     positions: int [batch, n], the masked positions.
+    compute_dtype: (optional) dtype of the transform and the vocabulary matmul (see
+      get_compute_dtype); the LayerNorm statistics and the returned logits are float32.
 
   Returns:
-    float [batch * n, vocab] logits before the softmax.
+    float32 [batch * n, vocab] logits before the softmax.
   """
-  input_tensor = gather_indexes(sequence_output, positions)
+  compute_dtype = get_compute_dtype(compute_dtype)
+  input_tensor = _cast_to(gather_indexes(sequence_output, positions), compute_dtype)
   with tf1.variable_scope("cls/predictions"):
     # One more non-linear transformation before the output layer; not used after
     # pre-training.
@@ -1248,8 +1375,8 @@ def masked_lm_logits(bert_config, sequence_output, output_weights, positions):
     # The output weights are the input embeddings; there is an output-only bias per token.
     output_bias = tf1.get_variable(
         "output_bias", shape=[bert_config.vocab_size], initializer=tf1.zeros_initializer())
-    logits = tf.matmul(input_tensor, output_weights, transpose_b=True)
-    return tf.nn.bias_add(logits, output_bias)
+    logits = tf.matmul(input_tensor, _cast_to(output_weights, compute_dtype), transpose_b=True)
+    return tf.nn.bias_add(_cast_to(logits, tf.float32), output_bias)
 
 
 def get_shape_list(tensor, expected_rank=None, name=None):

@@ -4,7 +4,8 @@
 Reads the TFRecords written by create_pretraining_data.py (or the official BERT script). The
 official flags keep their meaning; new ones: --residual_attention / --layer_norm_type (override
 the config; the config actually used is saved in output_dir), --distribution_strategy with
---num_gpus, --gradient_accumulation_steps, --keep_checkpoint_max, --seed.
+--num_gpus, --gradient_accumulation_steps, --keep_checkpoint_max, --seed, --precision
+(fp32 | bf16 | fp16 compute, float32 variables), --use_xla, --fused_optimizer.
 
 Resume: run the same command again. Training continues from the last checkpoint in output_dir
 and ends at num_train_steps. SIGTERM / SIGINT stop training cleanly after the current step and
@@ -84,17 +85,25 @@ def define_flags():
 
 FLAGS = flags.FLAGS
 
+# The shared estimator_utils.MODEL_FN_FLAGS this script implements.
+SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
+
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, use_one_hot_embeddings,
                      gradient_accumulation_steps=1, total_steps=None, train_batch_size=None,
-                     extra_hooks=(), progress_hook=None):
+                     extra_hooks=(), progress_hook=None, precision="fp32",
+                     fused_optimizer=False, keep_checkpoint_max=5):
   """Returns `model_fn` closure for TPUEstimator (MLM + NSP).
 
   extra_hooks are added to the training hooks off TPU (e.g. a WeightsDigestHook); progress_hook
   is the estimator_utils.ProgressHook to use (one is made when None), so the caller can read
-  its steady rate.
+  its steady rate. precision ("fp32", "bf16", "fp16") is the compute dtype of the encoder and
+  the MLM head (variables stay float32; "fp16" trains with dynamic loss scaling, and its
+  checkpoint saver, keeping keep_checkpoint_max, also resumes fp32 / bf16 checkpoints);
+  fused_optimizer uses optimization.create_optimizer(fused=True).
   """
+  compute_dtype = modeling.get_compute_dtype(precision)
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     """The `model_fn` for TPUEstimator."""
@@ -114,11 +123,12 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
         input_ids=input_ids,
         input_mask=input_mask,
         token_type_ids=segment_ids,
-        use_one_hot_embeddings=use_one_hot_embeddings)
+        use_one_hot_embeddings=use_one_hot_embeddings,
+        compute_dtype=compute_dtype)
 
     (masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs) = get_masked_lm_output(
         bert_config, model.get_sequence_output(), model.get_embedding_table(),
-        masked_lm_positions, masked_lm_ids, masked_lm_weights)
+        masked_lm_positions, masked_lm_ids, masked_lm_weights, compute_dtype=compute_dtype)
 
     (next_sentence_loss, next_sentence_example_loss,
      next_sentence_log_probs) = get_next_sentence_output(
@@ -133,7 +143,14 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
     if mode == tf1.estimator.ModeKeys.TRAIN:
       train_op = optimization.create_optimizer(
           total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
-          gradient_accumulation_steps=gradient_accumulation_steps)
+          gradient_accumulation_steps=gradient_accumulation_steps,
+          loss_scale="dynamic" if compute_dtype == tf.float16 else None,
+          fused=fused_optimizer)
+      if compute_dtype == tf.float16 and not use_tpu:
+        # Used by Estimator instead of its default Saver (same settings).
+        tf1.add_to_collection(tf1.GraphKeys.SAVERS, LossScaleOptionalSaver(
+            sharded=True, max_to_keep=keep_checkpoint_max, keep_checkpoint_every_n_hours=10000,
+            defer_build=True, save_relative_paths=True))
       hooks = []
       if not use_tpu:
         mlm_accuracy = _masked_lm_accuracy(masked_lm_log_probs, masked_lm_ids,
@@ -167,6 +184,34 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
     return output_spec
 
   return model_fn
+
+
+class LossScaleOptionalSaver(tf1.train.Saver):
+  """A Saver for --precision=fp16 jobs that also restores checkpoints without a loss scale.
+
+  The checkpoint of a fp32 or bf16 job has every variable of a fp16 job but its loss-scale
+  state (optimization.LOSS_SCALE_VARIABLE, LOSS_SCALE_GOOD_STEPS_VARIABLE): restoring it into a
+  fp16 job restores all the rest and starts the loss scale afresh. Build it after the
+  optimizer (it lists the graph's variables then).
+  """
+
+  def __init__(self, **kwargs):
+    super(LossScaleOptionalSaver, self).__init__(**kwargs)
+    names = (optimization.LOSS_SCALE_VARIABLE, optimization.LOSS_SCALE_GOOD_STEPS_VARIABLE)
+    self._loss_scale_variables = [v for v in tf1.global_variables() if v.op.name in names]
+    self._without_loss_scale = tf1.train.Saver(
+        var_list=[v for v in tf1.global_variables() if v.op.name not in names], sharded=True)
+
+  def restore(self, sess, save_path):
+    """Restores save_path; without loss-scale state there, initialises it instead."""
+    present = set(name for name, _ in tf.train.list_variables(save_path))
+    if all(v.op.name in present for v in self._loss_scale_variables):
+      return super(LossScaleOptionalSaver, self).restore(sess, save_path)
+    tf1.logging.info("%s has no loss scale (trained in another precision): the loss scale "
+                     "starts at %g", save_path, optimization.LOSS_SCALE_INITIAL)
+    self._without_loss_scale.restore(sess, save_path)
+    sess.run([v.initializer for v in self._loss_scale_variables])
+    return None
 
 
 def metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
@@ -211,7 +256,7 @@ def _masked_lm_accuracy(masked_lm_log_probs, masked_lm_ids, masked_lm_weights):
 
 
 def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
-                         label_ids, label_weights):
+                         label_ids, label_weights, compute_dtype=None):
   """Get loss and log probs for the masked LM.
 
   Args:
@@ -221,24 +266,30 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
     positions: int [batch, max_predictions_per_seq].
     label_ids: int [batch, max_predictions_per_seq].
     label_weights: float [batch, max_predictions_per_seq], 1.0 real, 0.0 padding.
+    compute_dtype: (optional) dtype of the head's matmuls (modeling.masked_lm_logits); the
+      log probs and losses are float32.
 
   Returns:
     (loss scalar, per-prediction loss [batch * max_predictions_per_seq],
      log probs [batch * max_predictions_per_seq, vocab]).
   """
-  logits = modeling.masked_lm_logits(bert_config, input_tensor, output_weights, positions)
+  logits = modeling.masked_lm_logits(bert_config, input_tensor, output_weights, positions,
+                                     compute_dtype=compute_dtype)
   log_probs = tf.nn.log_softmax(logits, axis=-1)
 
   label_ids = tf.reshape(label_ids, [-1])
   label_weights = tf.reshape(label_weights, [-1])
 
-  one_hot_labels = tf.one_hot(label_ids, depth=bert_config.vocab_size, dtype=tf.float32)
-
   # The `positions` tensor might be zero-padded (if the sequence is too
   # short to have the maximum number of predictions). The `label_weights`
   # tensor has a value of 1.0 for every real prediction and 0.0 for the
   # padding predictions.
-  per_example_loss = -tf.reduce_sum(log_probs * one_hot_labels, axis=[-1])
+  # -log p(label), the official -sum(log_probs * one_hot(label)), from one fused kernel that also
+  # gives the gradient (softmax - one_hot): no [n, vocab] one-hots, and log_softmax's backward
+  # pass over [n, vocab] drops out of training (log_probs only feed metrics). Equal up to float
+  # rounding (tests/test_run_pretraining.py checks it against NumPy).
+  per_example_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=label_ids,
+                                                                    logits=logits)
   numerator = tf.reduce_sum(label_weights * per_example_loss)
   denominator = tf.reduce_sum(label_weights) + 1e-5
   loss = numerator / denominator
@@ -474,6 +525,8 @@ def _is_chief():
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   _check_flags()
+  estimator_utils.validate_estimator_flags(FLAGS)
+  estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
   _configure_cpu_devices(FLAGS.num_cpu_devices)
 
   bert_config = estimator_utils.load_config(FLAGS.bert_config_file, FLAGS,
@@ -518,13 +571,19 @@ def main(_):
       total_steps=total_steps,
       train_batch_size=FLAGS.train_batch_size,
       extra_hooks=[digest_hook],
-      progress_hook=progress_hook)
+      progress_hook=progress_hook,
+      precision=FLAGS.precision,
+      fused_optimizer=FLAGS.fused_optimizer,
+      keep_checkpoint_max=FLAGS.keep_checkpoint_max)
   estimator = estimator_utils.make_estimator(
       model_fn, FLAGS, FLAGS.output_dir,
-      train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size)
+      train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,
+      supported_flags=SUPPORTED_MODEL_FN_FLAGS)
 
   summary = {"residual_attention": bert_config.residual_attention,
-             "layer_norm_type": bert_config.layer_norm_type}
+             "layer_norm_type": bert_config.layer_norm_type,
+             "precision": FLAGS.precision, "use_xla": FLAGS.use_xla,
+             "fused_optimizer": FLAGS.fused_optimizer}
   if FLAGS.do_train:
     tf1.logging.info("***** Running training *****")
     tf1.logging.info("  Batch size = %d x %d accumulation", FLAGS.train_batch_size,

@@ -1,21 +1,44 @@
 # coding=utf-8
-"""Pre-training step time (forward + backward + AdamW, MLM + NSP heads) per model variant.
+"""Pre-training step time (forward + backward + AdamW, MLM + NSP heads): ours vs official BERT.
 
-Variants share one process and are interleaved round by round (each round runs --steps_per_round
-steps of every variant in turn), so machine load affects all of them alike. Prints ms/step,
-examples/s and the ratios against Post-LN without residual attention.
+Every variant is built in its own graph and session in one process, and the variants are
+interleaved round by round (each round runs --steps_per_round steps of every variant in turn),
+so machine load affects all of them alike; ratios are medians of per-round ratios.
 
-  python bench/bench_training_step.py                       # BERT-Small and tiny, batch 8, seq 128
-  python bench/bench_training_step.py --configs=base --rounds=3
+The official google-research/bert code is the `bert-tensorflow` PyPI package (its modeling.py,
+optimization.py and the MLM / NSP heads of run_pretraining.py). It is fetched once with
+`pip download --no-deps` into --cache_dir (git-ignored) and its source is loaded from the
+wheel in memory, rewritten for TF 2.15 (tf.contrib.layers.layer_norm replaced by the same
+moments + batch_normalization it computes); it is never installed or imported by our modules.
+Without network or pip the bench runs ours only and says so.
+
+Variants: "official", or LN:RESIDUAL ("post:none", "pre:none", "post:sum", ...) with optional
+options joined by "+": xla (XLA auto-clustering, as --use_xla), fused (--fused_optimizer), bf16 /
+fp16 (--precision), nndropout (tf.nn.dropout instead of the step-seeded stateless dropout; to
+measure its cost only), tfrecord (fed from TFRecords through run_pretraining's input pipeline,
+as --input=tfrecord). --use_xla / --precision / --fused_optimizer / --input apply to every one
+of ours.
+
+  python bench/bench_training_step.py                        # BERT-Small and Tiny, batch 8, seq 128
+  python bench/bench_training_step.py --use_xla --fused_optimizer
+  python bench/bench_training_step.py --configs=small --variants=official,post:none,post:none+xla
+  python bench/bench_training_step.py --configs=small --variants=post:none,post:none+tfrecord
 """
 
 from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import ast
+import contextlib
+import glob
 import os
+import subprocess
 import sys
+import tempfile
 import time
+import types
+import zipfile
 
 from absl import app
 from absl import flags
@@ -23,98 +46,356 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import estimator_utils  # pylint: disable=g-import-not-at-top
 import modeling  # pylint: disable=g-import-not-at-top
-import optimization  # pylint: disable=g-import-not-at-top
 import run_pretraining  # pylint: disable=g-import-not-at-top
 
 tf1 = tf.compat.v1
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OFFICIAL_PACKAGE = "bert-tensorflow==1.0.4"
+VARIANT_OPTIONS = ("xla", "fused", "bf16", "fp16", "nndropout", "tfrecord")
+
 
 def define_flags():
   """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
   flags.DEFINE_list("configs", ["small", "tiny"], "Sizes (configs/bert_<size>_post_ln.json).")
-  flags.DEFINE_list("variants", ["post:none", "post:sum", "post:mean", "pre:none"],
-                    "layer_norm_type:residual_attention pairs to compare.")
+  flags.DEFINE_list("variants", ["official", "post:none", "post:sum", "post:mean", "pre:none"],
+                    "official, or layer_norm_type:residual_attention[+option...] (options: %s)."
+                    % ", ".join(VARIANT_OPTIONS))
   flags.DEFINE_integer("batch_size", 8, "Examples per step.")
   flags.DEFINE_integer("seq_length", 128, "Sequence length.")
   flags.DEFINE_integer("max_predictions", 20, "Masked positions per sequence.")
-  flags.DEFINE_integer("rounds", 5, "Interleaved rounds.")
-  flags.DEFINE_integer("steps_per_round", 5, "Steps of each variant per round.")
+  flags.DEFINE_integer("rounds", 10, "Interleaved rounds.")
+  flags.DEFINE_integer("steps_per_round", 3, "Steps of each variant per round.")
   flags.DEFINE_integer("warmup_steps", 3, "Untimed steps per variant first.")
+  flags.DEFINE_enum("input", "constant", ["constant", "tfrecord"],
+                    "Feed steps from constant tensors, or from TFRecords through "
+                    "run_pretraining.input_fn_builder (then the pipeline alone is timed too).")
+  flags.DEFINE_bool("use_xla", False, "XLA auto-clustering for all of ours (as --use_xla).")
+  flags.DEFINE_enum("precision", "fp32", ["fp32", "bf16", "fp16"], "Ours' compute dtype.")
+  flags.DEFINE_bool("fused_optimizer", False, "Ours with the fused AdamW kernel.")
+  flags.DEFINE_string("cache_dir", os.path.join(REPO_DIR, ".bench_cache"),
+                      "Where the official package's wheel is kept (git-ignored).")
 
 
 FLAGS = flags.FLAGS
 
 
-class Variant(object):
-  """One model variant in its own graph and session, with fixed random inputs."""
+# ---------------------------------------------------------------------------------------------
+# The official code, loaded from the bert-tensorflow wheel without installing it.
 
-  def __init__(self, size, layer_norm_type, residual_attention):
-    self.name = "%s %s-LN %s" % (size, layer_norm_type, residual_attention)
+
+def official_wheel(cache_dir):
+  """Path of the bert-tensorflow wheel in cache_dir, downloading it once; (None, why) if not."""
+  found = sorted(glob.glob(os.path.join(cache_dir, "bert_tensorflow-*.whl")))
+  if found:
+    return found[-1], None
+  os.makedirs(cache_dir, exist_ok=True)
+  cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--disable-pip-version-check",
+         "-q", "-d", cache_dir, OFFICIAL_PACKAGE]
+  try:
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+  except (OSError, subprocess.SubprocessError) as e:
+    return None, "pip download %s failed (%s)" % (OFFICIAL_PACKAGE, e)
+  found = sorted(glob.glob(os.path.join(cache_dir, "bert_tensorflow-*.whl")))
+  if proc.returncode != 0 or not found:
+    lines = (proc.stderr or proc.stdout or "").strip().splitlines()
+    return None, "pip download %s failed: %s" % (OFFICIAL_PACKAGE,
+                                                 lines[-1] if lines else proc.returncode)
+  return found[-1], None
+
+
+def _contrib_layers_shim():
+  """A module with tf.contrib.layers.layer_norm as TF 1.15 computed it (same variables)."""
+  shim = types.ModuleType("official_contrib_layers")
+
+  def layer_norm(inputs, center=True, scale=True, activation_fn=None, reuse=None,
+                 variables_collections=None, outputs_collections=None, trainable=True,
+                 begin_norm_axis=1, begin_params_axis=-1, scope=None):
+    del center, scale, variables_collections, outputs_collections  # always on / unused here
+    with tf1.variable_scope(scope, "LayerNorm", [inputs], reuse=reuse):
+      inputs = tf.convert_to_tensor(inputs)
+      rank = inputs.shape.ndims
+      if begin_norm_axis < 0:
+        begin_norm_axis += rank
+      params_shape = inputs.shape[begin_params_axis:]
+      dtype = inputs.dtype.base_dtype
+      beta = tf1.get_variable("beta", params_shape, dtype, tf1.zeros_initializer(),
+                              trainable=trainable)
+      gamma = tf1.get_variable("gamma", params_shape, dtype, tf1.ones_initializer(),
+                               trainable=trainable)
+      mean, variance = tf.nn.moments(inputs, list(range(begin_norm_axis, rank)), keepdims=True)
+      outputs = tf.nn.batch_normalization(inputs, mean, variance, offset=beta, scale=gamma,
+                                          variance_epsilon=1e-12)
+      outputs.set_shape(inputs.shape)
+      return activation_fn(outputs) if activation_fn else outputs
+
+  shim.layer_norm = layer_norm
+  return shim
+
+
+def load_official(wheel):
+  """Loads the official modeling, optimization and pre-training heads from the wheel.
+
+  Args:
+    wheel: path of the bert-tensorflow wheel.
+
+  Returns:
+    (modeling, optimization, heads) modules; heads has get_masked_lm_output,
+    get_next_sentence_output and gather_indexes of the official run_pretraining.py (its flag
+    definitions and main are left out).
+  """
+  with zipfile.ZipFile(wheel) as z:
+    source = {name: z.read("bert/%s.py" % name).decode("utf-8")
+              for name in ("modeling", "optimization", "run_pretraining")}
+  contrib_import = "from tensorflow.contrib import layers as contrib_layers"
+  if contrib_import not in source["modeling"]:
+    raise ValueError("%s: modeling.py has no line %r to replace" % (wheel, contrib_import))
+  official_modeling = types.ModuleType("official_bert_modeling")
+  official_modeling.__dict__["contrib_layers"] = _contrib_layers_shim()
+  exec(compile(source["modeling"].replace(contrib_import, "pass"),  # pylint: disable=exec-used
+               "bert-tensorflow/bert/modeling.py", "exec"), official_modeling.__dict__)
+  official_optimization = types.ModuleType("official_bert_optimization")
+  exec(compile(source["optimization"], "bert-tensorflow/bert/optimization.py",  # pylint: disable=exec-used
+               "exec"), official_optimization.__dict__)
+  tree = ast.parse(source["run_pretraining"])
+  wanted = ("get_masked_lm_output", "get_next_sentence_output", "gather_indexes")
+  tree.body = [node for node in tree.body
+               if isinstance(node, ast.FunctionDef) and node.name in wanted]
+  heads = types.ModuleType("official_bert_run_pretraining")
+  heads.__dict__.update(tf=tf1, modeling=official_modeling, optimization=official_optimization)
+  exec(compile(tree, "bert-tensorflow/bert/run_pretraining.py", "exec"),  # pylint: disable=exec-used
+       heads.__dict__)
+  return official_modeling, official_optimization, heads
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs.
+
+
+def random_examples(vocab_size, rng):
+  """One batch of random pre-training features as NumPy arrays."""
+  b, s, p = FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions
+  return {
+      "input_ids": rng.randint(0, vocab_size, (b, s)).astype(np.int32),
+      "input_mask": np.ones((b, s), np.int32),
+      "segment_ids": np.repeat([[0] * (s // 2) + [1] * (s - s // 2)], b, 0).astype(np.int32),
+      "masked_lm_positions": rng.randint(1, s, (b, p)).astype(np.int32),
+      "masked_lm_ids": rng.randint(0, vocab_size, (b, p)).astype(np.int32),
+      "masked_lm_weights": np.ones((b, p), np.float32),
+      "next_sentence_labels": rng.randint(0, 2, (b, 1)).astype(np.int32),
+  }
+
+
+def write_tfrecord(path, vocab_size, num_batches=32):
+  """Writes num_batches batches of random examples in create_pretraining_data's format."""
+  rng = np.random.RandomState(1)
+  with tf.io.TFRecordWriter(path) as writer:
+    for _ in range(num_batches):
+      batch = random_examples(vocab_size, rng)
+      for i in range(FLAGS.batch_size):
+        feature = {}
+        for name, values in batch.items():
+          row = values[i].reshape(-1)
+          if row.dtype == np.float32:
+            feature[name] = tf.train.Feature(float_list=tf.train.FloatList(value=row))
+          else:
+            feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=row))
+        writer.write(tf.train.Example(
+            features=tf.train.Features(feature=feature)).SerializeToString())
+
+
+def make_features(vocab_size, tfrecord):
+  """Constant features, or the next batch of run_pretraining's input pipeline over tfrecord."""
+  if tfrecord is None:
+    return {k: tf.constant(v) for k, v in random_examples(vocab_size,
+                                                          np.random.RandomState(0)).items()}
+  input_fn = run_pretraining.input_fn_builder(
+      [tfrecord], FLAGS.seq_length, FLAGS.max_predictions, is_training=True, seed=1)
+  dataset = input_fn({"batch_size": FLAGS.batch_size})
+  return tf1.data.make_one_shot_iterator(dataset).get_next()
+
+
+# ---------------------------------------------------------------------------------------------
+# Variants.
+
+
+@contextlib.contextmanager
+def _nn_dropout():
+  """modeling.dropout as tf.nn.dropout while a graph is built (to measure the stateless cost)."""
+  original = modeling.dropout
+
+  def nn_dropout(input_tensor, dropout_prob):
+    if not dropout_prob:
+      return input_tensor
+    return tf.nn.dropout(input_tensor, rate=dropout_prob)
+
+  modeling.dropout = nn_dropout
+  try:
+    yield
+  finally:
+    modeling.dropout = original
+
+
+class Variant(object):
+  """One variant in its own graph and session."""
+
+  def __init__(self, size, spec, official, tfrecord):
+    self.spec = spec
+    self.times = []
+    self.round_medians = []
     config = modeling.BertConfig.from_json_file(
         os.path.join(REPO_DIR, "configs", "bert_%s_post_ln.json" % size))
-    config.layer_norm_type = layer_norm_type
-    config.residual_attention = residual_attention
+    options = set()
+    if spec != "official":
+      base, _, extra = spec.partition("+")
+      options = set(o for o in extra.split("+") if o)
+      unknown = options - set(VARIANT_OPTIONS)
+      if unknown:
+        raise app.UsageError("--variants: unknown option(s) %s in %s" % (sorted(unknown), spec))
+      if FLAGS.use_xla:
+        options.add("xla")
+      if FLAGS.fused_optimizer:
+        options.add("fused")
+      if FLAGS.precision != "fp32" and not options & {"bf16", "fp16"}:
+        options.add(FLAGS.precision)
+      if FLAGS.input == "tfrecord":
+        options.add("tfrecord")
+      config.layer_norm_type, config.residual_attention = base.split(":")
+    self.options = options
+    self.name = spec if spec == "official" else "%s-LN %s%s" % (
+        config.layer_norm_type, config.residual_attention,
+        "".join(" +" + o for o in sorted(options)))
     self.graph = tf.Graph()
     with self.graph.as_default():
       tf1.set_random_seed(0)
-      rng = np.random.RandomState(0)
-      b, s, p = FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions
-      features = {
-          "input_ids": tf.constant(rng.randint(0, config.vocab_size, (b, s)), tf.int32),
-          "input_mask": tf.constant(np.ones((b, s)), tf.int32),
-          "segment_ids": tf.constant(np.repeat([[0] * (s // 2) + [1] * (s - s // 2)], b, 0),
-                                     tf.int32),
-          "masked_lm_positions": tf.constant(rng.randint(1, s, (b, p)), tf.int32),
-          "masked_lm_ids": tf.constant(rng.randint(0, config.vocab_size, (b, p)), tf.int32),
-          "masked_lm_weights": tf.constant(np.ones((b, p)), tf.float32),
-          "next_sentence_labels": tf.constant(rng.randint(0, 2, (b, 1)), tf.int32),
-      }
-      model_fn = run_pretraining.model_fn_builder(
-          config, None, 1e-4, 1000, 100, use_tpu=False, use_one_hot_embeddings=False,
-          total_steps=1000, train_batch_size=b)
-      spec = model_fn(features, None, tf1.estimator.ModeKeys.TRAIN, {})
-      self.train_op = spec.train_op
-      self.loss = spec.loss
-      session_config = tf1.ConfigProto(intra_op_parallelism_threads=0,
-                                       inter_op_parallelism_threads=0)
+      # As under Estimator: the global step exists before the model (step-seeded dropout).
+      tf1.train.get_or_create_global_step()
+      use_tfrecord = "tfrecord" in options or FLAGS.input == "tfrecord"  # official too
+      features = make_features(config.vocab_size, tfrecord if use_tfrecord else None)
+      if spec == "official":
+        self.train_op = _official_train_op(official, config, features)
+      else:
+        with _nn_dropout() if "nndropout" in options else contextlib.nullcontext():
+          precision = "bf16" if "bf16" in options else ("fp16" if "fp16" in options else "fp32")
+          model_fn = run_pretraining.model_fn_builder(
+              config, None, 1e-4, 1000, 100, use_tpu=False, use_one_hot_embeddings=False,
+              total_steps=1000, train_batch_size=FLAGS.batch_size, precision=precision,
+              fused_optimizer="fused" in options)
+          spec_out = model_fn(features, None, tf1.estimator.ModeKeys.TRAIN, {})
+          self.train_op = spec_out.train_op
+      session_config = estimator_utils.session_config(
+          _Flags(use_xla="xla" in options)) or tf1.ConfigProto()
       self.session = tf1.Session(graph=self.graph, config=session_config)
       self.session.run(tf1.global_variables_initializer())
-    self.times = []
 
   def run(self, steps, timed=True):
+    times = []
     for _ in range(steps):
       start = time.perf_counter()
       self.session.run(self.train_op)
-      if timed:
-        self.times.append(time.perf_counter() - start)
+      times.append(time.perf_counter() - start)
+    if timed:
+      self.times.extend(times)
+      self.round_medians.append(np.median(times))
+
+
+class _Flags(object):
+  """Stand-in for FLAGS with one attribute, for estimator_utils.session_config."""
+
+  def __init__(self, use_xla):
+    self.use_xla = use_xla
+
+
+def _official_train_op(official, config, features):
+  """The official pre-training graph: BertModel + MLM / NSP heads + official create_optimizer."""
+  official_modeling, official_optimization, heads = official
+  official_config = official_modeling.BertConfig.from_dict(
+      {k: v for k, v in config.to_dict().items()
+       if k not in ("residual_attention", "layer_norm_type")})
+  model = official_modeling.BertModel(
+      config=official_config, is_training=True, input_ids=features["input_ids"],
+      input_mask=features["input_mask"], token_type_ids=features["segment_ids"],
+      use_one_hot_embeddings=False)
+  masked_lm_loss = heads.get_masked_lm_output(
+      official_config, model.get_sequence_output(), model.get_embedding_table(),
+      features["masked_lm_positions"], features["masked_lm_ids"],
+      features["masked_lm_weights"])[0]
+  next_sentence_loss = heads.get_next_sentence_output(
+      official_config, model.get_pooled_output(), features["next_sentence_labels"])[0]
+  return official_optimization.create_optimizer(
+      masked_lm_loss + next_sentence_loss, 1e-4, 1000, 100, False)
+
+
+def time_input_pipeline(tfrecord, vocab_size, steps=200):
+  """Batches per second of run_pretraining's input pipeline alone (no model)."""
+  with tf.Graph().as_default():
+    batch = make_features(vocab_size, tfrecord)
+    with tf1.Session() as sess:
+      for _ in range(10):
+        sess.run(batch)
+      start = time.perf_counter()
+      for _ in range(steps):
+        sess.run(batch)
+      return steps / (time.perf_counter() - start)
+
+
+def _ratio(variant, base):
+  """Median over rounds of variant's round median / base's round median."""
+  if base is None:
+    return float("nan")
+  return float(np.median(np.array(variant.round_medians) / np.array(base.round_medians)))
 
 
 def main(_):
-  print("batch %d, seq %d, %d rounds x %d steps per variant, interleaved; TF %s, %d CPUs" %
-        (FLAGS.batch_size, FLAGS.seq_length, FLAGS.rounds, FLAGS.steps_per_round,
-         tf.__version__, os.cpu_count()))
-  for size in FLAGS.configs:
-    variants = []
-    for spec in FLAGS.variants:
-      layer_norm_type, residual_attention = spec.split(":")
-      variants.append(Variant(size, layer_norm_type, residual_attention))
-    for v in variants:
-      v.run(FLAGS.warmup_steps, timed=False)
-    for _ in range(FLAGS.rounds):
+  official, why = None, None
+  if "official" in FLAGS.variants:
+    wheel, why = official_wheel(FLAGS.cache_dir)
+    if wheel:
+      try:
+        official = load_official(wheel)
+      except Exception as e:  # pylint: disable=broad-except
+        why = "%s could not be loaded: %s" % (os.path.basename(wheel), e)
+  specs = [v for v in FLAGS.variants if v != "official" or official is not None]
+  print("batch %d, seq %d, %d masked; %d rounds x %d steps per variant, interleaved; TF %s, "
+        "%d CPUs, oneDNN %s, input %s" % (
+            FLAGS.batch_size, FLAGS.seq_length, FLAGS.max_predictions, FLAGS.rounds,
+            FLAGS.steps_per_round, tf.__version__, os.cpu_count(),
+            os.environ.get("TF_ENABLE_ONEDNN_OPTS", "default"), FLAGS.input))
+  if official is not None:
+    print("official: %s (%s), loaded from the wheel with tf.contrib.layers.layer_norm shimmed"
+          % (OFFICIAL_PACKAGE, os.path.relpath(wheel, REPO_DIR)))
+  elif "official" in FLAGS.variants:
+    print("NOTE: official BERT not measured (%s); ours only" % why)
+  with tempfile.TemporaryDirectory() as tmp:
+    for size in FLAGS.configs:
+      tfrecord = None
+      if FLAGS.input == "tfrecord" or any("tfrecord" in spec for spec in specs):
+        tfrecord = os.path.join(tmp, "%s.tfrecord" % size)
+        write_tfrecord(tfrecord, 30522)
+        print("input pipeline alone (run_pretraining.input_fn_builder, batch %d): %.1f "
+              "batches/s" % (FLAGS.batch_size, time_input_pipeline(tfrecord, 30522)))
+      variants = [Variant(size, spec, official, tfrecord) for spec in specs]
       for v in variants:
-        v.run(FLAGS.steps_per_round)
-    base = np.median(variants[0].times)
-    print("\n%-26s %10s %10s %12s %10s" % ("variant (" + size + ")", "ms/step", "p90 ms",
-                                           "examples/s", "vs first"))
-    for v in variants:
-      median = np.median(v.times)
-      print("%-26s %10.1f %10.1f %12.1f %10.3f" % (
-          v.name, 1000 * median, 1000 * np.percentile(v.times, 90),
-          FLAGS.batch_size / median, median / base))
-      v.session.close()
+        v.run(FLAGS.warmup_steps, timed=False)
+      for _ in range(FLAGS.rounds):
+        for v in variants:
+          v.run(FLAGS.steps_per_round)
+      official_v = next((v for v in variants if v.spec == "official"), None)
+      ours_none = next((v for v in variants if v.spec.split("+")[0] == "post:none"), None)
+      print("\n%-34s %9s %9s %11s %12s %11s" % (
+          "variant (%s)" % size, "ms/step", "p90 ms", "examples/s", "vs official",
+          "vs post:none"))
+      for v in variants:
+        median = np.median(v.times)
+        print("%-34s %9.1f %9.1f %11.1f %12.3f %11.3f" % (
+            v.name, 1000 * median, 1000 * np.percentile(v.times, 90),
+            FLAGS.batch_size / median, _ratio(v, official_v),
+            _ratio(v, ours_none) if v.spec != "official" else float("nan")))
+        v.session.close()
 
 
 if __name__ == "__main__":
   define_flags()
+  estimator_utils.set_xla_cpu_flags()  # before app.run, where TensorFlow reads TF_XLA_FLAGS
   app.run(main)

@@ -364,3 +364,53 @@ def test_activations():
   assert modeling.get_activation("linear") is None
   with pytest.raises(ValueError, match="Unsupported activation"):
     modeling.get_activation("swish")
+
+
+@pytest.mark.parametrize("shape,offset", [((6, 32), 0.0), ((2, 5, 48), 3.0), ((4, 512), 100.0)])
+def test_layer_norm_and_its_gradient_match_numpy(shape, offset):
+  """layer_norm's hand-written gradient equals the float64 closed form (also far from 0 mean)."""
+  rng = np.random.RandomState(len(shape))
+  x = (offset + 2.0 * rng.randn(*shape)).astype(np.float32)
+  dy = rng.randn(*shape).astype(np.float32)
+  hidden = shape[-1]
+  gamma = (1.0 + 0.1 * rng.randn(hidden)).astype(np.float32)
+  beta = (0.1 * rng.randn(hidden)).astype(np.float32)
+  with tf.Graph().as_default():
+    x_t = tf.constant(x)
+    y = modeling.layer_norm(x_t)
+    by_name = {v.op.name: v for v in tf1.global_variables()}
+    assert sorted(by_name) == ["LayerNorm/beta", "LayerNorm/gamma"]
+    grads = tf.gradients(y, [x_t, by_name["LayerNorm/gamma"], by_name["LayerNorm/beta"]],
+                         grad_ys=tf.constant(dy))
+    with tf1.Session() as sess:
+      by_name["LayerNorm/gamma"].load(gamma, sess)
+      by_name["LayerNorm/beta"].load(beta, sess)
+      got_y, got_dx, got_dgamma, got_dbeta = sess.run([y] + grads)
+  x64 = x.astype(np.float64)
+  centered = x64 - x64.mean(-1, keepdims=True)
+  inv_std = 1.0 / np.sqrt((centered ** 2).mean(-1, keepdims=True) + 1e-12)
+  normalized = centered * inv_std
+  g = dy * gamma
+  want_dx = inv_std * (g - g.mean(-1, keepdims=True) -
+                       normalized * (g * normalized).mean(-1, keepdims=True))
+  axes = tuple(range(len(shape) - 1))
+  np.testing.assert_allclose(got_y, normalized * gamma + beta, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(got_dx, want_dx, atol=1e-5, rtol=0)
+  np.testing.assert_allclose(got_dgamma, (dy * normalized).sum(axes), atol=1e-4, rtol=1e-5)
+  np.testing.assert_allclose(got_dbeta, dy.sum(axes), atol=1e-4, rtol=1e-5)
+
+
+def test_word_embeddings_are_not_gathered_from_the_variable():
+  """A ResourceGather on the table would make every other read of it a full copy."""
+  with tf.Graph().as_default() as graph:
+    _build(_config(), *_inputs(), is_training=True)
+    gathers = [op for op in graph.get_operations() if op.type == "ResourceGather"]
+  assert not gathers, [op.name for op in gathers]
+
+
+def test_bad_compute_dtype():
+  with tf.Graph().as_default():
+    with pytest.raises(ValueError, match="compute_dtype must be one of fp32, bf16, fp16"):
+      modeling.BertModel(_config(), False, tf.constant(_inputs()[0]), compute_dtype="int8")
+    with pytest.raises(ValueError, match="compute_dtype"):
+      modeling.BertModel(_config(), False, tf.constant(_inputs()[0]), compute_dtype=tf.float64)
