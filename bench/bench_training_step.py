@@ -153,20 +153,23 @@ def load_official(wheel):
     raise ValueError("%s: modeling.py has no line %r to replace" % (wheel, contrib_import))
   official_modeling = types.ModuleType("official_bert_modeling")
   official_modeling.__dict__["contrib_layers"] = _contrib_layers_shim()
-  exec(compile(source["modeling"].replace(contrib_import, "pass"),  # pylint: disable=exec-used
-               "bert-tensorflow/bert/modeling.py", "exec"), official_modeling.__dict__)
+  _exec_into(official_modeling, source["modeling"].replace(contrib_import, "pass"), "modeling")
   official_optimization = types.ModuleType("official_bert_optimization")
-  exec(compile(source["optimization"], "bert-tensorflow/bert/optimization.py",  # pylint: disable=exec-used
-               "exec"), official_optimization.__dict__)
+  _exec_into(official_optimization, source["optimization"], "optimization")
   tree = ast.parse(source["run_pretraining"])
   wanted = ("get_masked_lm_output", "get_next_sentence_output", "gather_indexes")
   tree.body = [node for node in tree.body
                if isinstance(node, ast.FunctionDef) and node.name in wanted]
   heads = types.ModuleType("official_bert_run_pretraining")
   heads.__dict__.update(tf=tf1, modeling=official_modeling, optimization=official_optimization)
-  exec(compile(tree, "bert-tensorflow/bert/run_pretraining.py", "exec"),  # pylint: disable=exec-used
-       heads.__dict__)
+  _exec_into(heads, tree, "run_pretraining")
   return official_modeling, official_optimization, heads
+
+
+def _exec_into(module, source, name):
+  """Runs source (text or an AST) in module's namespace, as bert-tensorflow's bert/<name>.py."""
+  code = compile(source, "bert-tensorflow/bert/%s.py" % name, "exec")
+  exec(code, module.__dict__)  # pylint: disable=exec-used
 
 
 # ---------------------------------------------------------------------------------------------

@@ -357,6 +357,7 @@ print("WEIGHT_DEV %.3e" % max(np.abs(w_base[k] - w_xla[k]).max() for k in w_base
 """
 
 
+@pytest.mark.slow
 def test_use_xla_clusters_and_trains_like_without():
   """Measured: 23 XLA clusters; after 30 steps losses within 2.2e-7 relative and weights within
   7.9e-7 of the unclustered run (XLA's own float rounding)."""
@@ -392,8 +393,8 @@ def test_flag_combinations_refused_in_one_line(flags_given, message):
   code = ("import sys; sys.argv = ['x.py']; import estimator_utils, common\n"
           "from absl import flags\nestimator_utils.define_estimator_flags()\n"
           "flags.FLAGS(['x.py'] + %r)\n"
-          "common.run_main(lambda argv: estimator_utils.validate_estimator_flags(flags.FLAGS), [])\n"
-          % (flags_given,))
+          "check = lambda argv: estimator_utils.validate_estimator_flags(flags.FLAGS)\n"
+          "common.run_main(check, [])\n" % (flags_given,))
   proc = run_tool(None, ["-c", code], expect_rc=2)
   assert message in last_error_line(proc)
 
