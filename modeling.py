@@ -923,6 +923,88 @@ def create_attention_mask_from_input_mask(from_tensor, to_mask):
   return mask
 
 
+def scaled_dot_product_attention(query, key, value, attention_mask=None,
+                                 attention_probs_dropout_prob=0.0,
+                                 prev_attention_scores=None,
+                                 running_mean_divisor=None):
+  """Multi-head attention of projected heads, with RealFormer's residual scores.
+
+  The core of `attention_layer`, shared with the translation model's cached decoding
+  (nmt_modeling.py). The scores, their running sum, the mask and the softmax are float32 in
+  every precision.
+
+  Args:
+    query: float Tensor [batch, heads, from_seq, size_per_head].
+    key: float Tensor [batch, heads, to_seq, size_per_head].
+    value: float Tensor [batch, heads, to_seq, size_per_head].
+    attention_mask: (optional) int32 / float Tensor [batch, from_seq, to_seq] (or with 1 for
+      a dimension to broadcast), 1 where attending is allowed, 0 elsewhere.
+    attention_probs_dropout_prob: float, dropout on the attention probabilities.
+    prev_attention_scores: (optional) float32 [batch, heads, from_seq, to_seq], the running
+      scores handed on by the previous layer of the same chain.
+    running_mean_divisor: (optional) Python number or scalar Tensor; the softmax input is the
+      running scores divided by it.
+
+  Returns:
+    (context [batch, heads, from_seq, size_per_head] in the dtype of `value`,
+     handed-on scores float32 [batch, heads, from_seq, to_seq] (before mask and division),
+     probs float32 [batch, heads, from_seq, to_seq] (softmax output before dropout)).
+  """
+  size_per_head = get_shape_list(query)[-1]
+  # Take the dot product between "query" and "key" to get the raw
+  # attention scores.
+  # `attention_scores` = [B, N, F, T]
+  attention_scores = tf.matmul(query, key, transpose_b=True)
+  # The scores, their running sum, the mask and the softmax are float32 in every precision: the
+  # sum grows with depth (tests/test_precision.py shows float16 losing it).
+  attention_scores = _cast_to(attention_scores, tf.float32)
+  attention_scores = tf.multiply(attention_scores,
+                                 1.0 / math.sqrt(float(size_per_head)))
+
+  if prev_attention_scores is not None:
+    # RealFormer: the skip edge over attention scores, head i to head i.
+    attention_scores = attention_scores + prev_attention_scores
+  # What the next layer receives: unmasked and undivided, so the mask never accumulates.
+  handed_on_scores = attention_scores
+
+  if running_mean_divisor is not None and (
+      isinstance(running_mean_divisor, tf.Tensor) or running_mean_divisor != 1):
+    attention_scores = attention_scores / tf.cast(running_mean_divisor, tf.float32)
+
+  if attention_mask is not None:
+    # `attention_mask` = [B, 1, F, T]
+    attention_mask = tf.expand_dims(attention_mask, axis=[1])
+
+    # Since attention_mask is 1.0 for positions we want to attend and 0.0 for
+    # masked positions, this operation will create a tensor which is 0.0 for
+    # positions we want to attend and -10000.0 for masked positions.
+    adder = (1.0 - tf.cast(attention_mask, tf.float32)) * -10000.0
+
+    # Since we are adding it to the raw scores before the softmax, this is
+    # effectively the same as removing these entirely.
+    attention_scores += adder
+
+  # Normalize the attention scores to probabilities.
+  # `attention_probs` = [B, N, F, T]
+  attention_probs = tf.nn.softmax(attention_scores)
+
+  # This is actually dropping out entire tokens to attend to, which might
+  # seem a bit unusual, but is taken from the original Transformer paper.
+  dropped_probs = dropout(_cast_to(attention_probs, value.dtype.base_dtype),
+                          attention_probs_dropout_prob)
+
+  # `context_layer` = [B, N, F, H]
+  context_layer = tf.matmul(dropped_probs, value)
+  return context_layer, handed_on_scores, attention_probs
+
+
+def transpose_for_scores(input_tensor, batch_size, num_attention_heads, seq_length, width):
+  """Splits heads: [batch * seq, heads * width] -> [batch, heads, seq, width]."""
+  output_tensor = tf.reshape(
+      input_tensor, [batch_size, seq_length, num_attention_heads, width])
+  return tf.transpose(a=output_tensor, perm=[0, 2, 1, 3])
+
+
 def attention_layer(from_tensor,
                     to_tensor,
                     attention_mask=None,
@@ -990,14 +1072,6 @@ def attention_layer(from_tensor,
     ValueError: Any of the arguments or tensor shapes are invalid.
   """
 
-  def transpose_for_scores(input_tensor, batch_size, num_attention_heads,
-                           seq_length, width):
-    output_tensor = tf.reshape(
-        input_tensor, [batch_size, seq_length, num_attention_heads, width])
-
-    output_tensor = tf.transpose(a=output_tensor, perm=[0, 2, 1, 3])
-    return output_tensor
-
   from_shape = get_shape_list(from_tensor, expected_rank=[2, 3])
   to_shape = get_shape_list(to_tensor, expected_rank=[2, 3])
 
@@ -1059,57 +1133,17 @@ def attention_layer(from_tensor,
   key_layer = transpose_for_scores(key_layer, batch_size, num_attention_heads,
                                    to_seq_length, size_per_head)
 
-  # Take the dot product between "query" and "key" to get the raw
-  # attention scores.
-  # `attention_scores` = [B, N, F, T]
-  attention_scores = tf.matmul(query_layer, key_layer, transpose_b=True)
-  # The scores, their running sum, the mask and the softmax are float32 in every precision: the
-  # sum grows with depth (tests/test_precision.py shows float16 losing it).
-  attention_scores = _cast_to(attention_scores, tf.float32)
-  attention_scores = tf.multiply(attention_scores,
-                                 1.0 / math.sqrt(float(size_per_head)))
-
-  if prev_attention_scores is not None:
-    # RealFormer: the skip edge over attention scores, head i to head i.
-    attention_scores = attention_scores + prev_attention_scores
-  # What the next layer receives: unmasked and undivided, so the mask never accumulates.
-  handed_on_scores = attention_scores
-
-  if running_mean_divisor is not None and running_mean_divisor != 1:
-    attention_scores = attention_scores / float(running_mean_divisor)
-
-  if attention_mask is not None:
-    # `attention_mask` = [B, 1, F, T]
-    attention_mask = tf.expand_dims(attention_mask, axis=[1])
-
-    # Since attention_mask is 1.0 for positions we want to attend and 0.0 for
-    # masked positions, this operation will create a tensor which is 0.0 for
-    # positions we want to attend and -10000.0 for masked positions.
-    adder = (1.0 - tf.cast(attention_mask, tf.float32)) * -10000.0
-
-    # Since we are adding it to the raw scores before the softmax, this is
-    # effectively the same as removing these entirely.
-    attention_scores += adder
-
-  # Normalize the attention scores to probabilities.
-  # `attention_probs` = [B, N, F, T]
-  attention_probs = tf.nn.softmax(attention_scores)
-
-  # This is actually dropping out entire tokens to attend to, which might
-  # seem a bit unusual, but is taken from the original Transformer paper.
-  dropped_probs = dropout(_cast_to(attention_probs, value_layer.dtype.base_dtype),
-                          attention_probs_dropout_prob)
-
-  # `value_layer` = [B, T, N, H]
-  value_layer = tf.reshape(
-      value_layer,
-      [batch_size, to_seq_length, num_attention_heads, size_per_head])
-
   # `value_layer` = [B, N, T, H]
-  value_layer = tf.transpose(a=value_layer, perm=[0, 2, 1, 3])
+  value_layer = transpose_for_scores(value_layer, batch_size, num_attention_heads,
+                                     to_seq_length, size_per_head)
 
-  # `context_layer` = [B, N, F, H]
-  context_layer = tf.matmul(dropped_probs, value_layer)
+  # `context_layer` = [B, N, F, H]; scores and probs [B, N, F, T]
+  context_layer, handed_on_scores, attention_probs = scaled_dot_product_attention(
+      query_layer, key_layer, value_layer,
+      attention_mask=attention_mask,
+      attention_probs_dropout_prob=attention_probs_dropout_prob,
+      prev_attention_scores=prev_attention_scores,
+      running_mean_divisor=running_mean_divisor)
 
   # `context_layer` = [B, F, N, H]
   context_layer = tf.transpose(a=context_layer, perm=[0, 2, 1, 3])
