@@ -475,7 +475,18 @@ def _keeping_input_errors(lines, input_errors):
     input_errors.append(e)
 
 
-def _train_spm_model(sentences, input_errors, vocab_size, algorithm, control_symbols):
+# SentencePiece special-id layouts (trainer arguments): BERT's ([PAD]=0, [UNK]=1, then the
+# control symbols [CLS], [SEP], [MASK], ...) and the translation model's (docs/NMT_MODEL.md:
+# pad=0, unk=1, bos=2, eos=3, no control symbols).
+SPM_ID_LAYOUTS = {
+    "bert": dict(pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]"),
+    "nmt": dict(pad_id=0, unk_id=1, bos_id=2, eos_id=3, pad_piece="<pad>", unk_piece="<unk>",
+                bos_piece="<s>", eos_piece="</s>"),
+}
+
+
+def _train_spm_model(sentences, input_errors, vocab_size, algorithm, control_symbols,
+                     id_layout="bert", flag_name="vocab_size"):
   """Trains a SentencePiece model in memory.
 
   Args:
@@ -483,7 +494,9 @@ def _train_spm_model(sentences, input_errors, vocab_size, algorithm, control_sym
     input_errors: its list of kept input errors (the first is raised).
     vocab_size: number of pieces (specials included).
     algorithm: "unigram" or "bpe".
-    control_symbols: _spm_control_symbols(...).
+    control_symbols: _spm_control_symbols(...) (empty for the "nmt" layout).
+    id_layout: a key of SPM_ID_LAYOUTS: the special pieces and their ids.
+    flag_name: the flag that gave vocab_size, for messages.
 
   Returns:
     The serialized model (bytes). Fails with one line when the trainer refuses.
@@ -496,9 +509,8 @@ def _train_spm_model(sentences, input_errors, vocab_size, algorithm, control_sym
         model_writer=model,
         vocab_size=vocab_size,
         model_type=algorithm,
-        pad_id=0, unk_id=1, bos_id=-1, eos_id=-1,
-        pad_piece="[PAD]", unk_piece="[UNK]",
         control_symbols=control_symbols,
+        **SPM_ID_LAYOUTS[id_layout],
         character_coverage=1.0,
         max_sentence_length=1 << 16,
         num_threads=1,  # one thread keeps the model deterministic
@@ -507,8 +519,8 @@ def _train_spm_model(sentences, input_errors, vocab_size, algorithm, control_sym
     if input_errors:
       raise input_errors[0]
     message = str(e).strip().splitlines()[-1] if str(e).strip() else repr(e)
-    common.fail("--vocab_size=%d: sentencepiece training failed: %s" %
-                (vocab_size, message))
+    common.fail("--%s=%d: sentencepiece training failed: %s" %
+                (flag_name, vocab_size, message))
   if input_errors:
     raise input_errors[0]
   return model.getvalue()
@@ -526,7 +538,8 @@ def build_sentencepiece(input_files, vocab_size, spm_model_file,
                         do_lower_case=True, num_unused=0, algorithm="unigram",
                         max_input_bytes=0, log_fn=None,
                         max_line_chars=create_pretraining_data.DEFAULT_MAX_LINE_CHARS,
-                        max_bad_fraction=create_pretraining_data.DEFAULT_MAX_BAD_FRACTION):
+                        max_bad_fraction=create_pretraining_data.DEFAULT_MAX_BAD_FRACTION,
+                        id_layout="bert", flag_name="vocab_size"):
   """Trains a SentencePiece model; writes it to spm_model_file.
 
   Args:
@@ -540,16 +553,25 @@ def build_sentencepiece(input_files, vocab_size, spm_model_file,
     log_fn: progress logger.
     max_line_chars: longer lines are cut at whitespace.
     max_bad_fraction: a file with a larger share of undecodable bytes is an error.
+    id_layout: "bert" (default: [PAD]=0, [UNK]=1, control symbols [CLS] [SEP] [MASK]
+      [unusedN]) or "nmt" (<pad>=0, <unk>=1, <s>=2, </s>=3 and no control symbols, the
+      translation model's ids; num_unused must be 0). See SPM_ID_LAYOUTS.
+    flag_name: the flag that gave vocab_size, for messages.
 
   Returns:
     list of the vocab_size pieces in id order.
   """
+  if id_layout not in SPM_ID_LAYOUTS:
+    raise ValueError("id_layout must be one of %s, got %r" % (sorted(SPM_ID_LAYOUTS), id_layout))
+  if id_layout != "bert" and num_unused:
+    raise ValueError("num_unused is only for the 'bert' id layout")
   input_errors = []
   sentences = _keeping_input_errors(
       _spm_sentences(input_files, max_input_bytes, do_lower_case, log_fn or logging.info,
                      max_line_chars, max_bad_fraction), input_errors)
-  proto = _train_spm_model(sentences, input_errors, vocab_size, algorithm,
-                           _spm_control_symbols(num_unused))
+  control_symbols = _spm_control_symbols(num_unused) if id_layout == "bert" else []
+  proto = _train_spm_model(sentences, input_errors, vocab_size, algorithm, control_symbols,
+                           id_layout, flag_name)
   with common.atomic_output(spm_model_file, "wb") as f:
     f.write(proto)
   return _spm_pieces(proto)

@@ -42,18 +42,31 @@ LOSS_SCALE_VARIABLE = "loss_scale"
 LOSS_SCALE_GOOD_STEPS_VARIABLE = "loss_scale_good_steps"
 
 
-def learning_rate_schedule(global_step, init_lr, num_train_steps, num_warmup_steps):
-  """Linear warm-up from 0 to init_lr over num_warmup_steps, then linear decay to 0.
+LEARNING_RATE_SCHEDULES = ("linear", "inverse_sqrt")
+
+
+def learning_rate_schedule(global_step, init_lr, num_train_steps, num_warmup_steps,
+                           schedule="linear"):
+  """Linear warm-up from 0 to init_lr over num_warmup_steps, then a decay.
 
   Args:
     global_step: int Tensor, the number of optimizer updates done so far.
     init_lr: peak learning rate.
-    num_train_steps: total number of updates (the rate reaches 0 there).
+    num_train_steps: total number of updates (the linear decay reaches 0 there).
     num_warmup_steps: number of warm-up updates (0 for none).
+    schedule: "linear" (BERT's, and the RealFormer paper's NMT: linear decay to 0 at
+      num_train_steps) or "inverse_sqrt" (the Transformer's / fairseq's and ADMIN's:
+      init_lr * sqrt(num_warmup_steps / step) after warm-up).
 
   Returns:
     float32 scalar Tensor, the learning rate for this update.
   """
+  if schedule not in LEARNING_RATE_SCHEDULES:
+    raise ValueError("schedule must be one of %s, got %r" % (LEARNING_RATE_SCHEDULES, schedule))
+  if schedule == "inverse_sqrt":
+    step = tf.cast(global_step, tf.float32)
+    warmup = float(max(num_warmup_steps, 1))
+    return init_lr * tf.minimum(step / warmup, tf.math.rsqrt(tf.maximum(step, 1.0) / warmup))
   global_step = tf.cast(global_step, tf.int64)
   learning_rate = tf1.train.polynomial_decay(
       tf.constant(value=init_lr, shape=[], dtype=tf.float32),
@@ -74,7 +87,8 @@ def learning_rate_schedule(global_step, init_lr, num_train_steps, num_warmup_ste
 
 def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu,
                      gradient_accumulation_steps=1, clip_norm=1.0, tvars=None,
-                     loss_scale=None, fused=False):
+                     loss_scale=None, fused=False, schedule="linear", beta_2=0.999,
+                     epsilon=1e-6, weight_decay_rate=0.01):
   """Creates the training op: AdamW, warm-up + linear decay, global-norm clipping.
 
   Args:
@@ -91,6 +105,10 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu,
     loss_scale: None (no scaling), "dynamic" (float16 training, see the module docstring) or
       a positive number (a fixed scale; non-finite steps are still skipped).
     fused: apply AdamW with TensorFlow's fused Adam kernel (see the module docstring).
+    schedule: "linear" or "inverse_sqrt" (see learning_rate_schedule).
+    beta_2: Adam's second-moment decay (0.98 for translation, as the Transformer and ADMIN).
+    epsilon: Adam's epsilon.
+    weight_decay_rate: decoupled weight decay (BERT's 0.01; 0 for translation).
 
   Returns:
     The train op (which also increments the global step).
@@ -105,7 +123,7 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu,
   global_step = tf1.train.get_or_create_global_step()
   update_step = global_step // gradient_accumulation_steps
   learning_rate = learning_rate_schedule(update_step, init_lr, num_train_steps,
-                                         num_warmup_steps)
+                                         num_warmup_steps, schedule=schedule)
   if not use_tpu:  # Summaries inside a TPU computation are not written.
     tf1.summary.scalar("learning_rate", learning_rate)
 
@@ -114,10 +132,10 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu,
   # loaded from init_checkpoint.)
   optimizer = AdamWeightDecayOptimizer(
       learning_rate=learning_rate,
-      weight_decay_rate=0.01,
+      weight_decay_rate=weight_decay_rate,
       beta_1=0.9,
-      beta_2=0.999,
-      epsilon=1e-6,
+      beta_2=beta_2,
+      epsilon=epsilon,
       exclude_from_weight_decay=DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
       fused=fused)
 

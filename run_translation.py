@@ -1,0 +1,646 @@
+# coding=utf-8
+"""Trains, evaluates, decodes and scores the translation RealFormer (nmt_modeling.py).
+
+    python create_translation_data.py ...   # parallel text -> TFRecords (+ joint SentencePiece)
+    python run_translation.py --do_train --train_file=train.tfrecord --spm_model=spm.model \
+        --config_file=configs/nmt_multi30k.json --output_dir=out/nmt
+    python average_checkpoints.py --checkpoint_dir=out/nmt --num_last=5 --output_dir=out/avg
+    python run_translation.py --do_predict --output_dir=out/nmt --checkpoint=out/avg \
+        --spm_model=spm.model --predict_source_file=test.en --predict_reference_file=test.de
+
+Training runs on Estimator / TPUEstimator (estimator_utils.make_estimator: the same
+--distribution_strategy and TPU flags as run_pretraining) with token-budget batches
+(translation_input.py), label smoothing, Adam (0.9, 0.98), warm-up then linear decay (the
+paper) or inverse square root (ADMIN), gradient accumulation, a checkpoint per epoch, exact
+resume after a kill, and progress in target tokens/s with the time remaining. With
+--layer_norm_type=admin a new job first profiles the initial model on a training batch
+(ADMIN's initialisation) and keeps the profile in output_dir/admin_profile.json.
+
+--do_eval scores the dev TFRecords (loss and perplexity per target token). --do_predict decodes
+raw source sentences with batched beam search (or greedy, --beam_size=1), writes detokenised
+translations, and with references bleu.json (sacreBLEU BLEU / chrF and the tokenised,
+compound-split BLEU of the NMT literature). --export_dir writes a SavedModel that takes raw
+source strings and returns translations.
+"""
+
+import gzip
+import json
+import os
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+import beam_search
+import common
+import create_translation_data
+import estimator_utils
+import nmt_modeling
+import optimization
+import translation_input
+import translation_metrics
+
+tf1 = tf.compat.v1
+FLAGS = flags.FLAGS
+
+CONFIG_NAME = "nmt_config.json"
+PROFILE_NAME = "admin_profile.json"
+SUMMARY_NAME = "train_summary.json"
+# Shared flags this model_fn does not implement (estimator_utils.check_supported refuses them).
+SUPPORTED_MODEL_FN_FLAGS = ()
+
+
+def define_flags():
+  """Defines the flags (called under __main__ so that every module imports together)."""
+  estimator_utils.define_estimator_flags()
+  flags.DEFINE_string("config_file", None,
+                      "NmtConfig JSON (docs/NMT_MODEL.md); a job with a checkpoint reuses the "
+                      "output_dir's nmt_config.json.")
+  flags.DEFINE_enum("residual_attention", None, ["none", "sum", "mean"],
+                    "Overrides residual_attention of --config_file (all three chains).")
+  flags.DEFINE_enum("layer_norm_type", None, list(nmt_modeling.LAYER_NORM_TYPES),
+                    "Overrides layer_norm_type of --config_file (post | pre | admin).")
+  flags.DEFINE_string("spm_model", None, "The joint SentencePiece model of the data.")
+  flags.DEFINE_string("train_file", None, "Training TFRecords (create_translation_data.py; "
+                      "comma-separated globs).")
+  flags.DEFINE_string("dev_file", None, "Dev TFRecords for --do_eval.")
+  flags.DEFINE_string("output_dir", None, "Checkpoints, config, profile and results.")
+  flags.DEFINE_string("init_checkpoint", None, "Initial weights (e.g. an averaged checkpoint).")
+  flags.DEFINE_string("checkpoint", None, "Checkpoint (prefix or directory) to evaluate, decode "
+                      "and export (default: the latest in --output_dir).")
+  flags.DEFINE_bool("do_train", False, "Train.")
+  flags.DEFINE_bool("do_eval", False, "Loss and perplexity on --dev_file.")
+  flags.DEFINE_bool("do_predict", False, "Translate --predict_source_file.")
+  flags.DEFINE_integer("max_tokens", 4096, "Token budget of a batch (batch * longest length).")
+  flags.DEFINE_integer("max_length", 128, "Longest source / target (ids with eos) in training.")
+  flags.DEFINE_integer("num_train_steps", None, "Optimizer updates (or --num_train_epochs).")
+  flags.DEFINE_float("num_train_epochs", None, "Epochs over --train_file (the steps are counted "
+                     "with the batching of the first epoch).")
+  flags.DEFINE_float("learning_rate", 5e-4, "Peak learning rate.")
+  flags.DEFINE_integer("warmup_steps", 4000, "Warm-up updates.")
+  flags.DEFINE_enum("lr_schedule", "linear", list(optimization.LEARNING_RATE_SCHEDULES),
+                    "After warm-up: linear decay to 0 (the paper) or inverse square root (ADMIN).")
+  flags.DEFINE_float("adam_beta2", 0.98, "Adam's second-moment decay.")
+  flags.DEFINE_float("adam_epsilon", 1e-8, "Adam's epsilon.")
+  flags.DEFINE_float("weight_decay", 0.0, "Decoupled weight decay.")
+  flags.DEFINE_float("clip_norm", 0.0, "Global-norm gradient clipping (0: none).")
+  flags.DEFINE_float("label_smoothing", 0.1, "Label smoothing epsilon.")
+  flags.DEFINE_integer("gradient_accumulation_steps", 1, "Batches averaged per update.")
+  flags.DEFINE_bool("save_every_epoch", True, "With --num_train_epochs: a checkpoint at the end "
+                    "of each epoch (unless --save_checkpoints_steps is given).")
+  flags.DEFINE_string("admin_profile", None, "ADMIN profile to initialise omega from (default: "
+                      "output_dir/admin_profile.json, made on the first training batch).")
+  flags.DEFINE_string("predict_source_file", None, "Raw source sentences, one a line (gzip ok).")
+  flags.DEFINE_string("predict_reference_file", None, "Raw references, line-aligned (bleu.json).")
+  flags.DEFINE_string("predict_output_file", None,
+                      "Translations (default: output_dir/translations.txt).")
+  flags.DEFINE_string("target_language", "de", "Target language code (Moses tokenizer of the "
+                      "tokenised BLEU).")
+  flags.DEFINE_integer("predict_batch_size", 32, "Sentences per decoding batch.")
+  flags.DEFINE_integer("beam_size", 4, "Beam size (1: greedy).")
+  flags.DEFINE_float("length_penalty", 0.6, "GNMT length-penalty alpha (0: none).")
+  flags.DEFINE_integer("max_decode_length", 128, "Most target pieces generated (eos included).")
+  flags.DEFINE_string("export_dir", None, "Write a raw-text SavedModel here.")
+  flags.DEFINE_bool("overwrite", False, "Replace an existing export of ours at --export_dir.")
+
+
+# ----------------------------------------------------------------------------- config
+def load_nmt_config(output_dir, config_file, overrides):
+  """The job's NmtConfig: the output_dir's saved config if there is a checkpoint, else the file.
+
+  Args:
+    output_dir: the job's directory.
+    config_file: --config_file (may be None when output_dir has a config).
+    overrides: dict field -> value (None values ignored).
+
+  Returns:
+    nmt_modeling.NmtConfig.
+  """
+  saved = os.path.join(output_dir, CONFIG_NAME) if output_dir else None
+  has_checkpoint = bool(output_dir and tf.io.gfile.isdir(output_dir)
+                        and tf1.train.latest_checkpoint(output_dir))
+  path, flag = config_file, "config_file"
+  if not path:
+    if not (saved and tf.io.gfile.exists(saved)):
+      common.fail("--config_file is required (no %s in --output_dir)" % CONFIG_NAME)
+    path, flag = saved, "output_dir"
+  common.require_file(path, flag)
+  try:
+    config = nmt_modeling.NmtConfig.from_json_file(path)
+    for key, value in overrides.items():
+      if value is not None:
+        setattr(config, key, value)
+    config.validate(path)
+  except ValueError as e:
+    common.fail(str(e))
+  if has_checkpoint and saved and tf.io.gfile.exists(saved) and path != saved:
+    previous = nmt_modeling.NmtConfig.from_json_file(saved).to_dict()
+    changed = [k for k in nmt_modeling.PROFILE_CONFIG_FIELDS
+               if previous.get(k) != config.to_dict().get(k)]
+    if changed:
+      common.fail("--output_dir=%s: holds a model with %s; this job asks for %s (use a new "
+                  "--output_dir)" % (output_dir,
+                                     ", ".join("%s=%r" % (k, previous[k]) for k in changed),
+                                     ", ".join("%s=%r" % (k, getattr(config, k))
+                                               for k in changed)))
+  return config
+
+
+# ----------------------------------------------------------------------------- model_fn
+def model_fn_builder(config, init_checkpoint=None, admin_profile=None, learning_rate=5e-4,
+                     num_train_steps=None, num_warmup_steps=0, lr_schedule="linear",
+                     label_smoothing=0.1, gradient_accumulation_steps=1, clip_norm=0.0,
+                     adam_beta2=0.98, adam_epsilon=1e-8, weight_decay=0.0, use_tpu=False,
+                     beam_size=4, length_penalty=0.6, max_decode_length=128):
+  """The model_fn for (TPU)Estimator: TRAIN, EVAL (loss, perplexity) and PREDICT (beam search).
+
+  Features: "source_ids" int32 [batch, src]; TRAIN / EVAL also "target_input_ids" and
+  "target_ids" int32 [batch, tgt]; PREDICT passes "example_index" int32 [batch] through.
+  PREDICT returns {"ids": int32 [batch, max_decode_length] (best hypothesis, 0 after eos),
+  "length", "score", "example_index"}.
+  """
+
+  def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
+    source_ids = features["source_ids"]
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
+    if mode == tf1.estimator.ModeKeys.PREDICT:
+      predictions = translate_graph(config, source_ids, beam_size, length_penalty,
+                                    max_decode_length)
+      predictions["example_index"] = features["example_index"]
+      return tf1.estimator.tpu.TPUEstimatorSpec(mode=mode, predictions=predictions,
+                                                scaffold_fn=scaffold_fn)
+    is_training = mode == tf1.estimator.ModeKeys.TRAIN
+    model = nmt_modeling.NmtModel(config, is_training, source_ids,
+                                  features["target_input_ids"], admin_profile=admin_profile)
+    loss, nll_sum, num_tokens = nmt_modeling.label_smoothed_loss(
+        model.logits, features["target_ids"], label_smoothing if is_training else 0.0)
+    if is_training:
+      tf.identity(num_tokens, name="num_target_tokens")
+      train_op = estimator_utils.create_train_op(
+          loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
+          gradient_accumulation_steps=gradient_accumulation_steps,
+          clip_norm=clip_norm if clip_norm > 0 else 1e30, schedule=lr_schedule,
+          beta_2=adam_beta2, epsilon=adam_epsilon, weight_decay_rate=weight_decay)
+      return tf1.estimator.tpu.TPUEstimatorSpec(mode=mode, loss=loss, train_op=train_op,
+                                                scaffold_fn=scaffold_fn)
+
+    def metric_fn(nll_sum, num_tokens):
+      per_token = nll_sum / tf.maximum(num_tokens, 1.0)
+      mean_nll = tf1.metrics.mean(per_token, weights=num_tokens)
+      total = tf1.metrics.mean(num_tokens)
+      return {"eval_nll_per_token": mean_nll, "eval_mean_batch_tokens": total}
+
+    return tf1.estimator.tpu.TPUEstimatorSpec(
+        mode=mode, loss=loss, scaffold_fn=scaffold_fn,
+        eval_metrics=(metric_fn, [tf.reshape(nll_sum, [1]), tf.reshape(num_tokens, [1])]))
+
+  return model_fn
+
+
+def translate_graph(config, source_ids, beam_size, length_penalty, max_decode_length):
+  """Beam search (greedy for beam_size 1) over the model; variables under the caller's scope.
+
+  Args:
+    config: NmtConfig.
+    source_ids: int32 [batch, src] (pieces + eos, 0-padded).
+    beam_size: int.
+    length_penalty: GNMT alpha.
+    max_decode_length: int, the most generated tokens.
+
+  Returns:
+    {"ids": int32 [batch, max_decode_length] (0 after eos), "length": int32 [batch],
+     "score": float32 [batch]}.
+  """
+  encoder_output = nmt_modeling.encode(config, source_ids, False)
+  cache = nmt_modeling.init_decoder_cache(config, encoder_output, max_decode_length)
+  batch_size = tf.shape(source_ids)[0]
+  initial_ids = tf.fill([batch_size], nmt_modeling.BOS_ID)
+
+  def symbols_to_logits(ids, step, states):
+    return nmt_modeling.decode_step(config, ids, step, states)
+
+  if beam_size == 1:
+    ids, lengths = beam_search.greedy_search(symbols_to_logits, initial_ids, max_decode_length,
+                                             states=cache, eos_id=nmt_modeling.EOS_ID)
+    return {"ids": ids, "length": lengths, "score": tf.zeros([batch_size])}
+  ids, scores, lengths = beam_search.beam_search(
+      symbols_to_logits, initial_ids, beam_size, max_decode_length, config.vocab_size,
+      length_penalty, states=cache, eos_id=nmt_modeling.EOS_ID)
+  return {"ids": ids[:, 0], "length": lengths[:, 0], "score": scores[:, 0]}
+
+
+# ----------------------------------------------------------------------------- ADMIN profile
+def make_admin_profile(config, input_fn, seed, path):
+  """ADMIN's initialisation: profiles the seed's initial model on the first training batch.
+
+  The model's variables are name-seeded (nmt_modeling), so this graph starts from exactly the
+  weights the Estimator's training graph (same graph seed) will start from.
+
+  Args:
+    config: NmtConfig (layer_norm_type "admin").
+    input_fn: the training input_fn.
+    seed: the graph seed of the training job (--seed).
+    path: where to write the profile JSON (atomically).
+
+  Returns:
+    {"encoder": [float], "decoder": [float]}.
+  """
+  with tf.Graph().as_default():
+    tf1.set_random_seed(seed)
+    features = tf1.data.make_one_shot_iterator(input_fn({})).get_next()
+    omegas = nmt_modeling.admin_profile_tensors(config, features["source_ids"],
+                                                features["target_input_ids"])
+    with tf1.Session() as session:
+      session.run(tf1.global_variables_initializer())
+      values = session.run(omegas)
+  document = nmt_modeling.profile_document(config, values, seed=seed)
+  common.write_json_atomic(path, document)
+  tf1.logging.info("ADMIN profile (encoder %s, decoder %s) written to %s",
+                   " ".join("%.3f" % v for v in document["encoder"]),
+                   " ".join("%.3f" % v for v in document["decoder"]), path)
+  return {"encoder": document["encoder"], "decoder": document["decoder"]}
+
+
+def resolve_admin_profile(config, train_input_fn, resume_step):
+  """The omega initial values of an ADMIN job (None for other layer-norm types).
+
+  A given --admin_profile is checked against the config and seed; otherwise a new job profiles
+  (make_admin_profile) and a resumed one rereads output_dir's profile (its omegas are in the
+  checkpoint anyway). With --init_checkpoint the checkpoint's omegas are used.
+  """
+  if config.layer_norm_type != "admin" or FLAGS.init_checkpoint:
+    return None
+  path = FLAGS.admin_profile or os.path.join(FLAGS.output_dir, PROFILE_NAME)
+  if FLAGS.admin_profile or tf.io.gfile.exists(path):
+    common.require_file(path, "admin_profile")
+    try:
+      return nmt_modeling.read_admin_profile(path, config, seed=FLAGS.seed)
+    except ValueError as e:
+      common.fail("--admin_profile=%s" % e if FLAGS.admin_profile else str(e))
+  if resume_step:
+    tf1.logging.warning("%s is missing; the checkpoint's omegas are used", path)
+    return None
+  if train_input_fn is None:
+    return None
+  return make_admin_profile(config, train_input_fn, FLAGS.seed, path)
+
+
+# ----------------------------------------------------------------------------- training
+class TokenProgressHook(tf1.train.SessionRunHook):
+  """Logs steps/s, target tokens/s and time remaining (common.ProgressMeter)."""
+
+  def __init__(self, total_steps, every_n_secs=10.0):
+    self._meter = common.ProgressMeter(total_steps, unit="steps", min_interval_s=every_n_secs,
+                                       log_fn=tf1.logging.info)
+    self._total_steps = total_steps
+    self._tokens = 0.0
+    self._started = None
+    self.tokens_per_second = None
+
+  def begin(self):
+    self._fetches = {"step": tf1.train.get_global_step(),
+                     "tokens": tf1.get_default_graph().get_tensor_by_name("num_target_tokens:0")}
+
+  def before_run(self, run_context):
+    return tf1.train.SessionRunArgs(self._fetches)
+
+  def after_run(self, run_context, run_values):
+    step = int(run_values.results["step"]) + 1
+    if self._meter.start_done is None:
+      # The first step includes graph warm-up: rates count from after it.
+      self._meter.start(step)
+      self._started = time.time()
+      return
+    self._tokens += float(run_values.results["tokens"])
+    elapsed = max(time.time() - self._started, 1e-9)
+    self.tokens_per_second = self._tokens / elapsed
+    self._meter.update(step, extra="(%.0f target tokens/s)" % self.tokens_per_second,
+                       force=step >= self._total_steps, prefix="train: step ")
+
+
+def count_epoch_batches(input_files):
+  """Batches in one pass over the training files with the training batching (token budget)."""
+  with tf.Graph().as_default():
+    # The eval pass fails on over-long records; training skips them: filter the same way.
+    dataset = tf.data.TFRecordDataset(input_files).map(
+        translation_input.parse_translation_record)
+    dataset = dataset.filter(lambda f: translation_input.example_length(f) <= FLAGS.max_length)
+    boundaries = translation_input.default_bucket_boundaries(FLAGS.max_length)
+    dataset = dataset.bucket_by_sequence_length(
+        translation_input.example_length, boundaries,
+        translation_input.bucket_batch_sizes(boundaries, FLAGS.max_tokens))
+    count = dataset.reduce(np.int64(0), lambda n, _: n + 1)
+    with tf1.Session() as session:
+      return int(session.run(count))
+
+
+def train(config, train_files, resume_step):
+  """Profiles (ADMIN), then trains to the target step; returns the train summary dict."""
+  if FLAGS.num_train_steps:
+    num_train_steps = FLAGS.num_train_steps
+    epoch_batches = None
+  else:
+    epoch_batches = count_epoch_batches(train_files)
+    num_train_steps = max(1, int(round(epoch_batches * FLAGS.num_train_epochs
+                                       / FLAGS.gradient_accumulation_steps)))
+    if FLAGS.save_every_epoch and not FLAGS["save_checkpoints_steps"].present:
+      FLAGS.save_checkpoints_steps = epoch_batches
+    tf1.logging.info("One epoch = %d batches of <= %d tokens: %d updates for %g epochs",
+                     epoch_batches, FLAGS.max_tokens, num_train_steps, FLAGS.num_train_epochs)
+  total_global_steps = num_train_steps * FLAGS.gradient_accumulation_steps
+  input_fn = translation_input.input_fn_builder(
+      train_files, FLAGS.max_tokens, FLAGS.max_length, is_training=True, seed=FLAGS.seed,
+      use_tpu=FLAGS.use_tpu,
+      skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS))
+  profile_input_fn = translation_input.input_fn_builder(
+      train_files, FLAGS.max_tokens, FLAGS.max_length, is_training=True, seed=FLAGS.seed)
+  admin_profile = resolve_admin_profile(config, profile_input_fn, resume_step)
+  with common.atomic_output(os.path.join(FLAGS.output_dir, CONFIG_NAME)) as f:
+    f.write(config.to_json_string())
+  model_fn = model_fn_builder(
+      config, init_checkpoint=FLAGS.init_checkpoint, admin_profile=admin_profile,
+      learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=FLAGS.warmup_steps, lr_schedule=FLAGS.lr_schedule,
+      label_smoothing=FLAGS.label_smoothing,
+      gradient_accumulation_steps=FLAGS.gradient_accumulation_steps, clip_norm=FLAGS.clip_norm,
+      adam_beta2=FLAGS.adam_beta2, adam_epsilon=FLAGS.adam_epsilon,
+      weight_decay=FLAGS.weight_decay, use_tpu=FLAGS.use_tpu)
+  batch_size = max(1, FLAGS.max_tokens // FLAGS.max_length)  # fixed-shape (TPU) batches only
+  estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir, batch_size,
+                                             supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+  hook = TokenProgressHook(total_global_steps)
+  start = time.time()
+  estimator.train(input_fn=input_fn, max_steps=total_global_steps,
+                  hooks=[hook, estimator_utils.StopOnSignalHook()])
+  common.STOP_SIGNALS.exit_if_stopped()
+  return {"num_train_steps": num_train_steps, "global_step_target": total_global_steps,
+          "epoch_batches": epoch_batches, "train_seconds": round(time.time() - start, 1),
+          "target_tokens_per_second": hook.tokens_per_second,
+          "global_step": estimator_utils.latest_global_step(FLAGS.output_dir)}
+
+
+def evaluate(config, checkpoint, dev_files):
+  """Dev loss and perplexity per target token (no label smoothing) of `checkpoint`."""
+  model_fn = model_fn_builder(config, use_tpu=FLAGS.use_tpu)
+  batch_size = max(1, FLAGS.max_tokens // FLAGS.max_length)
+  estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir, batch_size,
+                                             batch_size,
+                                             supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+  input_fn = translation_input.input_fn_builder(dev_files, FLAGS.max_tokens, FLAGS.max_length,
+                                                is_training=False, use_tpu=FLAGS.use_tpu)
+  results = estimator.evaluate(input_fn=input_fn, checkpoint_path=checkpoint)
+  nll = float(results["eval_nll_per_token"])
+  return {"eval_nll_per_token": nll, "eval_perplexity": float(np.exp(nll)),
+          "checkpoint": os.path.basename(checkpoint),
+          "global_step": int(results["global_step"])}
+
+
+# ----------------------------------------------------------------------------- decoding
+def read_lines(path, flag_name):
+  """The lines of a (gzip) text file, without newlines; undecodable text is a one-line error."""
+  common.require_file(path, flag_name)
+  with tf.io.gfile.GFile(path, "rb") as raw:
+    data = raw.read()
+  if data[:2] == b"\x1f\x8b":
+    data = gzip.decompress(data)
+  try:
+    text = data.decode("utf-8")
+  except UnicodeDecodeError as e:
+    common.fail("--%s=%s: not UTF-8 text (byte %d)" % (flag_name, path, e.start))
+  return text.splitlines()
+
+
+def predict_input_fn_builder(source_ids, batch_size):
+  """Batches of encoded sources, sorted by length (less padding); example_index restores order.
+
+  Args:
+    source_ids: list of lists of int (pieces + eos).
+    batch_size: sentences per batch.
+
+  Returns:
+    input_fn(params) -> dataset of {"source_ids" [batch, src], "example_index" [batch]}.
+  """
+  order = sorted(range(len(source_ids)), key=lambda i: len(source_ids[i]))
+
+  def generator():
+    for index in order:
+      yield {"source_ids": np.asarray(source_ids[index], np.int32),
+             "example_index": np.int32(index)}
+
+  def input_fn(params):
+    del params
+    dataset = tf.data.Dataset.from_generator(
+        generator, output_signature={"source_ids": tf.TensorSpec([None], tf.int32),
+                                     "example_index": tf.TensorSpec([], tf.int32)})
+    return dataset.padded_batch(batch_size, padded_shapes={"source_ids": [None],
+                                                           "example_index": []})
+
+  return input_fn
+
+
+def translate_lines(config, checkpoint, sp, lines):
+  """Translates sentences with the Estimator; returns detokenised translations in input order."""
+  source_ids = [sp.encode(line) + [nmt_modeling.EOS_ID] for line in lines]
+  model_fn = model_fn_builder(config, use_tpu=False, beam_size=FLAGS.beam_size,
+                              length_penalty=FLAGS.length_penalty,
+                              max_decode_length=FLAGS.max_decode_length)
+  estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir,
+                                             FLAGS.predict_batch_size,
+                                             predict_batch_size=FLAGS.predict_batch_size,
+                                             supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+  translations = [None] * len(lines)
+  meter = common.ProgressMeter(len(lines), unit="sentences", log_fn=tf1.logging.info)
+  cut = 0
+  done = 0
+  for prediction in estimator.predict(
+      predict_input_fn_builder(source_ids, FLAGS.predict_batch_size),
+      checkpoint_path=checkpoint, yield_single_examples=True):
+    length = int(prediction["length"])
+    ids = [int(i) for i in prediction["ids"][:length]]
+    if ids and ids[-1] == nmt_modeling.EOS_ID:
+      ids = ids[:-1]
+    else:
+      cut += 1
+    translations[int(prediction["example_index"])] = sp.decode(ids)
+    done += 1
+    meter.update(done, prefix="decode: ")
+    if common.STOP_SIGNALS.stopped:
+      break
+  common.STOP_SIGNALS.exit_if_stopped()
+  if cut:
+    tf1.logging.warning("%d of %d translations reached --max_decode_length=%d without eos",
+                        cut, len(lines), FLAGS.max_decode_length)
+  return translations, cut
+
+
+def predict(config, checkpoint, sp):
+  """Writes the translations (and bleu.json with references); returns the results dict."""
+  lines = read_lines(FLAGS.predict_source_file, "predict_source_file")
+  references = None
+  if FLAGS.predict_reference_file:
+    references = read_lines(FLAGS.predict_reference_file, "predict_reference_file")
+    if len(references) != len(lines):
+      common.fail("--predict_reference_file=%s: %d lines, --predict_source_file has %d" % (
+          FLAGS.predict_reference_file, len(references), len(lines)))
+  start = time.time()
+  translations, cut = translate_lines(config, checkpoint, sp, lines)
+  seconds = time.time() - start
+  output = FLAGS.predict_output_file or os.path.join(FLAGS.output_dir, "translations.txt")
+  with common.atomic_output(output) as f:
+    f.write("".join(t + "\n" for t in translations))
+  tf1.logging.info("Wrote %d translations to %s (%.1f sentences/s)", len(translations), output,
+                   len(translations) / max(seconds, 1e-9))
+  results = {"num_sentences": len(lines), "num_cut_at_max_decode_length": cut,
+             "decode_seconds": round(seconds, 1), "beam_size": FLAGS.beam_size,
+             "length_penalty": FLAGS.length_penalty, "checkpoint": checkpoint}
+  if references is not None:
+    scores = translation_metrics.score_translations(translations, references,
+                                                    FLAGS.target_language)
+    scores.update(results)
+    translation_metrics.write_bleu_json(os.path.join(FLAGS.output_dir, "bleu.json"), scores)
+    tf1.logging.info("BLEU %s", json.dumps({k: v for k, v in scores.items()
+                                            if "bleu" in k.lower() or "chrf" in k.lower()}))
+    return scores
+  return results
+
+
+# ----------------------------------------------------------------------------- main
+def _check_flags():
+  """One-line errors for missing or contradictory flags."""
+  if not FLAGS.output_dir:
+    common.fail("--output_dir is required")
+  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir):
+    common.fail("nothing to do: give --do_train, --do_eval, --do_predict or --export_dir")
+  if FLAGS.do_train:
+    if not FLAGS.train_file:
+      common.fail("--do_train needs --train_file")
+    if not FLAGS.num_train_steps and not FLAGS.num_train_epochs:
+      common.fail("--do_train needs --num_train_steps or --num_train_epochs")
+  if FLAGS.do_eval and not FLAGS.dev_file:
+    common.fail("--do_eval needs --dev_file")
+  if FLAGS.do_predict and not FLAGS.predict_source_file:
+    common.fail("--do_predict needs --predict_source_file")
+  if (FLAGS.do_predict or FLAGS.export_dir) and not FLAGS.spm_model:
+    common.fail("--do_predict and --export_dir need --spm_model")
+  for name in ("max_tokens", "max_length", "beam_size", "max_decode_length",
+               "predict_batch_size", "gradient_accumulation_steps"):
+    if getattr(FLAGS, name) < 1:
+      common.fail("--%s must be >= 1, got %d" % (name, getattr(FLAGS, name)))
+  if FLAGS.num_train_steps is not None and FLAGS.num_train_steps < 1:
+    common.fail("--num_train_steps must be >= 1, got %d" % FLAGS.num_train_steps)
+  if FLAGS.num_train_epochs is not None and FLAGS.num_train_epochs <= 0:
+    common.fail("--num_train_epochs must be > 0, got %g" % FLAGS.num_train_epochs)
+  if not 0.0 <= FLAGS.label_smoothing < 1.0:
+    common.fail("--label_smoothing must be in [0, 1), got %g" % FLAGS.label_smoothing)
+  if FLAGS.learning_rate <= 0:
+    common.fail("--learning_rate must be > 0, got %g" % FLAGS.learning_rate)
+
+
+def check_resume(config):
+  """The output_dir's checkpoint step; one line if it holds a model of other shapes."""
+  latest = tf1.train.latest_checkpoint(FLAGS.output_dir) \
+      if tf.io.gfile.isdir(FLAGS.output_dir) else None
+  if not latest:
+    return None
+  shapes = dict(tf1.train.list_variables(latest))
+  want = {"embeddings/word_embeddings": [config.vocab_size, config.hidden_size],
+          "encoder/layer_0/intermediate/dense/kernel": [config.hidden_size,
+                                                        config.intermediate_size]}
+  for name, shape in want.items():
+    if name in shapes and list(shapes[name]) != shape:
+      common.fail("--output_dir=%s: its checkpoint %s has %s of shape %s but this job's model "
+                  "needs %s; use a new --output_dir" % (
+                      FLAGS.output_dir, os.path.basename(latest), name, list(shapes[name]),
+                      shape))
+  if "global_step" not in shapes:
+    return None
+  return int(tf.train.load_checkpoint(latest).get_tensor("global_step"))
+
+
+def resolve_checkpoint_flag():
+  """--checkpoint (prefix or directory), else the output_dir's latest; one line if none."""
+  if FLAGS.checkpoint:
+    path = FLAGS.checkpoint
+    if tf.io.gfile.isdir(path):
+      path = tf1.train.latest_checkpoint(path)
+    if not path or not tf1.train.checkpoint_exists(path):
+      common.fail("--checkpoint=%s: no checkpoint there" % FLAGS.checkpoint)
+    return path
+  latest = tf1.train.latest_checkpoint(FLAGS.output_dir) \
+      if tf.io.gfile.isdir(FLAGS.output_dir) else None
+  if not latest:
+    common.fail("--output_dir=%s: no checkpoint to evaluate or decode (train first, or give "
+                "--checkpoint)" % FLAGS.output_dir)
+  return latest
+
+
+def main(_):
+  tf1.logging.set_verbosity(tf1.logging.INFO)
+  _check_flags()
+  estimator_utils.validate_estimator_flags(FLAGS)
+  estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
+  common.check_output_dir(FLAGS.output_dir)
+  config = load_nmt_config(FLAGS.output_dir, FLAGS.config_file,
+                           {"residual_attention": FLAGS.residual_attention,
+                            "layer_norm_type": FLAGS.layer_norm_type})
+  sp = None
+  if FLAGS.spm_model:
+    sp = create_translation_data.load_spm(FLAGS.spm_model)
+    if sp.GetPieceSize() != config.vocab_size:
+      common.fail("--spm_model=%s: %d pieces, the model's vocab_size is %d" % (
+          FLAGS.spm_model, sp.GetPieceSize(), config.vocab_size))
+  train_files = common.expand_input_files(FLAGS.train_file, "train_file") \
+      if FLAGS.do_train else []
+  dev_files = common.expand_input_files(FLAGS.dev_file, "dev_file") if FLAGS.do_eval else []
+  if train_files or dev_files:
+    try:
+      translation_input.check_translation_tfrecords(train_files + dev_files,
+                                                    vocab_size=config.vocab_size)
+    except ValueError as e:
+      common.fail(str(e))
+  if FLAGS.init_checkpoint and not tf1.train.checkpoint_exists(FLAGS.init_checkpoint):
+    common.fail("--init_checkpoint=%s: no checkpoint there" % FLAGS.init_checkpoint)
+  if FLAGS.export_dir:
+    common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
+                            [FLAGS.output_dir])
+  common.STOP_SIGNALS.install()
+  if FLAGS.do_train:
+    with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+      _run(config, sp, train_files, dev_files)
+  else:
+    _run(config, sp, train_files, dev_files)
+
+
+def _run(config, sp, train_files, dev_files):
+  """The job after main's checks: train, eval, predict, export."""
+  tf.io.gfile.makedirs(FLAGS.output_dir)
+  if FLAGS.do_train:
+    resume_step = check_resume(config)
+    summary = train(config, train_files, resume_step)
+    common.write_json_atomic(os.path.join(FLAGS.output_dir, SUMMARY_NAME), summary)
+  checkpoint = None
+  if FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir:
+    checkpoint = resolve_checkpoint_flag()
+  final = []
+  if FLAGS.do_eval:
+    results = evaluate(config, checkpoint, dev_files)
+    tf1.logging.info("dev: %s", results)
+    final.append(lambda: estimator_utils.write_eval_results(FLAGS.output_dir, results))
+  if FLAGS.do_predict:
+    predict(config, checkpoint, sp)
+  common.STOP_SIGNALS.exit_if_stopped()
+  for write in final:
+    write()
+  if FLAGS.export_dir:
+    import export_translation  # pylint: disable=g-import-not-at-top
+    export_translation.export(config, checkpoint, FLAGS.spm_model, FLAGS.export_dir,
+                              beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
+                              max_decode_length=FLAGS.max_decode_length,
+                              overwrite=FLAGS.overwrite, protected_paths=[FLAGS.output_dir])
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(lambda argv: common.run_main(main, argv))
