@@ -2,6 +2,7 @@
 
 import os
 import sys
+import time
 
 import pytest
 
@@ -136,3 +137,27 @@ def process_alive(pid):
       return f.read().rsplit(")", 1)[1].split()[0] != "Z"
   except (OSError, IndexError):
     return False
+
+
+def kill_when(script, args, ready, sig, timeout=180, check_visible=None):
+  """Starts the job, waits until ready() is true, sends `sig`, waits; returns (status, stderr).
+
+  check_visible (if given) is called while waiting, to assert what other programs may see.
+  """
+  proc = start_tool(script, args)
+  deadline = time.time() + timeout
+  try:
+    while not ready():
+      if check_visible:
+        check_visible()
+      assert proc.poll() is None, "the job ended before it could be killed: %s" % (
+          proc.communicate(timeout=60)[1][-2000:])
+      assert time.time() < deadline, "timed out waiting for the kill point"
+      time.sleep(0.05)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      proc.wait(timeout=60)
+  return proc.returncode, err

@@ -17,7 +17,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, start_tool
+from conftest import REPO_DIR, TINY_BERT_CONFIG, kill_when, run_tool
 
 pytestmark = pytest.mark.slow
 
@@ -26,30 +26,6 @@ SEQ = 32
 PREDS = 5
 # Exit statuses: 128 + signal for a handled SIGINT / SIGTERM, -9 for SIGKILL (as Popen says).
 EXPECTED_STATUS = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGKILL: -9}
-
-
-def _kill_when(script, args, ready, sig, timeout=180, check_visible=None):
-  """Starts the job, waits until ready() is true, sends `sig`, waits; returns (status, stderr).
-
-  check_visible (if given) is called while waiting, to assert what other programs may see.
-  """
-  proc = start_tool(script, args)
-  deadline = time.time() + timeout
-  try:
-    while not ready():
-      if check_visible:
-        check_visible()
-      assert proc.poll() is None, "the job ended before it could be killed: %s" % (
-          proc.communicate(timeout=60)[1][-2000:])
-      assert time.time() < deadline, "timed out waiting for the kill point"
-      time.sleep(0.05)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=120)
-  finally:
-    if proc.poll() is None:
-      proc.kill()
-      proc.wait(timeout=60)
-  return proc.returncode, err
 
 
 def _checkpoint_step(model_dir):
@@ -110,7 +86,7 @@ def test_run_pretraining_killed_and_rerun_ends_like_an_uninterrupted_run(pretrai
   for sig, after_step in cases:
     out = tmp_path / ("killed_%d" % sig)
     args = _pretraining_args(pretraining_data, out)
-    status, err = _kill_when("run_pretraining.py", args,
+    status, err = kill_when("run_pretraining.py", args,
                              lambda: _checkpoint_step(out) >= after_step, sig)
     assert status == EXPECTED_STATUS[sig], (sig, status, err[-2000:])
     # A stopped job never looks finished.
@@ -171,7 +147,7 @@ def test_run_classifier_killed_and_rerun_ends_like_an_uninterrupted_run(classifi
   for sig, after_step in [(signal.SIGINT, 10), (signal.SIGTERM, 1), (signal.SIGKILL, 20)]:
     out = tmp_path / ("killed_%d" % sig)
     args = _classifier_args(classifier_setup, out)
-    status, err = _kill_when("run_classifier.py", args,
+    status, err = kill_when("run_classifier.py", args,
                              lambda: _checkpoint_step(out) >= after_step, sig)
     assert status == EXPECTED_STATUS[sig], (sig, status, err[-2000:])
     assert not (out / "eval_results.json").exists(), sig
@@ -217,7 +193,7 @@ def test_sweep_killed_and_rerun_ends_like_an_uninterrupted_sweep(classifier_setu
   for sig, seed, after_step in cases:
     out = tmp_path / ("killed_%d" % sig)
     target = out / run_dir / seed
-    status, err = _kill_when("sweep.py", _sweep_args(classifier_setup, out),
+    status, err = kill_when("sweep.py", _sweep_args(classifier_setup, out),
                              lambda: _checkpoint_step(target) >= after_step, sig)
     assert status == EXPECTED_STATUS[sig], (sig, status, err[-2000:])
     assert not (out / "results.csv").exists()

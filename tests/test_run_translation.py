@@ -1,0 +1,205 @@
+"""run_translation.py: training (ADMIN profile, exact resume), evaluation, decoding, errors."""
+
+import glob
+import gzip
+import json
+import os
+import signal
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import kill_when, last_error_line, run_tool, shared_path
+import nmt_modeling
+import numpy_nmt
+import run_translation
+import translation_input
+
+tf1 = tf.compat.v1
+
+TINY_NMT_CONFIG = {"vocab_size": 300, "hidden_size": 32, "num_encoder_layers": 2,
+                   "num_decoder_layers": 2, "num_attention_heads": 4, "intermediate_size": 64,
+                   "hidden_dropout_prob": 0.1, "attention_probs_dropout_prob": 0.1,
+                   "activation_dropout_prob": 0.1, "residual_attention": "mean",
+                   "layer_norm_type": "admin"}
+
+
+def _head(path, n):
+  with gzip.open(path, "rt", encoding="utf-8") as f:
+    return [next(f) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def nmt_data(tmp_path_factory):
+  """A tiny En-De task from the first Multi30K lines: spm (300 pieces), TFRecords, raw test."""
+  root = tmp_path_factory.mktemp("nmt")
+  for lang in ("en", "de"):
+    lines = _head(shared_path("nmt", "multi30k", "train.%s.gz" % lang), 400)
+    (root / ("train.%s" % lang)).write_text("".join(lines[:360]), encoding="utf-8")
+    (root / ("dev.%s" % lang)).write_text("".join(lines[360:]), encoding="utf-8")
+    (root / ("test.%s" % lang)).write_text("".join(lines[360:372]), encoding="utf-8")
+  spm = str(root / "spm.model")
+  run_tool("create_translation_data.py", [
+      "--source_file=%s" % (root / "train.en"), "--target_file=%s" % (root / "train.de"),
+      "--spm_model=%s" % spm, "--train_spm_vocab_size=300",
+      "--output_file=%s" % (root / "train.tfrecord")])
+  run_tool("create_translation_data.py", [
+      "--source_file=%s" % (root / "dev.en"), "--target_file=%s" % (root / "dev.de"),
+      "--spm_model=%s" % spm, "--output_file=%s" % (root / "dev.tfrecord")])
+  config = root / "tiny.json"
+  config.write_text(json.dumps(TINY_NMT_CONFIG))
+  return root
+
+
+def _train_args(data, output_dir, steps=12, extra=()):
+  return ["--do_train", "--train_file=%s" % (data / "train.tfrecord"),
+          "--config_file=%s" % (data / "tiny.json"), "--output_dir=%s" % output_dir,
+          "--num_train_steps=%d" % steps, "--warmup_steps=4", "--learning_rate=3e-3",
+          "--max_tokens=512", "--save_checkpoints_steps=6", "--keep_checkpoint_max=10"] + list(extra)
+
+
+def _weights(checkpoint):
+  reader = tf.train.load_checkpoint(checkpoint)
+  return {name: reader.get_tensor(name) for name, _ in tf.train.list_variables(checkpoint)}
+
+
+@pytest.fixture(scope="module")
+def trained_run(nmt_data, tmp_path_factory):
+  """One 12-step ADMIN + mean job with eval and beam-3 decoding (shared by the tests below)."""
+  out = tmp_path_factory.mktemp("trained") / "run"
+  run_tool("run_translation.py", _train_args(nmt_data, out) + [
+      "--do_eval", "--dev_file=%s" % (nmt_data / "dev.tfrecord"), "--do_predict",
+      "--spm_model=%s" % (nmt_data / "spm.model"),
+      "--predict_source_file=%s" % (nmt_data / "test.en"),
+      "--predict_reference_file=%s" % (nmt_data / "test.de"), "--max_decode_length=24",
+      "--beam_size=3"])
+  return out
+
+
+@pytest.mark.slow
+def test_train_eval_predict_end_to_end(trained_run):
+  out = trained_run
+  summary = json.loads((out / "train_summary.json").read_text())
+  assert summary["global_step"] == 12 and summary["target_tokens_per_second"] > 0
+  results = json.loads((out / "eval_results.json").read_text())
+  assert np.isclose(results["eval_perplexity"], np.exp(results["eval_nll_per_token"]))
+  assert results["eval_nll_per_token"] < np.log(300)  # better than uniform after 12 steps
+  translations = (out / "translations.txt").read_text(encoding="utf-8").splitlines()
+  assert len(translations) == 12
+  bleu = json.loads((out / "bleu.json").read_text())
+  assert {"bleu", "chrf", "tokenized_compound_split_bleu"} <= set(bleu)
+  assert bleu["num_sentences"] == 12
+  profile = json.loads((out / "admin_profile.json").read_text())
+  assert len(profile["encoder"]) == 4 and len(profile["decoder"]) == 6
+  # The step-0 checkpoint (the initial model) holds the profile's omegas.
+  initial = _weights(str(out / "model.ckpt-0"))
+  names = numpy_nmt.omega_names(TINY_NMT_CONFIG)
+  for stack in ("encoder", "decoder"):
+    for name, omega in zip(names[stack], profile[stack]):
+      np.testing.assert_allclose(initial[name], np.full([32], omega), rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_profile_is_that_of_the_initial_training_weights(nmt_data, trained_run):
+  """The profiling graph starts from the weights the Estimator starts from (name-seeded)."""
+  out = trained_run
+  profile = json.loads((out / "admin_profile.json").read_text())
+  initial = {k: v for k, v in _weights(str(out / "model.ckpt-0")).items()
+             if k in numpy_nmt.variable_shapes(TINY_NMT_CONFIG) and not k.endswith("/omega")}
+  input_fn = translation_input.input_fn_builder([str(nmt_data / "train.tfrecord")], 512, 128,
+                                                is_training=True, seed=12345)
+  with tf.Graph().as_default():
+    tf1.set_random_seed(12345)  # the job's --seed: the shuffle depends on the graph seed too
+    first = tf1.data.make_one_shot_iterator(input_fn({})).get_next()
+    with tf1.Session() as session:
+      batch = session.run(first)
+  expected = numpy_nmt.admin_profile(initial, TINY_NMT_CONFIG, batch["source_ids"],
+                                     batch["target_input_ids"])
+  np.testing.assert_allclose(profile["encoder"], expected["encoder"], rtol=1e-4)
+  np.testing.assert_allclose(profile["decoder"], expected["decoder"], rtol=1e-4)
+
+
+@pytest.mark.slow
+def test_killed_job_resumes_to_the_uninterrupted_weights(nmt_data, trained_run, tmp_path):
+  reference = trained_run
+  resumed = tmp_path / "resumed"
+  status, _ = kill_when("run_translation.py", _train_args(nmt_data, resumed),
+                        lambda: os.path.exists(resumed / "model.ckpt-6.index"), signal.SIGKILL)
+  assert status == -9
+  assert not (resumed / "train_summary.json").exists()
+  run_tool("run_translation.py", _train_args(nmt_data, resumed))
+  expected = _weights(str(reference / "model.ckpt-12"))
+  actual = _weights(str(resumed / "model.ckpt-12"))
+  assert sorted(expected) == sorted(actual)
+  for name in expected:
+    np.testing.assert_array_equal(actual[name], expected[name], err_msg=name)
+
+
+def test_greedy_and_beam_decoding_follow_the_teacher_forced_model(tmp_path):
+  """translate_graph's output is what the teacher-forced model scores it as."""
+  config = nmt_modeling.NmtConfig.from_dict(dict(TINY_NMT_CONFIG, vocab_size=40,
+                                                 layer_norm_type="post"))
+  weights = numpy_nmt.random_weights(config.to_dict(), seed=11)
+  source = np.array([[5, 9, 12, 7, 3, 0], [8, 4, 6, 11, 19, 3]], np.int32)
+  length = 7
+  with tf.Graph().as_default():
+    greedy = run_translation.translate_graph(config, tf.constant(source), 1, 0.0, length)
+    beam = run_translation.translate_graph(config, tf.constant(source), 4, 0.0, length)
+    with tf1.Session() as session:
+      for variable in tf1.global_variables():
+        variable.load(weights[variable.op.name], session)
+      greedy, beam = session.run([greedy, beam])
+  for result in (greedy, beam):
+    for row in range(2):
+      ids = result["ids"][row][:result["length"][row]]
+      target_input = np.concatenate([[nmt_modeling.BOS_ID], ids[:-1]])[None]
+      logits = numpy_nmt.forward(weights, config.to_dict(), source[row:row + 1],
+                                 target_input)[0]
+      log_probs = numpy_nmt.log_softmax(logits)
+      if result is greedy:
+        np.testing.assert_array_equal(np.argmax(logits, axis=-1), ids)
+      else:
+        np.testing.assert_allclose(result["score"][row],
+                                   log_probs[np.arange(len(ids)), ids].sum(), rtol=1e-4)
+
+
+def test_one_line_errors(nmt_data, tmp_path):
+  spm = "--spm_model=%s" % (nmt_data / "spm.model")
+  proc = run_tool("run_translation.py", ["--do_train", "--output_dir=%s" % tmp_path],
+                  expect_rc=2)
+  assert "--do_train needs --train_file" in last_error_line(proc)
+  wrong_vocab = tmp_path / "wrong.json"
+  wrong_vocab.write_text(json.dumps(dict(TINY_NMT_CONFIG, vocab_size=500)))
+  proc = run_tool("run_translation.py", [
+      "--do_predict", "--output_dir=%s" % (tmp_path / "o"), "--config_file=%s" % wrong_vocab,
+      spm, "--predict_source_file=%s" % (nmt_data / "test.en")], expect_rc=2)
+  assert "300 pieces, the model's vocab_size is 500" in last_error_line(proc)
+  bad_key = tmp_path / "bad.json"
+  bad_key.write_text(json.dumps(dict(TINY_NMT_CONFIG, num_layers=3)))
+  proc = run_tool("run_translation.py", _train_args(nmt_data, tmp_path / "o2") +
+                  ["--config_file=%s" % bad_key], expect_rc=2)
+  assert "unknown NMT config key(s) num_layers" in last_error_line(proc)
+  proc = run_tool("run_translation.py", [
+      "--do_predict", "--output_dir=%s" % (tmp_path / "o3"),
+      "--config_file=%s" % (nmt_data / "tiny.json"), spm,
+      "--predict_source_file=%s" % (nmt_data / "test.en")], expect_rc=2)
+  assert "no checkpoint to evaluate or decode" in last_error_line(proc)
+  other_profile = tmp_path / "profile.json"
+  other_profile.write_text(json.dumps(nmt_modeling.profile_document(
+      nmt_modeling.NmtConfig.from_dict(dict(TINY_NMT_CONFIG, hidden_size=64)),
+      {"encoder": [1.0] * 4, "decoder": [1.0] * 6})))
+  proc = run_tool("run_translation.py", _train_args(nmt_data, tmp_path / "o4") +
+                  ["--admin_profile=%s" % other_profile], expect_rc=2)
+  assert "made for hidden_size=64, the model has 32" in last_error_line(proc)
+  assert not glob.glob(str(tmp_path / "o4" / "model.ckpt-*"))
+
+
+@pytest.mark.slow
+def test_output_dir_of_another_model_is_refused(nmt_data, trained_run, tmp_path):
+  out = trained_run
+  wider = tmp_path / "wider.json"
+  wider.write_text(json.dumps(dict(TINY_NMT_CONFIG, hidden_size=64)))
+  proc = run_tool("run_translation.py", _train_args(nmt_data, out, steps=2) +
+                  ["--config_file=%s" % wider], expect_rc=2)
+  assert "holds a model with hidden_size=32" in last_error_line(proc)
