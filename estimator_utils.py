@@ -1,9 +1,11 @@
 # coding=utf-8
-"""Estimator plumbing shared by run_pretraining.py, run_classifier.py and run_squad.py.
+"""Estimator plumbing shared by run_pretraining.py, run_classifier.py, run_squad.py and run_ner.py.
 
 One place for: the TPU / distribution / checkpointing flags, building a TPUEstimator (TPU, or
 CPU/GPU with use_tpu=False) or an Estimator with a tf.distribute strategy, loading an
-init_checkpoint, logging progress with steps/s and time remaining, and writing eval results.
+init_checkpoint, the train op of --precision / --fused_optimizer (create_train_op, with the
+fp16 saver LossScaleOptionalSaver), logging progress with steps/s and time remaining, and
+writing eval results.
 
 Model functions return `TPUEstimatorSpec` in every mode; with a distribution strategy they are
 wrapped to return the equivalent `EstimatorSpec`, so each script has one model_fn.
@@ -24,6 +26,7 @@ import tensorflow as tf
 
 import common
 import modeling
+import optimization
 
 tf1 = tf.compat.v1
 estimator_lib = tf1.estimator
@@ -35,8 +38,8 @@ DISTRIBUTION_STRATEGIES = ("none", "mirrored", "multi_worker_mirrored")
 # never ignores one silently.
 MODEL_FN_FLAGS = {"precision": "fp32", "fused_optimizer": False}
 # Scripts whose model_fn implements them (named in the error).
-MODEL_FN_FLAG_SCRIPTS = {"precision": ("run_pretraining.py",),
-                         "fused_optimizer": ("run_pretraining.py",)}
+_PRECISION_SCRIPTS = ("run_pretraining.py", "run_classifier.py", "run_squad.py", "run_ner.py")
+MODEL_FN_FLAG_SCRIPTS = {"precision": _PRECISION_SCRIPTS, "fused_optimizer": _PRECISION_SCRIPTS}
 # What --use_xla adds to TF_XLA_FLAGS on a machine without GPUs: auto-clustering on the CPU
 # (off by default in TensorFlow), and only of fusible element-wise / reduction ops, which keeps
 # the matmuls on oneDNN (clustering them too made a BERT-Small step 1.4x slower).
@@ -138,6 +141,93 @@ def check_supported(flag_values, supported=()):
       shown = ("--%s" % name) if value is True else ("--%s=%s" % (name, value))
       common.fail("%s: not supported by %s yet (it is by %s)" % (
           shown, script, ", ".join(MODEL_FN_FLAG_SCRIPTS[name])))
+
+
+def precision_kwargs(flag_values):
+  """The model_fn_builder keyword arguments that carry --precision and --fused_optimizer.
+
+  Args:
+    flag_values: absl FLAGS with the flags of define_estimator_flags.
+
+  Returns:
+    dict precision, fused_optimizer and keep_checkpoint_max (the fp16 saver keeps as many
+    checkpoints as the Estimator's default one would), for create_train_op.
+  """
+  return {"precision": flag_values.precision, "fused_optimizer": flag_values.fused_optimizer,
+          "keep_checkpoint_max": flag_values.keep_checkpoint_max}
+
+
+def loss_scale_for(precision):
+  """optimization.create_optimizer's loss_scale for a --precision: "dynamic" for fp16, else None.
+
+  Args:
+    precision: "fp32", "bf16", "fp16" or a dtype (modeling.get_compute_dtype).
+  """
+  return "dynamic" if modeling.get_compute_dtype(precision) == tf.float16 else None
+
+
+def create_train_op(loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
+                    precision="fp32", fused_optimizer=False, keep_checkpoint_max=5,
+                    **optimizer_kwargs):
+  """A model_fn's train op: optimization.create_optimizer as --precision / --fused_optimizer ask.
+
+  fp16 trains with dynamic loss scaling (loss_scale_for) and, off TPU, saves and restores
+  through LossScaleOptionalSaver (put in the SAVERS collection, which Estimator uses instead of
+  its default Saver, with the same settings), so that it also resumes a fp32 / bf16 job's
+  checkpoint. fp32 and bf16 make exactly the graph of create_optimizer without these arguments.
+
+  Args:
+    loss: float32 scalar Tensor.
+    learning_rate: peak learning rate.
+    num_train_steps: number of optimizer updates.
+    num_warmup_steps: number of warm-up updates.
+    use_tpu: TPU (CrossShardOptimizer; fp16 is refused there by validate_estimator_flags).
+    precision: "fp32", "bf16" or "fp16" (the model's compute dtype).
+    fused_optimizer: create_optimizer(fused=True).
+    keep_checkpoint_max: checkpoints the fp16 saver keeps (--keep_checkpoint_max).
+    **optimizer_kwargs: more create_optimizer arguments (gradient_accumulation_steps, ...).
+
+  Returns:
+    The train op (which also increments the global step).
+  """
+  loss_scale = loss_scale_for(precision)
+  train_op = optimization.create_optimizer(
+      loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu, loss_scale=loss_scale,
+      fused=fused_optimizer, **optimizer_kwargs)
+  if loss_scale is not None and not use_tpu:
+    # Built after the optimizer: it lists the loss-scale variables.
+    tf1.add_to_collection(tf1.GraphKeys.SAVERS, LossScaleOptionalSaver(
+        sharded=True, max_to_keep=keep_checkpoint_max, keep_checkpoint_every_n_hours=10000,
+        defer_build=True, save_relative_paths=True))
+  return train_op
+
+
+class LossScaleOptionalSaver(tf1.train.Saver):
+  """A Saver for --precision=fp16 jobs that also restores checkpoints without a loss scale.
+
+  The checkpoint of a fp32 or bf16 job has every variable of a fp16 job but its loss-scale
+  state (optimization.LOSS_SCALE_VARIABLE, LOSS_SCALE_GOOD_STEPS_VARIABLE): restoring it into a
+  fp16 job restores all the rest and starts the loss scale afresh. Build it after the
+  optimizer (it lists the graph's variables then).
+  """
+
+  def __init__(self, **kwargs):
+    super(LossScaleOptionalSaver, self).__init__(**kwargs)
+    names = (optimization.LOSS_SCALE_VARIABLE, optimization.LOSS_SCALE_GOOD_STEPS_VARIABLE)
+    self._loss_scale_variables = [v for v in tf1.global_variables() if v.op.name in names]
+    self._without_loss_scale = tf1.train.Saver(
+        var_list=[v for v in tf1.global_variables() if v.op.name not in names], sharded=True)
+
+  def restore(self, sess, save_path):
+    """Restores save_path; without loss-scale state there, initialises it instead."""
+    present = set(name for name, _ in tf.train.list_variables(save_path))
+    if all(v.op.name in present for v in self._loss_scale_variables):
+      return super(LossScaleOptionalSaver, self).restore(sess, save_path)
+    tf1.logging.info("%s has no loss scale (trained in another precision): the loss scale "
+                     "starts at %g", save_path, optimization.LOSS_SCALE_INITIAL)
+    self._without_loss_scale.restore(sess, save_path)
+    sess.run([v.initializer for v in self._loss_scale_variables])
+    return None
 
 
 def session_config(flag_values):

@@ -81,6 +81,12 @@ tokens (a pair: - 3, and text_b, cut to half of that, is in every window), --doc
 epoch has as many steps as windows / batch); in eval and predict a document's window logits are
 pooled (--window_pooling=mean|max) into one prediction. The SavedModel scores one window
 (classifier_config.json records the windowing to apply and pool outside it).
+
+Mixed precision (as run_pretraining.py): --precision=bf16|fp16 runs the encoder's matmuls in
+bfloat16 / float16 (fp16 with dynamic loss scaling); variables, checkpoints, the head's logits
+and the losses stay float32, so a checkpoint of any precision is evaluated, predicted or resumed
+in any other. --fused_optimizer applies AdamW with the fused Adam kernel. The SavedModel export
+is float32.
 """
 
 from __future__ import absolute_import
@@ -107,12 +113,14 @@ import estimator_utils
 import export_utils
 import glue_metrics
 import modeling
-import optimization
 import tokenization
 
 tf1 = tf.compat.v1
 
 FLAGS = flags.FLAGS
+
+# The shared estimator_utils.MODEL_FN_FLAGS this script implements.
+SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
 
 # Bumped when the cached TFRecord layout or the conversion changes.
 FEATURE_CACHE_VERSION = 1
@@ -1667,7 +1675,7 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, labels,
                  num_labels, use_one_hot_embeddings, is_regression=False, is_multilabel=False,
-                 class_weights=None):
+                 class_weights=None, compute_dtype=None):
   """Creates a classification (or regression) model on BERT's pooled output (official).
 
   Args:
@@ -1685,6 +1693,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
       labels' binary cross-entropies.
     class_weights: (ours) single-label classification: list of num_labels floats; an
       example's cross-entropy is multiplied by its class's weight. None: all 1.
+    compute_dtype: (ours) BERT's compute dtype (modeling.BertModel; "fp32" / "bf16" / "fp16"
+      or a dtype, None: float32). The output layer, logits and losses are float32 in all.
 
   Returns:
     (loss, per_example_loss [batch], logits [batch, num_labels], probabilities
@@ -1697,12 +1707,14 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
       input_ids=input_ids,
       input_mask=input_mask,
       token_type_ids=segment_ids,
-      use_one_hot_embeddings=use_one_hot_embeddings)
+      use_one_hot_embeddings=use_one_hot_embeddings,
+      compute_dtype=compute_dtype)
 
   # In the demo, we are doing a simple classification task on the entire segment.
   #
   # If you want to use the token-level output, use model.get_sequence_output() instead.
-  output_layer = model.get_pooled_output()
+  # The head is float32 in every precision (BertModel's outputs are; no op when already so).
+  output_layer = tf.cast(model.get_pooled_output(), tf.float32)
 
   hidden_size = output_layer.shape[-1]
 
@@ -1747,7 +1759,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, use_one_hot_embeddings, is_regression=False,
-                     extra_predictions=False, is_multilabel=False, class_weights=None):
+                     extra_predictions=False, is_multilabel=False, class_weights=None,
+                     precision="fp32", fused_optimizer=False, keep_checkpoint_max=5):
   """Returns `model_fn` closure for TPUEstimator (official).
 
   TRAIN: Adam with warm-up (optimization.create_optimizer). EVAL: eval_metrics eval_accuracy and
@@ -1769,10 +1782,15 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
       is_real_example (main() computes the dev metrics from them and pools windows' logits).
     is_multilabel: (ours) sigmoid per label (create_model); EVAL reports eval_loss only.
     class_weights: (ours) per-class loss weights (create_model).
+    precision: (ours) "fp32", "bf16" or "fp16": BERT's compute dtype (create_model); fp16
+      trains with dynamic loss scaling (estimator_utils.create_train_op).
+    fused_optimizer: (ours) AdamW with the fused Adam kernel (create_train_op).
+    keep_checkpoint_max: (ours) checkpoints kept by the fp16 saver (create_train_op).
 
   Returns:
     model_fn(features, labels, mode, params) -> TPUEstimatorSpec.
   """
+  compute_dtype = modeling.get_compute_dtype(precision)
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     """The `model_fn` for TPUEstimator."""
@@ -1796,13 +1814,15 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
     (total_loss, per_example_loss, logits, outputs) = create_model(
         bert_config, is_training, input_ids, input_mask, segment_ids, label_ids, num_labels,
         use_one_hot_embeddings, is_regression, is_multilabel=is_multilabel,
-        class_weights=class_weights)
+        class_weights=class_weights, compute_dtype=compute_dtype)
 
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
 
     if mode == tf1.estimator.ModeKeys.TRAIN:
-      train_op = optimization.create_optimizer(
-          total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu)
+      train_op = estimator_utils.create_train_op(
+          total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
+          precision=precision, fused_optimizer=fused_optimizer,
+          keep_checkpoint_max=keep_checkpoint_max)
       return tf1.estimator.tpu.TPUEstimatorSpec(
           mode=mode, loss=total_loss, train_op=train_op, scaffold_fn=scaffold_fn)
 
@@ -2281,6 +2301,8 @@ def head_shapes(task, bert_config):
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   _check_flags()
+  estimator_utils.validate_estimator_flags(FLAGS)
+  estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
   task = get_task(FLAGS.task_name, FLAGS)
   _check_task_flags(task)  # before the lock: a bad flag leaves nothing behind
   if FLAGS.class_weights and FLAGS.class_weights.strip().lower() != "auto" and task.labels:
@@ -2366,7 +2388,8 @@ def _run_job(task, bert_config, tokenizer):
       is_regression=task.is_regression,
       extra_predictions=True,
       is_multilabel=task.is_multilabel,
-      class_weights=class_weights)
+      class_weights=class_weights,
+      **estimator_utils.precision_kwargs(FLAGS))
   inference = _Inference(task, model_fn, cache_args, class_weights)
 
   summary = {}
@@ -2393,7 +2416,7 @@ def _run_job(task, bert_config, tokenizer):
     else:
       estimator = estimator_utils.make_estimator(
           model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
-          FLAGS.predict_batch_size)
+          FLAGS.predict_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
       train_input_fn = file_based_input_fn_builder(
           input_file=train_cache["file"], seq_length=FLAGS.max_seq_length, is_training=True,
           drop_remainder=True, is_regression=task.is_regression, seed=FLAGS.seed,
@@ -2555,7 +2578,8 @@ class _Inference(object):
     if batch_size not in self._estimators:
       self._estimators[batch_size] = estimator_utils.make_estimator(
           self._model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size,
-          FLAGS.eval_batch_size, predict_batch_size=batch_size)
+          FLAGS.eval_batch_size, predict_batch_size=batch_size,
+          supported_flags=SUPPORTED_MODEL_FN_FLAGS)
     return self._estimators[batch_size]
 
   def outputs(self, task_file, examples, checkpoint, batch_size, purpose):
@@ -2819,7 +2843,7 @@ def _train_with_evaluation(task, model_fn, train_cache, num_train_steps, resume_
     tf.io.gfile.rmtree(os.path.join(FLAGS.output_dir, BEST_DIR))
   estimator = estimator_utils.make_estimator(
       model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
-      FLAGS.predict_batch_size)
+      FLAGS.predict_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
   writer = tf.summary.create_file_writer(os.path.join(FLAGS.output_dir, HISTORY_SUMMARY_DIR))
   early_stopped = False
   while True:

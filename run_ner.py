@@ -32,7 +32,10 @@ predicted O. No word is dropped: predictions.conll has every word of the input.
 Model. modeling.BertModel's sequence output -> dropout 0.1 (modeling.dropout) -> a dense layer
 `cls/ner/output_weights` [num_labels, hidden], `cls/ner/output_bias` [num_labels]; the loss is the
 cross-entropy of the weighted (first-piece) positions. Any BERT checkpoint works: ours, Google's,
-or a Hugging Face model converted by convert_hf_checkpoint.py.
+or a Hugging Face model converted by convert_hf_checkpoint.py. --precision=bf16|fp16 runs BERT's
+matmuls in bfloat16 / float16 (fp16 with dynamic loss scaling) as run_pretraining.py does; the
+variables, checkpoints, the tagging layer, logits and loss stay float32 (the export is float32).
+--fused_optimizer applies AdamW with the fused Adam kernel.
 
 Outputs in --output_dir:
   eval_results.{json,txt}  (--do_eval) entity precision / recall / F1 with the conlleval rules,
@@ -81,13 +84,15 @@ import export_hub
 import export_utils
 import modeling
 import ner_metrics
-import optimization
 import run_squad
 import tokenization
 
 tf1 = tf.compat.v1
 
 FLAGS = flags.FLAGS
+
+# The shared estimator_utils.MODEL_FN_FLAGS this script implements.
+SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
 
 # File names looked for in --data_dir, in order (the first one found is used).
 DATA_FILE_NAMES = collections.OrderedDict([
@@ -632,9 +637,11 @@ def ner_logits(sequence_output, num_labels, is_training):
     is_training: dropout 0.1 on the sequence output (modeling.dropout, step-seeded).
 
   Returns:
-    float [batch, seq, num_labels] logits. Variables: cls/ner/output_weights [num_labels,
+    float32 [batch, seq, num_labels] logits. Variables: cls/ner/output_weights [num_labels,
     hidden], cls/ner/output_bias [num_labels].
   """
+  # float32 in every precision (BertModel's outputs are; no op when already so).
+  sequence_output = tf.cast(sequence_output, tf.float32)
   batch_size, seq_length, hidden_size = modeling.get_shape_list(sequence_output,
                                                                 expected_rank=3)
   with tf1.variable_scope(HEAD_SCOPE):
@@ -651,7 +658,7 @@ def ner_logits(sequence_output, num_labels, is_training):
 
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, num_labels,
-                 use_one_hot_embeddings):
+                 use_one_hot_embeddings, compute_dtype=None):
   """BERT and the tagging layer.
 
   Args:
@@ -660,13 +667,16 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, n
     input_ids, input_mask, segment_ids: int32 [batch, seq].
     num_labels: number of labels.
     use_one_hot_embeddings: one-hot embedding lookup (TPU).
+    compute_dtype: BERT's compute dtype (modeling.BertModel; "fp32" / "bf16" / "fp16" or a
+      dtype, None: float32); the tagging layer is float32 in all.
 
   Returns:
-    float [batch, seq, num_labels] logits.
+    float32 [batch, seq, num_labels] logits.
   """
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=input_ids, input_mask=input_mask,
-      token_type_ids=segment_ids, use_one_hot_embeddings=use_one_hot_embeddings)
+      token_type_ids=segment_ids, use_one_hot_embeddings=use_one_hot_embeddings,
+      compute_dtype=compute_dtype)
   return ner_logits(model.get_sequence_output(), num_labels, is_training)
 
 
@@ -690,19 +700,28 @@ def masked_loss(logits, label_ids, label_weights):
 
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, num_train_steps,
-                     num_warmup_steps, use_tpu, use_one_hot_embeddings):
-  """The model_fn for TPUEstimator: TRAIN (masked loss, AdamW) and PREDICT ({"logits"})."""
+                     num_warmup_steps, use_tpu, use_one_hot_embeddings, precision="fp32",
+                     fused_optimizer=False, keep_checkpoint_max=5):
+  """The model_fn for TPUEstimator: TRAIN (masked loss, AdamW) and PREDICT ({"logits"}).
+
+  precision ("fp32", "bf16", "fp16") is BERT's compute dtype (create_model); precision,
+  fused_optimizer and keep_checkpoint_max go to estimator_utils.create_train_op (fp16: dynamic
+  loss scaling and a saver that also resumes fp32 / bf16 checkpoints).
+  """
+  compute_dtype = modeling.get_compute_dtype(precision)
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     is_training = mode == tf1.estimator.ModeKeys.TRAIN
     logits = create_model(bert_config, is_training, features["input_ids"],
                           features["input_mask"], features["segment_ids"], num_labels,
-                          use_one_hot_embeddings)
+                          use_one_hot_embeddings, compute_dtype=compute_dtype)
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
     if mode == tf1.estimator.ModeKeys.TRAIN:
       loss = masked_loss(logits, features["label_ids"], features["label_weights"])
-      train_op = optimization.create_optimizer(loss, learning_rate, num_train_steps,
-                                               num_warmup_steps, use_tpu)
+      train_op = estimator_utils.create_train_op(
+          loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
+          precision=precision, fused_optimizer=fused_optimizer,
+          keep_checkpoint_max=keep_checkpoint_max)
       return tf1.estimator.tpu.TPUEstimatorSpec(mode=mode, loss=loss, train_op=train_op,
                                                 scaffold_fn=scaffold_fn)
     if mode == tf1.estimator.ModeKeys.PREDICT:
@@ -1226,6 +1245,8 @@ def _saved_ner_config(output_dir):
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   _check_flags()
+  estimator_utils.validate_estimator_flags(FLAGS)
+  estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
   bert_config = estimator_utils.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
   paths = {split: data_file(split) for split, mode in (("train", FLAGS.do_train),
                                                         ("dev", FLAGS.do_eval),
@@ -1346,7 +1367,7 @@ def _run_job(bert_config, tokenizer, inputs):
       bert_config=bert_config, num_labels=len(labels), init_checkpoint=FLAGS.init_checkpoint,
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu)
+      use_one_hot_embeddings=FLAGS.use_tpu, **estimator_utils.precision_kwargs(FLAGS))
 
   summary = {}
   if train is not None:
@@ -1364,7 +1385,8 @@ def _run_job(bert_config, tokenizer, inputs):
                      num_warmup_steps)
     estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir,
                                                FLAGS.train_batch_size, FLAGS.eval_batch_size,
-                                               FLAGS.predict_batch_size)
+                                               FLAGS.predict_batch_size,
+                                               supported_flags=SUPPORTED_MODEL_FN_FLAGS)
     input_fn = input_fn_builder(
         train_file, FLAGS.max_seq_length, is_training=True, drop_remainder=True,
         seed=FLAGS.seed, skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS))
@@ -1459,7 +1481,8 @@ def _predict_file(model_fn, conll, batch_size, split, convert, num_labels):
   write_features(padded, record)
   estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir,
                                              FLAGS.train_batch_size, FLAGS.eval_batch_size,
-                                             predict_batch_size=batch_size)
+                                             predict_batch_size=batch_size,
+                                             supported_flags=SUPPORTED_MODEL_FN_FLAGS)
   input_fn = input_fn_builder(record, FLAGS.max_seq_length, is_training=False,
                               drop_remainder=FLAGS.use_tpu)
   tf1.logging.info("***** Predicting %s: %d windows *****", conll.path, len(features))

@@ -32,7 +32,6 @@ import tensorflow as tf
 import common
 import estimator_utils
 import modeling
-import optimization
 
 tf1 = tf.compat.v1
 
@@ -101,7 +100,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
   its steady rate. precision ("fp32", "bf16", "fp16") is the compute dtype of the encoder and
   the MLM head (variables stay float32; "fp16" trains with dynamic loss scaling, and its
   checkpoint saver, keeping keep_checkpoint_max, also resumes fp32 / bf16 checkpoints);
-  fused_optimizer uses optimization.create_optimizer(fused=True).
+  fused_optimizer uses optimization.create_optimizer(fused=True). The train op comes from
+  estimator_utils.create_train_op, which all the training scripts share.
   """
   compute_dtype = modeling.get_compute_dtype(precision)
 
@@ -141,16 +141,12 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
 
     output_spec = None
     if mode == tf1.estimator.ModeKeys.TRAIN:
-      train_op = optimization.create_optimizer(
+      # fp16: dynamic loss scaling and the saver that also resumes fp32 / bf16 checkpoints.
+      train_op = estimator_utils.create_train_op(
           total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
-          gradient_accumulation_steps=gradient_accumulation_steps,
-          loss_scale="dynamic" if compute_dtype == tf.float16 else None,
-          fused=fused_optimizer)
-      if compute_dtype == tf.float16 and not use_tpu:
-        # Used by Estimator instead of its default Saver (same settings).
-        tf1.add_to_collection(tf1.GraphKeys.SAVERS, LossScaleOptionalSaver(
-            sharded=True, max_to_keep=keep_checkpoint_max, keep_checkpoint_every_n_hours=10000,
-            defer_build=True, save_relative_paths=True))
+          precision=compute_dtype, fused_optimizer=fused_optimizer,
+          keep_checkpoint_max=keep_checkpoint_max,
+          gradient_accumulation_steps=gradient_accumulation_steps)
       hooks = []
       if not use_tpu:
         mlm_accuracy = _masked_lm_accuracy(masked_lm_log_probs, masked_lm_ids,
@@ -186,32 +182,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
   return model_fn
 
 
-class LossScaleOptionalSaver(tf1.train.Saver):
-  """A Saver for --precision=fp16 jobs that also restores checkpoints without a loss scale.
-
-  The checkpoint of a fp32 or bf16 job has every variable of a fp16 job but its loss-scale
-  state (optimization.LOSS_SCALE_VARIABLE, LOSS_SCALE_GOOD_STEPS_VARIABLE): restoring it into a
-  fp16 job restores all the rest and starts the loss scale afresh. Build it after the
-  optimizer (it lists the graph's variables then).
-  """
-
-  def __init__(self, **kwargs):
-    super(LossScaleOptionalSaver, self).__init__(**kwargs)
-    names = (optimization.LOSS_SCALE_VARIABLE, optimization.LOSS_SCALE_GOOD_STEPS_VARIABLE)
-    self._loss_scale_variables = [v for v in tf1.global_variables() if v.op.name in names]
-    self._without_loss_scale = tf1.train.Saver(
-        var_list=[v for v in tf1.global_variables() if v.op.name not in names], sharded=True)
-
-  def restore(self, sess, save_path):
-    """Restores save_path; without loss-scale state there, initialises it instead."""
-    present = set(name for name, _ in tf.train.list_variables(save_path))
-    if all(v.op.name in present for v in self._loss_scale_variables):
-      return super(LossScaleOptionalSaver, self).restore(sess, save_path)
-    tf1.logging.info("%s has no loss scale (trained in another precision): the loss scale "
-                     "starts at %g", save_path, optimization.LOSS_SCALE_INITIAL)
-    self._without_loss_scale.restore(sess, save_path)
-    sess.run([v.initializer for v in self._loss_scale_variables])
-    return None
+# Moved to estimator_utils (every fine-tuning script's fp16 jobs use it); kept under this name.
+LossScaleOptionalSaver = estimator_utils.LossScaleOptionalSaver
 
 
 def metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
@@ -572,9 +544,7 @@ def main(_):
       train_batch_size=FLAGS.train_batch_size,
       extra_hooks=[digest_hook],
       progress_hook=progress_hook,
-      precision=FLAGS.precision,
-      fused_optimizer=FLAGS.fused_optimizer,
-      keep_checkpoint_max=FLAGS.keep_checkpoint_max)
+      **estimator_utils.precision_kwargs(FLAGS))
   estimator = estimator_utils.make_estimator(
       model_fn, FLAGS, FLAGS.output_dir,
       train_batch_size=FLAGS.train_batch_size, eval_batch_size=FLAGS.eval_batch_size,

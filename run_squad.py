@@ -25,7 +25,10 @@ get_final_text, null-score handling, output files and variable names), with:
     (squad_evaluate.py) are applied and eval_results.{json,txt} written to --output_dir;
   * progress with rate and time remaining, all output files written atomically;
   * --export_dir: a SavedModel (serving_default: int32 input_ids / input_mask / segment_ids
-    [batch, max_seq_length] -> start_logits, end_logits [batch, max_seq_length]).
+    [batch, max_seq_length] -> start_logits, end_logits [batch, max_seq_length]), float32;
+  * --precision=bf16|fp16 (BERT's matmuls in bfloat16 / float16, fp16 with dynamic loss
+    scaling; variables, checkpoints, the span logits and the loss float32, as
+    run_pretraining.py) and --fused_optimizer.
 """
 
 from __future__ import absolute_import
@@ -48,13 +51,15 @@ import common
 import estimator_utils
 import export_utils
 import modeling
-import optimization
 import squad_evaluate
 import tokenization
 
 tf1 = tf.compat.v1
 
 FLAGS = flags.FLAGS
+
+# The shared estimator_utils.MODEL_FN_FLAGS this script implements.
+SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
 
 # Starting value of the feature unique ids (as in the official code).
 FIRST_UNIQUE_ID = 1000000000
@@ -701,7 +706,7 @@ def write_features(examples, tokenizer, filename, is_training, keep_features=Fal
 
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
-                 use_one_hot_embeddings):
+                 use_one_hot_embeddings, compute_dtype=None):
   """Creates the span model: BERT sequence output -> start and end logits.
 
   Args:
@@ -711,6 +716,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
     input_mask: int32 [batch_size, seq_length].
     segment_ids: int32 [batch_size, seq_length].
     use_one_hot_embeddings: one-hot embedding lookup (TPU).
+    compute_dtype: (ours) BERT's compute dtype (modeling.BertModel; "fp32" / "bf16" / "fp16"
+      or a dtype, None: float32). The span layer and its logits are float32 in all.
 
   Returns:
     (start_logits, end_logits), each float32 [batch_size, seq_length]. The head's variables
@@ -722,9 +729,11 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids,
       input_ids=input_ids,
       input_mask=input_mask,
       token_type_ids=segment_ids,
-      use_one_hot_embeddings=use_one_hot_embeddings)
+      use_one_hot_embeddings=use_one_hot_embeddings,
+      compute_dtype=compute_dtype)
 
-  final_hidden = model.get_sequence_output()
+  # The head is float32 in every precision (BertModel's outputs are; no op when already so).
+  final_hidden = tf.cast(model.get_sequence_output(), tf.float32)
 
   final_hidden_shape = modeling.get_shape_list(final_hidden, expected_rank=3)
   batch_size = final_hidden_shape[0]
@@ -768,8 +777,15 @@ def compute_span_loss(logits, positions):
 
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_steps,
-                     num_warmup_steps, use_tpu, use_one_hot_embeddings):
-  """Returns the `model_fn` closure for TPUEstimator (TRAIN and PREDICT modes)."""
+                     num_warmup_steps, use_tpu, use_one_hot_embeddings, precision="fp32",
+                     fused_optimizer=False, keep_checkpoint_max=5):
+  """Returns the `model_fn` closure for TPUEstimator (TRAIN and PREDICT modes).
+
+  Our additions: precision ("fp32", "bf16", "fp16") is BERT's compute dtype (create_model);
+  precision, fused_optimizer and keep_checkpoint_max go to estimator_utils.create_train_op
+  (fp16: dynamic loss scaling and a saver that also resumes fp32 / bf16 checkpoints).
+  """
+  compute_dtype = modeling.get_compute_dtype(precision)
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     """The `model_fn` for TPUEstimator."""
@@ -790,7 +806,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
         input_ids=input_ids,
         input_mask=input_mask,
         segment_ids=segment_ids,
-        use_one_hot_embeddings=use_one_hot_embeddings)
+        use_one_hot_embeddings=use_one_hot_embeddings,
+        compute_dtype=compute_dtype)
 
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
 
@@ -799,8 +816,10 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
       end_loss = compute_span_loss(end_logits, features["end_positions"])
       total_loss = (start_loss + end_loss) / 2.0
 
-      train_op = optimization.create_optimizer(
-          total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu)
+      train_op = estimator_utils.create_train_op(
+          total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
+          precision=precision, fused_optimizer=fused_optimizer,
+          keep_checkpoint_max=keep_checkpoint_max)
 
       return tf1.estimator.tpu.TPUEstimatorSpec(
           mode=mode,
@@ -1390,6 +1409,8 @@ def main(_):
     common.fail("--output_dir is required")
   common.check_output_dir(FLAGS.output_dir, "output_dir")
   common.require_file(FLAGS.vocab_file, "vocab_file")
+  estimator_utils.validate_estimator_flags(FLAGS)
+  estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
   bert_config = estimator_utils.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
   validate_flags_or_throw(bert_config)
   tokenizer = tokenization.checked_tokenizer(
@@ -1452,13 +1473,15 @@ def _run_job(bert_config, tokenizer):
       num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps,
       use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu)
+      use_one_hot_embeddings=FLAGS.use_tpu,
+      **estimator_utils.precision_kwargs(FLAGS))
 
   # If TPU is not available, this will fall back to normal Estimator on CPU or GPU.
   estimator = estimator_utils.make_estimator(
       model_fn, FLAGS, FLAGS.output_dir,
       train_batch_size=FLAGS.train_batch_size,
-      predict_batch_size=FLAGS.predict_batch_size)
+      predict_batch_size=FLAGS.predict_batch_size,
+      supported_flags=SUPPORTED_MODEL_FN_FLAGS)
 
   train_summary = {}
   if FLAGS.do_train:
