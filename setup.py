@@ -25,6 +25,7 @@ setuptools.setup(
         "create_translation_data", "translation_input", "translation_metrics",
         "average_checkpoints",
         "export_translation",
+        "reproduce_table7",
     ],
     install_requires=REQUIREMENTS,
     extras_require={"test": ["pytest==8.3.3"], "plots": ["matplotlib==3.9.2"]},
