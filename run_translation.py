@@ -300,8 +300,13 @@ class TokenProgressHook(tf1.train.SessionRunHook):
     self.tokens_per_second = None
 
   def begin(self):
-    self._fetches = {"step": tf1.train.get_global_step(),
-                     "tokens": tf1.get_default_graph().get_tensor_by_name("num_target_tokens:0")}
+    self._fetches = {"step": tf1.train.get_global_step()}
+    try:
+      self._fetches["tokens"] = tf1.get_default_graph().get_tensor_by_name(
+          "num_target_tokens:0")
+    except KeyError:
+      # Under a tf.distribute strategy the tensor lives in a replica's scope: steps/s only.
+      pass
 
   def before_run(self, run_context):
     return tf1.train.SessionRunArgs(self._fetches)
@@ -313,11 +318,14 @@ class TokenProgressHook(tf1.train.SessionRunHook):
       self._meter.start(step)
       self._started = time.time()
       return
-    self._tokens += float(run_values.results["tokens"])
-    elapsed = max(time.time() - self._started, 1e-9)
-    self.tokens_per_second = self._tokens / elapsed
-    self._meter.update(step, extra="(%.0f target tokens/s)" % self.tokens_per_second,
-                       force=step >= self._total_steps, prefix="train: step ")
+    extra = ""
+    if "tokens" in run_values.results:
+      self._tokens += float(run_values.results["tokens"])
+      elapsed = max(time.time() - self._started, 1e-9)
+      self.tokens_per_second = self._tokens / elapsed
+      extra = "(%.0f target tokens/s)" % self.tokens_per_second
+    self._meter.update(step, extra=extra, force=step >= self._total_steps,
+                       prefix="train: step ")
 
 
 def count_epoch_batches(input_files):
