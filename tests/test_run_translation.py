@@ -203,3 +203,31 @@ def test_output_dir_of_another_model_is_refused(nmt_data, trained_run, tmp_path)
   proc = run_tool("run_translation.py", _train_args(nmt_data, out, steps=2) +
                   ["--config_file=%s" % wider], expect_rc=2)
   assert "holds a model with hidden_size=32" in last_error_line(proc)
+
+
+@pytest.mark.slow
+def test_learns_to_translate_its_training_pairs(nmt_data, tmp_path):
+  """A small model memorises 60 pairs: beam search then reproduces their references.
+
+  Fails if the decoder ignores the source (a broken cross-attention or cache would leave it a
+  target-side language model, far from BLEU 80 on 60 different sentences).
+  """
+  for lang in ("en", "de"):
+    lines = (nmt_data / ("train.%s" % lang)).read_text(encoding="utf-8").splitlines()[:60]
+    (tmp_path / ("memo.%s" % lang)).write_text("\n".join(lines) + "\n", encoding="utf-8")
+  spm = "--spm_model=%s" % (nmt_data / "spm.model")
+  run_tool("create_translation_data.py", [
+      "--source_file=%s" % (tmp_path / "memo.en"), "--target_file=%s" % (tmp_path / "memo.de"),
+      spm, "--output_file=%s" % (tmp_path / "memo.tfrecord")])
+  config = tmp_path / "memo.json"
+  config.write_text(json.dumps(dict(TINY_NMT_CONFIG, hidden_size=64, intermediate_size=128,
+                                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                                    activation_dropout_prob=0.0)))
+  out = tmp_path / "memo"
+  run_tool("run_translation.py", [
+      "--do_train", "--do_predict", "--train_file=%s" % (tmp_path / "memo.tfrecord"), spm,
+      "--config_file=%s" % config, "--output_dir=%s" % out, "--num_train_steps=700",
+      "--warmup_steps=40", "--learning_rate=3e-3", "--max_tokens=512", "--label_smoothing=0",
+      "--predict_source_file=%s" % (tmp_path / "memo.en"),
+      "--predict_reference_file=%s" % (tmp_path / "memo.de"), "--max_decode_length=48"])
+  assert json.loads((out / "bleu.json").read_text())["bleu"] > 80
