@@ -256,12 +256,11 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
   # short to have the maximum number of predictions). The `label_weights`
   # tensor has a value of 1.0 for every real prediction and 0.0 for the
   # padding predictions.
-  # -log p(label), the official -sum(log_probs * one_hot(label)), from one fused kernel that also
-  # gives the gradient (softmax - one_hot): no [n, vocab] one-hots, and log_softmax's backward
-  # pass over [n, vocab] drops out of training (log_probs only feed metrics). Equal up to float
-  # rounding (tests/test_run_pretraining.py checks it against NumPy).
-  per_example_loss = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=label_ids,
-                                                                    logits=logits)
+  # -log p(label), the official -sum(log_probs * one_hot(label)), read with a gather from the
+  # log_probs the metrics need anyway: no [n, vocab] one-hots. On CPU this is faster than both the
+  # one-hot product and sparse_softmax_cross_entropy_with_logits (bench_training_step.py
+  # --profile); equal up to float rounding (tests/test_run_pretraining.py checks it with NumPy).
+  per_example_loss = -tf.gather(log_probs, label_ids[:, None], axis=1, batch_dims=1)[:, 0]
   numerator = tf.reduce_sum(label_weights * per_example_loss)
   denominator = tf.reduce_sum(label_weights) + 1e-5
   loss = numerator / denominator

@@ -23,6 +23,20 @@ of ours.
   python bench/bench_training_step.py --use_xla --fused_optimizer
   python bench/bench_training_step.py --configs=small --variants=official,post:none,post:none+xla
   python bench/bench_training_step.py --configs=small --variants=post:none,post:none+tfrecord
+
+--profile: instead of the variants table, where the time of a step goes. The official code and
+one of ours (--profile_variant, post:none = the exact fp32 default) are timed interleaved as
+above, then --profile_steps steps of each (interleaved, after one discarded traced step) are
+traced (RunOptions FULL_TRACE, RunMetadata.step_stats of the CPU device). Each executed node's
+time (its all_end_rel_micros: start to done) is summed per op category (OP_CATEGORIES below);
+the median over the traced steps is printed as ms per step, share of the traced op sum, and
+ours / official (median of per-step ratios); then the matmul-only bound (ours' matmul ms /
+official's op sum) and the top op types. With 2 cores, ops of one step run concurrently
+(inter-op parallelism), so the op sum can exceed the step's wall time; the wall time and the
+busy time (union of the op intervals) are printed beside it. Tracing slows a step a little, so
+compare categories, not the traced walls.
+
+  python bench/bench_training_step.py --profile --configs=small,tiny
 """
 
 from __future__ import absolute_import
@@ -30,9 +44,11 @@ from __future__ import division
 from __future__ import print_function
 
 import ast
+import collections
 import contextlib
 import glob
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -76,6 +92,14 @@ def define_flags():
   flags.DEFINE_bool("fused_optimizer", False, "Ours with the fused AdamW kernel.")
   flags.DEFINE_string("cache_dir", os.path.join(REPO_DIR, ".bench_cache"),
                       "Where the official package's wheel is kept (git-ignored).")
+  flags.DEFINE_bool("profile", False,
+                    "Trace steps of the official code and --profile_variant and print the time "
+                    "per op category side by side (--variants is not used).")
+  flags.DEFINE_string("profile_variant", "post:none",
+                      "The variant of ours that --profile compares with the official code.")
+  flags.DEFINE_integer("profile_steps", 25, "Traced steps per code with --profile.")
+  flags.DEFINE_integer("profile_top", 15,
+                       "With --profile, also list this many op types taking most time (0: none).")
 
 
 FLAGS = flags.FLAGS
@@ -350,9 +374,263 @@ def _ratio(variant, base):
   return float(np.median(np.array(variant.round_medians) / np.array(base.round_medians)))
 
 
+# ---------------------------------------------------------------------------------------------
+# --profile: time per op category, ours vs official.
+
+# Op category of an executed node: the first row whose op-type pattern and node-name pattern
+# (re.search; None matches anything) both match. Element-wise ops (Mul, AddV2, Sum, ...) appear in
+# every part of the model, so they are told apart by the name scope they were built in; a backward
+# op is named gradients/<forward name>_grad/..., so it falls in its forward op's category. The op
+# types are the executed ones, after Grappler and the oneDNN rewrite (_MklMatMul, _MklEinsum, ...).
+BIAS_ADD = "<bias add>"  # node-name rule: an add of a bias variable, or the gradient of one
+OP_CATEGORIES = (
+    # (category, op type, node name)
+    ("executor", r"^(NoOp|Const|_Arg|_Retval|_Recv|_Send|Assert)$", None),
+    # MatMul, BatchMatMulV2, Einsum (the official tf.layers.dense on [batch, seq, hidden]), Conv2D
+    # and their oneDNN forms: _MklMatMul, _MklNativeFusedMatMul (+ bias, + activation),
+    # _MklBatchMatMulV2, _MklFusedBatchMatMulV2 (+ attention mask), _MklEinsum, _FusedMatMul.
+    ("matmul", r"MatMul|Einsum|Conv", None),
+    # RandomUniform / StatelessRandomUniformV2, then the mask compare, select, scale and gradients.
+    ("dropout", r"Random", None),
+    ("dropout", None, r"dropout"),
+    # Embedding and masked-position gathers; UnsortedSegmentSum turns the sparse gradient of the
+    # word embeddings into a dense one (they are also the MLM output matrix).
+    ("gather / scatter", r"Gather|Scatter|UnsortedSegment|SparseSegment", None),
+    # Gradient clipping and AdamW with its variable reads and assigns. The official optimizer builds
+    # its update ops unscoped (mul, add, Sqrt, truediv, AssignVariableOp at the top level).
+    ("optimizer (clip + AdamW)", None,
+     r"^(AdamWeightDecayOptimizer|clip_by_global_norm|global_norm|PolynomialDecay)/|^[^/]+$"),
+    ("variable reads", r"VariableOp$|^VarHandleOp$", None),
+    # Bias adds: BiasAdd / BiasAddGrad, and adds of a bias variable found in the graph (the
+    # official dense layers add the bias with `+`; see bias_add_names). Ours' forward bias adds
+    # are fused into _MklNativeFusedMatMul, so they count as matmul.
+    ("bias add + gradient", r"^BiasAdd", None),
+    ("bias add + gradient", None, BIAS_ADD),
+    ("LayerNorm", None, r"LayerNorm"),  # moments / reductions and element-wise, both directions
+    ("GELU", None, r"/intermediate/|/transform/dense/"),  # tanh-approximation element-wise
+    ("MLM / NSP loss", None, r"^(gradients/)?(cls/|SparseSoftmaxCrossEntropyWithLogits)"),
+    ("transpose / reshape",
+     r"Transpose|Reshape|ExpandDims|Squeeze|Pad|Slice|Tile|Concat|Pack|Unpack|Split|Identity",
+     None),
+    ("attention softmax", None, r"attention/self/"),  # softmax, score scale and mask add
+    ("gradient sums (AddN)", r"^AddN$", None),
+    ("other", None, None),  # residual and embedding adds, the pooler's tanh, ...
+)
+_CATEGORY_RULES = [(c, t and re.compile(t), n if n in (None, BIAS_ADD) else re.compile(n))
+                   for c, t, n in OP_CATEGORIES]
+CATEGORY_ORDER = tuple(collections.OrderedDict((c, None) for c, _, _ in OP_CATEGORIES))
+_GRADIENT_OF = re.compile(r"^gradients/(.+)_grad/")
+
+
+def bias_add_names(graph):
+  """Names of the adds in graph that add a bias variable (a read of a .../*bias variable)."""
+  names = set()
+  for op in graph.get_operations():
+    if op.type not in ("Add", "AddV2"):
+      continue
+    for tensor in op.inputs:
+      source = tensor.op
+      while source.type in ("Reshape", "Identity", "Cast") and source.inputs:
+        source = source.inputs[0].op
+      if source.type == "ReadVariableOp" and source.inputs[0].op.name.endswith("bias"):
+        names.add(op.name)
+  return names
+
+
+def op_category(op_type, node_name, bias_adds=frozenset()):
+  """The OP_CATEGORIES category of one executed node (bias_adds: from bias_add_names)."""
+  gradient_of = _GRADIENT_OF.match(node_name)
+  is_bias_add = node_name in bias_adds or bool(gradient_of and gradient_of.group(1) in bias_adds)
+  for category, type_re, name_re in _CATEGORY_RULES:
+    if type_re is not None and not type_re.search(op_type):
+      continue
+    if name_re is BIAS_ADD:
+      if is_bias_add:
+        return category
+    elif name_re is None or name_re.search(node_name):
+      return category
+  return "other"
+
+
+def _op_type(node_stats):
+  """Op type from a NodeExecStats' timeline_label ("name = OpType(inputs)")."""
+  label = node_stats.timeline_label
+  if " = " in label:
+    return label.split(" = ", 1)[1].split("(", 1)[0].strip()
+  return label.split(":", 1)[0] or node_stats.node_name
+
+
+def _union_micros(intervals):
+  """Total length of the union of (start, end) intervals."""
+  total, end_so_far = 0, None
+  for start, end in sorted(intervals):
+    if end_so_far is None or start > end_so_far:
+      total += end - start
+      end_so_far = end
+    elif end > end_so_far:
+      total += end - end_so_far
+      end_so_far = end
+  return total
+
+
+class StepProfile(object):
+  """Per-category and per-op-type time of the traced steps of one variant."""
+
+  def __init__(self, variant):
+    self.variant = variant
+    self.bias_adds = bias_add_names(variant.graph)
+    self.steps = []  # per traced step: Counter category -> microseconds
+    self.op_steps = []  # per traced step: Counter (category, op type) -> microseconds
+    self.busy = []  # per step: microseconds in which at least one op ran
+    self.walls = []  # per step: seconds
+
+  def trace(self):
+    """Runs one traced step and records its op times."""
+    options = tf1.RunOptions(trace_level=tf1.RunOptions.FULL_TRACE)
+    metadata = tf1.RunMetadata()
+    start = time.perf_counter()
+    self.variant.session.run(self.variant.train_op, options=options, run_metadata=metadata)
+    self.walls.append(time.perf_counter() - start)
+    step, by_op, intervals = collections.Counter(), collections.Counter(), []
+    for device in metadata.step_stats.dev_stats:
+      if "CPU" not in device.device.upper():
+        continue
+      for node in device.node_stats:
+        op_type = _op_type(node)
+        category = op_category(op_type, node.node_name, self.bias_adds)
+        step[category] += node.all_end_rel_micros
+        by_op[(category, op_type)] += node.all_end_rel_micros
+        intervals.append((node.all_start_micros, node.all_start_micros + node.all_end_rel_micros))
+    self.steps.append(step)
+    self.op_steps.append(by_op)
+    self.busy.append(_union_micros(intervals))
+
+  def ms(self, category=None):
+    """Median over steps of one category's op sum, or of the whole op sum (None), in ms."""
+    return float(np.median([(sum(step.values()) if category is None else step[category])
+                            for step in self.steps])) / 1000.0
+
+  def op_ms(self, key):
+    """Median over steps of one (category, op type)'s op sum, in ms."""
+    return float(np.median([step[key] for step in self.op_steps])) / 1000.0
+
+
+def _div(a, b):
+  return a / b if b else float("nan")
+
+
+def _paired_ratio(ours_profile, official_profile, ours_key=None, official_key="same"):
+  """Median over traced steps i of ours' step i / official's step i (they ran back to back).
+
+  Keys are categories (None: the whole op sum); official_key "same" means ours_key.
+  """
+  if official_profile is None:
+    return float("nan")
+  official_key = ours_key if official_key == "same" else official_key
+
+  def value(step, key):
+    return sum(step.values()) if key is None else step[key]
+
+  ratios = [_div(value(o, ours_key), value(f, official_key))
+            for o, f in zip(ours_profile.steps, official_profile.steps)]
+  return float(np.median(ratios))
+
+
+def print_profile(size, ours, official, ours_profile, official_profile):
+  """Prints the per-category table, the totals and the matmul-only bound."""
+  profiles = [p for p in (ours_profile, official_profile) if p is not None]
+  steps = len(ours_profile.walls)
+  print("\nprofile (%s): %s vs official, %d traced steps each (FULL_TRACE, interleaved, after "
+        "the timed rounds and 1 traced step discarded); ms per step = median over the traced "
+        "steps of the sum of each executed op's time (all_end_rel_micros); %% of the "
+        "traced op sum" % (size, ours.name, steps))
+  print("%-26s %9s %6s %12s %6s %14s" % ("category", "ours ms", "%", "official ms", "%",
+                                         "ours/official"))
+  ours_total = ours_profile.ms()
+  official_total = official_profile.ms() if official_profile else float("nan")
+  for category in CATEGORY_ORDER:
+    if not any(step[category] for p in profiles for step in p.steps):
+      continue
+    o = ours_profile.ms(category)
+    f = official_profile.ms(category) if official_profile else float("nan")
+    print("%-26s %9.2f %5.1f%% %12.2f %5.1f%% %14.3f" % (
+        category, o, 100 * _div(o, ours_total), f, 100 * _div(f, official_total),
+        _paired_ratio(ours_profile, official_profile, category)))
+  print("%-26s %9.2f %6s %12.2f %6s %14.3f" % (
+      "traced op sum", ours_total, "", official_total, "",
+      _paired_ratio(ours_profile, official_profile)))
+  rows = [("busy (union of op spans)", lambda p: np.median(p.busy) / 1000.0),
+          ("wall, traced steps", lambda p: 1000 * np.median(p.walls))]
+  for label, value in rows:
+    o = value(ours_profile)
+    f = value(official_profile) if official_profile else float("nan")
+    print("%-26s %9.2f %6s %12.2f %6s %14.3f" % (label, o, "", f, "", _div(o, f)))
+  o = 1000 * np.median(ours.times)
+  f = 1000 * np.median(official.times) if official else float("nan")
+  print("%-26s %9.2f %6s %12.2f %6s %14.3f" % ("wall, untraced (median)", o, "", f, "",
+                                               _ratio(ours, official)))
+  print("(medians over steps, so the rows need not add up to the op sum; ours/official = median "
+        "of per-step ratios of back-to-back steps. 2 cores: ops of a step overlap (inter-op "
+        "parallelism), so the op sum can exceed the busy and wall times. Untraced: the %d x %d "
+        "timed steps, ratio = median of per-round ratios.)" % (
+            FLAGS.rounds, FLAGS.steps_per_round))
+  matmul = ours_profile.ms("matmul")
+  print("matmul share of the traced op sum: ours %.1f%%, official %.1f%%" % (
+      100 * _div(matmul, ours_total),
+      100 * _div(official_profile.ms("matmul"), official_total) if official_profile
+      else float("nan")))
+  print("bound, if everything but the matmuls were free in ours: ours_matmul_ms / "
+        "official_total_ms = %.2f / %.2f = %.3f (medians; median of per-step ratios %.3f); "
+        "scaled to the untraced walls (ours' matmul share x ours' wall / official's wall): "
+        "%.3f" % (matmul, official_total, _div(matmul, official_total),
+                  _paired_ratio(ours_profile, official_profile, "matmul", None),
+                  _div(matmul, ours_total) * _ratio(ours, official)))
+  print("for 0.80 (op sums): ours' non-matmul op time would have to fall from %.2f to %.2f ms "
+        "(%+.0f%%), with its matmuls as they are" % (
+            ours_total - matmul, 0.8 * official_total - matmul,
+            100 * _div(0.8 * official_total - ours_total, ours_total - matmul)))
+  if FLAGS.profile_top > 0:
+    print("\ntop %d op types by time (%s), median ms per step:" % (FLAGS.profile_top, size))
+    print("%-36s %-26s %9s %12s" % ("op type", "category", "ours", "official"))
+    keys = set(key for p in profiles for step in p.op_steps for key in step)
+    top = sorted(keys, key=lambda key: -max(p.op_ms(key) for p in profiles))
+    for key in top[:FLAGS.profile_top]:
+      print("%-36s %-26s %9.2f %12.2f" % (
+          key[1], key[0], ours_profile.op_ms(key),
+          official_profile.op_ms(key) if official_profile else float("nan")))
+
+
+def profile_size(size, official):
+  """--profile for one config: untraced interleaved timing, then traced steps of both codes."""
+  variants = [Variant(size, FLAGS.profile_variant, official, None)]
+  if official is not None:
+    variants.append(Variant(size, "official", official, None))
+  for v in variants:
+    v.run(FLAGS.warmup_steps, timed=False)
+  for _ in range(FLAGS.rounds):
+    for v in variants:
+      v.run(FLAGS.steps_per_round)
+  for v in variants:
+    StepProfile(v).trace()  # the first traced step is slower; discarded
+  profiles = [StepProfile(v) for v in variants]
+  for _ in range(FLAGS.profile_steps):
+    for p in profiles:
+      p.trace()
+  print_profile(size, variants[0], variants[1] if official is not None else None,
+                profiles[0], profiles[1] if official is not None else None)
+  for v in variants:
+    v.session.close()
+
+
 def main(_):
+  if FLAGS.profile:
+    if FLAGS.profile_steps < 1:
+      raise app.UsageError("--profile_steps=%d: must be at least 1" % FLAGS.profile_steps)
+    if FLAGS.input != "constant" or FLAGS.profile_variant.split("+")[0] == "official":
+      raise app.UsageError("--profile compares one of ours (--profile_variant) with the official "
+                           "code on constant inputs (not --input=tfrecord)")
   official, why = None, None
-  if "official" in FLAGS.variants:
+  if "official" in FLAGS.variants or FLAGS.profile:
     wheel, why = official_wheel(FLAGS.cache_dir)
     if wheel:
       try:
@@ -368,8 +646,12 @@ def main(_):
   if official is not None:
     print("official: %s (%s), loaded from the wheel with tf.contrib.layers.layer_norm shimmed"
           % (OFFICIAL_PACKAGE, os.path.relpath(wheel, REPO_DIR)))
-  elif "official" in FLAGS.variants:
+  elif "official" in FLAGS.variants or FLAGS.profile:
     print("NOTE: official BERT not measured (%s); ours only" % why)
+  if FLAGS.profile:
+    for size in FLAGS.configs:
+      profile_size(size, official)
+    return
   with tempfile.TemporaryDirectory() as tmp:
     for size in FLAGS.configs:
       tfrecord = None
