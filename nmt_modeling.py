@@ -360,6 +360,15 @@ def _project_heads(x, batch_size, length, name, config):
                                        length, config.size_per_head)
 
 
+def _heads_of_input(batch_size, length, name, config):
+  """Self-attention keys or values: a function of the (normed) sub-layer input.
+
+  Returns:
+    callable([batch*length, D]) -> [batch, N, length, H].
+  """
+  return lambda normed: _project_heads(normed, batch_size, length, name, config)
+
+
 def _merge_heads(context, batch_size, length, config):
   """[batch, N, length, H] -> [batch*length, D]."""
   context = tf.transpose(context, [0, 2, 1, 3])
@@ -370,13 +379,13 @@ def _divisor(config, layer_index):
   return (layer_index + 1) if config.residual_attention == "mean" else None
 
 
-def _attention_sublayer(x, query_source, key, value, mask, prev_scores, layer_index,
-                        head_scope, ctx, batch_size, from_length):
+def _attention_sublayer(x, key, value, mask, prev_scores, layer_index, head_scope, ctx,
+                        batch_size, from_length):
   """Attention as a residual sub-layer; returns (output [rows, D], handed-on scores).
 
   Args:
-    x: float32 [batch*from, D], the sub-layer input (the residual).
-    query_source: unused placeholder kept None; queries come from the (normed) input.
+    x: float32 [batch*from, D], the sub-layer input (the residual); queries come from it (after
+      the Pre-LN norm).
     key: callable(normed_input) -> key heads [batch, N, to, H] (self-attention), or a Tensor.
     value: like key.
     mask: [batch or 1, from, to] (1 = visible).
@@ -387,7 +396,6 @@ def _attention_sublayer(x, query_source, key, value, mask, prev_scores, layer_in
     batch_size: int or scalar Tensor.
     from_length: int or scalar Tensor.
   """
-  del query_source
   config = ctx.config
   scores_out = []
 
@@ -449,11 +457,10 @@ def encode(config, source_ids, is_training, admin_profile=None, profiler=None):
     for layer_index in range(config.num_encoder_layers):
       with tf1.variable_scope("layer_%d" % layer_index):
         with tf1.variable_scope("attention"):
-          def heads(name):
-            return lambda normed: _project_heads(normed, batch_size, source_length, name, config)
           x, scores = _attention_sublayer(
-              x, None, heads("key"), heads("value"), attention_mask, prev_scores, layer_index,
-              "self", ctx, batch_size, source_length)
+              x, _heads_of_input(batch_size, source_length, "key", config),
+              _heads_of_input(batch_size, source_length, "value", config), attention_mask,
+              prev_scores, layer_index, "self", ctx, batch_size, source_length)
         all_scores.append(scores)
         prev_scores = _chain(config, scores)
         x = _sublayer(x, lambda h: _feed_forward(h, ctx), ctx)
@@ -505,11 +512,10 @@ def decode(config, encoder_output, target_input_ids, is_training, admin_profile=
     for layer_index in range(config.num_decoder_layers):
       with tf1.variable_scope("layer_%d" % layer_index):
         with tf1.variable_scope("self_attention"):
-          def heads(name):
-            return lambda normed: _project_heads(normed, batch_size, target_length, name, config)
           x, scores = _attention_sublayer(
-              x, None, heads("key"), heads("value"), self_mask, prev_self, layer_index,
-              "self", ctx, batch_size, target_length)
+              x, _heads_of_input(batch_size, target_length, "key", config),
+              _heads_of_input(batch_size, target_length, "value", config), self_mask, prev_self,
+              layer_index, "self", ctx, batch_size, target_length)
         self_scores.append(scores)
         prev_self = _chain(config, scores)
         with tf1.variable_scope("cross_attention"):
@@ -517,7 +523,7 @@ def decode(config, encoder_output, target_input_ids, is_training, admin_profile=
             source_key = _source_heads(encoder_output, "key", config)
             source_value = _source_heads(encoder_output, "value", config)
           x, scores = _attention_sublayer(
-              x, None, source_key, source_value, cross_mask, prev_cross, layer_index,
+              x, source_key, source_value, cross_mask, prev_cross, layer_index,
               "source", ctx, batch_size, target_length)
         cross_scores.append(scores)
         prev_cross = _chain(config, scores)
@@ -599,12 +605,12 @@ def decode_step(config, last_ids, step, cache):
               return updated
             return heads
           x, scores = _attention_sublayer(
-              x, None, cached_heads("key"), cached_heads("value"), self_mask, prev_self,
+              x, cached_heads("key"), cached_heads("value"), self_mask, prev_self,
               layer_index, "self", ctx, batch_size, 1)
         prev_self = _chain(config, scores)
         with tf1.variable_scope("cross_attention"):
           x, scores = _attention_sublayer(
-              x, None, cache[prefix + "/source_key"], cache[prefix + "/source_value"],
+              x, cache[prefix + "/source_key"], cache[prefix + "/source_value"],
               cross_mask, prev_cross, layer_index, "source", ctx, batch_size, 1)
         prev_cross = _chain(config, scores)
         x = _sublayer(x, lambda h: _feed_forward(h, ctx), ctx)
