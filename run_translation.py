@@ -417,7 +417,12 @@ def read_lines(path, flag_name):
     text = data.decode("utf-8")
   except UnicodeDecodeError as e:
     common.fail("--%s=%s: not UTF-8 text (byte %d)" % (flag_name, path, e.start))
-  return text.splitlines()
+  # Lines end at "\n" only, as create_translation_data reads them: str.splitlines() would also
+  # split at U+2028, U+0085, ... and misalign sources with references.
+  lines = text.split("\n")
+  if lines and lines[-1] == "":
+    lines.pop()
+  return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def predict_input_fn_builder(source_ids, batch_size):

@@ -231,3 +231,15 @@ def test_learns_to_translate_its_training_pairs(nmt_data, tmp_path):
       "--predict_source_file=%s" % (tmp_path / "memo.en"),
       "--predict_reference_file=%s" % (tmp_path / "memo.de"), "--max_decode_length=48"])
   assert json.loads((out / "bleu.json").read_text())["bleu"] > 80
+
+
+def test_read_lines_splits_at_newlines_only(tmp_path):
+  """Sources and references stay aligned: U+0085 / U+2028 inside a line do not end it."""
+  text = "a\u0085b\r\nc\u2028d\ne\n"
+  plain = tmp_path / "plain.txt"
+  plain.write_bytes(text.encode("utf-8"))
+  packed = tmp_path / "packed.gz"
+  packed.write_bytes(gzip.compress(text.encode("utf-8")))
+  for path in (plain, packed):
+    assert run_translation.read_lines(str(path), "predict_source_file") == [
+        "a\u0085b", "c\u2028d", "e"]
