@@ -94,8 +94,10 @@ def test_run_pretraining_killed_and_rerun_ends_like_an_uninterrupted_run(pretrai
     # A stopped job never looks finished.
     assert not (out / "eval_results.json").exists(), sig
     assert not (out / "train_summary_local.json").exists(), sig
-    assert _checkpoint_step(out) < 30
-    run_tool("run_pretraining.py", args)
+    stopped_at = _checkpoint_step(out)
+    assert stopped_at < 30
+    rerun = run_tool("run_pretraining.py", args)
+    assert "Resuming from step %d of 30" % stopped_at in rerun.stderr, sig
     got = json.loads((out / "train_summary_local.json").read_text())
     assert got["global_step"] == 30, sig
     assert got["weights_digest"] == want["weights_digest"], sig

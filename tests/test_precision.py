@@ -175,7 +175,7 @@ def test_checkpoint_of_one_precision_resumes_in_another(tmp_path, trained, loade
         np.testing.assert_array_equal(sess.run(v), saved[v.op.name][1], err_msg=v.op.name)
 
 
-@pytest.mark.parametrize("trained", ["bf16"])  # fp32: the end-to-end test below
+@pytest.mark.parametrize("trained", ["bf16"])  # a fp32 job saves the same variables
 def test_fp16_job_resumes_checkpoint_without_loss_scale(tmp_path, trained):
   """The fp16 job's saver (the one Estimator uses) restores a fp32 / bf16 job's checkpoint."""
   prefix = str(tmp_path / "model.ckpt")
@@ -432,7 +432,8 @@ def _write_tfrecord(path, num_examples=64):
 @pytest.mark.slow
 def test_run_pretraining_with_speed_flags_then_resume_in_other_precisions(tmp_path):
   """run_pretraining: fp16 + --use_xla + --fused_optimizer, then the same output_dir resumed in
-  bf16 and fp32 (float32 checkpoints), and a bf16 job resumed in fp16."""
+  bf16 and fp32 (float32 checkpoints; a fp16 job resuming a checkpoint without the loss scale
+  is test_fp16_job_resumes_checkpoint_without_loss_scale)."""
   import json  # pylint: disable=g-import-not-at-top
   _write_tfrecord(tmp_path / "data.tfrecord")
   (tmp_path / "bert_config.json").write_text(json.dumps(CONFIG))
@@ -442,19 +443,19 @@ def test_run_pretraining_with_speed_flags_then_resume_in_other_precisions(tmp_pa
                  "--train_batch_size=8", "--num_warmup_steps=1", "--learning_rate=1e-3",
                  "--save_checkpoints_steps=3", "--do_train"]
   out = tmp_path / "out"
-  runs = [("fp16", 3, ["--use_xla", "--fused_optimizer"]), ("bf16", 6, []), ("fp32", 8, []),
-          ("fp16", 10, [])]
+  runs = [("fp16", 3, ["--use_xla", "--fused_optimizer"]), ("bf16", 6, []), ("fp32", 8, [])]
   for precision, steps, extra in runs:
     run_tool("run_pretraining.py", common_args + [
         "--output_dir=%s" % out, "--precision=%s" % precision,
         "--num_train_steps=%d" % steps] + extra)
     summary = json.loads((out / "train_summary_local.json").read_text())
     assert (summary["global_step"], summary["precision"]) == (steps, precision)
-  reader = tf.train.load_checkpoint(str(out / "model.ckpt-10"))
-  dtypes = reader.get_variable_to_dtype_map()
-  assert dtypes["bert/encoder/layer_0/attention/self/query/kernel"] == tf.float32
-  assert dtypes["bert/encoder/layer_0/attention/self/query/kernel/adam_m"] == tf.float32
-  assert optimization.LOSS_SCALE_VARIABLE in dtypes
+    # Read now: the next job's first save rewrites the checkpoint of the step it resumes at.
+    dtypes = tf.train.load_checkpoint(str(out / ("model.ckpt-%d" % steps))
+                                      ).get_variable_to_dtype_map()
+    assert dtypes["bert/encoder/layer_0/attention/self/query/kernel"] == tf.float32
+    assert dtypes["bert/encoder/layer_0/attention/self/query/kernel/adam_m"] == tf.float32
+    assert (optimization.LOSS_SCALE_VARIABLE in dtypes) == (precision == "fp16")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -5,7 +5,6 @@ import json
 import os
 import signal
 import socket
-import subprocess
 import time
 
 import numpy as np
@@ -142,27 +141,6 @@ def test_missing_inputs_are_one_line_errors(data_dir, tmp_path):
                     _train_args(data_dir, tmp_path / "o", 5, ["--do_train"]) +
                     ["--bert_config_file=%s" % bad_config], expect_rc=2)
   assert "unknown config key 'num_layers'" in last_error_line(result)
-
-
-@pytest.mark.slow
-def test_resume_after_sigkill_reaches_num_train_steps(data_dir, tmp_path):
-  out = tmp_path / "out"
-  args = _train_args(data_dir, out, 150, ["--do_train"])
-  proc = start_tool("run_pretraining.py", args, stderr=subprocess.DEVNULL)
-  deadline = time.time() + 120
-  while time.time() < deadline:
-    latest = tf1.train.latest_checkpoint(str(out))
-    if latest and int(latest.rsplit("-", 1)[1]) >= 20:
-      break
-    time.sleep(0.2)
-  proc.send_signal(signal.SIGKILL)
-  proc.wait(timeout=60)
-  killed_at = int(tf1.train.latest_checkpoint(str(out)).rsplit("-", 1)[1])
-  assert 20 <= killed_at < 150, "the first run must be killed mid-way"
-  result = run_tool("run_pretraining.py", args)
-  assert "Resuming from step %d of 150" % killed_at in result.stderr
-  final = tf1.train.latest_checkpoint(str(out))
-  assert final.endswith("model.ckpt-150")
 
 
 @pytest.mark.slow
