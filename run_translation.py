@@ -328,29 +328,14 @@ class TokenProgressHook(tf1.train.SessionRunHook):
                        prefix="train: step ")
 
 
-def count_epoch_batches(input_files):
-  """Batches in one pass over the training files with the training batching (token budget)."""
-  with tf.Graph().as_default():
-    # The eval pass fails on over-long records; training skips them: filter the same way.
-    dataset = tf.data.TFRecordDataset(input_files).map(
-        translation_input.parse_translation_record)
-    dataset = dataset.filter(lambda f: translation_input.example_length(f) <= FLAGS.max_length)
-    boundaries = translation_input.default_bucket_boundaries(FLAGS.max_length)
-    dataset = dataset.bucket_by_sequence_length(
-        translation_input.example_length, boundaries,
-        translation_input.bucket_batch_sizes(boundaries, FLAGS.max_tokens))
-    count = dataset.reduce(np.int64(0), lambda n, _: n + 1)
-    with tf1.Session() as session:
-      return int(session.run(count))
-
-
 def train(config, train_files, resume_step):
   """Profiles (ADMIN), then trains to the target step; returns the train summary dict."""
   if FLAGS.num_train_steps:
     num_train_steps = FLAGS.num_train_steps
     epoch_batches = None
   else:
-    epoch_batches = count_epoch_batches(train_files)
+    epoch_batches = translation_input.count_epoch_batches(train_files, FLAGS.max_tokens,
+                                                          FLAGS.max_length)
     num_train_steps = max(1, int(round(epoch_batches * FLAGS.num_train_epochs
                                        / FLAGS.gradient_accumulation_steps)))
     if FLAGS.save_every_epoch and not FLAGS["save_checkpoints_steps"].present:

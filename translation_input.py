@@ -215,16 +215,47 @@ def input_fn_builder(input_files, max_tokens, max_length, is_training, seed=1234
         d = d.map(lambda f: _pad_to(f, max_length)).concatenate(pad.repeat(size - 1))
       d = d.padded_batch(size, padded_shapes=shapes, drop_remainder=True)
     else:
-      d = d.bucket_by_sequence_length(
-          element_length_func=example_length,
-          bucket_boundaries=boundaries,
-          bucket_batch_sizes=bucket_batch_sizes(boundaries, max_tokens),
-          drop_remainder=False)
+      d = _token_budget_batches(d, boundaries, max_tokens)
     if is_training and skip_batches:
       d = d.skip(skip_batches)
     return d.prefetch(tf.data.AUTOTUNE)
 
   return input_fn
+
+
+def _token_budget_batches(dataset, boundaries, max_tokens):
+  """Length-bucketed batches of at most max_tokens (batch * longest length) tokens each."""
+  return dataset.bucket_by_sequence_length(
+      element_length_func=example_length,
+      bucket_boundaries=boundaries,
+      bucket_batch_sizes=bucket_batch_sizes(boundaries, max_tokens),
+      drop_remainder=False)
+
+
+def count_epoch_batches(input_files, max_tokens, max_length, min_bucket_length=8,
+                        length_bucket_step=1.1):
+  """Batches in one pass over input_files as training batches them (what an epoch is).
+
+  Training skips the examples longer than max_length and buckets the rest with the token budget
+  (input_fn_builder's defaults for the bucket bounds); this counts one such pass in file order.
+
+  Args:
+    input_files: list of TFRecord paths (create_translation_data.py).
+    max_tokens: token budget of a batch.
+    max_length: the longest source / target (ids) trained on.
+    min_bucket_length, length_bucket_step: as in input_fn_builder.
+
+  Returns:
+    int, the number of batches.
+  """
+  boundaries = default_bucket_boundaries(max_length, min_bucket_length, length_bucket_step)
+  with tf.Graph().as_default():
+    dataset = tf.data.TFRecordDataset(list(input_files)).map(parse_translation_record)
+    dataset = dataset.filter(lambda f: example_length(f) <= max_length)
+    count = _token_budget_batches(dataset, boundaries, max_tokens).reduce(
+        tf.constant(0, tf.int64), lambda n, _: n + 1)
+    with tf.compat.v1.Session() as session:
+      return int(session.run(count))
 
 
 def _assert_within(features, max_length):

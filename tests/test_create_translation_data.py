@@ -309,6 +309,30 @@ def test_training_is_seeded_repeats_and_skips_over_long(examples_file):
   assert all(np.array_equal(x[k], y[k]) for x, y in zip(skipped, a[3:8]) for k in x)
 
 
+def _python_epoch_batches(pairs, max_tokens, max_length):
+  """Batches of one pass of tf.data's bucket_by_sequence_length, simulated in Python."""
+  bounds = translation_input.default_bucket_boundaries(max_length)
+  sizes = translation_input.bucket_batch_sizes(bounds, max_tokens)
+  filled = [0] * len(sizes)
+  batches = 0
+  for src, tgt in pairs:
+    length = max(len(src), len(tgt))
+    if length > max_length:
+      continue  # training skips over-long pairs
+    bucket = sum(length >= b for b in bounds)
+    filled[bucket] += 1
+    if filled[bucket] == sizes[bucket]:
+      batches, filled[bucket] = batches + 1, 0
+  return batches + sum(1 for n in filled if n)  # the partial buckets flush at the end
+
+
+def test_epoch_batches_are_one_pass_of_the_training_batching(examples_file):
+  path, pairs = examples_file
+  for max_tokens, max_length in ((80, 20), (64, 32), (10000, 32)):
+    assert translation_input.count_epoch_batches([path], max_tokens, max_length) == \
+        _python_epoch_batches(pairs, max_tokens, max_length), (max_tokens, max_length)
+
+
 def test_eval_fails_on_an_over_long_record(examples_file):
   path, _ = examples_file
   with pytest.raises(tf.errors.InvalidArgumentError, match="longer than --max_length=20"):
