@@ -573,7 +573,7 @@ def check_resume(output_dir, bert_config, label_list=None, extra_shapes=None,
   Returns:
     The global step of the checkpoint found there, or None when there is none.
   """
-  latest = tf1.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
+  latest, ckpt_shapes = _latest_checkpoint_shapes(output_dir)
   where = "--%s=%s" % (flag_name, output_dir)
   if label_list is not None:
     saved = os.path.join(output_dir, "labels.txt")
@@ -586,15 +586,9 @@ def check_resume(output_dir, bert_config, label_list=None, extra_shapes=None,
                                         flag_name))
   if not latest:
     return None
-  ckpt_shapes = tf1.train.NewCheckpointReader(latest).get_variable_to_shape_map()
   want = dict(extra_shapes or {})
   want.update(bert_variable_shapes(bert_config))
-  for name in sorted(want):
-    if name in ckpt_shapes and list(ckpt_shapes[name]) != list(want[name]):
-      common.fail("%s: its checkpoint %s has %s of shape %s but this job's model needs %s; use "
-                  "a new --%s or the config it was trained with" % (
-                      where, os.path.basename(latest), name, list(ckpt_shapes[name]),
-                      list(want[name]), flag_name))
+  _check_shapes(where, latest, ckpt_shapes, want, flag_name)
   layer_prefix = "bert/encoder/layer_"
   ckpt_layers = {int(n[len(layer_prefix):].split("/")[0]) for n in ckpt_shapes
                  if n.startswith(layer_prefix)}
@@ -603,9 +597,51 @@ def check_resume(output_dir, bert_config, label_list=None, extra_shapes=None,
                 "--%s or the config it was trained with" % (
                     where, os.path.basename(latest), max(ckpt_layers) + 1,
                     bert_config.num_hidden_layers, flag_name))
-  step = ckpt_shapes.get("global_step")
-  return int(tf.train.load_checkpoint(latest).get_tensor("global_step")) if step is not None \
-      else None
+  return _checkpoint_step(latest, ckpt_shapes)
+
+
+def check_resume_shapes(output_dir, want_shapes, flag_name="output_dir"):
+  """check_resume for any model: fails if output_dir's checkpoint has a variable of another shape.
+
+  Args:
+    output_dir: the job's model directory.
+    want_shapes: dict variable name -> shape the job's model builds (names absent from the
+      checkpoint are not compared).
+    flag_name: the flag that named output_dir.
+
+  Returns:
+    The global step of the checkpoint found there, or None when there is none.
+  """
+  latest, ckpt_shapes = _latest_checkpoint_shapes(output_dir)
+  if not latest:
+    return None
+  _check_shapes("--%s=%s" % (flag_name, output_dir), latest, ckpt_shapes, want_shapes, flag_name)
+  return _checkpoint_step(latest, ckpt_shapes)
+
+
+def _latest_checkpoint_shapes(output_dir):
+  """(latest checkpoint prefix, its variable -> shape map), or (None, {}) when there is none."""
+  latest = tf1.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
+  if not latest:
+    return None, {}
+  return latest, tf1.train.NewCheckpointReader(latest).get_variable_to_shape_map()
+
+
+def _check_shapes(where, latest, ckpt_shapes, want, flag_name):
+  """One line naming the first variable whose checkpoint shape differs from the wanted one."""
+  for name in sorted(want):
+    if name in ckpt_shapes and list(ckpt_shapes[name]) != list(want[name]):
+      common.fail("%s: its checkpoint %s has %s of shape %s but this job's model needs %s; use "
+                  "a new --%s or the config it was trained with" % (
+                      where, os.path.basename(latest), name, list(ckpt_shapes[name]),
+                      list(want[name]), flag_name))
+
+
+def _checkpoint_step(latest, ckpt_shapes):
+  """The checkpoint's global_step, or None when it has none."""
+  if "global_step" not in ckpt_shapes:
+    return None
+  return int(tf.train.load_checkpoint(latest).get_tensor("global_step"))
 
 
 def resume_skip_batches(resume_step, flag_values):

@@ -538,23 +538,10 @@ def _check_flags():
 
 def check_resume(config):
   """The output_dir's checkpoint step; one line if it holds a model of other shapes."""
-  latest = tf1.train.latest_checkpoint(FLAGS.output_dir) \
-      if tf.io.gfile.isdir(FLAGS.output_dir) else None
-  if not latest:
-    return None
-  shapes = dict(tf1.train.list_variables(latest))
-  want = {"embeddings/word_embeddings": [config.vocab_size, config.hidden_size],
-          "encoder/layer_0/intermediate/dense/kernel": [config.hidden_size,
-                                                        config.intermediate_size]}
-  for name, shape in want.items():
-    if name in shapes and list(shapes[name]) != shape:
-      common.fail("--output_dir=%s: its checkpoint %s has %s of shape %s but this job's model "
-                  "needs %s; use a new --output_dir" % (
-                      FLAGS.output_dir, os.path.basename(latest), name, list(shapes[name]),
-                      shape))
-  if "global_step" not in shapes:
-    return None
-  return int(tf.train.load_checkpoint(latest).get_tensor("global_step"))
+  return estimator_utils.check_resume_shapes(FLAGS.output_dir, {
+      "embeddings/word_embeddings": [config.vocab_size, config.hidden_size],
+      "encoder/layer_0/intermediate/dense/kernel": [config.hidden_size,
+                                                    config.intermediate_size]})
 
 
 def resolve_checkpoint_flag():

@@ -11,6 +11,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import kill_when, last_error_line, run_tool, shared_path
+import common
+import estimator_utils
 import nmt_modeling
 import numpy_nmt
 import run_translation
@@ -232,6 +234,24 @@ def test_learns_to_translate_its_training_pairs(nmt_data, tmp_path):
       "--predict_reference_file=%s" % (tmp_path / "memo.de"), "--max_decode_length=48"])
   bleu = json.loads((out / "bleu.json").read_text())["bleu"]
   assert bleu > 80, bleu
+
+
+def test_resume_check_compares_the_checkpoint_shapes(tmp_path):
+  """estimator_utils.check_resume_shapes (run_translation.check_resume): step, or one line."""
+  assert estimator_utils.check_resume_shapes(str(tmp_path / "none"), {}) is None
+  with tf.Graph().as_default():
+    tf1.get_variable("embeddings/word_embeddings", [10, 4])
+    step = tf1.train.get_or_create_global_step()
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      sess.run(step.assign(7))
+      tf1.train.Saver().save(sess, str(tmp_path / "model.ckpt"), global_step=7)
+  want = {"embeddings/word_embeddings": [10, 4], "not/in/the/checkpoint": [3]}
+  assert estimator_utils.check_resume_shapes(str(tmp_path), want) == 7
+  with pytest.raises(common.UsageError, match=r"--output_dir=.*model.ckpt-7 has "
+                     r"embeddings/word_embeddings of shape \[10, 4\] but this job's model "
+                     r"needs \[10, 8\]"):
+    estimator_utils.check_resume_shapes(str(tmp_path), {"embeddings/word_embeddings": [10, 8]})
 
 
 def test_read_lines_splits_at_newlines_only(tmp_path):
