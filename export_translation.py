@@ -73,9 +73,7 @@ def define_flags():
                       "checkpoint, as run_translation.py writes it).")
   flags.DEFINE_string("export_dir", None, "SavedModel directory to write (new, or an earlier "
                       "export of ours with --overwrite).")
-  flags.DEFINE_integer("beam_size", 4, "Beam size (1: greedy).")
-  flags.DEFINE_float("length_penalty", 0.6, "GNMT length-penalty alpha (0: none).")
-  flags.DEFINE_integer("max_decode_length", 128, "Most target pieces generated (eos included).")
+  run_translation.define_decoding_flags()
   flags.DEFINE_bool("overwrite", False, "Replace an earlier export of ours at --export_dir.")
 
 

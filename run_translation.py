@@ -99,11 +99,16 @@ def define_flags():
   flags.DEFINE_string("target_language", "de", "Target language code (Moses tokenizer of the "
                       "tokenised BLEU).")
   flags.DEFINE_integer("predict_batch_size", 32, "Sentences per decoding batch.")
+  define_decoding_flags()
+  flags.DEFINE_string("export_dir", None, "Write a raw-text SavedModel here.")
+  flags.DEFINE_bool("overwrite", False, "Replace an existing export of ours at --export_dir.")
+
+
+def define_decoding_flags():
+  """The beam-search flags, shared by --do_predict and export_translation.py."""
   flags.DEFINE_integer("beam_size", 4, "Beam size (1: greedy).")
   flags.DEFINE_float("length_penalty", 0.6, "GNMT length-penalty alpha (0: none).")
   flags.DEFINE_integer("max_decode_length", 128, "Most target pieces generated (eos included).")
-  flags.DEFINE_string("export_dir", None, "Write a raw-text SavedModel here.")
-  flags.DEFINE_bool("overwrite", False, "Replace an existing export of ours at --export_dir.")
 
 
 # ----------------------------------------------------------------------------- config
