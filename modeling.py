@@ -158,15 +158,7 @@ class BertConfig(object):
   @classmethod
   def from_json_file(cls, json_file):
     """Constructs a validated `BertConfig` from a json file of parameters."""
-    if not tf.io.gfile.exists(json_file):
-      raise ValueError("%s: config file does not exist" % json_file)
-    with tf.io.gfile.GFile(json_file, "r") as reader:
-      text = reader.read()
-    try:
-      json_object = json.loads(text)
-    except ValueError as e:
-      raise ValueError("%s: not valid JSON (%s)" % (json_file, e))
-    return cls.from_dict(json_object, source=json_file)
+    return cls.from_dict(read_config_json(json_file), source=json_file)
 
   def validate(self, source="config"):
     """Checks types and values of every field.
@@ -215,6 +207,25 @@ class BertConfig(object):
   def to_json_string(self):
     """Serializes this instance to a JSON string."""
     return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+
+def read_config_json(json_file):
+  """The parsed JSON of a config file; a ValueError naming the file if missing or not JSON.
+
+  Args:
+    json_file: path of the file (any tf.io.gfile path).
+
+  Returns:
+    The decoded JSON value (a dict for a well-formed config).
+  """
+  if not tf.io.gfile.exists(json_file):
+    raise ValueError("%s: config file does not exist" % json_file)
+  with tf.io.gfile.GFile(json_file, "r") as reader:
+    text = reader.read()
+  try:
+    return json.loads(text)
+  except ValueError as e:
+    raise ValueError("%s: not valid JSON (%s)" % (json_file, e))
 
 
 def _constructor_defaults():

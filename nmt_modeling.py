@@ -110,12 +110,10 @@ class NmtConfig(object):
   @classmethod
   def from_json_file(cls, json_file):
     """Reads a config JSON file (errors name the file)."""
-    with tf.io.gfile.GFile(json_file, "r") as reader:
-      text = reader.read()
-    try:
-      obj = json.loads(text)
-    except ValueError as e:
-      raise ValueError("%s: not valid JSON (%s)" % (json_file, e))
+    obj = modeling.read_config_json(json_file)
+    if not isinstance(obj, dict):
+      raise ValueError("%s: an NMT config must be a JSON object, got %s" % (
+          json_file, type(obj).__name__))
     return cls.from_dict(obj, source=json_file)
 
   def validate(self, source="config"):

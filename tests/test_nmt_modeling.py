@@ -224,6 +224,21 @@ def test_training_graph_has_dropout_and_runs():
       assert np.isfinite(session.run(loss))
 
 
+def test_config_file_errors_name_the_file(tmp_path):
+  with pytest.raises(ValueError, match="nope.json: config file does not exist"):
+    nmt_modeling.NmtConfig.from_json_file(str(tmp_path / "nope.json"))
+  bad = tmp_path / "bad.json"
+  bad.write_text("{vocab_size: 10")
+  with pytest.raises(ValueError, match="bad.json: not valid JSON"):
+    nmt_modeling.NmtConfig.from_json_file(str(bad))
+  bad.write_text("[10]")
+  with pytest.raises(ValueError, match="bad.json: an NMT config must be a JSON object"):
+    nmt_modeling.NmtConfig.from_json_file(str(bad))
+  good = tmp_path / "good.json"
+  good.write_text('{"vocab_size": 10, "hidden_size": 8, "num_attention_heads": 2}')
+  assert nmt_modeling.NmtConfig.from_json_file(str(good)).hidden_size == 8
+
+
 def test_config_errors_name_the_field():
   with pytest.raises(ValueError, match="unknown NMT config key.*hiden_size"):
     nmt_modeling.NmtConfig.from_dict({"vocab_size": 10, "hiden_size": 8})
