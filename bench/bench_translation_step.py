@@ -50,7 +50,7 @@ flags.DEFINE_string("variants", reproduce_table7.DEFAULT_VARIANTS,
                         reproduce_table7.VARIANTS))
 flags.DEFINE_string("train_file", None, "Training TFRecords (create_translation_data.py); "
                     "default: made here from the Multi30K training text.")
-flags.DEFINE_integer("max_tokens", 4096, "Token budget of a batch (as reproduce_table7.py).")
+flags.DEFINE_integer("max_tokens", 4096, "Token budget of a batch.")
 flags.DEFINE_integer("num_batches", 16, "Distinct batches cycled through (all variants get the "
                      "same ones).")
 flags.DEFINE_integer("rounds", 5, "Interleaved rounds.")
