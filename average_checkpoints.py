@@ -257,8 +257,11 @@ def write_averaged_checkpoint(prefixes, output_dir, include_optimizer=False, ove
                                holds_checkpoints=True) as tmp_dir:
     tf.io.gfile.makedirs(tmp_dir)
     slim_checkpoint.write_checkpoint(values, os.path.join(tmp_dir, name))
-    # The state file must name the final location: relative names do.
-    tf1.train.update_checkpoint_state(tmp_dir, name, all_model_checkpoint_paths=[name])
+    # The state file must name the final location: relative names do. TensorFlow rewrites a
+    # relative name against a relative save_dir (giving "../../model.ckpt-N" for out/avg), so
+    # the directory is made absolute and the name stays as it is.
+    tf1.train.update_checkpoint_state(os.path.abspath(tmp_dir), name,
+                                      all_model_checkpoint_paths=[name])
     companions = _copy_companions(os.path.dirname(newest), tmp_dir)
     summary = {
         "checkpoints": list(prefixes),

@@ -96,6 +96,20 @@ def test_average_of_three_equals_numpy_mean(tmp_path):
        written[2][1]["embeddings/word_embeddings"]) / 2, rtol=0, atol=1e-7)
 
 
+def test_relative_output_dir_is_found_by_latest_checkpoint(tmp_path, monkeypatch):
+  """The README's relative --output_dir: latest_checkpoint finds the averaged weights there."""
+  model_dir = str(tmp_path / "out" / "model")
+  os.makedirs(model_dir)
+  written = [_write_checkpoint(model_dir, step, seed) for step, seed in ((10, 1), (20, 2))]
+  monkeypatch.chdir(tmp_path)
+  output_dir = os.path.join("out", "model", "averaged")
+  average_checkpoints.write_averaged_checkpoint([p for p, _ in written], output_dir,
+                                                log_fn=lambda _: None)
+  assert tf.train.latest_checkpoint(output_dir) == os.path.join(output_dir, "model.ckpt-20")
+  with open(os.path.join(output_dir, "checkpoint")) as f:
+    assert '"model.ckpt-20"' in f.read()
+
+
 def test_include_optimizer_averages_slots_and_takes_step_state_from_newest(tmp_path):
   model_dir = str(tmp_path)
   written = [_write_checkpoint(model_dir, step, seed) for step, seed in ((5, 4), (7, 5))]
