@@ -94,6 +94,9 @@ class NmtConfig(object):
   @classmethod
   def from_dict(cls, json_object, source="config dict"):
     """Builds a config from a dict; an unknown key is a ValueError naming it and `source`."""
+    if not isinstance(json_object, dict):
+      raise ValueError("%s: an NMT config must be a JSON object, got %s" % (
+          source, type(json_object).__name__))
     known = set(cls(vocab_size=1).__dict__)
     unknown = sorted(set(json_object) - known)
     if unknown:
@@ -110,11 +113,7 @@ class NmtConfig(object):
   @classmethod
   def from_json_file(cls, json_file):
     """Reads a config JSON file (errors name the file)."""
-    obj = modeling.read_config_json(json_file)
-    if not isinstance(obj, dict):
-      raise ValueError("%s: an NMT config must be a JSON object, got %s" % (
-          json_file, type(obj).__name__))
-    return cls.from_dict(obj, source=json_file)
+    return cls.from_dict(modeling.read_config_json(json_file), source=json_file)
 
   def validate(self, source="config"):
     """Raises ValueError (naming `source` and the field) for a value out of range."""

@@ -200,7 +200,7 @@ def input_fn_builder(input_files, max_tokens, max_length, is_training, seed=1234
 
     d = d.map(parse, num_parallel_calls=num_parallel_calls)
     if is_training:
-      d = d.filter(lambda f: example_length(f) <= max_length)
+      d = _skip_over_long(d, max_length)
     else:
       d = d.map(lambda f: _assert_within(f, max_length))
 
@@ -221,6 +221,11 @@ def input_fn_builder(input_files, max_tokens, max_length, is_training, seed=1234
     return d.prefetch(tf.data.AUTOTUNE)
 
   return input_fn
+
+
+def _skip_over_long(dataset, max_length):
+  """Training's filter: the examples whose source or target is longer than max_length go."""
+  return dataset.filter(lambda f: example_length(f) <= max_length)
 
 
 def _token_budget_batches(dataset, boundaries, max_tokens):
@@ -251,7 +256,7 @@ def count_epoch_batches(input_files, max_tokens, max_length, min_bucket_length=8
   boundaries = default_bucket_boundaries(max_length, min_bucket_length, length_bucket_step)
   with tf.Graph().as_default():
     dataset = tf.data.TFRecordDataset(list(input_files)).map(parse_translation_record)
-    dataset = dataset.filter(lambda f: example_length(f) <= max_length)
+    dataset = _skip_over_long(dataset, max_length)
     count = _token_budget_batches(dataset, boundaries, max_tokens).reduce(
         tf.constant(0, tf.int64), lambda n, _: n + 1)
     with tf.compat.v1.Session() as session:
