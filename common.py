@@ -7,6 +7,7 @@ problem (`UsageError`), writes its outputs under a temporary name and renames th
 
 import atexit
 import contextlib
+import errno
 import glob
 import io
 import json
@@ -65,6 +66,65 @@ def run_main(main_fn, argv):
   except UsageError as e:
     sys.stderr.write("error: %s\n" % e)
     sys.exit(2)
+  except OSError as e:
+    # A full disk, a read-only file system or a permission: one line naming the file (the
+    # writers' temporaries are already removed, so nothing looks finished).
+    sys.stderr.write("error: %s\n" % describe_os_error(e))
+    sys.exit(1)
+  except tf.errors.OpError as e:
+    if not _is_storage_error(str(e)):
+      raise
+    sys.stderr.write("error: %s\n" % str(e.message).splitlines()[0])
+    sys.exit(1)
+
+
+# What a full or read-only disk says, in OSError numbers and in TensorFlow's messages.
+_STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+_STORAGE_MESSAGES = ("No space left on device", "Disk quota exceeded", "File too large",
+                     "Read-only file system")
+
+
+def _is_storage_error(message):
+  return any(m in message for m in _STORAGE_MESSAGES)
+
+
+def describe_os_error(error):
+  """One line for an OSError: the file it concerns and the system's words for the problem.
+
+  Args:
+    error: an OSError (its filename may be None for a failing write).
+
+  Returns:
+    str such as "out/features.jsonl: No space left on device (errno 28)".
+  """
+  what = error.strerror or str(error)
+  if error.errno:
+    what = "%s (errno %d)" % (what, error.errno)
+  if error.filename:
+    return "%s: %s" % (error.filename, what)
+  return what
+
+
+def _with_file_name(error, path):
+  """`error` as an OSError naming `path` when it is a storage error that names no file.
+
+  Args:
+    error: OSError or tf.errors.OpError raised while writing `path`.
+    path: the output being written.
+
+  Returns:
+    The exception to raise (`error` itself when it says nothing about storage).
+  """
+  if isinstance(error, OSError):
+    if error.errno in _STORAGE_ERRNOS and not error.filename:
+      return OSError(error.errno, error.strerror, path)
+    return error
+  message = str(getattr(error, "message", error))
+  for known in _STORAGE_MESSAGES:
+    if known in message:
+      number = _STORAGE_ERRNOS[_STORAGE_MESSAGES.index(known)]
+      return OSError(number, known, path)
+  return error
 
 
 def require_file(path, flag_name):
@@ -308,6 +368,11 @@ def atomic_output(path, mode="w"):
     with tf.io.gfile.GFile(tmp_path, mode) as f:
       yield f
     tf.io.gfile.rename(tmp_path, path, overwrite=True)
+  except (OSError, tf.errors.OpError) as e:
+    named = _with_file_name(e, path)
+    if named is e:
+      raise
+    raise named from e
   finally:
     if tf.io.gfile.exists(tmp_path):
       tf.io.gfile.remove(tmp_path)

@@ -24,6 +24,7 @@ import time
 from absl import flags
 import tensorflow as tf
 
+import checkpoint_utils
 import common
 import modeling
 import optimization
@@ -96,6 +97,8 @@ def define_estimator_flags():
       "Apply AdamW with TensorFlow's fused Adam kernel (one pass per variable): faster; each "
       "update is ~6e-6 relatively larger than the official one (the kernel's float32 "
       "1 - beta_2).")
+  # Every job here evaluates / predicts from trained weights and takes an --init_checkpoint.
+  checkpoint_utils.define_trained_weights_flags()
 
 
 def validate_estimator_flags(flag_values):
@@ -441,13 +444,18 @@ class _DistributedEstimatorAdapter(object):
     return getattr(self._estimator, name)
 
 
-def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None):
+def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None, allow_unmatched=None):
   """Loads `init_checkpoint` into the graph's variables; returns the TPU scaffold_fn or None.
+
+  Call it after the model's variables exist. A checkpoint that supplies none of them is one
+  line (checkpoint_utils.check_init_matches).
 
   Args:
     init_checkpoint: checkpoint path or None.
     use_tpu: on TPU the restore must happen inside a scaffold function.
     tvars: variables to initialise (default: all trainable).
+    allow_unmatched: accept a checkpoint supplying none of `tvars`; None reads
+      --allow_unmatched_init (False when the flag is undefined, as for library callers).
 
   Returns:
     scaffold_fn for TPUEstimatorSpec (None when not needed).
@@ -460,9 +468,12 @@ def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None):
   try:
     # Shapes and dtypes are compared here, before the TPU scaffold, so a bad checkpoint is
     # one line on every platform.
-    modeling.get_assignment_map_from_checkpoint(tvars, init_checkpoint)
+    assignment_map, _ = modeling.get_assignment_map_from_checkpoint(tvars, init_checkpoint)
   except ValueError as e:
     common.fail("--init_checkpoint=%s: %s" % (init_checkpoint, e))
+  # A checkpoint of another model would otherwise train from random with only an INFO line.
+  checkpoint_utils.check_init_matches(init_checkpoint, assignment_map, len(tvars),
+                                      allow_unmatched=allow_unmatched)
   if use_tpu:
     def tpu_scaffold():
       modeling.init_from_checkpoint(init_checkpoint, tvars)

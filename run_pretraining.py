@@ -29,6 +29,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+import checkpoint_utils
 import common
 import estimator_utils
 import modeling
@@ -67,10 +68,6 @@ def define_flags():
   flags.DEFINE_integer("num_train_steps", 100000, "Number of optimizer updates.")
   flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup updates.")
   flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
-  flags.DEFINE_bool(
-      "allow_random_eval", False,
-      "Allow --do_eval without --do_train on an output_dir without a checkpoint (it scores "
-      "the randomly initialised or --init_checkpoint model).")
   flags.DEFINE_integer(
       "gradient_accumulation_steps", 1,
       "Micro-batches of --train_batch_size averaged per optimizer update (the effective batch "
@@ -515,11 +512,10 @@ def main(_):
   lock = common.OutputDirLock(FLAGS.output_dir, label=_task_label()).acquire()
   # Compared before anything is written there: a resume with another model is one line.
   resume_step = estimator_utils.check_resume(FLAGS.output_dir, bert_config)
-  if FLAGS.do_eval and not FLAGS.do_train and resume_step is None and not (
-      FLAGS.init_checkpoint or FLAGS.allow_random_eval):
-    common.fail("--do_eval: --output_dir=%s has no checkpoint and there is no --init_checkpoint, "
-                "so it would score a random model; pass --allow_random_eval to do that" %
-                FLAGS.output_dir)
+  if FLAGS.do_eval and not FLAGS.do_train:
+    checkpoint_utils.require_trained_weights(
+        "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],
+        give_flag="init_checkpoint")
   estimator_utils.save_config(bert_config, FLAGS.output_dir)
   tf1.logging.info("*** Input files: %d (%s%s)", len(input_files), input_files[0],
                    ", ..." if len(input_files) > 1 else "")

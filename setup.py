@@ -17,7 +17,7 @@ setuptools.setup(
     # Every top-level module the README documents (tests/test_repo.py checks none is missing).
     py_modules=[
         "modeling", "tokenization", "optimization", "common", "estimator_utils",
-        "export_utils", "glue_metrics", "squad_evaluate", "subprocess_utils",
+        "export_utils", "checkpoint_utils", "glue_metrics", "squad_evaluate", "subprocess_utils",
         "create_pretraining_data", "run_pretraining", "run_classifier", "run_squad", "run_ner",
         "ner_metrics", "beam_search", "nmt_modeling", "run_translation",
         "extract_features", "predict_masked", "export_hub", "slim_checkpoint", "build_vocab",

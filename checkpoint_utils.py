@@ -1,0 +1,185 @@
+# coding=utf-8
+"""Which trained weights a job reads, and what it must never overwrite.
+
+Shared by every tool that evaluates, predicts, extracts, exports or fine-tunes from a checkpoint:
+
+- `define_trained_weights_flags` / `require_trained_weights`: evaluation, prediction, feature
+  extraction and export from no trained weights stop before any work with one line, unless
+  `--allow_random_eval` says it is deliberate (one flag name in every tool).
+- `check_init_matches`: an `--init_checkpoint` that supplies none of the model's variables (a
+  checkpoint of another model) is one line, unless `--allow_unmatched_init`.
+- `checkpoint_files`: the files a checkpoint prefix or directory resolves to (the `checkpoint`
+  state file, every checkpoint's shards in that directory), for `common.check_not_input`.
+- `checkpoint_record`: {"checkpoint": path, "global_step": N}, written beside results so a result
+  file says which weights produced it.
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import os
+import re
+
+from absl import flags
+import tensorflow as tf
+
+import common
+
+tf1 = tf.compat.v1
+
+ALLOW_RANDOM_EVAL_FLAG = "allow_random_eval"
+ALLOW_UNMATCHED_INIT_FLAG = "allow_unmatched_init"
+
+# Files of a checkpoint directory that training state lives in: the state file, the graph, and
+# every checkpoint's shards (prefix.index, prefix.meta, prefix.data-00000-of-00001).
+_STATE_FILE = "checkpoint"
+_SHARD_RE = re.compile(r"^.+\.(index|meta|data-\d{5}-of-\d{5})$")
+
+
+def define_trained_weights_flags(random_eval=True, unmatched_init=True):
+  """Defines --allow_random_eval and --allow_unmatched_init (call once per tool).
+
+  Args:
+    random_eval: define --allow_random_eval (tools that evaluate, predict, extract or export).
+    unmatched_init: define --allow_unmatched_init (tools that take --init_checkpoint).
+  """
+  if random_eval:
+    flags.DEFINE_bool(
+        ALLOW_RANDOM_EVAL_FLAG, False,
+        "Evaluate / predict / extract / export even when no trained weights are given (no "
+        "checkpoint in the output directory, no --init_checkpoint / --checkpoint): the results "
+        "are those of a randomly initialised model. Without it such a job stops before any work.")
+  if unmatched_init:
+    flags.DEFINE_bool(
+        ALLOW_UNMATCHED_INIT_FLAG, False,
+        "Accept an --init_checkpoint that supplies none of the model's variables (normally an "
+        "error: it is a checkpoint of another model, and training would start from random).")
+
+
+def _flag_value(name, default=False):
+  """The parsed value of absl flag `name`, or `default` when it is undefined or unparsed.
+
+  Library callers (code written for the official scripts) never parse our flags.
+  """
+  try:
+    return getattr(flags.FLAGS, name)
+  except (AttributeError, flags.UnparsedFlagAccessError):
+    return default
+
+
+def is_checkpoint(path):
+  """Whether `path` is a checkpoint prefix or a directory whose state file names one."""
+  if not path:
+    return False
+  if tf.io.gfile.isdir(path):
+    return tf1.train.latest_checkpoint(path) is not None
+  return tf.io.gfile.exists(path + ".index") or tf1.train.checkpoint_exists(path)
+
+
+def require_trained_weights(action, weight_sources, allow_random_eval=None, give_flag=None):
+  """Stops with one line unless one of `weight_sources` holds a checkpoint.
+
+  Args:
+    action: what would run, as the user typed it (e.g. "--do_eval", "extract_features").
+    weight_sources: list of (flag_name, path) pairs the job would take weights from, in order;
+      a path counts when it is a checkpoint prefix or a directory with a checkpoint.
+    allow_random_eval: True to allow it anyway; None reads --allow_random_eval.
+    give_flag: the flag to name in the message (default: the first source's flag).
+
+  Returns:
+    (flag_name, path) of the first source holding a checkpoint, or None when allowed without.
+  """
+  for flag_name, path in weight_sources:
+    if is_checkpoint(path):
+      return flag_name, path
+  if allow_random_eval is None:
+    allow_random_eval = _flag_value(ALLOW_RANDOM_EVAL_FLAG)
+  if allow_random_eval:
+    tf1.logging.warning("%s from randomly initialised weights (--allow_random_eval)", action)
+    return None
+  looked = ", ".join("--%s=%s" % (name, path) for name, path in weight_sources if path)
+  flag_name = give_flag or (weight_sources[0][0] if weight_sources else "init_checkpoint")
+  common.fail("%s: no trained weights (%s), so it would score a randomly initialised model; "
+              "give --%s, or pass --allow_random_eval to do that deliberately" %
+              (action, ("no checkpoint in " + looked) if looked else "no checkpoint given",
+               flag_name))
+  return None
+
+
+def check_init_matches(init_checkpoint, loaded_names, model_variable_count,
+                       allow_unmatched=None, flag_name="init_checkpoint"):
+  """Fails with one line when `init_checkpoint` supplies none of the model's variables.
+
+  Args:
+    init_checkpoint: the checkpoint path given.
+    loaded_names: the model variables it supplies (an assignment map or any sized collection).
+    model_variable_count: how many variables the model has.
+    allow_unmatched: True to accept it; None reads --allow_unmatched_init.
+    flag_name: the flag that named the checkpoint.
+  """
+  if loaded_names or not model_variable_count:
+    return
+  if allow_unmatched is None:
+    allow_unmatched = _flag_value(ALLOW_UNMATCHED_INIT_FLAG)
+  if allow_unmatched:
+    tf1.logging.warning("--%s=%s supplies none of the model's %d variables; starting from "
+                        "random weights (--allow_unmatched_init)", flag_name, init_checkpoint,
+                        model_variable_count)
+    return
+  common.fail("--%s=%s: supplies none of the model's %d variables (a checkpoint of another "
+              "model?); pass --allow_unmatched_init to start from random weights anyway" %
+              (flag_name, init_checkpoint, model_variable_count))
+
+
+def checkpoint_files(path):
+  """The existing files that checkpoint `path` resolves to, which no output may replace.
+
+  For a prefix or a directory: the directory's `checkpoint` state file, `graph.pbtxt` and the
+  shards of every checkpoint in that directory (an output named `model.ckpt-500.index` next to
+  the `model.ckpt-1000` being read would still break the directory's state).
+
+  Args:
+    path: a checkpoint prefix or a model directory (None / "" gives []).
+
+  Returns:
+    List of file paths.
+  """
+  if not path or "://" in path:
+    return []
+  directory = path if os.path.isdir(path) else os.path.dirname(os.path.abspath(path))
+  if not os.path.isdir(directory):
+    return []
+  names = [n for n in os.listdir(directory)
+           if n in (_STATE_FILE, "graph.pbtxt") or _SHARD_RE.match(n)]
+  return [os.path.join(directory, n) for n in sorted(names)]
+
+
+def checkpoint_step(prefix):
+  """The global step of checkpoint `prefix`: its `global_step` variable, else its `-N` suffix.
+
+  Returns:
+    int, or None when neither says.
+  """
+  try:
+    reader = tf.train.load_checkpoint(prefix)
+    if reader.has_tensor("global_step"):
+      return int(reader.get_tensor("global_step"))
+  except (tf.errors.OpError, ValueError):
+    pass
+  match = re.search(r"-(\d+)$", prefix or "")
+  return int(match.group(1)) if match else None
+
+
+def checkpoint_record(prefix):
+  """{"checkpoint": prefix, "global_step": N}: which weights produced a result.
+
+  Args:
+    prefix: checkpoint prefix, or None for randomly initialised weights.
+
+  Returns:
+    dict (checkpoint None and global_step None for random weights).
+  """
+  if not prefix:
+    return {"checkpoint": None, "global_step": None}
+  return {"checkpoint": prefix, "global_step": checkpoint_step(prefix)}
