@@ -16,7 +16,7 @@ text or pre-training TFRecords and measures, per token:
    so that 0 <= JSD <= 1 (the paper's 0-1 range and thresholds 0.25 / 0.75). Rows = layers
    1..L-1 (top first); colours: blue < 0.25, yellow 0.25-0.75, red > 0.75.
 
-3. Context-mixing ratios (Kobayashi et al. 2021; PAPER_NOTES §6) per layer and token type
+3. Context-mixing ratios (Kobayashi et al. 2021, "Incorporating Residual and Normalization Layers into Analysis of Masked Language Models") per layer and token type
    ([CLS], [SEP], [MASK], normal). With per-head value-output maps
      f^h(x) = (x W_V^h + b_V^h) W_O^h      (W_O^h: the rows of the output dense for head h)
    the attention block is y_i = sum_h sum_j alpha^h_ij f^h(x_j) + b_O + x_i. Let
@@ -52,7 +52,7 @@ text or pre-training TFRecords and measures, per token:
    (d+1) x (d+1) linear map on row vectors [x, 1]:
        M^h = [[W^h, 0], [b^h, 1]]
    rate(f^h) = sqrt(sum_k sigma_k(M^h)^2 / (d + 1)) = ||M^h||_F / sqrt(d + 1), the root mean
-   square of M's d + 1 singular values, so the identity map has rate 1. PAPER_NOTES writes
+   square of M's d + 1 singular values, so the identity map has rate 1. The paper's formula has
    sqrt(d); Kobayashi et al.'s released code (expansion_rate_attn_f.py) divides by sqrt(d + 1),
    which we follow. Their BERT-base 0.88 is for the layer's whole map sum_h f^h, reported here
    as "whole layer map"; the per-head rates are extra. (Pre-LN: the map after LN_a.)
@@ -138,7 +138,7 @@ COLOURS = ("#4a7fd4", "#f2c12e", "#d9443a")   # blue, yellow, red
 LN_EPSILON = 1e-12
 PLOT_POINTS_PER_HEAD = 3000
 
-# Paper / Kobayashi reference values (PAPER_NOTES §6), quoted in the report.
+# Paper / Kobayashi et al. reference values, quoted in the report.
 KOBAYASHI_BERT_BASE = {"ATTN-W": 97.1, "ATTN-N": 85.2, "ATTNRES-W": 48.6, "ATTNRES-N": 22.3,
                        "ATTNRESLN-N": 18.8}
 

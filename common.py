@@ -498,11 +498,6 @@ class OutputDirLock(object):
     self.release()
 
 
-# Exit statuses of a job stopped by a signal, as a shell reports them (128 + signal number).
-EXIT_SIGINT = 128 + signal.SIGINT
-EXIT_SIGTERM = 128 + signal.SIGTERM
-
-
 class StopSignals(object):
   """Turns SIGINT / SIGTERM into a request a job polls, so it can stop at a safe point.
 

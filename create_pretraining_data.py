@@ -273,22 +273,6 @@ def _truncation(len_a, len_b, max_num_tokens, rng):
   return front_a, pops_a - front_a, front_b, pops_b - front_b
 
 
-def _truncated_pair(tokens_a, tokens_b, max_num_tokens, rng):
-  """Truncated copies of a pair, with the id pipeline's draws (see _truncation).
-
-  Args:
-    tokens_a: list of tokens.
-    tokens_b: list of tokens.
-    max_num_tokens: int, the maximum total length.
-    rng: random.Random.
-
-  Returns:
-    (tokens_a, tokens_b), truncated copies.
-  """
-  front_a, back_a, front_b, back_b = _truncation(len(tokens_a), len(tokens_b), max_num_tokens, rng)
-  return (tokens_a[front_a:len(tokens_a) - back_a], tokens_b[front_b:len(tokens_b) - back_b])
-
-
 def _create_id_instances_from_document(all_documents, document_index, max_seq_length,
                                        short_seq_prob, rng, instances):
   """Creates one pass of NSP instances for one document, for the id pipeline.

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Estimator plumbing shared by run_pretraining.py, run_classifier.py, run_squad.py and run_ner.py.
+"""Estimator plumbing shared by the training scripts (pre-training, fine-tuning, translation).
 
 One place for: the TPU / distribution / checkpointing flags, building a TPUEstimator (TPU, or
 CPU/GPU with use_tpu=False) or an Estimator with a tf.distribute strategy, loading an

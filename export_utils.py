@@ -1,7 +1,8 @@
 # coding=utf-8
 """Exports a model from a checkpoint as a SavedModel with a `serving_default` signature.
 
-Shared by run_classifier.py and run_squad.py. The graph is built with tf.compat.v1 placeholders in
+Shared by every tool that reads a checkpoint (`resolve_checkpoint`) or exports an id-based
+SavedModel (`export_saved_model`). The graph is built with tf.compat.v1 placeholders in
 a fresh tf.Graph, the checkpoint is restored with a Saver, and the result is written with
 tf.compat.v1.saved_model.Builder (tags ["serve"]). The export loads with plain
 `tf.saved_model.load(path)` in TF2 eager mode:

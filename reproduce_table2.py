@@ -177,14 +177,14 @@ SIZES = {
                   intermediate_size=64),   # --tiny_test only
 }
 
-# PAPER_NOTES §3: dev-set MLM accuracy after 1M steps (Post-LN, Pre-LN, RealFormer).
+# The paper's Table 2 (He et al. 2021, §4.1): dev-set MLM accuracy after 1M steps (Post-LN, Pre-LN, RealFormer).
 PAPER_TABLE2 = collections.OrderedDict([
     ("Small", (61.57, 61.67, 61.70)),
     ("Base", (70.20, 69.74, 70.42)),
     ("Large", (73.64, 73.21, 73.94)),
     ("xLarge", (73.72, 73.53, 74.76)),
 ])
-# PAPER_NOTES §3, Table 9: pre-training hours on TPU v3 (Post-LN, Pre-LN, RealFormer).
+# The paper's Table 9: pre-training hours on TPU v3 (Post-LN, Pre-LN, RealFormer).
 PAPER_TABLE9 = collections.OrderedDict([
     ("Small", (5.4, 5.3, 5.9)), ("Base", (20, 20, 23)), ("Large", (58, 58, 66)),
     ("xLarge", (136, 137, 137)),
@@ -1447,7 +1447,7 @@ def _comparison_lines(settings, results, finals, num_steps):
   lines = [
       "## Comparison with the paper's Table 2\n",
       "Paper: dev-set MLM accuracy (%) after 1M steps at batch 512, sequence length 512 "
-      "(PAPER_NOTES §3):\n",
+      "(He et al. 2021, §4.1):\n",
       "| model size | Post-LN | Pre-LN | RealFormer | RealFormer - Post-LN |",
       "|---|---|---|---|---|",
   ]

@@ -1,7 +1,7 @@
 # coding=utf-8
 """CPU-scale reproduction of the RealFormer paper's Table 7 (machine translation) on Multi30K.
 
-The paper (PAPER_NOTES §8) trains 6L-6L Transformers with ADMIN's Post-LN initialisation on
+The paper (§4.2, Table 7, Appendix A.2) trains 6L-6L Transformers with ADMIN's Post-LN initialisation on
 WMT'14 En-De and adds RealFormer's residual attention (running mean). Here the same comparison
 runs at CPU scale on Multi30K En->De (29K pairs): ADMIN and RealFormer (mean) first, then
 RealFormer (sum) and Pre-LN (Post-LN optional), with the same data, steps, learning rate and
@@ -69,7 +69,7 @@ DEFAULT_VARIANTS = "admin,realformer_mean,realformer_sum,pre_ln"
 # Runs go in groups of this many variants, each group over all seeds (see run_order).
 VARIANT_GROUP = 2
 
-# PAPER_NOTES §8, Table 7: WMT'14 En-De 6L-6L test BLEU (tokenised, compound-split).
+# The paper's Table 7: WMT'14 En-De 6L-6L test BLEU (tokenised, compound-split).
 PAPER_TABLE7 = collections.OrderedDict([
     ("post_ln", 27.80), ("pre_ln", 27.27), ("admin", 27.90), ("realformer_mean", 28.17)])
 PAPER_ADMIN_AUTHORS_RUN = 28.06
@@ -524,7 +524,7 @@ def prepare_data(runner, settings, out_dir):
 
 
 def train_args(settings, out_dir, run_dir, variant, seed):
-  """run_translation.py --do_train --do_eval flags of one run (those of run_all.sh)."""
+  """run_translation.py --do_train --do_eval flags of one run (the driver's recipe)."""
   paths = data_paths(out_dir)
   _, layer_norm_type, residual_attention = VARIANTS[variant]
   return [

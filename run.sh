@@ -2,7 +2,7 @@
 # Entry point for a fresh machine: sets up .venv (pinned stack) if needed, then runs a job.
 #   bash run.sh demo [flags]   end-to-end demo on the data shipped in data/ (run_demo.py)
 #   bash run.sh test [args]    the whole test suite (pytest args may follow)
-#   bash run.sh bench NAME     a benchmark in bench/ (e.g. bench_modeling)
+#   bash run.sh bench NAME     a benchmark in bench/ (e.g. bench_training_step)
 #   bash run.sh python ...     python inside the project's environment
 set -euo pipefail
 cd "$(dirname "$0")"

@@ -4,7 +4,7 @@ Runs the script as a subprocess on ../shared/data/sample_1mb.txt and on all of
 ../shared/data/corpus/*.txt (28 MB) with dupe_factor 5, max_seq_length 128 and the bert-base-uncased
 vocab, polls /proc every 50 ms for the whole process tree (the main process and its workers), and
 prints a table with the ratios against the official script measured on this machine
-(PAPER_NOTES.md section 7: 5.38 MB in 45 s = 0.12 MB/s on one core, 831 MB peak RSS).
+(the official script on the 2-core CPU machine, TF 2.15 with a compat shim: 5.38 MB in 45 s = 0.12 MB/s on one core, 831 MB peak RSS).
 
 Memory columns: "RSS sum" adds the resident set of every process of the tree (pages shared by the
 forked workers, e.g. the TensorFlow library, are counted once per process); "PSS sum" splits shared
@@ -178,7 +178,7 @@ def main():
         r["name"], r["mb"], r["instances"], r["mb_per_s"], r["mb_per_s"] / OFFICIAL_MB_PER_S,
         r["wall_s"], r["wall_mb_per_s"], r["cpu_s"], r["pss_sum_mb"], r["rss_sum_mb"],
         r["main_rss_mb"], r["processes"], r["load_before"]))
-  print("| official (PAPER_NOTES §7) | 5.38 | 75336 | %.2f | 1.0x | 45.0 | %.2f | ~45 | - | %.0f "
+  print("| official (2-core machine) | 5.38 | 75336 | %.2f | 1.0x | 45.0 | %.2f | ~45 | - | %.0f "
         "| %.0f | 1 | - |" % (OFFICIAL_MB_PER_S, OFFICIAL_MB_PER_S, OFFICIAL_PEAK_MB,
                                OFFICIAL_PEAK_MB))
   print("\nproc MB/s: input MB / time from the first byte read to the last shard renamed (summary "

@@ -1,6 +1,6 @@
 """Independent NumPy reference of the BERT / RealFormer encoder forward pass (no TensorFlow).
 
-Written from the paper notes (docs PAPER_NOTES.md sections 1-2) and the official BERT math, without
+Written from the paper (He et al. 2021, §3: the residual attention equations) and the official BERT math, without
 looking at this repository's modeling.py, so that tests can compare the TF model against it.
 
 Two entry points:

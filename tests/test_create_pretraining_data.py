@@ -172,6 +172,13 @@ def original_tokens(ex):
 # ----------------------------------------------------------------------------------------------
 
 
+def _truncated_pair(tokens_a, tokens_b, max_num_tokens, rng):
+  """Truncated copies of a pair, with the id pipeline's draws (cpd._truncation)."""
+  front_a, back_a, front_b, back_b = cpd._truncation(len(tokens_a), len(tokens_b),
+                                                     max_num_tokens, rng)
+  return (tokens_a[front_a:len(tokens_a) - back_a], tokens_b[front_b:len(tokens_b) - back_b])
+
+
 def test_truncation_matches_official_distribution():
   rng = random.Random(0)
   ref_rng = random.Random(1)
@@ -180,7 +187,7 @@ def test_truncation_matches_official_distribution():
     ours_front, ref_front = [], []
     for _ in range(3000):
       a, b = list(range(len_a)), list(range(100, 100 + len_b))
-      ta, tb = cpd._truncated_pair(a, b, max_num, rng)
+      ta, tb = _truncated_pair(a, b, max_num, rng)
       ra, rb = list(a), list(b)
       ref_truncate_seq_pair(ra, rb, max_num, ref_rng)
       # The kept lengths are deterministic and must match exactly.

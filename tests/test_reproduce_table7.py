@@ -53,7 +53,7 @@ def _write_losses(directory, points, suffix=""):
 
 def _fake_run(out, variant, seed, bleu=None, tok=None, chrf=None, ppl=None, tps=None,
               secs=None, step=TARGET, rate=0.5, losses=None):
-  """A run directory as run_all.sh / the driver leave it: done when bleu is given."""
+  """A run directory as the driver leaves it: done when bleu is given."""
   run_dir = rt7.run_dir_of(str(out), variant, seed)
   os.makedirs(run_dir, exist_ok=True)
   with open(os.path.join(run_dir, "train.log"), "w") as f:
@@ -146,7 +146,7 @@ def test_complete_run_commands_and_what_is_redone(tmp_path, monkeypatch):
   monkeypatch.setattr(reproduce_table2, "Runner", FakeRunner)
   s = _settings(tmp_path)
   out = str(tmp_path / "out")
-  # A new run: train (+eval), average, decode, with the flags of run_all.sh.
+  # A new run: train (+eval), average, decode, with the driver's flags.
   FakeRunner.calls = []
   assert rt7.complete_run(s, out, "realformer_mean", 2)
   assert [c[0] for c in FakeRunner.calls] == ["train", "average", "predict"]
