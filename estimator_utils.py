@@ -30,7 +30,38 @@ import modeling
 import optimization
 
 tf1 = tf.compat.v1
-estimator_lib = tf1.estimator
+
+# TensorFlow 2.16 removed the Estimator (and TPUEstimator). The model library and the tools that
+# need no training loop import this module on any TensorFlow; the training scripts call
+# require_estimator() first, which says in one line which environment to use.
+ESTIMATOR_TF_VERSION = "2.15"
+
+
+def has_estimator():
+  """Whether this TensorFlow still has tf.compat.v1.estimator (TF <= 2.15)."""
+  try:
+    return hasattr(tf1, "estimator") and hasattr(tf1.estimator, "tpu")
+  except (ImportError, AttributeError):
+    return False
+
+
+def require_estimator(script=None):
+  """Fails with one line when this TensorFlow has no Estimator (TF >= 2.16).
+
+  Args:
+    script: the script's file name for the message (default: sys.argv[0]).
+
+  Returns:
+    tf.compat.v1.estimator.
+  """
+  if not has_estimator():
+    script = script or os.path.basename(sys.argv[0] or "this script")
+    common.fail(
+        "%s needs TensorFlow %s (TPUEstimator / Estimator, removed in TF 2.16); this is TF %s: "
+        "run it in the project's TF %s environment: `bash run.sh python %s ...` (creates .venv "
+        "from requirements.txt)" % (script, ESTIMATOR_TF_VERSION, tf.__version__,
+                                     ESTIMATOR_TF_VERSION, script))
+  return tf1.estimator
 
 DISTRIBUTION_STRATEGIES = ("none", "mirrored", "multi_worker_mirrored")
 
@@ -387,6 +418,7 @@ def make_estimator(model_fn, flag_values, output_dir, train_batch_size, eval_bat
                                                  flag_values.distribution_strategy))
   tf1.logging.info("%d replicas in sync: %d examples per replica per step", num_replicas,
                    train_batch_size // num_replicas)
+  estimator_lib = require_estimator()
   batch_sizes = {estimator_lib.ModeKeys.TRAIN: train_batch_size // num_replicas,
                  estimator_lib.ModeKeys.EVAL: eval_batch_size,
                  estimator_lib.ModeKeys.PREDICT: predict_batch_size}
@@ -420,6 +452,7 @@ class _DistributedEstimatorAdapter(object):
   def __init__(self, estimator, wrap_input_fn):
     self._estimator = estimator
     self._wrap = wrap_input_fn
+    self._modes = require_estimator().ModeKeys
 
   @property
   def estimator(self):
@@ -431,14 +464,13 @@ class _DistributedEstimatorAdapter(object):
     return self._wrap(input_fn, mode)
 
   def train(self, input_fn, **kwargs):
-    return self._estimator.train(self._wrap(input_fn, estimator_lib.ModeKeys.TRAIN), **kwargs)
+    return self._estimator.train(self._wrap(input_fn, self._modes.TRAIN), **kwargs)
 
   def evaluate(self, input_fn, **kwargs):
-    return self._estimator.evaluate(self._wrap(input_fn, estimator_lib.ModeKeys.EVAL), **kwargs)
+    return self._estimator.evaluate(self._wrap(input_fn, self._modes.EVAL), **kwargs)
 
   def predict(self, input_fn, **kwargs):
-    return self._estimator.predict(self._wrap(input_fn, estimator_lib.ModeKeys.PREDICT),
-                                   **kwargs)
+    return self._estimator.predict(self._wrap(input_fn, self._modes.PREDICT), **kwargs)
 
   def __getattr__(self, name):
     return getattr(self._estimator, name)

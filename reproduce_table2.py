@@ -49,6 +49,7 @@ import numpy as np
 import tensorflow as tf
 
 import common
+import estimator_utils
 import create_pretraining_data
 import subprocess_utils
 
@@ -1163,6 +1164,8 @@ def record_invocation(plan_path, plan, start_time):
 
 
 def main(_):
+  # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
+  estimator_utils.require_estimator()
   tf1.logging.set_verbosity(tf1.logging.INFO)
   log = lambda msg: tf1.logging.info(msg)
   settings, options = read_flags()

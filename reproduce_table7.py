@@ -51,6 +51,7 @@ from absl import flags
 import numpy as np
 
 import common
+import estimator_utils
 import reproduce_table2
 import subprocess_utils
 
@@ -1018,6 +1019,8 @@ def write_report(settings, out_dir, results=None):
 
 
 def main(_):
+  # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
+  estimator_utils.require_estimator()
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
   if FLAGS.plan_only and FLAGS.report_only:

@@ -2298,8 +2298,22 @@ def head_shapes(task, bert_config):
           "output_bias": [task.num_labels]}
 
 
+def model_variable_names(bert_config):
+  """The names of the model's variables (BERT and the classifier head)."""
+  return set(estimator_utils.bert_variable_shapes(bert_config)) | {"output_weights",
+                                                                    "output_bias"}
+
+
+def _eval_actions():
+  """The modes of a job that read trained weights, as the user typed them."""
+  return "/".join(name for name, on in (("--do_eval", FLAGS.do_eval),
+                                        ("--do_predict", FLAGS.do_predict),
+                                        ("--export_dir", FLAGS.export_dir)) if on)
+
+
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
+  estimator_utils.require_estimator()
   _check_flags()
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)

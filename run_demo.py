@@ -22,6 +22,7 @@ from absl import app
 from absl import flags
 
 import common
+import estimator_utils
 import create_pretraining_data
 import subprocess_utils
 
@@ -202,6 +203,8 @@ def _path(*parts):
 
 
 def main(_):
+  # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
+  estimator_utils.require_estimator()
   for flag_name in ("train_text", "heldout_text", "vocab_file", "bert_config_file"):
     common.require_file(getattr(FLAGS, flag_name), flag_name)
   if FLAGS.pretrain_steps < 1:

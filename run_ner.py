@@ -1244,6 +1244,7 @@ def _saved_ner_config(output_dir):
 
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
+  estimator_utils.require_estimator()
   _check_flags()
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)

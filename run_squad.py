@@ -1405,6 +1405,7 @@ def head_shapes(bert_config):
 
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
+  estimator_utils.require_estimator()
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
   common.check_output_dir(FLAGS.output_dir, "output_dir")

@@ -568,6 +568,7 @@ def resolve_checkpoint_flag():
 
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
+  estimator_utils.require_estimator()
   _check_flags()
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)

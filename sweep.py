@@ -48,6 +48,7 @@ import numpy as np
 import tensorflow as tf
 
 import common
+import estimator_utils
 import modeling
 import subprocess_utils
 
@@ -1120,6 +1121,8 @@ def tasks_on_disk(output_dir):
 
 
 def main(_):
+  # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
+  estimator_utils.require_estimator()
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
   if FLAGS.dry_run and FLAGS.aggregate_only:

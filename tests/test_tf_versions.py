@@ -1,0 +1,176 @@
+"""The library and the serving path on the newest TensorFlow (issue: "Which TensorFlow").
+
+These tests run in both environments:
+- TF 2.15 (`.venv`): the Estimator is there and the scripts do not refuse to run.
+- The newest TF (`.venv-tf-latest`, `bash run.sh test-latest`): the training scripts stop with one
+  line naming the TF 2.15 environment; the tools that need no training loop (extract_features,
+  predict_masked, export_hub) give the same outputs as on TF 2.15 from the same checkpoint; and
+  SavedModels exported on TF 2.15 load and answer identically. The TF 2.15 side runs in a
+  subprocess with the interpreter that $REALFORMER_TF215_PYTHON names (run.sh sets it).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import REPO_DIR, last_error_line, run_tool, tool_env
+import convert_hf_checkpoint
+import estimator_utils
+import numpy_bert
+
+TF215_PYTHON_ENV = "REALFORMER_TF215_PYTHON"
+NEWEST_TF = not estimator_utils.has_estimator()
+# One training script, one fine-tuning script and a driver (all call require_estimator first).
+ESTIMATOR_SCRIPTS = ("run_pretraining.py", "run_classifier.py", "run_demo.py")
+CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
+          "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
+          "type_vocab_size": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+          "attention_probs_dropout_prob": 0.1, "initializer_range": 0.02,
+          "residual_attention": "sum"}
+SENTENCES = ["the captain looked at the old ship .", "she said that she would see him ."]
+MASKED = ["the [MASK] of the sea was calm .", "she would [MASK] him tomorrow ."]
+
+# Run by both interpreters: the SavedModels' answers to SENTENCES as an .npz.
+ANSWER_SCRIPT = r"""
+import sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # registers the preprocessor's ops
+export_dir, out_file = sys.argv[1], sys.argv[2]
+sentences = tf.constant(sys.argv[3:])
+preprocessor = tf.saved_model.load(export_dir + "/preprocessor")
+encoder = tf.saved_model.load(export_dir + "/encoder")
+inputs = preprocessor(sentences)
+outputs = encoder(inputs)
+np.savez(out_file, ids=inputs["input_word_ids"].numpy(),
+         pooled=outputs["pooled_output"].numpy(), sequence=outputs["sequence_output"].numpy())
+"""
+
+
+def _tf215_python():
+  """The TF 2.15 interpreter, or a skip when this is not the newest-TF run."""
+  if not NEWEST_TF:
+    pytest.skip("compares TF 2.15 with the newest TF: runs in `bash run.sh test-latest`")
+  python = os.environ.get(TF215_PYTHON_ENV)
+  if not python or not os.path.exists(python):
+    pytest.skip("needs $%s (the TF 2.15 interpreter; run.sh sets it)" % TF215_PYTHON_ENV)
+  return python
+
+
+def _run(python, script, args, timeout=300):
+  """Runs a repository tool (or `-c` code) with `python`; returns the CompletedProcess."""
+  cmd = [python] + ([script] if script.startswith("-") else
+                    [os.path.join(REPO_DIR, script)]) + [str(a) for a in args]
+  result = subprocess.run(cmd, cwd=REPO_DIR, env=tool_env(), capture_output=True, text=True,
+                          timeout=timeout)
+  assert result.returncode == 0, "%s failed:\n%s" % (" ".join(cmd), result.stderr[-3000:])
+  return result
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+  """A seeded checkpoint with bert/* and cls/* (written by this test's TF) and its config."""
+  directory = tmp_path_factory.mktemp("tf_versions_model")
+  params = numpy_bert.random_params(CONFIG, seed=7, with_heads=True)
+  convert_hf_checkpoint.write_tf_checkpoint(params, str(directory / "model.ckpt"))
+  (directory / "bert_config.json").write_text(json.dumps(CONFIG))
+  return directory
+
+
+@pytest.mark.skipif(not NEWEST_TF, reason="TF 2.15 has the Estimator")
+@pytest.mark.parametrize("script", ESTIMATOR_SCRIPTS)
+def test_estimator_scripts_name_the_tf215_environment(script, tmp_path):
+  result = run_tool(script, ["--output_dir=%s" % tmp_path], expect_rc=2)
+  line = last_error_line(result)
+  assert line.startswith("error: %s needs TensorFlow 2.15" % script), line
+  assert "bash run.sh python %s" % script in line and "Traceback" not in result.stderr
+  assert not os.listdir(tmp_path)
+
+
+def test_this_tf_is_described():
+  """TF 2.15 has the Estimator; the newest TF has not and require_estimator says so."""
+  major_minor = tuple(int(x) for x in tf.__version__.split(".")[:2])
+  assert estimator_utils.has_estimator() == (major_minor <= (2, 15))
+
+
+def _compare_tool_outputs(python215, model, tmp_path, tool, args, output_name):
+  """Runs `tool` with the same flags under TF 2.15 and here; returns both outputs' text."""
+  texts = []
+  for name, python in (("tf215", python215), ("newest", sys.executable)):
+    out = tmp_path / name
+    out.mkdir()
+    _run(python, tool, list(args) + ["--output_file=%s" % (out / output_name)])
+    texts.append((out / output_name).read_text())
+  return texts
+
+
+def test_extract_features_same_on_both(model, tmp_path, vocab_file):
+  python215 = _tf215_python()
+  input_file = tmp_path / "input.txt"
+  input_file.write_text("\n".join(SENTENCES) + "\n")
+  ours, theirs = _compare_tool_outputs(
+      python215, model, tmp_path, "extract_features.py",
+      ["--input_file=%s" % input_file, "--vocab_file=%s" % vocab_file,
+       "--bert_config_file=%s" % (model / "bert_config.json"),
+       "--init_checkpoint=%s" % (model / "model.ckpt"), "--max_seq_length=16", "--layers=-1,-2"],
+      "features.jsonl")
+  old, new = [[json.loads(line) for line in t.splitlines()] for t in (ours, theirs)]
+  assert len(old) == len(new) == len(SENTENCES)
+  for a, b in zip(old, new):
+    assert [f["token"] for f in a["features"]] == [f["token"] for f in b["features"]]
+    for fa, fb in zip(a["features"], b["features"]):
+      for la, lb in zip(fa["layers"], fb["layers"]):
+        np.testing.assert_allclose(la["values"], lb["values"], atol=1e-4)
+
+
+def test_predict_masked_same_on_both(model, tmp_path, vocab_file):
+  python215 = _tf215_python()
+  args = ["--vocab_file=%s" % vocab_file, "--bert_config_file=%s" % (model / "bert_config.json"),
+          "--init_checkpoint=%s" % (model / "model.ckpt"), "--top_k=5"]
+  args += ["--text=%s" % s for s in MASKED]
+  old, new = _compare_tool_outputs(python215, model, tmp_path, "predict_masked.py", args,
+                                   "masks.jsonl")
+  old, new = [[json.loads(line) for line in t.splitlines()] for t in (old, new)]
+  assert len(old) == len(new) == len(MASKED)
+  for a, b in zip(old, new):
+    a_masks, b_masks = a["masks"], b["masks"]
+    assert [[c["token"] for c in m["candidates"]] for m in a_masks] == \
+        [[c["token"] for c in m["candidates"]] for m in b_masks]
+    for ma, mb in zip(a_masks, b_masks):
+      np.testing.assert_allclose([c["probability"] for c in ma["candidates"]],
+                                 [c["probability"] for c in mb["candidates"]], atol=1e-5)
+
+
+def test_saved_models_exported_on_tf215_answer_identically(model, tmp_path, vocab_file):
+  """Exported with export_hub.py on TF 2.15; loaded and run by both; equal to 1e-5."""
+  python215 = _tf215_python()
+  export_dir = tmp_path / "hub"
+  _run(python215, "export_hub.py",
+       ["--mode=encoder,preprocessor", "--export_dir=%s" % export_dir,
+        "--bert_config_file=%s" % (model / "bert_config.json"),
+        "--init_checkpoint=%s" % (model / "model.ckpt"), "--vocab_file=%s" % vocab_file,
+        "--seq_length=16"])
+  answers = {}
+  for name, python in (("tf215", python215), ("newest", sys.executable)):
+    out = tmp_path / ("%s.npz" % name)
+    _run(python, "-c", [ANSWER_SCRIPT, str(export_dir), str(out)] + SENTENCES)
+    answers[name] = np.load(str(out))
+  old, new = answers["tf215"], answers["newest"]
+  np.testing.assert_array_equal(old["ids"], new["ids"])
+  np.testing.assert_allclose(old["pooled"], new["pooled"], atol=1e-5)
+  np.testing.assert_allclose(old["sequence"], new["sequence"], atol=1e-5)
+  # And the newest TF exports the same model the same way.
+  export_new = tmp_path / "hub_new"
+  _run(sys.executable, "export_hub.py",
+       ["--mode=encoder,preprocessor", "--export_dir=%s" % export_new,
+        "--bert_config_file=%s" % (model / "bert_config.json"),
+        "--init_checkpoint=%s" % (model / "model.ckpt"), "--vocab_file=%s" % vocab_file,
+        "--seq_length=16"])
+  out = tmp_path / "newest_export.npz"
+  _run(sys.executable, "-c", [ANSWER_SCRIPT, str(export_new), str(out)] + SENTENCES)
+  np.testing.assert_allclose(np.load(str(out))["sequence"], old["sequence"], atol=1e-5)
