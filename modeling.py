@@ -40,6 +40,37 @@ import tensorflow as tf
 tf1 = tf.compat.v1
 
 RESIDUAL_ATTENTION_TYPES = ("none", "sum", "mean")
+
+
+def residual_attention_divisor(residual_attention, layer_index):
+  """The divisor of layer `layer_index`'s softmax input under `residual_attention`.
+
+  The paper's running mean divides the running sum A_n = S_0 + ... + S_n by n + 1 before the
+  softmax; the sum itself is what is handed on. The one rule for every model of this project
+  (BERT, the encoder-decoder's three chains, ETC).
+
+  Args:
+    residual_attention: "none", "sum" or "mean".
+    layer_index: 0-based index of the layer in its chain.
+
+  Returns:
+    layer_index + 1 for "mean", else None (no division).
+  """
+  return (layer_index + 1) if residual_attention == "mean" else None
+
+
+def residual_attention_hand_on(residual_attention, scores):
+  """What a layer hands to the next layer of its chain: its pre-mask running scores, or None.
+
+  Args:
+    residual_attention: "none", "sum" or "mean".
+    scores: float32 [batch, heads, from_seq, to_seq], the layer's running scores (before the
+      mask and the mean's division).
+
+  Returns:
+    `scores`, or None for "none" (plain attention: nothing is handed on).
+  """
+  return scores if residual_attention != "none" else None
 LAYER_NORM_TYPES = ("post", "pre")
 ACTIVATIONS = ("gelu", "gelu_exact", "relu", "tanh", "linear")
 # --precision names -> compute dtypes (variables are float32 in all of them).
@@ -1299,12 +1330,11 @@ def transformer_model(input_tensor,
               from_seq_length=seq_length,
               to_seq_length=seq_length,
               prev_attention_scores=prev_scores,
-              running_mean_divisor=(layer_idx + 1) if residual_attention == "mean" else None,
+              running_mean_divisor=residual_attention_divisor(residual_attention, layer_idx),
               return_attention=True)
         all_attention_scores.append(scores)
         all_attention_probs.append(probs)
-        if residual_attention != "none":
-          prev_scores = scores
+        prev_scores = residual_attention_hand_on(residual_attention, scores)
 
         # Run a linear projection of `hidden_size` then add a residual
         # with `layer_input`.

@@ -372,10 +372,6 @@ def _merge_heads(context, batch_size, length, config):
   return tf.reshape(context, [batch_size * length, config.hidden_size])
 
 
-def _divisor(config, layer_index):
-  return (layer_index + 1) if config.residual_attention == "mean" else None
-
-
 def _attention_sublayer(x, key, value, mask, prev_scores, layer_index, head_scope, ctx,
                         batch_size, from_length):
   """Attention as a residual sub-layer; returns (output [rows, D], handed-on scores).
@@ -406,7 +402,8 @@ def _attention_sublayer(x, key, value, mask, prev_scores, layer_index, head_scop
           attention_probs_dropout_prob=(config.attention_probs_dropout_prob
                                         if ctx.is_training else 0.0),
           prev_attention_scores=prev_scores,
-          running_mean_divisor=_divisor(config, layer_index))
+          running_mean_divisor=modeling.residual_attention_divisor(config.residual_attention,
+                                                                   layer_index))
     scores_out.append(scores)
     with tf1.variable_scope("output"):
       return _dense(_merge_heads(context, batch_size, from_length, config),
@@ -414,11 +411,6 @@ def _attention_sublayer(x, key, value, mask, prev_scores, layer_index, head_scop
 
   output = _sublayer(x, attend, ctx)
   return output, scores_out[0]
-
-
-def _chain(config, scores):
-  """What a layer hands to the next one of its chain (None without residual attention)."""
-  return scores if config.residual_attention != "none" else None
 
 
 # ----------------------------------------------------------------------------- encoder
@@ -459,7 +451,7 @@ def encode(config, source_ids, is_training, admin_profile=None, profiler=None):
               _heads_of_input(batch_size, source_length, "value", config), attention_mask,
               prev_scores, layer_index, "self", ctx, batch_size, source_length)
         all_scores.append(scores)
-        prev_scores = _chain(config, scores)
+        prev_scores = modeling.residual_attention_hand_on(config.residual_attention, scores)
         x = _sublayer(x, lambda h: _feed_forward(h, ctx), ctx)
     x = _final_norm(x, config)
   outputs = tf.reshape(x, [batch_size, source_length, config.hidden_size])
@@ -514,7 +506,7 @@ def decode(config, encoder_output, target_input_ids, is_training, admin_profile=
               _heads_of_input(batch_size, target_length, "value", config), self_mask, prev_self,
               layer_index, "self", ctx, batch_size, target_length)
         self_scores.append(scores)
-        prev_self = _chain(config, scores)
+        prev_self = modeling.residual_attention_hand_on(config.residual_attention, scores)
         with tf1.variable_scope("cross_attention"):
           with tf1.variable_scope("source"):
             source_key = _source_heads(encoder_output, "key", config)
@@ -523,7 +515,7 @@ def decode(config, encoder_output, target_input_ids, is_training, admin_profile=
               x, source_key, source_value, cross_mask, prev_cross, layer_index,
               "source", ctx, batch_size, target_length)
         cross_scores.append(scores)
-        prev_cross = _chain(config, scores)
+        prev_cross = modeling.residual_attention_hand_on(config.residual_attention, scores)
         x = _sublayer(x, lambda h: _feed_forward(h, ctx), ctx)
     x = _final_norm(x, config)
   states = tf.reshape(x, [batch_size, target_length, config.hidden_size])
@@ -604,12 +596,12 @@ def decode_step(config, last_ids, step, cache):
           x, scores = _attention_sublayer(
               x, cached_heads("key"), cached_heads("value"), self_mask, prev_self,
               layer_index, "self", ctx, batch_size, 1)
-        prev_self = _chain(config, scores)
+        prev_self = modeling.residual_attention_hand_on(config.residual_attention, scores)
         with tf1.variable_scope("cross_attention"):
           x, scores = _attention_sublayer(
               x, cache[prefix + "/source_key"], cache[prefix + "/source_value"],
               cross_mask, prev_cross, layer_index, "source", ctx, batch_size, 1)
-        prev_cross = _chain(config, scores)
+        prev_cross = modeling.residual_attention_hand_on(config.residual_attention, scores)
         x = _sublayer(x, lambda h: _feed_forward(h, ctx), ctx)
     x = _final_norm(x, config)
   return output_logits(config, x), new_cache
