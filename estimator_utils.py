@@ -532,14 +532,18 @@ class StopOnSignalHook(tf1.train.SessionRunHook):
 
 
 class ProgressHook(tf1.train.SessionRunHook):
-  """Logs steps/s, examples/s and time remaining while training (through common.ProgressMeter)."""
+  """Logs steps/s, examples/s and time remaining while training (through common.ProgressMeter).
+
+  Either number may be unknown (None) when the official model_fn_builder / input_fn_builder are
+  used as a library: the lines then leave out the time remaining or the examples/s.
+  """
 
   def __init__(self, total_steps, batch_size, every_n_secs=10.0, label="train"):
     """Creates the hook.
 
     Args:
-      total_steps: the global step at which training ends.
-      batch_size: examples per global step (all replicas).
+      total_steps: the global step at which training ends, or None when unknown.
+      batch_size: examples per global step (all replicas), or None when unknown.
       every_n_secs: minimum seconds between log lines.
       label: prefix of the log lines.
     """
@@ -567,8 +571,10 @@ class ProgressHook(tf1.train.SessionRunHook):
     rate = meter.rate_at(step)
     if rate > 0:
       self.last_rate = rate
-    meter.update(step, extra="(%.1f examples/s)" % (rate * self._batch_size),
-                 force=step >= self._total_steps, prefix="%s: step " % self._label)
+    extra = "(%.1f examples/s)" % (rate * self._batch_size) if self._batch_size else ""
+    meter.update(step, extra=extra,
+                 force=self._total_steps is not None and step >= self._total_steps,
+                 prefix="%s: step " % self._label)
 
 
 def write_eval_results(output_dir, results, name="eval_results"):

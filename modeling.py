@@ -28,6 +28,7 @@ from __future__ import print_function
 
 import collections
 import copy
+import itertools
 import json
 import math
 import re
@@ -722,7 +723,21 @@ def layer_norm(input_tensor, name=None):
 LAYER_NORM_EPSILON = 1e-12
 
 
-@tf.custom_gradient
+# Numbers the gradients _layer_norm_float32 registers (one per call, as tf.custom_gradient does).
+_LAYER_NORM_GRADIENT_IDS = itertools.count()
+
+
+def _register_gradient(grad_fn):
+  """Registers grad_fn(op, *output_grads) under a new name (for gradient_override_map)."""
+  while True:
+    name = "RealFormerLayerNormGrad_%d" % next(_LAYER_NORM_GRADIENT_IDS)
+    try:
+      tf.RegisterGradient(name)(grad_fn)
+      return name
+    except KeyError:
+      pass  # taken by another copy of modeling.py loaded in this process: the next number
+
+
 def _layer_norm_float32(x, gamma, beta):
   """LayerNorm over the last axis with its closed-form gradient.
 
@@ -732,13 +747,19 @@ def _layer_norm_float32(x, gamma, beta):
   ~15, 1.5x faster forward + backward (bench/bench_training_step.py, README); it is as exact
   (tests/test_modeling.py compares with a float64 NumPy LayerNorm and its gradient).
 
+  The gradient is attached as tf.custom_gradient does it in a graph (an IdentityN over the
+  output and the inputs, its gradient overridden by a function registered for this call, which
+  a SavedModel also saves), without the unconsumed Identity op tf.custom_gradient leaves behind:
+  the official modeling_test.py asserts that every op is reachable from the outputs. Eagerly the
+  override does not apply and autodiff through the forward ops gives the same gradient.
+
   Args:
     x: float32 Tensor [..., hidden].
     gamma: float32 [hidden].
     beta: float32 [hidden].
 
   Returns:
-    (output [..., hidden], gradient function).
+    float32 Tensor [..., hidden].
   """
   mean = tf.reduce_mean(x, axis=-1, keepdims=True)
   centered = x - mean
@@ -746,17 +767,22 @@ def _layer_norm_float32(x, gamma, beta):
   inv_std = tf.math.rsqrt(variance + LAYER_NORM_EPSILON)
   normalized = centered * inv_std
 
-  def grad(dy):
-    """d(loss)/d(x, gamma, beta) from d(loss)/d(output)."""
+  def grad(unused_op, dy, *unused_grads):
+    """d(loss)/d(output, x, gamma, beta) from d(loss)/d(output) (the IdentityN's inputs).
+
+    None for the output itself, so that autodiff does not also go through the forward ops.
+    """
     param_axes = list(range(x.shape.ndims - 1))
     dnormalized = dy * gamma
     mean_dnormalized = tf.reduce_mean(dnormalized, axis=-1, keepdims=True)
     mean_projection = tf.reduce_mean(dnormalized * normalized, axis=-1, keepdims=True)
     dx = inv_std * (dnormalized - mean_dnormalized - normalized * mean_projection)
-    return (dx, tf.reduce_sum(dy * normalized, axis=param_axes),
+    return (None, dx, tf.reduce_sum(dy * normalized, axis=param_axes),
             tf.reduce_sum(dy, axis=param_axes))
 
-  return normalized * gamma + beta, grad
+  output = normalized * gamma + beta
+  with tf1.get_default_graph().gradient_override_map({"IdentityN": _register_gradient(grad)}):
+    return tf.identity_n([output, x, gamma, beta])[0]
 
 
 def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):

@@ -151,7 +151,13 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
         tf1.summary.scalar("masked_lm_accuracy", mlm_accuracy)
         tf1.summary.scalar("masked_lm_loss", masked_lm_loss)
         tf1.summary.scalar("next_sentence_loss", next_sentence_loss)
-        hooks.append(progress_hook or estimator_utils.ProgressHook(total_steps, train_batch_size))
+        # Used as a library (the official arguments only), the step count and batch size come
+        # from num_train_steps and the estimator's params / the batch's static shape.
+        hooks.append(progress_hook or estimator_utils.ProgressHook(
+            total_steps if total_steps is not None
+            else num_train_steps * gradient_accumulation_steps,
+            train_batch_size or (params or {}).get("batch_size") or
+            tf.compat.dimension_value(input_ids.shape[0])))
         hooks.append(estimator_utils.StopOnSignalHook())
         hooks.extend(extra_hooks)
       output_spec = tf1.estimator.tpu.TPUEstimatorSpec(

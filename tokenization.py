@@ -39,6 +39,7 @@ import collections
 import re
 import unicodedata
 
+from absl import flags
 import tensorflow as tf
 
 import common
@@ -49,6 +50,37 @@ SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")
 # Default bound on the per-instance token caches (entries); the cache is
 # cleared when it grows past this (roughly 250 bytes per entry).
 DEFAULT_CACHE_SIZE = 500000
+
+# The official tokenization.py's flag (bert-tensorflow 1.0.4), for its library API: [unusedN]
+# tokens of the vocab pass through whole. The tools here refuse it (checked_tokenizer): their
+# feature caches and exported tokenizers do not know it.
+flags.DEFINE_bool(
+    "preserve_unused_tokens", False,
+    "If True, Wordpiece tokenization will not be applied to words in the vocab.")
+
+_UNUSED_TOKEN_RE = re.compile(r"^\[unused\d+\]$")
+
+
+def _preserving_unused_tokens():
+  """The value of --preserve_unused_tokens (readable before the flags are parsed)."""
+  return flags.FLAGS["preserve_unused_tokens"].value
+
+
+def preserve_token(token, vocab):
+  """Returns True if the token should forgo tokenization and be preserved (official rule).
+
+  Args:
+    token: one whitespace token of cleaned text.
+    vocab: the vocab (a container of tokens).
+
+  Returns:
+    True with --preserve_unused_tokens for an [unusedN] token of the vocab.
+  """
+  if not _preserving_unused_tokens():
+    return False
+  if token not in vocab:
+    return False
+  return bool(_UNUSED_TOKEN_RE.search(token))
 
 
 def validate_case_matches_checkpoint(do_lower_case, init_checkpoint):
@@ -245,6 +277,9 @@ def checked_tokenizer(vocab_file, do_lower_case, init_checkpoint=None, spm_model
   Returns:
     A FullTokenizer.
   """
+  if _preserving_unused_tokens():
+    common.fail("--preserve_unused_tokens=true: only the tokenization library API (FullTokenizer) "
+                "implements it, not this tool")
   validate_case_matches_checkpoint(do_lower_case, init_checkpoint)
   if spm_model_file:
     tokenizer = FullTokenizer(vocab_file, do_lower_case, spm_model_file=spm_model_file)
@@ -352,13 +387,16 @@ def _clean_and_split(text):
 class BasicTokenizer(object):
   """Runs basic tokenization (punctuation splitting, lower casing, etc.)."""
 
-  def __init__(self, do_lower_case=True):
+  def __init__(self, do_lower_case=True, vocab=tuple()):
     """Constructs a BasicTokenizer.
 
     Args:
       do_lower_case: Whether to lower case the input (and strip accents).
+      vocab: A container of tokens to not mutate during tokenization (with
+        --preserve_unused_tokens, see preserve_token).
     """
     self.do_lower_case = do_lower_case
+    self.vocab = vocab
 
   def tokenize(self, text):
     """Tokenizes a piece of text.
@@ -370,6 +408,11 @@ class BasicTokenizer(object):
       list of str tokens (words and single punctuation characters).
     """
     output = []
+    if self.vocab and _preserving_unused_tokens():
+      # Checked on the token as written: no up-front lower-casing.
+      for token in _clean_and_split(convert_to_unicode(text)):
+        output.extend([token] if preserve_token(token, self.vocab) else self.split_token(token))
+      return output
     for token in self.whitespace_tokens(text):
       output.extend(self.split_token(token))
     return output
@@ -553,7 +596,7 @@ class FullTokenizer(object):
       self.wordpiece_tokenizer = None
     else:
       self.vocab = load_vocab(vocab_file)
-      self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case)
+      self.basic_tokenizer = BasicTokenizer(do_lower_case=do_lower_case, vocab=self.vocab)
       self.wordpiece_tokenizer = WordpieceTokenizer(vocab=self.vocab)
     self.inv_vocab = {v: k for k, v in self.vocab.items()}
 
@@ -596,6 +639,8 @@ class FullTokenizer(object):
     """
     if self.sp_model is not None:
       return self.sp_model.encode(self._spm_text(text), out_type=str)
+    if _preserving_unused_tokens():
+      return self._tokenize_preserving_unused(text)
     get = self._token_cache.get
     miss = self._pieces
     # A cached empty tuple (a token of only combining marks) is falsy and
@@ -614,10 +659,24 @@ class FullTokenizer(object):
     """
     if self.sp_model is not None:
       return self.sp_model.encode(self._spm_text(text))
+    if _preserving_unused_tokens():
+      return convert_by_vocab(self.vocab, self._tokenize_preserving_unused(text))
     get = self._id_cache.get
     miss = self._ids
     return [i for token in self.basic_tokenizer.whitespace_tokens(text)
             for i in (get(token) or miss(token))]
+
+  def _tokenize_preserving_unused(self, text):
+    """tokenize with --preserve_unused_tokens: [unusedN] vocab tokens kept whole."""
+    get = self._token_cache.get
+    miss = self._pieces
+    output = []
+    for token in _clean_and_split(convert_to_unicode(text)):
+      if preserve_token(token, self.vocab):
+        output.append(token)
+      else:
+        output.extend(get(token) or miss(token))
+    return output
 
   def convert_tokens_to_ids(self, tokens):
     """Converts tokens to ids (SentencePiece: unknown pieces get the unk id)."""

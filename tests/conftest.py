@@ -8,6 +8,10 @@ import pytest
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# google-research/bert's own *_test.py files: run in a TF1-mode process by
+# tests/test_official_api.py (official/run_official_tests.py), never collected here.
+collect_ignore = ["official"]
+
 # A 2-layer, 32-wide BERT over the real 30,522-entry vocab: fast end-to-end runs of the scripts.
 TINY_BERT_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
                     "num_attention_heads": 2, "intermediate_size": 64,

@@ -1,8 +1,10 @@
-"""Tests for modeling.py: residual attention against an independent NumPy model, the official
-API, variable names, checkpoint interchange between none/sum/mean, Pre-LN init, bad configs."""
+"""Tests for modeling.py: residual attention against an independent NumPy model (and `none`
+against google-research/bert's own modeling.py, tests/official/), the official API, variable
+names, checkpoint interchange between none/sum/mean, Pre-LN init, bad configs."""
 
 import json
 import os
+import types
 
 import numpy as np
 import pytest
@@ -84,6 +86,9 @@ def test_matches_independent_numpy_model(residual_attention, layer_norm_type):
     assert len(got[key]) == config.num_hidden_layers
     for layer, (g, w) in enumerate(zip(got[key], want[key])):
       np.testing.assert_allclose(g, w, atol=1e-5, rtol=0, err_msg="%s[%d]" % (key, layer))
+  if (residual_attention, layer_norm_type) == ("none", "post"):
+    _check_none_against_the_official_model(params, (input_ids, input_mask, token_type_ids),
+                                           got, want)
 
 
 def test_residual_attention_changes_upper_layers_only():
@@ -114,6 +119,74 @@ def test_running_scores_are_unmasked_and_undivided():
     padded = np.broadcast_to(input_mask[:, None, None, :] == 0, probs.shape)
     assert probs[padded].max() < 1e-6
     np.testing.assert_allclose(probs.sum(-1), 1.0, atol=1e-5)
+
+
+def _official_modeling():
+  """google-research/bert's modeling.py (tests/official/, bert-tensorflow 1.0.4) as a module.
+
+  Its one TF1-only dependency, tf.contrib.layers.layer_norm, is given as TF 1.15 computed it
+  for that call: tf.nn.moments + tf.nn.batch_normalization over the last axis, epsilon 1e-12.
+  """
+  path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "official", "modeling.py")
+  with open(path, encoding="utf-8") as f:
+    source = f.read()
+  contrib_import = "from tensorflow.contrib import layers as contrib_layers"
+  assert contrib_import in source
+
+  def contrib_layer_norm(inputs, begin_norm_axis=-1, begin_params_axis=-1, scope=None):
+    assert begin_norm_axis == begin_params_axis == -1
+    with tf1.variable_scope(scope, "LayerNorm", [inputs]):
+      beta = tf1.get_variable("beta", inputs.shape[-1:], initializer=tf1.zeros_initializer())
+      gamma = tf1.get_variable("gamma", inputs.shape[-1:], initializer=tf1.ones_initializer())
+      mean, variance = tf.nn.moments(inputs, [inputs.shape.ndims - 1], keepdims=True)
+      return tf.nn.batch_normalization(inputs, mean, variance, beta, gamma, 1e-12)
+
+  official = types.ModuleType("official_bert_modeling")
+  official.contrib_layers = types.SimpleNamespace(layer_norm=contrib_layer_norm)
+  exec(compile(source.replace(contrib_import, "pass"), path, "exec"),  # pylint: disable=exec-used
+       official.__dict__)
+  return official
+
+
+def _check_none_against_the_official_model(params, inputs, got, want):
+  """residual_attention=none against google-research/bert's own modeling.py, same weights.
+
+  Not bit-identical (the closed-form LayerNorm and the fused attention round differently),
+  but within float32 rounding: max abs diff 1.7e-6 here (outputs up to ~5; 6.4e-6 for
+  bert_small at seq 128, README), and ours is no further from the float64 NumPy model than the
+  official one.
+
+  Args:
+    params: the weights (official names).
+    inputs: (input_ids, input_mask, token_type_ids).
+    got: our outputs (_tf_outputs) on them.
+    want: the float64 NumPy model's outputs.
+  """
+  if not hasattr(tf1.layers, "dense"):
+    # The official modeling.py builds its pooler with tf.layers.dense, which the newest TF
+    # (Keras 3) no longer has: the comparison runs in the TF 2.15 environment.
+    return
+  official_modeling = _official_modeling()
+  config = dict(TINY)
+  del config["residual_attention"], config["layer_norm_type"]
+  input_ids, input_mask, token_type_ids = inputs
+  with tf.Graph().as_default():
+    model = official_modeling.BertModel(
+        config=official_modeling.BertConfig.from_dict(config), is_training=False,
+        input_ids=tf.constant(input_ids), input_mask=tf.constant(input_mask),
+        token_type_ids=tf.constant(token_type_ids))
+    with tf1.Session() as sess:
+      _load_params(sess, params)
+      official = sess.run({"sequence_output": model.get_sequence_output(),
+                           "pooled_output": model.get_pooled_output(),
+                           "all_encoder_layers": model.get_all_encoder_layers()})
+  for key in ("sequence_output", "pooled_output"):
+    np.testing.assert_allclose(got[key], official[key], atol=1e-5, rtol=0, err_msg=key)
+  for layer, (g, o) in enumerate(zip(got["all_encoder_layers"], official["all_encoder_layers"])):
+    np.testing.assert_allclose(g, o, atol=1e-5, rtol=0, err_msg="layer %d" % layer)
+  ours_error = np.abs(got["sequence_output"] - want["sequence_output"]).max()
+  official_error = np.abs(official["sequence_output"] - want["sequence_output"]).max()
+  assert ours_error < 2 * official_error + 1e-6, (ours_error, official_error)
 
 
 def test_official_api_shapes_and_getters():

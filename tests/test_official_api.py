@@ -4,16 +4,20 @@ Code written against the official script as a library (the TF-Hub notebook
 "predicting_movie_reviews_with_bert_on_tf_hub.ipynb", tutorials, the bert-tensorflow package)
 must run on ours unchanged: a DataProcessor subclass, InputExample ->
 convert_examples_to_features -> input_fn_builder -> model_fn_builder -> TPUEstimator(use_tpu=False)
-train / evaluate / predict, the file-based path, main() with --processor=module:Class or
-register_processor, and XNLI as the official script reads it.
+train / evaluate / predict, the file-based path (TFRecords), main() with --processor=module:Class
+or register_processor, and XNLI as the official script reads it. Also run_squad's functions strung
+together as its main() does in the user's own TPUEstimator, google-research/bert's own unit tests
+(tests/official/) against our modules, and the official --preserve_unused_tokens flag.
 """
 
+import hashlib
 import inspect
 import json
 import os
 import sys
 import textwrap
 
+from absl.testing import flagsaver
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -24,6 +28,7 @@ import common
 import modeling
 import run_classifier
 import run_pretraining
+import run_squad
 import tokenization
 
 VOCAB_FILE = os.path.join(REPO_DIR, "data", "vocab.txt")
@@ -528,3 +533,105 @@ def test_xnli_processor_and_main(tiny, tmp_path):
   assert task.processor.language == "fr"
   with pytest.raises(run_classifier.common.UsageError, match=r"multinli\.train\.fr\.tsv"):
     run_classifier.task_examples(task, task.train, str(data), "train")
+
+
+# ----------------------------------------------------------------------------------------------
+# run_squad as a library, as the official main() strings it together: examples -> FeatureWriter
+# TFRecords -> model_fn_builder / input_fn_builder in the user's TPUEstimator -> predictions.
+
+
+def test_run_squad_as_a_library(tiny):
+  squad_file = os.path.join(REPO_DIR, "tests", "fixtures", "squad", "tiny-v1.1.json")
+  root = tiny["root"] / "squad_library"
+  root.mkdir()
+  tokenizer = tiny["tokenizer"]
+  train_examples = run_squad.read_squad_examples(input_file=squad_file, is_training=True)
+  train_writer = run_squad.FeatureWriter(filename=str(root / "train.tf_record"),
+                                         is_training=True)
+  run_squad.convert_examples_to_features(
+      examples=train_examples, tokenizer=tokenizer, max_seq_length=MAX_SEQ_LENGTH,
+      doc_stride=16, max_query_length=12, is_training=True,
+      output_fn=train_writer.process_feature)
+  train_writer.close()
+  model_fn = run_squad.model_fn_builder(
+      bert_config=tiny["bert_config"], init_checkpoint=tiny["checkpoint"], learning_rate=1e-3,
+      num_train_steps=2, num_warmup_steps=0, use_tpu=False, use_one_hot_embeddings=False)
+  estimator = _estimator(model_fn, str(root / "model"))
+  estimator.train(input_fn=run_squad.input_fn_builder(
+      input_file=train_writer.filename, seq_length=MAX_SEQ_LENGTH, is_training=True,
+      drop_remainder=True), max_steps=2)
+  assert estimator.get_variable_value("global_step") == 2
+
+  eval_examples = run_squad.read_squad_examples(input_file=squad_file, is_training=False)
+  eval_features = []
+  eval_writer = run_squad.FeatureWriter(filename=str(root / "eval.tf_record"),
+                                        is_training=False)
+
+  def append_feature(feature):
+    eval_features.append(feature)
+    eval_writer.process_feature(feature)
+
+  run_squad.convert_examples_to_features(
+      examples=eval_examples, tokenizer=tokenizer, max_seq_length=MAX_SEQ_LENGTH,
+      doc_stride=16, max_query_length=12, is_training=False, output_fn=append_feature)
+  eval_writer.close()
+  all_results = [
+      run_squad.RawResult(unique_id=int(result["unique_ids"]),
+                          start_logits=[float(x) for x in result["start_logits"].flat],
+                          end_logits=[float(x) for x in result["end_logits"].flat])
+      for result in estimator.predict(input_fn=run_squad.input_fn_builder(
+          input_file=eval_writer.filename, seq_length=MAX_SEQ_LENGTH, is_training=False,
+          drop_remainder=False), yield_single_examples=True)]
+  assert sorted(r.unique_id for r in all_results) == sorted(f.unique_id for f in eval_features)
+  files = [str(root / name) for name in ("predictions.json", "nbest.json", "null_odds.json")]
+  run_squad.write_predictions(eval_examples, eval_features, all_results, 5, 10, True, *files)
+  with open(files[0]) as f:
+    predictions = json.load(f)
+  assert set(predictions) == {e.qas_id for e in eval_examples}
+
+
+# ----------------------------------------------------------------------------------------------
+# google-research/bert's own unit tests (tests/official/, the bert-tensorflow 1.0.4 text) pass
+# on our modeling, tokenization and optimization.
+
+OFFICIAL_DIR = os.path.join(REPO_DIR, "tests", "official")
+# sha256 of bert/<name>.py in bert_tensorflow-1.0.4-py2.py3-none-any.whl: kept byte for byte.
+OFFICIAL_FILES = {
+    "modeling.py": "c00c4ea3c8108154179f87855e2eb22529e7a2296e378fea791cf5bd9d793832",
+    "modeling_test.py": "f0d03cf39a48bcb48dbc0ac465acf56b3a82cf422016ab686292c06ddc8efee5",
+    "optimization_test.py": "2a7f8b106545c8b21d40266a61783d21ea686e0c3296a2ffbfe0f36a9e7547dd",
+    "tokenization_test.py": "ee44f590bc3731596e46a8f6d349099c9682d4ab86c921c1803594faf9d6b061",
+}
+
+
+def test_official_unit_tests_pass():
+  for name, digest in OFFICIAL_FILES.items():
+    with open(os.path.join(OFFICIAL_DIR, name), "rb") as f:
+      assert hashlib.sha256(f.read()).hexdigest() == digest, name + " is not the official text"
+  proc = run_tool(None, [os.path.join(OFFICIAL_DIR, "run_official_tests.py")], expect_rc=None,
+                  timeout=240)
+  assert proc.returncode == 0, proc.output[-6000:]
+  # Every official test ran (test_session is the TestCase helper, skipped as "Not a test").
+  for test in ("test_default", "test_config_to_json_string", "test_adam", "test_full_tokenizer",
+               "test_full_tokenizer_preserve_unused", "test_chinese", "test_wordpiece_tokenizer",
+               "test_convert_tokens_to_ids", "test_is_punctuation"):
+    assert "%s (" % test in proc.stdout and "FAIL" not in proc.stdout, test
+  assert "Ran 16 tests" in proc.output
+
+
+def test_preserve_unused_tokens_flag(tmp_path):
+  """The official flag: library tokenizers keep vocab [unusedN] tokens; tools refuse it."""
+  vocab_file = tmp_path / "vocab.txt"
+  vocab_file.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n[unused0]\nx\n")
+  tokenizer = tokenization.FullTokenizer(str(vocab_file), do_lower_case=True)
+  text = "x [unused0] [UNUSED0] [unused1]"
+  assert tokenizer.tokenize(text) == ["x"] + ["[UNK]"] * 9
+  with flagsaver.flagsaver(preserve_unused_tokens=True):
+    # Only as written and only if in the vocab; upper case is split as without the flag.
+    assert tokenizer.tokenize(text) == ["x", "[unused0]"] + ["[UNK]"] * 6
+    assert tokenizer.tokenize_to_ids(text) == [6, 5] + [1] * 6
+    basic = tokenization.BasicTokenizer(do_lower_case=True, vocab=tokenizer.vocab)
+    assert basic.tokenize(text) == ["x", "[unused0]", "[", "unused0", "]", "[", "unused1", "]"]
+    with pytest.raises(common.UsageError, match="--preserve_unused_tokens=true: only the "):
+      tokenization.checked_tokenizer(str(vocab_file), True)
+  assert tokenizer.tokenize(text) == ["x"] + ["[UNK]"] * 9

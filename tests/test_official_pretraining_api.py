@@ -10,7 +10,9 @@ order of the draws), an independent re-implementation of the official algorithm 
 corpus, and the TFRecords read back by hand and by run_pretraining.input_fn_builder.
 """
 
+import glob
 import gzip
+import logging
 import os
 import random
 
@@ -18,8 +20,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR
+from conftest import REPO_DIR, TINY_BERT_CONFIG
 import create_pretraining_data
+import modeling
 import run_pretraining
 import tokenization
 
@@ -496,3 +499,69 @@ def test_write_is_atomic(tmp_path, tokenizer):
   # The feature helpers.
   assert list(create_pretraining_data.create_int_feature((1, 2)).int64_list.value) == [1, 2]
   assert list(create_pretraining_data.create_float_feature([0.5]).float_list.value) == [0.5]
+
+
+# ----------------------------------------------------------------------------------------------
+# run_pretraining as a library: the official model_fn_builder / input_fn_builder in the user's
+# own TPUEstimator (no batch size or step count given to our hooks).
+# ----------------------------------------------------------------------------------------------
+
+
+class _LogLines(logging.Handler):
+  """Collects the messages of TensorFlow's logger (INFO and up) while installed."""
+
+  def __init__(self):
+    super(_LogLines, self).__init__(logging.INFO)
+    self.lines = []
+
+  def emit(self, record):
+    self.lines.append(record.getMessage())
+
+  def __enter__(self):
+    self._logger = tf.get_logger()
+    self._level = self._logger.level
+    self._logger.setLevel(logging.INFO)
+    self._logger.addHandler(self)
+    return self
+
+  def __exit__(self, *unused):
+    self._logger.removeHandler(self)
+    self._logger.setLevel(self._level)
+
+
+def test_run_pretraining_as_a_library(tmp_path, tokenizer):
+  """The official library use: our progress and summary hooks with nothing but its arguments."""
+  instances = create_pretraining_data.create_training_instances(
+      [HELDOUT], tokenizer, 64, 1, 0.1, 0.15, 10, random.Random(3))[:8]
+  rec = str(tmp_path / "train.tfrecord")
+  create_pretraining_data.write_instance_to_example_files(instances, tokenizer, 64, 10, [rec])
+  model_fn = run_pretraining.model_fn_builder(
+      bert_config=modeling.BertConfig.from_dict(TINY_BERT_CONFIG),
+      init_checkpoint=None,
+      learning_rate=1e-4,
+      num_train_steps=3,
+      num_warmup_steps=1,
+      use_tpu=False,
+      use_one_hot_embeddings=False)
+  run_config = tf.compat.v1.estimator.tpu.RunConfig(
+      model_dir=str(tmp_path / "model"),
+      save_checkpoints_steps=1000,
+      tpu_config=tf.compat.v1.estimator.tpu.TPUConfig(iterations_per_loop=1000, num_shards=8))
+  estimator = tf.compat.v1.estimator.tpu.TPUEstimator(
+      use_tpu=False, model_fn=model_fn, config=run_config, train_batch_size=4,
+      eval_batch_size=4)
+  with _LogLines() as log:
+    estimator.train(input_fn=run_pretraining.input_fn_builder(
+        input_files=[rec], max_seq_length=64, max_predictions_per_seq=10, is_training=True),
+        max_steps=3)
+  assert estimator.get_variable_value("global_step") == 3
+  # The last step's progress line: the step count from num_train_steps, the batch size from
+  # the estimator.
+  progress = [line for line in log.lines if line.startswith("train: step ")]
+  assert progress and progress[-1].startswith("train: step 3/3 steps"), log.lines[-20:]
+  assert progress[-1].endswith("examples/s)")
+  # The summaries were written.
+  events = glob.glob(str(tmp_path / "model" / "events.out.tfevents.*"))
+  tags = {value.tag for path in events for event in tf.compat.v1.train.summary_iterator(path)
+          for value in event.summary.value}
+  assert {"masked_lm_accuracy", "masked_lm_loss", "next_sentence_loss"} <= tags
