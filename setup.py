@@ -27,6 +27,8 @@ setuptools.setup(
         "export_translation",
         "reproduce_table7",
     ],
+    # Model families in their own folders (run as `python -m etc_model.TOOL`).
+    packages=["etc_model"],
     install_requires=REQUIREMENTS,
     extras_require={"test": ["pytest==8.3.3"], "plots": ["matplotlib==3.9.2"]},
     license="Apache-2.0",
