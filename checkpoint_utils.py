@@ -11,7 +11,10 @@ Shared by every tool that evaluates, predicts, extracts, exports or fine-tunes f
 - `checkpoint_files`: the files a checkpoint prefix or directory resolves to (the `checkpoint`
   state file, every checkpoint's shards in that directory), for `common.check_not_input`.
 - `checkpoint_record`: {"checkpoint": path, "global_step": N}, written beside results so a result
-  file says which weights produced it.
+  file says which weights produced it; `write_sidecar` / `remove_sidecar` for result files of a
+  fixed format (`<file>.checkpoint.json`).
+- `require_eval_weights`: the checkpoint an evaluation / prediction / export without training
+  reads (output_dir's latest, else a matching --init_checkpoint), or one line.
 """
 
 from __future__ import absolute_import
@@ -183,3 +186,60 @@ def checkpoint_record(prefix):
   if not prefix:
     return {"checkpoint": None, "global_step": None}
   return {"checkpoint": prefix, "global_step": checkpoint_step(prefix)}
+
+
+def require_eval_weights(action, output_dir, init_checkpoint, model_variable_names,
+                         allow_random_eval=None, allow_unmatched=None):
+  """Before an evaluation / prediction / export without training: the weights it will read.
+
+  The latest checkpoint in `output_dir` (the Estimator restores it, whatever --init_checkpoint
+  says); else `init_checkpoint` when it supplies some of the model's variables (none: one line,
+  check_init_matches, unless --allow_unmatched_init); else one line (require_trained_weights)
+  unless --allow_random_eval.
+
+  Args:
+    action: what would run, as the user typed it ("--do_eval", "--do_predict/--export_dir").
+    output_dir: the job's model directory.
+    init_checkpoint: --init_checkpoint (prefix or directory), or None.
+    model_variable_names: the names of the model's variables (BERT and its head).
+    allow_random_eval: True to allow no weights; None reads --allow_random_eval.
+    allow_unmatched: True to take an init checkpoint supplying none of the variables as no
+      weights (instead of an error); None reads --allow_unmatched_init.
+
+  Returns:
+    The checkpoint prefix the job will read, or None (randomly initialised, allowed).
+  """
+  latest = tf1.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir) else None
+  if latest:
+    return latest
+  if init_checkpoint:
+    if not is_checkpoint(init_checkpoint):
+      common.fail("--init_checkpoint=%s: no checkpoint there" % init_checkpoint)
+    prefix = (tf1.train.latest_checkpoint(init_checkpoint)
+              if tf.io.gfile.isdir(init_checkpoint) else init_checkpoint)
+    names = set(model_variable_names)
+    matched = [n for n, _ in tf.train.list_variables(prefix) if n in names]
+    check_init_matches(init_checkpoint, matched, len(names), allow_unmatched=allow_unmatched)
+    if matched:
+      return prefix
+  require_trained_weights(action, [("output_dir", output_dir)],
+                          allow_random_eval=allow_random_eval, give_flag="init_checkpoint")
+  return None
+
+
+def sidecar_path(result_path):
+  """`<result_path>.checkpoint.json`: which checkpoint produced a result file of fixed format."""
+  return result_path + ".checkpoint.json"
+
+
+def remove_sidecar(result_path):
+  """Removes the sidecar of `result_path` (call before rewriting the result file, so that a job
+  killed between the two writes leaves no sidecar naming other weights)."""
+  path = sidecar_path(result_path)
+  if tf.io.gfile.exists(path):
+    tf.io.gfile.remove(path)
+
+
+def write_sidecar(result_path, record):
+  """Writes `record` (checkpoint_record) as the sidecar of `result_path`, atomically."""
+  common.write_json_atomic(sidecar_path(result_path), record)

@@ -197,11 +197,41 @@ def tag_help(scheme):
   return "O, " + ", ".join("%s-<type>" % p for p in prefixes)
 
 
+def scheme_evidence(sentences_tags):
+  """What the tags of a file say about its scheme.
+
+  Args:
+    sentences_tags: iterable of lists of tag strings.
+
+  Returns:
+    dict: "bioes" (E- / S- tags), "b" (B- tags), "i_starts" (entities that start with an I-
+    tag: after O, at the start of a sentence or after another type) and "first_i_start"
+    ((sentence index, word index) of the first such tag, or None).
+  """
+  counts = {"bioes": 0, "b": 0, "i_starts": 0, "first_i_start": None}
+  for s, tags in enumerate(sentences_tags):
+    prev_tag, prev_type = "O", ""
+    for w, full_tag in enumerate(tags):
+      tag, type_ = split_tag(full_tag)
+      if tag in ("E", "S") and type_:
+        counts["bioes"] += 1
+      elif tag == "B" and type_:
+        counts["b"] += 1
+      elif tag == "I" and type_ and (prev_tag == "O" or prev_type != type_):
+        counts["i_starts"] += 1
+        if counts["first_i_start"] is None:
+          counts["first_i_start"] = (s, w)
+      prev_tag, prev_type = tag, type_
+  return counts
+
+
 def detect_scheme(sentences_tags):
   """Guesses the scheme of tagged sentences.
 
-  BIOES when an E- or S- tag occurs; otherwise IOB1 when an entity starts with I- (after O, at
-  the start of a sentence or after another type), which never happens in BIO; otherwise BIO
+  BIOES when an E- or S- tag occurs. Otherwise IOB1 when more entities start with an I- tag
+  than there are B- tags: in IOB1 most entities start with I- (B- only separates two adjacent
+  entities of one type), in BIO every entity starts with B-, so a few stray I- starts (errors
+  of a BIO file, which conlleval reads as entity starts) do not make a file IOB1. Otherwise BIO
   (also for a file with B- and O only, or no entity at all).
 
   Args:
@@ -210,17 +240,10 @@ def detect_scheme(sentences_tags):
   Returns:
     "bioes", "iob1" or "bio".
   """
-  starts_with_i = False
-  for tags in sentences_tags:
-    prev_tag, prev_type = "O", ""
-    for full_tag in tags:
-      tag, type_ = split_tag(full_tag)
-      if tag in ("E", "S") and type_:
-        return "bioes"
-      if tag == "I" and (prev_tag == "O" or prev_type != type_):
-        starts_with_i = True
-      prev_tag, prev_type = tag, type_
-  return "iob1" if starts_with_i else "bio"
+  counts = scheme_evidence(sentences_tags)
+  if counts["bioes"]:
+    return "bioes"
+  return "iob1" if counts["i_starts"] > counts["b"] else "bio"
 
 
 def _prf(correct, predicted, gold):

@@ -108,6 +108,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+import checkpoint_utils
 import common
 import estimator_utils
 import export_utils
@@ -2332,22 +2333,29 @@ def main(_):
     # Checked before any training, so that a bad target costs nothing (and again at export).
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
                             export_protected_paths())
-  if FLAGS.do_train:
-    # One training job per directory: two would interleave checkpoints and overwrite each
-    # other's results.
-    with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
-      _run_job(task, bert_config, tokenizer)
-  else:
-    _run_job(task, bert_config, tokenizer)
+  eval_weights = None
+  if not FLAGS.do_train:
+    # Scores of a randomly initialised model would look like a result: no trained weights is
+    # one line (unless --allow_random_eval), before any work.
+    eval_weights = checkpoint_utils.require_eval_weights(
+        _eval_actions(), FLAGS.output_dir, FLAGS.init_checkpoint,
+        model_variable_names(bert_config))
+  # One job per directory: two training jobs would interleave checkpoints and overwrite each
+  # other's results, and an evaluation beside a training job would score whichever
+  # intermediate checkpoint happens to be the latest.
+  with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+    _run_job(task, bert_config, tokenizer, eval_weights)
 
 
-def _run_job(task, bert_config, tokenizer):
+def _run_job(task, bert_config, tokenizer, eval_weights=None):
   """Trains / evaluates / predicts / exports as the flags say (after main's checks).
 
   Args:
     task: Task.
     bert_config: modeling.BertConfig (with the flag overrides).
     tokenizer: the checked FullTokenizer.
+    eval_weights: without --do_train, the checkpoint require_eval_weights found (None: random
+      weights, --allow_random_eval).
   """
   if task.name == "tsv" and not task.is_regression:
     resolve_tsv_labels(task, FLAGS.data_dir, FLAGS.output_dir)
@@ -2372,6 +2380,22 @@ def _run_job(task, bert_config, tokenizer):
     if not train_examples:
       common.fail("--data_dir=%s: %s has no usable examples" %
                   (FLAGS.data_dir, _split_description(task, task.train)))
+  # Every dev and test file is read (labels checked) before training: a bad label costs
+  # nothing instead of the whole training run.
+  dev_examples = {}
+  if FLAGS.do_eval or FLAGS.eval_every_steps:
+    for dev_file in task.dev:
+      dev_examples[dev_file.cache_name] = task_examples(task, dev_file, FLAGS.data_dir, "dev")
+      if not dev_examples[dev_file.cache_name]:
+        common.fail("--data_dir=%s: %s has no usable examples" %
+                    (FLAGS.data_dir, _split_description(task, dev_file)))
+  test_examples = {}
+  if FLAGS.do_predict:
+    for test_file in task.test:
+      test_examples[test_file.cache_name] = task_examples(task, test_file, FLAGS.data_dir,
+                                                          "test")
+  # A killed --keep_best job's temporaries (this job holds the directory's lock).
+  remove_stale_best_temps(FLAGS.output_dir)
   class_weights = None
   if FLAGS.class_weights:
     weight_examples = train_examples
@@ -2426,7 +2450,8 @@ def _run_job(task, bert_config, tokenizer):
     start = time.time()
     if FLAGS.eval_every_steps:
       summary.update(_train_with_evaluation(task, model_fn, train_cache, num_train_steps,
-                                            resume_step, inference))
+                                            resume_step, inference,
+                                            dev_examples.get(task.dev[0].cache_name)))
     else:
       estimator = estimator_utils.make_estimator(
           model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
@@ -2461,6 +2486,9 @@ def _run_job(task, bert_config, tokenizer):
   elif FLAGS.keep_best:
     tf1.logging.warning("--keep_best: no best checkpoint in %s/%s; using the latest",
                         FLAGS.output_dir, BEST_DIR)
+  # Which weights every result below comes from: the scored checkpoint; without one (no
+  # training, nothing in --output_dir) the --init_checkpoint the model starts from, or None.
+  record = checkpoint_utils.checkpoint_record(scored_checkpoint or eval_weights)
 
   threshold = FLAGS.multilabel_threshold
   if FLAGS.do_eval:
@@ -2468,10 +2496,7 @@ def _run_job(task, bert_config, tokenizer):
     # computed exactly in Python; on TPU the set is padded so no example is dropped.
     results = {}
     for dev_file in task.dev:
-      examples = task_examples(task, dev_file, FLAGS.data_dir, "dev")
-      if not examples:
-        common.fail("--data_dir=%s: %s has no usable examples" %
-                    (FLAGS.data_dir, _split_description(task, dev_file)))
+      examples = dev_examples[dev_file.cache_name]
       start = time.time()
       metrics = inference.evaluate(dev_file, examples, scored_checkpoint)
       tf1.logging.info("  %s: %d examples in %.1f s", _split_description(task, dev_file),
@@ -2489,6 +2514,7 @@ def _run_job(task, bert_config, tokenizer):
     if best is not None:
       results.update(best_step=best["step"], best_score=best["score"],
                      main_metric=best["metric"])
+    results.update(checkpoint=record["checkpoint"], checkpoint_step=record["global_step"])
     results.update(summary)
     # A signal during evaluation: no results file, so the job does not look finished.
     common.STOP_SIGNALS.exit_if_stopped()
@@ -2503,17 +2529,24 @@ def _run_job(task, bert_config, tokenizer):
 
   if FLAGS.do_predict:
     for test_file in task.test:
-      examples = task_examples(task, test_file, FLAGS.data_dir, "test")
+      examples = test_examples[test_file.cache_name]
       outputs = inference.predict(test_file, examples, scored_checkpoint)
       if len(outputs) != len(examples):
         raise RuntimeError("predicted %d of %d examples" % (len(outputs), len(examples)))
       common.STOP_SIGNALS.exit_if_stopped()
       submission = os.path.join(FLAGS.output_dir, test_file.name)
-      write_submission(submission, task, examples, outputs, threshold=threshold)
       results_name = "test_results.tsv"
       if test_file.cache_name != "predict":
         results_name = "test_results_%s.tsv" % test_file.cache_name.split("_", 1)[1]
-      write_test_results(os.path.join(FLAGS.output_dir, results_name), task, outputs)
+      results_path = os.path.join(FLAGS.output_dir, results_name)
+      # The official formats have no room for it: which checkpoint produced them is in
+      # <file>.checkpoint.json, removed first so a kill in between leaves none that is wrong.
+      for path in (submission, results_path):
+        checkpoint_utils.remove_sidecar(path)
+      write_submission(submission, task, examples, outputs, threshold=threshold)
+      write_test_results(results_path, task, outputs)
+      for path in (submission, results_path):
+        checkpoint_utils.write_sidecar(path, record)
       tf1.logging.info("Wrote %d predictions to %s and %s", len(outputs), submission,
                        results_name)
 
@@ -2765,6 +2798,36 @@ def read_best_checkpoint(output_dir):
   return best
 
 
+def remove_stale_best_temps(output_dir):
+  """Removes the temporaries a killed --keep_best job left in output_dir/best/.
+
+  save_best_checkpoint writes every file under a hidden temporary name first; a job killed
+  there leaves e.g. `.best.json.tmp-PID` or `.checkpoint.tmp-PID` (of a dead PID) behind.
+
+  Args:
+    output_dir: the job's --output_dir.
+
+  Returns:
+    The list of removed paths.
+  """
+  best_dir = os.path.join(output_dir, BEST_DIR)
+  if not tf.io.gfile.isdir(best_dir):
+    return []
+  finals = set()
+  for name in tf.io.gfile.listdir(best_dir):
+    name = name.rstrip("/")
+    if common.is_temp_path(name):
+      head = name.rsplit(common.TEMP_INFIX, 1)[0]
+      finals.add(head[1:] if head.startswith(".") else head)
+  removed = []
+  for final in sorted(finals):
+    removed.extend(common.remove_stale_temps(os.path.join(best_dir, final)))
+  if removed:
+    tf1.logging.warning("--keep_best: removed %d temporary file(s) of a killed job in %s: %s",
+                        len(removed), best_dir, ", ".join(os.path.basename(p) for p in removed))
+  return removed
+
+
 def save_best_checkpoint(output_dir, checkpoint, step, metric, score, metrics):
   """Copies a checkpoint into output_dir/best/ and records it in best/best.json.
 
@@ -2816,7 +2879,7 @@ def _write_summaries(writer, step, metrics):
 
 
 def _train_with_evaluation(task, model_fn, train_cache, num_train_steps, resume_step,
-                           inference):
+                           inference, dev_examples=None):
   """Trains in chunks of --eval_every_steps, evaluating the dev set after each.
 
   The Estimator trains to the next multiple of N (or the last step) and checkpoints there;
@@ -2833,6 +2896,7 @@ def _train_with_evaluation(task, model_fn, train_cache, num_train_steps, resume_
     num_train_steps: the schedule's last step.
     resume_step: the step of the checkpoint resumed from (None: a new job).
     inference: _Inference.
+    dev_examples: the examples of the first dev file, when already read.
 
   Returns:
     dict for eval_results: num_train_steps (the step training ended at: the schedule's, or
@@ -2842,7 +2906,7 @@ def _train_with_evaluation(task, model_fn, train_cache, num_train_steps, resume_
   every = FLAGS.eval_every_steps
   patience = FLAGS.early_stopping_patience
   dev_file = task.dev[0]
-  dev_examples = task_examples(task, dev_file, FLAGS.data_dir, "dev")
+  dev_examples = dev_examples or task_examples(task, dev_file, FLAGS.data_dir, "dev")
   if not dev_examples:
     common.fail("--data_dir=%s: %s has no usable examples (needed by --eval_every_steps)" %
                 (FLAGS.data_dir, _split_description(task, dev_file)))

@@ -71,6 +71,7 @@ import io
 import json
 import os
 import random
+import re
 import time
 
 from absl import app
@@ -78,6 +79,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+import checkpoint_utils
 import common
 import estimator_utils
 import export_hub
@@ -192,13 +194,67 @@ class ConllFile(object):
     return sum(len(s.words) for s in self.sentences)
 
 
+# Column separators of a line without a tab: ASCII white space only, as conlleval (Perl's \s on
+# bytes). str.split() would also split a token at a no-break space, U+2028, U+0085, ...: one
+# column more on that line, and an error blaming the wrong line when it is the first.
+_ASCII_SPACE = " \t\n\r\f\v"
+_ASCII_SPACE_RE = re.compile("[%s]+" % re.escape(_ASCII_SPACE))
+# More columns than any CoNLL layout has: not a token line (a file without line breaks?).
+MAX_COLUMNS = 64
+
+
 def _fields(line):
-  """The columns of a line: split on tabs if it has one, else on white space."""
-  fields = line.split("\t") if "\t" in line else line.split()
-  fields = [field.strip() for field in fields]
+  """The columns of a line: split on tabs if it has one, else on ASCII white space."""
+  if "\t" in line:
+    fields = [field.strip(_ASCII_SPACE) for field in line.split("\t")]
+  else:
+    fields = _ASCII_SPACE_RE.split(line.strip(_ASCII_SPACE))
   while fields and not fields[-1]:
     fields.pop()
   return fields
+
+
+_LINE_END = re.compile(b"\r\n|\r|\n")
+
+
+def _lines(f, chunk_size=1 << 20):
+  """(1-based number, bytes) of the lines of a binary file, without their line ends.
+
+  A line ends at \\n, \\r\\n or a lone \\r (old Mac files), as in Python's universal newlines.
+  The file is read in chunks: GFile's line iteration deletes every \\r, which joins the
+  lines of a CR-only file into one.
+
+  Args:
+    f: a file opened in binary mode.
+    chunk_size: bytes per read.
+
+  Yields:
+    (line number, line bytes).
+  """
+  number = 0
+  pending = []  # the pieces of a line that goes on in the next chunk
+  held_cr = b""
+  while True:
+    chunk = f.read(chunk_size)
+    data = held_cr + chunk
+    held_cr = b""
+    if chunk and data.endswith(b"\r"):
+      data, held_cr = data[:-1], b"\r"  # maybe the first half of a \r\n
+    parts = _LINE_END.split(data)
+    last = parts.pop()
+    if parts:
+      parts[0] = b"".join(pending) + parts[0]
+      pending = []
+    pending.append(last)  # (only the new chunk is scanned: a long line costs no rescans)
+    for part in parts:
+      number += 1
+      yield number, part
+    if not chunk:
+      tail = b"".join(pending)
+      if tail:
+        number += 1
+        yield number, tail
+      return
 
 
 def read_conll(path, flag_name, allow_untagged=False):
@@ -229,18 +285,17 @@ def read_conll(path, flag_name, allow_untagged=False):
       del words[:], tags[:], lines[:]
 
   with tf.io.gfile.GFile(path, "rb") as f:
-    for number, raw in enumerate(f, 1):
-      if raw.endswith(b"\n"):
-        raw = raw[:-1]
-      if raw.endswith(b"\r"):
-        raw = raw[:-1]
+    for number, raw in _lines(f):
       if number == 1 and raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
       line = raw.decode("utf-8", "surrogateescape")
-      if not line.strip():
+      if not line.strip(_ASCII_SPACE):
         flush()
         continue
       fields = _fields(line)
+      if len(fields) > MAX_COLUMNS:
+        common.fail("%s:%d: %d columns, more than %d (the line starts %r): not a CoNLL "
+                    "token line" % (path, number, len(fields), MAX_COLUMNS, line[:20]))
       if not fields[0]:
         common.fail("%s:%d: no token before the tab (%r)" % (path, number, line[:80]))
       if fields[0].startswith("-DOCSTART-"):
@@ -284,12 +339,30 @@ def resolve_scheme(flag_scheme, conll_files, saved_scheme=None):
   Returns:
     A scheme name.
   """
-  if flag_scheme != "auto":
-    return flag_scheme
   tagged = [f for f in conll_files if f.tagged]
-  if not tagged:
+  if flag_scheme != "auto":
+    scheme = flag_scheme
+  elif not tagged:
     return saved_scheme or "bio"
-  return ner_metrics.detect_scheme(s.tags for f in tagged for s in f.sentences)
+  else:
+    scheme = ner_metrics.detect_scheme(s.tags for f in tagged for s in f.sentences)
+  if scheme == "bio":
+    # An entity that starts with I- is an error in BIO (read as conlleval does: the start of
+    # an entity); a few of them do not make the files IOB1 (ner_metrics.detect_scheme).
+    stray = []
+    for conll in tagged:
+      counts = ner_metrics.scheme_evidence(s.tags for s in conll.sentences)
+      if counts["i_starts"]:
+        s, w = counts["first_i_start"]
+        stray.append("%s: %d (first at line %d)" % (
+            conll.path, counts["i_starts"], conll.sentences[s].line_numbers[w]))
+    if stray:
+      tf1.logging.warning(
+          "Tag scheme BIO%s, but some entities start with an I- tag, which BIO never has "
+          "(read as entity starts, as conlleval does): %s. If the files are IOB1, pass "
+          "--tag_scheme=iob1", " (detected: more B- tags than I- starts)"
+          if flag_scheme == "auto" else "", "; ".join(stray))
+  return scheme
 
 
 def check_tags(conll_file, scheme, detected):
@@ -732,6 +805,12 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
   return model_fn
 
 
+def model_variable_names(bert_config):
+  """The names of the model's variables (BERT and the tagging layer)."""
+  return set(estimator_utils.bert_variable_shapes(bert_config)) | {
+      HEAD_SCOPE + "/output_weights", HEAD_SCOPE + "/output_bias"}
+
+
 def head_shapes(num_labels, bert_config):
   """{variable name: shape} of the tagging layer (for estimator_utils.check_resume)."""
   return {HEAD_SCOPE + "/output_weights": [num_labels, bert_config.hidden_size],
@@ -854,8 +933,14 @@ def split_text_graph(text, do_lower_case):
   """
   import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
   keep = "%s|%s" % (export_hub._PUNCT, export_hub._CJK)  # pylint: disable=protected-access
-  words, begin, end = tf_text.regex_split_with_offsets(
-      text, "%s|%s" % (_SEPARATORS, keep), keep)
+  # regex_split ends a text at its first NUL; U+0001 is as deleted as NUL and has its byte
+  # length, so the offsets stay those of the text.
+  split_text = tf.strings.regex_replace(text, "\\x00", "\x01")
+  _, begin, end = tf_text.regex_split_with_offsets(
+      split_text, "%s|%s" % (_SEPARATORS, keep), keep)
+  words = begin.with_flat_values(tf.strings.substr(
+      tf.gather(text, begin.value_rowids()), begin.flat_values,
+      end.flat_values - begin.flat_values, unit="BYTE"))
   normalized = tf.strings.regex_replace(words.flat_values, _DELETED, "")
   if do_lower_case:
     normalized = export_hub.lower_text(normalized, strip_accents=True)
@@ -1036,6 +1121,10 @@ class NerTagger(tf.Module):
     text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
                                         replacement_char=0xFFFD)
     batch = tf.shape(text)[0]
+    # Some ops fail on an empty batch (searchsorted): one empty text stands in for it, and
+    # every output is cut back to `batch` rows.
+    text = tf.concat([text, tf.fill([tf.maximum(1 - batch, 0)], "")], axis=0)
+    num_texts = tf.shape(text)[0]
     words, normalized, begin, end = split_text_graph(text, self._do_lower_case)
     pieces = self.preprocessor._wordpiece.tokenize(normalized)  # pylint: disable=protected-access
     piece_ids = tf.cast(pieces.merge_dims(1, 2), tf.int32)
@@ -1070,20 +1159,21 @@ class NerTagger(tf.Module):
     byte_end = tf.gather(end.flat_values, end_index)
     entity_text = tf.strings.substr(tf.gather(text, entity_row), byte_begin,
                                     byte_end - byte_begin, unit="BYTE")
-    return {
-        "words": _dense(words.flat_values, row_ids, batch, ""),
-        "word_starts": _dense(char_begin, row_ids, batch, 0),
-        "word_ends": _dense(char_end, row_ids, batch, 0),
-        "tags": _dense(tags, row_ids, batch, ""),
-        "word_logits": _dense(word_logits, row_ids, batch, 0.0),
+    outputs = {
+        "words": _dense(words.flat_values, row_ids, num_texts, ""),
+        "word_starts": _dense(char_begin, row_ids, num_texts, 0),
+        "word_ends": _dense(char_end, row_ids, num_texts, 0),
+        "tags": _dense(tags, row_ids, num_texts, ""),
+        "word_logits": _dense(word_logits, row_ids, num_texts, 0.0),
         "num_words": tf.cast(words.row_lengths(), tf.int32),
-        "entities": _dense(entity_text, entity_row, batch, ""),
-        "entity_types": _dense(tf.gather(type_names, start_index), entity_row, batch, ""),
-        "entity_starts": _dense(tf.gather(char_begin, start_index), entity_row, batch, 0),
-        "entity_ends": _dense(tf.gather(char_end, end_index), entity_row, batch, 0),
-        "num_entities": tf.math.bincount(entity_row, minlength=batch, maxlength=batch,
+        "entities": _dense(entity_text, entity_row, num_texts, ""),
+        "entity_types": _dense(tf.gather(type_names, start_index), entity_row, num_texts, ""),
+        "entity_starts": _dense(tf.gather(char_begin, start_index), entity_row, num_texts, 0),
+        "entity_ends": _dense(tf.gather(char_end, end_index), entity_row, num_texts, 0),
+        "num_entities": tf.math.bincount(entity_row, minlength=num_texts, maxlength=num_texts,
                                          dtype=tf.int32),
     }
+    return {name: value[:batch] for name, value in outputs.items()}
 
   def token_logits(self, input_ids, input_mask, segment_ids):
     """int32 [batch, max_seq_length] inputs -> logits and predicted_label per position."""
@@ -1263,14 +1353,22 @@ def main(_):
     # Checked before any training, so that a bad target costs nothing (and again at export).
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
                             export_protected_paths())
+  eval_weights = None
+  if not FLAGS.do_train:
+    # Scores of a randomly initialised model would look like a result: no trained weights is
+    # one line (unless --allow_random_eval), before any work.
+    actions = "/".join(name for name, on in (("--do_eval", FLAGS.do_eval),
+                                             ("--do_predict", FLAGS.do_predict),
+                                             ("--export_dir", FLAGS.export_dir)) if on)
+    eval_weights = checkpoint_utils.require_eval_weights(
+        actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config))
   # Every input is read and checked before anything is written.
   inputs = read_inputs(paths)
-  if FLAGS.do_train:
-    # One training job per directory: two would interleave checkpoints and results.
-    with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
-      _run_job(bert_config, tokenizer, inputs)
-  else:
-    _run_job(bert_config, tokenizer, inputs)
+  # One job per directory: two training jobs would interleave checkpoints and results, and an
+  # evaluation beside a training job would score whichever intermediate checkpoint happens to
+  # be the latest.
+  with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+    _run_job(bert_config, tokenizer, inputs, eval_weights)
 
 
 JobInputs = collections.namedtuple("JobInputs", ["train", "dev", "test", "scheme", "labels",
@@ -1331,13 +1429,15 @@ def _resolve_labels(train, extra_types):
               FLAGS.output_dir)
 
 
-def _run_job(bert_config, tokenizer, inputs):
+def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
   """Trains / evaluates / predicts / exports as the flags say (after main's checks).
 
   Args:
     bert_config: modeling.BertConfig (with the flag overrides).
     tokenizer: the checked FullTokenizer.
     inputs: JobInputs of read_inputs.
+    eval_weights: without --do_train, the checkpoint require_eval_weights found (None: random
+      weights, --allow_random_eval).
   """
   common.STOP_SIGNALS.install()
   _, doc_stride = window_and_stride()
@@ -1403,6 +1503,10 @@ def _run_job(bert_config, tokenizer, inputs):
     summary["num_train_steps"] = num_train_steps
     del train_features
 
+  # Which weights every result below comes from: the latest checkpoint in --output_dir (the
+  # Estimator restores it), else the --init_checkpoint the model starts from, or None.
+  record = checkpoint_utils.checkpoint_record(
+      tf1.train.latest_checkpoint(FLAGS.output_dir) or eval_weights)
   final = []  # (writer function) run at the end, eval_results last.
   if dev is not None:
     word_logits, stats = _predict_file(model_fn, dev, FLAGS.eval_batch_size, "dev", convert,
@@ -1415,7 +1519,8 @@ def _run_job(bert_config, tokenizer, inputs):
                    eval_num_sentences=stats.num_sentences, eval_num_words=stats.num_words,
                    eval_num_unplaced_words=stats.num_unplaced_words,
                    eval_num_windows=stats.num_windows,
-                   global_step=estimator_utils.latest_global_step(FLAGS.output_dir))
+                   global_step=estimator_utils.latest_global_step(FLAGS.output_dir),
+                   checkpoint=record["checkpoint"], checkpoint_step=record["global_step"])
     results.update(summary)
     final.append(lambda: estimator_utils.write_eval_results(FLAGS.output_dir, results))
 
@@ -1424,19 +1529,29 @@ def _run_job(bert_config, tokenizer, inputs):
                                        convert, len(labels))
     tags = [predicted_tags(x, labels, scheme) for x in word_logits]
     predictions = os.path.join(FLAGS.output_dir, "predictions.conll")
+    logits_file = os.path.join(FLAGS.output_dir, "word_logits.npz")
+    written = [predictions] + ([logits_file] if FLAGS.output_word_logits else [])
+    # Which checkpoint produced them: <file>.checkpoint.json, removed first so that a kill
+    # between the writes leaves none naming other weights.
+    for path in written:
+      checkpoint_utils.remove_sidecar(path)
     write_predictions_conll(predictions, test, tags)
     tf1.logging.info("Wrote %d sentences (%d words, %d unplaced, predicted O) to %s",
                      stats.num_sentences, stats.num_words, stats.num_unplaced_words,
                      predictions)
     if FLAGS.output_word_logits:
-      write_word_logits(os.path.join(FLAGS.output_dir, "word_logits.npz"), word_logits, labels)
+      write_word_logits(logits_file, word_logits, labels)
+    for path in written:
+      checkpoint_utils.write_sidecar(path, record)
     if test.tagged:
       scores = ner_metrics.evaluate([s.tags for s in test.sentences], tags)
       tf1.logging.info("%s (test):\n%s", test.path, ner_metrics.format_report(scores))
       test_results = ner_metrics.flat_results(scores, "test_")
       test_results.update(test_num_sentences=stats.num_sentences, test_num_words=stats.num_words,
                           test_num_unplaced_words=stats.num_unplaced_words,
-                          global_step=estimator_utils.latest_global_step(FLAGS.output_dir))
+                          global_step=estimator_utils.latest_global_step(FLAGS.output_dir),
+                          checkpoint=record["checkpoint"],
+                          checkpoint_step=record["global_step"])
       test_results.update(summary)
       final.insert(0, lambda: estimator_utils.write_eval_results(
           FLAGS.output_dir, test_results, name="test_results"))

@@ -47,6 +47,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+import checkpoint_utils
 import common
 import estimator_utils
 import export_utils
@@ -1303,14 +1304,18 @@ def validate_flags_or_throw(bert_config):
     common.fail("--warmup_proportion=%g must be in [0, 1)" % FLAGS.warmup_proportion)
 
 
-def _predict(estimator, tokenizer, extra_results=None):
+def _predict(estimator, tokenizer, extra_results=None, record=None):
   """Runs --do_predict: features, Estimator predictions, output files, scoring.
 
   Args:
     estimator: the (TPU)Estimator.
     tokenizer: the checked FullTokenizer.
     extra_results: dict added to eval_results (e.g. global_step, num_train_steps), or None.
+    record: checkpoint_utils.checkpoint_record of the weights: `checkpoint` and
+      `checkpoint_step` in eval_results, and <file>.checkpoint.json beside each predictions
+      file (their official formats have no room for it).
   """
+  record = record or checkpoint_utils.checkpoint_record(None)
   dataset_json = load_squad_json(FLAGS.predict_file, "predict_file")
   eval_examples = read_squad_examples(
       input_file=FLAGS.predict_file, is_training=False,
@@ -1351,6 +1356,13 @@ def _predict(estimator, tokenizer, extra_results=None):
   # A signal during prediction: no output files, so the job does not look finished.
   common.STOP_SIGNALS.exit_if_stopped()
 
+  written = [os.path.join(FLAGS.output_dir, name) for name in (
+      "predictions.json", "nbest_predictions.json") + (
+          ("null_odds.json",) if FLAGS.version_2_with_negative else ()) + (
+              ("raw_logits.npz",) if FLAGS.output_raw_logits else ())]
+  # Removed first, so that a kill between the writes leaves no sidecar naming other weights.
+  for path in written:
+    checkpoint_utils.remove_sidecar(path)
   if FLAGS.output_raw_logits:
     buf = io.BytesIO()
     np.savez(buf,
@@ -1369,6 +1381,8 @@ def _predict(estimator, tokenizer, extra_results=None):
       version_2_with_negative=FLAGS.version_2_with_negative,
       null_score_diff_threshold=FLAGS.null_score_diff_threshold,
       verbose_logging=FLAGS.verbose_logging)
+  for path in written:
+    checkpoint_utils.write_sidecar(path, record)
 
   if squad_evaluate.has_gold_answers(dataset_json):
     if FLAGS.version_2_with_negative:
@@ -1380,6 +1394,7 @@ def _predict(estimator, tokenizer, extra_results=None):
     else:
       results = squad_evaluate.evaluate_v1(dataset_json["data"], all_predictions)
     results["num_duplicate_question_ids"] = id_counts["num_duplicate_question_ids"]
+    results.update(checkpoint=record["checkpoint"], checkpoint_step=record["global_step"])
     results.update(extra_results or {})
     estimator_utils.write_eval_results(FLAGS.output_dir, results)
   else:
@@ -1395,6 +1410,11 @@ def export_protected_paths():
   """
   return [p for p in (FLAGS.output_dir, FLAGS.init_checkpoint, FLAGS.train_file,
                       FLAGS.predict_file, FLAGS.vocab_file, FLAGS.bert_config_file) if p]
+
+
+def model_variable_names(bert_config):
+  """The names of the model's variables (BERT and the span head)."""
+  return set(estimator_utils.bert_variable_shapes(bert_config)) | set(head_shapes(bert_config))
 
 
 def head_shapes(bert_config):
@@ -1423,21 +1443,29 @@ def main(_):
     # Checked before any training, so that a bad target costs nothing (and again at export).
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
                             export_protected_paths())
-  if FLAGS.do_train:
-    # One training job per directory: two would interleave checkpoints and overwrite each
-    # other's results.
-    with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
-      _run_job(bert_config, tokenizer)
-  else:
-    _run_job(bert_config, tokenizer)
+  eval_weights = None
+  if not FLAGS.do_train:
+    # Scores of a randomly initialised model would look like a result: no trained weights is
+    # one line (unless --allow_random_eval), before any work.
+    actions = "/".join(name for name, on in (("--do_predict", FLAGS.do_predict),
+                                             ("--export_dir", FLAGS.export_dir)) if on)
+    eval_weights = checkpoint_utils.require_eval_weights(
+        actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config))
+  # One job per directory: two training jobs would interleave checkpoints and overwrite each
+  # other's results, and a prediction beside a training job would score whichever
+  # intermediate checkpoint happens to be the latest.
+  with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+    _run_job(bert_config, tokenizer, eval_weights)
 
 
-def _run_job(bert_config, tokenizer):
+def _run_job(bert_config, tokenizer, eval_weights=None):
   """Trains / predicts / exports as the flags say (after main's checks).
 
   Args:
     bert_config: modeling.BertConfig (with the flag overrides).
     tokenizer: the checked FullTokenizer.
+    eval_weights: without --do_train, the checkpoint require_eval_weights found (None: random
+      weights, --allow_random_eval).
   """
   # Before anything is written there: a checkpoint of another model in --output_dir would
   # otherwise fail deep inside the restore, after bert_config.json was replaced.
@@ -1518,7 +1546,11 @@ def _run_job(bert_config, tokenizer):
                      "num_train_steps": num_train_steps}
 
   if FLAGS.do_predict:
-    _predict(estimator, tokenizer, train_summary)
+    # Which weights the predictions come from: the latest checkpoint in --output_dir (the
+    # Estimator restores it), else the --init_checkpoint the model starts from, or None.
+    record = checkpoint_utils.checkpoint_record(
+        tf1.train.latest_checkpoint(FLAGS.output_dir) or eval_weights)
+    _predict(estimator, tokenizer, train_summary, record)
 
   if FLAGS.export_dir:
     common.STOP_SIGNALS.exit_if_stopped()

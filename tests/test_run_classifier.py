@@ -13,9 +13,11 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, shared_path, start_tool
-from conftest import write_random_bert_checkpoint
+from conftest import last_error_line, write_random_bert_checkpoint
 
+import checkpoint_utils
 import common
+import export_hub
 import modeling
 import run_classifier as rc
 import tokenization
@@ -328,6 +330,12 @@ def test_classification_train_eval_predict_export(tmp_path, tiny_model, vocab_fi
   assert results["global_step"] == 4 and results["eval_num_examples"] == 5
   assert results["num_train_steps"] == 4  # the target, beside the step reached
   assert "eval_accuracy = " in (out / "eval_results.txt").read_text()
+  # Which checkpoint produced the results: the trained one (not --init_checkpoint); beside the
+  # official-format files in <file>.checkpoint.json.
+  record = {"checkpoint": str(out / "model.ckpt-4"), "global_step": 4}
+  assert (results["checkpoint"], results["checkpoint_step"]) == tuple(record.values())
+  for name in ("SST-2.tsv", "test_results.tsv"):
+    assert json.loads((out / (name + ".checkpoint.json")).read_text()) == record, name
   lines = (out / "SST-2.tsv").read_text().splitlines()
   assert lines[0] == "index\tprediction" and len(lines) == 4
   assert [l.split("\t")[0] for l in lines[1:]] == ["0", "1", "2"]
@@ -392,8 +400,17 @@ def test_mnli_eval_both_dev_sets_and_predict(tmp_path, tiny_model, vocab_file):
   config_file, checkpoint = tiny_model
   out = tmp_path / "out"
   _run(_common_args("mnli", os.path.join(FIXTURES, "MNLI"), config_file, out, vocab_file) + [
-      "--do_eval", "--do_predict"])
+      "--do_eval", "--do_predict", "--init_checkpoint=%s" % checkpoint])
   results = json.loads((out / "eval_results.json").read_text())
+  # No checkpoint in --output_dir: scored from --init_checkpoint, and the results say so.
+  record = {"checkpoint": checkpoint, "global_step": None}
+  assert (results["checkpoint"], results["checkpoint_step"]) == (checkpoint, None)
+  sidecars = sorted(p for p in os.listdir(out) if p.endswith(".checkpoint.json"))
+  assert sidecars == ["MNLI-m.tsv.checkpoint.json", "MNLI-mm.tsv.checkpoint.json",
+                      "test_results.tsv.checkpoint.json",
+                      "test_results_mismatched.tsv.checkpoint.json"]
+  for name in sidecars:
+    assert json.loads((out / name).read_text()) == record, name
   assert results["eval_num_examples"] == 3 and results["eval_mismatched_num_examples"] == 2
   assert results["eval_matched_accuracy"] == results["eval_accuracy"]
   assert "eval_mismatched_accuracy" in results and "eval_mismatched_loss" in results
@@ -446,12 +463,14 @@ def test_own_tsv_pair_task_end_to_end(tmp_path, tiny_model, vocab_file):
   lines = (out / "predictions.tsv").read_text().splitlines()
   assert lines[0] == "index\tprediction" and len(lines) == 2
   assert lines[1].split("\t")[1] in ("no", "yes")
-  # A label outside the train labels is an error naming the file and line.
+  # A label outside the train labels is an error naming the file and line, before training.
   (data / "dev.tsv").write_text(header + "0\ta\tb\tmaybe\n")
-  log = _run(_common_args("tsv", str(data), config_file, tmp_path / "out2", vocab_file) + [
+  out2 = tmp_path / "out2"
+  log = _run(_common_args("tsv", str(data), config_file, out2, vocab_file) + [
       "--text_a_column=premise", "--text_b_column=hypothesis", "--label_column=verdict",
-      "--do_eval"], expect_rc=2)
+      "--init_checkpoint=%s" % checkpoint, "--do_train", "--do_eval"], expect_rc=2)
   assert "dev.tsv:2" in log and "maybe" in log
+  assert not [p for p in os.listdir(out2) if p.startswith(("model.ckpt", "train.tf_record"))]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -607,14 +626,119 @@ def test_output_dir_file_and_lock_are_one_line_errors(tmp_path, tiny_model, voca
   assert log.strip().splitlines()[-1] == (
       "error: --output_dir=%s: %s is a file, not a directory" % (under, stray))
   assert stray.read_text() == "x" and "Traceback" not in log
-  # A live job's lock (this test process) in the directory: a second training job refuses.
+  # A live job's lock (this test process) in the directory: a second job refuses, an
+  # evaluation-only one too (it would score an intermediate checkpoint of a training job).
   out = tmp_path / "out"
   out.mkdir()
   (out / ".lock-local").write_text(json.dumps(
       {"pid": os.getpid(), "host": socket.gethostname(), "time": "2024-01-01T00:00:00"}))
-  log = _run(_common_args("sst-2", data, config_file, out, vocab_file) + ["--do_train"],
-             expect_rc=2)
+  log = _run(_common_args("sst-2", data, config_file, out, vocab_file) + [
+      "--do_eval", "--init_checkpoint=%s" % tiny_model[1]], expect_rc=2)
   assert log.strip().splitlines()[-1].startswith(
       "error: --output_dir=%s: in use by another job (pid %d on host %s" %
       (out, os.getpid(), socket.gethostname()))
   assert sorted(os.listdir(out)) == [".lock-local"]
+
+
+# ----------------------------------------------------------------------------------------------
+# No trained weights, an --init_checkpoint of another model, --keep_best temporaries.
+
+
+def _foreign_checkpoint(prefix):
+  """A checkpoint of another model (translation-like names): none of BERT's variables."""
+  with tf.Graph().as_default():
+    tf.compat.v1.get_variable("encoder/layer_0/attention/kernel", [4, 4])
+    tf.compat.v1.get_variable("decoder/embeddings", [10, 4])
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      return tf.compat.v1.train.Saver().save(sess, prefix)
+
+
+def test_no_trained_weights_and_foreign_init_checkpoint(tmp_path, tiny_model, vocab_file):
+  config_file, _ = tiny_model
+  data = os.path.join(FIXTURES, "SST-2")
+  out = tmp_path / "out"
+  # --do_eval / --do_predict from nothing: random scores that would look like a result.
+  proc = run_tool("run_classifier.py", _common_args("sst-2", data, config_file, out, vocab_file)
+                  + ["--do_eval", "--do_predict"], expect_rc=2)
+  assert last_error_line(proc) == (
+      "error: --do_eval/--do_predict: no trained weights (no checkpoint in --output_dir=%s), so "
+      "it would score a randomly initialised model; give --init_checkpoint, or pass "
+      "--allow_random_eval to do that deliberately" % out)
+  assert not out.exists()
+  # Training from a checkpoint of another model: refused by the init_checkpoint_scaffold_fn
+  # (it used to train from random weights with an INFO line).
+  foreign = _foreign_checkpoint(str(tmp_path / "nmt" / "model.ckpt-7"))
+  proc = run_tool("run_classifier.py", _common_args("sst-2", data, config_file, out, vocab_file)
+                  + ["--do_train", "--init_checkpoint=%s" % foreign], expect_rc=2)
+  assert last_error_line(proc) == (
+      "error: --init_checkpoint=%s: supplies none of the model's 41 variables (a checkpoint of "
+      "another model?); pass --allow_unmatched_init to start from random weights anyway" %
+      foreign)
+  assert not [p for p in os.listdir(out) if p.startswith("model.ckpt")]
+
+
+def test_require_eval_weights(tmp_path, tiny_model):
+  """Which weights an evaluation without training reads, or why none (in-process)."""
+  config_file, checkpoint = tiny_model
+  names = rc.model_variable_names(modeling.BertConfig.from_json_file(config_file))
+  assert {"output_weights", "output_bias", "bert/embeddings/word_embeddings"} <= names
+  out = str(tmp_path / "out")
+  foreign = _foreign_checkpoint(str(tmp_path / "nmt" / "model.ckpt-7"))
+  # A BERT checkpoint supplies BERT's variables (the head starts from random, as officially).
+  assert checkpoint_utils.require_eval_weights("--do_eval", out, checkpoint, names,
+                                               allow_random_eval=False) == checkpoint
+  with pytest.raises(common.UsageError, match="supplies none of the model's"):
+    checkpoint_utils.require_eval_weights("--do_eval", out, foreign, names)
+  with pytest.raises(common.UsageError, match="--init_checkpoint=%s: no checkpoint there" %
+                     str(tmp_path / "typo")):
+    checkpoint_utils.require_eval_weights("--do_eval", out, str(tmp_path / "typo"), names)
+  # --allow_unmatched_init: the foreign checkpoint counts as no weights, still refused ...
+  with pytest.raises(common.UsageError) as e:
+    checkpoint_utils.require_eval_weights("--do_eval", out, foreign, names,
+                                          allow_random_eval=False, allow_unmatched=True)
+  assert str(e.value).startswith("--do_eval: no trained weights (no checkpoint in "
+                                 "--output_dir=%s)" % out)
+  # ... unless --allow_random_eval (the results then record no checkpoint).
+  assert checkpoint_utils.require_eval_weights("--do_eval", out, foreign, names,
+                                               allow_random_eval=True,
+                                               allow_unmatched=True) is None
+  assert checkpoint_utils.checkpoint_record(None) == {"checkpoint": None, "global_step": None}
+  # A checkpoint in --output_dir wins (the Estimator restores it).
+  os.makedirs(out)
+  trained = write_random_bert_checkpoint(config_file, os.path.join(out, "model.ckpt-3"))
+  assert checkpoint_utils.require_eval_weights("--do_eval", out, foreign, names) == trained
+
+
+def test_keep_best_removes_stale_temporaries(tmp_path):
+  best = tmp_path / rc.BEST_DIR
+  best.mkdir()
+  dead = 2 ** 22 + 12345  # above pid_max: no such process
+  kept = ["best.json", "checkpoint", "model.ckpt-4.index", ".best.json.tmp-1"]  # pid 1 lives
+  stale = [".checkpoint.tmp-%d" % dead, ".best.json.tmp-%d" % dead,
+           ".model.ckpt-6.data-00000-of-00001.tmp-%d" % dead]
+  for name in kept + stale:
+    (best / name).write_text("x")
+  removed = rc.remove_stale_best_temps(str(tmp_path))
+  assert sorted(os.path.basename(p) for p in removed) == sorted(stale)
+  assert sorted(os.listdir(best)) == sorted(kept)
+  assert rc.remove_stale_best_temps(str(tmp_path / "none")) == []
+
+
+# Control characters and separators: the raw-text classifier export (export_hub) must split
+# words exactly as the official tokenizer (BasicTokenizer) does.
+HOSTILE_TEXTS = [
+    "Obama in \x00 Paris", "a\x00b c", "\x00", "", " \t\r\n ", "tab\there\r\nnext\rline",
+    "x\u2028y\u2029z\u00a0w\u3000v\u2007u\u202ft", "Z\u00fcrich\x0bBern\x0cGenf\x1cA\x1fB\x85C",
+    "e\u0301\u200bf zero\ufeffwidth \ufffd rep", "(hi)!? \u00bfqu\u00e9?", "\u4e2d\u6587abc def",
+    "\x7f\x80x \ufe0f end"]
+
+
+def test_raw_text_classifier_export_splits_as_basic_tokenizer():
+  for lower in (True, False):
+    words = export_hub.wordpiece_words(tf.constant(HOSTILE_TEXTS), lower).to_list()
+    basic = tokenization.BasicTokenizer(do_lower_case=lower)
+    for text, got in zip(HOSTILE_TEXTS, words):
+      assert [w.decode() for w in got] == basic.tokenize(text), (lower, text)
+  # An empty batch: no rows.
+  assert export_hub.wordpiece_words(tf.constant([], tf.string), True).to_list() == []

@@ -452,6 +452,9 @@ def test_eval_every_steps_early_stopping_keep_best(early_stopping_run):
                                                            scores[best_index])
   assert (results["main_metric"], results["scored_checkpoint"]) == ("accuracy", "best")
   assert results["scored_step"] == steps[best_index]
+  # The record names the best checkpoint's copy, not the latest one.
+  assert (results["checkpoint"], results["checkpoint_step"]) == (
+      str(out / "best" / ("model.ckpt-%d" % steps[best_index])), steps[best_index])
   # The final evaluation scored the best checkpoint again: the same numbers as its history line.
   assert results["eval_accuracy"] == scores[best_index]
   assert results["eval_loss"] == history[best_index]["metrics"]["loss"]

@@ -5,6 +5,7 @@ WNUT 2017 data with a tiny random BERT: train / eval / predict / export, the raw
 to Estimator.predict in a fresh process, bad inputs as one-line errors, SIGTERM -> 143 without
 results and an exact resume."""
 
+import io
 import json
 import os
 import random
@@ -91,6 +92,32 @@ def test_schemes_detected_and_validated():
     run_ner.check_tags(f, "bioes", detected=True)  # B/I/O tags are BIOES tags too
 
 
+def test_stray_i_tag_does_not_switch_a_bio_file_to_iob1(tmp_path, monkeypatch):
+  # A BIO file (every entity starts with B-) with one stray I- at a sentence start.
+  lines = []
+  for i in range(6):
+    lines += ["John\tB-PER", "Smith\tI-PER", "in\tO", "Paris\tB-LOC", ""]
+  lines[10:10] = ["Mary\tI-PER", "went\tO", ""]
+  (tmp_path / "train.conll").write_text("\n".join(lines) + "\n")
+  conll = run_ner.read_conll(str(tmp_path / "train.conll"), "train_file")
+  warnings = []
+  monkeypatch.setattr(run_ner.tf1.logging, "warning",
+                      lambda msg, *args: warnings.append(msg % args))
+  assert run_ner.resolve_scheme("auto", [conll]) == "bio"
+  assert len(warnings) == 1 and "%s: 1 (first at line 11)" % conll.path in warnings[0]
+  assert "--tag_scheme=iob1" in warnings[0]
+  assert nm.scheme_evidence(s.tags for s in conll.sentences) == {
+      "bioes": 0, "b": 12, "i_starts": 1, "first_i_start": (2, 0)}
+  # An IOB1 file (CoNLL-2003's: I- starts, B- only between adjacent entities) stays IOB1,
+  # without a warning; the flag still decides.
+  warnings[:] = []
+  iob1 = run_ner.read_conll(_fixture("iob1_space.txt"), "train_file")
+  assert run_ner.resolve_scheme("auto", [iob1]) == "iob1" and not warnings
+  assert run_ner.resolve_scheme("iob1", [conll]) == "iob1"
+  assert nm.detect_scheme([["I-A", "B-A"], ["I-B"]]) == "iob1"
+  assert nm.detect_scheme([["B-A", "I-A"], ["I-B"]]) == "bio"  # a tie: BIO
+
+
 def test_label_set_and_types():
   bio = run_ner.read_conll(_fixture("bio_tab.conll"), "train_file")
   assert run_ner.entity_types(bio) == {"ORG", "MISC", "PER", "LOC"}
@@ -121,6 +148,9 @@ def test_label_set_and_types():
     ("", ": no sentences (an empty file)"),
     ("\n\t\n", ": no sentences (an empty file)"),
     ("-DOCSTART- -X- -X- O\n\n", ": no sentences (an empty file, or only -DOCSTART- lines)"),
+    # A text without line breaks (not a CoNLL file): the column sanity limit.
+    pytest.param(" ".join(["w"] * 613) + "\n", ":1: 613 columns, more than 64 (the line starts "
+                 "'w w w w w w w w w w '): not a CoNLL token line", id="613-columns"),
 ])
 def test_bad_files_are_one_line_errors(tmp_path, content, message):
   path = tmp_path / "train.conll"
@@ -129,6 +159,39 @@ def test_bad_files_are_one_line_errors(tmp_path, content, message):
     run_ner.read_conll(str(path), "train_file")
   text = str(e.value)
   assert "\n" not in text and message in text and str(path) in text, text
+
+
+def test_line_ends_and_unicode_separators(tmp_path):
+  # CR-only (old Mac) line ends, CRLF and LF: the same sentences and line numbers. (GFile's
+  # line iteration deletes every \r: a CR-only file was one line of 613 columns.)
+  want = [["EU", "rejects"], ["Paris"]]
+  for name, data in (("lf", b"EU B-ORG\nrejects O\n\nParis B-LOC\n"),
+                     ("cr", b"EU B-ORG\rrejects O\r\rParis B-LOC\r"),
+                     ("crlf", b"EU B-ORG\r\nrejects O\r\n\r\nParis B-LOC"),
+                     ("mixed", b"EU B-ORG\rrejects O\r\n\nParis B-LOC\r\n")):
+    (tmp_path / name).write_bytes(data)
+    conll = run_ner.read_conll(str(tmp_path / name), "train_file")
+    assert [s.words for s in conll.sentences] == want, name
+    assert [s.line_numbers for s in conll.sentences] == [[1, 2], [4]], name
+    assert conll.num_columns == 2 and conll.sentences[1].tags == ["B-LOC"], name
+  # Lines split in chunks at every position, \r\n across a chunk boundary included.
+  data = b"a\r\nbb\rc\n\r\rd\r"
+  for size in (1, 2, 3, 5, 100):
+    lines = run_ner._lines(io.BytesIO(data), size)  # pylint: disable=protected-access
+    assert [l for _, l in lines] == [x.encode() for x in data.decode().splitlines()], size
+  # A space-separated token holding a no-break space or U+2028 (which str.split() splits at)
+  # is one token, as in conlleval; on the first line it used to make every other line "wrong".
+  (tmp_path / "nbsp").write_text("New\u00a0York B-LOC\nis O\n\nx\u2028y O\nz\u0085w O\n",
+                                 encoding="utf-8")
+  conll = run_ner.read_conll(str(tmp_path / "nbsp"), "train_file")
+  assert [s.words for s in conll.sentences] == [["New\u00a0York", "is"],
+                                                ["x\u2028y", "z\u0085w"]]
+  # A real column-count error still names the line that has the odd count.
+  (tmp_path / "odd").write_text("EU B-ORG\nNew\u00a0York NNP B-LOC\n", encoding="utf-8")
+  with pytest.raises(common.UsageError) as e:
+    run_ner.read_conll(str(tmp_path / "odd"), "train_file")
+  assert str(e.value) == "%s:2: 3 columns ('New\\xa0York NNP B-LOC'), but line 1 has 2" % (
+      tmp_path / "odd")
 
 
 def test_words_are_kept_exactly(tmp_path):
@@ -367,6 +430,30 @@ def test_graph_windows_and_chunks_match_python():
     assert [list(x) for x in got] == [nm.convert_tags(s, scheme) for s in sentences], scheme
 
 
+# Control characters, separators and other hostile text for the raw-text SavedModel's split.
+HOSTILE_TEXTS = [
+    "Obama in \x00 Paris", "a\x00b c", "\x00", "", " \t\r\n ", "tab\there\r\nnext\rline",
+    "x\u2028y\u2029z\u00a0w\u3000v\u2007u\u202ft", "Z\u00fcrich\x0bBern\x0cGenf\x1cA\x1fB\x85C",
+    "e\u0301\u200bf zero\ufeffwidth \ufffd rep", "(hi)!? \u00bfqu\u00e9?", "\u4e2d\u6587abc def",
+    "\x7f\x80x \ufe0f end", "New York-based \U0001f602 @user http://t.co/x"]
+
+
+def test_split_text_graph_matches_basic_tokenizer():
+  """The raw-text export's words are BasicTokenizer's on control characters and separators
+  (a NUL used to end the text: "Obama in \\x00 Paris" -> [Obama, in])."""
+  for lower in (True, False):
+    words, normalized, begin, end = run_ner.split_text_graph(tf.constant(HOSTILE_TEXTS), lower)
+    basic = tokenization.BasicTokenizer(do_lower_case=lower)
+    for i, text in enumerate(HOSTILE_TEXTS):
+      assert [w.decode() for w in normalized[i].numpy()] == basic.tokenize(text), (lower, text)
+      raw = text.encode("utf-8")
+      # The words as in the text (control characters inside kept), at their byte offsets.
+      assert [raw[b:e] for b, e in zip(begin[i].numpy(), end[i].numpy())] == list(
+          words[i].numpy()), text
+  words, _, _, _ = run_ner.split_text_graph(tf.constant([], tf.string), True)
+  assert words.shape[0] == 0
+
+
 def test_sweep_knows_ner(tmp_path):
   assert sweep.canonical_task("NER") == "ner" and "ner" not in sweep.TASKS
   spec = sweep.ALL_TASKS["ner"]
@@ -491,6 +578,12 @@ def test_train_eval_predict_export_on_wnut(wnut, trained):
   results = json.loads((out / "eval_results.json").read_text())
   steps = results["num_train_steps"]
   assert results["global_step"] == steps > 0
+  # Which checkpoint produced the results: in eval_results / test_results, and beside
+  # predictions.conll (its format has no room for it).
+  record = {"checkpoint": str(out / ("model.ckpt-%d" % steps)), "global_step": steps}
+  assert (results["checkpoint"], results["checkpoint_step"]) == tuple(record.values())
+  assert json.loads((out / "predictions.conll.checkpoint.json").read_text()) == record
+  assert "checkpoint = %s\n" % record["checkpoint"] in (out / "eval_results.txt").read_text()
   for key in ("eval_f1", "eval_precision", "eval_recall", "eval_accuracy", "eval_loss",
               "eval_type_person_f1", "eval_num_gold_entities"):
     assert key in results, key
@@ -515,6 +608,7 @@ def test_train_eval_predict_export_on_wnut(wnut, trained):
       assert fields[:2] == [word, gold] and len(fields) == 3
       assert nm.is_valid_tag(fields[2].decode(), "bio")
   test_results = json.loads((out / "test_results.json").read_text())
+  assert test_results["checkpoint"] == record["checkpoint"]
   assert test_results["test_num_unplaced_words"] == wnut["test_pieceless"] > 0
   assert test_results["test_num_words"] == sum(len(b) for b in blocks)
   export = trained["export"]
@@ -571,9 +665,11 @@ RELOAD_SCRIPT = textwrap.dedent("""
     import tensorflow as tf
     import tensorflow_text  # registers the ops of the raw-text signature
     export_dir, texts = sys.argv[1], json.loads(open(sys.argv[2]).read())
-    out = tf.saved_model.load(export_dir).signatures["serving_default"](text=tf.constant(texts))
-    print("RESULT " + json.dumps({k: v.numpy().tolist() for k, v in out.items()},
-                                 default=lambda b: b.decode("utf-8")))
+    serve = tf.saved_model.load(export_dir).signatures["serving_default"]
+    out = {k: v.numpy().tolist() for k, v in serve(text=tf.constant(texts)).items()}
+    out["empty_batch_shapes"] = {k: v.shape.as_list()
+                                 for k, v in serve(text=tf.constant([], tf.string)).items()}
+    print("RESULT " + json.dumps(out, default=lambda b: b.decode("utf-8")))
 """)
 
 
@@ -596,7 +692,8 @@ def test_export_equals_estimator_predict(wnut, tmp_path):
   # hand-made ones (accents, CJK, a format character inside a word, a lone variation selector).
   texts = [b"".join(line.split(b"\t")[0] + b" " for line in block).decode("utf-8").strip()
            for block in wnut["test_blocks"]]
-  texts += ["Ünïcödé wörds in São Paulo, 中文 and Zürich!", "co\u200bop \ufe0f end", "one"]
+  texts += ["Ünïcödé wörds in São Paulo, 中文 and Zürich!", "co\u200bop \ufe0f end", "one",
+            "Obama in \x00 Paris", "a\x00b c\u2028d\u00a0e\x1ff"]
   basic = tokenization.BasicTokenizer(do_lower_case=False)
   tokenizer = tokenization.FullTokenizer(VOCAB, do_lower_case=True)
   with open(tmp_path / "texts.conll", "w", encoding="utf-8") as f:
@@ -615,7 +712,14 @@ def test_export_equals_estimator_predict(wnut, tmp_path):
   proc = run_tool(None, ["-c", RELOAD_SCRIPT, str(export), str(tmp_path / "texts.json")],
                   timeout=180)
   served = json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1][7:])
+  # An empty batch: empty outputs (it used to fail, InvalidArgumentError in LowerBound_1).
+  empty = served.pop("empty_batch_shapes")
+  assert sorted(empty) == sorted(served) and all(shape[0] == 0 for shape in empty.values())
   npz = np.load(str(out / "word_logits.npz"))
+  # Predicted from --init_checkpoint (nothing in --output_dir): the sidecars name it.
+  for name in ("predictions.conll", "word_logits.npz"):
+    assert json.loads((out / (name + ".checkpoint.json")).read_text()) == {
+        "checkpoint": checkpoint, "global_step": None}, name
   logits = np.split(npz["logits"], np.cumsum(npz["sentence_lengths"])[:-1])
   sentences = (out / "predictions.conll").read_text(encoding="utf-8").split("\n\n")[:-1]
   assert len(sentences) == len(texts)
@@ -666,3 +770,12 @@ def test_bad_flags_and_inputs_are_one_line_errors(wnut, tmp_path):
   assert last.startswith("error: %s:1: tag 'B-city' has entity type 'city', which is not one "
                          "of the model's (" % (data / "dev.conll")), last
   assert "Traceback" not in proc.output and not (tmp_path / "out").exists()
+  # Evaluation / export from no trained weights: one line before any work (issue 27).
+  no_weights = [a for a in base if not a.startswith("--init_checkpoint=")]
+  proc = run_tool("run_ner.py", no_weights + ["--do_eval", "--export_dir=%s" % (
+      tmp_path / "export")], expect_rc=2)
+  assert last_error_line(proc) == (
+      "error: --do_eval/--export_dir: no trained weights (no checkpoint in --output_dir=%s), "
+      "so it would score a randomly initialised model; give --init_checkpoint, or pass "
+      "--allow_random_eval to do that deliberately" % (tmp_path / "out"))
+  assert not (tmp_path / "out").exists() and not (tmp_path / "export").exists()

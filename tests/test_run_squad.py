@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, start_tool
 
@@ -422,10 +423,16 @@ def test_end_to_end_train_predict_score_export(tmp_path):
   assert sorted(results) == sorted([
       "exact", "f1", "total", "HasAns_exact", "HasAns_f1", "HasAns_total", "NoAns_exact",
       "NoAns_f1", "NoAns_total", "best_exact", "best_exact_thresh", "best_f1",
-      "best_f1_thresh", "num_duplicate_question_ids", "global_step", "num_train_steps"])
+      "best_f1_thresh", "num_duplicate_question_ids", "global_step", "num_train_steps",
+      "checkpoint", "checkpoint_step"])
   assert results["total"] == 5 and results["HasAns_total"] == 3
   # The step reached and the target, for a reader that checks the job ran to its end.
   assert results["global_step"] == results["num_train_steps"] == 5
+  # Which checkpoint produced them: in eval_results, and beside every predictions file.
+  record = {"checkpoint": str(out_dir / "model.ckpt-5"), "global_step": 5}
+  assert (results["checkpoint"], results["checkpoint_step"]) == (record["checkpoint"], 5)
+  for name in ("predictions.json", "nbest_predictions.json", "null_odds.json", "raw_logits.npz"):
+    assert json.loads((out_dir / (name + ".checkpoint.json")).read_text()) == record, name
   assert results["num_duplicate_question_ids"] == 0
   # The scores are those of the written files, by the independent scorer.
   with open(V2_FILE, encoding="utf-8") as f:
@@ -455,7 +462,10 @@ def test_end_to_end_train_predict_score_export(tmp_path):
   preds = json.loads((out_v1 / "predictions.json").read_text())
   assert len(preds) == 9 and not os.path.exists(out_v1 / "null_odds.json")
   results = json.loads((out_v1 / "eval_results.json").read_text())
-  assert sorted(results) == ["exact_match", "f1", "num_duplicate_question_ids"]
+  assert sorted(results) == ["checkpoint", "checkpoint_step", "exact_match", "f1",
+                             "num_duplicate_question_ids"]
+  # Predicted from --init_checkpoint (nothing in --output_dir): that is the record.
+  assert (results["checkpoint"], results["checkpoint_step"]) == (str(out_dir / "model.ckpt-5"), 5)
   assert 0.0 <= results["exact_match"] <= results["f1"] <= 100.0
 
 
@@ -578,6 +588,22 @@ def test_one_line_errors_for_output_and_export_dirs(tmp_path, tiny_squad):
   last = last_error_line(_run_squad(_squad_cmd(config_file, stray, [
       "--do_predict", "--predict_file=%s" % V1_FILE]), 2))
   assert last == "error: --output_dir=%s: is a file, expected a directory" % stray
+  # Prediction / export from no trained weights: an --init_checkpoint of another model (here a
+  # checkpoint without any variable of BERT) counts as none with --allow_unmatched_init.
+  with tf.Graph().as_default():
+    tf.compat.v1.get_variable("decoder/embeddings", [3, 2])
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      foreign = tf.compat.v1.train.Saver().save(sess, str(tmp_path / "foreign" / "x.ckpt"))
+  fresh = tmp_path / "fresh"
+  last = last_error_line(_run_squad(_squad_cmd(config_file, fresh, [
+      "--do_predict", "--predict_file=%s" % V1_FILE, "--export_dir=%s" % (tmp_path / "e"),
+      "--init_checkpoint=%s" % foreign, "--allow_unmatched_init"]), 2))
+  assert last == (
+      "error: --do_predict/--export_dir: no trained weights (no checkpoint in --output_dir=%s), "
+      "so it would score a randomly initialised model; give --init_checkpoint, or pass "
+      "--allow_random_eval to do that deliberately" % fresh)
+  assert not fresh.exists()
   # --do_lower_case=False with the uncased vocab: the tokenizer check now runs here too.
   last = last_error_line(_run_squad(_squad_cmd(config_file, tmp_path / "o", [
       "--do_predict", "--predict_file=%s" % V1_FILE, "--do_lower_case=false"]), 2))
