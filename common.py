@@ -105,7 +105,7 @@ def describe_os_error(error):
   return what
 
 
-def _with_file_name(error, path):
+def with_file_name(error, path):
   """`error` as an OSError naming `path` when it is a storage error that names no file.
 
   Args:
@@ -369,7 +369,7 @@ def atomic_output(path, mode="w"):
       yield f
     tf.io.gfile.rename(tmp_path, path, overwrite=True)
   except (OSError, tf.errors.OpError) as e:
-    named = _with_file_name(e, path)
+    named = with_file_name(e, path)
     if named is e:
       raise
     raise named from e

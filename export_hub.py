@@ -20,6 +20,14 @@ Three kinds of SavedModel (--mode, several comma-separated modes in one call wri
   classifier    raw text -> `probabilities` [batch, num_labels], `predicted_label`,
                 `predicted_label_name`, `label_names` (regression: `predictions` [batch]) from a
                 run_classifier checkpoint (output_weights / output_bias on the pooled output).
+                A multi-label run (run_classifier --task_type=multilabel, recognised from what
+                its output directory records, or --task_type=multilabel): `probabilities` are
+                a sigmoid per label, `predicted_labels` int32 [batch, num_labels] (1 where the
+                probability >= the threshold), `predicted_label_names` (those labels joined by
+                the task's --label_separator) and `label_names`. The threshold: the
+                --multilabel_threshold flag, else the one --tune_threshold saved for this
+                checkpoint (threshold.json), else the --multilabel_threshold the run was
+                evaluated with (eval_results.json), else 0.5; export_info.json says which.
 
 Usage:
   python export_hub.py --mode=encoder --bert_config_file=bert_config.json \
@@ -39,6 +47,13 @@ The models are tf.Modules whose tf.functions run the modeling.py graph code (tf.
 variable scopes) with a custom getter that hands out tf.Variables created from the checkpoint,
 so the variable names are the checkpoint names and the math is exactly modeling.BertModel's.
 Only the "serve" tag is written; there are no TPU-specific ops.
+
+Every export with weights holds export_info.json: the mode, {"checkpoint": prefix,
+"global_step": N} of the weights (null for random weights) and, for a classifier, the task
+(task_type, labels, threshold and where it came from). No --init_checkpoint (or one that
+supplies none of the model's variables) stops with one line unless --allow_random_eval (then
+--bert_config_file is required, a classifier needs --label_list, and the weights are a seeded
+random initialisation).
 """
 
 from __future__ import absolute_import
@@ -53,6 +68,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+import checkpoint_utils
 import common
 import estimator_utils
 import export_utils
@@ -64,6 +80,16 @@ tf1 = tf.compat.v1
 FLAGS = flags.FLAGS
 
 MODES = ("encoder", "preprocessor", "classifier")
+TASK_TYPES = ("classification", "regression", "multilabel")
+
+# Written into every export with weights: mode, checkpoint record, classifier task.
+EXPORT_INFO = "export_info.json"
+
+# The graph-level seed of --allow_random_eval weights (the same random model on every run).
+RANDOM_WEIGHTS_SEED = 12345
+
+# run_classifier.py's default --multilabel_threshold.
+DEFAULT_MULTILABEL_THRESHOLD = 0.5
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 
 # Official WordpieceTokenizer.max_input_chars_per_word: longer words become [UNK].
@@ -106,7 +132,16 @@ def define_flags():
   flags.DEFINE_bool("pair_input", False,
                     "Classifier: serving_default takes `sentence` and `sentence2` (sentence-pair "
                     "task); serving_single and serving_pair are always written.")
+  flags.DEFINE_enum("task_type", None, list(TASK_TYPES),
+                    "Classifier: the run_classifier task type of the checkpoint (default: what "
+                    "its output directory records; else regression for one output, "
+                    "classification otherwise). multilabel exports a sigmoid per label.")
+  flags.DEFINE_float("multilabel_threshold", None,
+                     "Classifier, multi-label: a label is predicted when its probability is >= "
+                     "this (default: the run's tuned threshold.json for this checkpoint, else "
+                     "the threshold it was evaluated with, else 0.5).")
   estimator_utils.define_model_override_flags()
+  checkpoint_utils.define_trained_weights_flags(random_eval=True, unmatched_init=False)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -131,7 +166,7 @@ def collect_variable_specs(build_fn):
   return specs
 
 
-def variables_from_checkpoint(specs, checkpoint_path):
+def variables_from_checkpoint(specs, checkpoint_path, flag_name=None):
   """Creates one float32 tf.Variable per spec, initialised from the checkpoint.
 
   A float16 checkpoint (slim_checkpoint.py --fp16) is read and cast to float32.
@@ -139,12 +174,21 @@ def variables_from_checkpoint(specs, checkpoint_path):
   Args:
     specs: dict name -> (shape, trainable), as collect_variable_specs.
     checkpoint_path: checkpoint prefix.
+    flag_name: the flag that named the checkpoint, for the message when it supplies none of
+      the variables (None: "checkpoint PATH").
 
   Returns:
     dict name -> tf.Variable (eager, named like the checkpoint variable).
   """
   reader = tf.train.load_checkpoint(checkpoint_path)
   shapes = reader.get_variable_to_shape_map()
+  if specs and not any(name in shapes for name in specs):
+    where = ("--%s=%s" % (flag_name, checkpoint_path) if flag_name
+             else "checkpoint %s" % checkpoint_path)
+    common.fail("%s: supplies none of the model's %d variables (a checkpoint of another "
+                "model?), so there are no trained weights to export; give a checkpoint of this "
+                "model (random weights only deliberately: --allow_random_eval and no "
+                "--init_checkpoint)" % (where, len(specs)))
   missing = [name for name in specs if name not in shapes]
   if missing:
     common.fail("checkpoint %s: lacks %d variable(s) the exported model needs: %s" %
@@ -159,6 +203,77 @@ def variables_from_checkpoint(specs, checkpoint_path):
       value = value.astype(np.float32)
     variables[name] = tf.Variable(value, name=name, trainable=trainable)
   return variables
+
+
+def random_variables(build_fn, specs, seed=RANDOM_WEIGHTS_SEED):
+  """Creates one float32 tf.Variable per spec with the model's own (seeded) initialisation.
+
+  For --allow_random_eval exports: the values are what a fresh tf.compat.v1 graph of
+  `build_fn` initialises with graph seed `seed` (the same on every run).
+
+  Args:
+    build_fn: the function given to collect_variable_specs.
+    specs: dict name -> (shape, trainable), as collect_variable_specs.
+    seed: graph-level random seed.
+
+  Returns:
+    dict name -> tf.Variable, as variables_from_checkpoint.
+  """
+  with tf.Graph().as_default():
+    tf1.set_random_seed(seed)
+    build_fn()
+    by_name = {v.op.name: v for v in tf1.global_variables()}
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      values = sess.run({name: by_name[name] for name in specs})
+  return {name: tf.Variable(np.asarray(values[name], np.float32), name=name,
+                            trainable=trainable)
+          for name, (_, trainable) in specs.items()}
+
+
+def model_variables(build_fn, checkpoint_path):
+  """The variables `build_fn` creates: from `checkpoint_path`, or random ones when it is None.
+
+  Args:
+    build_fn: function() building the model in graph mode.
+    checkpoint_path: checkpoint prefix, or None (--allow_random_eval).
+
+  Returns:
+    dict name -> tf.Variable.
+  """
+  specs = collect_variable_specs(build_fn)
+  if checkpoint_path is None:
+    return random_variables(build_fn, specs)
+  return variables_from_checkpoint(specs, checkpoint_path, flag_name="init_checkpoint")
+
+
+def read_export_info(export_dir):
+  """The EXPORT_INFO dict of an export (None for an export without one, e.g. an older one).
+
+  Args:
+    export_dir: a SavedModel directory written by this tool.
+
+  Returns:
+    dict or None.
+  """
+  path = os.path.join(export_dir, EXPORT_INFO)
+  if not tf.io.gfile.exists(path):
+    return None
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      info = json.load(f)
+  except (ValueError, tf.errors.OpError) as e:
+    common.fail("%s: not valid JSON (%s)" % (path, str(e).splitlines()[0]))
+  if not isinstance(info, dict):
+    common.fail("%s: not a JSON object" % path)
+  return info
+
+
+def export_info(mode, checkpoint_path, **extra):
+  """The EXPORT_INFO text: mode, checkpoint_utils.checkpoint_record(checkpoint_path), extra."""
+  info = dict(mode=mode, **checkpoint_utils.checkpoint_record(checkpoint_path))
+  info.update(extra)
+  return json.dumps(info, indent=2, sort_keys=True) + "\n"
 
 
 class _VariableGetter(object):
@@ -184,17 +299,26 @@ def _checkpoint_dir(checkpoint_path):
   return os.path.dirname(checkpoint_path) or "."
 
 
+def default_config_file(bert_config_file, checkpoint_path):
+  """--bert_config_file, else bert_config.json beside the checkpoint (None when neither)."""
+  if bert_config_file or not checkpoint_path:
+    return bert_config_file or None
+  return os.path.join(_checkpoint_dir(checkpoint_path), "bert_config.json")
+
+
 def resolve_bert_config(bert_config_file, checkpoint_path, flag_values=None):
   """Loads --bert_config_file (default: bert_config.json beside the checkpoint).
 
   Args:
     bert_config_file: path or None.
-    checkpoint_path: resolved checkpoint prefix.
+    checkpoint_path: resolved checkpoint prefix (None: random weights, the flag is required).
     flag_values: FLAGS with --residual_attention / --layer_norm_type overrides (or None).
 
   Returns:
     A validated modeling.BertConfig.
   """
+  if not bert_config_file and not checkpoint_path:
+    common.fail("--bert_config_file is required (no --init_checkpoint to find it beside)")
   if not bert_config_file:
     bert_config_file = os.path.join(_checkpoint_dir(checkpoint_path), "bert_config.json")
     if not tf.io.gfile.exists(bert_config_file):
@@ -384,7 +508,7 @@ def build_encoder(bert_config, checkpoint_path, with_mlm=False, with_attention=F
 
   Args:
     bert_config: modeling.BertConfig.
-    checkpoint_path: checkpoint prefix.
+    checkpoint_path: checkpoint prefix (None: seeded random weights, --allow_random_eval).
     with_mlm: add `mlm` (needs cls/predictions/* in the checkpoint).
     with_attention: output attention scores and probabilities.
 
@@ -397,7 +521,7 @@ def build_encoder(bert_config, checkpoint_path, with_mlm=False, with_attention=F
     if with_mlm:
       mlm_logits_graph(bert_config, model.get_sequence_output(), model.get_embedding_table(),
                        tf1.placeholder(tf.int32, [None, None]))
-  variables = variables_from_checkpoint(collect_variable_specs(build), checkpoint_path)
+  variables = model_variables(build, checkpoint_path)
   encoder = BertEncoder(bert_config, variables, with_attention)
   signatures = encoder.trace()
   if with_mlm:
@@ -640,12 +764,171 @@ class BertPreprocessor(tf.Module):
 # Raw-text classifier.
 
 
+def run_directories(checkpoint_path):
+  """The run_classifier output directories that describe a checkpoint: its own directory, and
+  for a --keep_best copy (<output_dir>/best/) the output directory above it too.
+
+  Args:
+    checkpoint_path: resolved checkpoint prefix (None gives []).
+
+  Returns:
+    list of directories, nearest first.
+  """
+  if not checkpoint_path:
+    return []
+  directory = _checkpoint_dir(checkpoint_path)
+  directories = [directory]
+  if (os.path.basename(os.path.normpath(directory)) == "best" and
+      tf.io.gfile.exists(os.path.join(directory, "best.json"))):
+    directories.append(os.path.dirname(os.path.normpath(directory)) or ".")
+  return directories
+
+
+def _read_json(path):
+  """The JSON object in `path`, or None when it is missing or unreadable (records are hints)."""
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      value = json.load(f)
+  except (ValueError, tf.errors.OpError):
+    return None
+  return value if isinstance(value, dict) else None
+
+
+def recorded_classifier_task(checkpoint_path):
+  """What a run_classifier output directory records about its task.
+
+  run_classifier.py writes, beside its checkpoints: feature caches `<split>.tf_record.json`
+  whose inputs.reader_options hold --task_type and --label_separator (--task_name=tsv);
+  threshold.json (multi-label --tune_threshold); eval_results.json (eval_threshold and
+  eval_micro_f1 only for multi-label tasks); best/best.json (the main metric, micro_f1 for
+  multi-label).
+
+  Args:
+    checkpoint_path: resolved checkpoint prefix.
+
+  Returns:
+    dict: task_type ("multilabel", "regression", "classification" or None when nothing says),
+    evidence (the file that says so), label_separator (or None), tuned (threshold.json's dict
+    or None), eval_threshold (float or None).
+  """
+  found = {"task_type": None, "evidence": None, "label_separator": None, "tuned": None,
+           "eval_threshold": None}
+
+  def note(task_type, path):
+    if found["task_type"] is None or (task_type == "multilabel" and
+                                      found["task_type"] != "multilabel"):
+      found["task_type"], found["evidence"] = task_type, path
+
+  for directory in run_directories(checkpoint_path):
+    for path in sorted(tf.io.gfile.glob(os.path.join(directory, "*.tf_record.json"))):
+      meta = _read_json(path) or {}
+      options = (meta.get("inputs") or {}).get("reader_options") or {}
+      if isinstance(options, dict) and options.get("task_type") in TASK_TYPES:
+        note(options["task_type"], path)
+        if options.get("label_separator") and found["label_separator"] is None:
+          found["label_separator"] = options["label_separator"]
+    path = os.path.join(directory, "threshold.json")
+    tuned = _read_json(path) if tf.io.gfile.exists(path) else None
+    if tuned is not None and found["tuned"] is None:
+      found["tuned"] = dict(tuned, path=path)
+      note("multilabel", path)
+    path = os.path.join(directory, "eval_results.json")
+    results = _read_json(path) if tf.io.gfile.exists(path) else None
+    if results and ("eval_micro_f1" in results or "eval_threshold" in results):
+      note("multilabel", path)
+      if found["eval_threshold"] is None and isinstance(results.get("eval_threshold"),
+                                                        (int, float)):
+        found["eval_threshold"] = float(results["eval_threshold"])
+    path = os.path.join(directory, "best", "best.json")
+    best = _read_json(path) if tf.io.gfile.exists(path) else None
+    if best and best.get("metric") == "micro_f1":
+      note("multilabel", path)
+  return found
+
+
+def classifier_head_size(checkpoint_path):
+  """num_labels of a run_classifier checkpoint's head (output_bias), or a one-line error."""
+  shapes = dict(tf.train.list_variables(checkpoint_path))
+  if "output_bias" not in shapes or "output_weights" not in shapes:
+    common.fail("--init_checkpoint=%s: no output_weights / output_bias (not a run_classifier "
+                "checkpoint)" % checkpoint_path)
+  return shapes["output_bias"][0]
+
+
+def resolve_classifier_task(checkpoint_path, label_list=None, task_type=None, threshold=None):
+  """The task a classifier export serves: its type, labels and (multi-label) threshold.
+
+  The task type comes from --task_type, else from what the checkpoint's output directory
+  records (recorded_classifier_task), else from the head (one output: regression). A
+  --task_type that contradicts the records is an error: a multi-label head exported as a
+  softmax classifier would serve wrong probabilities.
+
+  Args:
+    checkpoint_path: resolved checkpoint prefix, or None (random weights: the labels come from
+      label_list).
+    label_list: --label_list (comma-separated) or None.
+    task_type: --task_type or None.
+    threshold: --multilabel_threshold or None.
+
+  Returns:
+    dict: task_type, num_labels, labels (None for regression), threshold and threshold_source
+    (multi-label; else None), label_separator (multi-label), evidence (the record used).
+  """
+  recorded = recorded_classifier_task(checkpoint_path)
+  if task_type and recorded["task_type"] and task_type != recorded["task_type"]:
+    common.fail("--task_type=%s: the checkpoint's run was a %s task (%s)" %
+                (task_type, recorded["task_type"], recorded["evidence"]))
+  kind = task_type or recorded["task_type"]
+  if checkpoint_path:
+    num_labels = classifier_head_size(checkpoint_path)
+  elif kind == "regression":
+    num_labels = 1
+  else:
+    if not label_list:
+      common.fail("--label_list is required for a classifier from random weights "
+                  "(--allow_random_eval and no --init_checkpoint): it gives the classes")
+    num_labels = len([x for x in label_list.split(",") if x.strip()])
+  kind = kind or ("regression" if num_labels == 1 else "classification")
+  if kind == "regression" and num_labels != 1:
+    common.fail("--task_type=regression: the checkpoint's head has %d outputs (regression has "
+                "1)" % num_labels)
+  if threshold is not None and kind != "multilabel":
+    common.fail("--multilabel_threshold=%g: only for a multi-label classifier (this one is %s)"
+                % (threshold, kind))
+  task = {"task_type": kind, "num_labels": num_labels, "evidence": recorded["evidence"],
+          "labels": None if kind == "regression" else read_label_names(
+              label_list, checkpoint_path, num_labels),
+          "threshold": None, "threshold_source": None, "label_separator": None}
+  if kind == "multilabel":
+    task["label_separator"] = recorded["label_separator"] or ","
+    step = checkpoint_utils.checkpoint_step(checkpoint_path) if checkpoint_path else None
+    tuned = recorded["tuned"]
+    tuned_here = bool(tuned) and tuned.get("checkpoint_step") == step and isinstance(
+        tuned.get("threshold"), (int, float))
+    if threshold is not None:
+      source = "--multilabel_threshold"
+    elif tuned_here:
+      threshold, source = float(tuned["threshold"]), "%s (tuned on dev)" % tuned["path"]
+    else:
+      if tuned:
+        tf1.logging.warning("%s was tuned for the checkpoint of step %s, not this one (step "
+                            "%s): not used", tuned["path"], tuned.get("checkpoint_step"), step)
+      if recorded["eval_threshold"] is not None:
+        threshold, source = recorded["eval_threshold"], "eval_threshold of eval_results.json"
+      else:
+        threshold, source = DEFAULT_MULTILABEL_THRESHOLD, "default"
+    if not 0.0 <= threshold <= 1.0:
+      common.fail("--multilabel_threshold=%g: must be in [0, 1]" % threshold)
+    task.update(threshold=float(threshold), threshold_source=source)
+  return task
+
+
 def read_label_names(label_list, checkpoint_path, num_labels):
   """Label names: --label_list, else labels.txt beside the checkpoint (run_classifier), else ids.
 
   Args:
     label_list: comma-separated names or None.
-    checkpoint_path: resolved checkpoint prefix.
+    checkpoint_path: resolved checkpoint prefix (a --keep_best copy: labels.txt of its run).
     num_labels: number of classes in the checkpoint's output_bias.
 
   Returns:
@@ -655,8 +938,9 @@ def read_label_names(label_list, checkpoint_path, num_labels):
     names = [x.strip() for x in label_list.split(",") if x.strip()]
     source = "--label_list=%s" % label_list
   else:
-    path = os.path.join(_checkpoint_dir(checkpoint_path), "labels.txt")
-    if not tf.io.gfile.exists(path):
+    candidates = [os.path.join(d, "labels.txt") for d in run_directories(checkpoint_path)]
+    path = ([c for c in candidates if tf.io.gfile.exists(c)] + candidates + [None])[0]
+    if path is None or not tf.io.gfile.exists(path):
       tf1.logging.warning("No --label_list and no %s: label names are the class ids", path)
       return [str(i) for i in range(num_labels)]
     with tf.io.gfile.GFile(path) as f:
@@ -671,7 +955,9 @@ def read_label_names(label_list, checkpoint_path, num_labels):
 class BertClassifier(tf.Module):
   """The raw-text classifier SavedModel: preprocessor + encoder + run_classifier's head."""
 
-  def __init__(self, bert_config, variables, preprocessor, label_names, is_regression):
+  def __init__(self, bert_config, variables, preprocessor, label_names, is_regression,
+               is_multilabel=False, threshold=DEFAULT_MULTILABEL_THRESHOLD,
+               label_separator=","):
     """Wraps existing variables (bert/*, output_weights, output_bias).
 
     Args:
@@ -680,13 +966,21 @@ class BertClassifier(tf.Module):
       preprocessor: BertPreprocessor.
       label_names: list of class names (ignored for regression).
       is_regression: one output `predictions` instead of probabilities.
+      is_multilabel: a sigmoid per label (run_classifier --task_type=multilabel) instead of
+        the softmax.
+      threshold: multi-label: a label is predicted when its probability is >= this.
+      label_separator: multi-label: joins the names in `predicted_label_names`.
     """
     super(BertClassifier, self).__init__()
     self._bert_config = bert_config
     self._variables = variables
     self.preprocessor = preprocessor
     self.is_regression = is_regression
+    self.is_multilabel = bool(is_multilabel)
     self.label_names = tf.Variable(label_names or [""], trainable=False, name="label_names")
+    if self.is_multilabel:
+      self.threshold = tf.Variable(float(threshold), trainable=False, name="threshold")
+      self.label_separator = label_separator
 
   def _head(self, encoder_inputs):
     """run_classifier.create_model's head in inference mode on the pooled output."""
@@ -698,9 +992,22 @@ class BertClassifier(tf.Module):
         tf.matmul(outputs["pooled_output"], output_weights, transpose_b=True), output_bias)
     if self.is_regression:
       return {"predictions": tf.squeeze(logits, axis=-1)}
+    names = tf.convert_to_tensor(self.label_names)
+    if self.is_multilabel:
+      # As run_classifier's multi-label head and export: independent sigmoids, a label is
+      # predicted at probability >= threshold; the names joined as in its predictions.tsv.
+      probabilities = tf.nn.sigmoid(logits)
+      chosen = probabilities >= tf.convert_to_tensor(self.threshold)
+      batch_size = tf.shape(probabilities)[0]
+      tiled = tf.tile(names[tf.newaxis, :], [batch_size, 1])
+      return {"probabilities": probabilities,
+              "predicted_labels": tf.cast(chosen, tf.int32),
+              "predicted_label_names": tf.strings.reduce_join(
+                  tf.ragged.boolean_mask(tiled, chosen), axis=-1,
+                  separator=self.label_separator),
+              "label_names": tiled}
     probabilities = tf.nn.softmax(logits, axis=-1)
     predicted = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-    names = tf.convert_to_tensor(self.label_names)
     batch_size = tf.shape(probabilities)[0]
     return {"probabilities": probabilities,
             "predicted_label": predicted,
@@ -734,24 +1041,26 @@ class BertClassifier(tf.Module):
             "serving_single": single, "serving_pair": pair}
 
 
-def build_classifier(bert_config, checkpoint_path, preprocessor, label_list=None):
+def build_classifier(bert_config, checkpoint_path, preprocessor, label_list=None, task=None):
   """Creates the classifier module from a run_classifier checkpoint.
 
   Args:
     bert_config: modeling.BertConfig.
-    checkpoint_path: checkpoint prefix with bert/*, output_weights, output_bias.
+    checkpoint_path: checkpoint prefix with bert/*, output_weights, output_bias (None: seeded
+      random weights, --allow_random_eval; the classes come from label_list).
     preprocessor: BertPreprocessor for the checkpoint's vocab.
     label_list: comma-separated label names or None.
+    task: resolve_classifier_task's dict, or None to resolve it here (from the records of the
+      checkpoint's run: a multi-label run gives a multi-label classifier).
 
   Returns:
     (BertClassifier, is_regression, label names).
   """
-  shapes = dict(tf.train.list_variables(checkpoint_path))
-  if "output_bias" not in shapes or "output_weights" not in shapes:
-    common.fail("--init_checkpoint=%s: no output_weights / output_bias (not a run_classifier "
-                "checkpoint)" % checkpoint_path)
-  num_labels = shapes["output_bias"][0]
-  is_regression = num_labels == 1
+  if checkpoint_path:
+    classifier_head_size(checkpoint_path)   # a run_classifier checkpoint, or one line
+  task = task or resolve_classifier_task(checkpoint_path, label_list)
+  num_labels = task["num_labels"]
+  is_regression = task["task_type"] == "regression"
   if preprocessor.vocab_size > bert_config.vocab_size:
     common.fail("vocab has %d entries but vocab_size=%d in the BERT config" %
                 (preprocessor.vocab_size, bert_config.vocab_size))
@@ -759,13 +1068,19 @@ def build_classifier(bert_config, checkpoint_path, preprocessor, label_list=None
   def build():
     inputs = {name: tf1.placeholder(tf.int32, [None, None]) for name in ENCODER_INPUTS}
     outputs, _ = encoder_graph(bert_config, inputs)
-    tf1.get_variable("output_weights", [num_labels, bert_config.hidden_size])
-    tf1.get_variable("output_bias", [num_labels])
+    # run_classifier.create_model's initializers (used only for random weights).
+    tf1.get_variable("output_weights", [num_labels, bert_config.hidden_size],
+                     initializer=tf1.truncated_normal_initializer(stddev=0.02))
+    tf1.get_variable("output_bias", [num_labels], initializer=tf1.zeros_initializer())
     return outputs
-  variables = variables_from_checkpoint(collect_variable_specs(build), checkpoint_path)
-  names = None if is_regression else read_label_names(label_list, checkpoint_path, num_labels)
-  return BertClassifier(bert_config, variables, preprocessor, names, is_regression), \
-      is_regression, names
+  variables = model_variables(build, checkpoint_path)
+  names = task["labels"]
+  classifier = BertClassifier(
+      bert_config, variables, preprocessor, names, is_regression,
+      is_multilabel=task["task_type"] == "multilabel",
+      threshold=task["threshold"] if task["threshold"] is not None
+      else DEFAULT_MULTILABEL_THRESHOLD, label_separator=task["label_separator"] or ",")
+  return classifier, is_regression, names
 
 
 # ----------------------------------------------------------------------------------------------
@@ -790,23 +1105,37 @@ def save_atomically(module, export_dir, signatures, extra_files=None, overwrite=
 
 
 def export_encoder(bert_config, checkpoint_path, export_dir, with_mlm=False,
-                   with_attention=False, overwrite=False):
-  """Writes the encoder SavedModel. Returns the export directory."""
-  common.check_export_dir(export_dir, "export_dir", overwrite, [checkpoint_path])
+                   with_attention=False, overwrite=False, protected_paths=()):
+  """Writes the encoder SavedModel (and export_info.json). Returns the export directory.
+
+  Args:
+    bert_config: modeling.BertConfig.
+    checkpoint_path: checkpoint prefix, or None for seeded random weights (the caller checked
+      --allow_random_eval).
+    export_dir: the SavedModel directory (new, or an earlier export of ours with overwrite).
+    with_mlm: add the `mlm` sub-object.
+    with_attention: also output the attention scores and probabilities.
+    overwrite: replace an earlier export of ours.
+    protected_paths: more paths the export must never replace (inputs, checkpoint files).
+  """
+  protected = [checkpoint_path] + list(protected_paths)
+  common.check_export_dir(export_dir, "export_dir", overwrite, protected)
   encoder, signatures = build_encoder(bert_config, checkpoint_path, with_mlm, with_attention)
   save_atomically(encoder, export_dir, signatures,
-                  {"bert_config.json": bert_config.to_json_string()}, overwrite,
-                  [checkpoint_path])
-  tf1.logging.info("Exported encoder from %s to %s (%d variables%s%s)", checkpoint_path,
-                   export_dir, len(encoder.variables), ", mlm" if with_mlm else "",
-                   ", attention" if with_attention else "")
+                  {"bert_config.json": bert_config.to_json_string(),
+                   EXPORT_INFO: export_info("encoder", checkpoint_path, with_mlm=bool(with_mlm),
+                                            with_attention=bool(with_attention))},
+                  overwrite, protected)
+  tf1.logging.info("Exported encoder from %s to %s (%d variables%s%s)",
+                   checkpoint_path or "random weights", export_dir, len(encoder.variables),
+                   ", mlm" if with_mlm else "", ", attention" if with_attention else "")
   return export_dir
 
 
 def export_preprocessor(export_dir, vocab_file=None, do_lower_case=True, spm_model_file=None,
-                        seq_length=128, overwrite=False):
+                        seq_length=128, overwrite=False, protected_paths=()):
   """Writes the preprocessor SavedModel. Returns the export directory."""
-  protected = [vocab_file, spm_model_file]
+  protected = [vocab_file, spm_model_file] + list(protected_paths)
   common.check_export_dir(export_dir, "export_dir", overwrite, protected)
   preprocessor = BertPreprocessor(vocab_file, do_lower_case, spm_model_file, seq_length)
   save_atomically(preprocessor, export_dir, preprocessor.signatures(), None, overwrite, protected)
@@ -817,23 +1146,55 @@ def export_preprocessor(export_dir, vocab_file=None, do_lower_case=True, spm_mod
 
 def export_classifier(bert_config, checkpoint_path, export_dir, vocab_file=None,
                       do_lower_case=True, spm_model_file=None, seq_length=128, label_list=None,
-                      pair_input=False, overwrite=False):
-  """Writes the raw-text classifier SavedModel. Returns the export directory."""
-  protected = [checkpoint_path, vocab_file, spm_model_file]
+                      pair_input=False, overwrite=False, task=None, protected_paths=()):
+  """Writes the raw-text classifier SavedModel (and export_info.json). Returns the directory.
+
+  Args:
+    bert_config: modeling.BertConfig.
+    checkpoint_path: run_classifier checkpoint prefix, or None for seeded random weights.
+    export_dir: the SavedModel directory.
+    vocab_file: WordPiece vocab (or spm_model_file).
+    do_lower_case: lower-case the text.
+    spm_model_file: SentencePiece model or None.
+    seq_length: sequence length of the packed inputs.
+    label_list: comma-separated label names or None.
+    pair_input: serving_default takes sentence pairs.
+    overwrite: replace an earlier export of ours.
+    task: resolve_classifier_task's dict, or None to resolve it from the checkpoint's run
+      (a multi-label run exports sigmoid probabilities and its threshold).
+    protected_paths: more paths the export must never replace.
+  """
+  protected = [checkpoint_path, vocab_file, spm_model_file] + list(protected_paths)
   common.check_export_dir(export_dir, "export_dir", overwrite, protected)
   if seq_length > bert_config.max_position_embeddings:
     common.fail("--seq_length=%d is longer than max_position_embeddings=%d" %
                 (seq_length, bert_config.max_position_embeddings))
+  if checkpoint_path:
+    classifier_head_size(checkpoint_path)
+  task = task or resolve_classifier_task(checkpoint_path, label_list)
   preprocessor = BertPreprocessor(vocab_file, do_lower_case, spm_model_file, seq_length)
   classifier, is_regression, names = build_classifier(bert_config, checkpoint_path,
-                                                      preprocessor, label_list)
-  extra = {"bert_config.json": bert_config.to_json_string()}
+                                                      preprocessor, label_list, task)
+  outputs = sorted(classifier.serve_single.get_concrete_function().structured_outputs)
+  extra = {"bert_config.json": bert_config.to_json_string(),
+           EXPORT_INFO: export_info(
+               "classifier", checkpoint_path, task_type=task["task_type"], labels=names,
+               threshold=task["threshold"], threshold_source=task["threshold_source"],
+               label_separator=task["label_separator"], task_evidence=task["evidence"],
+               outputs=outputs, seq_length=int(seq_length), pair_input=bool(pair_input))}
   if names:
     extra["labels.txt"] = "".join(name + "\n" for name in names)
   save_atomically(classifier, export_dir, classifier.signatures(pair_input), extra, overwrite,
                   protected)
-  tf1.logging.info("Exported %s from %s to %s", "regressor" if is_regression else
-                   "classifier (labels %s)" % ", ".join(names), checkpoint_path, export_dir)
+  if is_regression:
+    what = "regressor"
+  elif task["task_type"] == "multilabel":
+    what = "multi-label classifier (labels %s; threshold %g from %s)" % (
+        ", ".join(names), task["threshold"], task["threshold_source"])
+  else:
+    what = "classifier (labels %s)" % ", ".join(names)
+  tf1.logging.info("Exported %s from %s to %s", what, checkpoint_path or "random weights",
+                   export_dir)
   return export_dir
 
 
@@ -849,33 +1210,59 @@ def main(_):
     common.fail("--export_dir is required")
   if FLAGS.seq_length < 3:
     common.fail("--seq_length=%d: needs room for [CLS] and [SEP]" % FLAGS.seq_length)
+  if "classifier" not in modes:
+    for name in ("task_type", "multilabel_threshold"):
+      if getattr(FLAGS, name) is not None:
+        common.fail("--%s: only for --mode=classifier" % name)
 
   def out_dir(mode):
     return FLAGS.export_dir if len(modes) == 1 else os.path.join(FLAGS.export_dir, mode)
 
-  checkpoint = bert_config = None
+  checkpoint = bert_config = task = None
   if "encoder" in modes or "classifier" in modes:
-    checkpoint = export_utils.resolve_checkpoint(FLAGS.init_checkpoint)
+    if FLAGS.init_checkpoint:
+      checkpoint = export_utils.resolve_checkpoint(FLAGS.init_checkpoint)
+    else:
+      # No trained weights: one line naming the flag, unless --allow_random_eval.
+      checkpoint_utils.require_trained_weights("export_hub.py --mode=%s" % FLAGS.mode,
+                                               [("init_checkpoint", None)])
     bert_config = resolve_bert_config(FLAGS.bert_config_file, checkpoint, FLAGS)
+    if checkpoint and not any(name.startswith("bert/")
+                              for name, _ in tf.train.list_variables(checkpoint)):
+      # Another model's checkpoint (e.g. a translation one): said before any export.
+      common.fail("--init_checkpoint=%s: supplies none of the model's bert/* variables (a "
+                  "checkpoint of another model?), so there are no trained weights to export; "
+                  "give a checkpoint of this model (random weights only deliberately: "
+                  "--allow_random_eval and no --init_checkpoint)" % checkpoint)
   if "preprocessor" in modes or "classifier" in modes:
     tokenization.checked_tokenizer(
         FLAGS.vocab_file, FLAGS.do_lower_case, checkpoint, FLAGS.spm_model_file,
         vocab_size=bert_config.vocab_size if bert_config else None)
-  protected = [checkpoint, FLAGS.vocab_file, FLAGS.spm_model_file, FLAGS.bert_config_file]
+  # Everything the exports read: the checkpoint's whole directory state (state file, every
+  # checkpoint's shards), the config, vocab / SentencePiece model and the run's labels.
+  protected = [checkpoint, FLAGS.vocab_file, FLAGS.spm_model_file,
+               default_config_file(FLAGS.bert_config_file, checkpoint)]
+  protected += checkpoint_utils.checkpoint_files(FLAGS.init_checkpoint)
+  protected += checkpoint_utils.checkpoint_files(checkpoint)
+  protected += [os.path.join(d, "labels.txt") for d in run_directories(checkpoint)]
   # Every target is checked before the first (slow) export.
   for mode in modes:
     common.check_export_dir(out_dir(mode), "export_dir", FLAGS.overwrite, protected)
+  if "classifier" in modes:
+    # The task (a multi-label run!) is known before any export.
+    task = resolve_classifier_task(checkpoint, FLAGS.label_list, FLAGS.task_type,
+                                   FLAGS.multilabel_threshold)
   for mode in modes:
     if mode == "encoder":
       export_encoder(bert_config, checkpoint, out_dir(mode), FLAGS.with_mlm,
-                     FLAGS.with_attention, FLAGS.overwrite)
+                     FLAGS.with_attention, FLAGS.overwrite, protected)
     elif mode == "preprocessor":
       export_preprocessor(out_dir(mode), FLAGS.vocab_file, FLAGS.do_lower_case,
-                          FLAGS.spm_model_file, FLAGS.seq_length, FLAGS.overwrite)
+                          FLAGS.spm_model_file, FLAGS.seq_length, FLAGS.overwrite, protected)
     else:
       export_classifier(bert_config, checkpoint, out_dir(mode), FLAGS.vocab_file,
                         FLAGS.do_lower_case, FLAGS.spm_model_file, FLAGS.seq_length,
-                        FLAGS.label_list, FLAGS.pair_input, FLAGS.overwrite)
+                        FLAGS.label_list, FLAGS.pair_input, FLAGS.overwrite, task, protected)
 
 
 if __name__ == "__main__":

@@ -41,9 +41,20 @@ Additions:
   --init_checkpoint           a checkpoint prefix or a directory (its latest checkpoint): a
                               pre-trained model (bert/* variables), or a run_classifier.py /
                               run_squad.py output directory (head and optimizer variables are
-                              ignored). Every variable of the model must be in it.
+                              ignored). Every variable of the model must be in it. Without it
+                              the job stops (no trained weights) unless --allow_random_eval
+                              (then --bert_config_file is required; the weights are a seeded
+                              random initialisation).
   --bert_config_file          optional when the checkpoint's directory has bert_config.json.
   --residual_attention, --layer_norm_type   override the config (as in the training scripts).
+  <output>.checkpoint.json    written beside each output: {"checkpoint": prefix, "global_step":
+                              N} of the weights that produced it (null for random weights).
+
+Every output (and its sidecar) is checked against every input before any work: the input and
+vocab files, the config, and every file of the checkpoint's directory that a checkpoint is made
+of (its `checkpoint` state file, graph.pbtxt, every checkpoint's shards). An empty
+--input_file is a one-line error. The outputs are renamed into place together, only when every
+one of them is complete; a failing write (a full disk, ...) is one line naming the file.
 
 Large inputs are streamed: the input is read --batch_size lines at a time, and the JSON lines
 and embedding rows are written as they are computed (under temporary names, renamed when
@@ -60,6 +71,7 @@ from __future__ import division
 from __future__ import print_function
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -70,6 +82,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+import checkpoint_utils
 import common
 import estimator_utils
 import export_utils
@@ -84,6 +97,9 @@ POOLING_TYPES = ("mean", "cls")
 
 # The official pair separator: the last " ||| " of the stripped line.
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
+
+# The graph-level seed of a --allow_random_eval model (same random weights on every run).
+RANDOM_WEIGHTS_SEED = 12345
 
 
 def define_flags():
@@ -132,6 +148,7 @@ def define_flags():
       "pooling", None, list(POOLING_TYPES),
       "Sentence embedding of --embeddings_file, from the mean of the --layers outputs: mean "
       "(over the real tokens, padding excluded; the default) or cls (the [CLS] vector).")
+  checkpoint_utils.define_trained_weights_flags(random_eval=True, unmatched_init=False)
 
 
 class ExtractStats(object):
@@ -343,15 +360,18 @@ def build_graph(bert_config, layer_indexes, want_layers, pooling, use_one_hot_em
   return placeholders, fetches
 
 
-def checkpoint_saver(checkpoint):
+def checkpoint_saver(checkpoint, flag_name="init_checkpoint"):
   """A Saver that restores every global variable of the default graph from `checkpoint`.
 
   Variables of the checkpoint that the graph lacks (classifier heads, optimizer slots,
   global_step) are ignored; a graph variable the checkpoint lacks, or one with another shape
-  or dtype there, is a one-line error (before any input is read).
+  or dtype there, is a one-line error (before any input is read). A checkpoint that supplies
+  none of them (another model's, e.g. a translation checkpoint) says so: it holds no trained
+  weights for this model.
 
   Args:
     checkpoint: checkpoint prefix.
+    flag_name: the flag that named it, for messages.
 
   Returns:
     tf.compat.v1.train.Saver; call .restore(sess, checkpoint).
@@ -361,13 +381,136 @@ def checkpoint_saver(checkpoint):
     assignment_map, loaded = modeling.get_assignment_map_from_checkpoint(variables, checkpoint)
   except ValueError as e:
     common.fail(str(e))
+  if variables and not loaded:
+    common.fail("--%s=%s: supplies none of the model's %d variables (a checkpoint of another "
+                "model?), so there are no trained weights to use; give a checkpoint of this "
+                "model (random weights only deliberately: --allow_random_eval and no --%s)" %
+                (flag_name, checkpoint, len(variables), flag_name))
   missing = [v.op.name for v in variables if v.op.name not in loaded]
   if missing:
-    common.fail("--init_checkpoint=%s: lacks %d variable(s) the model needs (wrong "
+    common.fail("--%s=%s: lacks %d variable(s) the model needs (wrong "
                 "--bert_config_file or --layer_norm_type?): %s" %
-                (checkpoint, len(missing), ", ".join(missing[:5])))
+                (flag_name, checkpoint, len(missing), ", ".join(missing[:5])))
   by_name = {v.op.name: v for v in variables}
   return tf1.train.Saver(var_list={name: by_name[name] for name in assignment_map})
+
+
+def weights_loader(checkpoint):
+  """How a Session of the default graph gets its weights: restored, or a random initialisation.
+
+  Call in the graph after the model is built. For random weights (--allow_random_eval) the
+  graph's seed should be set before the model (tf1.set_random_seed(RANDOM_WEIGHTS_SEED)), so
+  every run draws the same weights.
+
+  Args:
+    checkpoint: checkpoint prefix, or None for random weights.
+
+  Returns:
+    function(sess) that loads the weights.
+  """
+  if checkpoint is None:
+    init = tf1.global_variables_initializer()
+    return lambda sess: sess.run(init)
+  saver = checkpoint_saver(checkpoint)
+  return lambda sess: saver.restore(sess, checkpoint)
+
+
+def _named_error(error, path):
+  """`error` (raised while writing `path`) as an OSError naming `path` (common.run_main prints
+  it as one line), unless it already names a file."""
+  named = common.with_file_name(error, path)
+  if named is not error or (isinstance(error, OSError) and error.filename):
+    return named
+  if isinstance(error, OSError):
+    return OSError(error.errno, error.strerror or str(error), path)
+  # A tf.io.gfile error that is no storage error (permission, missing directory, ...).
+  codes = {tf.errors.PermissionDeniedError: errno.EACCES, tf.errors.NotFoundError: errno.ENOENT}
+  message = str(getattr(error, "message", error)).splitlines()[0]
+  return OSError(codes.get(type(error), 0), message, path)
+
+
+class _NamedWriter(object):
+  """A file object whose write errors name the final output path."""
+
+  def __init__(self, f, path):
+    self._f = f
+    self.path = path
+
+  def write(self, data):
+    try:
+      return self._f.write(data)
+    except (OSError, tf.errors.OpError) as e:
+      raise _named_error(e, self.path) from e
+
+  def close(self):
+    try:
+      self._f.close()
+    except (OSError, tf.errors.OpError) as e:
+      raise _named_error(e, self.path) from e
+
+
+@contextlib.contextmanager
+def atomic_outputs(outputs):
+  """Writes several files under temporary names; renames them all only when all are complete.
+
+  common.atomic_output for a group of outputs that belong together (features and embeddings,
+  a result and its checkpoint sidecar): on any error (or Ctrl-C) inside the block, every
+  temporary is removed and no final name appears; one output is never renamed into place while
+  another failed. Errors name the output file (one line through common.run_main).
+
+  Args:
+    outputs: list of (path, mode) pairs, mode "w" or "wb"; a None path is skipped.
+
+  Yields:
+    List of writable file objects (None for a None path), in the order of `outputs`.
+  """
+  entries = []
+  try:
+    for path, mode in outputs:
+      if not path:
+        entries.append(None)
+        continue
+      common.remove_stale_temps(path)
+      parent = os.path.dirname(path)
+      tmp = common.temp_path(path)
+      try:
+        if parent:
+          tf.io.gfile.makedirs(parent)
+        f = tf.io.gfile.GFile(tmp, mode)
+        entries.append((path, tmp, _NamedWriter(f, path)))
+        f.write("" if "b" not in mode else b"")   # the file exists even when nothing follows
+      except (OSError, tf.errors.OpError) as e:
+        raise _named_error(e, path) from e
+    yield [entry[2] if entry else None for entry in entries]
+    for entry in entries:
+      if entry:
+        entry[2].close()
+    renamed = []
+    try:
+      for entry in entries:
+        if entry:
+          path, tmp, _ = entry
+          try:
+            tf.io.gfile.rename(tmp, path, overwrite=True)
+          except (OSError, tf.errors.OpError) as e:
+            raise _named_error(e, path) from e
+          renamed.append(path)
+    except BaseException:
+      # All or nothing: a group that could not be completed is not left half in place.
+      for path in renamed:
+        if tf.io.gfile.exists(path):
+          tf.io.gfile.remove(path)
+      raise
+  finally:
+    for entry in entries:
+      if entry:
+        path, tmp, writer = entry
+        try:
+          writer._f.close()  # pylint: disable=protected-access
+        except (OSError, tf.errors.OpError):
+          pass
+        if tf.io.gfile.exists(tmp):
+          tf.io.gfile.remove(tmp)
 
 
 def _write_npy_header(f, num_rows, width):
@@ -383,12 +526,14 @@ def extract_features(input_file, checkpoint, bert_config, tokenizer, layer_index
                      log_fn=None):
   """Streams `input_file` through the model, writing JSON lines and/or embeddings.
 
-  Both outputs are written under temporary names beside their final ones and renamed when
-  complete; nothing but the current batch is held in memory.
+  Both outputs (and their `.checkpoint.json` sidecars) are written under temporary names
+  beside their final ones and renamed together when all are complete (atomic_outputs); nothing
+  but the current batch is held in memory.
 
   Args:
     input_file: text file, one example per line (see the module docstring).
-    checkpoint: checkpoint prefix (all model variables must be in it).
+    checkpoint: checkpoint prefix (all model variables must be in it), or None for seeded
+      random weights (--allow_random_eval).
     bert_config: modeling.BertConfig (with any overrides applied).
     tokenizer: tokenization.FullTokenizer.
     layer_indexes: list of ints (checked with parse_layers).
@@ -406,34 +551,34 @@ def extract_features(input_file, checkpoint, bert_config, tokenizer, layer_index
   if not output_file and not embeddings_file:
     common.fail("--output_file or --embeddings_file: give at least one")
   log_fn = log_fn or tf1.logging.info
-  num_lines = count_lines(input_file)
   stats = ExtractStats()
 
   graph = tf.Graph()
   with graph.as_default():
+    if checkpoint is None:
+      tf1.set_random_seed(RANDOM_WEIGHTS_SEED)
     placeholders, fetches = build_graph(
         bert_config, layer_indexes, bool(output_file), pooling if embeddings_file else None,
         use_one_hot_embeddings)
-    saver = checkpoint_saver(checkpoint)
+    load_weights = weights_loader(checkpoint)
   graph.finalize()
+  num_lines = count_lines(input_file)
+  if not num_lines:
+    common.fail("--input_file=%s: is empty (no line to extract features from)" % input_file)
   num_layers = bert_config.num_hidden_layers
   meter = common.ProgressMeter(num_lines, unit="lines", log_fn=log_fn)
   meter.update(0)   # the rate counts from here: includes the first batch
 
+  record = json.dumps(checkpoint_utils.checkpoint_record(checkpoint), sort_keys=True) + "\n"
   with tf1.Session(graph=graph) as sess:
-    saver.restore(sess, checkpoint)
-    for path in (output_file, embeddings_file):
-      if path:
-        common.remove_stale_temps(path)
-        parent = os.path.dirname(path)
-        if parent:
-          tf.io.gfile.makedirs(parent)
-    with contextlib.ExitStack() as outputs:
-      # On any error (or Ctrl-C) each temporary is removed and no final name appears.
-      jsonl_writer = (outputs.enter_context(common.atomic_output(output_file, "w"))
-                      if output_file else None)
-      npy_writer = (outputs.enter_context(common.atomic_output(embeddings_file, "wb"))
-                    if embeddings_file else None)
+    load_weights(sess)
+    # On any error (or Ctrl-C) every temporary is removed and no final name appears; the
+    # outputs are renamed into place together, only when all are complete.
+    with atomic_outputs([(output_file, "w"), (embeddings_file, "wb"),
+                         (output_file and checkpoint_utils.sidecar_path(output_file), "w"),
+                         (embeddings_file and checkpoint_utils.sidecar_path(embeddings_file),
+                          "w")]) as writers:
+      jsonl_writer, npy_writer = writers[:2]
       if npy_writer:
         # The row count is known from the first pass, so the header goes first and the rows
         # stream after it (no memmap: works on any tf.io.gfile path).
@@ -478,6 +623,9 @@ def extract_features(input_file, checkpoint, bert_config, tokenizer, layer_index
       if stats.lines != num_lines:
         common.fail("--input_file=%s: changed while it was read (%d lines, then %d)" %
                     (input_file, num_lines, stats.lines))
+      for sidecar in writers[2:]:
+        if sidecar:
+          sidecar.write(record)
   return stats
 
 
@@ -494,14 +642,17 @@ def resolve_config_file(bert_config_file, init_checkpoint, checkpoint):
 
   Args:
     bert_config_file: the flag (may be empty).
-    init_checkpoint: the --init_checkpoint flag (a prefix or a directory).
-    checkpoint: the resolved checkpoint prefix.
+    init_checkpoint: the --init_checkpoint flag (a prefix or a directory), or None (random
+      weights: then --bert_config_file is required).
+    checkpoint: the resolved checkpoint prefix (None with init_checkpoint None).
 
   Returns:
     The config file path (existence is checked by estimator_utils.load_config).
   """
   if bert_config_file:
     return bert_config_file
+  if not init_checkpoint:
+    common.fail("--bert_config_file is required (no --init_checkpoint to find it beside)")
   directory = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
                else os.path.dirname(checkpoint))
   candidate = os.path.join(directory, "bert_config.json")
@@ -509,6 +660,39 @@ def resolve_config_file(bert_config_file, init_checkpoint, checkpoint):
     common.fail("--bert_config_file is required: there is no bert_config.json beside "
                 "--init_checkpoint=%s" % init_checkpoint)
   return candidate
+
+
+def check_outputs(outputs, inputs):
+  """Fails with one line if an output (or its .checkpoint.json sidecar) would replace an input,
+  is a directory, lies under a file, or is another output.
+
+  Args:
+    outputs: list of (path or None, flag name).
+    inputs: every file the job reads (checkpoint_utils.checkpoint_files included).
+  """
+  seen = {}
+  for path, flag_name in outputs:
+    if not path:
+      continue
+    for target in (path, checkpoint_utils.sidecar_path(path)):
+      common.check_output_path(target, flag_name)
+      if tf.io.gfile.isdir(target):
+        common.fail("--%s=%s: %s is a directory, expected a file name" %
+                    (flag_name, path, target))
+      common.check_not_input(target, inputs, flag_name)
+      what = "--%s" % flag_name if target == path else "the sidecar of --%s" % flag_name
+      real = os.path.realpath(target)
+      if real in seen:
+        common.fail("--%s=%s: %sis also %s; give different files" %
+                    (flag_name, path, "" if target == path else "its sidecar %s " % target,
+                     seen[real]))
+      seen[real] = what
+
+
+def _has_a_line(input_file):
+  """Whether `input_file` holds at least one byte (one line for the reader)."""
+  with tf.io.gfile.GFile(input_file, "rb") as f:
+    return bool(f.read(1))
 
 
 def run(flag_values, log_fn=None):
@@ -542,30 +726,32 @@ def run(flag_values, log_fn=None):
   if getattr(fv, "use_tpu", False):
     sys.stderr.write("warning: --use_tpu: ignored; this tool runs in a Session on the local "
                      "CPU/GPU (--master and --num_tpu_cores are ignored too)\n")
-  if not fv.init_checkpoint:
-    common.fail("--init_checkpoint is required")
-  checkpoint = export_utils.resolve_checkpoint(_checkpoint_prefix(fv.init_checkpoint))
-  try:
-    tf.train.load_checkpoint(checkpoint)
-  except (tf.errors.OpError, ValueError) as e:
-    common.fail("--init_checkpoint=%s: not a readable TensorFlow checkpoint (%s)" %
-                (fv.init_checkpoint, str(getattr(e, "message", e)).splitlines()[0]))
+  checkpoint = None
+  if fv.init_checkpoint:
+    checkpoint = export_utils.resolve_checkpoint(_checkpoint_prefix(fv.init_checkpoint))
+    try:
+      tf.train.load_checkpoint(checkpoint)
+    except (tf.errors.OpError, ValueError) as e:
+      common.fail("--init_checkpoint=%s: not a readable TensorFlow checkpoint (%s)" %
+                  (fv.init_checkpoint, str(getattr(e, "message", e)).splitlines()[0]))
+  else:
+    # No trained weights: one line naming the flag, unless --allow_random_eval.
+    checkpoint_utils.require_trained_weights(
+        "extract_features", [("init_checkpoint", None)],
+        allow_random_eval=bool(getattr(fv, "allow_random_eval", False)))
   config_file = resolve_config_file(fv.bert_config_file, fv.init_checkpoint, checkpoint)
   bert_config = estimator_utils.load_config(config_file, fv, fv.max_seq_length)
   layer_indexes = parse_layers(fv.layers, bert_config.num_hidden_layers)
 
-  inputs = [fv.input_file, fv.vocab_file, config_file] + tf.io.gfile.glob(checkpoint + ".*")
-  for path, flag_name in ((output_file, "output_file"), (embeddings_file, "embeddings_file")):
-    if not path:
-      continue
-    common.check_output_path(path, flag_name)
-    if tf.io.gfile.isdir(path):
-      common.fail("--%s=%s: is a directory, expected a file name" % (flag_name, path))
-    common.check_not_input(path, inputs, flag_name)
-  if output_file and embeddings_file and (
-      os.path.realpath(output_file) == os.path.realpath(embeddings_file)):
-    common.fail("--embeddings_file=%s: is also --output_file; give two different files" %
-                embeddings_file)
+  inputs = [fv.input_file, fv.vocab_file, config_file]
+  if checkpoint:
+    # The state file and every checkpoint's shards of the directory, not only the one read.
+    inputs += (checkpoint_utils.checkpoint_files(fv.init_checkpoint) +
+               checkpoint_utils.checkpoint_files(checkpoint) +
+               tf.io.gfile.glob(checkpoint + ".*"))
+  check_outputs([(output_file, "output_file"), (embeddings_file, "embeddings_file")], inputs)
+  if not _has_a_line(fv.input_file):
+    common.fail("--input_file=%s: is empty (no line to extract features from)" % fv.input_file)
 
   tokenizer = tokenization.checked_tokenizer(
       fv.vocab_file, fv.do_lower_case, init_checkpoint=fv.init_checkpoint,
@@ -618,7 +804,8 @@ def report(stats, summary, max_seq_length, out=None):
   out.write("Extracted %d line(s) (%d pairs, %d truncated, %d empty) with %s "
             "(residual_attention=%s, layer_norm_type=%s): wrote %s\n" % (
                 stats.lines, stats.pair_lines, stats.truncated_lines, stats.empty_lines,
-                summary["checkpoint"], summary["residual_attention"],
+                summary["checkpoint"] or "random weights (--allow_random_eval)",
+                summary["residual_attention"],
                 summary["layer_norm_type"], " and ".join(written)))
   out.flush()
 

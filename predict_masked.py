@@ -50,6 +50,15 @@ temporary name, renamed when complete), one per sentence:
 
 `line` is the 1-based line of --input_file (or the 1-based index of the --text flag) and
 `position` the index of the [MASK] in `tokens` (0 is [CLS]), as masked_lm_positions.
+Beside it, `<output_file>.checkpoint.json` records the weights: {"checkpoint": prefix,
+"global_step": N} (for --hub_encoder: those its export_info.json names, and "hub_encoder").
+The output and its sidecar are renamed into place together; both are checked before any work
+against every input (sentences, vocab, config, every checkpoint file of the model's directory,
+every file of --hub_encoder).
+
+No trained weights (no --init_checkpoint / --hub_encoder, or an encoder exported from random
+weights) stop with one line unless --allow_random_eval (then --bert_config_file and
+--vocab_file are required and the weights are a seeded random initialisation).
 """
 
 from __future__ import absolute_import
@@ -66,8 +75,10 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+import checkpoint_utils
 import common
 import estimator_utils
+import export_hub
 import export_utils
 import extract_features
 import modeling
@@ -116,6 +127,7 @@ def define_flags():
   flags.DEFINE_integer("top_k", 5, "Candidates shown per [MASK].")
   flags.DEFINE_integer("batch_size", 32, "Sentences per forward pass.")
   estimator_utils.define_model_override_flags()
+  checkpoint_utils.define_trained_weights_flags(random_eval=True, unmatched_init=False)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -319,19 +331,22 @@ class CheckpointPredictor(object):
     """Builds the graph and restores every variable (bert/* and cls/predictions/*).
 
     Args:
-      checkpoint: checkpoint prefix (with the MLM head; see check_mlm_head).
+      checkpoint: checkpoint prefix (with the MLM head; see check_mlm_head), or None for
+        seeded random weights (--allow_random_eval).
       bert_config: modeling.BertConfig (overrides applied).
       top_k: candidates per position.
       with_probabilities: also return the whole softmax (tests).
     """
     self.graph = tf.Graph()
     with self.graph.as_default():
+      if checkpoint is None:
+        tf1.set_random_seed(extract_features.RANDOM_WEIGHTS_SEED)
       self.placeholders, self.fetches = build_graph(bert_config, top_k, with_probabilities)
-      saver = extract_features.checkpoint_saver(checkpoint)
+      load_weights = extract_features.weights_loader(checkpoint)
     self.graph.finalize()
     self.session = tf1.Session(graph=self.graph)
     with self.graph.as_default():
-      saver.restore(self.session, checkpoint)
+      load_weights(self.session)
 
   def predict(self, examples):
     """Runs one batch. Returns the fetches as NumPy arrays [batch, n, ...] (see build_graph)."""
@@ -591,11 +606,18 @@ def setup(fv, with_probabilities=False):
   if fv.max_seq_length is not None and fv.max_seq_length < 3:
     common.fail("--max_seq_length=%d: must be >= 3 ([CLS] [MASK] [SEP])" % fv.max_seq_length)
   hub_dir = getattr(fv, "hub_encoder", None)
-  if bool(fv.init_checkpoint) == bool(hub_dir):
+  allow_random_eval = bool(getattr(fv, "allow_random_eval", False))
+  if fv.init_checkpoint and hub_dir:
     common.fail("give one model: --init_checkpoint (a pre-training checkpoint) or "
-                "--hub_encoder (an export_hub.py --with_mlm encoder)")
+                "--hub_encoder (an export_hub.py --with_mlm encoder), not both")
+  if not fv.init_checkpoint and not hub_dir:
+    # No trained weights: one line naming the flag, unless --allow_random_eval.
+    checkpoint_utils.require_trained_weights(
+        "predict_masked", [("init_checkpoint", None), ("hub_encoder", None)],
+        allow_random_eval=allow_random_eval)
 
   checkpoint = None
+  record = checkpoint_utils.checkpoint_record(None)
   if hub_dir:
     if not tf.io.gfile.isdir(hub_dir):
       common.fail("--hub_encoder=%s: not a directory" % hub_dir)
@@ -607,20 +629,26 @@ def setup(fv, with_probabilities=False):
       common.fail("--bert_config_file is required: no bert_config.json in --hub_encoder=%s" %
                   hub_dir)
     model_dir = hub_dir
-  else:
+    record = dict(hub_encoder_record(hub_dir, allow_random_eval), hub_encoder=hub_dir)
+  elif fv.init_checkpoint:
     checkpoint = export_utils.resolve_checkpoint(fv.init_checkpoint)
     check_mlm_head(checkpoint)
     config_file = extract_features.resolve_config_file(fv.bert_config_file, fv.init_checkpoint,
                                                        checkpoint)
     model_dir = (fv.init_checkpoint if tf.io.gfile.isdir(fv.init_checkpoint)
                  else os.path.dirname(checkpoint) or ".")
+    record = checkpoint_utils.checkpoint_record(checkpoint)
+  else:   # --allow_random_eval
+    config_file = extract_features.resolve_config_file(fv.bert_config_file, None, None)
+    model_dir = None
   bert_config = estimator_utils.load_config(config_file, None if hub_dir else fv,
                                             fv.max_seq_length)
   max_seq_length = fv.max_seq_length or bert_config.max_position_embeddings
   if fv.top_k > bert_config.vocab_size:
     common.fail("--top_k=%d: larger than vocab_size=%d" % (fv.top_k, bert_config.vocab_size))
 
-  vocab_file = _default_beside(fv.vocab_file, model_dir, "vocab.txt")
+  vocab_file = _default_beside(fv.vocab_file, model_dir, "vocab.txt") if model_dir else (
+      fv.vocab_file)
   if not vocab_file:
     common.fail("--vocab_file is required (no vocab.txt beside the model)")
   tokenizer = tokenization.checked_tokenizer(
@@ -632,23 +660,56 @@ def setup(fv, with_probabilities=False):
 
   output_file = getattr(fv, "output_file", None)
   if output_file:
-    common.check_output_path(output_file, "output_file")
-    if tf.io.gfile.isdir(output_file):
-      common.fail("--output_file=%s: is a directory, expected a file name" % output_file)
     inputs = [fv.input_file, vocab_file, config_file]
-    inputs += tf.io.gfile.glob(checkpoint + ".*") if checkpoint else [hub_dir]
-    common.check_not_input(output_file, inputs, "output_file")
+    if checkpoint:
+      # The state file and every checkpoint's shards of the directory, not only the one read.
+      inputs += (checkpoint_utils.checkpoint_files(fv.init_checkpoint) +
+                 checkpoint_utils.checkpoint_files(checkpoint) +
+                 tf.io.gfile.glob(checkpoint + ".*"))
+    if hub_dir:
+      inputs += [hub_dir] + [os.path.join(root, name)
+                             for root, _, names in tf.io.gfile.walk(hub_dir) for name in names]
+    extract_features.check_outputs([(output_file, "output_file")], inputs)
 
   examples = make_examples(read_sentences(fv.input_file, texts), tokenizer, max_seq_length)
   if hub_dir:
     predictor = HubPredictor(hub_dir, fv.top_k, with_probabilities)
   else:
     predictor = CheckpointPredictor(checkpoint, bert_config, fv.top_k, with_probabilities)
-  summary = {"model": hub_dir or checkpoint, "bert_config_file": config_file,
-             "max_seq_length": max_seq_length,
+  summary = {"model": hub_dir or checkpoint or "random weights (--allow_random_eval)",
+             "bert_config_file": config_file, "max_seq_length": max_seq_length,
              "vocab_file": vocab_file, "sentences": len(examples),
-             "masks": sum(len(e.positions) for e in examples), "output_file": output_file}
+             "masks": sum(len(e.positions) for e in examples), "output_file": output_file,
+             "record": record}
   return predictor, examples, tokenizer, summary
+
+
+def hub_encoder_record(hub_dir, allow_random_eval=False):
+  """checkpoint_record of the weights an export_hub.py encoder was exported from.
+
+  Its export_info.json names them; an encoder exported from random weights
+  (export_hub.py --allow_random_eval) is refused unless allow_random_eval. An older export
+  without the file records an unknown checkpoint.
+
+  Args:
+    hub_dir: --hub_encoder.
+    allow_random_eval: --allow_random_eval.
+
+  Returns:
+    dict checkpoint / global_step (None when unknown or random).
+  """
+  info = export_hub.read_export_info(hub_dir)
+  if info is None:
+    return {"checkpoint": None, "global_step": None}
+  record = {"checkpoint": info.get("checkpoint"), "global_step": info.get("global_step")}
+  if not record["checkpoint"]:
+    if not allow_random_eval:
+      common.fail("--hub_encoder=%s: was exported from random weights (its %s names no "
+                  "checkpoint), so it would fill masks with a randomly initialised model; give "
+                  "an encoder exported from a trained checkpoint, or pass --allow_random_eval "
+                  "to do that deliberately" % (hub_dir, export_hub.EXPORT_INFO))
+    tf1.logging.warning("--hub_encoder=%s: random weights (--allow_random_eval)", hub_dir)
+  return record
 
 
 def run(fv, out=None, log_fn=None):
@@ -668,14 +729,12 @@ def run(fv, out=None, log_fn=None):
   records = []
   with contextlib.ExitStack() as stack:
     stack.callback(predictor.close)
-    writer = None
+    writer = sidecar = None
     if output_file:
-      common.remove_stale_temps(output_file)
-      parent = os.path.dirname(output_file)
-      if parent:
-        tf.io.gfile.makedirs(parent)
-      # On any error (or Ctrl-C) the temporary is removed and no final name appears.
-      writer = stack.enter_context(common.atomic_output(output_file, "w"))
+      # On any error (or Ctrl-C) the temporaries are removed and no final name appears; the
+      # output and its sidecar are renamed into place together.
+      writer, sidecar = stack.enter_context(extract_features.atomic_outputs(
+          [(output_file, "w"), (checkpoint_utils.sidecar_path(output_file), "w")]))
     records_iter = predict(predictor, examples, tokenizer.inv_vocab, fv.batch_size, log_fn)
     for example, record in zip(examples, records_iter):
       out.write(format_record(record, example.where))
@@ -683,6 +742,8 @@ def run(fv, out=None, log_fn=None):
       if writer:
         writer.write(json_line(record))
       records.append(record)
+    if sidecar:
+      sidecar.write(json.dumps(summary["record"], sort_keys=True) + "\n")
   return records, summary
 
 

@@ -13,6 +13,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR, last_error_line, run_tool, shared_path
+import checkpoint_utils
+import common
 import export_hub
 import modeling
 import run_classifier
@@ -67,7 +69,7 @@ def _randomize_layer_norms(sess):
 
 
 def make_checkpoint(model_dir, config, inputs, num_labels=None, with_mlm=False,
-                    positions=None):
+                    positions=None, is_multilabel=False):
   """Saves a random checkpoint and returns the graph-mode reference outputs on `inputs`."""
   os.makedirs(model_dir, exist_ok=True)
   with tf.Graph().as_default():
@@ -78,7 +80,7 @@ def make_checkpoint(model_dir, config, inputs, num_labels=None, with_mlm=False,
       ph_ids, ph_mask, ph_type = (ph["input_word_ids"], ph["input_mask"], ph["input_type_ids"])
       _, _, _, outputs = run_classifier.create_model(
           config, False, ph_ids, ph_mask, ph_type, None, num_labels, False,
-          is_regression=num_labels == 1)
+          is_regression=num_labels == 1 and not is_multilabel, is_multilabel=is_multilabel)
       fetch["outputs"] = outputs
     else:
       model = modeling.BertModel(config, False, ph["input_word_ids"], ph["input_mask"],
@@ -194,7 +196,7 @@ CLASSIFIER_SEQ = 24
 POSITIONS = np.array([[1, 3], [2, 0], [0, 1]], np.int32)
 
 
-def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer):
+def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer, is_multilabel=False):
   """A run_classifier-style checkpoint; returns (prefix, config, reference single, pair)."""
   config = _tiny_config("sum", "pre")
   features = {}
@@ -206,14 +208,15 @@ def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer):
                       "input_type_ids": np.array([r[2] for r in rows], np.int32)}
   model_dir = os.path.join(tmp_dir, name)
   prefix, ref_single = make_checkpoint(model_dir, config, features["single"],
-                                       num_labels=num_labels)
+                                       num_labels=num_labels, is_multilabel=is_multilabel)
   with open(os.path.join(model_dir, "labels.txt"), "w") as f:
     f.write("neg\nneutral\npos\n")
   # The pair reference: the same checkpoint restored into a second graph.
   with tf.Graph().as_default():
     ph = [tf1.placeholder(tf.int32, [None, CLASSIFIER_SEQ]) for _ in range(3)]
     _, _, _, outputs = run_classifier.create_model(config, False, ph[0], ph[1], ph[2], None,
-                                                   num_labels, False, num_labels == 1)
+                                                   num_labels, False, num_labels == 1,
+                                                   is_multilabel=is_multilabel)
     with tf1.Session() as sess:
       tf1.train.Saver().restore(sess, prefix)
       ref_pair = sess.run(outputs, dict(zip(ph, [features["pair"][k] for k in
@@ -248,6 +251,21 @@ def exported(tmp_path_factory):
   classifier_refs["cls"] = (ref_single, ref_pair)
   classifiers["cls"] = str(tmp_path / "export_cls")
   export_hub.export_classifier(config, prefix, classifiers["cls"], VOCAB_FILE, True, None,
+                               CLASSIFIER_SEQ)
+  # A multi-label run (issue 25.8): recognised from what its output directory records (the
+  # feature cache's reader options, the tuned threshold for this checkpoint's step).
+  prefix, config, ref_single, ref_pair = _classifier_checkpoint(str(tmp_path), "ml", 3,
+                                                                tokenizer, is_multilabel=True)
+  threshold = float(np.median(np.concatenate([ref_single, ref_pair])))
+  with open(os.path.join(str(tmp_path), "ml", "train.tf_record.json"), "w") as f:
+    json.dump({"inputs": {"reader_options": {"task_type": "multilabel",
+                                             "label_separator": "|"}}}, f)
+  with open(os.path.join(str(tmp_path), "ml", "threshold.json"), "w") as f:
+    json.dump({"threshold": threshold, "checkpoint_step": checkpoint_utils.checkpoint_step(
+        prefix)}, f)
+  classifier_refs["ml"] = (ref_single, ref_pair, threshold, prefix)
+  classifiers["ml"] = str(tmp_path / "export_ml")
+  export_hub.export_classifier(config, prefix, classifiers["ml"], VOCAB_FILE, True, None,
                                CLASSIFIER_SEQ)
   # The regression head is checked in this process (saving works the same way).
   prefix, config, ref_single, ref_pair = _classifier_checkpoint(str(tmp_path), "reg", 1,
@@ -323,6 +341,27 @@ def test_encoder_missing_variable_and_mlm_errors(tmp_path):
     export_hub.build_encoder(_tiny_config(layer_norm_type="pre"), prefix)
   with pytest.raises(ValueError, match="shape"):
     export_hub.build_encoder(_tiny_config(vocab_size=100), prefix)
+  # A checkpoint of another model (issue 27): no trained weights, said in one line.
+  with tf.Graph().as_default():
+    tf1.Variable(tf.zeros([4, 4]), name="encoder/layer_0/kernel")
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      foreign = tf1.train.Saver().save(sess, str(tmp_path / "nmt" / "model.ckpt"))
+  with pytest.raises(common.UsageError) as e:
+    export_hub.build_encoder(config, foreign)
+  assert str(e.value).startswith("--init_checkpoint=%s: supplies none of the model's 39 "
+                                 "variables" % foreign)
+  # Random weights, only with --allow_random_eval (main() checks it): seeded, the model's own
+  # initialisers, the same on every run.
+  def build():
+    export_hub.encoder_graph(config, {k: tf1.placeholder(tf.int32, [None, None])
+                                      for k in export_hub.ENCODER_INPUTS})
+  first, second = [export_hub.model_variables(build, None) for _ in range(2)]
+  assert len(first) == 39
+  for name, variable in first.items():
+    np.testing.assert_array_equal(variable.numpy(), second[name].numpy())
+  assert np.all(first["bert/embeddings/LayerNorm/gamma"].numpy() == 1.0)
+  assert 0.01 < first["bert/embeddings/word_embeddings"].numpy().std() < 0.03   # stddev 0.02
 
 
 def test_round_robin_trimmer_equals_official_truncation():
@@ -447,6 +486,94 @@ def test_classifier_export_end_to_end(exported):
   assert "reg/single/probabilities" not in got
 
 
+@pytest.mark.slow
+def test_multilabel_classifier_export(exported):
+  """Issue 25.8: a multi-label run exports sigmoid probabilities and its tuned threshold (it
+  was exported as a softmax single-label classifier)."""
+  got = exported["got"]
+  ref_single, ref_pair, threshold, prefix = exported["classifier_refs"]["ml"]
+  names = ["neg", "neutral", "pos"]
+  for kind, ref in (("single", ref_single), ("default", ref_single), ("pair", ref_pair),
+                    ("sig_pair", ref_pair)):
+    probabilities = got["ml/%s/probabilities" % kind]
+    np.testing.assert_allclose(probabilities, ref, atol=1e-5)   # the checkpoint's sigmoids
+    chosen = probabilities >= threshold
+    assert got["ml/%s/predicted_labels" % kind].tolist() == chosen.astype(int).tolist()
+    assert [x.decode() for x in got["ml/%s/predicted_label_names" % kind]] == [
+        "|".join(n for n, c in zip(names, row) if c) for row in chosen]
+    assert "ml/%s/predicted_label" % kind not in got
+  assert 0 < (np.concatenate([ref_single, ref_pair]) >= threshold).mean() < 1
+  export_dir = os.path.join(os.path.dirname(os.path.dirname(prefix)), "export_ml")
+  with open(os.path.join(export_dir, export_hub.EXPORT_INFO)) as f:
+    info = json.load(f)
+  assert info["task_type"] == "multilabel" and info["labels"] == names
+  assert info["threshold"] == threshold and info["label_separator"] == "|"
+  assert info["threshold_source"].endswith("threshold.json (tuned on dev)")
+  assert info["checkpoint"] == prefix and info["mode"] == "classifier"
+
+
+def test_classifier_task_from_run_records(tmp_path):
+  """What a run_classifier output directory records decides the head (issue 25.8)."""
+  out = tmp_path / "out"
+  out.mkdir()
+  # Only the head's shapes are read.
+  with tf.Graph().as_default():
+    tf1.Variable(tf.zeros([3, 32]), name="output_weights")
+    tf1.Variable(tf.zeros([3]), name="output_bias")
+    tf1.Variable(tf.constant(7, tf.int64), name="global_step")
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      prefix = tf1.train.Saver().save(sess, str(out / "model.ckpt"), global_step=7)
+  step = checkpoint_utils.checkpoint_step(prefix)
+  assert step == 7
+  task = export_hub.resolve_classifier_task(prefix)
+  assert (task["task_type"], task["threshold"]) == ("classification", None)
+  for kwargs, message in (
+      (dict(task_type="regression"), "--task_type=regression: the checkpoint's head has 3 "
+                                     "outputs (regression has 1)"),
+      (dict(threshold=0.4), "--multilabel_threshold=0.4: only for a multi-label classifier "
+                            "(this one is classification)"),
+      (dict(task_type="multilabel", threshold=1.5), "--multilabel_threshold=1.5: must be in "
+                                                    "[0, 1]")):
+    with pytest.raises(common.UsageError) as e:
+      export_hub.resolve_classifier_task(prefix, **kwargs)
+    assert str(e.value) == message
+  # Multi-label evaluation results: the threshold it was evaluated with.
+  (out / "eval_results.json").write_text(json.dumps({"eval_micro_f1": 0.5,
+                                                     "eval_threshold": 0.4}))
+  task = export_hub.resolve_classifier_task(prefix)
+  assert (task["task_type"], task["threshold"], task["label_separator"]) == (
+      "multilabel", 0.4, ",")
+  assert task["evidence"] == str(out / "eval_results.json")
+  # A threshold tuned for another checkpoint is not used; one tuned for this one is.
+  (out / "threshold.json").write_text(json.dumps({"threshold": 0.3, "checkpoint_step": -1}))
+  assert export_hub.resolve_classifier_task(prefix)["threshold"] == 0.4
+  (out / "threshold.json").write_text(json.dumps({"threshold": 0.3, "checkpoint_step": step}))
+  assert export_hub.resolve_classifier_task(prefix)["threshold"] == 0.3
+  assert export_hub.resolve_classifier_task(prefix, threshold=0.7)["threshold"] == 0.7
+  # A --task_type that contradicts the run: one line.
+  with pytest.raises(common.UsageError) as e:
+    export_hub.resolve_classifier_task(prefix, task_type="classification")
+  assert str(e.value) == ("--task_type=classification: the checkpoint's run was a multilabel "
+                          "task (%s)" % (out / "threshold.json"))
+  # A --keep_best copy (out/best/): the records and labels.txt of its run.
+  (out / "labels.txt").write_text("x\ny\nz\n")
+  best = out / "best"
+  best.mkdir()
+  for name in os.listdir(str(out)):
+    if name.startswith(os.path.basename(prefix) + "."):
+      os.link(str(out / name), str(best / name))
+  (best / "best.json").write_text(json.dumps({"metric": "micro_f1", "step": step}))
+  task = export_hub.resolve_classifier_task(str(best / os.path.basename(prefix)))
+  assert (task["task_type"], task["labels"], task["threshold"]) == (
+      "multilabel", ["x", "y", "z"], 0.3)
+  # Random weights (--allow_random_eval): the classes come from --label_list.
+  with pytest.raises(common.UsageError, match="--label_list is required"):
+    export_hub.resolve_classifier_task(None)
+  task = export_hub.resolve_classifier_task(None, "a,b", task_type="multilabel")
+  assert (task["num_labels"], task["labels"], task["threshold"]) == (2, ["a", "b"], 0.5)
+
+
 def test_classifier_label_list_errors(tmp_path, vocab_file):
   config = _tiny_config()
   prefix, _ = make_checkpoint(str(tmp_path / "m"), config, _inputs(), num_labels=2)
@@ -475,6 +602,18 @@ def test_cli_several_modes_and_bad_flags(tmp_path, vocab_file):
     assert os.path.exists(os.path.join(out, mode, "saved_model.pb"))
   with open(os.path.join(out, "encoder", "bert_config.json")) as f:
     assert json.load(f)["residual_attention"] == "mean"
+  with open(os.path.join(out, "encoder", export_hub.EXPORT_INFO)) as f:
+    info = json.load(f)
+  assert (info["mode"], info["checkpoint"], info["global_step"]) == ("encoder", prefix, 0)
+  # No trained weights (issue 27): one line naming the flag, before any work.
+  bad = run_tool("export_hub.py", ["--mode=encoder", "--export_dir=%s" % (tmp_path / "new"),
+                                   "--bert_config_file=%s" % os.path.join(
+                                       os.path.dirname(prefix), "bert_config.json")],
+                 expect_rc=2, timeout=120)
+  assert last_error_line(bad).startswith("error: export_hub.py --mode=encoder: no trained "
+                                         "weights")
+  assert "--allow_random_eval" in last_error_line(bad)
+  assert not os.path.exists(str(tmp_path / "new"))
   assert not [x for x in os.listdir(out) if ".tmp-" in x]
 
 

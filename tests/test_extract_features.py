@@ -9,8 +9,11 @@ one-line errors (in process, and through the command line).
 """
 
 import collections
+import errno
+import io
 import json
 import os
+import shutil
 import types
 
 import numpy as np
@@ -19,9 +22,10 @@ import tensorflow as tf
 
 import common
 import extract_features as ef
+import modeling
 import numpy_bert
 import tokenization
-from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool
+from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
 
 tf1 = tf.compat.v1
 SST2_TRAIN = os.path.join(REPO_DIR, "data", "sst2_slice", "train.tsv")
@@ -71,7 +75,7 @@ def _flags(**overrides):
                 max_seq_length=64, init_checkpoint=None, vocab_file=VOCAB, do_lower_case=True,
                 batch_size=32, use_tpu=False, master=None, num_tpu_cores=8,
                 use_one_hot_embeddings=False, residual_attention=None, layer_norm_type=None,
-                embeddings_file=None, pooling=None)
+                embeddings_file=None, pooling=None, allow_random_eval=False)
   values.update(overrides)
   return types.SimpleNamespace(**values)
 
@@ -164,7 +168,12 @@ def test_jsonl_and_mean_embeddings_match_numpy_reference(model, tmp_path):
   assert records[len(singles) + 1]["features"][0]["token"] == "[CLS]"
   assert len(records[len(singles) + 1]["features"]) == 2   # empty line: [CLS] [SEP]
   assert len(records[-1]["features"]) == max_seq_length     # truncated
-  assert sorted(os.listdir(str(tmp_path))) == ["emb.npy", "in.txt", "out.jsonl"]
+  assert sorted(os.listdir(str(tmp_path))) == [
+      "emb.npy", "emb.npy.checkpoint.json", "in.txt", "out.jsonl", "out.jsonl.checkpoint.json"]
+  # Each output says which weights produced it.
+  for name in ("emb.npy", "out.jsonl"):
+    with open(str(tmp_path / (name + ".checkpoint.json"))) as f:
+      assert json.load(f) == {"checkpoint": model.checkpoint, "global_step": None}
 
 
 def test_cls_embeddings_only_in_padded_batch(model, tmp_path):
@@ -174,7 +183,8 @@ def test_cls_embeddings_only_in_padded_batch(model, tmp_path):
   stats, _ = ef.run(_flags(input_file=input_file, embeddings_file=emb, pooling="cls",
                            layers="-2", init_checkpoint=model.checkpoint, batch_size=6))
   assert stats.lines == len(lines)
-  assert sorted(os.listdir(str(tmp_path))) == ["cls.npy", "in.txt"]   # no JSON lines
+  # No JSON lines.
+  assert sorted(os.listdir(str(tmp_path))) == ["cls.npy", "cls.npy.checkpoint.json", "in.txt"]
   embeddings = np.load(emb)
   assert embeddings.shape == (len(lines), 32)
   for i, line in enumerate(lines):
@@ -236,6 +246,8 @@ def test_finetuned_model_directory(model, tmp_path):
                              init_checkpoint=str(out_dir)))
   assert summary["checkpoint"] == str(out_dir / "model.ckpt-7")
   assert summary["residual_attention"] == "mean"
+  with open(out + ".checkpoint.json") as f:
+    assert json.load(f) == {"checkpoint": str(out_dir / "model.ckpt-7"), "global_step": 7}
   for i, (line, record) in enumerate(zip(lines, _read_jsonl(out))):
     tokens, type_ids = _expected_tokens(model.tokenizer, line, None, 64)
     ref = _reference_layers(model, tokens, type_ids, {"residual_attention": "mean"})
@@ -321,6 +333,137 @@ def test_config_needed_when_not_beside_checkpoint(model, tmp_path):
                   init_checkpoint=str(alone / "bert_model.ckpt")))
 
 
+@pytest.fixture(scope="module")
+def training_dir(model, tmp_path_factory):
+  """A model directory as training leaves it: two checkpoints (steps 5 and 9), the state file."""
+  d = tmp_path_factory.mktemp("training_dir")
+  with tf.Graph().as_default():
+    for name, value in sorted(model.params.items()):
+      tf1.Variable(value, name=name)
+    saver = tf1.train.Saver()
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      for step in (5, 9):
+        saver.save(sess, str(d / "model.ckpt"), global_step=step)
+  shutil.copy(model.config_file, str(d / "bert_config.json"))
+  return d
+
+
+def _contents(directory):
+  return {name: (directory / name).read_bytes() for name in sorted(os.listdir(str(directory)))}
+
+
+@pytest.mark.parametrize("flag, target", [
+    ("output_file", "checkpoint"), ("embeddings_file", "checkpoint"),
+    ("output_file", "model.ckpt-5.index"),   # another checkpoint of the directory than the one read
+    ("embeddings_file", "model.ckpt-9.data-00000-of-00001"), ("output_file", "model.ckpt-9.meta")])
+@pytest.mark.parametrize("as_prefix", [False, True])
+def test_outputs_never_replace_checkpoint_files(training_dir, tmp_path, flag, target, as_prefix):
+  """Issue 25.3: --output_file=<init_checkpoint dir>/checkpoint replaced the state file."""
+  input_file = _write_lines(tmp_path / "in.txt", ["hello world"])
+  before = _contents(training_dir)
+  init = str(training_dir / "model.ckpt-9") if as_prefix else str(training_dir)
+  values = dict(input_file=input_file, output_file=str(tmp_path / "out.jsonl"), layers="-1",
+                init_checkpoint=init)
+  values[flag] = str(training_dir / target)
+  with pytest.raises(common.UsageError) as e:
+    ef.run(_flags(**values))
+  assert str(e.value) == ("--%s=%s: is also an input; writing it would replace that input" %
+                          (flag, training_dir / target))
+  assert _contents(training_dir) == before
+
+
+def test_sidecar_clash_is_refused(model, tmp_path):
+  input_file = _write_lines(tmp_path / "in.txt", ["hello"])
+  out = str(tmp_path / "out.jsonl")
+  with pytest.raises(common.UsageError, match="its sidecar .* is also --output_file"):
+    ef.run(_flags(input_file=input_file, output_file=str(tmp_path / "e.npy.checkpoint.json"),
+                  embeddings_file=str(tmp_path / "e.npy"), layers="-1",
+                  init_checkpoint=model.checkpoint))
+  with pytest.raises(common.UsageError, match="is also the sidecar of --output_file"):
+    ef.run(_flags(input_file=input_file, output_file=out, embeddings_file=out +
+                  ".checkpoint.json", layers="-1", init_checkpoint=model.checkpoint))
+  assert sorted(os.listdir(str(tmp_path))) == ["in.txt"]
+
+
+def test_empty_input_is_one_line_before_any_output(model, tmp_path):
+  """Issue 25.10: an empty input gave a traceback, with the .npy already renamed into place."""
+  empty = tmp_path / "empty.txt"
+  empty.write_text("")
+  out, emb = str(tmp_path / "out.jsonl"), str(tmp_path / "emb.npy")
+  message = "--input_file=%s: is empty (no line to extract features from)" % empty
+  with pytest.raises(common.UsageError) as e:
+    ef.run(_flags(input_file=str(empty), output_file=out, embeddings_file=emb, layers="-1",
+                  init_checkpoint=model.checkpoint))
+  assert str(e.value) == message
+  # The library function says the same (before it opens any output).
+  with pytest.raises(common.UsageError) as e:
+    ef.extract_features(str(empty), model.checkpoint, modeling.BertConfig.from_dict(
+        TINY_BERT_CONFIG), model.tokenizer, [-1], output_file=out, embeddings_file=emb)
+  assert str(e.value) == message
+  assert sorted(os.listdir(str(tmp_path))) == ["empty.txt"]
+
+
+def test_failing_output_leaves_nothing_in_place(model, tmp_path, monkeypatch):
+  """Issues 25.10 / 25.16: a write error (disk full) on one output is one line naming that
+  file, and no output is renamed into place (the .npy was, when the JSON lines failed)."""
+  input_file = _write_lines(tmp_path / "in.txt", _sentences(3))
+  out, emb = str(tmp_path / "out.jsonl"), str(tmp_path / "emb.npy")
+  real_gfile = tf.io.gfile.GFile
+
+  class FullDisk(real_gfile):
+    """The JSON lines' temporary cannot be flushed when it is closed: the disk is full."""
+
+    def close(self):
+      super(FullDisk, self).close()
+      if os.path.basename(self.name).startswith(".out.jsonl.tmp-"):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+  monkeypatch.setattr(tf.io.gfile, "GFile", FullDisk)
+  stderr = io.StringIO()
+  monkeypatch.setattr("sys.stderr", stderr)
+  with pytest.raises(SystemExit) as e:
+    common.run_main(lambda argv: ef.run(_flags(
+        input_file=input_file, output_file=out, embeddings_file=emb, layers="-1",
+        init_checkpoint=model.checkpoint)), [])
+  assert e.value.code == 1
+  assert stderr.getvalue() == "error: %s: No space left on device (errno 28)\n" % out
+  assert sorted(os.listdir(str(tmp_path))) == ["in.txt"]   # no output, no temporary
+
+
+def test_no_trained_weights_is_one_line_unless_allowed(model, tmp_path):
+  """Issue 27: features from no trained weights stop with one line naming the flag."""
+  input_file = _write_lines(tmp_path / "in.txt", _sentences(2))
+  emb = str(tmp_path / "emb.npy")
+  with pytest.raises(common.UsageError) as e:
+    ef.run(_flags(input_file=input_file, embeddings_file=emb, layers="-1",
+                  bert_config_file=model.config_file))
+  assert str(e.value).startswith("extract_features: no trained weights")
+  assert "--init_checkpoint" in str(e.value) and "--allow_random_eval" in str(e.value)
+  # A checkpoint of another model (here a translation-style one) supplies none of the weights.
+  foreign = _save_checkpoint({"encoder/layer_0/kernel": np.zeros([4, 4], np.float32)},
+                             str(tmp_path / "nmt" / "model.ckpt"), global_step=3)
+  with pytest.raises(common.UsageError) as e:
+    ef.run(_flags(input_file=input_file, embeddings_file=emb, layers="-1",
+                  bert_config_file=model.config_file, init_checkpoint=str(tmp_path / "nmt")))
+  assert str(e.value).startswith("--init_checkpoint=%s: supplies none of the model's 39 "
+                                 "variables" % foreign)
+  assert not os.path.exists(emb)
+  # Deliberately: seeded random weights (the same on every run), recorded as such.
+  with pytest.raises(common.UsageError, match="--bert_config_file is required"):
+    ef.run(_flags(input_file=input_file, embeddings_file=emb, layers="-1",
+                  allow_random_eval=True))
+  runs = []
+  for name in ("a.npy", "b.npy"):
+    ef.run(_flags(input_file=input_file, embeddings_file=str(tmp_path / name), layers="-1",
+                  bert_config_file=model.config_file, allow_random_eval=True))
+    runs.append(np.load(str(tmp_path / name)))
+    with open(str(tmp_path / (name + ".checkpoint.json"))) as f:
+      assert json.load(f) == {"checkpoint": None, "global_step": None}
+  np.testing.assert_array_equal(runs[0], runs[1])
+  assert runs[0].shape == (2, 32) and np.abs(runs[0]).max() > 0.1
+
+
 def _cli(args, timeout=120):
   """extract_features.py with `args` (conftest.run_tool; the exit status is the test's)."""
   return run_tool("extract_features.py", args, expect_rc=None, timeout=timeout,
@@ -358,3 +501,13 @@ def test_cli_official_flags_and_errors(model, tmp_path):
   assert proc.stderr.strip() == ("error: --output_file=%s: is also an input; writing it would "
                                  "replace that input" % input_file)
   assert open(input_file).read() == before
+
+  # The checkpoint directory's state file (issue 25.3): refused, unchanged.
+  state = os.path.join(model.dir, "checkpoint")
+  before = open(state).read()
+  proc = _cli([a for a in official if not a.startswith("--init_checkpoint=")] + [
+      "--init_checkpoint=" + model.dir, "--layers=-1", "--embeddings_file=" + state])
+  assert proc.returncode == 2
+  assert last_error_line(proc) == ("error: --embeddings_file=%s: is also an input; writing it "
+                                   "would replace that input" % state)
+  assert open(state).read() == before

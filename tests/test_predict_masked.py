@@ -18,6 +18,7 @@ import collections
 import io
 import json
 import os
+import shutil
 import types
 
 import numpy as np
@@ -90,7 +91,7 @@ def _flags(**kw):
   base = dict(input_file=None, text=None, output_file=None, init_checkpoint=None,
               hub_encoder=None, bert_config_file=None, vocab_file=VOCAB, do_lower_case=True,
               max_seq_length=None, top_k=5, batch_size=32, residual_attention=None,
-              layer_norm_type=None)
+              layer_norm_type=None, allow_random_eval=False)
   base.update(kw)
   return types.SimpleNamespace(**base)
 
@@ -246,7 +247,12 @@ def test_command_line_hub_encoder_matches_checkpoint(model, hub_encoder, tokeniz
       "--batch_size=3"])
   got = [json.loads(line) for line in output_file.read_text().splitlines()]
   assert [r["line"] for r in got] == [1, 3, 4, 5]
-  assert os.listdir(str(output_file.parent)) == ["predictions.jsonl"]   # no temporary left
+  # No temporary left; the sidecar names the weights the encoder was exported from.
+  assert sorted(os.listdir(str(output_file.parent))) == [
+      "predictions.jsonl", "predictions.jsonl.checkpoint.json"]
+  with open(str(output_file) + ".checkpoint.json") as f:
+    assert json.load(f) == {"checkpoint": prefix, "global_step": None,
+                            "hub_encoder": hub_encoder}
   assert "--input_file=%s line 3: %s" % (input_file, SENTENCES[1]) in proc.stdout
   assert "Filled 7 [MASK](s) in 4 sentence(s)" in proc.stderr
 
@@ -263,6 +269,25 @@ def test_command_line_hub_encoder_matches_checkpoint(model, hub_encoder, tokeniz
       assert [c["token"] for c in gm["candidates"]] == [c["token"] for c in wm["candidates"]]
       np.testing.assert_allclose([c["probability"] for c in gm["candidates"]],
                                  [c["probability"] for c in wm["candidates"]], atol=ATOL)
+
+  # An encoder exported from random weights (its export_info.json names no checkpoint) fills
+  # masks only deliberately (issue 27).
+  random_export = str(tmp_path / "random_encoder")
+  shutil.copytree(hub_encoder, random_export)
+  info_path = os.path.join(random_export, export_hub.EXPORT_INFO)
+  with open(info_path) as f:
+    info = json.load(f)
+  with open(info_path, "w") as f:
+    json.dump(dict(info, checkpoint=None, global_step=None), f)
+  with pytest.raises(common.UsageError) as e:
+    pm.setup(_flags(hub_encoder=random_export, text=["a [MASK] b"]))
+  assert str(e.value).startswith("--hub_encoder=%s: was exported from random weights" %
+                                 random_export)
+  assert "--allow_random_eval" in str(e.value)
+  _, _, _, summary = pm.setup(_flags(hub_encoder=random_export, text=["a [MASK] b"],
+                                     allow_random_eval=True))
+  assert summary["record"] == {"checkpoint": None, "global_step": None,
+                               "hub_encoder": random_export}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -318,7 +343,10 @@ def test_one_line_errors(model, tmp_path):
       tmp_path / "c.json")) == "--bert_config_file=%s: file does not exist" % (tmp_path / "c.json")
   assert error(hub_encoder=str(tmp_path), text=["a [MASK]"]).startswith(
       "--bert_config_file is required: no bert_config.json in --hub_encoder=")
-  assert error(text=["a [MASK]"]).startswith("give one model:")
+  # No model at all (issue 27): one line naming the flags, and how to do it deliberately.
+  message = error(text=["a [MASK]"])
+  assert message.startswith("predict_masked: no trained weights")
+  assert "give --init_checkpoint" in message and "--allow_random_eval" in message
   assert error(init_checkpoint=model_dir, hub_encoder=model_dir,
                text=["a [MASK]"]).startswith("give one model:")
   assert error(init_checkpoint=model_dir, text=["a [MASK]"], top_k=0) == (
@@ -326,6 +354,32 @@ def test_one_line_errors(model, tmp_path):
   assert error(init_checkpoint=model_dir, text=["a [MASK]"],
                output_file=prefix + ".index").startswith("--output_file=%s.index: is also an "
                                                          "input" % prefix)
+  # Issue 25.3: the checkpoint directory's state file (read through --init_checkpoint=DIR).
+  state = os.path.join(model_dir, "checkpoint")
+  assert error(init_checkpoint=model_dir, text=["a [MASK]"], output_file=state) == (
+      "--output_file=%s: is also an input; writing it would replace that input" % state)
+  # The vocab file, also when it is only found beside the checkpoint.
+  assert error(init_checkpoint=prefix, text=["a [MASK]"], output_file=VOCAB).startswith(
+      "--output_file=%s: is also an input" % VOCAB)
+
+
+def test_random_weights_only_deliberately(model, tmp_path):
+  """Issue 27: --allow_random_eval fills masks with seeded random weights, recorded as such."""
+  model_dir = model[0]
+  config_file = os.path.join(model_dir, "bert_config.json")
+  with pytest.raises(common.UsageError, match="--bert_config_file is required"):
+    pm.setup(_flags(text=["a [MASK] b"], allow_random_eval=True))
+  outputs = []
+  for name in ("a.jsonl", "b.jsonl"):
+    output_file = str(tmp_path / name)
+    records, summary = pm.run(_flags(text=["a [MASK] b"], allow_random_eval=True,
+                                     bert_config_file=config_file, output_file=output_file),
+                              out=io.StringIO())
+    assert summary["model"] == "random weights (--allow_random_eval)"
+    with open(output_file + ".checkpoint.json") as f:
+      assert json.load(f) == {"checkpoint": None, "global_step": None}
+    outputs.append(records[0]["masks"])
+  assert outputs[0] == outputs[1]   # seeded: the same random model every run
 
 
 def test_command_line_error_is_one_line(model):
@@ -334,6 +388,15 @@ def test_command_line_error_is_one_line(model):
       "--text=the [MASK] sat", "--text=nothing to fill"], expect_rc=2)
   assert last_error_line(proc) == "error: --text #2: has no [MASK] to predict: 'nothing to fill'"
   assert proc.stdout == ""   # every input is checked before the first prediction
+  # Issue 25.3: --output_file=<init_checkpoint dir>/checkpoint replaced the state file.
+  state = os.path.join(model[0], "checkpoint")
+  before = open(state).read()
+  proc = run_tool("predict_masked.py", [
+      "--init_checkpoint=%s" % model[0], "--vocab_file=%s" % VOCAB, "--text=the [MASK] sat",
+      "--output_file=%s" % state], expect_rc=2)
+  assert last_error_line(proc) == ("error: --output_file=%s: is also an input; writing it would "
+                                   "replace that input" % state)
+  assert proc.stdout == "" and open(state).read() == before
 
 
 # ----------------------------------------------------------------------------------------------
