@@ -159,7 +159,7 @@ def validate_estimator_flags(flag_values):
                 flag_values.distribution_strategy)
 
 
-def check_supported(flag_values, supported=()):
+def check_supported(flag_values, supported=(), script=None):
   """Fails with one line when a shared flag is set that this script's model_fn ignores.
 
   Call it right after flag parsing (make_estimator calls it too, as a backstop).
@@ -167,8 +167,10 @@ def check_supported(flag_values, supported=()):
   Args:
     flag_values: absl FLAGS with the flags of define_estimator_flags.
     supported: names from MODEL_FN_FLAGS that this script implements, e.g. ("precision",).
+    script: the tool's name in the message (default: sys.argv[0]'s file name; a module run
+      with `python -m package.tool` passes its dotted name).
   """
-  script = os.path.basename(sys.argv[0] or "this script")
+  script = script or os.path.basename(sys.argv[0] or "this script")
   for name, off in sorted(MODEL_FN_FLAGS.items()):
     value = getattr(flag_values, name, off)
     if name not in supported and value != off:

@@ -3,6 +3,7 @@
 
 A fork-style extension of the official google-research `etcmodel/` code: `etc_modeling` (the
 model, official config keys and checkpoint names, plus `residual_attention`) and `etc_inputs`
-(the side inputs: global-local attention masks and relative attention ids). Run its tools from
-the repository root as `python -m etc_model.TOOL`.
+(the side inputs: global-local attention masks and relative attention ids). Its tools, run from
+the repository root as `python -m etc_model.TOOL`: `lift_bert_checkpoint` (BERT -> ETC),
+`create_pretraining_data` (long-document MLM records) and `run_pretraining`.
 """

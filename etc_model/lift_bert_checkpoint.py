@@ -23,10 +23,13 @@ mapping follows the names of the official etcmodel (which ships no lifting scrip
                                          -> feed_forward_layer_i/dense_layers/layer_0, layer_1,
                                             layer_norm (or both long_ and global_ copies)
 
+BERT's masked-LM head (cls/predictions/*) is copied under its own names when its shapes fit:
+it is the head `python -m etc_model.run_pretraining` trains.
+
 New (initialised as ETC initialises them): the relative attention tables, table rows beyond
-BERT's, an ALBERT-style embedding projection. Unused: the pooler, the pre-training heads (cls/),
-a Pre-LN BERT's final LayerNorm, optimizer slots and global_step. The counts of mapped / new /
-unused variables are printed.
+BERT's, an ALBERT-style embedding projection. Unused: the pooler, the NSP head
+(cls/seq_relationship), a Pre-LN BERT's final LayerNorm, optimizer slots and global_step. The
+counts of mapped / new / unused variables are printed.
 
 Without --etc_config_file the ETC config is the BERT config's sizes (vocab, hidden, layers,
 heads, intermediate, activation, dropouts, initializer range, residual_attention) with ETC's
@@ -197,8 +200,9 @@ def lift_values(bert_values, etc_config, seed=12345, source="--bert_checkpoint")
 
   Returns:
     (dict ETC name -> value, report dict: "mapped" (ETC names), "partial" (tables whose leading
-     rows were copied), "new" (ETC names), "unused" (BERT names), "optimizer" (BERT optimizer
-     slots and global_step, never lifted)).
+     rows were copied), "new" (ETC names), "head" (BERT's MLM head variables, copied under
+     their own names), "unused" (BERT names), "optimizer" (BERT optimizer slots and
+     global_step, never lifted)).
   """
   values = new_etc_values(etc_config, seed)
   report = {"mapped": [], "partial": [], "new": [], "unused": [], "optimizer": []}
@@ -229,10 +233,32 @@ def lift_values(bert_values, etc_config, seed=12345, source="--bert_checkpoint")
     values[name] = bert_value.astype(initial.dtype)
     report["mapped"].append(name)
     used.add(bert_name)
+  report["head"] = []
+  head_shapes = masked_lm_head_shapes(etc_config)
+  for name in sorted(bert_values):
+    # BERT's MLM head under its own names: the head etc_model.run_pretraining trains.
+    if name in head_shapes and list(bert_values[name].shape) == head_shapes[name]:
+      values[name] = bert_values[name].astype("float32")
+      report["head"].append(name)
+      used.add(name)
   for name in sorted(set(bert_values) - used):
     key = "optimizer" if slim_checkpoint.STRIP_PATTERN.search(name) else "unused"
     report[key].append(name)
   return values, report
+
+
+def masked_lm_head_shapes(etc_config):
+  """{name: shape} of BERT's MLM head (`cls/predictions/*`) on this ETC's token table.
+
+  etc_model.run_pretraining builds this head (its transform projects to the token table's
+  width, embedding_size when set); a BERT checkpoint's head of these shapes is lifted as is.
+  """
+  width = etc_config.embedding_size or etc_config.hidden_size
+  return {"cls/predictions/transform/dense/kernel": [etc_config.hidden_size, width],
+          "cls/predictions/transform/dense/bias": [width],
+          "cls/predictions/transform/LayerNorm/gamma": [width],
+          "cls/predictions/transform/LayerNorm/beta": [width],
+          "cls/predictions/output_bias": [etc_config.vocab_size]}
 
 
 def write_checkpoint(values, prefix):
@@ -314,6 +340,9 @@ def summary_lines(result):
                result["bert_checkpoint"], result["output_checkpoint"],
                len(result["mapped"]) + len(result["partial"]), len(result["partial"]),
                len(result["new"]), len(result["unused"]), len(result["optimizer"]))]
+  if result.get("head"):
+    lines.append("  and the MLM head (cls/predictions, for etc_model.run_pretraining): %d "
+                 "variables" % len(result["head"]))
   lines += ["  partly mapped: %s" % name for name in result["partial"]]
   lines += ["  new: %s" % name for name in result["new"]]
   lines += ["  unused: %s" % name for name in result["unused"]]

@@ -1,0 +1,493 @@
+# coding=utf-8
+"""Pre-trains ETC / RealFormer-ETC with masked LM on long inputs (TPUEstimator, or CPU / GPU).
+
+  python -m etc_model.run_pretraining --etc_config_file=etc_config.json \\
+      --input_file=etc_data/train.tfrecord --output_dir=etc_out --do_train --do_eval \\
+      --max_seq_length=4096 --max_global_seq_length=256 --max_predictions_per_seq=640 \\
+      [--init_checkpoint=models/minilm_etc/model.ckpt] [--residual_attention=sum]
+
+Reads the TFRecords of `python -m etc_model.create_pretraining_data`. The side inputs (local /
+global masks, hard g2l / l2g masks, relative ids) are computed in the input pipeline from the
+stored breakpoints and sentence ids with etc_inputs' TF ops and the config's local_radius,
+relative_pos_max_distance and use_hard_g2l_mask / use_hard_l2g_mask.
+
+The loss is the masked-LM loss on the long tokens. The head is BERT's (`cls/predictions/*`,
+run_pretraining.get_masked_lm_output, tied to ETC's token embedding table): the official
+etcmodel ships no pre-training code, hence no head names of its own. With an ALBERT-style
+`embedding_size` the head's transform projects to embedding_size (as ALBERT's head). ETC's CPC
+loss on the global tokens is not implemented.
+
+The training plumbing is the top-level run_pretraining.py's: estimator_utils' TPU / distribution
+/ checkpoint flags and make_estimator, create_train_op (optimization.create_optimizer;
+--fused_optimizer, --gradient_accumulation_steps), --init_checkpoint through
+init_checkpoint_scaffold_fn (e.g. a checkpoint of `python -m etc_model.lift_bert_checkpoint`),
+exact resume (rerun the same command; a checkpoint of another model in --output_dir is a
+one-line error before anything is written), one job per --output_dir (lock file), SIGINT /
+SIGTERM: checkpoint, then exit 130 / 143 without evaluating or writing the summary. --precision
+other than fp32 is refused (ETC computes in float32 here).
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import copy
+import json
+import os
+import time
+
+from absl import app
+from absl import flags
+import tensorflow as tf
+
+import checkpoint_utils
+import common
+import estimator_utils
+import modeling
+import run_pretraining as bert_pretraining
+from etc_model import create_pretraining_data as etc_data
+from etc_model import etc_inputs
+from etc_model import etc_modeling
+
+tf1 = tf.compat.v1
+
+FLAGS = flags.FLAGS
+
+SCRIPT = "etc_model.run_pretraining"
+CONFIG_NAME = "etc_config.json"
+# The shared estimator_utils.MODEL_FN_FLAGS this script implements (no --precision yet).
+SUPPORTED_MODEL_FN_FLAGS = ("fused_optimizer",)
+
+
+def define_flags():
+  """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
+  flags.DEFINE_string("etc_config_file", None, "The ETC config json file (official keys).")
+  flags.DEFINE_string("input_file", None,
+                      "TFRecords of etc_model.create_pretraining_data (glob or comma separated).")
+  flags.DEFINE_string("eval_input_file", None,
+                      "Held-out TFRecords for --do_eval (glob or comma separated); default "
+                      "--input_file.")
+  flags.DEFINE_string("output_dir", None, "Where the checkpoints and results are written.")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Initial checkpoint (e.g. a BERT lifted by etc_model.lift_bert_checkpoint).")
+  flags.DEFINE_integer("max_seq_length", 4096, "Long input length L; must match the data.")
+  flags.DEFINE_integer("max_global_seq_length", 256,
+                       "Global input length G; must match the data.")
+  flags.DEFINE_integer("max_predictions_per_seq", 640,
+                       "Masked LM predictions per record; must match the data.")
+  flags.DEFINE_bool("do_train", False, "Whether to run training.")
+  flags.DEFINE_bool("do_eval", False, "Whether to evaluate (masked_lm_accuracy / loss).")
+  flags.DEFINE_integer("train_batch_size", 8, "Total batch size for training.")
+  flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
+  flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
+  flags.DEFINE_integer("num_train_steps", 100000, "Number of optimizer updates.")
+  flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup updates.")
+  flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+  flags.DEFINE_integer(
+      "gradient_accumulation_steps", 1,
+      "Micro-batches of --train_batch_size averaged per optimizer update (the global step "
+      "counts micro-batches).")
+  flags.DEFINE_enum("residual_attention", None, list(modeling.RESIDUAL_ATTENTION_TYPES),
+                    "Overrides residual_attention in --etc_config_file (none | sum | mean).")
+  flags.DEFINE_enum("att_implementation", "auto", list(etc_modeling.ATT_IMPLEMENTATIONS),
+                    "Layout of the long rows' attention: auto (dense up to 1024 long tokens), "
+                    "full (dense skewed) or sparse (blocked, memory linear in L).")
+  estimator_utils.define_estimator_flags()
+
+
+def masked_lm_head_config(config):
+  """The config the BERT MLM head is built with: hidden_size = the token table's width.
+
+  Args:
+    config: EtcConfig.
+
+  Returns:
+    A copy whose hidden_size is embedding_size when that is set (the head's transform then
+    projects to the embedding width, as ALBERT's), else the config itself.
+  """
+  if config.embedding_size is None or config.embedding_size == config.hidden_size:
+    return config
+  head = copy.copy(config)
+  head.hidden_size = config.embedding_size
+  return head
+
+
+def add_side_inputs(features, config, long_seq_len, global_seq_len):
+  """Adds the 8 side inputs (the None ones left out) computed from breakpoints and sentence ids.
+
+  Args:
+    features: dict of batched int32 features of one record batch [batch, ...].
+    config: EtcConfig (local_radius, relative_pos_max_distance, hard masks).
+    long_seq_len: L.
+    global_seq_len: G.
+
+  Returns:
+    The dict with l2l / g2g / l2g / g2l masks and relative ids, static shapes set.
+  """
+  side = etc_inputs.make_global_local_transformer_side_inputs_tf(
+      features["long_breakpoints"], features["global_breakpoints"], features["sentence_ids"],
+      config.local_radius, config.relative_pos_max_distance,
+      use_hard_g2l_mask=config.use_hard_g2l_mask, use_hard_l2g_mask=config.use_hard_l2g_mask)
+  batch = tf.compat.dimension_value(features["token_ids"].shape[0])
+  window = 2 * config.local_radius + 1
+  shapes = {"l2l": [batch, long_seq_len, window], "g2g": [batch, global_seq_len, global_seq_len],
+            "l2g": [batch, long_seq_len, global_seq_len],
+            "g2l": [batch, global_seq_len, long_seq_len]}
+  out = dict(features)
+  for name, value in side.items():
+    if value is not None:
+      value = tf.cast(value, tf.int32)
+      value.set_shape(shapes[name[:3]])
+      out[name] = value
+  return out
+
+
+def input_fn_builder(input_files, config, max_seq_length, max_global_seq_length,
+                     max_predictions_per_seq, is_training, num_cpu_threads=4, seed=None,
+                     skip_batches=0):
+  """Creates an `input_fn` for TPUEstimator over the ETC pre-training records.
+
+  Args:
+    input_files: list of TFRecord paths.
+    config: EtcConfig (for the side inputs).
+    max_seq_length: L.
+    max_global_seq_length: G.
+    max_predictions_per_seq: P.
+    is_training: repeat and shuffle (seeded) when True.
+    num_cpu_threads: parallel readers / decoders.
+    seed: shuffle seed.
+    skip_batches: batches already consumed by a resumed job (see estimator_utils).
+
+  Returns:
+    input_fn(params) -> tf.data.Dataset of feature dicts with batch params["batch_size"].
+  """
+  name_to_features = {}
+  for name in etc_data.LONG_FEATURES:
+    name_to_features[name] = tf.io.FixedLenFeature([max_seq_length], tf.int64)
+  for name in etc_data.GLOBAL_FEATURES:
+    name_to_features[name] = tf.io.FixedLenFeature([max_global_seq_length], tf.int64)
+  name_to_features["masked_lm_positions"] = tf.io.FixedLenFeature([max_predictions_per_seq],
+                                                                  tf.int64)
+  name_to_features["masked_lm_ids"] = tf.io.FixedLenFeature([max_predictions_per_seq], tf.int64)
+  name_to_features["masked_lm_weights"] = tf.io.FixedLenFeature([max_predictions_per_seq],
+                                                                tf.float32)
+
+  def input_fn(params):
+    """The actual input function."""
+    batch_size = params["batch_size"]
+    if is_training:
+      d = tf.data.Dataset.from_tensor_slices(tf.constant(input_files))
+      d = d.repeat()
+      d = d.shuffle(buffer_size=len(input_files), seed=seed)
+      d = d.interleave(tf.data.TFRecordDataset, cycle_length=min(num_cpu_threads,
+                                                                 len(input_files)),
+                       num_parallel_calls=tf.data.AUTOTUNE, deterministic=seed is not None)
+      d = d.shuffle(buffer_size=100, seed=seed)
+      if skip_batches:
+        d = d.skip(skip_batches * batch_size)
+    else:
+      d = tf.data.TFRecordDataset(input_files).repeat()
+    d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features),
+              num_parallel_calls=num_cpu_threads)
+    d = d.batch(batch_size, drop_remainder=True)
+    d = d.map(lambda batch: add_side_inputs(batch, config, max_seq_length,
+                                            max_global_seq_length),
+              num_parallel_calls=num_cpu_threads)
+    return d.prefetch(2)
+
+  return input_fn
+
+
+def build_model(config, features, is_training, use_one_hot_embeddings=False,
+                att_implementation="auto"):
+  """ETC + the masked-LM head on the long output.
+
+  Args:
+    config: EtcConfig.
+    features: dict with token_ids, global_token_ids, the side inputs and masked_lm_*.
+    is_training: dropout on.
+    use_one_hot_embeddings: TPU embedding lookups.
+    att_implementation: "auto", "full" or "sparse".
+
+  Returns:
+    (loss, per-prediction loss [batch * P], log probs [batch * P, vocab]).
+  """
+  model = etc_modeling.EtcModel(config, is_training=is_training,
+                                use_one_hot_embeddings=use_one_hot_embeddings)
+  side = {name: features[name] for name in etc_inputs.SIDE_INPUT_NAMES if name in features}
+  long_output, _ = model(token_ids=features["token_ids"],
+                         global_token_ids=features["global_token_ids"],
+                         att_implementation=att_implementation, **side)
+  return bert_pretraining.get_masked_lm_output(
+      masked_lm_head_config(config), long_output, model.get_token_embedding_table(),
+      features["masked_lm_positions"], features["masked_lm_ids"],
+      features["masked_lm_weights"])
+
+
+def metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids, masked_lm_weights):
+  """masked_lm_accuracy and masked_lm_loss (weighted by the real predictions)."""
+  predictions = tf.argmax(masked_lm_log_probs, axis=-1, output_type=tf.int32)
+  masked_lm_ids = tf.reshape(masked_lm_ids, [-1])
+  masked_lm_weights = tf.reshape(masked_lm_weights, [-1])
+  return {
+      "masked_lm_accuracy": tf1.metrics.accuracy(labels=masked_lm_ids, predictions=predictions,
+                                                 weights=masked_lm_weights),
+      "masked_lm_loss": tf1.metrics.mean(values=tf.reshape(masked_lm_example_loss, [-1]),
+                                         weights=masked_lm_weights),
+  }
+
+
+def model_fn_builder(config, init_checkpoint, learning_rate, num_train_steps, num_warmup_steps,
+                     use_tpu, gradient_accumulation_steps=1, total_steps=None,
+                     train_batch_size=None, extra_hooks=(), progress_hook=None,
+                     fused_optimizer=False, keep_checkpoint_max=5, att_implementation="auto"):
+  """Returns the `model_fn` closure for TPUEstimator (masked LM on the long tokens).
+
+  The arguments are those of the top-level run_pretraining.model_fn_builder (config an
+  EtcConfig; no precision: float32 only), plus att_implementation.
+  """
+
+  def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
+    """The `model_fn` for TPUEstimator."""
+    is_training = (mode == tf1.estimator.ModeKeys.TRAIN)
+    loss, example_loss, log_probs = build_model(
+        config, features, is_training, use_one_hot_embeddings=use_tpu,
+        att_implementation=att_implementation)
+    tvars = tf1.trainable_variables()
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars)
+    if mode == tf1.estimator.ModeKeys.TRAIN:
+      train_op = estimator_utils.create_train_op(
+          loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
+          fused_optimizer=fused_optimizer, keep_checkpoint_max=keep_checkpoint_max,
+          gradient_accumulation_steps=gradient_accumulation_steps)
+      hooks = []
+      if not use_tpu:
+        # pylint: disable=protected-access
+        tf1.summary.scalar("masked_lm_accuracy", bert_pretraining._masked_lm_accuracy(
+            log_probs, features["masked_lm_ids"], features["masked_lm_weights"]))
+        # pylint: enable=protected-access
+        tf1.summary.scalar("masked_lm_loss", loss)
+        hooks.append(progress_hook or estimator_utils.ProgressHook(
+            total_steps if total_steps is not None
+            else num_train_steps * gradient_accumulation_steps,
+            train_batch_size or (params or {}).get("batch_size")))
+        hooks.append(estimator_utils.StopOnSignalHook())
+        hooks.extend(extra_hooks)
+      return tf1.estimator.tpu.TPUEstimatorSpec(
+          mode=mode, loss=loss, train_op=train_op, training_hooks=hooks,
+          scaffold_fn=scaffold_fn)
+    if mode == tf1.estimator.ModeKeys.EVAL:
+      return tf1.estimator.tpu.TPUEstimatorSpec(
+          mode=mode, loss=loss, scaffold_fn=scaffold_fn,
+          eval_metrics=(metric_fn, [example_loss, log_probs, features["masked_lm_ids"],
+                                    features["masked_lm_weights"]]))
+    raise ValueError("Only TRAIN and EVAL modes are supported: %s" % mode)
+
+  return model_fn
+
+
+def variable_shapes(config, max_seq_length, max_global_seq_length, att_implementation="auto"):
+  """{variable name: shape} of the model and head this job builds (nothing is computed)."""
+  with tf.Graph().as_default():
+    features = {"token_ids": tf1.placeholder(tf.int32, [1, max_seq_length]),
+                "global_token_ids": tf1.placeholder(tf.int32, [1, max_global_seq_length]),
+                "masked_lm_positions": tf1.placeholder(tf.int32, [1, 1]),
+                "masked_lm_ids": tf1.placeholder(tf.int32, [1, 1]),
+                "masked_lm_weights": tf1.placeholder(tf.float32, [1, 1])}
+    for name in ("long_breakpoints", "sentence_ids"):
+      features[name] = tf1.placeholder(tf.int32, [1, max_seq_length])
+    features["global_breakpoints"] = tf1.placeholder(tf.int32, [1, max_global_seq_length])
+    features = add_side_inputs(features, config, max_seq_length, max_global_seq_length)
+    build_model(config, features, False, att_implementation=att_implementation)
+    return {v.op.name: v.shape.as_list() for v in tf1.global_variables()}
+
+
+def check_resume(output_dir, want_shapes_fn):
+  """check_resume_shapes, and a checkpoint with model variables this job lacks (more layers).
+
+  Args:
+    output_dir: the job's model directory.
+    want_shapes_fn: returns {variable name: shape} of this job's model (called only when
+      output_dir holds a checkpoint: it builds a graph).
+
+  Returns:
+    The global step of the checkpoint in output_dir, or None.
+  """
+  latest = (tf1.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir)
+            else None)
+  if not latest:
+    return None
+  want_shapes = want_shapes_fn()
+  step = estimator_utils.check_resume_shapes(output_dir, want_shapes)
+  names = tf1.train.NewCheckpointReader(latest).get_variable_to_shape_map()
+  # Not a slot of a variable of ours (<var>/adam_m, <var>/grad_accum): another model's.
+  extra = sorted(n for n in names if n.split("/")[0] in ("etc_document_bert", "cls") and
+                 n not in want_shapes and n.rsplit("/", 1)[0] not in want_shapes)
+  if extra:
+    common.fail("--output_dir=%s: its checkpoint %s has %s, which this job's model lacks; use "
+                "a new --output_dir or the config it was trained with" % (
+                    output_dir, os.path.basename(latest), extra[0]))
+  return step
+
+
+def load_config():
+  """--etc_config_file with the --residual_attention override, validated (one-line errors)."""
+  common.require_file(FLAGS.etc_config_file, "etc_config_file")
+  try:
+    config = etc_modeling.EtcConfig.from_json_file(FLAGS.etc_config_file)
+    if FLAGS.residual_attention:
+      config.residual_attention = FLAGS.residual_attention
+    config.validate("--etc_config_file=%s with flag overrides" % FLAGS.etc_config_file)
+  except ValueError as e:
+    common.fail(str(e) if str(e).startswith("--") else "--etc_config_file: %s" % e)
+  if config.grad_checkpointing_period:
+    common.fail("--etc_config_file=%s: grad_checkpointing_period=%d is not implemented; use 0" %
+                (FLAGS.etc_config_file, config.grad_checkpointing_period))
+  if (config.max_absolute_position_embeddings and
+      FLAGS.max_seq_length > config.max_absolute_position_embeddings):
+    common.fail("--max_seq_length=%d is longer than max_absolute_position_embeddings=%d in %s" %
+                (FLAGS.max_seq_length, config.max_absolute_position_embeddings,
+                 FLAGS.etc_config_file))
+  return config
+
+
+def _check_flags():
+  if not FLAGS.do_train and not FLAGS.do_eval:
+    common.fail("at least one of --do_train or --do_eval must be true")
+  for name in ("etc_config_file", "input_file", "output_dir"):
+    if not getattr(FLAGS, name):
+      common.fail("--%s is required" % name)
+  for name in ("max_seq_length", "max_global_seq_length", "max_predictions_per_seq",
+               "train_batch_size", "eval_batch_size", "num_train_steps",
+               "gradient_accumulation_steps", "max_eval_steps"):
+    if getattr(FLAGS, name) < 1:
+      common.fail("--%s must be >= 1, got %d" % (name, getattr(FLAGS, name)))
+  if FLAGS.num_warmup_steps < 0 or FLAGS.num_warmup_steps > FLAGS.num_train_steps:
+    common.fail("--num_warmup_steps=%d must be in [0, --num_train_steps=%d]" %
+                (FLAGS.num_warmup_steps, FLAGS.num_train_steps))
+
+
+def _expected_lengths():
+  long_flag = "--max_seq_length=%d" % FLAGS.max_seq_length
+  global_flag = "--max_global_seq_length=%d" % FLAGS.max_global_seq_length
+  pred_flag = "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq
+  expected = {name: (FLAGS.max_seq_length, long_flag) for name in etc_data.LONG_FEATURES}
+  expected.update({name: (FLAGS.max_global_seq_length, global_flag)
+                   for name in etc_data.GLOBAL_FEATURES})
+  expected.update({name: (FLAGS.max_predictions_per_seq, pred_flag)
+                   for name in etc_data.PREDICTION_FEATURES})
+  return expected
+
+
+def _check_vocab_ids(input_files, config, records_per_file=16):
+  """One line when the records hold token ids >= the config's vocab_size (first records)."""
+  for path in input_files:
+    for i, record in enumerate(tf1.io.tf_record_iterator(path)):
+      if i >= records_per_file:
+        break
+      features = tf.train.Example.FromString(record).features.feature
+      for key in ("token_ids", "global_token_ids", "masked_lm_ids"):
+        ids = features[key].int64_list.value
+        if ids and max(ids) >= config.vocab_size:
+          common.fail("--input_file: %s has %s up to %d but vocab_size=%d in "
+                      "--etc_config_file; it was made with a bigger vocab than the model's" %
+                      (path, key, max(ids), config.vocab_size))
+
+
+def main(_):
+  tf1.logging.set_verbosity(tf1.logging.INFO)
+  estimator_utils.require_estimator(script="-m " + SCRIPT)
+  _check_flags()
+  estimator_utils.validate_estimator_flags(FLAGS)
+  estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
+  config = load_config()
+  input_files = common.expand_input_files(FLAGS.input_file, "input_file")
+  estimator_utils.check_tfrecord_lengths(input_files, _expected_lengths(), "input_file")
+  eval_files = input_files
+  if FLAGS.eval_input_file:
+    eval_files = common.expand_input_files(FLAGS.eval_input_file, "eval_input_file")
+    estimator_utils.check_tfrecord_lengths(eval_files, _expected_lengths(), "eval_input_file")
+  common.check_output_dir(FLAGS.output_dir)
+  _check_vocab_ids(input_files + (eval_files if eval_files is not input_files else []), config)
+  label = bert_pretraining._task_label()  # pylint: disable=protected-access
+  lock = common.OutputDirLock(FLAGS.output_dir, label=label).acquire()
+  # Compared before anything is written there: a resume with another model is one line.
+  resume_step = check_resume(FLAGS.output_dir, lambda: variable_shapes(
+      config, FLAGS.max_seq_length, FLAGS.max_global_seq_length, FLAGS.att_implementation))
+  if FLAGS.do_eval and not FLAGS.do_train:
+    checkpoint_utils.require_trained_weights(
+        "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],
+        give_flag="init_checkpoint")
+  estimator_utils.save_config(config, FLAGS.output_dir, name=CONFIG_NAME)
+  tf1.logging.info("*** Model: ETC %d layers, hidden %d, local_radius %d, residual_attention=%s; "
+                   "L=%d, G=%d", config.num_hidden_layers, config.hidden_size,
+                   config.local_radius, config.residual_attention, FLAGS.max_seq_length,
+                   FLAGS.max_global_seq_length)
+
+  total_steps = FLAGS.num_train_steps * FLAGS.gradient_accumulation_steps
+  digest_hook = bert_pretraining.WeightsDigestHook()
+  progress_hook = estimator_utils.ProgressHook(total_steps, FLAGS.train_batch_size)
+  model_fn = model_fn_builder(
+      config=config, init_checkpoint=FLAGS.init_checkpoint, learning_rate=FLAGS.learning_rate,
+      num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_warmup_steps,
+      use_tpu=FLAGS.use_tpu, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
+      total_steps=total_steps, train_batch_size=FLAGS.train_batch_size,
+      extra_hooks=[digest_hook], progress_hook=progress_hook,
+      fused_optimizer=FLAGS.fused_optimizer, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+      att_implementation=FLAGS.att_implementation)
+  estimator = estimator_utils.make_estimator(
+      model_fn, FLAGS, FLAGS.output_dir, train_batch_size=FLAGS.train_batch_size,
+      eval_batch_size=FLAGS.eval_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+
+  summary = {"residual_attention": config.residual_attention,
+             "att_implementation": FLAGS.att_implementation, "use_xla": FLAGS.use_xla,
+             "fused_optimizer": FLAGS.fused_optimizer, "max_seq_length": FLAGS.max_seq_length,
+             "max_global_seq_length": FLAGS.max_global_seq_length}
+  if FLAGS.do_train:
+    train_input_fn = input_fn_builder(
+        input_files, config, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
+        FLAGS.max_predictions_per_seq, is_training=True, seed=FLAGS.seed,
+        skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS))
+    if resume_step:
+      tf1.logging.info("Resuming from step %d of %d in %s", resume_step, total_steps,
+                       FLAGS.output_dir)
+    start = time.time()
+    # The top-level job's loop (train_and_evaluate under multi_worker_mirrored).
+    bert_pretraining._train(estimator, train_input_fn, total_steps)  # pylint: disable=W0212
+    end_step = estimator_utils.latest_global_step(FLAGS.output_dir)
+    # Stopped by a signal: the checkpoint is saved; no summary, no eval, exit 130 / 143.
+    common.STOP_SIGNALS.exit_if_stopped(
+        "checkpoint saved at step %d of %d; rerun the same command to resume" %
+        (end_step, total_steps))
+    if end_step < total_steps and bert_pretraining._is_chief():  # pylint: disable=protected-access
+      common.fail("training ended at step %d of %d (no summary written); rerun the same "
+                  "command to resume" % (end_step, total_steps))
+    elapsed = time.time() - start
+    steps_done = end_step - (resume_step or 0)
+    summary.update({
+        "global_step": end_step, "num_train_steps": total_steps,
+        "resumed_from_step": resume_step or 0,
+        "train_seconds": round(elapsed, 1),
+        "train_steps_per_sec": round(steps_done / elapsed, 3) if elapsed > 0 else None,
+        "steady_steps_per_sec": (round(progress_hook.last_rate, 3)
+                                 if progress_hook.last_rate else None),
+        "checkpoint": tf1.train.latest_checkpoint(FLAGS.output_dir),
+        "weights_digest": digest_hook.digest,
+    })
+    common.write_json_atomic(
+        os.path.join(FLAGS.output_dir, "train_summary_%s.json" % label), summary)
+    tf1.logging.info("Training done: %s", json.dumps(summary, sort_keys=True))
+
+  if FLAGS.do_eval and bert_pretraining._is_chief():  # pylint: disable=protected-access
+    eval_input_fn = input_fn_builder(
+        eval_files, config, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
+        FLAGS.max_predictions_per_seq, is_training=False)
+    result = estimator.evaluate(input_fn=eval_input_fn, steps=FLAGS.max_eval_steps)
+    common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
+    estimator_utils.write_eval_results(FLAGS.output_dir, result)
+  lock.release()
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(lambda argv: common.run_main(main, argv))

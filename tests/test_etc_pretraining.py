@@ -1,0 +1,233 @@
+"""Tests of ETC long-document pre-training: etc_model.create_pretraining_data (packing, masking,
+determinism, counts) and etc_model.run_pretraining (side inputs in the pipeline, the MLM loss
+learns, train -> rerun resumes -> eval, one-line errors)."""
+
+import collections
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import common
+import create_pretraining_data as bert_data
+import estimator_utils
+from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
+from conftest import write_random_bert_checkpoint
+from etc_model import create_pretraining_data as etc_data
+from etc_model import etc_inputs
+from etc_model import etc_modeling
+from etc_model import lift_bert_checkpoint as lift
+from etc_model import run_pretraining as etc_run
+
+tf1 = tf.compat.v1
+VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
+L, G, P = 64, 8, 10
+TINY_ETC_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
+                   "num_attention_heads": 2, "intermediate_size": 64, "local_radius": 8,
+                   "relative_pos_max_distance": 4, "relative_vocab_size": 12,
+                   "residual_attention": "sum", "use_hard_g2l_mask": True}
+SETTINGS = {"max_seq_length": L, "max_global_seq_length": G, "max_predictions_per_seq": P,
+            "masked_lm_prob": 0.15, "random_seed": 7, "dupe_factor": 1,
+            "global_token": "[unused0]", "do_whole_word_mask": False,
+            "max_bad_fraction": 0.01, "max_line_chars": 100000}
+
+
+def _corpus():
+  """Documents of short sentences, one sentence longer than L (cut into pieces)."""
+  rng = np.random.RandomState(0)
+  words = ("the king said that a whale was seen near the ship and the captain laughed at "
+           "her brother while the sea rose over old stone walls").split()
+  docs = []
+  for _ in range(12):
+    docs.append([" ".join(rng.choice(words, rng.randint(3, 12))) + "."
+                 for _ in range(rng.randint(1, 7))])
+  docs[3][0] = " ".join(rng.choice(words, 150))
+  return docs
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  root = tmp_path_factory.mktemp("etc_pretrain")
+  text = root / "text.txt"
+  text.write_text("\n\n".join("\n".join(doc) for doc in _corpus()) + "\n")
+  tokenizer = bert_data.make_tokenizer(VOCAB, True)
+  summary = etc_data.create_pretraining_data(
+      [str(text)], str(root / "data.tfrecord"), tokenizer, SETTINGS,
+      summary_path=str(root / "data.summary.json"), log_fn=lambda line: None)
+  (root / "etc_config.json").write_text(json.dumps(TINY_ETC_CONFIG))
+  return {"root": root, "text": text, "tokenizer": tokenizer, "summary": summary}
+
+
+def test_records_pack_every_sentence_in_order_with_official_masking(data, tmp_path):
+  tokenizer = data["tokenizer"]
+  records = etc_data.read_examples(str(data["root"] / "data.tfrecord"))
+  summary = data["summary"]
+  sentences = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(s))
+               for doc in _corpus() for s in doc]
+  long_sentence = max(sentences, key=len)
+  assert len(long_sentence) > L
+  want_pieces = sum((len(s) + L - 1) // L for s in sentences)
+  counts = collections.Counter()
+  stream, pieces, doc_ends = [], [], 0
+  for rec in records:
+    assert set(rec) == set(etc_data.FEATURE_NAMES)
+    ids = rec["token_ids"].copy()
+    n = int(rec["masked_lm_weights"].sum())
+    positions = rec["masked_lm_positions"][:n]
+    length = int((rec["long_breakpoints"].nonzero()[0].max()) + 1)
+    assert np.all(ids[length:] == 0)
+    # Official count: round(0.15 * length), at least 1, at most P; distinct positions.
+    assert n == min(P, max(1, int(np.round(length * 0.15)))) and len(set(positions)) == n
+    counts["mask"] += int((ids[positions] == tokenizer.vocab["[MASK]"]).sum())
+    ids[positions] = rec["masked_lm_ids"][:n]
+    stream.extend(ids[:length])
+    # One global token per sentence piece; sentence ids index them in order.
+    num_global = int((rec["global_token_ids"] != 0).sum())
+    assert np.all(rec["global_token_ids"][:num_global] == tokenizer.vocab["[unused0]"])
+    sid = rec["sentence_ids"][:length]
+    assert sid[0] == 0 and np.all(np.diff(sid) >= 0) and sid[-1] == num_global - 1
+    pieces.extend(np.bincount(sid).tolist())
+    # Long and global breakpoints end the same packed pieces.
+    long_ends = sid[rec["long_breakpoints"][:length].nonzero()[0]]
+    assert long_ends.tolist() == rec["global_breakpoints"].nonzero()[0].tolist()
+    doc_ends += len(long_ends)
+  # Unmasked, the records are the tokenised corpus in order, with nothing lost or repeated.
+  assert stream == [t for s in sentences for t in s]
+  assert sum(pieces) == len(stream) and len(pieces) == want_pieces
+  assert max(pieces) == L
+  assert summary["records"] == len(records) and summary["global_tokens"] == want_pieces
+  assert summary["documents"] == 12 and summary["sentences"] == len(sentences)
+  assert summary["long_sentences_split"] == 1 and summary["long_tokens"] == len(stream)
+  assert summary["masked_tokens"] == sum(int(r["masked_lm_weights"].sum()) for r in records)
+  assert summary["masked_as_mask"] == counts["mask"]
+  assert summary["masked_as_mask"] + summary["masked_as_random"] + \
+      summary["masked_as_kept"] == summary["masked_tokens"]
+  assert doc_ends >= 12  # every document ends a piece (documents split over records: more)
+  # Deterministic: the same bytes again; another seed masks otherwise, packing the same.
+  again = tmp_path / "again.tfrecord"
+  etc_data.create_pretraining_data([str(data["text"])], str(again), tokenizer, SETTINGS,
+                                   log_fn=lambda line: None)
+  assert again.read_bytes() == (data["root"] / "data.tfrecord").read_bytes()
+  other = tmp_path / "other.tfrecord"
+  etc_data.create_pretraining_data([str(data["text"])], str(other), tokenizer,
+                                   dict(SETTINGS, random_seed=8), log_fn=lambda line: None)
+  other_records = etc_data.read_examples(str(other))
+  assert [r["sentence_ids"].tolist() for r in other_records] == \
+      [r["sentence_ids"].tolist() for r in records]
+  assert other.read_bytes() != again.read_bytes()
+  assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+
+
+def test_input_pipeline_side_inputs_match_numpy_and_the_mlm_loss_learns(data):
+  config = etc_modeling.EtcConfig.from_dict(dict(TINY_ETC_CONFIG, hidden_dropout_prob=0.0,
+                                                 attention_probs_dropout_prob=0.0))
+  input_fn = etc_run.input_fn_builder([str(data["root"] / "data.tfrecord")], config, L, G, P,
+                                      is_training=False)
+  with tf.Graph().as_default():
+    batch = tf1.data.make_one_shot_iterator(input_fn({"batch_size": 2})).get_next()
+    with tf1.Session() as sess:
+      got = sess.run(batch)
+  want = etc_inputs.make_global_local_transformer_side_inputs(
+      got["long_breakpoints"], got["global_breakpoints"], got["sentence_ids"],
+      config.local_radius, config.relative_pos_max_distance, use_hard_g2l_mask=True)
+  for name in etc_inputs.SIDE_INPUT_NAMES:
+    np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+  # The model and head learn a fixed batch (memorisable): the MLM loss falls.
+  config.num_hidden_layers = 1
+  with tf.Graph().as_default():
+    tf1.set_random_seed(1)
+    features = {k: tf.constant(v) for k, v in got.items()}
+    loss, _, _ = etc_run.build_model(config, features, is_training=False)
+    names = {v.op.name for v in tf1.trainable_variables()}
+    train = tf1.train.AdamOptimizer(1e-2).minimize(loss)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      losses = [sess.run([loss, train])[0] for _ in range(20)]
+  assert "cls/predictions/output_bias" in names
+  assert "etc_document_bert/token_emb_lookup/embedding_table" in names
+  assert losses[-1] < 0.3 * losses[0], losses
+
+
+def _train_args(data, out, steps, extra=()):
+  root = data["root"]
+  return ["-m", "etc_model.run_pretraining", "--etc_config_file=%s" % (root / "etc_config.json"),
+          "--input_file=%s" % (root / "data.tfrecord"), "--output_dir=%s" % out,
+          "--max_seq_length=%d" % L, "--max_global_seq_length=%d" % G,
+          "--max_predictions_per_seq=%d" % P, "--train_batch_size=2",
+          "--num_train_steps=%d" % steps, "--num_warmup_steps=1", "--learning_rate=1e-3",
+          "--save_checkpoints_steps=100", "--do_train"] + list(extra)
+
+
+@pytest.mark.slow
+def test_train_from_a_lifted_checkpoint_then_a_rerun_resumes_and_evaluates(data, tmp_path):
+  out = tmp_path / "out"
+  # Initialised from a BERT lifted to ETC: every ETC variable loads, the MLM head is new.
+  bert_config = tmp_path / "bert_config.json"
+  bert_config.write_text(json.dumps(TINY_BERT_CONFIG))
+  write_random_bert_checkpoint(str(bert_config), str(tmp_path / "bert.ckpt"))
+  lifted = lift.lift_bert_checkpoint(str(tmp_path / "bert.ckpt"), str(tmp_path / "lifted"),
+                                     etc_config_file=str(data["root"] / "etc_config.json"))
+  result = run_tool(None, _train_args(data, out, 2, [
+      "--init_checkpoint=%s" % lifted["output_checkpoint"]]))
+  loaded = re.search(r"init_checkpoint \S+: (\d+) variables loaded, (\d+) not in checkpoint: "
+                     r"(.*)", result.output)
+  assert loaded and int(loaded.group(1)) > 40 and int(loaded.group(2)) == 5, result.output[-3000:]
+  assert all(name.startswith("cls/predictions/") for name in loaded.group(3).split(", "))
+  first = json.loads((out / "train_summary_local.json").read_text())
+  assert first["global_step"] == 2 and first["resumed_from_step"] == 0
+  saved = json.loads((out / "etc_config.json").read_text())
+  assert saved["residual_attention"] == "sum" and saved["local_radius"] == 8
+  # Resuming with another model is one line, before anything is written.
+  for change, message in (({"hidden_size": 64, "intermediate_size": 128}, "of shape [32] but"),
+                          ({"num_hidden_layers": 1}, "which this job's model lacks")):
+    config = etc_modeling.EtcConfig.from_dict(dict(TINY_ETC_CONFIG, **change))
+    with pytest.raises(common.UsageError, match=re.escape(message)):
+      etc_run.check_resume(str(out), lambda: etc_run.variable_shapes(config, L, G))
+  # The same command with more steps continues from the last checkpoint, then evaluates.
+  run_tool(None, _train_args(data, out, 3, ["--do_eval", "--max_eval_steps=1",
+                                            "--init_checkpoint=%s" % lifted["output_checkpoint"]]))
+  summary = json.loads((out / "train_summary_local.json").read_text())
+  assert summary["resumed_from_step"] == 2 and summary["global_step"] == 3
+  results = json.loads((out / "eval_results.json").read_text())
+  assert results["global_step"] == 3 and 0.0 <= results["masked_lm_accuracy"] <= 1.0
+  assert np.isfinite(results["masked_lm_loss"])
+  assert not (out / ".lock-local").exists()
+
+
+def test_lifting_copies_the_bert_mlm_head_onto_the_head_pretraining_builds():
+  config = etc_modeling.EtcConfig.from_dict(TINY_ETC_CONFIG)
+  built = {name: shape for name, shape in etc_run.variable_shapes(config, L, G).items()
+           if name.startswith("cls/")}
+  rng = np.random.RandomState(0)
+  bert_values = {name: rng.randn(*shape).astype(np.float32) for name, shape in built.items()}
+  bert_values["cls/seq_relationship/output_weights"] = np.zeros([2, 32], np.float32)
+  bert_values["cls/predictions/output_bias_wrong"] = np.zeros([3], np.float32)
+  values, report = lift.lift_values(bert_values, config)
+  assert sorted(report["head"]) == sorted(built) and len(built) == 5
+  for name in built:
+    np.testing.assert_array_equal(values[name], bert_values[name])
+  assert report["unused"] == ["cls/predictions/output_bias_wrong",
+                              "cls/seq_relationship/output_weights"]
+
+
+def test_precision_is_refused_in_one_line_naming_the_module():
+  # ETC computes in float32 here: main refuses --precision before anything is written.
+  flag_values = collections.namedtuple("Flags", "precision fused_optimizer")("bf16", True)
+  with pytest.raises(common.UsageError) as error:
+    estimator_utils.check_supported(flag_values, etc_run.SUPPORTED_MODEL_FN_FLAGS,
+                                    script=etc_run.SCRIPT)
+  assert str(error.value).startswith(
+      "--precision=bf16: not supported by etc_model.run_pretraining yet (it is by "
+      "run_pretraining.py")
+
+
+def test_data_tool_bad_flags_are_one_line_errors(data, tmp_path):
+  base = ["-m", "etc_model.create_pretraining_data", "--input_file=%s" % data["text"],
+          "--vocab_file=%s" % VOCAB, "--output_file=%s" % (tmp_path / "x.tfrecord")]
+  result = run_tool(None, base + ["--global_token=[nope]", "--max_seq_length=64",
+                                  "--max_predictions_per_seq=10"], expect_rc=2)
+  assert last_error_line(result) == "error: --global_token=[nope]: not in --vocab_file=%s" % VOCAB
+  assert not os.listdir(tmp_path)
