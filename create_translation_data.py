@@ -19,14 +19,19 @@ preserved, one thread, deterministic) and written to --spm_model, so a rerun reu
       --spm_model=output/nmt/spm_en_de.model --train_spm_vocab_size=8000 \\
       --output_file=output/nmt/train.tfrecord --max_length=128
 
-Nothing bad in the input stops the run; each is counted, logged and written to the summary JSON
-beside the output (create_pretraining_data.summary_path_for: `out/train.summary.json`):
+Misaligned files are an error: when the two files have different line counts (one deleted
+line shifts every later pair), the run stops with one line naming both counts and writes
+nothing, unless --allow_unequal_lines asks to keep the pairs of the common prefix. The same file
+as source and target is an error too.
+
+Nothing else bad in the input stops the run; each is counted, logged and written to the summary
+JSON beside the output (create_pretraining_data.summary_path_for: `out/train.summary.json`):
 - an empty line on either side: the pair is skipped (empty_source_lines, empty_target_lines);
 - a pair with more than --max_length ids on a side (pieces + eos): skipped (over_long_pairs);
 - a line longer than --max_line_chars characters (cut by the shared TextReader): skipped
   (cut_lines, counted in over_long_pairs too);
-- different line counts: the common prefix is kept and both counts are reported
-  (line_count_mismatch); with --strict this is a one-line error and nothing is written.
+- with --allow_unequal_lines, different line counts: the common prefix is kept and both counts
+  are reported (line_count_mismatch).
 
 The input policy is create_pretraining_data.TextReader's (gzip by magic bytes, a file with more
 than --max_bad_fraction undecodable bytes refused, undecodable bytes dropped and counted). The
@@ -89,8 +94,13 @@ def define_flags():
   flags.DEFINE_string("output_file", None, "TFRecord file to write.")
   flags.DEFINE_integer("max_length", DEFAULT_MAX_LENGTH, "Longest source or target in ids "
                        "(pieces + eos); longer pairs are skipped and counted.")
-  flags.DEFINE_bool("strict", False, "Fail (writing nothing) when the two files have different "
-                    "line counts, instead of keeping the common prefix.")
+  flags.DEFINE_bool("allow_unequal_lines", False,
+                    "When the two files have different line counts, keep the pairs of the "
+                    "common prefix (counted in the summary) instead of failing: only for files "
+                    "known to be aligned line by line up to the shorter one's end.")
+  flags.DEFINE_bool("strict", True, "Fail (writing nothing) when the two files have different "
+                    "line counts. The default now (kept so that old command lines work); "
+                    "--nostrict means --allow_unequal_lines.")
   # --max_bad_fraction, --max_line_chars: the shared input policy.
   create_pretraining_data.define_input_flags()
 
@@ -168,7 +178,7 @@ def _aligned_lines(reader, path):
     yield line.decode("utf-8", "ignore").strip()
 
 
-def read_parallel(source_file, target_file, stats=None, strict=False,
+def read_parallel(source_file, target_file, stats=None, strict=True,
                   max_line_chars=create_pretraining_data.DEFAULT_MAX_LINE_CHARS,
                   max_bad_fraction=create_pretraining_data.DEFAULT_MAX_BAD_FRACTION,
                   progress_fn=None):
@@ -178,13 +188,15 @@ def read_parallel(source_file, target_file, stats=None, strict=False,
   empty_target_lines, empty_pairs) or was longer than max_line_chars (cut_lines, and
   over_long_pairs). When one file has more lines, the pairs of the common prefix are yielded,
   the rest of the longer file is read to count it (extra_source_lines / extra_target_lines,
-  source_lines / target_lines), and with `strict` a one-line error names both counts.
+  source_lines / target_lines), and with `strict` (the default) a one-line error names both
+  counts once both files are read (misaligned parallel data).
 
   Args:
     source_file: source text (plain or gzip).
     target_file: target text, line-aligned.
     stats: collections.Counter the counts are added to (None: a private one).
-    strict: fail on different line counts (after reading both files to the end).
+    strict: fail on different line counts (after reading both files to the end); False
+      keeps the common prefix (--allow_unequal_lines).
     max_line_chars: longer lines are skipped (TextReader cuts them).
     max_bad_fraction: a file with a larger share of undecodable bytes is an error.
     progress_fn: called now and then with the MB of --source_file read so far.
@@ -231,8 +243,10 @@ def read_parallel(source_file, target_file, stats=None, strict=False,
   if progress_fn:
     progress_fn(readers[0].disk_bytes_done / 1e6)
   if strict and (extra_source or extra_target):
-    common.fail("--strict: --source_file=%s has %d lines but --target_file=%s has %d" % (
-        source_file, number + extra_source, target_file, number + extra_target))
+    common.fail("--target_file=%s: has %d lines but --source_file=%s has %d: the files are not "
+                "line-aligned (nothing written); pass --allow_unequal_lines to keep the pairs "
+                "of the first %d lines" % (target_file, number + extra_target, source_file,
+                                           number + extra_source, number))
 
 
 def translation_example(source_ids, target_ids):
@@ -280,7 +294,7 @@ class Stopped(Exception):
 
 
 def create_translation_data(source_file, target_file, sp, output_file,
-                            max_length=DEFAULT_MAX_LENGTH, strict=False, summary_path=None,
+                            max_length=DEFAULT_MAX_LENGTH, strict=True, summary_path=None,
                             max_line_chars=create_pretraining_data.DEFAULT_MAX_LINE_CHARS,
                             max_bad_fraction=create_pretraining_data.DEFAULT_MAX_BAD_FRACTION,
                             extra_settings=None, log_fn=None, stop_signals=None):
@@ -292,7 +306,8 @@ def create_translation_data(source_file, target_file, sp, output_file,
     sp: SentencePieceProcessor from load_spm.
     output_file: the TFRecord to write.
     max_length: longest source / target in ids (pieces + eos); longer pairs are skipped.
-    strict: fail on different line counts (see read_parallel).
+    strict: fail on different line counts (see read_parallel); False keeps the common
+      prefix.
     summary_path: where to write the summary JSON (None: not written).
     max_line_chars: longer lines are skipped.
     max_bad_fraction: a file with a larger share of undecodable bytes is an error.
@@ -356,7 +371,7 @@ def report_problems(summary, log_fn=None):
   log_fn = log_fn or logging.warning
   if summary["line_count_mismatch"]:
     log_fn("the files have different line counts: source %d, target %d lines; kept the %d "
-           "lines of the common prefix (--strict makes this an error)" % (
+           "lines of the common prefix (--allow_unequal_lines)" % (
                summary["source_lines"], summary["target_lines"], summary["pairs_read"]))
   if summary["empty_pairs"]:
     log_fn("skipped %d pairs with an empty line (%d empty source, %d empty target lines)" % (
@@ -383,6 +398,29 @@ def _check_flags():
     common.fail("--train_spm_vocab_size=%d: must be > 4 (pad, unk, bos, eos and pieces)" %
                 FLAGS.train_spm_vocab_size)
   create_pretraining_data.validate_input_flags()
+
+
+def _same_file(path_a, path_b):
+  """Whether two existing paths are one file (a link or a second name included)."""
+  if "://" in path_a or "://" in path_b:
+    return path_a.rstrip("/") == path_b.rstrip("/")
+  return os.path.samefile(path_a, path_b)
+
+
+def unequal_lines_allowed(allow_unequal_lines, strict, strict_given):
+  """Whether files of different line counts keep their common prefix (else: one line).
+
+  Args:
+    allow_unequal_lines: --allow_unequal_lines.
+    strict: --strict (True by default; --nostrict is the old spelling of --allow_unequal_lines).
+    strict_given: whether --strict / --nostrict was on the command line.
+
+  Returns:
+    bool. Fails with one line when --strict and --allow_unequal_lines are both given.
+  """
+  if allow_unequal_lines and strict and strict_given:
+    common.fail("--strict and --allow_unequal_lines contradict each other: give one")
+  return allow_unequal_lines or not strict
 
 
 def _spm_model(input_files, log_fn):
@@ -415,8 +453,13 @@ def _spm_model(input_files, log_fn):
 def main(_):
   logging.set_verbosity(logging.INFO)
   _check_flags()
+  strict = not unequal_lines_allowed(FLAGS.allow_unequal_lines, FLAGS.strict,
+                                     FLAGS["strict"].present)
   common.require_file(FLAGS.source_file, "source_file")
   common.require_file(FLAGS.target_file, "target_file")
+  if _same_file(FLAGS.source_file, FLAGS.target_file):
+    common.fail("--target_file=%s: is also --source_file; give the target-language file "
+                "line-aligned with it" % FLAGS.target_file)
   input_files = [FLAGS.source_file, FLAGS.target_file]
   summary_file = create_pretraining_data.summary_path_for(FLAGS.output_file)
   train_spm = not tf.io.gfile.exists(FLAGS.spm_model)
@@ -441,7 +484,7 @@ def main(_):
   try:
     summary = create_translation_data(
         FLAGS.source_file, FLAGS.target_file, sp, FLAGS.output_file,
-        max_length=FLAGS.max_length, strict=FLAGS.strict, summary_path=summary_file,
+        max_length=FLAGS.max_length, strict=strict, summary_path=summary_file,
         max_line_chars=FLAGS.max_line_chars, max_bad_fraction=FLAGS.max_bad_fraction,
         extra_settings={"spm_model": FLAGS.spm_model}, log_fn=logging.info,
         stop_signals=common.STOP_SIGNALS)

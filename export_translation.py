@@ -18,14 +18,18 @@ and return:
                                         Estimator's predictions)
   length               int32 [batch]    generated pieces, eos included
   reached_max_length   bool [batch]     no eos within max_decode_length (the translation is cut)
+  source_truncated     bool [batch]     the source had more than max_source_length ids (pieces +
+                                        eos): its first max_source_length - 1 pieces were
+                                        translated (as run_translation.encode_sources cuts)
 
-beam_size, length_penalty and max_decode_length are fixed at export time (translation_config.json
-records them). The export is self-contained: the SentencePiece model is an asset
+beam_size, length_penalty, max_decode_length and max_source_length are fixed at export time
+(translation_config.json records them; max_source_length 0: no limit, and one over-long string
+can then exhaust the server's memory). The export is self-contained: the SentencePiece model is an asset
 (assets/<name>.model) and nmt_config.json / translation_config.json lie beside saved_model.pb.
 
   python export_translation.py --checkpoint=out/nmt --spm_model=out/nmt/spm_en_de.model \
       --export_dir=out/nmt_export [--config_file=configs/nmt.json] [--beam_size=4] \
-      [--length_penalty=0.6] [--max_decode_length=128] [--overwrite]
+      [--length_penalty=0.6] [--max_decode_length=128] [--max_source_length=256] [--overwrite]
 
   (or run_translation.py ... --export_dir=out/nmt_export at the end of a job)
 
@@ -82,7 +86,7 @@ class Translator(tf.Module):
   """The raw-text translation SavedModel (see the module docstring)."""
 
   def __init__(self, config, variables, spm_model_path, beam_size, length_penalty,
-               max_decode_length):
+               max_decode_length, max_source_length=0):
     """Wraps existing variables and the SentencePiece model.
 
     Args:
@@ -93,6 +97,7 @@ class Translator(tf.Module):
       beam_size: int >= 1 (1: greedy).
       length_penalty: GNMT alpha.
       max_decode_length: int >= 1, the most generated pieces (eos included).
+      max_source_length: the most source ids (pieces + eos) translated; 0: no limit.
     """
     super(Translator, self).__init__()
     import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
@@ -101,19 +106,29 @@ class Translator(tf.Module):
     self._beam_size = int(beam_size)
     self._length_penalty = float(length_penalty)
     self._max_decode_length = int(max_decode_length)
+    self._max_source_length = int(max_source_length)
     self.spm_model_file = tf.saved_model.Asset(spm_model_path)
     with tf.io.gfile.GFile(spm_model_path, "rb") as f:
       self._sp = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
 
   def encode_source(self, source):
-    """Raw strings [batch] -> int32 [batch, src]: pieces + eos, 0-padded (docs/NMT_MODEL.md)."""
+    """Raw strings [batch] -> (int32 [batch, src], bool [batch]).
+
+    The ids are pieces + eos, 0-padded (docs/NMT_MODEL.md), cut to max_source_length ids as
+    run_translation.encode_sources cuts them; the bool says which sources were cut.
+    """
     # Invalid UTF-8 would make SentencePiece fail the whole batch: U+FFFD instead.
     source = tf.strings.unicode_transcode(source, "UTF-8", "UTF-8", errors="replace",
                                           replacement_char=0xFFFD)
     pieces = self._sp.tokenize(source)
+    truncated = tf.zeros([tf.shape(source)[0]], tf.bool)
+    if self._max_source_length:
+      keep = self._max_source_length - 1
+      truncated = pieces.row_lengths() > keep
+      pieces = pieces[:, :keep]
     eos = tf.fill([tf.shape(source)[0], 1], nmt_modeling.EOS_ID)
     with_eos = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
-    return with_eos.to_tensor(default_value=nmt_modeling.PAD_ID)
+    return with_eos.to_tensor(default_value=nmt_modeling.PAD_ID), truncated
 
   def decode_target(self, ids, length):
     """Best hypotheses -> (strings [batch], ended-with-eos bool [batch]).
@@ -130,8 +145,9 @@ class Translator(tf.Module):
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="source")])
   def translate(self, source):
-    """Raw source sentences [batch] -> translation, score, length, reached_max_length."""
-    source_ids = self.encode_source(source)
+    """Raw source sentences [batch] -> translation, score, length, reached_max_length,
+    source_truncated."""
+    source_ids, source_truncated = self.encode_source(source)
     with export_hub._in_variables(self._variables):  # pylint: disable=protected-access
       best = run_translation.translate_graph(self._config, source_ids, self._beam_size,
                                              self._length_penalty, self._max_decode_length)
@@ -140,7 +156,8 @@ class Translator(tf.Module):
     return {"translation": translation,
             "score": tf.cast(best["score"], tf.float32),
             "length": length,
-            "reached_max_length": tf.logical_not(ended)}
+            "reached_max_length": tf.logical_not(ended),
+            "source_truncated": source_truncated}
 
   def signatures(self):
     translate = self.translate.get_concrete_function()
@@ -148,41 +165,25 @@ class Translator(tf.Module):
 
 
 # ----------------------------------------------------------------------------- export
-def model_variable_specs(config):
-  """{name: (shape, trainable)} of every variable the model has (export_hub's format)."""
-  def build():
-    ids = tf1.placeholder(tf.int32, [None, None])
-    nmt_modeling.NmtModel(config, False, ids, ids)
-  return export_hub.collect_variable_specs(build)
-
-
-def check_checkpoint(specs, checkpoint):
-  """One line naming the first variable the checkpoint lacks or holds with another shape."""
-  shapes = dict(tf1.train.list_variables(checkpoint))
-  missing = [name for name in specs if name not in shapes]
-  if missing:
-    common.fail("--checkpoint=%s: lacks %d variable(s) of the translation model: %s (not a "
-                "run_translation.py checkpoint of this --config_file?)" % (
-                    checkpoint, len(missing), ", ".join(missing[:5])))
-  for name, (shape, _) in specs.items():
-    if list(shapes[name]) != list(shape):
-      common.fail("--checkpoint=%s: variable %s has shape %s there but %s in the model of the "
-                  "config (check --config_file)" % (checkpoint, name, list(shapes[name]),
-                                                    list(shape)))
+# The checks run_translation.py runs on --checkpoint too (one copy).
+model_variable_specs = run_translation.model_variable_specs
+check_checkpoint = run_translation.check_checkpoint
 
 
 def translation_config_text(checkpoint, spm_model_path, beam_size, length_penalty,
-                            max_decode_length):
+                            max_decode_length, max_source_length=0):
   """translation_config.json: the decoding settings fixed in the export."""
   return json.dumps({"beam_size": beam_size, "length_penalty": length_penalty,
                      "max_decode_length": max_decode_length,
+                     "max_source_length": max_source_length,
                      "spm_model": os.path.basename(spm_model_path),
                      "checkpoint": os.path.basename(checkpoint),
                      "signatures": list(SIGNATURE_NAMES)}, indent=2, sort_keys=True) + "\n"
 
 
 def export(config, checkpoint, spm_model_path, export_dir, beam_size=4, length_penalty=0.6,
-           max_decode_length=128, overwrite=False, protected_paths=()):
+           max_decode_length=128, overwrite=False, protected_paths=(),
+           max_source_length=run_translation.DEFAULT_MAX_SOURCE_LENGTH):
   """Writes the raw-text translation SavedModel (see the module docstring).
 
   Args:
@@ -195,6 +196,8 @@ def export(config, checkpoint, spm_model_path, export_dir, beam_size=4, length_p
     max_decode_length: int >= 1, the most generated pieces (eos included).
     overwrite: replace an earlier export of ours.
     protected_paths: paths the export must never replace (the job's output_dir, ...).
+    max_source_length: the most source ids (pieces + eos) translated, longer sources are cut;
+      0: no limit.
 
   Returns:
     The checkpoint prefix exported.
@@ -203,6 +206,10 @@ def export(config, checkpoint, spm_model_path, export_dir, beam_size=4, length_p
   for name, value in (("beam_size", beam_size), ("max_decode_length", max_decode_length)):
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
       common.fail("--%s=%r: must be an integer >= 1" % (name, value))
+  if (isinstance(max_source_length, bool) or not isinstance(max_source_length, int)
+      or max_source_length < 0 or max_source_length == 1):
+    common.fail("--max_source_length=%r: must be an integer >= 2 (one piece + eos), or 0 (no "
+                "limit)" % (max_source_length,))
   protected = list(protected_paths) + [checkpoint, spm_model_path]
   common.check_export_dir(export_dir, "export_dir", overwrite, protected)
   sp = create_translation_data.load_spm(spm_model_path, "spm_model")
@@ -213,15 +220,16 @@ def export(config, checkpoint, spm_model_path, export_dir, beam_size=4, length_p
   check_checkpoint(specs, checkpoint)
   variables = export_hub.variables_from_checkpoint(specs, checkpoint)
   translator = Translator(config, variables, spm_model_path, beam_size, length_penalty,
-                          max_decode_length)
+                          max_decode_length, max_source_length)
   extra = {CONFIG_NAME: config.to_json_string(),
            TRANSLATION_CONFIG_NAME: translation_config_text(
-               checkpoint, spm_model_path, beam_size, length_penalty, max_decode_length)}
+               checkpoint, spm_model_path, beam_size, length_penalty, max_decode_length,
+               max_source_length)}
   export_hub.save_atomically(translator, export_dir, translator.signatures(), extra, overwrite,
                              protected)
   tf1.logging.info("Exported the translation model %s (beam %d, length penalty %g, max %d "
-                   "pieces) to %s", checkpoint, beam_size, length_penalty, max_decode_length,
-                   export_dir)
+                   "pieces, sources cut at %s ids) to %s", checkpoint, beam_size, length_penalty,
+                   max_decode_length, max_source_length or "no limit of", export_dir)
   return checkpoint
 
 
@@ -248,7 +256,8 @@ def main(_):
   config = load_config(FLAGS.config_file, checkpoint)
   export(config, checkpoint, FLAGS.spm_model, FLAGS.export_dir, beam_size=FLAGS.beam_size,
          length_penalty=FLAGS.length_penalty, max_decode_length=FLAGS.max_decode_length,
-         overwrite=FLAGS.overwrite, protected_paths=[FLAGS.config_file])
+         max_source_length=FLAGS.max_source_length, overwrite=FLAGS.overwrite,
+         protected_paths=[FLAGS.config_file])
 
 
 if __name__ == "__main__":

@@ -20,7 +20,13 @@ resume after a kill, and progress in target tokens/s with the time remaining. Wi
 raw source sentences with batched beam search (or greedy, --beam_size=1), writes detokenised
 translations, and with references bleu.json (sacreBLEU BLEU / chrF and the tokenised,
 compound-split BLEU of the NMT literature). --export_dir writes a SavedModel that takes raw
-source strings and returns translations.
+source strings and returns translations. Sources longer than --max_source_length ids are cut,
+counted and logged.
+
+Evaluation, decoding and export read --checkpoint, else the output_dir's latest checkpoint, else
+--init_checkpoint; with none of them (or a checkpoint of another model) the job stops with one
+line before any work, unless --allow_random_eval (evaluation and decoding only). Results record
+the checkpoint and its global step (eval_results, bleu.json, translations.txt.checkpoint.json).
 """
 
 import gzip
@@ -34,9 +40,12 @@ import numpy as np
 import tensorflow as tf
 
 import beam_search
+import checkpoint_utils
 import common
 import create_translation_data
 import estimator_utils
+import export_hub
+import export_utils
 import nmt_modeling
 import optimization
 import translation_input
@@ -48,6 +57,10 @@ FLAGS = flags.FLAGS
 CONFIG_NAME = "nmt_config.json"
 PROFILE_NAME = "admin_profile.json"
 SUMMARY_NAME = "train_summary.json"
+BLEU_NAME = "bleu.json"
+TRANSLATIONS_NAME = "translations.txt"
+# Decoding cuts longer sources (--max_source_length): twice training's default --max_length.
+DEFAULT_MAX_SOURCE_LENGTH = 256
 # Shared flags this model_fn does not implement (estimator_utils.check_supported refuses them).
 SUPPORTED_MODEL_FN_FLAGS = ()
 
@@ -109,6 +122,10 @@ def define_decoding_flags():
   flags.DEFINE_integer("beam_size", 4, "Beam size (1: greedy).")
   flags.DEFINE_float("length_penalty", 0.6, "GNMT length-penalty alpha (0: none).")
   flags.DEFINE_integer("max_decode_length", 128, "Most target pieces generated (eos included).")
+  flags.DEFINE_integer("max_source_length", DEFAULT_MAX_SOURCE_LENGTH,
+                       "Longest source decoded, in ids (pieces + eos): a longer source is cut to "
+                       "its first N-1 pieces + eos, counted and logged (one over-long line would "
+                       "otherwise exhaust memory). 0: no limit.")
 
 
 # ----------------------------------------------------------------------------- config
@@ -153,6 +170,58 @@ def load_nmt_config(output_dir, config_file, overrides):
   return config
 
 
+# ----------------------------------------------------------------------------- checkpoints
+def model_variable_specs(config):
+  """{name: (shape, trainable)} of every variable the model has (export_hub's format)."""
+  def build():
+    ids = tf1.placeholder(tf.int32, [None, None])
+    nmt_modeling.NmtModel(config, False, ids, ids)
+  return export_hub.collect_variable_specs(build)
+
+
+def check_checkpoint(specs, checkpoint, flag_name="checkpoint", extra_names=()):
+  """One line naming the first variable the checkpoint lacks or holds with another shape.
+
+  Shared by --do_eval / --do_predict / --export_dir here and export_translation.py: a checkpoint
+  of another model (a BERT one, another config) is refused before any work, not with a
+  NotFoundError traceback from the restore.
+
+  Args:
+    specs: {name: (shape, trainable)} of the model (model_variable_specs).
+    checkpoint: checkpoint prefix.
+    flag_name: the flag that named it.
+    extra_names: more variables the restore needs (the Estimator's "global_step").
+  """
+  try:
+    shapes = dict(tf1.train.list_variables(checkpoint))
+  except (tf.errors.OpError, ValueError) as e:
+    common.fail("--%s=%s: not a readable TensorFlow checkpoint (%s)" % (
+        flag_name, checkpoint, (str(getattr(e, "message", e)).splitlines() or [""])[0]))
+  missing = [name for name in list(specs) + list(extra_names) if name not in shapes]
+  if missing:
+    common.fail("--%s=%s: lacks %d variable(s) of the translation model: %s (not a "
+                "run_translation.py checkpoint of this --config_file?)" % (
+                    flag_name, checkpoint, len(missing), ", ".join(missing[:5])))
+  for name, (shape, _) in specs.items():
+    if list(shapes[name]) != list(shape):
+      common.fail("--%s=%s: variable %s has shape %s there but %s in the model of the "
+                  "config (check --config_file)" % (flag_name, checkpoint, name,
+                                                    list(shapes[name]), list(shape)))
+
+
+def check_init_checkpoint(config, init_checkpoint):
+  """Before any work: one line when --init_checkpoint cannot initialise the model.
+
+  The checks of estimator_utils.init_checkpoint_scaffold_fn (the one model_fn runs), on the
+  model built in a scratch graph: shapes and dtypes, and a checkpoint supplying none of the
+  model's variables (another model's, e.g. a BERT checkpoint) unless --allow_unmatched_init.
+  """
+  with tf.Graph().as_default():
+    ids = tf1.placeholder(tf.int32, [None, None])
+    nmt_modeling.NmtModel(config, True, ids, ids)
+    estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu=False)
+
+
 # ----------------------------------------------------------------------------- model_fn
 def model_fn_builder(config, init_checkpoint=None, admin_profile=None, learning_rate=5e-4,
                      num_train_steps=None, num_warmup_steps=0, lr_schedule="linear",
@@ -169,16 +238,19 @@ def model_fn_builder(config, init_checkpoint=None, admin_profile=None, learning_
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     source_ids = features["source_ids"]
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
+    # init_checkpoint_scaffold_fn maps the checkpoint onto the variables that exist when it is
+    # called: always after the model is built (before it, it would load nothing).
     if mode == tf1.estimator.ModeKeys.PREDICT:
       predictions = translate_graph(config, source_ids, beam_size, length_penalty,
                                     max_decode_length)
       predictions["example_index"] = features["example_index"]
+      scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
       return tf1.estimator.tpu.TPUEstimatorSpec(mode=mode, predictions=predictions,
                                                 scaffold_fn=scaffold_fn)
     is_training = mode == tf1.estimator.ModeKeys.TRAIN
     model = nmt_modeling.NmtModel(config, is_training, source_ids,
                                   features["target_input_ids"], admin_profile=admin_profile)
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
     loss, nll_sum, num_tokens = nmt_modeling.label_smoothed_loss(
         model.logits, features["target_ids"], label_smoothing if is_training else 0.0)
     if is_training:
@@ -380,7 +452,16 @@ def train(config, train_files, resume_step):
 
 
 def evaluate(config, checkpoint, dev_files):
-  """Dev loss and perplexity per target token (no label smoothing) of `checkpoint`."""
+  """Dev loss and perplexity per target token (no label smoothing) of `checkpoint`.
+
+  Args:
+    config: NmtConfig.
+    checkpoint: checkpoint prefix, or None for randomly initialised weights (--allow_random_eval).
+    dev_files: the dev TFRecords.
+
+  Returns:
+    dict: eval_nll_per_token, eval_perplexity, checkpoint (the prefix evaluated), global_step.
+  """
   model_fn = model_fn_builder(config, use_tpu=FLAGS.use_tpu)
   batch_size = max(1, FLAGS.max_tokens // FLAGS.max_length)
   estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir, batch_size,
@@ -391,8 +472,7 @@ def evaluate(config, checkpoint, dev_files):
   results = estimator.evaluate(input_fn=input_fn, checkpoint_path=checkpoint)
   nll = float(results["eval_nll_per_token"])
   return {"eval_nll_per_token": nll, "eval_perplexity": float(np.exp(nll)),
-          "checkpoint": os.path.basename(checkpoint),
-          "global_step": int(results["global_step"])}
+          "checkpoint": checkpoint, "global_step": int(results["global_step"])}
 
 
 # ----------------------------------------------------------------------------- decoding
@@ -443,9 +523,49 @@ def predict_input_fn_builder(source_ids, batch_size):
   return input_fn
 
 
+def encode_sources(sp, lines, max_source_length=0):
+  """The model's source ids of each line: its pieces + eos, cut to `max_source_length` ids.
+
+  A longer source keeps its first max_source_length - 1 pieces and eos (export_translation's
+  `translate` signature cuts the same way).
+
+  Args:
+    sp: SentencePieceProcessor (create_translation_data.load_spm).
+    lines: source sentences (str).
+    max_source_length: the most ids per source (pieces + eos); 0 or None: no limit.
+
+  Returns:
+    (ids, num_cut): list of lists of int, and how many sources were cut.
+  """
+  ids = []
+  num_cut = 0
+  for line in lines:
+    pieces = sp.encode(line)
+    if max_source_length and len(pieces) + 1 > max_source_length:
+      pieces = pieces[:max_source_length - 1]
+      num_cut += 1
+    ids.append(pieces + [nmt_modeling.EOS_ID])
+  return ids, num_cut
+
+
 def translate_lines(config, checkpoint, sp, lines):
-  """Translates sentences with the Estimator; returns detokenised translations in input order."""
-  source_ids = [sp.encode(line) + [nmt_modeling.EOS_ID] for line in lines]
+  """Translates sentences with the Estimator.
+
+  Args:
+    config: NmtConfig.
+    checkpoint: checkpoint prefix, or None for randomly initialised weights.
+    sp: the SentencePiece model.
+    lines: source sentences.
+
+  Returns:
+    (translations, num_cut, num_sources_cut): detokenised translations in input order, how many
+    reached --max_decode_length without eos, how many sources were cut to --max_source_length.
+  """
+  source_ids, sources_cut = encode_sources(sp, lines, FLAGS.max_source_length)
+  if sources_cut:
+    tf1.logging.warning("%d of %d sources are longer than --max_source_length=%d ids: decoding "
+                        "their first %d pieces", sources_cut, len(lines),
+                        FLAGS.max_source_length, FLAGS.max_source_length - 1)
   model_fn = model_fn_builder(config, use_tpu=False, beam_size=FLAGS.beam_size,
                               length_penalty=FLAGS.length_penalty,
                               max_decode_length=FLAGS.max_decode_length)
@@ -475,7 +595,7 @@ def translate_lines(config, checkpoint, sp, lines):
   if cut:
     tf1.logging.warning("%d of %d translations reached --max_decode_length=%d without eos",
                         cut, len(lines), FLAGS.max_decode_length)
-  return translations, cut
+  return translations, cut, sources_cut
 
 
 def predict(config, checkpoint, sp):
@@ -488,21 +608,32 @@ def predict(config, checkpoint, sp):
       common.fail("--predict_reference_file=%s: %d lines, --predict_source_file has %d" % (
           FLAGS.predict_reference_file, len(references), len(lines)))
   start = time.time()
-  translations, cut = translate_lines(config, checkpoint, sp, lines)
+  translations, cut, sources_cut = translate_lines(config, checkpoint, sp, lines)
   seconds = time.time() - start
-  output = FLAGS.predict_output_file or os.path.join(FLAGS.output_dir, "translations.txt")
+  output = predict_output_path()
+  parent = os.path.dirname(output)
+  if parent:
+    tf.io.gfile.makedirs(parent)
+  record = checkpoint_utils.checkpoint_record(checkpoint)
+  # Which weights produced the translations (the text file cannot say it): the sidecar
+  # <file>.checkpoint.json, removed first so that a kill in between leaves none naming others.
+  checkpoint_utils.remove_sidecar(output)
   with common.atomic_output(output) as f:
     f.write("".join(t + "\n" for t in translations))
+  checkpoint_utils.write_sidecar(output, record)
   tf1.logging.info("Wrote %d translations to %s (%.1f sentences/s)", len(translations), output,
                    len(translations) / max(seconds, 1e-9))
   results = {"num_sentences": len(lines), "num_cut_at_max_decode_length": cut,
+             "num_sources_cut_at_max_source_length": sources_cut,
+             "max_source_length": FLAGS.max_source_length,
              "decode_seconds": round(seconds, 1), "beam_size": FLAGS.beam_size,
-             "length_penalty": FLAGS.length_penalty, "checkpoint": checkpoint}
+             "length_penalty": FLAGS.length_penalty}
+  results.update(record)
   if references is not None:
     scores = translation_metrics.score_translations(translations, references,
                                                     FLAGS.target_language)
     scores.update(results)
-    translation_metrics.write_bleu_json(os.path.join(FLAGS.output_dir, "bleu.json"), scores)
+    translation_metrics.write_bleu_json(os.path.join(FLAGS.output_dir, BLEU_NAME), scores)
     tf1.logging.info("BLEU %s", json.dumps({k: v for k, v in scores.items()
                                             if "bleu" in k.lower() or "chrf" in k.lower()}))
     return scores
@@ -531,6 +662,9 @@ def _check_flags():
                "predict_batch_size", "gradient_accumulation_steps"):
     if getattr(FLAGS, name) < 1:
       common.fail("--%s must be >= 1, got %d" % (name, getattr(FLAGS, name)))
+  if FLAGS.max_source_length == 1 or FLAGS.max_source_length < 0:
+    common.fail("--max_source_length must be >= 2 (one piece + eos) or 0 (no limit), got %d" %
+                FLAGS.max_source_length)
   if FLAGS.num_train_steps is not None and FLAGS.num_train_steps < 1:
     common.fail("--num_train_steps must be >= 1, got %d" % FLAGS.num_train_steps)
   if FLAGS.num_train_epochs is not None and FLAGS.num_train_epochs <= 0:
@@ -549,21 +683,96 @@ def check_resume(config):
                                                     config.intermediate_size]})
 
 
-def resolve_checkpoint_flag():
-  """--checkpoint (prefix or directory), else the output_dir's latest; one line if none."""
+def _weights_actions():
+  """The actions of this job that read trained weights, as the user typed them."""
+  return [name for name, on in (("--do_eval", FLAGS.do_eval), ("--do_predict", FLAGS.do_predict),
+                                ("--export_dir", FLAGS.export_dir)) if on]
+
+
+def resolve_checkpoint_flag(config):
+  """The checkpoint --do_eval / --do_predict / --export_dir read, checked before any work.
+
+  --checkpoint (prefix or directory); else the output_dir's latest; else --init_checkpoint.
+  After --do_train (without --checkpoint) the job reads the output_dir's latest once training
+  is done: resolved then (after_training). With none of them: one line naming --checkpoint,
+  unless --allow_random_eval (--do_eval / --do_predict of randomly initialised weights; an export
+  always needs a checkpoint). A checkpoint of another model (a BERT one, another config) is one
+  line (check_checkpoint).
+
+  Args:
+    config: the job's NmtConfig.
+
+  Returns:
+    The checkpoint prefix; None for randomly initialised weights or when it is resolved after
+    training.
+  """
   if FLAGS.checkpoint:
-    path = FLAGS.checkpoint
-    if tf.io.gfile.isdir(path):
-      path = tf1.train.latest_checkpoint(path)
-    if not path or not tf1.train.checkpoint_exists(path):
-      common.fail("--checkpoint=%s: no checkpoint there" % FLAGS.checkpoint)
-    return path
-  latest = tf1.train.latest_checkpoint(FLAGS.output_dir) \
-      if tf.io.gfile.isdir(FLAGS.output_dir) else None
-  if not latest:
-    common.fail("--output_dir=%s: no checkpoint to evaluate or decode (train first, or give "
-                "--checkpoint)" % FLAGS.output_dir)
-  return latest
+    flag_name, path = "checkpoint", FLAGS.checkpoint
+  elif FLAGS.do_train:
+    return None
+  else:
+    sources = [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)]
+    if FLAGS.export_dir and not any(checkpoint_utils.is_checkpoint(p) for _, p in sources):
+      common.fail("--export_dir=%s: no trained weights to export (no checkpoint in %s); give "
+                  "--checkpoint" % (FLAGS.export_dir, ", ".join(
+                      "--%s=%s" % (name, path) for name, path in sources if path)))
+    found = checkpoint_utils.require_trained_weights(
+        " and ".join(_weights_actions()), sources, give_flag="checkpoint")
+    if found is None:
+      return None
+    flag_name, path = found
+  prefix = export_utils.resolve_checkpoint(path, flag_name)
+  check_checkpoint(model_variable_specs(config), prefix, flag_name,
+                   extra_names=[tf1.GraphKeys.GLOBAL_STEP])
+  return prefix
+
+
+def predict_output_path():
+  """--predict_output_file, else output_dir/translations.txt."""
+  return FLAGS.predict_output_file or os.path.join(FLAGS.output_dir, TRANSLATIONS_NAME)
+
+
+def check_predict_output(output, inputs, results):
+  """One line when the translations file cannot be written or would replace a file of the job.
+
+  Args:
+    output: the translations file (predict_output_path()).
+    inputs: files and directories the job reads (sources, references, the SentencePiece model,
+      configs, checkpoint files: checkpoint_utils.checkpoint_files).
+    results: other files the job writes (bleu.json, eval results, ...).
+  """
+  flag_name = "predict_output_file"
+  common.check_output_path(output, flag_name)
+  if tf.io.gfile.isdir(output):
+    common.fail("--%s=%s: is a directory, expected a file name" % (flag_name, output))
+  common.check_not_input(output, inputs, flag_name)
+  for path in results:
+    if os.path.realpath(output) == os.path.realpath(path):
+      common.fail("--%s=%s: this job writes %s there; give another file" % (
+          flag_name, output, os.path.basename(path)))
+
+
+def job_inputs(fv, checkpoint):
+  """The files and directories a job reads besides its TFRecords (for check_predict_output).
+
+  Args:
+    fv: the flag values (FLAGS, or any object with the same attributes).
+    checkpoint: the checkpoint prefix the job decodes (None: resolved after training).
+
+  Returns:
+    List of paths: the raw text, SentencePiece model, configs, output_dir and its files, and
+    the checkpoint files (checkpoint_utils.checkpoint_files) of the checkpoint decoded, of
+    --checkpoint, of the output_dir (and the state file names training will write there) and of
+    --init_checkpoint.
+  """
+  output_dir = fv.output_dir
+  inputs = [fv.predict_source_file, fv.predict_reference_file, fv.spm_model, fv.config_file,
+            fv.admin_profile, output_dir, os.path.join(output_dir, CONFIG_NAME),
+            os.path.join(output_dir, PROFILE_NAME)]
+  for path in (checkpoint, fv.checkpoint, output_dir, fv.init_checkpoint):
+    inputs += checkpoint_utils.checkpoint_files(path)
+  inputs += [os.path.join(output_dir, name) for name in ("checkpoint", "graph.pbtxt")]
+  return inputs
 
 
 def main(_):
@@ -582,38 +791,48 @@ def main(_):
     if sp.GetPieceSize() != config.vocab_size:
       common.fail("--spm_model=%s: %d pieces, the model's vocab_size is %d" % (
           FLAGS.spm_model, sp.GetPieceSize(), config.vocab_size))
+  if FLAGS.init_checkpoint and not tf1.train.checkpoint_exists(FLAGS.init_checkpoint):
+    common.fail("--init_checkpoint=%s: no checkpoint there" % FLAGS.init_checkpoint)
+  if FLAGS.do_train and FLAGS.init_checkpoint:
+    check_init_checkpoint(config, FLAGS.init_checkpoint)
+  # Which weights evaluation, decoding and export read: none, or another model's, stops here.
+  checkpoint = None
+  if _weights_actions():
+    checkpoint = resolve_checkpoint_flag(config)
   train_files = common.expand_input_files(FLAGS.train_file, "train_file") \
       if FLAGS.do_train else []
   dev_files = common.expand_input_files(FLAGS.dev_file, "dev_file") if FLAGS.do_eval else []
+  if FLAGS.do_predict:
+    check_predict_output(predict_output_path(), job_inputs(FLAGS, checkpoint) + train_files +
+                         dev_files,
+                         [os.path.join(FLAGS.output_dir, name) for name in (
+                             BLEU_NAME, SUMMARY_NAME, "eval_results.txt", "eval_results.json")])
   if train_files or dev_files:
     try:
       translation_input.check_translation_tfrecords(train_files + dev_files,
                                                     vocab_size=config.vocab_size)
     except ValueError as e:
       common.fail(str(e))
-  if FLAGS.init_checkpoint and not tf1.train.checkpoint_exists(FLAGS.init_checkpoint):
-    common.fail("--init_checkpoint=%s: no checkpoint there" % FLAGS.init_checkpoint)
   if FLAGS.export_dir:
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
                             [FLAGS.output_dir])
   common.STOP_SIGNALS.install()
   if FLAGS.do_train:
     with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
-      _run(config, sp, train_files, dev_files)
+      _run(config, sp, train_files, dev_files, checkpoint)
   else:
-    _run(config, sp, train_files, dev_files)
+    _run(config, sp, train_files, dev_files, checkpoint)
 
 
-def _run(config, sp, train_files, dev_files):
-  """The job after main's checks: train, eval, predict, export."""
+def _run(config, sp, train_files, dev_files, checkpoint):
+  """The job after main's checks: train, eval, predict, export (of `checkpoint`)."""
   tf.io.gfile.makedirs(FLAGS.output_dir)
   if FLAGS.do_train:
     resume_step = check_resume(config)
     summary = train(config, train_files, resume_step)
     common.write_json_atomic(os.path.join(FLAGS.output_dir, SUMMARY_NAME), summary)
-  checkpoint = None
-  if FLAGS.do_eval or FLAGS.do_predict or FLAGS.export_dir:
-    checkpoint = resolve_checkpoint_flag()
+    if not FLAGS.checkpoint:
+      checkpoint = tf1.train.latest_checkpoint(FLAGS.output_dir)
   final = []
   if FLAGS.do_eval:
     results = evaluate(config, checkpoint, dev_files)
@@ -629,6 +848,7 @@ def _run(config, sp, train_files, dev_files):
     export_translation.export(config, checkpoint, FLAGS.spm_model, FLAGS.export_dir,
                               beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
                               max_decode_length=FLAGS.max_decode_length,
+                              max_source_length=FLAGS.max_source_length,
                               overwrite=FLAGS.overwrite, protected_paths=[FLAGS.output_dir])
 
 

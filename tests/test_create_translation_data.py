@@ -81,7 +81,7 @@ def test_read_parallel_counts_empty_and_extra_lines(tmp_path):
   src = _write_lines(str(tmp_path / "s.txt"), ["a b", "", "c d", "e f", "g h", "i j"])
   tgt = _write_lines(str(tmp_path / "t.gz"), ["A B", "B", "  ", "E F", "G H"], gz=True)
   stats = collections.Counter()
-  pairs = list(ctd.read_parallel(src, tgt, stats))
+  pairs = list(ctd.read_parallel(src, tgt, stats, strict=False))
   assert pairs == [(0, "a b", "A B"), (3, "e f", "E F"), (4, "g h", "G H")]
   assert stats["source_lines"] == 6 and stats["target_lines"] == 5
   assert stats["pairs_read"] == 5 and stats["extra_source_lines"] == 1
@@ -90,11 +90,12 @@ def test_read_parallel_counts_empty_and_extra_lines(tmp_path):
   assert stats["empty_pairs"] == 2
   # The other way round: the target is longer.
   stats = collections.Counter()
-  assert len(list(ctd.read_parallel(tgt, src, stats))) == 3
+  assert len(list(ctd.read_parallel(tgt, src, stats, strict=False))) == 3
   assert stats["extra_target_lines"] == 1 and stats["target_lines"] == 6
-  with pytest.raises(common.UsageError, match=r"^--strict: --source_file=.*s\.txt has 6 lines "
-                     r"but --target_file=.*t\.gz has 5$"):
-    list(ctd.read_parallel(src, tgt, strict=True))
+  # Misaligned files are an error by default (issue 25.11: one deleted line shifts every pair).
+  with pytest.raises(common.UsageError, match=r"^--target_file=.*t\.gz: has 5 lines but "
+                     r"--source_file=.*s\.txt has 6: the files are not line-aligned"):
+    list(ctd.read_parallel(src, tgt))
 
 
 @pytest.mark.parametrize("read_block", [1 << 22, 7])
@@ -123,7 +124,7 @@ def test_create_translation_data_writes_and_counts(spm_model, tmp_path):
   tgt = _write_lines(str(tmp_path / "t.de"), target + ["extra"])
   out = str(tmp_path / "out" / "train.tfrecord")
   summary_path = create_pretraining_data.summary_path_for(out)
-  summary = ctd.create_translation_data(src, tgt, sp, out, max_length=12,
+  summary = ctd.create_translation_data(src, tgt, sp, out, max_length=12, strict=False,
                                         summary_path=summary_path, max_line_chars=39,
                                         log_fn=lambda s: None)
   # Kept: pairs 0 and 4. Skipped: 1 (source over 12 ids), 2 and 3 (empty), 5 (cut line).
@@ -159,7 +160,7 @@ def test_create_translation_data_on_multi30k(tmp_path):
   out = str(tmp_path / "data" / "train.tfrecord")
   proc = run_tool("create_translation_data.py", [
       "--source_file=" + src, "--target_file=" + tgt, "--spm_model=" + model,
-      "--train_spm_vocab_size=500", "--output_file=" + out])
+      "--train_spm_vocab_size=500", "--output_file=" + out, "--allow_unequal_lines"])
   assert "Wrote 200 pairs of 200 lines" in proc.stdout
   sp = ctd.load_spm(model)
   assert sp.get_piece_size() == 500
@@ -177,6 +178,7 @@ def test_create_translation_data_on_multi30k(tmp_path):
   with open(create_pretraining_data.summary_path_for(out)) as f:
     summary = json.load(f)
   assert summary["instances"] == 200 and summary["vocab_size"] == 500
+  assert summary["settings"]["strict"] is False  # --allow_unequal_lines reached the library
   assert summary["source_unk_pieces"] == 0 and summary["target_unk_pieces"] == 0
   stats = translation_input.check_translation_tfrecords([out], vocab_size=500, max_length=128)
   assert stats["records_checked"] == 200
@@ -194,14 +196,35 @@ def _mismatched_files(tmp_path):
   return src, tgt
 
 
-def test_cli_strict_line_count_error_writes_nothing(spm_model, tmp_path):
+def test_cli_line_count_mismatch_is_an_error_and_writes_nothing(spm_model, tmp_path):
+  """Without a flag (issue 25.11: it only warned) and with the old --strict: one line."""
   src, tgt = _mismatched_files(tmp_path)
-  proc = run_tool("create_translation_data.py", [
-      "--source_file=" + src, "--target_file=" + tgt, "--spm_model=" + spm_model,
-      "--output_file=" + str(tmp_path / "o.tfrecord"), "--strict"], expect_rc=2)
-  assert last_error_line(proc) == "error: --strict: --source_file=%s has 2 lines but " \
-      "--target_file=%s has 1" % (src, tgt)
+  args = ["--source_file=" + src, "--target_file=" + tgt, "--spm_model=" + spm_model,
+          "--output_file=" + str(tmp_path / "o.tfrecord")]
+  proc = run_tool("create_translation_data.py", args, expect_rc=2)
+  assert last_error_line(proc) == (
+      "error: --target_file=%s: has 1 lines but --source_file=%s has 2: the files are not "
+      "line-aligned (nothing written); pass --allow_unequal_lines to keep the pairs of the "
+      "first 1 lines" % (tgt, src))
   assert sorted(os.listdir(str(tmp_path))) == ["s.txt", "t.txt"]  # nothing written
+  # The same file as source and target (issue 25.13), before anything is read.
+  proc = run_tool("create_translation_data.py", args[:1] + ["--target_file=" + src] + args[2:],
+                  expect_rc=2)
+  assert last_error_line(proc) == ("error: --target_file=%s: is also --source_file; give the "
+                                   "target-language file line-aligned with it" % src)
+  assert sorted(os.listdir(str(tmp_path))) == ["s.txt", "t.txt"]
+
+
+def test_unequal_lines_flags():
+  """--allow_unequal_lines (or the old --nostrict) keeps the common prefix; --strict is the
+  default and contradicts --allow_unequal_lines (the CLI: test_create_translation_data_on_multi30k
+  and test_cli_line_count_mismatch_is_an_error_and_writes_nothing)."""
+  assert not ctd.unequal_lines_allowed(False, True, False)  # the default: an error
+  assert not ctd.unequal_lines_allowed(False, True, True)   # --strict (old command lines)
+  assert ctd.unequal_lines_allowed(False, False, True)      # --nostrict (old command lines)
+  assert ctd.unequal_lines_allowed(True, True, False)       # --allow_unequal_lines
+  with pytest.raises(common.UsageError, match="^--strict and --allow_unequal_lines contradict"):
+    ctd.unequal_lines_allowed(True, True, True)
 
 
 def test_cli_refuses_an_output_that_is_an_input(spm_model, tmp_path):

@@ -3,8 +3,9 @@
 A tiny model over a tiny joint SentencePiece model (trained here on 300 Multi30k lines a side)
 and a random checkpoint; the SavedModel, loaded in a fresh process, must give what
 run_translation.translate_graph gives in a tf.compat.v1 Session on the same checkpoint, with the
-ids of Python SentencePiece (sp.encode + eos) and run_translation.translate_lines' decoding
-(ids[:length] without eos, sp.decode): the same strings, lengths, scores and cut flags.
+ids of run_translation.encode_sources (SentencePiece + eos, cut to max_source_length) and
+run_translation.translate_lines' decoding (ids[:length] without eos, sp.decode): the same
+strings, lengths, scores and cut flags.
 """
 
 import gzip
@@ -30,6 +31,7 @@ TINY_NMT_CONFIG = {"hidden_size": 16, "num_encoder_layers": 2, "num_decoder_laye
                    "residual_attention": "sum", "layer_norm_type": "admin"}
 SPM_VOCAB_SIZE = 200
 MAX_DECODE_LENGTH = 10
+MAX_SOURCE_LENGTH = 48
 LENGTH_PENALTY = 0.6
 
 # Loads each export in a fresh process (nothing of the exporter's process leaks in) and prints
@@ -48,6 +50,7 @@ for path in sys.argv[2:]:
       "translation": [t.decode("utf-8") for t in out["translation"].numpy()],
       "score": out["score"].numpy().tolist(), "length": out["length"].numpy().tolist(),
       "reached_max_length": out["reached_max_length"].numpy().tolist(),
+      "source_truncated": out["source_truncated"].numpy().tolist(),
       "dtypes": {k: v.dtype.name for k, v in out.items()},
       "empty_batch": {k: list(v.shape) for k, v in empty.items()}}
 print("RESULTS " + json.dumps(results))
@@ -110,16 +113,17 @@ def tiny_model(tmp_path_factory):
   model_dir.mkdir()
   (model_dir / run_translation.CONFIG_NAME).write_text(config.to_json_string())
   prefix = write_random_nmt_checkpoint(config, str(model_dir / "model.ckpt"))
+  # The last sentence is far over MAX_SOURCE_LENGTH: the export cuts it (issue 25.7).
   sentences = (_first_lines(shared_path("nmt", "multi30k", "val.en.gz"), 5) +
                _first_lines(shared_path("nmt", "multi30k", "val.de.gz"), 2) +
-               ["", "Zwei Männer, 日本 und ein Hund!"])
+               ["", "Zwei Männer, 日本 und ein Hund!", " ".join(en[:40])])
   return config, prefix, spm_model, sentences, work
 
 
 def reference_translations(config, prefix, spm_model, sentences, beam_size):
   """run_translation's decoding of the sentences in one padded batch, in a Session."""
   sp = create_translation_data.load_spm(spm_model)
-  ids = [sp.encode(s) + [nmt_modeling.EOS_ID] for s in sentences]
+  ids, _ = run_translation.encode_sources(sp, sentences, MAX_SOURCE_LENGTH)
   width = max(len(x) for x in ids)
   padded = np.array([x + [nmt_modeling.PAD_ID] * (width - len(x)) for x in ids], np.int32)
   with tf.Graph().as_default():
@@ -139,7 +143,8 @@ def reference_translations(config, prefix, spm_model, sentences, beam_size):
     translations.append(sp.decode(row[:-1] if ended else row))
     cut.append(not ended)
   return {"translation": translations, "score": result["score"].tolist(),
-          "length": result["length"].tolist(), "reached_max_length": cut}
+          "length": result["length"].tolist(), "reached_max_length": cut,
+          "source_truncated": [len(sp.encode(s)) + 1 > MAX_SOURCE_LENGTH for s in sentences]}
 
 
 @pytest.mark.slow
@@ -150,11 +155,13 @@ def test_saved_model_translates_as_run_translation(tiny_model):
   exports = {1: str(work / "export_beam1"), 3: str(work / "export_beam3")}
   returned = export_translation.export(
       config, os.path.dirname(prefix), spm_model, exports[3], beam_size=3,
-      length_penalty=LENGTH_PENALTY, max_decode_length=MAX_DECODE_LENGTH)
+      length_penalty=LENGTH_PENALTY, max_decode_length=MAX_DECODE_LENGTH,
+      max_source_length=MAX_SOURCE_LENGTH)
   assert returned == prefix
   cli_args = ["--checkpoint=%s" % os.path.dirname(prefix), "--spm_model=%s" % spm_model,
               "--export_dir=%s" % exports[1], "--beam_size=1",
-              "--length_penalty=%g" % LENGTH_PENALTY, "--max_decode_length=%d" % MAX_DECODE_LENGTH]
+              "--length_penalty=%g" % LENGTH_PENALTY, "--max_decode_length=%d" % MAX_DECODE_LENGTH,
+              "--max_source_length=%d" % MAX_SOURCE_LENGTH]
   run_tool("export_translation.py", cli_args, timeout=240)
   sentences_file = work / "sentences.json"
   sentences_file.write_text(json.dumps(sentences), encoding="utf-8")
@@ -166,13 +173,15 @@ def test_saved_model_translates_as_run_translation(tiny_model):
     got = loaded[path]
     want = reference_translations(config, prefix, spm_model, sentences, beam_size)
     assert got["dtypes"] == {"translation": "string", "score": "float32", "length": "int32",
-                             "reached_max_length": "bool"}
+                             "reached_max_length": "bool", "source_truncated": "bool"}
     assert got["translation"] == want["translation"], beam_size
     assert got["length"] == want["length"], beam_size
     assert got["reached_max_length"] == want["reached_max_length"], beam_size
+    assert got["source_truncated"] == want["source_truncated"], beam_size
+    assert want["source_truncated"][-1] and not all(want["source_truncated"])
     np.testing.assert_allclose(got["score"], want["score"], rtol=1e-5, atol=1e-6)
     assert got["empty_batch"] == {"translation": [0], "score": [0], "length": [0],
-                                  "reached_max_length": [0]}
+                                  "reached_max_length": [0], "source_truncated": [0]}
     # The test has power: some hypotheses end with eos (stripped), others are cut.
     assert set(want["reached_max_length"]) == {True, False}, want
     if beam_size == 1:
@@ -191,7 +200,8 @@ def test_saved_model_translates_as_run_translation(tiny_model):
   assert saved_config.to_dict() == config.to_dict()
   with open(os.path.join(export, export_translation.TRANSLATION_CONFIG_NAME)) as f:
     decoding = json.load(f)
-  assert (decoding["beam_size"], decoding["max_decode_length"]) == (3, MAX_DECODE_LENGTH)
+  assert (decoding["beam_size"], decoding["max_decode_length"], decoding["max_source_length"]) \
+      == (3, MAX_DECODE_LENGTH, MAX_SOURCE_LENGTH)
   assert os.path.exists(os.path.join(export, common.EXPORT_MARKER))
   # An earlier export is replaced only with --overwrite: one line, exit status 2.
   proc = run_tool("export_translation.py", cli_args, expect_rc=2)
@@ -206,6 +216,8 @@ def test_refuses_bad_decoding_settings(tiny_model):
     export_translation.export(config, prefix, spm_model, str(work / "z"), beam_size=0)
   with pytest.raises(common.UsageError, match=r"^--max_decode_length=0: must be"):
     export_translation.export(config, prefix, spm_model, str(work / "z"), max_decode_length=0)
+  with pytest.raises(common.UsageError, match=r"^--max_source_length=1: must be an integer >= 2"):
+    export_translation.export(config, prefix, spm_model, str(work / "z"), max_source_length=1)
   assert not (work / "z").exists()
 
 

@@ -4,13 +4,17 @@ import glob
 import gzip
 import json
 import os
+import re
 import signal
+import types
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import kill_when, last_error_line, run_tool, shared_path
+from conftest import TINY_BERT_CONFIG, kill_when, last_error_line, run_tool, shared_path
+from conftest import write_random_bert_checkpoint
+import checkpoint_utils
 import common
 import estimator_utils
 import nmt_modeling
@@ -40,7 +44,10 @@ def nmt_data(tmp_path_factory):
     lines = _head(shared_path("nmt", "multi30k", "train.%s.gz" % lang), 400)
     (root / ("train.%s" % lang)).write_text("".join(lines[:360]), encoding="utf-8")
     (root / ("dev.%s" % lang)).write_text("".join(lines[360:]), encoding="utf-8")
-    (root / ("test.%s" % lang)).write_text("".join(lines[360:372]), encoding="utf-8")
+    # 12 test sentences and a 13th far over --max_source_length (all 12 run together, twice).
+    long_line = " ".join(line.strip() for line in lines[360:372] * 2) + "\n"
+    (root / ("test.%s" % lang)).write_text("".join(lines[360:372]) + long_line,
+                                           encoding="utf-8")
   spm = str(root / "spm.model")
   run_tool("create_translation_data.py", [
       "--source_file=%s" % (root / "train.en"), "--target_file=%s" % (root / "train.de"),
@@ -68,14 +75,18 @@ def _weights(checkpoint):
 
 @pytest.fixture(scope="module")
 def trained_run(nmt_data, tmp_path_factory):
-  """One 12-step ADMIN + mean job with eval and beam-3 decoding (shared by the tests below)."""
+  """One 12-step ADMIN + mean job with eval and beam-3 decoding (shared by the tests below).
+
+  The translations go to decoded/translations.txt, a directory that does not exist yet.
+  """
   out = tmp_path_factory.mktemp("trained") / "run"
   run_tool("run_translation.py", _train_args(nmt_data, out) + [
       "--do_eval", "--dev_file=%s" % (nmt_data / "dev.tfrecord"), "--do_predict",
       "--spm_model=%s" % (nmt_data / "spm.model"),
       "--predict_source_file=%s" % (nmt_data / "test.en"),
       "--predict_reference_file=%s" % (nmt_data / "test.de"), "--max_decode_length=24",
-      "--beam_size=3"])
+      "--beam_size=3", "--max_source_length=64",
+      "--predict_output_file=%s" % (out / "decoded" / "translations.txt")])
   return out
 
 
@@ -87,11 +98,19 @@ def test_train_eval_predict_end_to_end(trained_run):
   results = json.loads((out / "eval_results.json").read_text())
   assert np.isclose(results["eval_perplexity"], np.exp(results["eval_nll_per_token"]))
   assert results["eval_nll_per_token"] < np.log(300)  # better than uniform after 12 steps
-  translations = (out / "translations.txt").read_text(encoding="utf-8").splitlines()
-  assert len(translations) == 12
+  # Every result says which weights produced it (issue 27): path and global step.
+  record = {"checkpoint": str(out / "model.ckpt-12"), "global_step": 12}
+  assert {k: results[k] for k in record} == record
+  decoded = out / "decoded" / "translations.txt"  # its directory was created (issue 25.2)
+  translations = decoded.read_text(encoding="utf-8").splitlines()
+  assert len(translations) == 13
+  assert json.loads((out / "decoded" / "translations.txt.checkpoint.json").read_text()) == record
   bleu = json.loads((out / "bleu.json").read_text())
   assert {"bleu", "chrf", "tokenized_compound_split_bleu"} <= set(bleu)
-  assert bleu["num_sentences"] == 12
+  assert bleu["num_sentences"] == 13 and {k: bleu[k] for k in record} == record
+  # The 13th source is cut to --max_source_length (issue 25.7), counted.
+  assert bleu["max_source_length"] == 64
+  assert bleu["num_sources_cut_at_max_source_length"] == 1
   profile = json.loads((out / "admin_profile.json").read_text())
   assert len(profile["encoder"]) == 4 and len(profile["decoder"]) == 6
   # The step-0 checkpoint (the initial model) holds the profile's omegas.
@@ -182,11 +201,16 @@ def test_one_line_errors(nmt_data, tmp_path):
   proc = run_tool("run_translation.py", _train_args(nmt_data, tmp_path / "o2") +
                   ["--config_file=%s" % bad_key], expect_rc=2)
   assert "unknown NMT config key(s) num_layers" in last_error_line(proc)
+  # No trained weights (issue 27): one line naming the flag to give, before any work.
   proc = run_tool("run_translation.py", [
       "--do_predict", "--output_dir=%s" % (tmp_path / "o3"),
       "--config_file=%s" % (nmt_data / "tiny.json"), spm,
       "--predict_source_file=%s" % (nmt_data / "test.en")], expect_rc=2)
-  assert "no checkpoint to evaluate or decode" in last_error_line(proc)
+  assert last_error_line(proc) == (
+      "error: --do_predict: no trained weights (no checkpoint in --output_dir=%s), so it would "
+      "score a randomly initialised model; give --checkpoint, or pass --allow_random_eval to do "
+      "that deliberately" % (tmp_path / "o3"))
+  assert not (tmp_path / "o3").exists()
   other_profile = tmp_path / "profile.json"
   other_profile.write_text(json.dumps(nmt_modeling.profile_document(
       nmt_modeling.NmtConfig.from_dict(dict(TINY_NMT_CONFIG, hidden_size=64)),
@@ -264,3 +288,144 @@ def test_read_lines_splits_at_newlines_only(tmp_path):
   for path in (plain, packed):
     assert run_translation.read_lines(str(path), "predict_source_file") == [
         "a\u0085b", "c\u2028d", "e"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Which weights a job reads (issues 25 and 27), on a random checkpoint: no training job.
+# ---------------------------------------------------------------------------------------------
+def _save_noisy_nmt_checkpoint(config, prefix, global_step, seed=5):
+  """Saves the model's variables with noise on their initial values; returns (prefix, values).
+
+  The initial values are name-seeded (nmt_modeling), so a checkpoint of plain initial values
+  would equal the weights any fresh job starts from: the noise tells loaded from not loaded.
+  """
+  rng = np.random.RandomState(seed)
+  with tf.Graph().as_default():
+    ids = tf1.placeholder(tf.int32, [None, None])
+    nmt_modeling.NmtModel(config, False, ids, ids)
+    step = tf1.train.get_or_create_global_step()
+    variables = tf1.trainable_variables()
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      values = {v.op.name: value + rng.normal(0.0, 0.1, value.shape).astype(np.float32)
+                for v, value in zip(variables, sess.run(variables))}
+      feed = {v.initial_value: values[v.op.name] for v in variables}
+      feed[step.initial_value] = global_step
+      sess.run([v.initializer for v in variables + [step]], feed)
+      return tf1.train.Saver().save(sess, prefix, global_step=global_step), values
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+  """(output_dir with nmt_config.json and model.ckpt-5 of TINY_NMT_CONFIG, prefix, values)."""
+  out = tmp_path_factory.mktemp("random_model")
+  config = nmt_modeling.NmtConfig.from_dict(TINY_NMT_CONFIG)
+  (out / run_translation.CONFIG_NAME).write_text(config.to_json_string())
+  prefix, values = _save_noisy_nmt_checkpoint(config, str(out / "model.ckpt"), 5)
+  return out, prefix, values
+
+
+@pytest.fixture(scope="module")
+def bert_checkpoint(tmp_path_factory):
+  """A tiny BERT checkpoint (bert/* variables): another model's weights."""
+  root = tmp_path_factory.mktemp("bert")
+  config_file = root / "bert_config.json"
+  config_file.write_text(json.dumps(TINY_BERT_CONFIG))
+  return write_random_bert_checkpoint(str(config_file), str(root / "bert_model.ckpt"))
+
+
+def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint):
+  """Issue 25.1: the assignment map was built before the model existed (0 variables loaded)."""
+  config = nmt_modeling.NmtConfig.from_dict(TINY_NMT_CONFIG)
+  _, prefix, values = model_dir
+
+  def build(init_checkpoint):
+    features = {"source_ids": tf.constant([[5, 6, 3]]),
+                "target_input_ids": tf.constant([[2, 7, 8]]),
+                "target_ids": tf.constant([[7, 8, 3]])}
+    model_fn = run_translation.model_fn_builder(config, init_checkpoint=init_checkpoint,
+                                                num_train_steps=10, num_warmup_steps=1)
+    model_fn(features, None, tf1.estimator.ModeKeys.TRAIN, {})
+
+  with tf.Graph().as_default():
+    build(prefix)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      got = {v.op.name: sess.run(v) for v in tf1.trainable_variables()}
+  assert sorted(got) == sorted(values)
+  for name, value in values.items():
+    np.testing.assert_array_equal(got[name], value, err_msg=name)
+  # A BERT checkpoint supplies none of the variables (issue 25.6): one line, in model_fn and in
+  # the check main runs before any work.
+  message = r"^--init_checkpoint=%s: supplies none of the model's %d variables" % (
+      re.escape(bert_checkpoint), len(values))
+  with tf.Graph().as_default():
+    with pytest.raises(common.UsageError, match=message):
+      build(bert_checkpoint)
+  with pytest.raises(common.UsageError, match=message):
+    run_translation.check_init_checkpoint(config, bert_checkpoint)
+
+
+def test_predict_output_never_replaces_an_input(nmt_data, model_dir, tmp_path):
+  """Issue 25.2: --predict_output_file replaced the source, references, spm model, checkpoint."""
+  out, prefix, _ = model_dir
+  fv = types.SimpleNamespace(
+      output_dir=str(out), predict_source_file=str(nmt_data / "test.en"),
+      predict_reference_file=str(nmt_data / "test.de"), spm_model=str(nmt_data / "spm.model"),
+      config_file=str(nmt_data / "tiny.json"), admin_profile=None, checkpoint=None,
+      init_checkpoint=None)
+  inputs = run_translation.job_inputs(fv, prefix)
+  results = [str(out / run_translation.BLEU_NAME)]
+  for path in (fv.predict_source_file, fv.predict_reference_file, fv.spm_model, fv.config_file,
+               str(out / "checkpoint"), prefix + ".index", str(out / "nmt_config.json")):
+    with pytest.raises(common.UsageError, match=r"^--predict_output_file=%s: is also an input" %
+                       re.escape(path)):
+      run_translation.check_predict_output(path, inputs, results)
+  with pytest.raises(common.UsageError, match="writes bleu.json there"):
+    run_translation.check_predict_output(results[0], inputs, results)
+  with pytest.raises(common.UsageError, match="is a directory, expected a file name"):
+    run_translation.check_predict_output(str(tmp_path), inputs, results)
+  with pytest.raises(common.UsageError, match="test.en is a file, not a directory"):
+    run_translation.check_predict_output(str(nmt_data / "test.en" / "t.txt"), inputs, results)
+  # A missing parent is no error: predict() creates it.
+  run_translation.check_predict_output(str(tmp_path / "new" / "t.txt"), inputs, results)
+
+
+def test_encode_sources_cuts_over_long_sources(nmt_data):
+  """Issue 25.7: one very long line is cut to --max_source_length ids (pieces + eos), counted."""
+  sp = run_translation.create_translation_data.load_spm(str(nmt_data / "spm.model"))
+  lines = ["A man rides a bike.", "A dog runs in the park. " * 4000]
+  ids, cut = run_translation.encode_sources(sp, lines, 16)
+  assert cut == 1 and len(ids[1]) == 16
+  assert ids[0] == sp.encode(lines[0]) + [nmt_modeling.EOS_ID]
+  assert ids[1] == sp.encode(lines[1])[:15] + [nmt_modeling.EOS_ID]
+  assert run_translation.encode_sources(sp, lines, 0)[1] == 0  # 0: no limit
+
+
+def test_weights_of_another_model_or_none(nmt_data, model_dir, bert_checkpoint, tmp_path):
+  """One line before any work: a BERT checkpoint as --checkpoint (25.9), the checkpoint state
+  file as --predict_output_file (25.2); --allow_random_eval (27) evaluates random weights and
+  says so in the results."""
+  out, _, _ = model_dir
+  spm = "--spm_model=%s" % (nmt_data / "spm.model")
+  dev = "--dev_file=%s" % (nmt_data / "dev.tfrecord")
+  config = "--config_file=%s" % (nmt_data / "tiny.json")
+  state = (out / "checkpoint").read_bytes()
+  proc = run_tool("run_translation.py", [
+      "--do_predict", "--output_dir=%s" % out, spm,
+      "--predict_source_file=%s" % (nmt_data / "test.en"),
+      "--predict_output_file=%s" % (out / "checkpoint")], expect_rc=2)
+  assert last_error_line(proc) == ("error: --predict_output_file=%s: is also an input; writing "
+                                   "it would replace that input" % (out / "checkpoint"))
+  assert (out / "checkpoint").read_bytes() == state
+  proc = run_tool("run_translation.py", [
+      "--do_eval", dev, config, "--output_dir=%s" % (tmp_path / "e"),
+      "--checkpoint=%s" % bert_checkpoint], expect_rc=2)
+  assert last_error_line(proc).startswith(
+      "error: --checkpoint=%s: lacks %d variable(s) of the translation model: " % (
+          bert_checkpoint, len(model_dir[2]) + 1))
+  random_dir = tmp_path / "random"
+  run_tool("run_translation.py", ["--do_eval", dev, config, "--output_dir=%s" % random_dir,
+                                  "--allow_random_eval"])
+  results = json.loads((random_dir / "eval_results.json").read_text())
+  assert results["checkpoint"] is None and results["global_step"] == 0
