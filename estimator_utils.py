@@ -810,6 +810,44 @@ def decode_record(record, name_to_features):
   return example
 
 
+PADDING_CHOICES = ("longest", "max_length")
+# --padding=longest rounds a batch's length up to a multiple of this: few distinct shapes (XLA
+# recompiles per shape), tensor-core friendly widths.
+PADDING_MULTIPLE = 8
+
+
+def trim_batch_to_longest(batch, max_length, mask_name="input_mask",
+                          seq_names=("input_ids", "input_mask", "segment_ids"),
+                          multiple=PADDING_MULTIPLE):
+  """Slices a batch of fixed-length features to its longest member (--padding=longest).
+
+  The length is the last real position (mask 1) of any example, plus one, rounded up to a
+  multiple of `multiple` and at most max_length. Only padding is cut: the attention mask
+  already excludes it, and position / token type embeddings and the [CLS] pooler read only the
+  kept positions, so every real token's output equals the fixed-length one to float rounding.
+
+  Args:
+    batch: dict feature name -> Tensor; seq_names are [batch, max_length].
+    max_length: the features' fixed length (max_seq_length).
+    mask_name: the [batch, max_length] 0/1 mask that marks real tokens.
+    seq_names: the features to slice along axis 1 (those absent from batch are skipped).
+    multiple: round the length up to a multiple of this.
+
+  Returns:
+    dict like batch, the seq_names features [batch, length], length <= max_length.
+  """
+  mask = batch[mask_name]
+  positions = tf.range(1, tf.shape(mask)[1] + 1, dtype=mask.dtype)
+  longest = tf.reduce_max(tf.cast(tf.not_equal(mask, 0), mask.dtype) * positions)
+  longest = tf.maximum(tf.cast(longest, tf.int32), 1)
+  length = tf.minimum((longest + multiple - 1) // multiple * multiple, max_length)
+  trimmed = dict(batch)
+  for name in seq_names:
+    if name in trimmed:
+      trimmed[name] = trimmed[name][:, :length]
+  return trimmed
+
+
 def tfrecord_input_fn(input_file, name_to_features, is_training, drop_remainder, seed=None,
                       skip_batches=0, num_parallel_calls=None):
   """The fine-tuning scripts' input_fn over one feature TFRecord file.

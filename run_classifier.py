@@ -248,6 +248,14 @@ def define_flags():
       "most the window, max_seq_length - 2, or - 3 with a text_b).")
   flags.DEFINE_enum("window_pooling", "mean", ["mean", "max"],
                     "--long_document=window: how a document's window logits are pooled.")
+  flags.DEFINE_enum(
+      "padding", None, list(estimator_utils.PADDING_CHOICES),
+      "longest: each batch is padded to its longest example rounded up to a multiple of 8 "
+      "(same batches and order; outputs equal to float rounding, less compute on padding; "
+      "training dropout masks are drawn over the shorter batch, so a training run with "
+      "dropout gets other draws); max_length: every batch to --max_seq_length (official). "
+      "Default: longest for evaluation and prediction, max_length for training and on TPU "
+      "(static shapes).")
   flags.DEFINE_string(
       "label_list", None,
       "--task_name=tsv: comma-separated labels (default: the sorted labels found in "
@@ -1623,7 +1631,8 @@ def cached_features(examples, input_file, cache_file, tokenizer, task, max_seq_l
 
 def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder,
                                 is_regression=False, seed=None, skip_batches=0,
-                                multilabel_num_labels=None, shuffle_buffer=100):
+                                multilabel_num_labels=None, shuffle_buffer=100,
+                                padding="max_length"):
   """Creates an `input_fn` closure to be passed to TPUEstimator (official).
 
   Args:
@@ -1638,10 +1647,16 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
     multilabel_num_labels: (ours) multi-label tasks: label_ids is a multi-hot
       [multilabel_num_labels] vector.
     shuffle_buffer: (ours) training shuffle buffer (records); the official 100 by default.
+    padding: (ours) "max_length" (official): every batch [batch, seq_length]; "longest": each
+      batch sliced to its longest example rounded up to a multiple of 8
+      (estimator_utils.trim_batch_to_longest): the same batches in the same order, outputs
+      equal to float rounding, less compute on padding. Not for TPU (static shapes).
 
   Returns:
     input_fn(params) -> tf.data.Dataset of int32 feature dicts, batch params["batch_size"].
   """
+  if padding not in estimator_utils.PADDING_CHOICES:
+    raise ValueError("padding=%r: not one of %s" % (padding, estimator_utils.PADDING_CHOICES))
   name_to_features = {
       "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
       "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
@@ -1665,6 +1680,8 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
         d = d.skip(skip_batches * batch_size)
     d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features))
     d = d.batch(batch_size=batch_size, drop_remainder=drop_remainder)
+    if padding == "longest":
+      d = d.map(lambda batch: estimator_utils.trim_batch_to_longest(batch, seq_length))
     return d
 
   return input_fn
@@ -2149,9 +2166,33 @@ def _check_flags():
   _check_extension_flags()
 
 
+def effective_padding(training=False):
+  """--padding for a training or an evaluation / prediction input.
+
+  By default evaluation and prediction batches are padded to their longest example (no dropout
+  there: the same outputs to float rounding) and training batches to --max_seq_length (dropout
+  masks are drawn over the batch's shape, so a shorter batch would draw other masks and a run
+  would not reproduce a max_length run's numbers); on TPU always max_length (static shapes).
+
+  Args:
+    training: whether the input feeds training.
+
+  Returns:
+    "longest" or "max_length".
+  """
+  if FLAGS.padding:
+    return FLAGS.padding
+  if FLAGS.use_tpu or training:
+    return "max_length"
+  return "longest"
+
+
 def _check_extension_flags():
   """One-line errors for the evaluation-during-training, multi-label, class-weight and
   long-document flags (those that need no task)."""
+  if getattr(FLAGS, "use_tpu", False) and getattr(FLAGS, "padding", None) == "longest":
+    common.fail("--padding=longest: not with --use_tpu (TPU programs need static shapes; use "
+                "--padding=max_length)")
   if FLAGS.eval_every_steps < 0:
     common.fail("--eval_every_steps=%d: must be >= 0" % FLAGS.eval_every_steps)
   if FLAGS.eval_every_steps and not FLAGS.do_train:
@@ -2360,6 +2401,9 @@ def _run_job(task, bert_config, tokenizer, eval_weights=None):
   if task.name == "tsv" and not task.is_regression:
     resolve_tsv_labels(task, FLAGS.data_dir, FLAGS.output_dir)
   doc_stride = _check_task_flags(task)
+  tf1.logging.info("Padding: training %s, evaluation / prediction %s%s",
+                   effective_padding(training=True), effective_padding(),
+                   " (--use_tpu: static shapes)" if FLAGS.use_tpu else "")
   # Before anything is written there: a checkpoint of another model (or label list) in
   # --output_dir would otherwise fail deep inside the restore, after bert_config.json and
   # labels.txt were replaced.
@@ -2461,7 +2505,8 @@ def _run_job(task, bert_config, tokenizer, eval_weights=None):
           drop_remainder=True, is_regression=task.is_regression, seed=FLAGS.seed,
           skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
           multilabel_num_labels=task.num_labels if task.is_multilabel else None,
-          shuffle_buffer=train_shuffle_buffer(train_cache))
+          shuffle_buffer=train_shuffle_buffer(train_cache),
+          padding=effective_padding(training=True))
       hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
       # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
       # 130 / 143 below without writing any result that would make it look finished.
@@ -2958,7 +3003,8 @@ def _train_with_evaluation(task, model_fn, train_cache, num_train_steps, resume_
         drop_remainder=True, is_regression=task.is_regression, seed=FLAGS.seed,
         skip_batches=_chunk_skip_batches(step),
         multilabel_num_labels=task.num_labels if task.is_multilabel else None,
-        shuffle_buffer=train_shuffle_buffer(train_cache))
+        shuffle_buffer=train_shuffle_buffer(train_cache),
+        padding=effective_padding(training=True))
     hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
     estimator.train(input_fn=train_input_fn, max_steps=target,
                     hooks=[hook, estimator_utils.StopOnSignalHook()])
@@ -3030,7 +3076,8 @@ def _inference_input(task, task_file, examples, cache_args, batch_size, purpose)
   input_fn = file_based_input_fn_builder(
       input_file=cache["file"], seq_length=FLAGS.max_seq_length, is_training=False,
       drop_remainder=FLAGS.use_tpu, is_regression=task.is_regression,
-      multilabel_num_labels=task.num_labels if task.is_multilabel else None)
+      multilabel_num_labels=task.num_labels if task.is_multilabel else None,
+      padding=effective_padding())
   return cache, input_fn
 
 

@@ -742,3 +742,119 @@ def test_raw_text_classifier_export_splits_as_basic_tokenizer():
       assert [w.decode() for w in got] == basic.tokenize(text), (lower, text)
   # An empty batch: no rows.
   assert export_hub.wordpiece_words(tf.constant([], tf.string), True).to_list() == []
+
+
+# ----------------------------------------------------------------------------------------------
+# --padding=longest: each batch sliced to its longest example (multiple of 8).
+
+
+PADDING_SEQ = 64  # TINY_CONFIG's max_position_embeddings
+
+
+def _padding_records(tmp_path, vocab_file, task_name, data_dir, split, limit):
+  """The official fixed-length TFRecord of real ragged text; returns (path, task)."""
+  task = rc.get_task(task_name)
+  task_file = {"train": task.train, "dev": task.dev[0]}[split]
+  examples = rc.task_examples(task, task_file, data_dir, split)[:limit]
+  tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+  path = str(tmp_path / ("%s_%s.tf_record" % (task.name, split)))
+  rc.file_based_convert_examples_to_features(examples, task.labels, PADDING_SEQ, tokenizer, path)
+  return path, task
+
+
+def _padding_batches(path, padding, is_training, batch_size, steps):
+  """The input_fn's first `steps` batches (numpy dicts)."""
+  input_fn = rc.file_based_input_fn_builder(path, PADDING_SEQ, is_training, drop_remainder=False,
+                                            seed=3, padding=padding)
+  with tf.Graph().as_default():
+    batch = tf.compat.v1.data.make_one_shot_iterator(
+        input_fn({"batch_size": batch_size})).get_next()
+    with tf.compat.v1.Session() as sess:
+      out = []
+      for _ in range(steps):
+        try:
+          out.append(sess.run(batch))
+        except tf.errors.OutOfRangeError:
+          break
+  return out
+
+
+def _run_model_fn(config, batches, mode, num_labels):
+  """Runs model_fn on each batch (TRAIN: one Adam step each); returns the predictions of each
+  batch (PREDICT) or the final trainable variables (TRAIN), by name."""
+  model_fn = rc.model_fn_builder(config, num_labels, None, learning_rate=1e-2,
+                                 num_train_steps=10, num_warmup_steps=0, use_tpu=False,
+                                 use_one_hot_embeddings=False, extra_predictions=True)
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(7)
+    placeholders = {k: tf.compat.v1.placeholder(tf.int32, [None, None] if v.ndim == 2 else [None])
+                    for k, v in batches[0].items()}
+    spec = model_fn(placeholders, None, mode, {})
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      outs = []
+      for batch in batches:
+        feed = {placeholders[k]: v for k, v in batch.items()}
+        if mode == tf.estimator.ModeKeys.TRAIN:
+          sess.run(spec.train_op, feed)
+        else:
+          outs.append(sess.run(spec.predictions, feed))
+      if mode == tf.estimator.ModeKeys.TRAIN:
+        return {v.op.name: sess.run(v) for v in tf.compat.v1.trainable_variables()}
+      return outs
+
+
+@pytest.mark.parametrize("task_name,data_dir,split,limit,batch_size", [
+    ("sst-2", os.path.join(REPO_DIR, "data", "sst2_slice"), "dev", 23, 4),  # ragged sentences
+    ("mrpc", os.path.join(FIXTURES, "MRPC"), "train", 3, 2),  # pairs
+], ids=["sst2", "mrpc"])
+def test_padding_longest_equals_max_length(tmp_path, vocab_file, task_name, data_dir, split,
+                                           limit, batch_size):
+  config = modeling.BertConfig.from_dict(TINY_CONFIG)
+  path, task = _padding_records(tmp_path, vocab_file, task_name, data_dir, split, limit)
+  full = _padding_batches(path, "max_length", False, batch_size, 100)
+  trimmed = _padding_batches(path, "longest", False, batch_size, 100)
+  assert len(full) == len(trimmed) == -(-limit // batch_size)
+  lengths = []
+  for f, t in zip(full, trimmed):
+    length = t["input_ids"].shape[1]
+    lengths.append(length)
+    # The batch's longest example, rounded up to a multiple of 8; only padding is cut.
+    assert length == min(PADDING_SEQ, -(-int(f["input_mask"].sum(axis=1).max()) // 8) * 8)
+    for name in ("input_ids", "input_mask", "segment_ids"):
+      np.testing.assert_array_equal(t[name], f[name][:, :length])
+      assert not f[name][:, length:].any()
+    np.testing.assert_array_equal(t["label_ids"], f["label_ids"])
+  assert min(lengths) < PADDING_SEQ and all(l % 8 == 0 for l in lengths)
+  if task_name == "mrpc":
+    assert any(t["segment_ids"].any() for t in trimmed)  # pairs: text_b kept with its segment
+  # Logits, probabilities and losses (what eval metrics and predictions are computed from).
+  predict = tf.estimator.ModeKeys.PREDICT
+  want = _run_model_fn(config, full, predict, task.num_labels)
+  got = _run_model_fn(config, trimmed, predict, task.num_labels)
+  for w, g in zip(want, got):
+    for name in ("logits", "probabilities", "per_example_loss"):
+      np.testing.assert_allclose(g[name], w[name], rtol=1e-5, atol=1e-5)
+  metrics = [rc.dev_metrics(task, [dict(zip(o, v)) for o in outs for v in zip(*o.values())],
+                            limit) for outs in (want, got)]
+  assert metrics[0].keys() == metrics[1].keys()
+  for name in metrics[0]:
+    assert metrics[1][name] == pytest.approx(metrics[0][name], rel=1e-5, abs=1e-6), name
+
+
+def test_padding_longest_trains_the_same_weights(tmp_path, vocab_file):
+  # Same shuffled batches in the same order; without dropout (whose masks are drawn over the
+  # batch's shape) the weights after a few Adam steps equal the fixed-length run's.
+  config = modeling.BertConfig.from_dict(dict(TINY_CONFIG, hidden_dropout_prob=0.0,
+                                              attention_probs_dropout_prob=0.0))
+  path, task = _padding_records(tmp_path, vocab_file, "sst-2",
+                                os.path.join(REPO_DIR, "data", "sst2_slice"), "dev", 24)
+  full = _padding_batches(path, "max_length", True, 8, 3)
+  trimmed = _padding_batches(path, "longest", True, 8, 3)
+  assert [t["input_ids"].shape[1] for t in trimmed] != [PADDING_SEQ] * 3
+  train = tf.estimator.ModeKeys.TRAIN
+  want = _run_model_fn(config, full, train, task.num_labels)
+  got = _run_model_fn(config, trimmed, train, task.num_labels)
+  assert want.keys() == got.keys()
+  for name in want:
+    np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)

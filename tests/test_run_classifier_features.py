@@ -287,6 +287,7 @@ def _flags(**overrides):
      "--task_type=multilabel: only for --task_name=tsv"),
     (dict(tune_threshold=True), "--tune_threshold: only for --task_type=multilabel"),
     (dict(doc_stride=8), "--doc_stride=8: only used with --long_document=window"),
+    (dict(padding="longest", use_tpu=True), "--padding=longest: not with --use_tpu"),
 ])
 def test_flag_errors_are_one_line(monkeypatch, overrides, message):
   monkeypatch.setattr(rc, "FLAGS", _flags(**overrides))
