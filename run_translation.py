@@ -817,10 +817,9 @@ def main(_):
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
                             [FLAGS.output_dir])
   common.STOP_SIGNALS.install()
-  if FLAGS.do_train:
-    with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
-      _run(config, sp, train_files, dev_files, checkpoint)
-  else:
+  # Every job takes the lock, evaluation-only ones too: beside a running training job an
+  # evaluation would score (and write results for) whichever checkpoint happens to be the latest.
+  with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
     _run(config, sp, train_files, dev_files, checkpoint)
 
 

@@ -6,6 +6,7 @@ import json
 import os
 import re
 import signal
+import socket
 import types
 
 import numpy as np
@@ -424,6 +425,17 @@ def test_weights_of_another_model_or_none(nmt_data, model_dir, bert_checkpoint, 
   assert last_error_line(proc).startswith(
       "error: --checkpoint=%s: lacks %d variable(s) of the translation model: " % (
           bert_checkpoint, len(model_dir[2]) + 1))
+  # An evaluation-only job takes the output_dir lock too (25.18): beside a live job (this test
+  # process holds the lock) it refuses instead of scoring an intermediate checkpoint.
+  locked = tmp_path / "locked"
+  locked.mkdir()
+  (locked / ".lock-local").write_text(json.dumps(
+      {"pid": os.getpid(), "host": socket.gethostname(), "time": "2024-01-01T00:00:00"}))
+  proc = run_tool("run_translation.py", ["--do_eval", dev, config, "--output_dir=%s" % locked,
+                                         "--allow_random_eval"], expect_rc=2)
+  assert last_error_line(proc).startswith(
+      "error: --output_dir=%s: in use by another job (pid %d" % (locked, os.getpid()))
+  assert sorted(os.listdir(locked)) == [".lock-local"]
   random_dir = tmp_path / "random"
   run_tool("run_translation.py", ["--do_eval", dev, config, "--output_dir=%s" % random_dir,
                                   "--allow_random_eval"])
