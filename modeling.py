@@ -173,19 +173,7 @@ class BertConfig(object):
         raise ValueError("%s: key 'use_running_mean'=%s contradicts 'residual_attention'=%r" %
                          (source, str(use_running_mean).lower(), given))
       values["residual_attention"] = implied
-
-    known = _constructor_defaults()
-    for key in values:
-      if key not in known:
-        raise ValueError("%s: unknown config key '%s' (known keys: %s)" %
-                         (source, key, ", ".join(sorted(known))))
-    if "vocab_size" not in values:
-      raise ValueError("%s: missing required config key 'vocab_size'" % source)
-    config = cls(vocab_size=None)
-    for key, value in six.iteritems(values):
-      config.__dict__[key] = value
-    config.validate(source)
-    return config
+    return config_from_checked_dict(cls, values, source)
 
   @classmethod
   def from_json_file(cls, json_file):
@@ -263,6 +251,38 @@ def read_config_json(json_file):
 def _constructor_defaults():
   """Returns the set of config keys BertConfig accepts."""
   return set(BertConfig(vocab_size=1).__dict__)
+
+
+def config_from_checked_dict(config_class, values, source, kind="config"):
+  """A validated config of `config_class` from a dict: the one reader of every config class.
+
+  Used by BertConfig, the translation NmtConfig and the ETC EtcConfig: each accepts exactly the
+  keys its constructor sets, needs `vocab_size`, and checks its values in `validate(source)`.
+
+  Args:
+    config_class: a class constructed as config_class(vocab_size=...) with a validate method.
+    values: dict of config keys (already cleaned of any ignored or translated keys).
+    source: where the dict came from (a file name), used in error messages.
+    kind: the config's name in messages ("config", "NMT config", ...).
+
+  Returns:
+    The validated config.
+
+  Raises:
+    ValueError: an unknown key or no vocab_size (naming `source`), or what validate raises.
+  """
+  known = set(config_class(vocab_size=1).__dict__)
+  for key in values:
+    if key not in known:
+      raise ValueError("%s: unknown %s key '%s' (known keys: %s)" %
+                       (source, kind, key, ", ".join(sorted(known))))
+  if "vocab_size" not in values:
+    raise ValueError("%s: missing required %s key 'vocab_size'" % (source, kind))
+  config = config_class(vocab_size=None)
+  for key, value in six.iteritems(values):
+    config.__dict__[key] = value
+  config.validate(source)
+  return config
 
 
 def get_compute_dtype(value):

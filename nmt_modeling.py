@@ -97,18 +97,7 @@ class NmtConfig(object):
     if not isinstance(json_object, dict):
       raise ValueError("%s: an NMT config must be a JSON object, got %s" % (
           source, type(json_object).__name__))
-    known = set(cls(vocab_size=1).__dict__)
-    unknown = sorted(set(json_object) - known)
-    if unknown:
-      raise ValueError("%s: unknown NMT config key(s) %s (known: %s)" %
-                       (source, ", ".join(unknown), ", ".join(sorted(known))))
-    if "vocab_size" not in json_object:
-      raise ValueError("%s: vocab_size is required" % source)
-    config = cls(vocab_size=json_object["vocab_size"])
-    for key, value in json_object.items():
-      config.__dict__[key] = value
-    config.validate(source)
-    return config
+    return modeling.config_from_checked_dict(cls, json_object, source, kind="NMT config")
 
   @classmethod
   def from_json_file(cls, json_file):

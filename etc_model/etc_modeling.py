@@ -181,18 +181,7 @@ class EtcConfig(object):
     if not isinstance(json_object, dict):
       raise ValueError("%s: an ETC config must be a JSON object, got %s" %
                        (source, type(json_object).__name__))
-    known = set(cls(vocab_size=1).__dict__)
-    for key in json_object:
-      if key not in known:
-        raise ValueError("%s: unknown config key '%s' (known keys: %s)" %
-                         (source, key, ", ".join(sorted(known))))
-    if "vocab_size" not in json_object:
-      raise ValueError("%s: missing required config key 'vocab_size'" % source)
-    config = cls(vocab_size=None)
-    for key, value in six.iteritems(json_object):
-      config.__dict__[key] = value
-    config.validate(source)
-    return config
+    return modeling.config_from_checked_dict(cls, json_object, source)
 
   @classmethod
   def from_json_file(cls, json_file):

@@ -201,7 +201,7 @@ def test_one_line_errors(nmt_data, tmp_path):
   bad_key.write_text(json.dumps(dict(TINY_NMT_CONFIG, num_layers=3)))
   proc = run_tool("run_translation.py", _train_args(nmt_data, tmp_path / "o2") +
                   ["--config_file=%s" % bad_key], expect_rc=2)
-  assert "unknown NMT config key(s) num_layers" in last_error_line(proc)
+  assert "unknown NMT config key 'num_layers'" in last_error_line(proc)
   # No trained weights (issue 27): one line naming the flag to give, before any work.
   proc = run_tool("run_translation.py", [
       "--do_predict", "--output_dir=%s" % (tmp_path / "o3"),
