@@ -7,7 +7,10 @@ is skipped when it is complete (pre-training: train_summary_local.json at the re
 its evaluation written; fine-tuning: trained to its last step, evaluated and exported), so a
 stopped demo resumes where it stopped; pre-training itself resumes from its last checkpoint.
 SIGINT / SIGTERM stop the running stage cleanly (exit 130 / 143); a stage that fails stops the
-demo with one line naming it (exit 1). About 10 minutes on 2 CPU cores.
+demo with one line naming it (exit 1). About 6 to 10 minutes on 2 CPU cores (328 s on 2026-11-24
+on a 2-core machine shared with other jobs, load average 2-3). Every stage is seeded (--seed): the same flags give the same
+report. docs/DEMO_RECIPE.md has the sweep that chose the recipe (an 8,000-entry vocab built from the
+training text, sequences of 64, 6,000 steps at 1e-3; fine-tuning 10 epochs of batch 16 at 1e-4).
 """
 
 from __future__ import absolute_import
@@ -33,8 +36,9 @@ def define_flags():
   flags.DEFINE_string("output_dir", os.path.join(REPO_DIR, "output", "demo"),
                       "Where the demo writes data, checkpoints, exports and report.md.")
   flags.DEFINE_string("bert_config_file",
-                      os.path.join(REPO_DIR, "configs", "bert_tiny_realformer.json"),
-                      "Model to pre-train (default: a 2-layer, 128-wide RealFormer).")
+                      os.path.join(REPO_DIR, "configs", "bert_demo.json"),
+                      "Model to pre-train (default: a 2-layer, 128-wide RealFormer over an "
+                      "8,000-entry vocab).")
   flags.DEFINE_enum("residual_attention", None, ["none", "sum", "mean"],
                     "Overrides residual_attention of --bert_config_file.")
   flags.DEFINE_string("train_text", os.path.join(REPO_DIR, "data", "demo_corpus", "train.txt"),
@@ -42,16 +46,30 @@ def define_flags():
   flags.DEFINE_string("heldout_text",
                       os.path.join(REPO_DIR, "data", "demo_corpus", "heldout.txt"),
                       "Held-out text for the MLM / NSP evaluation.")
-  flags.DEFINE_string("vocab_file", os.path.join(REPO_DIR, "data", "vocab.txt"),
-                      "WordPiece vocabulary (bert-base-uncased).")
+  flags.DEFINE_string("vocab_file", None,
+                      "WordPiece vocabulary (e.g. data/vocab.txt, bert-base-uncased, with "
+                      "--bert_config_file=configs/bert_tiny_realformer.json). Default: the "
+                      "demo's first stage builds one from --train_text (build_vocab.py) with "
+                      "the config's vocab_size entries.")
   flags.DEFINE_string("sentiment_dir", os.path.join(REPO_DIR, "data", "sst2_slice"),
                       "SST-2-layout fine-tuning data (train.tsv, dev.tsv).")
-  flags.DEFINE_integer("max_seq_length", 128, "Pre-training sequence length.")
-  flags.DEFINE_integer("pretrain_steps", 1200, "Pre-training steps.")
+  # The recipe (docs/DEMO_RECIPE.md has the sweep that chose it).
+  flags.DEFINE_integer("max_seq_length", 64,
+                       "Pre-training sequence length (the corpus' sentences are short: 64 "
+                       "gives more updates per minute than 128).")
+  flags.DEFINE_integer("pretrain_steps", 6000, "Pre-training steps.")
   flags.DEFINE_integer("pretrain_batch_size", 32, "Pre-training batch size.")
   flags.DEFINE_float("pretrain_learning_rate", 1e-3, "Peak pre-training learning rate.")
-  flags.DEFINE_integer("finetune_epochs", 3, "Fine-tuning epochs on the sentiment slice.")
+  flags.DEFINE_integer("pretrain_warmup_steps", None,
+                       "Linear warm-up steps of pre-training (default: a tenth of the steps).")
+  flags.DEFINE_float("finetune_learning_rate", 1e-4,
+                     "Peak fine-tuning learning rate (10% linear warm-up, then linear decay).")
+  flags.DEFINE_integer("finetune_epochs", 10, "Fine-tuning epochs on the sentiment slice.")
+  flags.DEFINE_integer("finetune_batch_size", 16, "Fine-tuning batch size.")
   flags.DEFINE_bool("finetune", True, "Fine-tune and export a classifier after pre-training.")
+  flags.DEFINE_integer("seed", 12345,
+                       "Seed of every stage (data creation, initialisation, dropout, shuffling): "
+                       "the same seed and flags give the same report on the same machine.")
 
 
 FLAGS = flags.FLAGS
@@ -192,6 +210,16 @@ def classifier_done(classifier_dir, export_dir):
   return True, "global_step %s, exported" % results.get("global_step")
 
 
+def _config_vocab_size(config_file):
+  """vocab_size of a BERT config file (a one-line error when it has none)."""
+  config = _read_json(config_file)
+  size = (config or {}).get("vocab_size")
+  if not isinstance(size, int) or isinstance(size, bool) or size < 6:
+    common.fail("--bert_config_file=%s: no usable vocab_size (%r) to build the vocab with; "
+                "or pass --vocab_file" % (config_file, size))
+  return size
+
+
 def _is_progress(line):
   keys = ("remaining", "MB/s", "Training done", "error:", "Wrote ", "accuracy =",
           "eval_accuracy", "Exported")
@@ -205,25 +233,54 @@ def _path(*parts):
 def main(_):
   # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
   estimator_utils.require_estimator()
-  for flag_name in ("train_text", "heldout_text", "vocab_file", "bert_config_file"):
+  for flag_name in ("train_text", "heldout_text", "bert_config_file"):
     common.require_file(getattr(FLAGS, flag_name), flag_name)
+  if FLAGS.vocab_file is not None:
+    common.require_file(FLAGS.vocab_file, "vocab_file")
   if FLAGS.pretrain_steps < 1:
     common.fail("--pretrain_steps=%d: must be >= 1" % FLAGS.pretrain_steps)
+  for flag_name in ("max_seq_length", "pretrain_batch_size", "finetune_epochs",
+                    "finetune_batch_size"):
+    if getattr(FLAGS, flag_name) < 1:
+      common.fail("--%s=%d: must be >= 1" % (flag_name, getattr(FLAGS, flag_name)))
+  warmup_steps = FLAGS.pretrain_warmup_steps
+  if warmup_steps is None:
+    warmup_steps = max(1, FLAGS.pretrain_steps // 10)
+  elif not 0 <= warmup_steps <= FLAGS.pretrain_steps:
+    common.fail("--pretrain_warmup_steps=%d: must be in [0, --pretrain_steps=%d]" % (
+        warmup_steps, FLAGS.pretrain_steps))
+  for flag_name in ("pretrain_learning_rate", "finetune_learning_rate"):
+    if not getattr(FLAGS, flag_name) > 0:
+      common.fail("--%s=%s: must be > 0" % (flag_name, getattr(FLAGS, flag_name)))
+  if FLAGS.vocab_file is None:
+    vocab_size = _config_vocab_size(FLAGS.bert_config_file)
   os.makedirs(FLAGS.output_dir, exist_ok=True)
   # SIGINT / SIGTERM: the running stage saves and stops, the demo exits 130 / 143.
   subprocess_utils.install_signal_forwarding()
   log_dir = _path("logs")
   timings = {}
+  vocab_file = FLAGS.vocab_file
+  if vocab_file is None:
+    # A vocab of the corpus: the 30,522-entry bert-base-uncased one makes the MLM softmax and
+    # the embedding update most of a step's time, and ~2/3 of its rows never occur in the text.
+    vocab_file = _path("vocab.txt")  # written atomically: its existence marks the stage done
+    timings["build vocab"] = run_stage(
+        "build vocab",
+        ["build_vocab.py", "--input_file=%s" % FLAGS.train_text, "--output_file=%s" % vocab_file,
+         "--vocab_size=%d" % vocab_size, "--do_lower_case=true"],
+        lambda: file_done(vocab_file), log_dir)
   seq = FLAGS.max_seq_length
   preds = max(1, int(round(seq * 0.15)))
-  data_args = ["--vocab_file=%s" % FLAGS.vocab_file, "--do_lower_case=true",
+  data_args = ["--vocab_file=%s" % vocab_file, "--do_lower_case=true",
                "--max_seq_length=%d" % seq, "--max_predictions_per_seq=%d" % preds,
-               "--masked_lm_prob=0.15", "--random_seed=12345"]
+               "--masked_lm_prob=0.15", "--random_seed=%d" % FLAGS.seed,
+               # In-process (a 1 MB corpus takes seconds): no forked pool.
+               "--num_workers=1"]
   # create_pretraining_data.py writes its summary JSON last: the stage's marker.
   timings["create data (train)"] = run_stage(
       "create data train",
       ["create_pretraining_data.py", "--input_file=%s" % FLAGS.train_text,
-       "--output_file=%s" % _path("data", "train.tfrecord"), "--dupe_factor=5"] + data_args,
+       "--output_file=%s" % _path("data", "train.tfrecord"), "--dupe_factor=10"] + data_args,
       lambda: file_done(create_pretraining_data.summary_path_for(_path("data", "train.tfrecord"))), log_dir)
   timings["create data (held-out)"] = run_stage(
       "create data heldout",
@@ -248,7 +305,7 @@ def main(_):
       "--max_seq_length=%d" % seq, "--max_predictions_per_seq=%d" % preds,
       "--train_batch_size=%d" % FLAGS.pretrain_batch_size, "--eval_batch_size=%d" % eval_batch,
       "--num_train_steps=%d" % steps,
-      "--num_warmup_steps=%d" % max(1, steps // 10),
+      "--num_warmup_steps=%d" % warmup_steps, "--seed=%d" % FLAGS.seed,
       "--learning_rate=%g" % FLAGS.pretrain_learning_rate,
       "--save_checkpoints_steps=%d" % max(100, steps // 4),
       "--max_eval_steps=%d" % max(1, heldout_instances // eval_batch)]
@@ -269,12 +326,14 @@ def main(_):
     timings["fine-tune + export"] = run_stage(
         "finetune sst2",
         ["run_classifier.py", "--task_name=sst-2", "--data_dir=%s" % FLAGS.sentiment_dir,
-         "--vocab_file=%s" % FLAGS.vocab_file, "--do_lower_case=true",
+         "--vocab_file=%s" % vocab_file, "--do_lower_case=true",
          "--bert_config_file=%s" % os.path.join(pretrain_dir, "bert_config.json"),
          "--init_checkpoint=%s" % train_summary["checkpoint"],
          "--output_dir=%s" % classifier_dir, "--do_train", "--do_eval",
-         "--max_seq_length=64", "--train_batch_size=32", "--learning_rate=1e-4",
-         "--num_train_epochs=%d" % FLAGS.finetune_epochs, "--save_checkpoints_steps=1000",
+         "--max_seq_length=64", "--train_batch_size=%d" % FLAGS.finetune_batch_size,
+         "--learning_rate=%g" % FLAGS.finetune_learning_rate,
+         "--num_train_epochs=%d" % FLAGS.finetune_epochs, "--save_checkpoints_steps=100000",
+         "--seed=%d" % FLAGS.seed,
          "--export_dir=%s" % export_dir],
         lambda: classifier_done(classifier_dir, export_dir), log_dir)
     classifier = _read_json(os.path.join(classifier_dir, "eval_results.json"))
@@ -283,7 +342,7 @@ def main(_):
     timings["raw-text export"] = run_stage(
         "export raw-text classifier",
         ["export_hub.py", "--mode=classifier", "--init_checkpoint=%s" % classifier_dir,
-         "--vocab_file=%s" % FLAGS.vocab_file, "--do_lower_case=true", "--seq_length=64",
+         "--vocab_file=%s" % vocab_file, "--do_lower_case=true", "--seq_length=64",
          "--export_dir=%s" % text_export_dir],
         lambda: file_done(os.path.join(text_export_dir, common.EXPORT_MARKER)), log_dir)
     classifier["text_export_dir"] = text_export_dir
@@ -293,13 +352,23 @@ def main(_):
   timings["fill-mask"] = run_stage(
       "fill mask",
       ["predict_masked.py", "--init_checkpoint=%s" % train_summary["checkpoint"],
-       "--vocab_file=%s" % FLAGS.vocab_file, "--do_lower_case=true", "--top_k=3",
+       "--vocab_file=%s" % vocab_file, "--do_lower_case=true", "--top_k=3",
        "--output_file=%s" % fill_mask_file] + ["--text=%s" % t for t in FILL_MASK_SENTENCES],
       lambda: file_done(fill_mask_file), log_dir)
   with open(fill_mask_file) as f:
     fill_mask = [json.loads(line) for line in f if line.strip()]
 
-  report = _report(used_config, pretrain_eval, train_summary, classifier, timings, fill_mask)
+  recipe = ("vocab: %s (%d entries); pre-training: sequences of %d, %d steps of batch %d, "
+            "peak learning rate %g, %d warm-up steps; seed %d" % (
+                "built from the training text" if FLAGS.vocab_file is None else
+                _shown(FLAGS.vocab_file), used_config["vocab_size"], seq, steps,
+                FLAGS.pretrain_batch_size, FLAGS.pretrain_learning_rate, warmup_steps,
+                FLAGS.seed))
+  if FLAGS.finetune:
+    recipe += "; fine-tuning: %d epochs of batch %d, peak learning rate %g" % (
+        FLAGS.finetune_epochs, FLAGS.finetune_batch_size, FLAGS.finetune_learning_rate)
+  report = _report(used_config, pretrain_eval, train_summary, classifier, timings, fill_mask,
+                   recipe=recipe)
   with common.atomic_output(_path("report.md")) as f:
     f.write(report)
   print(report)
@@ -333,13 +402,17 @@ def ask_text_classifier(export_dir, sentences):
   return list(zip(sentences, names, [float(p) for p in probabilities]))
 
 
-def _report(config, pretrain_eval, train_summary, classifier, timings, fill_mask=()):
+def _report(config, pretrain_eval, train_summary, classifier, timings, fill_mask=(),
+            recipe=None):
   """The short markdown report printed at the end."""
   lines = [
       "# RealFormer demo report", "",
       "Model: %d layers, hidden %d, %d heads, residual_attention=%s, layer_norm_type=%s" % (
           config["num_hidden_layers"], config["hidden_size"], config["num_attention_heads"],
-          config["residual_attention"], config["layer_norm_type"]), "",
+          config["residual_attention"], config["layer_norm_type"]), ""]
+  if recipe:
+    lines += ["Recipe: " + recipe, ""]
+  lines += [
       "| pre-training (held-out text) | value |", "|---|---|",
       "| MLM accuracy | %.2f%% |" % (100 * pretrain_eval["masked_lm_accuracy"]),
       "| MLM loss | %.3f |" % pretrain_eval["masked_lm_loss"],

@@ -118,3 +118,68 @@ def test_sigterm_stops_the_stage_and_exits_143(tmp_path):
   assert proc.returncode == 143, output
   assert "interrupted (signal 15): demo stopped in stage 'pretrain'; rerun the same" in output
   assert "not reached" not in output
+
+
+def _tiny_demo_inputs(tmp_path):
+  """A tiny version of the demo's inputs: the first documents of data/, a 32-wide model."""
+  from conftest import TINY_BERT_CONFIG  # pylint: disable=g-import-not-at-top
+  inputs = tmp_path / "inputs"
+  (inputs / "sst2").mkdir(parents=True)
+  for name, lines in (("train.txt", 120), ("heldout.txt", 60)):
+    with open(os.path.join(REPO_DIR, "data", "demo_corpus", name)) as f:
+      (inputs / name).write_text("".join(f.readlines()[:lines]))
+  for name in ("train.tsv", "dev.tsv"):
+    with open(os.path.join(REPO_DIR, "data", "sst2_slice", name)) as f:
+      (inputs / "sst2" / name).write_text("".join(f.readlines()[:33]))
+  config = dict(TINY_BERT_CONFIG, residual_attention="sum", vocab_size=300)
+  _write(inputs / "bert_config.json", config)
+  return ["--train_text=%s" % (inputs / "train.txt"),
+          "--heldout_text=%s" % (inputs / "heldout.txt"),
+          "--sentiment_dir=%s" % (inputs / "sst2"),
+          "--bert_config_file=%s" % (inputs / "bert_config.json"),
+          "--max_seq_length=32", "--pretrain_steps=3", "--pretrain_batch_size=8",
+          "--finetune_epochs=1", "--finetune_batch_size=16"]
+
+
+def _comparable(report, output_dir):
+  """The report without what may differ between two runs: timings and the output directory."""
+  lines = [l.replace(output_dir, "<out>") for l in report.splitlines()]
+  return [l for l in lines if not l.startswith(("| speed |", "Stage times:"))]
+
+
+@pytest.mark.slow
+def test_demo_pipeline_is_deterministic(tmp_path):
+  """The whole demo (data, pre-training, fine-tuning, exports, fill-mask) at a tiny size, run
+  twice at once into two directories: the reports (and the held-out / dev metrics, exactly)
+  are the same, so the README's figures are what a fresh clone prints."""
+  from conftest import start_tool  # pylint: disable=g-import-not-at-top
+  args = _tiny_demo_inputs(tmp_path)
+  outs = [str(tmp_path / "run1"), str(tmp_path / "run2")]
+  procs = [start_tool("run_demo.py", args + ["--output_dir=%s" % out]) for out in outs]
+  try:
+    for proc in procs:
+      _, err = proc.communicate(timeout=300)
+      assert proc.returncode == 0, err[-3000:]
+  finally:
+    for proc in procs:  # SIGTERM first: the demo stops its stage's process group too
+      if proc.poll() is None:
+        proc.terminate()
+        try:
+          proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+          proc.kill()
+          proc.wait(timeout=60)
+  reports = []
+  for out in outs:
+    with open(os.path.join(out, "report.md")) as f:
+      reports.append(_comparable(f.read(), out))
+    assert any(l.startswith("| MLM accuracy |") for l in reports[-1]), reports[-1]
+    assert any(l.startswith("- \"a warm") for l in reports[-1]), reports[-1]
+  assert reports[0] == reports[1]
+  for name in ("pretrain/eval_results.json", "sst2/eval_results.json"):
+    results = []
+    for out in outs:
+      with open(os.path.join(out, name)) as f:
+        results.append({k: v for k, v in json.load(f).items() if "sec" not in k and
+                        not isinstance(v, str)})
+    assert results[0] == results[1], name
