@@ -23,6 +23,10 @@ Two layouts of the long-row attention, as the official `QkvRelativeLocalAttentio
 The running sums are kept in the layout's own shape (they are only ever added to logits of the
 same layout). The global-row attention is always full ([batch, heads, global, global + long]).
 
+`grad_checkpointing_period` k > 0 recomputes the activations of each group of k layers in the
+backward pass (`recompute_in_backward`, in place of the official tf.recompute_grad); the two
+running sums are the groups' explicit inputs and outputs.
+
 Everything is tf.compat.v1 variables and ops (no Keras layers): `modeling.dense_layer`,
 `modeling.layer_norm` (epsilon 1e-12, as Keras' LayerNormalization in the official code) and the
 step-seeded `modeling.dropout`.
@@ -32,6 +36,7 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import contextlib
 import copy
 import json
 import math
@@ -133,8 +138,9 @@ class EtcConfig(object):
         attends only to its own long tokens.
       use_hard_l2g_mask: read by the input utilities: a long token attends only to its
         sentence's global token.
-      grad_checkpointing_period: 0 (store every activation). Activation recomputation is not
-        implemented here; `EtcModel` refuses other values.
+      grad_checkpointing_period: 0 (store every activation) or k > 0: the layers run in groups
+        of k whose activations are recomputed in the backward pass (official), the
+        residual-attention running sums handed between groups as their inputs / outputs.
       residual_attention: "none", "sum" or "mean" (see the module docstring).
     """
     self.vocab_size = vocab_size
@@ -291,15 +297,10 @@ class EtcModel(object):
       name: variable scope of the model (official: "etc_document_bert").
 
     Raises:
-      ValueError: the config is invalid, or asks for what this implementation lacks.
+      ValueError: the config is invalid.
     """
     config = copy.deepcopy(config)
     config.validate("config")
-    if config.grad_checkpointing_period != 0:
-      raise ValueError(
-          "config: key 'grad_checkpointing_period'=%d: activation recomputation is not "
-          "implemented for the residual-attention chains; use 0 (every activation stored)" %
-          config.grad_checkpointing_period)
     if is_training is not None and not is_training:
       config.hidden_dropout_prob = 0.0
       config.attention_probs_dropout_prob = 0.0
@@ -561,38 +562,155 @@ def global_local_transformer_layers(long_input, global_input, config, training=F
   hidden_dropout = config.hidden_dropout_prob if training else 0.0
   intermediate_act_fn = modeling.get_activation(config.hidden_act)
   pre_ln = config.use_pre_activation_order
-  long_output, global_output = long_input, global_input
-  prev_long_scores, prev_global_scores = None, None
-  for layer_index in range(config.num_hidden_layers):
-    with tf1.variable_scope("fused_att_layer_%d" % layer_index):
-      if pre_ln:
-        long_att_in = modeling.layer_norm(long_output, "layer_norm_0")
-        global_att_in = modeling.layer_norm(global_output, "layer_norm_1")
-      else:
-        long_att_in, global_att_in = long_output, global_output
-      with tf1.variable_scope("fused_global_local_att"):
-        long_att, global_att, prev_long_scores, prev_global_scores = (
-            fused_global_local_attention(
-                long_att_in, global_att_in, config, long_layout, global_mask, global_ids,
-                layer_index=layer_index, prev_long_scores=prev_long_scores,
-                prev_global_scores=prev_global_scores, training=training,
-                use_one_hot_lookup=use_one_hot_lookup))
-      long_output = long_output + modeling.dropout(long_att, hidden_dropout)
-      global_output = global_output + modeling.dropout(global_att, hidden_dropout)
-      if not pre_ln:
-        long_output = modeling.layer_norm(long_output, "layer_norm_0")
-        global_output = modeling.layer_norm(global_output, "layer_norm_1")
 
-    if config.share_feed_forward_params:
-      long_scope = global_scope = "feed_forward_layer_%d" % layer_index
-    else:
-      long_scope = "long_feed_forward_layer_%d" % layer_index
-      global_scope = "global_feed_forward_layer_%d" % layer_index
-    long_output = _feed_forward_block(long_output, config, intermediate_act_fn, hidden_dropout,
-                                      long_scope)
-    global_output = _feed_forward_block(global_output, config, intermediate_act_fn,
-                                        hidden_dropout, global_scope)
-  return [long_output, global_output]
+  def run_layers(first, last, long_output, global_output, prev_long_scores,
+                 prev_global_scores):
+    """Layers [first, last): (long, global, handed-on long scores, handed-on global scores)."""
+    for layer_index in range(first, last):
+      with tf1.variable_scope("fused_att_layer_%d" % layer_index):
+        if pre_ln:
+          long_att_in = modeling.layer_norm(long_output, "layer_norm_0")
+          global_att_in = modeling.layer_norm(global_output, "layer_norm_1")
+        else:
+          long_att_in, global_att_in = long_output, global_output
+        with tf1.variable_scope("fused_global_local_att"):
+          long_att, global_att, prev_long_scores, prev_global_scores = (
+              fused_global_local_attention(
+                  long_att_in, global_att_in, config, long_layout, global_mask, global_ids,
+                  layer_index=layer_index, prev_long_scores=prev_long_scores,
+                  prev_global_scores=prev_global_scores, training=training,
+                  use_one_hot_lookup=use_one_hot_lookup))
+        long_output = long_output + modeling.dropout(long_att, hidden_dropout)
+        global_output = global_output + modeling.dropout(global_att, hidden_dropout)
+        if not pre_ln:
+          long_output = modeling.layer_norm(long_output, "layer_norm_0")
+          global_output = modeling.layer_norm(global_output, "layer_norm_1")
+
+      if config.share_feed_forward_params:
+        long_scope = global_scope = "feed_forward_layer_%d" % layer_index
+      else:
+        long_scope = "long_feed_forward_layer_%d" % layer_index
+        global_scope = "global_feed_forward_layer_%d" % layer_index
+      long_output = _feed_forward_block(long_output, config, intermediate_act_fn,
+                                        hidden_dropout, long_scope)
+      global_output = _feed_forward_block(global_output, config, intermediate_act_fn,
+                                          hidden_dropout, global_scope)
+    return [long_output, global_output, prev_long_scores, prev_global_scores]
+
+  num_layers = config.num_hidden_layers
+  period = config.grad_checkpointing_period
+  if not period or tf.executing_eagerly():
+    return run_layers(0, num_layers, long_input, global_input, None, None)[:2]
+  state = [long_input, global_input, None, None]
+  for first in range(0, num_layers, period):
+    last = min(first + period, num_layers)
+    # The last group's handed-on scores are never used: not outputs (no backward zeros).
+    state = recompute_in_backward(
+        lambda *block_inputs, first=first, last=last: (
+            run_layers(first, last, *block_inputs)[:4 if last < num_layers else 2]),
+        state)
+  return state[:2]
+
+
+@contextlib.contextmanager
+def _dropout_seeds(seeds, replay):
+  """Records (replay=False) or replays (replay=True) the seeds of every `modeling.dropout`.
+
+  A recomputed block must draw the masks its forward pass drew, but `modeling.dropout` keys
+  its stateless seed on the op's name, and the recomputed ops have other names (under
+  `gradients/`): the forward pass records each seed in call order (a random one where the
+  graph has no global step, in place of tf.nn.dropout's stateful draw) and the recomputation
+  uses them in the same order. The seeds are [2] int64 tensors: all that is kept.
+
+  Args:
+    seeds: list, appended to (record) or read in order (replay).
+    replay: see above.
+
+  Yields:
+    Nothing; `modeling.dropout` is back to normal on exit.
+  """
+  step_seed = modeling._step_dropout_seed  # pylint: disable=protected-access
+  position = [0]
+
+  def seed_fn(input_tensor):
+    if replay:
+      position[0] += 1
+      return seeds[position[0] - 1]
+    seed = step_seed(input_tensor)
+    if seed is None:
+      seed = tf.random.uniform([2], maxval=tf.int64.max, dtype=tf.int64)
+    seeds.append(seed)
+    return seed
+
+  modeling._step_dropout_seed = seed_fn  # pylint: disable=protected-access
+  try:
+    yield
+  finally:
+    modeling._step_dropout_seed = step_seed  # pylint: disable=protected-access
+
+
+def recompute_in_backward(block_fn, inputs):
+  """Runs `block_fn(*inputs)`, keeping none of its activations for the backward pass.
+
+  What the official code does with tf.recompute_grad, in a form that works in a tf.compat.v1
+  graph: the outputs pass through an IdentityN over (outputs, inputs, variables read) whose
+  gradient (registered for this call, as `modeling.layer_norm` does) builds `block_fn` again
+  on the inputs, under the same variable scope and with the forward pass's dropout seeds
+  (`_dropout_seeds`), and differentiates that copy. The copy's inputs depend on the incoming
+  gradient, so it runs in the backward pass (and is not merged with the forward ops).
+  tf.recompute_grad runs in such a graph, but its recomputation re-draws `modeling.dropout`'s
+  masks (keyed on op names, which differ there): wrong gradients with dropout on.
+
+  Args:
+    block_fn: function of len(inputs) arguments (Tensors or None) returning a list of
+      Tensors or None; it may create variables (tf1.get_variable) on its first call.
+    inputs: list of float32 Tensors or None (absent inputs are passed as None).
+
+  Returns:
+    The list `block_fn` returns (same values; gradients flow to `inputs` and to the
+    variables `block_fn` reads).
+  """
+  scope = tf1.get_variable_scope()
+  variables = []
+  seeds = []
+
+  def record_variable(getter, *args, **kwargs):
+    variable = getter(*args, **kwargs)
+    if all(variable is not seen for seen in variables):
+      variables.append(variable)
+    return variable
+
+  with tf1.variable_scope(scope, custom_getter=record_variable, auxiliary_name_scope=False):
+    with _dropout_seeds(seeds, replay=False):
+      outputs = block_fn(*inputs)
+  given = [i for i, tensor in enumerate(inputs) if tensor is not None]
+  returned = [i for i, tensor in enumerate(outputs) if tensor is not None]
+
+  def grad(op, *output_grads):
+    """Gradients of (outputs, inputs, variables): None, recomputed, recomputed."""
+    output_grads = list(output_grads[:len(returned)])
+    # A data dependency on the incoming gradient (as tf.recompute_grad: XLA ignores control
+    # dependencies): zero, but not known to be zero before the gradient exists.
+    first = tf.cast(tf.reduce_max(tf.reshape(output_grads[0], [-1])[:1]), tf.bool)
+    dependency = tf.where(tf.equal(first, first), 0.0, np.nan)
+    block_inputs = [None] * len(inputs)
+    for position, tensor in zip(given, op.inputs[len(returned):len(returned) + len(given)]):
+      block_inputs[position] = tensor + dependency
+    with tf1.variable_scope(scope, reuse=True, auxiliary_name_scope=False):
+      with _dropout_seeds(seeds, replay=True):
+        recomputed = block_fn(*block_inputs)
+    grads = tf.gradients([recomputed[i] for i in returned],
+                         [block_inputs[i] for i in given] + variables, grad_ys=output_grads)
+    return [None] * len(returned) + grads
+
+  with tf1.get_default_graph().gradient_override_map(
+      {"IdentityN": modeling._register_gradient(grad)}):  # pylint: disable=protected-access
+    passed = tf.identity_n([outputs[i] for i in returned] + [inputs[i] for i in given] +
+                           [tf.convert_to_tensor(v) for v in variables])
+  result = [None] * len(outputs)
+  for position, tensor in zip(returned, passed):
+    result[position] = tensor
+  return result
 
 
 def _feed_forward_block(input_tensor, config, activation, dropout_prob, scope):

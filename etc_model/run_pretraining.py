@@ -340,9 +340,6 @@ def load_config():
     config.validate("--etc_config_file=%s with flag overrides" % FLAGS.etc_config_file)
   except ValueError as e:
     common.fail(str(e) if str(e).startswith("--") else "--etc_config_file: %s" % e)
-  if config.grad_checkpointing_period:
-    common.fail("--etc_config_file=%s: grad_checkpointing_period=%d is not implemented; use 0" %
-                (FLAGS.etc_config_file, config.grad_checkpointing_period))
   if (config.max_absolute_position_embeddings and
       FLAGS.max_seq_length > config.max_absolute_position_embeddings):
     common.fail("--max_seq_length=%d is longer than max_absolute_position_embeddings=%d in %s" %

@@ -1,6 +1,7 @@
 """Tests of etc_model/etc_modeling.py: the ETC model against the NumPy reference, names, config."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -234,9 +235,6 @@ def test_config_loads_official_file_and_rejects_bad_values(tmp_path):
     assert str(error.value).startswith(str(path) + ": ") and message in str(error.value)
     assert "\n" not in str(error.value)
 
-  with pytest.raises(ValueError, match="grad_checkpointing_period'=2"):
-    etc_modeling.EtcModel(etc_modeling.EtcConfig.from_dict(
-        dict(official, grad_checkpointing_period=2)))
 
 
 def test_training_call_reuses_variables_and_has_gradients():
@@ -269,3 +267,64 @@ def test_training_call_reuses_variables_and_has_gradients():
   with pytest.raises(ValueError, match="`training` must be None"):
     etc_modeling.EtcModel(config, is_training=False)(token_ids=token_ids,
                                                      global_token_ids=global_ids, training=True)
+
+
+# (residual_attention, use_pre_activation_order, layout) of the grad-checkpointing test.
+CHECKPOINTING_CASES = (("none", False, "sparse"), ("sum", False, "full"), ("mean", True, "sparse"))
+
+
+def _outputs_and_gradients(config_dict, inputs, side, params, layout):
+  """Long / global outputs and every gradient of a loss, dropout on (step-seeded).
+
+  Returns:
+    ([long_output, global_output, gradient, ...], [variable name, ...], the float tensors of
+    the layers' forward ops that the backward pass reads: what it keeps in memory).
+  """
+  with tf.Graph().as_default() as graph:
+    tf1.train.get_or_create_global_step()
+    feed = {k: tf.constant(v, tf.int32) for k, v in inputs.items()}
+    feed.update({k: tf.constant(v, tf.int32) for k, v in side.items() if v is not None})
+    model = etc_modeling.EtcModel(etc_modeling.EtcConfig.from_dict(config_dict),
+                                  is_training=True)
+    long_output, global_output = model(att_implementation=layout, **feed)
+    loss = tf.reduce_sum(long_output * params["loss_weights"]) + tf.reduce_sum(
+        global_output ** 2)
+    grads = tf.gradients(loss, tf1.trainable_variables())
+    fetches = [long_output, global_output] + [tf.convert_to_tensor(g) for g in grads
+                                              if g is not None]
+    kept = {t.name for op in graph.get_operations() if op.name.startswith("gradients")
+            for t in op.inputs if t.dtype.is_floating and not t.op.name.startswith("gradients")
+            and re.search(r"/(fused_att|\w*feed_forward)_layer_\d+/", t.op.name)}
+    variables = tf1.global_variables()
+    init_feed = {v.initial_value: params[v.name[:-2]] for v in variables
+                 if v.name[:-2] in params}
+    with tf1.Session(config=_SESSION_CONFIG) as sess:
+      sess.run(tf1.global_variables_initializer(), feed_dict=init_feed)
+      return sess.run(fetches), [v.name for v in variables], kept
+
+
+def test_grad_checkpointing_equals_storing_every_activation():
+  # 2 layers in groups of 1: the running sums handed from one recomputed group to the next.
+  # Dropout on: the recomputation must draw the forward pass's masks.
+  config_dict = dict(TINY_ETC, share_qkv_projections=False, share_feed_forward_params=False)
+  rng = np.random.RandomState(7)
+  inputs, side = _random_inputs(rng, config_dict)
+  params = {"loss_weights": rng.normal(size=[BATCH, LONG, TINY_ETC["hidden_size"]])}
+  for name, shape in _variable_shapes(config_dict).items():
+    value = rng.normal(0.0, 0.3, shape) + (1.0 if name.endswith("gamma") else 0.0)
+    params[name] = value.astype(np.float32)
+  for residual, pre_ln, layout in CHECKPOINTING_CASES:
+    case = dict(config_dict, residual_attention=residual, use_pre_activation_order=pre_ln)
+    want, want_names, want_kept = _outputs_and_gradients(case, inputs, side, params, layout)
+    got, got_names, got_kept = _outputs_and_gradients(dict(case, grad_checkpointing_period=1),
+                                                      inputs, side, params, layout)
+    assert got_names == want_names
+    # Period 1 keeps no activation inside a layer (period 0 keeps many).
+    assert not got_kept and len(want_kept) > 20
+    assert len(got) == len(want) > 40
+    for got_value, want_value in zip(got, want):
+      np.testing.assert_allclose(got_value, want_value, atol=1e-5, rtol=1e-5,
+                                 err_msg="%s %s" % (residual, layout))
+  # Dropout was on: the outputs are not those of the same weights without it.
+  plain = numpy_etc.etc_forward(params, case, side=side, **inputs)[0]
+  assert np.abs(want[0] - plain).max() > 1e-2

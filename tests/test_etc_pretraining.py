@@ -57,7 +57,10 @@ def data(tmp_path_factory):
   summary = etc_data.create_pretraining_data(
       [str(text)], str(root / "data.tfrecord"), tokenizer, SETTINGS,
       summary_path=str(root / "data.summary.json"), log_fn=lambda line: None)
-  (root / "etc_config.json").write_text(json.dumps(TINY_ETC_CONFIG))
+  # The training jobs recompute activations in the backward pass (the model's test checks the
+  # gradients; here the Estimator's train op builds and runs with it).
+  (root / "etc_config.json").write_text(json.dumps(dict(TINY_ETC_CONFIG,
+                                                        grad_checkpointing_period=1)))
   return {"root": root, "text": text, "tokenizer": tokenizer, "summary": summary}
 
 
@@ -180,6 +183,7 @@ def test_train_from_a_lifted_checkpoint_then_a_rerun_resumes_and_evaluates(data,
   assert first["global_step"] == 2 and first["resumed_from_step"] == 0
   saved = json.loads((out / "etc_config.json").read_text())
   assert saved["residual_attention"] == "sum" and saved["local_radius"] == 8
+  assert saved["grad_checkpointing_period"] == 1
   # Resuming with another model is one line, before anything is written.
   for change, message in (({"hidden_size": 64, "intermediate_size": 128}, "of shape [32] but"),
                           ({"num_hidden_layers": 1}, "which this job's model lacks")):
