@@ -1,0 +1,325 @@
+# coding=utf-8
+"""Writes the two long-context tasks (cloze with candidates, supporting sentences) to TFRecords.
+
+  python -m etc_model.create_long_tasks \\
+      --input_file=../shared/data/corpus/novels_austen_melville_wells_verne_dickens.txt \\
+      --output_dir=long_tasks --vocab_file=data/vocab.txt \\
+      --max_seq_length=4096 --max_global_seq_length=256
+
+The input is cut into chapters, whole chapters are assigned to train / dev / test per book
+(seeded), and each chapter's windows give the examples of both tasks (etc_model.long_tasks has
+the rules: headings, books, names, windows, candidates, baselines, inserted runs).
+
+Outputs in --output_dir (each written under a hidden temporary name and renamed when complete):
+  cloze_{train,dev,test}.tfrecord, supporting_{train,dev,test}.tfrecord (long_tasks.
+    FEATURE_SHAPES_DOC lists the features), and
+  long_tasks.json: the settings (vocab, lengths, seed, ...), the chapters per split per book,
+    the examples per task and split, and the baselines' cloze accuracy.
+A rerun with the same flags writes byte-identical files (nothing depends on time or order of
+work). Bad flags and missing files: one line (exit 2).
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import collections
+import json
+import os
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+import tensorflow as tf
+
+import common
+import create_pretraining_data as bert_data
+import text_input
+from etc_model import long_tasks
+
+FLAGS = flags.FLAGS
+
+SPLITS = ("train", "dev", "test")
+TASKS = ("cloze", "supporting")
+SUMMARY_NAME = "long_tasks.json"
+
+
+def define_flags():
+  """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
+  flags.DEFINE_string("input_file", None,
+                      "Input text (one sentence per line, blank line between documents; "
+                      "comma-separated files and globs).")
+  flags.DEFINE_string("output_dir", None, "Where the TFRecords and long_tasks.json go.")
+  flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary of the model.")
+  flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
+  flags.DEFINE_integer("max_seq_length", 4096, "Long input length L (word pieces).")
+  flags.DEFINE_integer("max_global_seq_length", 256,
+                       "Global input length G: candidates plus one global token a sentence.")
+  flags.DEFINE_string("global_token", "[unused0]",
+                      "The vocabulary token of every sentence's global token.")
+  flags.DEFINE_string("candidate_token", "[unused1]",
+                      "The vocabulary token of every cloze candidate's global token.")
+  flags.DEFINE_string("blank_token", "[MASK]", "The token that replaces the cloze answer.")
+  flags.DEFINE_integer("max_candidates", 10, "At most this many cloze candidates.")
+  flags.DEFINE_integer("max_candidate_pieces", 4,
+                       "A candidate's name is cut to this many word pieces.")
+  flags.DEFINE_integer("min_name_count", 3,
+                       "A name occurs at least this many times in its chapter.")
+  flags.DEFINE_integer("min_context_tokens", 1024,
+                       "Examples need at least this many context word pieces.")
+  flags.DEFINE_integer("inserted_sentences", 3,
+                       "Supporting sentences: the length of the inserted run.")
+  flags.DEFINE_float("dev_fraction", 0.1, "Share of each book's chapters for dev.")
+  flags.DEFINE_float("test_fraction", 0.1, "Share of each book's chapters for test.")
+  flags.DEFINE_integer("random_seed", 12345, "Seed of the splits and of every example.")
+  text_input.define_input_flags()
+
+
+def read_text_documents(input_files, reader):
+  """Yields (path, document) for each document (a list of stripped non-empty lines).
+
+  Args:
+    input_files: text files.
+    reader: text_input.TextReader.
+  """
+  for path in input_files:
+    document = []
+    for raw in reader.read_lines(path):
+      line = raw.decode("utf-8", errors="replace").strip()
+      if line:
+        document.append(line)
+      elif document:
+        yield path, document
+        document = []
+    if document:
+      yield path, document
+
+
+def build_examples(input_files, tokenizer, settings):
+  """Chapters, splits and both tasks' examples.
+
+  Args:
+    input_files: text files.
+    tokenizer: tokenization.FullTokenizer.
+    settings: dict of the flags' values and token ids (see main).
+
+  Returns:
+    (chapters, splits, examples): examples[task][split] is a list of feature dicts.
+  """
+  reader = text_input.TextReader(settings["max_line_chars"], settings["max_bad_fraction"])
+  chapters = []
+  by_file = collections.OrderedDict()
+  for path, document in read_text_documents(input_files, reader):
+    by_file.setdefault(path, []).append(document)
+  for path, documents in by_file.items():
+    chapters.extend(long_tasks.documents_to_chapters(documents, os.path.basename(path)))
+  splits = long_tasks.split_chapters(chapters, settings["dev_fraction"],
+                                     settings["test_fraction"], settings["random_seed"])
+  tokenize = long_tasks.tokenize_fn(tokenizer)
+  tokenized = [long_tasks.tokenize_chapter(c, tokenize, settings["min_name_count"])
+               for c in chapters]
+  examples = {task: {split: [] for split in SPLITS} for task in TASKS}
+  donors = {split: [(c, t[1]) for c, t, s in zip(chapters, tokenized, splits)
+                    if s == split and len(t[1]) >= settings["inserted_sentences"]]
+            for split in SPLITS}
+  for chapter, (_, sentences), split in zip(chapters, tokenized, splits):
+    examples["cloze"][split].extend(long_tasks.make_cloze_examples(
+        chapter, sentences, settings, settings["random_seed"]))
+    others = [d for d in donors[split] if d[0] is not chapter]
+    examples["supporting"][split].extend(long_tasks.make_supporting_examples(
+        chapter, sentences, others, settings, settings["random_seed"]))
+  return chapters, splits, examples
+
+
+def write_records(path, examples):
+  """Writes serialized examples to `path` atomically (temporary name, then rename)."""
+  tmp_path = common.temp_path(path)
+  try:
+    with tf.io.TFRecordWriter(tmp_path) as writer:
+      for example in examples:
+        writer.write(long_tasks.serialize(example))
+    tf.io.gfile.rename(tmp_path, path, overwrite=True)
+  finally:
+    if tf.io.gfile.exists(tmp_path):
+      tf.io.gfile.remove(tmp_path)
+
+
+# Buckets of answer_distance (word pieces) for the by-distance breakdown.
+DISTANCE_BUCKETS = (128, 512, 2048)
+
+
+def distance_bucket(distance):
+  """The name of the answer_distance bucket of `distance` ("0-127", ..., "2048+")."""
+  low = 0
+  for high in DISTANCE_BUCKETS:
+    if distance < high:
+      return "%d-%d" % (low, high - 1)
+    low = high
+  return "%d+" % low
+
+
+def _accuracies(examples):
+  n = float(len(examples))
+  return {
+      "examples": len(examples),
+      "most_frequent_accuracy": round(
+          sum(e["most_frequent"] == e["label"] for e in examples) / n, 4),
+      "most_recent_accuracy": round(
+          sum(e["most_recent"] == e["label"] for e in examples) / n, 4),
+  }
+
+
+def cloze_baselines(examples):
+  """The baselines' accuracy on cloze examples, overall and by answer_distance bucket.
+
+  Args:
+    examples: list of cloze feature dicts.
+
+  Returns:
+    dict: examples, most_frequent_accuracy, most_recent_accuracy, mean_candidates,
+    mean_answer_distance and by_distance {bucket: the first three}.
+  """
+  if not examples:
+    return {"examples": 0}
+  result = _accuracies(examples)
+  n = float(len(examples))
+  result["mean_candidates"] = round(sum(sum(e["candidate_mask"]) for e in examples) / n, 2)
+  result["mean_answer_distance"] = round(sum(e["answer_distance"][0] for e in examples) / n, 1)
+  buckets = collections.OrderedDict()
+  for example in sorted(examples, key=lambda e: e["answer_distance"][0]):
+    buckets.setdefault(distance_bucket(example["answer_distance"][0]), []).append(example)
+  result["by_distance"] = collections.OrderedDict(
+      (name, _accuracies(group)) for name, group in buckets.items())
+  return result
+
+
+def inserted_share(examples):
+  """Share of the sentences (real global tokens) that are inserted, over supporting examples."""
+  sentences = sum(sum(1 for g in e["global_token_ids"] if g) for e in examples)
+  return round(sum(sum(e["sentence_labels"]) for e in examples) / float(max(1, sentences)), 4)
+
+
+def create_long_tasks(input_files, output_dir, tokenizer, settings, extra_settings=None):
+  """Writes both tasks' TFRecords and long_tasks.json; returns the summary dict.
+
+  Args:
+    input_files: text files.
+    output_dir: the output directory (created).
+    tokenizer: tokenization.FullTokenizer.
+    settings: dict (see main).
+    extra_settings: more settings to record (vocab_file, ...).
+
+  Returns:
+    The summary written to long_tasks.json.
+  """
+  chapters, splits, examples = build_examples(input_files, tokenizer, settings)
+  if not any(examples[task][split] for task in TASKS for split in SPLITS):
+    common.fail("--input_file=%s: no example could be made (%d chapters; lower "
+                "--min_context_tokens=%d?)" % (",".join(input_files), len(chapters),
+                                               settings["min_context_tokens"]))
+  tf.io.gfile.makedirs(output_dir)
+  for task in TASKS:
+    for split in SPLITS:
+      write_records(os.path.join(output_dir, "%s_%s.tfrecord" % (task, split)),
+                    examples[task][split])
+  recorded = dict(settings, **(extra_settings or {}))
+  summary = collections.OrderedDict()
+  summary["settings"] = recorded
+  summary["input_files"] = list(input_files)
+  summary["chapters_per_split"] = long_tasks.split_counts(chapters, splits)
+  summary["examples"] = {task: {split: len(examples[task][split]) for split in SPLITS}
+                         for task in TASKS}
+  summary["cloze_baselines"] = {split: cloze_baselines(examples["cloze"][split])
+                                for split in SPLITS}
+  summary["supporting_inserted_share"] = {split: inserted_share(examples["supporting"][split])
+                                          for split in SPLITS}
+  summary["features"] = long_tasks.FEATURE_SHAPES_DOC.strip().splitlines()
+  common.write_json_atomic(os.path.join(output_dir, SUMMARY_NAME), summary)
+  return summary
+
+
+def _validate_flags():
+  """One-line errors for impossible flag values."""
+  for name in ("input_file", "output_dir"):
+    if not getattr(FLAGS, name):
+      common.fail("--%s is required" % name)
+  for name in ("max_seq_length", "max_global_seq_length", "max_candidate_pieces",
+               "min_name_count", "inserted_sentences"):
+    if getattr(FLAGS, name) < 1:
+      common.fail("--%s=%d: must be >= 1" % (name, getattr(FLAGS, name)))
+  if FLAGS.max_candidates < 2:
+    common.fail("--max_candidates=%d: must be >= 2" % FLAGS.max_candidates)
+  if FLAGS.max_candidates * FLAGS.max_candidate_pieces >= FLAGS.max_seq_length:
+    common.fail("--max_candidates=%d: times --max_candidate_pieces=%d leaves no room in "
+                "--max_seq_length=%d" % (FLAGS.max_candidates, FLAGS.max_candidate_pieces,
+                                         FLAGS.max_seq_length))
+  if FLAGS.max_candidates >= FLAGS.max_global_seq_length:
+    common.fail("--max_candidates=%d: must be < --max_global_seq_length=%d" %
+                (FLAGS.max_candidates, FLAGS.max_global_seq_length))
+  if FLAGS.min_context_tokens < 0:
+    common.fail("--min_context_tokens=%d: must be >= 0" % FLAGS.min_context_tokens)
+  for name in ("dev_fraction", "test_fraction"):
+    if not 0.0 <= getattr(FLAGS, name) < 1.0:
+      common.fail("--%s=%g: must be in [0, 1)" % (name, getattr(FLAGS, name)))
+  if FLAGS.dev_fraction + FLAGS.test_fraction >= 1.0:
+    common.fail("--dev_fraction=%g: plus --test_fraction=%g leaves no training chapters" %
+                (FLAGS.dev_fraction, FLAGS.test_fraction))
+  text_input.validate_input_flags()
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  _validate_flags()
+  common.require_file(FLAGS.vocab_file, "vocab_file")
+  input_files = common.expand_input_files(FLAGS.input_file, "input_file")
+  common.check_output_dir(FLAGS.output_dir)
+  outputs = [os.path.join(FLAGS.output_dir, "%s_%s.tfrecord" % (task, split))
+             for task in TASKS for split in SPLITS]
+  for path in outputs + [os.path.join(FLAGS.output_dir, SUMMARY_NAME)]:
+    common.check_not_input(path, input_files + [FLAGS.vocab_file], "output_dir")
+  text_input.check_text_inputs(input_files)
+  try:
+    tokenizer = bert_data.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+  except (UnicodeDecodeError, ValueError, KeyError, IndexError) as e:
+    if isinstance(e, common.UsageError):
+      raise
+    common.fail("--vocab_file=%s: cannot be read as a vocabulary (%s)" % (FLAGS.vocab_file, e))
+  ids = {}
+  for flag in ("global_token", "candidate_token", "blank_token"):
+    token = getattr(FLAGS, flag)
+    if token not in tokenizer.vocab:
+      common.fail("--%s=%s: not in --vocab_file=%s" % (flag, token, FLAGS.vocab_file))
+    ids[flag + "_id"] = tokenizer.vocab[token]
+  settings = {
+      "max_seq_length": FLAGS.max_seq_length,
+      "max_global_seq_length": FLAGS.max_global_seq_length,
+      "max_candidates": FLAGS.max_candidates,
+      "max_candidate_pieces": FLAGS.max_candidate_pieces,
+      "min_name_count": FLAGS.min_name_count,
+      "min_context_tokens": FLAGS.min_context_tokens,
+      "inserted_sentences": FLAGS.inserted_sentences,
+      "dev_fraction": FLAGS.dev_fraction, "test_fraction": FLAGS.test_fraction,
+      "random_seed": FLAGS.random_seed,
+      "global_token": FLAGS.global_token, "candidate_token": FLAGS.candidate_token,
+      "blank_token": FLAGS.blank_token,
+      "max_bad_fraction": FLAGS.max_bad_fraction, "max_line_chars": FLAGS.max_line_chars,
+  }
+  settings.update(ids)
+  for path in outputs + [os.path.join(FLAGS.output_dir, SUMMARY_NAME)]:
+    for removed in common.remove_stale_temps(path):
+      logging.info("removed %s (left by an earlier run)", removed)
+  summary = create_long_tasks(
+      input_files, FLAGS.output_dir, tokenizer, settings,
+      extra_settings={"vocab_file": FLAGS.vocab_file, "do_lower_case": FLAGS.do_lower_case})
+  printable = {k: v for k, v in summary.items() if k not in ("input_files", "features")}
+  print(json.dumps(printable, indent=2))
+  print("Wrote %s in %s" % (", ".join("%s %s: %d" % (task, split, summary["examples"][task][split])
+                                      for task in TASKS for split in SPLITS),
+                            FLAGS.output_dir))
+  sys.stdout.flush()
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(lambda argv: common.run_main(main, argv))

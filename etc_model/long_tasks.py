@@ -1,0 +1,492 @@
+# coding=utf-8
+"""Long-context tasks on whole chapters: chapters, seeded splits, cloze and supporting sentences.
+
+The library of `python -m etc_model.create_long_tasks` (and of the fine-tuning script to come).
+
+Chapters. The input is the corpus format of create_pretraining_data.py (one sentence per line,
+a blank line between documents). A chapter is a run of lines of one document that holds no
+heading line: a document is cut at every line matching HEADING_PATTERN ("CHAPTER 12.",
+"Chapter IV", "BOOK II.", "ACT 3", "SCENE 1."; the heading line itself is dropped). A document
+without headings is one chapter (the shared novels are stored as blocks of ~100-200 sentences of
+one book, Shakespeare as plays with SCENE headings). A document whose first BYLINE_LINES lines
+hold a title-page line (BYLINE_PATTERN: "By Jane Austen", "by H. G. Wells [1898]",
+"Jane Austen (1803)", a Gutenberg / etext notice) starts a new book; the book's name is that
+line, after the lines above it in the document ("PRIDE AND PREJUDICE / By Jane Austen"; numbered
+when it repeats, "By Jane Austen #2"), the file's name before the first one.
+
+Splits. Per book, the chapters are shuffled with numpy's generator seeded by (seed, crc32 of the
+book's name) and the first round(test_fraction * n) go to test, the next round(dev_fraction * n)
+to dev, the rest to train: a chapter is on one side only and the split does not depend on the
+order of the books or on the other books.
+
+Names (the cloze answers: people mostly, places too, as CBT's named entities). In a chapter, a
+name is a title-case word (NAME_PATTERN: a capital and
+then lower-case letters, "Emma", "Queequeg") that
+  - occurs at least min_name_count times in the chapter,
+  - occurs at least once not as the first word of its sentence (not sentence-initial-only),
+  - never occurs in lower case in the chapter ("Well", "Poor", "There" do), and
+  - is not in STOP_WORDS (titles, pronouns, days, months, interjections, nationalities).
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import collections
+import re
+import zlib
+
+import numpy as np
+import tensorflow as tf
+
+from etc_model import etc_inputs
+
+HEADING_PATTERN = re.compile(
+    r"^\s*(CHAPTER|Chapter|BOOK|Book|ACT|Act|SCENE|Scene)\s+([0-9]+|[IVXLCivxlc]+)\b[.:]?")
+BYLINE_PATTERN = re.compile(
+    r"^([Bb]y( [A-Z][\w.'-]*)+( \[\d{4}\])?|[A-Z][a-z]+( [A-Z][a-z]+)+ \(\d{4}\)|"
+    r".*\b(etext|EBook|Project Gutenberg)\b.*)$")
+BYLINE_LINES = 3
+NAME_PATTERN = re.compile(r"\b[A-Z][a-z]+\b")
+_WORD_PATTERN = re.compile(r"[A-Za-z]+")
+
+STOP_WORDS = frozenset("""
+Mr Mrs Miss Ms Sir Madam Madame Lady Lord Dr Doctor Captain Colonel General Major Master Mistress
+Uncle Aunt Father Mother Brother Sister Saint St King Queen Prince Princess Duke Earl Professor
+God Heaven Lord Christ Christian Providence I Oh Ah Ay Aye Alas Yes No Nay Pray Well Dear Hark
+Monday Tuesday Wednesday Thursday Friday Saturday Sunday January February March April May June
+July August September October November December English French German Dutch Spanish Indian
+American British Scotch Irish Latin Greek Roman Italian Thou Thee Thy
+""".split())
+
+FEATURE_SHAPES_DOC = """
+Cloze records (C = max_candidates, G = max_global_seq_length, L = max_seq_length), int64:
+  token_ids [L], sentence_ids [L], long_breakpoints [L], global_token_ids [G],
+  global_breakpoints [G]  (etc_inputs.make_sentence_global_inputs layout; the candidates are the
+    first global tokens, each over its name's word pieces at the start of the long input)
+  candidate_mask [C]      1 for a real candidate
+  label [1]               index of the answer among the candidates
+  blank_position [1]      long index of the (first) blank token
+  answer_distance [1]     word pieces from the blank to the answer's last earlier mention
+  most_frequent [1], most_recent [1]   the two baselines' candidate indices
+Supporting-sentence records: the same five long / global features and
+  sentence_labels [G]     1 at each inserted sentence's global token, 0 else (padding 0)
+  inserted_start [1], inserted_count [1]   the run of inserted sentences (global indices)
+"""
+
+Chapter = collections.namedtuple("Chapter", ["book", "index", "sentences"])
+
+
+def is_heading(line):
+  """Whether a line is a chapter / scene heading (HEADING_PATTERN)."""
+  return HEADING_PATTERN.match(line) is not None
+
+
+def is_byline(line):
+  """Whether a line is a title-page line that starts a new book (BYLINE_PATTERN)."""
+  return BYLINE_PATTERN.match(line.strip()) is not None
+
+
+def documents_to_chapters(documents, default_book):
+  """Cuts documents into chapters (see the module docstring).
+
+  Args:
+    documents: list of documents, each a list of sentence strings (one per line).
+    default_book: the book name before the first title page (e.g. the file's name).
+
+  Returns:
+    List of Chapter(book, index in its book, sentences), in input order.
+  """
+  chapters = []
+  book = default_book
+  seen_books = collections.Counter()
+  counts = collections.Counter()
+  for document in documents:
+    at = next((i for i, l in enumerate(document[:BYLINE_LINES]) if is_byline(l)), None)
+    if at is not None:
+      # The title above the byline names the book too (Shakespeare's plays share a byline).
+      byline = " / ".join(l.strip() for l in document[max(0, at - 1):at + 1])
+      seen_books[byline] += 1
+      book = byline if seen_books[byline] == 1 else "%s #%d" % (byline, seen_books[byline])
+    current = []
+    for line in document + [None]:
+      if line is None or is_heading(line):
+        if current:
+          chapters.append(Chapter(book, counts[book], current))
+          counts[book] += 1
+        current = []
+      else:
+        current.append(line)
+  return chapters
+
+
+def split_chapters(chapters, dev_fraction, test_fraction, seed):
+  """Assigns whole chapters to train / dev / test, per book, seeded.
+
+  Args:
+    chapters: list of Chapter.
+    dev_fraction: share of each book's chapters for dev.
+    test_fraction: share for test.
+    seed: int.
+
+  Returns:
+    List of "train" / "dev" / "test", one per chapter.
+  """
+  by_book = collections.OrderedDict()
+  for i, chapter in enumerate(chapters):
+    by_book.setdefault(chapter.book, []).append(i)
+  splits = [None] * len(chapters)
+  for book, indices in by_book.items():
+    rng = np.random.default_rng([seed, zlib.crc32(book.encode("utf-8"))])
+    order = [indices[j] for j in rng.permutation(len(indices))]
+    num_test = int(round(test_fraction * len(order)))
+    num_dev = int(round(dev_fraction * len(order)))
+    for rank, i in enumerate(order):
+      splits[i] = ("test" if rank < num_test else
+                   "dev" if rank < num_test + num_dev else "train")
+  return splits
+
+
+def split_counts(chapters, splits):
+  """{book: {split: chapters}} plus a "total" entry."""
+  counts = collections.OrderedDict()
+  for chapter, split in zip(chapters, splits):
+    for key in (chapter.book, "total"):
+      counts.setdefault(key, collections.OrderedDict(
+          (name, 0) for name in ("train", "dev", "test")))[split] += 1
+  total = counts.pop("total", None)
+  if total is not None:
+    counts["total"] = total
+  return counts
+
+
+def first_word(sentence):
+  """The first word of a sentence (after quotes and punctuation), or None."""
+  match = _WORD_PATTERN.search(sentence)
+  return match.group(0) if match else None
+
+
+def find_names(sentences, min_name_count):
+  """The names of a chapter (rule in the module docstring).
+
+  Args:
+    sentences: the chapter's sentence strings.
+    min_name_count: k, the least number of occurrences.
+
+  Returns:
+    Sorted list of names.
+  """
+  total = collections.Counter()
+  inner = collections.Counter()
+  lower = set()
+  for sentence in sentences:
+    first = first_word(sentence)
+    for i, match in enumerate(NAME_PATTERN.finditer(sentence)):
+      word = match.group(0)
+      total[word] += 1
+      if not (i == 0 and word == first and sentence.find(word) == match.start()):
+        inner[word] += 1
+    lower.update(w for w in _WORD_PATTERN.findall(sentence) if w.islower())
+  return sorted(w for w, n in total.items()
+                if n >= min_name_count and inner[w] and w.lower() not in lower and
+                w not in STOP_WORDS)
+
+
+def tokenize_fn(tokenizer):
+  """text -> word-piece ids of a FullTokenizer (its fast tokenize_to_ids when it has one)."""
+  tokenize = getattr(tokenizer, "tokenize_to_ids", None)
+  if tokenize is None:
+    tokenize = lambda text: tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
+  return tokenize
+
+
+class TokenizedSentence(object):
+  """A sentence's word pieces and where each name occurs in them.
+
+  Attributes:
+    ids: list of word-piece ids.
+    mentions: list of (name, start, end): the name's pieces are ids[start:end].
+  """
+
+  def __init__(self, ids, mentions):
+    self.ids = ids
+    self.mentions = mentions
+
+
+def tokenize_sentence(text, names_pattern, tokenize):
+  """Tokenises one sentence in pieces cut around the names, recording each name's pieces.
+
+  The names are bounded by \\b (never a letter or digit next to them), where BERT's basic
+  tokenizer splits anyway: the ids equal those of the whole sentence.
+
+  Args:
+    text: the sentence.
+    names_pattern: compiled regex matching the chapter's names, or None.
+    tokenize: text -> ids.
+
+  Returns:
+    TokenizedSentence.
+  """
+  if names_pattern is None:
+    return TokenizedSentence(list(tokenize(text)), [])
+  ids, mentions, pos = [], [], 0
+  for match in names_pattern.finditer(text):
+    ids.extend(tokenize(text[pos:match.start()]))
+    name_ids = tokenize(match.group(0))
+    mentions.append((match.group(0), len(ids), len(ids) + len(name_ids)))
+    ids.extend(name_ids)
+    pos = match.end()
+  ids.extend(tokenize(text[pos:]))
+  return TokenizedSentence(ids, mentions)
+
+
+def names_regex(names):
+  """A regex matching any of the names as a whole word, or None for no names."""
+  if not names:
+    return None
+  return re.compile(r"\b(%s)\b" % "|".join(re.escape(n) for n in sorted(names, key=len,
+                                                                         reverse=True)))
+
+
+def tokenize_chapter(chapter, tokenize, min_name_count):
+  """(names, [TokenizedSentence]) of a chapter; empty sentences dropped."""
+  names = find_names(chapter.sentences, min_name_count)
+  pattern = names_regex(names)
+  sentences = [tokenize_sentence(s, pattern, tokenize) for s in chapter.sentences]
+  return names, [s for s in sentences if s.ids]
+
+
+def example_rng(seed, task, chapter, window):
+  """numpy Generator of one example: depends only on the seed and the example's identity."""
+  key = zlib.crc32(("%s\t%s\t%d" % (task, chapter.book, chapter.index)).encode("utf-8"))
+  return np.random.default_rng([seed, key, window])
+
+
+def window_end(sentences, start, long_budget, global_budget):
+  """The end of the longest run sentences[start:end] within both budgets.
+
+  Args:
+    sentences: TokenizedSentences.
+    start: the first sentence of the run.
+    long_budget: at most this many word pieces.
+    global_budget: at most this many sentences.
+
+  Returns:
+    end (== start when sentences[start] alone is longer than long_budget).
+  """
+  end, used = start, 0
+  while (end < len(sentences) and end - start < global_budget and
+         used + len(sentences[end].ids) <= long_budget):
+    used += len(sentences[end].ids)
+    end += 1
+  return end
+
+
+def _pad(values, length):
+  return list(values) + [0] * (length - len(values))
+
+
+def make_cloze_examples(chapter, sentences, settings, seed):
+  """The cloze examples of one chapter (Children's Book Test construction on long windows).
+
+  The chapter is walked in windows of consecutive sentences. A window holds as many sentences
+  as fit in the long budget (max_seq_length - max_candidates * max_candidate_pieces, for the
+  candidates' pieces) and in the global budget (max_global_seq_length - max_candidates). Its
+  question is its latest sentence in the second half of the window that holds a name mentioned
+  in an earlier sentence of the window; one of those names (seeded choice) is the answer, and
+  every mention of it in the question is replaced by one blank_token_id. The context is the
+  window's sentences before the question; the next window starts after the question. A window
+  whose context has fewer than min_context_tokens pieces gives no example.
+
+  Candidates: the distinct names mentioned in the context; with more than max_candidates, the
+  answer and a seeded sample of the others; in seeded order. Baselines: most_frequent is the
+  candidate with the most mentions in the context (ties: the later last mention), most_recent
+  the candidate mentioned last. answer_distance is the blank's long position minus that of the
+  last piece of the answer's last mention in the context.
+
+  Args:
+    chapter: Chapter.
+    sentences: its TokenizedSentences (tokenize_chapter: the mentions of its names).
+    settings: dict with max_seq_length, max_global_seq_length, max_candidates,
+      max_candidate_pieces, min_context_tokens, global_token_id, candidate_token_id,
+      blank_token_id.
+    seed: int.
+
+  Returns:
+    List of dicts of int lists (the cloze features, see FEATURE_SHAPES_DOC), each with
+    "answer" and "candidates" (names) for inspection.
+  """
+  long_len, global_len = settings["max_seq_length"], settings["max_global_seq_length"]
+  num_cands, cand_pieces = settings["max_candidates"], settings["max_candidate_pieces"]
+  long_budget = long_len - num_cands * cand_pieces
+  global_budget = global_len - num_cands
+  examples = []
+  start, window = 0, 0
+  while start < len(sentences):
+    end = window_end(sentences, start, long_budget, global_budget)
+    if end == start:  # one sentence longer than the budget: skip it
+      start += 1
+      continue
+    question, answers = None, []
+    for q in range(end - 1, start + (end - start) // 2 - 1, -1):
+      earlier = set(m[0] for s in sentences[start:q] for m in s.mentions)
+      answers = sorted(set(m[0] for m in sentences[q].mentions) & earlier)
+      if answers:
+        question = q
+        break
+    if question is None:
+      start = end
+      continue
+    context = sentences[start:question]
+    context_len = sum(len(s.ids) for s in context)
+    if context_len >= settings["min_context_tokens"]:
+      rng = example_rng(seed, "cloze", chapter, window)
+      example = _cloze_example(context, sentences[question], answers, rng, settings)
+      if example is not None:
+        examples.append(example)
+    window += 1
+    start = question + 1
+  return examples
+
+
+def _cloze_example(context, question, answers, rng, settings):
+  """One cloze example (see make_cloze_examples); None when the candidates do not fit."""
+  answer = answers[int(rng.integers(len(answers)))]
+  count, last = collections.Counter(), {}
+  offset = 0
+  for sentence in context:
+    for name, _, end in sentence.mentions:
+      count[name] += 1
+      last[name] = offset + end - 1
+    offset += len(sentence.ids)
+  others = sorted(n for n in count if n != answer)
+  if len(others) > settings["max_candidates"] - 1:
+    others = [others[i] for i in sorted(rng.choice(len(others), settings["max_candidates"] - 1,
+                                                   replace=False))]
+  candidates = [answer] + others
+  candidates = [candidates[i] for i in rng.permutation(len(candidates))]
+  # The question with each mention of the answer as one blank token.
+  blanked, pos = [], 0
+  for name, begin, end in question.mentions:
+    if name == answer:
+      blanked.extend(question.ids[pos:begin] + [settings["blank_token_id"]])
+      pos = end
+  blanked.extend(question.ids[pos:])
+  name_ids = {}
+  for sentence in context:
+    for name, begin, end in sentence.mentions:
+      name_ids.setdefault(name, sentence.ids[begin:end])
+  cand_ids = [name_ids[c][:settings["max_candidate_pieces"]] for c in candidates]
+  # One packed example: the candidates first, each a "sentence" of its name's pieces under its
+  # own global token, then the context and the question (all attend to each other).
+  record = etc_inputs.make_sentence_global_inputs(
+      [cand_ids + [s.ids for s in context] + [blanked]], settings["max_seq_length"],
+      settings["max_global_seq_length"], settings["global_token_id"])
+  prefix = sum(len(c) for c in cand_ids)
+  body = prefix + sum(len(s.ids) for s in context) + len(blanked)
+  if int(record["input_mask"].sum()) != body:
+    return None
+  num_c = len(candidates)
+  record["global_token_ids"][:num_c] = settings["candidate_token_id"]
+  blank_position = prefix + sum(len(s.ids) for s in context) + blanked.index(
+      settings["blank_token_id"])
+  recency = {n: last[n] for n in candidates}
+  most_recent = max(candidates, key=lambda n: recency[n])
+  most_frequent = max(candidates, key=lambda n: (count[n], recency[n]))
+  features = collections.OrderedDict()
+  for name in ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
+               "global_breakpoints"):
+    features[name] = [int(v) for v in record[name]]
+  features["candidate_mask"] = _pad([1] * num_c, settings["max_candidates"])
+  features["label"] = [candidates.index(answer)]
+  features["blank_position"] = [blank_position]
+  features["answer_distance"] = [blank_position - (prefix + last[answer])]
+  features["most_frequent"] = [candidates.index(most_frequent)]
+  features["most_recent"] = [candidates.index(most_recent)]
+  features["answer"] = answer
+  features["candidates"] = candidates
+  return features
+
+
+def chapter_windows(sentences, long_len, global_len):
+  """Cuts a chapter's TokenizedSentences into consecutive windows that fit L and G.
+
+  Returns:
+    List of (start, end) sentence ranges (a sentence longer than L alone is skipped).
+  """
+  windows, start = [], 0
+  while start < len(sentences):
+    end = window_end(sentences, start, long_len, global_len)
+    if end == start:
+      start += 1
+      continue
+    windows.append((start, end))
+    start = end
+  return windows
+
+
+def make_supporting_examples(chapter, sentences, donors, settings, seed):
+  """The supporting-sentence examples of one chapter.
+
+  Each window of the chapter (chapter_windows) with more than inserted_sentences + 1 sentences
+  and at least min_context_tokens pieces gets a run of inserted_sentences consecutive sentences
+  replaced (seeded position) by as many consecutive sentences of a donor chapter (seeded choice
+  among `donors`, another chapter of the same split, seeded start). Sentences at the end of the
+  window that no longer fit are dropped. Labels: 1 at the inserted sentences' global tokens.
+
+  Args:
+    chapter: Chapter.
+    sentences: its TokenizedSentences.
+    donors: list of (Chapter, TokenizedSentences) of the same split, other chapters, each with
+      at least inserted_sentences sentences.
+    settings: dict with max_seq_length, max_global_seq_length, inserted_sentences,
+      min_context_tokens, global_token_id.
+    seed: int.
+
+  Returns:
+    List of dicts of int lists (see FEATURE_SHAPES_DOC), each with "donor" (book, index).
+  """
+  long_len, global_len = settings["max_seq_length"], settings["max_global_seq_length"]
+  k = settings["inserted_sentences"]
+  examples = []
+  if not donors:
+    return examples
+  for window, (start, end) in enumerate(chapter_windows(sentences, long_len, global_len)):
+    ids = [s.ids for s in sentences[start:end]]
+    if len(ids) <= k + 1 or sum(len(s) for s in ids) < settings["min_context_tokens"]:
+      continue
+    rng = example_rng(seed, "supporting", chapter, window)
+    at = int(rng.integers(len(ids) - k + 1))
+    donor_chapter, donor_sentences = donors[int(rng.integers(len(donors)))]
+    donor_start = int(rng.integers(len(donor_sentences) - k + 1))
+    inserted = [s.ids for s in donor_sentences[donor_start:donor_start + k]]
+    mixed = ids[:at] + inserted + ids[at + k:]
+    labels = [0] * at + [1] * k + [0] * (len(ids) - at - k)
+    while sum(len(s) for s in mixed) > long_len:
+      mixed.pop()
+      labels.pop()
+    if sum(labels) < k:  # the inserted run itself did not fit
+      continue
+    record = etc_inputs.make_sentence_global_inputs([mixed], long_len, global_len,
+                                                    settings["global_token_id"])
+    features = collections.OrderedDict()
+    for name in ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
+                 "global_breakpoints"):
+      features[name] = [int(v) for v in record[name]]
+    features["sentence_labels"] = _pad(labels, global_len)
+    features["inserted_start"] = [at]
+    features["inserted_count"] = [k]
+    features["donor"] = (donor_chapter.book, donor_chapter.index)
+    examples.append(features)
+  return examples
+
+
+def serialize(features):
+  """A tf.train.Example of the int features (other entries, e.g. names, left out), serialized."""
+  feature = collections.OrderedDict()
+  for name, values in features.items():
+    if isinstance(values, list) and all(isinstance(v, int) for v in values):
+      feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+  # deterministic: map entries in key order, so that a rerun writes the same bytes.
+  return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
+      deterministic=True)

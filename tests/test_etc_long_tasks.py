@@ -1,0 +1,191 @@
+"""Tests of etc_model.long_tasks / etc_model.create_long_tasks: chapters and seeded splits, a
+hand-made cloze example (answer, candidates, distance, both baselines known), the inserted-
+sentence labels, byte-identical reruns and a one-line error."""
+
+import os
+
+import numpy as np
+
+import create_pretraining_data as bert_data
+import tokenization
+from conftest import last_error_line, run_tool
+from etc_model import create_long_tasks
+from etc_model import long_tasks
+
+L, G = 128, 16
+
+
+def _tokenizer(vocab_file):
+  return tokenization.FullTokenizer(vocab_file, do_lower_case=True)
+
+
+def _settings(tokenizer, **overrides):
+  settings = {"max_seq_length": L, "max_global_seq_length": G, "max_candidates": 4,
+              "max_candidate_pieces": 4, "min_name_count": 2, "min_context_tokens": 0,
+              "inserted_sentences": 2, "dev_fraction": 0.25, "test_fraction": 0.25,
+              "random_seed": 3, "global_token_id": tokenizer.vocab["[unused0]"],
+              "candidate_token_id": tokenizer.vocab["[unused1]"],
+              "blank_token_id": tokenizer.vocab["[MASK]"], "max_bad_fraction": 0.01,
+              "max_line_chars": 100000}
+  settings.update(overrides)
+  return settings
+
+
+def test_chapters_cut_at_headings_books_at_bylines_and_splits_keep_chapters_whole():
+  documents = [["THE FIRST BOOK", "By Ann Writer", "CHAPTER 1.", "a b.", "c d.", "CHAPTER 2.",
+                "e f."],
+               ["g h.", "Chapter IV", "i j."],
+               ["By Ann Writer", "k l."],
+               ["SCENE 2.", "m n.", "Part of it."]]
+  chapters = long_tasks.documents_to_chapters([["x y."]] + documents, "file.txt")
+  assert [(c.book, c.index, c.sentences) for c in chapters] == [
+      ("file.txt", 0, ["x y."]),  # before the first title page
+      ("THE FIRST BOOK / By Ann Writer", 0, ["THE FIRST BOOK", "By Ann Writer"]),
+      ("THE FIRST BOOK / By Ann Writer", 1, ["a b.", "c d."]),
+      ("THE FIRST BOOK / By Ann Writer", 2, ["e f."]),
+      ("THE FIRST BOOK / By Ann Writer", 3, ["g h."]),
+      ("THE FIRST BOOK / By Ann Writer", 4, ["i j."]),
+      ("By Ann Writer", 0, ["By Ann Writer", "k l."]),
+      ("By Ann Writer", 1, ["m n.", "Part of it."])]  # "Part of" is no heading
+  many = [long_tasks.Chapter("book%d" % (i % 2), i // 2, ["s%d." % i]) for i in range(40)]
+  splits = long_tasks.split_chapters(many, 0.1, 0.2, seed=5)
+  assert splits == long_tasks.split_chapters(many, 0.1, 0.2, seed=5)
+  assert splits != long_tasks.split_chapters(many, 0.1, 0.2, seed=6)
+  # Per book: 20 chapters -> 4 test, 2 dev, 14 train; one split per chapter.
+  counts = long_tasks.split_counts(many, splits)
+  assert counts["book0"] == {"train": 14, "dev": 2, "test": 4}
+  assert counts["total"] == {"train": 28, "dev": 4, "test": 8}
+  # A book's split does not depend on the other books.
+  alone = [c for c in many if c.book == "book1"]
+  assert long_tasks.split_chapters(alone, 0.1, 0.2, 5) == [
+      s for c, s in zip(many, splits) if c.book == "book1"]
+
+
+CLOZE_CHAPTER = ["Anna met Boris at the market.",
+                 "Boris gave Anna a red apple and Boris smiled.",
+                 "Then Clara and Boris walked home.",
+                 "The rain fell on Anna.",
+                 "Later that night the cat thought of Clara."]
+
+
+def test_cloze_example_by_hand(vocab_file):
+  tokenizer = _tokenizer(vocab_file)
+  settings = _settings(tokenizer)
+  chapter = long_tasks.Chapter("b", 0, CLOZE_CHAPTER)
+  # Title-case words seen >= 2 times, not only sentence-initially, never in lower case.
+  names, sentences = long_tasks.tokenize_chapter(chapter, tokenizer.tokenize_to_ids, 2)
+  assert names == ["Anna", "Boris", "Clara"]
+  examples = long_tasks.make_cloze_examples(chapter, sentences, settings, 3)
+  assert len(examples) == 1
+  ex = examples[0]
+  # The question is the last sentence; only Clara is in it and seen before.
+  assert ex["answer"] == "Clara" and sorted(ex["candidates"]) == ["Anna", "Boris", "Clara"]
+  assert ex["candidates"][ex["label"][0]] == "Clara"
+  # Context counts: Anna 3, Boris 4, Clara 1; last mentions: Boris and Clara in sentence 3,
+  # Anna in sentence 4.
+  assert ex["candidates"][ex["most_frequent"][0]] == "Boris"
+  assert ex["candidates"][ex["most_recent"][0]] == "Anna"
+  pieces = [tokenizer.tokenize(s) for s in CLOZE_CHAPTER]
+  prefix = sum(len(tokenizer.tokenize(c)) for c in ex["candidates"])
+  last_clara = prefix + len(pieces[0]) + len(pieces[1]) + pieces[2].index("clara")
+  blank = prefix + sum(map(len, pieces[:4])) + pieces[4].index("clara")
+  assert ex["blank_position"] == [blank]
+  assert ex["answer_distance"] == [blank - last_clara]
+  ids = np.array(ex["token_ids"])
+  assert ids[blank] == tokenizer.vocab["[MASK]"]
+  assert (ids != 0).sum() == sum(map(len, pieces)) + prefix
+  # The candidates: the first global tokens, each over its name's pieces.
+  sentence_ids = np.array(ex["sentence_ids"])
+  for i, name in enumerate(ex["candidates"]):
+    assert tokenizer.convert_ids_to_tokens(ids[(sentence_ids == i) & (ids != 0)].tolist()) == [
+        name.lower()]
+  assert ex["global_token_ids"][:3] == [settings["candidate_token_id"]] * 3
+  assert ex["global_token_ids"][3:9] == [settings["global_token_id"]] * 5 + [0]
+  assert ex["candidate_mask"] == [1, 1, 1, 0]
+  assert ex["global_breakpoints"][7] == 1 and sum(ex["global_breakpoints"]) == 1
+
+
+def test_inserted_sentence_labels(vocab_file):
+  tokenizer = _tokenizer(vocab_file)
+  settings = _settings(tokenizer)
+  own = long_tasks.Chapter("b", 0, ["one cat sat.", "two cats sat.", "three dogs ran.",
+                                    "four birds flew.", "five fish swam."])
+  donor = long_tasks.Chapter("b", 1, ["red house.", "blue house.", "green house."])
+  _, own_sentences = long_tasks.tokenize_chapter(own, tokenizer.tokenize_to_ids, 2)
+  _, donor_sentences = long_tasks.tokenize_chapter(donor, tokenizer.tokenize_to_ids, 2)
+  examples = long_tasks.make_supporting_examples(own, own_sentences,
+                                                 [(donor, donor_sentences)], settings, 3)
+  assert len(examples) == 1
+  ex = examples[0]
+  at = ex["inserted_start"][0]
+  labels = ex["sentence_labels"]
+  assert labels == [0] * at + [1, 1] + [0] * (G - at - 2)
+  ids, sentence_ids = np.array(ex["token_ids"]), np.array(ex["sentence_ids"])
+  words = [" ".join(tokenizer.convert_ids_to_tokens(ids[(sentence_ids == g) & (ids != 0)]
+                                                    .tolist())) for g in range(5)]
+  kept = [w for w, label in zip(words, labels) if not label]
+  inserted = [w for w, label in zip(words, labels) if label]
+  original = ["one cat sat .", "two cats sat .", "three dogs ran .", "four birds flew .",
+              "five fish swam ."]
+  assert kept == original[:at] + original[at + 2:]
+  assert " ".join(inserted) in ("red house . blue house .", "blue house . green house .")
+
+
+def _corpus(path):
+  """Two books of named sentences, with chapter headings."""
+  rng = np.random.RandomState(0)
+  names = ["Anna", "Boris", "Clara", "David", "Elena"]
+  words = "the old man walked to the river and saw a small boat near home".split()
+  lines = []
+  for book in range(2):
+    lines += ["TALE %d" % book, "By Some Author", ""]
+    for chapter in range(6):
+      lines.append("CHAPTER %d." % (chapter + 1))
+      for _ in range(14):
+        lines.append(" ".join([names[rng.randint(5)]] + list(rng.choice(words, 5)) +
+                              ["with", names[rng.randint(5)]]) + ".")
+      lines.append("")
+  with open(path, "w") as f:
+    f.write("\n".join(lines) + "\n")
+
+
+def test_rerun_is_byte_identical_and_counted(tmp_path, vocab_file):
+  corpus = str(tmp_path / "corpus.txt")
+  _corpus(corpus)
+  tokenizer = bert_data.make_tokenizer(vocab_file, True)
+  settings = _settings(tokenizer, max_seq_length=64, max_global_seq_length=12)
+  contents = []
+  for run in ("a", "b"):
+    out = str(tmp_path / run)
+    summary = create_long_tasks.create_long_tasks([corpus], out, tokenizer, settings)
+    contents.append({name: open(os.path.join(out, name), "rb").read()
+                     for name in sorted(os.listdir(out))})
+  assert contents[0] == contents[1]
+  assert len(contents[0]) == 7
+  # Per book 7 chapters (the title page and 6): 2 dev, 2 test (0.25 * 7 rounded), 3 train.
+  for book in ("TALE 0 / By Some Author", "TALE 1 / By Some Author"):
+    assert summary["chapters_per_split"][book] == {"train": 3, "dev": 2, "test": 2}
+  assert summary["chapters_per_split"]["total"] == {"train": 6, "dev": 4, "test": 4}
+  for task in ("cloze", "supporting"):
+    for split in ("train", "dev", "test"):
+      records = bert_data.read_examples(os.path.join(str(tmp_path / "a"),
+                                                     "%s_%s.tfrecord" % (task, split)))
+      assert len(records) == summary["examples"][task][split]
+  assert summary["examples"]["cloze"]["train"] > 0
+  assert summary["examples"]["supporting"]["train"] > 0
+  # Inserted sentences come from a chapter of the same split (nothing crosses a split).
+  chapters, splits, examples = create_long_tasks.build_examples([corpus], tokenizer, settings)
+  split_of = {(c.book, c.index): s for c, s in zip(chapters, splits)}
+  for split, split_examples in examples["supporting"].items():
+    assert all(split_of[e["donor"]] == split for e in split_examples)
+
+
+def test_bad_flag_is_one_line(tmp_path, vocab_file):
+  corpus = str(tmp_path / "corpus.txt")
+  _corpus(corpus)
+  proc = run_tool(None, ["-m", "etc_model.create_long_tasks", "--input_file=" + corpus,
+                         "--output_dir=" + str(tmp_path / "out"), "--vocab_file=" + vocab_file,
+                         "--dev_fraction=0.5", "--test_fraction=0.5"], expect_rc=2)
+  assert last_error_line(proc) == (
+      "error: --dev_fraction=0.5: plus --test_fraction=0.5 leaves no training chapters")
+  assert not os.path.exists(str(tmp_path / "out"))
