@@ -12,7 +12,8 @@ Three kinds of SavedModel (--mode, several comma-separated modes in one call wri
                 (the three inputs + `masked_lm_positions` [batch, n] -> `mlm_logits`
                 [batch, n, vocab], from the cls/predictions weights of a pre-training checkpoint).
                 Fine-tunable: hub.KerasLayer(path, trainable=True).
-  preprocessor  string [batch] -> the three int32 inputs [batch, --seq_length]; sub-objects
+  preprocessor  string [batch] -> the three int32 inputs [batch, --seq_length] (--padding=bucket:
+                [batch, the call's longest input rounded up to 16, 32, 64, ...]); sub-objects
                 `tokenize` (strings -> RaggedTensor of ids [batch, (words), (pieces)], SentencePiece:
                 [batch, (pieces)]) and `bert_pack_inputs(segments, seq_length=...)`. Built with
                 tensorflow-text so that the ids equal tokenization.FullTokenizer (see
@@ -123,6 +124,14 @@ def define_flags():
                       "SentencePiece model instead of --vocab_file (as tokenization.py).")
   flags.DEFINE_bool("do_lower_case", True, "Lower-case (and strip accents from) the input.")
   flags.DEFINE_integer("seq_length", 128, "Default sequence length of the preprocessor.")
+  flags.DEFINE_enum(
+      "padding", "max_length", ["max_length", "bucket"],
+      "Preprocessor: max_length: every call's inputs [batch, --seq_length] (the TF-Hub "
+      "preprocessor's shape); bucket: a call's inputs padded to its longest text rounded up "
+      "to 16, 32, 64, ... or --seq_length (less encoder compute on short texts, the same "
+      "outputs at every real token to float rounding; for consumers that take any length). "
+      "bert_pack_inputs with an explicit seq_length is always that long. The classifier export "
+      "always pads to --seq_length for now.")
   flags.DEFINE_bool("with_mlm", False, "Encoder: add the `mlm` sub-object (cls/predictions).")
   flags.DEFINE_bool("with_attention", False,
                     "Encoder: also output attention_scores and attention_probs per layer.")
@@ -588,17 +597,7 @@ def wordpiece_words(text, do_lower_case):
   return words.with_flat_values(tf.where(too_long, "[UNK]", words.flat_values))
 
 
-def official_trim_lengths(len_a, len_b, max_length):
-  """The lengths left by run_classifier._truncate_seq_pair (pure Python, for tests/docs)."""
-  while len_a + len_b > max_length:
-    if len_a > len_b:
-      len_a -= 1
-    else:
-      len_b -= 1
-  return len_a, len_b
-
-
-def pack_inputs(segments, seq_length, cls_id, sep_id):
+def pack_inputs(segments, seq_length, cls_id, sep_id, buckets=None):
   """BERT packing of one or two tokenized segments, truncated as run_classifier does.
 
   tensorflow_text.RoundRobinTrimmer hands out the budget one token per segment in turn, which
@@ -614,9 +613,13 @@ def pack_inputs(segments, seq_length, cls_id, sep_id):
     seq_length: int or int32 scalar Tensor.
     cls_id: id of [CLS].
     sep_id: id of [SEP].
+    buckets: (ours) None, or estimator_utils.padding_buckets(seq_length): pad to the batch's
+      longest packed input rounded up to one of these instead of seq_length (the inputs
+      sliced: only padding is cut).
 
   Returns:
-    dict of int32 input_word_ids, input_mask, input_type_ids [batch, seq_length].
+    dict of int32 input_word_ids, input_mask, input_type_ids [batch, seq_length] (buckets:
+    [batch, bucket length]).
   """
   import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
   if len(segments) not in (1, 2):
@@ -641,6 +644,9 @@ def pack_inputs(segments, seq_length, cls_id, sep_id):
     second = tf.concat([trimmed[1], second_sep], axis=1)
     ids = tf.concat([first, second], axis=1)
     type_ids = tf.concat([type_ids, tf.ones_like(second)], axis=1)
+  if buckets:
+    seq_length = estimator_utils.padded_length(tf.reduce_max(ids.row_lengths()), seq_length,
+                                               buckets=buckets)
   word_ids, mask = tf_text.pad_model_inputs(ids, max_seq_length=seq_length)
   type_ids, _ = tf_text.pad_model_inputs(type_ids, max_seq_length=seq_length)
   return {"input_word_ids": tf.cast(word_ids, tf.int32),
@@ -694,7 +700,8 @@ class _PackInputs(tf.Module):
 class BertPreprocessor(tf.Module):
   """The preprocessor SavedModel: strings [batch] -> encoder inputs [batch, seq_length]."""
 
-  def __init__(self, vocab_file=None, do_lower_case=True, spm_model_file=None, seq_length=128):
+  def __init__(self, vocab_file=None, do_lower_case=True, spm_model_file=None, seq_length=128,
+               padding="max_length"):
     """Builds the tokenizer tables from the vocab (or SentencePiece model).
 
     Args:
@@ -702,8 +709,15 @@ class BertPreprocessor(tf.Module):
       do_lower_case: lower-case (WordPiece: and strip accents).
       spm_model_file: SentencePiece model (then vocab_file is ignored).
       seq_length: default sequence length of __call__ and bert_pack_inputs.
+      padding: (ours) __call__'s padding: "max_length" ([batch, seq_length]) or "bucket"
+        (a call's longest input rounded up to estimator_utils.padding_buckets from
+        SERVING_SMALLEST_BUCKET; see pack_inputs).
     """
     super(BertPreprocessor, self).__init__()
+    if padding not in ("max_length", "bucket"):
+      raise ValueError("padding=%r: max_length or bucket" % padding)
+    self._buckets = estimator_utils.padding_buckets(
+        seq_length, estimator_utils.SERVING_SMALLEST_BUCKET) if padding == "bucket" else None
     import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
     reference = tokenization.FullTokenizer(vocab_file, do_lower_case, spm_model_file)
     cls_id, sep_id = reference.convert_tokens_to_ids(["[CLS]", "[SEP]"])
@@ -754,7 +768,8 @@ class BertPreprocessor(tf.Module):
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
   def __call__(self, text):
     """Single sentences [batch] -> dict of int32 [batch, seq_length] encoder inputs."""
-    return pack_inputs([self.tokenize(text)], self.seq_length, self.cls_id, self.sep_id)
+    return pack_inputs([self.tokenize(text)], self.seq_length, self.cls_id, self.sep_id,
+                       buckets=self._buckets)
 
   def signatures(self):
     return {"serving_default": self.__call__.get_concrete_function()}
@@ -1133,11 +1148,13 @@ def export_encoder(bert_config, checkpoint_path, export_dir, with_mlm=False,
 
 
 def export_preprocessor(export_dir, vocab_file=None, do_lower_case=True, spm_model_file=None,
-                        seq_length=128, overwrite=False, protected_paths=()):
-  """Writes the preprocessor SavedModel. Returns the export directory."""
+                        seq_length=128, overwrite=False, protected_paths=(),
+                        padding="max_length"):
+  """Writes the preprocessor SavedModel (padding: BertPreprocessor's). Returns export_dir."""
   protected = [vocab_file, spm_model_file] + list(protected_paths)
   common.check_export_dir(export_dir, "export_dir", overwrite, protected)
-  preprocessor = BertPreprocessor(vocab_file, do_lower_case, spm_model_file, seq_length)
+  preprocessor = BertPreprocessor(vocab_file, do_lower_case, spm_model_file, seq_length,
+                                  padding=padding)
   save_atomically(preprocessor, export_dir, preprocessor.signatures(), None, overwrite, protected)
   tf1.logging.info("Exported preprocessor (%s, lower_case=%s, seq_length=%d) to %s",
                    spm_model_file or vocab_file, do_lower_case, seq_length, export_dir)
@@ -1258,7 +1275,8 @@ def main(_):
                      FLAGS.with_attention, FLAGS.overwrite, protected)
     elif mode == "preprocessor":
       export_preprocessor(out_dir(mode), FLAGS.vocab_file, FLAGS.do_lower_case,
-                          FLAGS.spm_model_file, FLAGS.seq_length, FLAGS.overwrite, protected)
+                          FLAGS.spm_model_file, FLAGS.seq_length, FLAGS.overwrite, protected,
+                          padding=FLAGS.padding)
     else:
       export_classifier(bert_config, checkpoint, out_dir(mode), FLAGS.vocab_file,
                         FLAGS.do_lower_case, FLAGS.spm_model_file, FLAGS.seq_length,

@@ -55,7 +55,10 @@ Export (--export_dir): a SavedModel (tf.saved_model.load in a fresh process afte
 the whole pipeline in the graph: words split on white space and punctuation as
 tokenization.BasicTokenizer does (tensorflow-text, as export_hub.py's preprocessor), WordPiece,
 the same windows and max-context choice, the model, and the conlleval reading of the predicted
-tags. Outputs, padded per batch: words, word_starts, word_ends (character offsets into the text,
+tags; a request's windows run at the length of its longest window rounded up to a bucket (16,
+32, 64, ... or max_seq_length: estimator_utils.padding_buckets), with the fixed-length export's
+outputs to float rounding (--padding=max_length exports the fixed-length model).
+Outputs, padded per batch: words, word_starts, word_ends (character offsets into the text,
 end exclusive), tags (in the training files' scheme), word_logits, num_words; entities (the text
 of each predicted entity), entity_types, entity_starts, entity_ends, num_entities. A second
 signature `token_logits` takes int32 input_ids / input_mask / segment_ids [batch,
@@ -154,8 +157,9 @@ def define_flags():
                     "Replace an earlier export of ours at --export_dir (never anything else).")
   flags.DEFINE_bool("output_word_logits", False,
                     "With --do_predict: also write word_logits.npz (per-word logits).")
+  estimator_utils.define_padding_flag()
   estimator_utils.define_estimator_flags()
-  estimator_utils.define_model_override_flags()
+  model_config.define_model_override_flags()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -671,7 +675,7 @@ def write_features(features, output_file):
 
 
 def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=None,
-                     skip_batches=0):
+                     skip_batches=0, padding="max_length"):
   """An input_fn (batch size from params["batch_size"]) over a window TFRecord.
 
   Args:
@@ -681,6 +685,8 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=N
     drop_remainder: drop a last partial batch (TPU).
     seed: shuffle seed.
     skip_batches: batches a resumed job already trained on (estimator_utils.resume_skip_batches).
+    padding: "max_length": every batch [batch, seq_length]; "longest": each batch sliced to its
+      longest window (estimator_utils.trim_batch_to_longest), labels and weights too.
 
   Returns:
     input_fn(params) -> tf.data.Dataset of int32 / float32 feature dicts.
@@ -694,7 +700,8 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=N
   }
 
   return estimator_utils.tfrecord_input_fn(input_file, name_to_features, is_training,
-                                           drop_remainder, seed, skip_batches)
+                                           drop_remainder, seed, skip_batches,
+                                           padding=padding, seq_names=tuple(name_to_features))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1084,7 +1091,7 @@ class NerTagger(tf.Module):
   """The raw-text NER SavedModel: BasicTokenizer words, WordPiece, windows, BERT, tags."""
 
   def __init__(self, bert_config, variables, preprocessor, labels, scheme, max_seq_length,
-               doc_stride, do_lower_case):
+               doc_stride, do_lower_case, padding="bucket"):
     """Wraps existing variables (bert/*, cls/ner/*).
 
     Args:
@@ -1096,8 +1103,15 @@ class NerTagger(tf.Module):
       max_seq_length: window input length.
       doc_stride: pieces between window starts.
       do_lower_case: lower-case and strip accents.
+      padding: "bucket": a request's windows are cut to their longest, rounded up to one of
+        estimator_utils.padding_buckets (from SERVING_SMALLEST_BUCKET); "max_length": every
+        window max_seq_length.
     """
     super(NerTagger, self).__init__()
+    if padding not in ("bucket", "max_length"):
+      raise ValueError("padding=%r: bucket or max_length" % padding)
+    self._buckets = estimator_utils.padding_buckets(
+        max_seq_length, estimator_utils.SERVING_SMALLEST_BUCKET) if padding == "bucket" else None
     self._bert_config = bert_config
     self._variables = variables
     self.preprocessor = preprocessor
@@ -1130,7 +1144,13 @@ class NerTagger(tf.Module):
     piece_ids = tf.cast(pieces.merge_dims(1, 2), tf.int32)
     windows = windows_graph(piece_ids, self._max_seq_length, self._doc_stride,
                             self.preprocessor.cls_id, self.preprocessor.sep_id)
-    logits = self._logits(windows["input_ids"], windows["input_mask"], windows["segment_ids"])
+    inputs = windows
+    if self._buckets:
+      # Only padding is cut: the logits of every real position (all that is read below) are
+      # the fixed-length ones to float rounding.
+      inputs = estimator_utils.trim_batch_to_longest(windows, self._max_seq_length,
+                                                     buckets=self._buckets)
+    logits = self._logits(inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
     best_window, best_position = max_context_graph(
         windows, tf.shape(piece_ids.flat_values)[0])
     first_piece = tf.cast(pieces.values.row_starts(), tf.int32)
@@ -1191,7 +1211,8 @@ class NerTagger(tf.Module):
 
 
 def export_ner(bert_config, checkpoint, export_dir, labels, scheme, vocab_file, do_lower_case,
-               max_seq_length, doc_stride, overwrite=False, protected_paths=()):
+               max_seq_length, doc_stride, overwrite=False, protected_paths=(),
+               padding="bucket"):
   """Writes the raw-text SavedModel (see the module docstring) plus its configs.
 
   Args:
@@ -1206,6 +1227,8 @@ def export_ner(bert_config, checkpoint, export_dir, labels, scheme, vocab_file, 
     doc_stride: pieces between window starts.
     overwrite: replace an earlier export of ours.
     protected_paths: paths the export must never replace.
+    padding: "bucket" (a request's windows at their longest, bucketed) or "max_length"
+      (NerTagger).
 
   Returns:
     The checkpoint prefix exported.
@@ -1231,7 +1254,7 @@ def export_ner(bert_config, checkpoint, export_dir, labels, scheme, vocab_file, 
   variables = export_hub.variables_from_checkpoint(export_hub.collect_variable_specs(build),
                                                    checkpoint)
   tagger = NerTagger(bert_config, variables, preprocessor, labels, scheme, max_seq_length,
-                     doc_stride, do_lower_case)
+                     doc_stride, do_lower_case, padding=padding)
   extra = {"bert_config.json": bert_config.to_json_string(),
            "labels.txt": "".join(label + "\n" for label in labels),
            NER_CONFIG: ner_config_text(labels, scheme, do_lower_case, max_seq_length,
@@ -1281,6 +1304,7 @@ def _check_flags():
     common.fail("--max_seq_length=%d: must be at least 3 ([CLS] a piece [SEP])" %
                 FLAGS.max_seq_length)
   window_and_stride()
+  estimator_utils.check_padding_flag(FLAGS)
   for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
     if getattr(FLAGS, name) < 1:
       common.fail("--%s=%d: must be >= 1" % (name, getattr(FLAGS, name)))
@@ -1490,7 +1514,8 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
                                                supported_flags=SUPPORTED_MODEL_FN_FLAGS)
     input_fn = input_fn_builder(
         train_file, FLAGS.max_seq_length, is_training=True, drop_remainder=True,
-        seed=FLAGS.seed, skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS))
+        seed=FLAGS.seed, skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
+        padding=estimator_utils.effective_padding(FLAGS, training=True))
     hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
     start = time.time()
     # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
@@ -1567,7 +1592,8 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
                tf1.train.latest_checkpoint(FLAGS.output_dir) or FLAGS.init_checkpoint,
                FLAGS.export_dir, labels, scheme, FLAGS.vocab_file, FLAGS.do_lower_case,
                FLAGS.max_seq_length, doc_stride, overwrite=FLAGS.overwrite,
-               protected_paths=export_protected_paths())
+               protected_paths=export_protected_paths(),
+               padding="max_length" if FLAGS.padding == "max_length" else "bucket")
 
 
 def _predict_file(model_fn, conll, batch_size, split, convert, num_labels):
@@ -1599,9 +1625,11 @@ def _predict_file(model_fn, conll, batch_size, split, convert, num_labels):
                                              FLAGS.train_batch_size, FLAGS.eval_batch_size,
                                              predict_batch_size=batch_size,
                                              supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+  padding = estimator_utils.effective_padding(FLAGS)
   input_fn = input_fn_builder(record, FLAGS.max_seq_length, is_training=False,
-                              drop_remainder=FLAGS.use_tpu)
-  tf1.logging.info("***** Predicting %s: %d windows *****", conll.path, len(features))
+                              drop_remainder=FLAGS.use_tpu, padding=padding)
+  tf1.logging.info("***** Predicting %s: %d windows (--padding=%s) *****", conll.path,
+                   len(features), padding)
   start = time.time()
   meter = common.ProgressMeter(len(padded), unit="windows", min_interval_s=10.0)
   outputs = []

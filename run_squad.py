@@ -130,8 +130,16 @@ def define_flags():
   flags.DEFINE_bool("output_raw_logits", False,
                     "With --do_predict: also write raw_logits.npz (unique_ids, start_logits, "
                     "end_logits per feature) to --output_dir, e.g. for ensembling.")
+  estimator_utils.define_padding_flag(
+      default_help="Default: max_length. SQuAD windows are mostly full (a context longer than "
+      "the window fills it), so longest saves compute only on short contexts; and the "
+      "official n-best search ranks every computed position, padding included: under "
+      "max_length a padding position beyond a batch's longest window can take one of the "
+      "--n_best_size places that a real token takes under longest, so nbest_predictions (and "
+      "rarely a prediction) may differ. With longest, raw_logits.npz has -inf at the "
+      "positions not computed (bucket: the same, rounded up to a bucket).")
   estimator_utils.define_estimator_flags()
-  estimator_utils.define_model_override_flags()
+  model_config.define_model_override_flags()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -841,11 +849,12 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
 
 
 def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=None,
-                     skip_batches=0):
+                     skip_batches=0, padding="max_length"):
   """Creates an `input_fn` closure (reads params["batch_size"]) over a feature TFRecord.
 
-  Our additions to the official arguments: seed (shuffle order) and skip_batches (the batches
-  a resumed job already trained on; see estimator_utils.resume_skip_batches).
+  Our additions to the official arguments: seed (shuffle order), skip_batches (the batches
+  a resumed job already trained on; see estimator_utils.resume_skip_batches) and padding
+  ("longest": each batch sliced to its longest window, estimator_utils.trim_batch_to_longest).
   """
 
   name_to_features = {
@@ -861,7 +870,7 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=N
 
   batched_fn = estimator_utils.tfrecord_input_fn(
       input_file, name_to_features, is_training, drop_remainder, seed, skip_batches,
-      num_parallel_calls=tf.data.AUTOTUNE)
+      num_parallel_calls=tf.data.AUTOTUNE, padding=padding)
 
   def input_fn(params):
     """The actual input function."""
@@ -1282,15 +1291,23 @@ def export_model(bert_config, checkpoint_path, export_dir, max_seq_length, vocab
 # ----------------------------------------------------------------------------------------------
 
 
+def _full_length(logits, max_seq_length):
+  """A feature's logits as a list of max_seq_length floats (--padding=longest computed only the
+  batch's length: -inf at the positions beyond, never an answer)."""
+  values = [float(x) for x in logits.flat]
+  return values + [float("-inf")] * (max_seq_length - len(values))
+
+
 def validate_flags_or_throw(bert_config):
   """One-line errors for flags that cannot work (the official checks and a few more)."""
-  del bert_config  # max_seq_length is checked by estimator_utils.load_config.
+  del bert_config  # max_seq_length is checked by model_config.load_config.
   if not FLAGS.do_train and not FLAGS.do_predict and not FLAGS.export_dir:
     common.fail("--do_train, --do_predict or --export_dir: at least one is needed")
   if FLAGS.do_train:
     common.require_file(FLAGS.train_file, "train_file")
   if FLAGS.do_predict:
     common.require_file(FLAGS.predict_file, "predict_file")
+  estimator_utils.check_padding_flag(FLAGS)
   if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
     common.fail("--max_seq_length=%d must be greater than --max_query_length (%d) + 3" %
                 (FLAGS.max_seq_length, FLAGS.max_query_length))
@@ -1341,7 +1358,8 @@ def _predict(estimator, tokenizer, extra_results=None, record=None):
       input_file=eval_record_file,
       seq_length=FLAGS.max_seq_length,
       is_training=False,
-      drop_remainder=False)
+      drop_remainder=False,
+      padding=estimator_utils.effective_padding(FLAGS, default="max_length"))
 
   all_results = []
   meter = common.ProgressMeter(num_features, unit="features", min_interval_s=10.0)
@@ -1533,7 +1551,8 @@ def _run_job(bert_config, tokenizer, eval_weights=None):
         is_training=True,
         drop_remainder=True,
         seed=FLAGS.seed,
-        skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS))
+        skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
+        padding=estimator_utils.effective_padding(FLAGS, training=True))
     # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
     # 130 / 143 below without writing any result that would make it look finished.
     estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,

@@ -175,6 +175,13 @@ for k, v in p(a).items(): out["pre_single/" + k] = v.numpy()
 for k, v in p.bert_pack_inputs([p.tokenize(a), p.tokenize(b)], seq_length=args["seq"]).items():
   out["pre_pair/" + k] = v.numpy()
 for k, v in p.signatures["serving_default"](text=a).items(): out["pre_sig/" + k] = v.numpy()
+# --padding=bucket (seq_length 64): a call padded to its longest input's bucket; a fixed-length
+# reference of the same length from bert_pack_inputs.
+bucketed = tf.saved_model.load(args["preprocessor_bucket"])
+for i, texts in enumerate((a, a[:2], tf.constant(["word " * 40]))):
+  for k, v in bucketed(texts).items(): out["pre_bucket%d/%s" % (i, k)] = v.numpy()
+  for k, v in p.bert_pack_inputs([p.tokenize(texts)], seq_length=64).items():
+    out["pre_full%d/%s" % (i, k)] = v.numpy()
 pack = hub.KerasLayer(p.bert_pack_inputs, arguments=dict(seq_length=args["seq"]))
 tokenize = hub.KerasLayer(p.tokenize)
 for k, v in pack([tokenize(a), tokenize(b)]).items(): out["pre_keras/" + k] = v.numpy()
@@ -244,6 +251,9 @@ def exported(tmp_path_factory):
     references.append(ref)
   preprocessor = str(tmp_path / "pre")
   export_hub.export_preprocessor(preprocessor, VOCAB_FILE, True, None, seq_length=16)
+  preprocessor_bucket = str(tmp_path / "pre_bucket")
+  export_hub.export_preprocessor(preprocessor_bucket, VOCAB_FILE, True, None, seq_length=64,
+                                 padding="bucket")
   tokenizer = tokenization.FullTokenizer(VOCAB_FILE, True)
   classifiers, classifier_refs = {}, {}
   prefix, config, ref_single, ref_pair = _classifier_checkpoint(str(tmp_path), "cls", 3,
@@ -282,6 +292,7 @@ def exported(tmp_path_factory):
   (tmp_path / "child.json").write_text(json.dumps({
       "encoders": encoders, "inputs": {k: v.tolist() for k, v in inputs.items()},
       "positions": POSITIONS.tolist(), "preprocessor": preprocessor, "a": texts_a,
+      "preprocessor_bucket": preprocessor_bucket,
       "b": list(reversed(texts_a)), "seq": 20, "classifiers": classifiers,
       "ca": CLASSIFIER_A, "cb": CLASSIFIER_B}))
   run_fresh(CHILD, tmp_path)
@@ -430,6 +441,24 @@ def test_preprocessor_saved_model_matches_run_classifier(exported):
       assert got[prefix + "input_word_ids"][i].tolist() == ids, (prefix, a, b)
       assert got[prefix + "input_mask"][i].tolist() == mask
       assert got[prefix + "input_type_ids"][i].tolist() == types
+
+
+@pytest.mark.slow
+def test_preprocessor_bucket_padding(exported):
+  """--padding=bucket: a call's inputs are the fixed-length ones cut to the call's longest
+  input rounded up to a bucket (16, 32, 64 here); only padding is cut."""
+  got = exported["got"]
+  widths = []
+  for i in range(3):
+    full = got["pre_full%d/input_mask" % i]
+    n = got["pre_bucket%d/input_mask" % i].shape[1]
+    widths.append(n)
+    longest = int(full.sum(axis=1).max())
+    assert n == min(b for b in (16, 32, 64) if b >= longest) and not full[:, n:].any()
+    for k in ("input_word_ids", "input_mask", "input_type_ids"):
+      np.testing.assert_array_equal(got["pre_bucket%d/%s" % (i, k)],
+                                    got["pre_full%d/%s" % (i, k)][:, :n], err_msg=k)
+  assert widths[2] == 64 and min(widths) < 64
 
 
 def test_sentencepiece_preprocessor(tmp_path):

@@ -487,6 +487,56 @@ def test_sweep_knows_ner(tmp_path):
   assert sweep.tasks_on_disk(str(tmp_path / "sweep")) == ["ner"]
 
 
+def test_padding_buckets_and_trimmed_batches(tmp_path):
+  """--padding=longest / bucket slice every window feature (labels and weights too) to the
+  batch's longest window, rounded up to a multiple of 8 or to a bucket; defaults and TPU."""
+  eu = run_ner.estimator_utils
+  assert eu.padding_buckets(128) == [32, 64, 128]
+  assert eu.padding_buckets(384) == [32, 64, 128, 256, 384]
+  assert eu.padding_buckets(64) == [32, 64] and eu.padding_buckets(33) == [32, 33]
+  assert eu.padding_buckets(32) == [32] and eu.padding_buckets(24) == [24]
+  seq = 96  # buckets 32, 64, 96
+  rng = np.random.RandomState(0)
+  lengths = [3, 9, 17, 40, 33, 96, 70, 1, 64, 65, 2]
+  features = []
+  for n in lengths:
+    ids = list(rng.randint(1, 100, n)) + [0] * (seq - n)
+    features.append(run_ner.WindowFeature(
+        0, ids, [1] * n + [0] * (seq - n), [0] * seq, list(rng.randint(0, 5, n)) + [0] * (seq - n),
+        [1.0] * n + [0.0] * (seq - n), []))
+  record = str(tmp_path / "windows.tf_record")
+  run_ner.write_features(features, record)
+  batches = {}
+  for padding in ("max_length", "longest", "bucket"):
+    input_fn = run_ner.input_fn_builder(record, seq, False, False, padding=padding)
+    batches[padding] = list(input_fn({"batch_size": 2}).as_numpy_iterator())
+  pairs = [lengths[i:i + 2] for i in range(0, len(lengths), 2)]
+  assert [b["input_ids"].shape[1] for b in batches["max_length"]] == [seq] * 6
+  assert [b["input_ids"].shape[1] for b in batches["longest"]] == [16, 40, 96, 72, 72, 8]
+  assert [b["input_ids"].shape[1] for b in batches["bucket"]] == [32, 64, 96, 96, 96, 32]
+  for padding in ("longest", "bucket"):
+    for full, cut, pair in zip(batches["max_length"], batches[padding], pairs):
+      n = cut["input_ids"].shape[1]
+      assert n >= max(pair) and sorted(cut) == sorted(full)
+      for name in ("input_ids", "input_mask", "segment_ids", "label_ids", "label_weights"):
+        np.testing.assert_array_equal(cut[name], full[name][:, :n], err_msg=name)
+        assert not full[name][:, n:].any(), name  # only padding was cut
+  # Defaults: longest for evaluation (bucket with --use_xla), max_length for training and TPU.
+  flags = lambda **kw: types.SimpleNamespace(**dict(dict(padding=None, use_tpu=False,
+                                                         use_xla=False), **kw))
+  assert eu.effective_padding(flags()) == "longest"
+  assert eu.effective_padding(flags(), training=True) == "max_length"
+  assert eu.effective_padding(flags(use_xla=True)) == "bucket"
+  assert eu.effective_padding(flags(use_xla=True, padding="longest")) == "longest"
+  assert eu.effective_padding(flags(use_tpu=True)) == "max_length"
+  assert eu.effective_padding(flags(), default="max_length") == "max_length"
+  assert eu.effective_padding(flags(padding="bucket"), training=True) == "bucket"
+  eu.check_padding_flag(flags(padding="bucket"))
+  for padding in ("longest", "bucket"):
+    with pytest.raises(common.UsageError, match="--padding=%s: not with --use_tpu" % padding):
+      eu.check_padding_flag(flags(padding=padding, use_tpu=True))
+
+
 # ----------------------------------------------------------------------------------------------
 # Whole jobs on a slice of WNUT 2017 (real data), tiny random BERT.
 
@@ -567,7 +617,7 @@ def trained(wnut):
   out, export = wnut["root"] / "out", wnut["root"] / "export"
   log = run_tool("run_ner.py", _args(wnut, out, [
       "--do_train", "--do_eval", "--do_predict", "--export_dir=%s" % export,
-      "--save_checkpoints_steps=1000"])).output
+      "--save_checkpoints_steps=1000", "--output_word_logits", "--padding=max_length"])).output
   return {"out": out, "export": export, "log": log}
 
 
@@ -618,10 +668,21 @@ def test_train_eval_predict_export_on_wnut(wnut, trained):
   assert not [p for p in os.listdir(str(wnut["root"])) if ".tmp-" in p]
 
 
+def _batch_lengths(record_file, batch_size):
+  """The longest window (real pieces) of each batch of a window TFRecord, in order."""
+  lengths = [sum(tf.train.Example.FromString(r).features.feature["input_mask"].int64_list.value)
+             for r in tf.compat.v1.io.tf_record_iterator(str(record_file))]
+  return [max(lengths[i:i + batch_size]) for i in range(0, len(lengths), batch_size)]
+
+
 @pytest.mark.slow
 def test_sigterm_stops_without_results_and_resume_is_exact(wnut, trained):
+  """Also: evaluation and prediction with --padding=longest (the default; batches of 2, ragged)
+  equal --padding=max_length (`trained`): word logits, tags and every score."""
   out = wnut["root"] / "stopped"
-  args = _args(wnut, out, ["--do_train", "--do_eval", "--save_checkpoints_steps=1000"])
+  args = _args(wnut, out, ["--do_train", "--do_eval", "--save_checkpoints_steps=1000",
+                           "--do_predict", "--output_word_logits", "--eval_batch_size=2",
+                           "--predict_batch_size=2"])
   proc = start_tool("run_ner.py", args)
   lines = []
   try:
@@ -652,8 +713,24 @@ def test_sigterm_stops_without_results_and_resume_is_exact(wnut, trained):
   assert sorted(reference) == sorted(resumed) and "cls/ner/output_weights" in resumed
   for name in reference:
     np.testing.assert_array_equal(reference[name], resumed[name], err_msg=name)
-  for key in ("eval_f1", "eval_accuracy", "eval_loss"):
-    assert got[key] == want[key], key
+  # Evaluated and predicted with --padding=longest, `trained` with max_length: the same
+  # outputs to float rounding.
+  assert log.count("windows (--padding=longest)") == 2
+  assert trained["log"].count("windows (--padding=max_length)") == 2
+  for split in ("dev", "test"):  # batches of 2 windows: some shorter, hence sliced
+    batches = _batch_lengths(out / ("%s.tf_record" % split), 2)
+    assert any(b <= SEQ - 8 for b in batches), (split, batches)
+  ref = trained["out"]
+  logits, ref_logits = np.load(str(out / "word_logits.npz")), np.load(str(ref / "word_logits.npz"))
+  np.testing.assert_array_equal(logits["sentence_lengths"], ref_logits["sentence_lengths"])
+  np.testing.assert_allclose(logits["logits"], ref_logits["logits"], rtol=1e-5, atol=1e-5)
+  assert (out / "predictions.conll").read_bytes() == (ref / "predictions.conll").read_bytes()
+  for name in ("eval_results.json", "test_results.json"):
+    got, want = [json.loads((d / name).read_text()) for d in (out, ref)]
+    keys = [k for k in want if k.startswith(("eval_", "test_"))]
+    assert len(keys) > 10, (name, keys)
+    for key in keys:
+      np.testing.assert_allclose(got[key], want[key], rtol=1e-5, err_msg=key)
 
 
 def _cleaned(word):
@@ -669,6 +746,9 @@ RELOAD_SCRIPT = textwrap.dedent("""
     out = {k: v.numpy().tolist() for k, v in serve(text=tf.constant(texts)).items()}
     out["empty_batch_shapes"] = {k: v.shape.as_list()
                                  for k, v in serve(text=tf.constant([], tf.string)).items()}
+    # One text a request: its windows only, cut to a shorter bucket when they are short.
+    out["single_word_logits"] = [serve(text=tf.constant([t]))["word_logits"].numpy()[0].tolist()
+                                 for t in texts]
     print("RESULT " + json.dumps(out, default=lambda b: b.decode("utf-8")))
 """)
 
@@ -714,7 +794,17 @@ def test_export_equals_estimator_predict(wnut, tmp_path):
   served = json.loads([l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1][7:])
   # An empty batch: empty outputs (it used to fail, InvalidArgumentError in LowerBound_1).
   empty = served.pop("empty_batch_shapes")
+  single = served.pop("single_word_logits")
   assert sorted(empty) == sorted(served) and all(shape[0] == 0 for shape in empty.values())
+  # A request's windows run at its longest window's bucket (16 or 24 here): a text alone gives
+  # the logits it gets in the whole batch (whose longest windows are full, 24), to 1e-5.
+  short = 0
+  for b, text in enumerate(texts):
+    n = served["num_words"][b]
+    np.testing.assert_allclose(np.array(single[b][:n]), np.array(served["word_logits"][b][:n]),
+                               rtol=1e-5, atol=1e-5, err_msg=text)
+    short += len(tokenizer.tokenize(text)) + 2 <= 16
+  assert short >= 5
   npz = np.load(str(out / "word_logits.npz"))
   # Predicted from --init_checkpoint (nothing in --output_dir): the sidecars name it.
   for name in ("predictions.conll", "word_logits.npz"):
@@ -751,6 +841,52 @@ def test_export_equals_estimator_predict(wnut, tmp_path):
     num_entities += k
   assert near_ties <= 1 and num_entities > 20  # the comparison covered real entities
   assert max(len(s.split("\n")) for s in sentences) > 30  # and texts longer than a window
+
+
+def test_export_runs_a_request_at_its_bucket(monkeypatch):
+  """NerTagger (the raw-text export) with padding=bucket runs a request's windows at their
+  longest, rounded up to 16 / 32 / 48, and answers as padding=max_length to 1e-5."""
+  config = modeling.BertConfig.from_dict(TINY_BERT_CONFIG)
+  labels = run_ner.label_list({"person", "location"})
+  seq = 48
+
+  def build():
+    ids = tf.compat.v1.placeholder(tf.int32, [None, None])
+    run_ner.create_model(config, False, ids, ids, ids, len(labels), False)
+  variables = run_ner.export_hub.random_variables(
+      build, run_ner.export_hub.collect_variable_specs(build))
+  # The one part of BertPreprocessor NerTagger uses (the whole one traces its packer: slow).
+  import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
+  vocab = tokenization.load_vocab(VOCAB)
+  table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+      tf.constant(list(vocab)), tf.constant(list(vocab.values()), tf.int64)), -1)
+  preprocessor = types.SimpleNamespace(
+      cls_id=vocab["[CLS]"], sep_id=vocab["[SEP]"], _wordpiece=tf_text.WordpieceTokenizer(
+          table, suffix_indicator="##", token_out_type=tf.int64, unknown_token="[UNK]"))
+  widths = []
+  real_logits = run_ner.NerTagger._logits
+
+  def logits(self, input_ids, input_mask, segment_ids):
+    widths.append(int(input_ids.shape[1]))  # run eagerly below: the width the model runs at
+    return real_logits(self, input_ids, input_mask, segment_ids)
+  monkeypatch.setattr(run_ner.NerTagger, "_logits", logits)
+  long_text = " ".join("word%d" % i for i in range(30))  # several windows of 46 pieces
+  requests = [["one"], ["Obama visited Paris", "and London on Friday ."],
+              ["a b c d e f g h i j k l m n o"], [long_text, "short"]]
+  tf.config.run_functions_eagerly(True)  # tracing the text graph is slower than running it
+  try:
+    got = {}
+    for padding in ("bucket", "max_length"):
+      tagger = run_ner.NerTagger(config, variables, preprocessor, labels, "bio", seq, 20, True,
+                                 padding=padding)
+      got[padding] = [tagger.tag(tf.constant(texts)) for texts in requests]
+  finally:
+    tf.config.run_functions_eagerly(False)
+  assert widths == [16, 16, 32, 48] + [seq] * 4
+  for bucket, full in zip(got["bucket"], got["max_length"]):
+    np.testing.assert_allclose(bucket["word_logits"].numpy(), full["word_logits"].numpy(),
+                               rtol=1e-5, atol=1e-5)
+    assert bucket["tags"].numpy().tolist() == full["tags"].numpy().tolist()
 
 
 @pytest.mark.slow

@@ -401,7 +401,8 @@ def test_end_to_end_train_predict_score_export(tmp_path):
       "--output_dir=%s" % out_dir, "--train_file=%s" % V2_FILE, "--predict_file=%s" % V2_FILE,
       "--version_2_with_negative", "--do_train", "--do_predict", "--train_batch_size=2",
       "--num_train_epochs=2", "--learning_rate=1e-3", "--save_checkpoints_steps=100",
-      "--predict_batch_size=4", "--export_dir=%s" % export_dir, "--output_raw_logits"])
+      "--predict_batch_size=4", "--export_dir=%s" % export_dir, "--output_raw_logits",
+      "--padding=longest"])
   assert "train: step 5/5" in proc.stderr
   files = set(os.listdir(out_dir))
   for name in ("train.tf_record", "eval.tf_record", "predictions.json",
@@ -441,7 +442,9 @@ def test_end_to_end_train_predict_score_export(tmp_path):
   assert results["exact"] == pytest.approx(rescored["exact"])
   assert results["best_f1"] == pytest.approx(rescored["best_f1"])
 
-  # The SavedModel, loaded in a fresh process, gives the Estimator's logits.
+  # The SavedModel (fixed length), loaded in a fresh process, gives the Estimator's logits
+  # computed with --padding=longest, at every position computed (-inf beyond a batch's longest
+  # window: padding only, and the short contexts here have some).
   assert {"saved_model.pb", "variables", "bert_config.json", "vocab.txt"} <= set(
       os.listdir(export_dir))
   served_file = tmp_path / "served.npz"
