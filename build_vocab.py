@@ -30,7 +30,7 @@ spm_model_file=<spm_model_prefix>.model).
       --output_file=out/vocab_8k.txt --vocab_size=8000
 
 The input is read as create_pretraining_data.py reads it (one shared reader,
-create_pretraining_data.TextReader): gzip files decompressed, a file with more
+text_input.TextReader): gzip files decompressed, a file with more
 than --max_bad_fraction undecodable bytes refused, lines over --max_line_chars
 cut at whitespace. An output that is an input (or matches an --input_file glob)
 and inputs that are not text (TFRecords, our summaries, a vocab file) are
@@ -49,7 +49,7 @@ from absl import logging
 import tensorflow as tf
 
 import common
-import create_pretraining_data
+import text_input
 import tokenization
 
 FLAGS = flags.FLAGS
@@ -78,7 +78,7 @@ def define_flags():
   flags.DEFINE_enum("spm_algorithm", "unigram", ["unigram", "bpe"],
                     "SentencePiece model type.")
   # --max_bad_fraction, --max_line_chars: the shared input policy.
-  create_pretraining_data.define_input_flags()
+  text_input.define_input_flags()
 
 
 # Longer words are [UNK] for WordpieceTokenizer, so they are not learned from.
@@ -87,15 +87,15 @@ _READ_BLOCK = 1 << 22
 
 
 def read_text_blocks(input_files, max_input_bytes=0, log_fn=None,
-                     max_line_chars=create_pretraining_data.DEFAULT_MAX_LINE_CHARS,
-                     max_bad_fraction=create_pretraining_data.DEFAULT_MAX_BAD_FRACTION):
+                     max_line_chars=text_input.DEFAULT_MAX_LINE_CHARS,
+                     max_bad_fraction=text_input.DEFAULT_MAX_BAD_FRACTION):
   """Yields the input text in blocks of whole lines, up to max_input_bytes.
 
   Args:
     input_files: list of paths (plain or gzip text).
     max_input_bytes: stop after this many bytes of text (at a line end); 0 = no cap.
     log_fn: progress logger (defaults to tf logging).
-    max_line_chars: longer lines are cut at whitespace (create_pretraining_data.TextReader).
+    max_line_chars: longer lines are cut at whitespace (text_input.TextReader).
     max_bad_fraction: a file with a larger share of undecodable bytes is an error.
 
   Yields:
@@ -106,8 +106,7 @@ def read_text_blocks(input_files, max_input_bytes=0, log_fn=None,
     total = min(total, max_input_bytes)
   meter = common.ProgressMeter(total / 1e6, unit="MB", log_fn=log_fn or logging.info)
   meter.update(0.0)
-  reader = create_pretraining_data.TextReader(max_line_chars, max_bad_fraction,
-                                              read_block=_READ_BLOCK)
+  reader = text_input.TextReader(max_line_chars, max_bad_fraction, read_block=_READ_BLOCK)
   done = 0
   block = []
   block_bytes = 0
@@ -387,8 +386,8 @@ def learn_wordpieces(word_counts, num_pieces, min_frequency, log_fn=None):
 def build_wordpiece_vocab(input_files, vocab_size, do_lower_case=True,
                           num_unused=0, min_frequency=2, max_input_bytes=0,
                           log_fn=None,
-                          max_line_chars=create_pretraining_data.DEFAULT_MAX_LINE_CHARS,
-                          max_bad_fraction=create_pretraining_data.DEFAULT_MAX_BAD_FRACTION):
+                          max_line_chars=text_input.DEFAULT_MAX_LINE_CHARS,
+                          max_bad_fraction=text_input.DEFAULT_MAX_BAD_FRACTION):
   """Builds the list of WordPiece vocab tokens (see the module docstring).
 
   Args:
@@ -537,8 +536,8 @@ def _spm_pieces(proto):
 def build_sentencepiece(input_files, vocab_size, spm_model_file,
                         do_lower_case=True, num_unused=0, algorithm="unigram",
                         max_input_bytes=0, log_fn=None,
-                        max_line_chars=create_pretraining_data.DEFAULT_MAX_LINE_CHARS,
-                        max_bad_fraction=create_pretraining_data.DEFAULT_MAX_BAD_FRACTION,
+                        max_line_chars=text_input.DEFAULT_MAX_LINE_CHARS,
+                        max_bad_fraction=text_input.DEFAULT_MAX_BAD_FRACTION,
                         id_layout="bert", flag_name="vocab_size"):
   """Trains a SentencePiece model; writes it to spm_model_file.
 
@@ -591,7 +590,7 @@ def _check_flags():
     common.fail("--min_frequency=%d: must be >= 1" % FLAGS.min_frequency)
   if FLAGS.max_input_bytes < 0:
     common.fail("--max_input_bytes=%d: must be >= 0" % FLAGS.max_input_bytes)
-  create_pretraining_data.validate_input_flags()
+  text_input.validate_input_flags()
   if FLAGS.model_type == "sentencepiece" and not FLAGS.spm_model_prefix:
     common.fail("--spm_model_prefix is required with --model_type=sentencepiece")
 
@@ -625,8 +624,8 @@ def _check_outputs_and_inputs(outputs, input_files):
     outputs: the files this run writes.
     input_files: the expanded --input_file.
   """
-  create_pretraining_data.check_outputs_not_inputs(outputs, FLAGS.input_file, input_files)
-  create_pretraining_data.check_text_inputs(input_files)
+  text_input.check_outputs_not_inputs(outputs, FLAGS.input_file, input_files)
+  text_input.check_text_inputs(input_files)
 
 
 def _prepare_outputs(outputs):

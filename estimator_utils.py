@@ -1,11 +1,13 @@
 # coding=utf-8
-"""Estimator plumbing shared by the training scripts (pre-training, fine-tuning, translation).
+"""Estimator plumbing shared by every tool that trains or scores with an Estimator.
 
 One place for: the TPU / distribution / checkpointing flags, building a TPUEstimator (TPU, or
 CPU/GPU with use_tpu=False) or an Estimator with a tf.distribute strategy, loading an
 init_checkpoint, the train op of --precision / --fused_optimizer (create_train_op, with the
-fp16 saver LossScaleOptionalSaver), logging progress with steps/s and time remaining, and
-writing eval results.
+fp16 saver LossScaleOptionalSaver; each tool declares the shared flags its model_fn implements
+in SUPPORTED_MODEL_FN_FLAGS), resuming (check_resume, resume_skip_batches), logging progress
+with steps/s and time remaining, TFRecord input and length checks, and writing eval results.
+The model config (--bert_config_file with its overrides) is model_config's.
 
 Model functions return `TPUEstimatorSpec` in every mode; with a distribution strategy they are
 wrapped to return the equivalent `EstimatorSpec`, so each script has one model_fn.
@@ -15,9 +17,11 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import ast
 import glob
 import json
 import os
+import re
 import sys
 import time
 
@@ -26,6 +30,7 @@ import tensorflow as tf
 
 import checkpoint_utils
 import common
+import model_config
 import modeling
 import optimization
 
@@ -69,9 +74,9 @@ DISTRIBUTION_STRATEGIES = ("none", "mirrored", "multi_worker_mirrored")
 # fails on any of them set in a script that has not declared it (supported_flags), so a script
 # never ignores one silently.
 MODEL_FN_FLAGS = {"precision": "fp32", "fused_optimizer": False}
-# Scripts whose model_fn implements them (named in the error).
-_PRECISION_SCRIPTS = ("run_pretraining.py", "run_classifier.py", "run_squad.py", "run_ner.py")
-MODEL_FN_FLAG_SCRIPTS = {"precision": _PRECISION_SCRIPTS, "fused_optimizer": _PRECISION_SCRIPTS}
+# Each tool declares the ones its model_fn implements in a module-level
+# SUPPORTED_MODEL_FN_FLAGS tuple; the error names the tools that do (scripts_supporting).
+SUPPORTED_FLAGS_NAME = "SUPPORTED_MODEL_FN_FLAGS"
 # What --use_xla adds to TF_XLA_FLAGS on a machine without GPUs: auto-clustering on the CPU
 # (off by default in TensorFlow), and only of fusible element-wise / reduction ops, which keeps
 # the matmuls on oneDNN (clustering them too made a BERT-Small step 1.4x slower).
@@ -176,7 +181,51 @@ def check_supported(flag_values, supported=(), script=None):
     if name not in supported and value != off:
       shown = ("--%s" % name) if value is True else ("--%s=%s" % (name, value))
       common.fail("%s: not supported by %s yet (it is by %s)" % (
-          shown, script, ", ".join(MODEL_FN_FLAG_SCRIPTS[name])))
+          shown, script, ", ".join(scripts_supporting(name)) or "no tool"))
+
+
+def _declared_supported_flags(path):
+  """The SUPPORTED_MODEL_FN_FLAGS tuple a module's source assigns (None when it has none)."""
+  try:
+    with open(path, encoding="utf-8") as f:
+      source = f.read()
+  except (OSError, UnicodeDecodeError):
+    return None
+  match = re.search(r"^%s = (\([^)]*\))" % SUPPORTED_FLAGS_NAME, source, re.M)
+  if not match:
+    return None
+  try:
+    return tuple(ast.literal_eval(match.group(1)))
+  except (ValueError, SyntaxError):
+    return None
+
+
+def scripts_supporting(name):
+  """The tools whose model_fn implements a shared flag, found from their declarations.
+
+  Reads (without importing) the top-level modules beside this one and those of its packages
+  (folders with an __init__.py, e.g. etc_model/), and keeps those whose module-level
+  SUPPORTED_MODEL_FN_FLAGS names the flag: nothing to keep up to date when a tool adds one.
+
+  Args:
+    name: a key of MODEL_FN_FLAGS, e.g. "precision".
+
+  Returns:
+    list of str: "run_classifier.py" for a top-level script, "etc_model.run_pretraining" for a
+    package's module (as it is run: python -m), sorted.
+  """
+  root = os.path.dirname(os.path.abspath(__file__))
+  found = []
+  for path in sorted(glob.glob(os.path.join(root, "*.py"))):
+    if name in (_declared_supported_flags(path) or ()):
+      found.append(os.path.basename(path))
+  for init in sorted(glob.glob(os.path.join(root, "*", "__init__.py"))):
+    package = os.path.dirname(init)
+    for path in sorted(glob.glob(os.path.join(package, "*.py"))):
+      if name in (_declared_supported_flags(path) or ()):
+        found.append("%s.%s" % (os.path.basename(package),
+                                os.path.splitext(os.path.basename(path))[0]))
+  return found
 
 
 def precision_kwargs(flag_values):
@@ -746,49 +795,11 @@ def bert_variable_shapes(bert_config):
     return {v.op.name: v.shape.as_list() for v in tf1.global_variables()}
 
 
-def save_config(config, output_dir, name="bert_config.json"):
-  """Saves the BertConfig actually used next to the checkpoints (atomically)."""
-  tf1.gfile.MakeDirs(output_dir)
-  with common.atomic_output(os.path.join(output_dir, name)) as writer:
-    writer.write(config.to_json_string())
-
-
-def load_config(bert_config_file, flag_values=None, max_seq_length=None):
-  """Reads --bert_config_file, applies --residual_attention / --layer_norm_type overrides.
-
-  Args:
-    bert_config_file: path to bert_config.json.
-    flag_values: FLAGS; its residual_attention / layer_norm_type (if defined and set) override.
-    max_seq_length: checked against max_position_embeddings when given.
-
-  Returns:
-    A validated modeling.BertConfig.
-  """
-  common.require_file(bert_config_file, "bert_config_file")
-  try:
-    config = modeling.BertConfig.from_json_file(bert_config_file)
-  except ValueError as e:
-    common.fail("--bert_config_file: %s" % e)
-  for key in ("residual_attention", "layer_norm_type"):
-    value = getattr(flag_values, key, None) if flag_values is not None else None
-    if value:
-      setattr(config, key, value)
-  try:
-    config.validate("--bert_config_file=%s with flag overrides" % bert_config_file)
-  except ValueError as e:
-    common.fail(str(e))
-  if max_seq_length is not None and max_seq_length > config.max_position_embeddings:
-    common.fail("--max_seq_length=%d is longer than max_position_embeddings=%d in %s" %
-                (max_seq_length, config.max_position_embeddings, bert_config_file))
-  return config
-
-
-def define_model_override_flags():
-  """Defines --residual_attention and --layer_norm_type (override the config file)."""
-  flags.DEFINE_enum("residual_attention", None, list(modeling.RESIDUAL_ATTENTION_TYPES),
-                    "Overrides residual_attention in --bert_config_file (none | sum | mean).")
-  flags.DEFINE_enum("layer_norm_type", None, list(modeling.LAYER_NORM_TYPES),
-                    "Overrides layer_norm_type in --bert_config_file (post | pre).")
+# The model config of a job (--bert_config_file with the flag overrides) is model_config's; kept
+# under these names for scripts written against them.
+save_config = model_config.save_config
+load_config = model_config.load_config
+define_model_override_flags = model_config.define_model_override_flags
 
 
 def decode_record(record, name_to_features):

@@ -96,15 +96,6 @@ ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
 # Official WordpieceTokenizer.max_input_chars_per_word: longer words become [UNK].
 MAX_CHARS_PER_WORD = 200
 
-# The official BasicTokenizer's character classes as RE2 patterns.
-# _is_punctuation: all non-alphanumeric printable ASCII, or Unicode category P*.
-_PUNCT = r"[!-/:-@\[-`{-~]|\p{P}"
-# Separators left after cleaning (which maps \t \n \r and Zs to " "): Python's str.split()
-# also splits on U+2028 / U+2029 (Zl, Zp); every other whitespace char is Cc and was dropped.
-_SPACE = r"[ \p{Zs}\x{2028}\x{2029}]"
-# _is_chinese_char: the CJK ideograph blocks the official code pads with spaces.
-_CJK = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
-        r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
 
 
 def define_flags():
@@ -285,25 +276,6 @@ def export_info(mode, checkpoint_path, **extra):
   return json.dumps(info, indent=2, sort_keys=True) + "\n"
 
 
-class _VariableGetter(object):
-  """A tf.compat.v1 custom getter that returns existing tf.Variables by name."""
-
-  def __init__(self, variables):
-    self.variables = variables
-
-  def __call__(self, getter, name, *args, **kwargs):
-    del getter, args, kwargs  # Never creates: every variable exists already.
-    if name not in self.variables:
-      raise ValueError("export: the model asks for variable %s that was not created" % name)
-    return self.variables[name]
-
-
-def _in_variables(variables):
-  """A variable scope in which tf.compat.v1.get_variable returns `variables`."""
-  return tf1.variable_scope(tf1.get_variable_scope(), custom_getter=_VariableGetter(variables),
-                            auxiliary_name_scope=False)
-
-
 def _checkpoint_dir(checkpoint_path):
   return os.path.dirname(checkpoint_path) or "."
 
@@ -459,7 +431,7 @@ class BertEncoder(_Reusable):
       encoder_outputs (list per layer), default (= pooled_output); with_attention:
       attention_scores / attention_probs (lists per layer, [batch, heads, seq, seq]).
     """
-    with _in_variables(self._variables):
+    with export_utils.in_variables(self._variables):
       outputs, _ = encoder_graph(self._bert_config, inputs, training, self._with_attention)
     return outputs
 
@@ -500,7 +472,7 @@ class BertMaskedLM(_Reusable):
     Returns:
       The encoder's outputs plus `mlm_logits` float [batch, n, vocab_size].
     """
-    with _in_variables(self._variables):
+    with export_utils.in_variables(self._variables):
       outputs, model = encoder_graph(self._bert_config, inputs, training)
       outputs["mlm_logits"] = mlm_logits_graph(
           self._bert_config, model.get_sequence_output(), model.get_embedding_table(),
@@ -556,7 +528,7 @@ def clean_text(text):
   text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
   text = tf.strings.regex_replace(text, r"[\t\n\r\p{Zs}]", " ")
   text = tf.strings.regex_replace(text, r"[\p{Cc}\p{Cf}\x{FFFD}]", "")
-  return tf.strings.regex_replace(text, "(%s)" % _CJK, r" \1 ")
+  return tf.strings.regex_replace(text, "(%s)" % export_utils.CJK_PATTERN, r" \1 ")
 
 
 def lower_text(text, strip_accents):
@@ -592,7 +564,8 @@ def wordpiece_words(text, do_lower_case):
   text = clean_text(text)
   if do_lower_case:
     text = lower_text(text, strip_accents=True)
-  words = tf_text.regex_split(text, "%s|%s" % (_SPACE, _PUNCT), _PUNCT)
+  punct = export_utils.PUNCT_PATTERN
+  words = tf_text.regex_split(text, "%s|%s" % (export_utils.SPACE_PATTERN, punct), punct)
   too_long = tf.strings.length(words.flat_values, unit="UTF8_CHAR") > MAX_CHARS_PER_WORD
   return words.with_flat_values(tf.where(too_long, "[UNK]", words.flat_values))
 
@@ -999,7 +972,7 @@ class BertClassifier(tf.Module):
 
   def _head(self, encoder_inputs):
     """run_classifier.create_model's head in inference mode on the pooled output."""
-    with _in_variables(self._variables):
+    with export_utils.in_variables(self._variables):
       outputs, _ = encoder_graph(self._bert_config, encoder_inputs)
       output_weights = tf1.get_variable("output_weights")
       output_bias = tf1.get_variable("output_bias")

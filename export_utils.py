@@ -2,7 +2,10 @@
 """Exports a model from a checkpoint as a SavedModel with a `serving_default` signature.
 
 Shared by every tool that reads a checkpoint (`resolve_checkpoint`) or exports an id-based
-SavedModel (`export_saved_model`). The graph is built with tf.compat.v1 placeholders in
+SavedModel (`export_saved_model`); the TF2 SavedModels of export_hub.py, run_ner.py and
+translation/export_translation.py build their graphs over existing variables (`in_variables`)
+and tokenise with the official BasicTokenizer's character classes (`PUNCT_PATTERN`,
+`SPACE_PATTERN`, `CJK_PATTERN`). The graph is built with tf.compat.v1 placeholders in
 a fresh tf.Graph, the checkpoint is restored with a Saver, and the result is written with
 tf.compat.v1.saved_model.Builder (tags ["serve"]). The export loads with plain
 `tf.saved_model.load(path)` in TF2 eager mode:
@@ -26,6 +29,17 @@ import common
 tf1 = tf.compat.v1
 
 SIGNATURE_NAME = "serving_default"
+
+# The official BasicTokenizer's character classes as RE2 patterns (for tf.strings /
+# tensorflow-text ops in serving graphs: export_hub's preprocessor, run_ner's tagger).
+# _is_punctuation: all non-alphanumeric printable ASCII, or Unicode category P*.
+PUNCT_PATTERN = r"[!-/:-@\[-`{-~]|\p{P}"
+# Separators left after cleaning (which maps \t \n \r and Zs to " "): Python's str.split()
+# also splits on U+2028 / U+2029 (Zl, Zp); every other whitespace char is Cc and was dropped.
+SPACE_PATTERN = r"[ \p{Zs}\x{2028}\x{2029}]"
+# _is_chinese_char: the CJK ideograph blocks the official code pads with spaces.
+CJK_PATTERN = (r"[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{20000}-\x{2A6DF}\x{2A700}-\x{2B73F}"
+               r"\x{2B740}-\x{2B81F}\x{2B820}-\x{2CEAF}\x{F900}-\x{FAFF}\x{2F800}-\x{2FA1F}]")
 
 
 def resolve_checkpoint(checkpoint_path, flag_name="init_checkpoint"):
@@ -159,3 +173,34 @@ def export_saved_model(build_fn, checkpoint_path, export_dir, input_specs, extra
                    checkpoint_path, export_dir, signature_name,
                    ", ".join(sorted(input_specs)), ", ".join(sorted(outputs)))
   return checkpoint_path
+
+
+class _VariableGetter(object):
+  """A tf.compat.v1 custom getter that returns existing tf.Variables by name."""
+
+  def __init__(self, variables):
+    self.variables = variables
+
+  def __call__(self, getter, name, *args, **kwargs):
+    del getter, args, kwargs  # Never creates: every variable exists already.
+    if name not in self.variables:
+      raise ValueError("export: the model asks for variable %s that was not created" % name)
+    return self.variables[name]
+
+
+def in_variables(variables):
+  """A variable scope in which tf.compat.v1.get_variable returns existing variables.
+
+  A model built inside it (tf.function of a tf.Module, TF2 SavedModels) uses the given
+  tf.Variables by name instead of creating its own: export_hub's encoder / classifier,
+  run_ner's tagger, translation/export_translation's translator.
+
+  Args:
+    variables: dict name -> tf.Variable with every variable the model asks for
+      (export_hub.variables_from_checkpoint).
+
+  Returns:
+    A tf.compat.v1.variable_scope context manager; asking for a missing name raises ValueError.
+  """
+  return tf1.variable_scope(tf1.get_variable_scope(), custom_getter=_VariableGetter(variables),
+                            auxiliary_name_scope=False)

@@ -84,8 +84,8 @@ import tensorflow as tf
 
 import checkpoint_utils
 import common
-import estimator_utils
 import export_utils
+import model_config
 import modeling
 import tokenization
 
@@ -138,7 +138,7 @@ def define_flags():
       "use_one_hot_embeddings", False,
       "If True, tf.one_hot will be used for embedding lookups, otherwise "
       "tf.nn.embedding_lookup will be used.")
-  estimator_utils.define_model_override_flags()
+  model_config.define_model_override_flags()
 
   # Extensions.
   flags.DEFINE_string(
@@ -647,7 +647,7 @@ def resolve_config_file(bert_config_file, init_checkpoint, checkpoint):
     checkpoint: the resolved checkpoint prefix (None with init_checkpoint None).
 
   Returns:
-    The config file path (existence is checked by estimator_utils.load_config).
+    The config file path (existence is checked by model_config.load_config).
   """
   if bert_config_file:
     return bert_config_file
@@ -740,7 +740,7 @@ def run(flag_values, log_fn=None):
         "extract_features", [("init_checkpoint", None)],
         allow_random_eval=bool(getattr(fv, "allow_random_eval", False)))
   config_file = resolve_config_file(fv.bert_config_file, fv.init_checkpoint, checkpoint)
-  bert_config = estimator_utils.load_config(config_file, fv, fv.max_seq_length)
+  bert_config = model_config.load_config(config_file, fv, fv.max_seq_length)
   layer_indexes = parse_layers(fv.layers, bert_config.num_hidden_layers)
 
   inputs = [fv.input_file, fv.vocab_file, config_file]

@@ -77,10 +77,10 @@ import tensorflow as tf
 
 import checkpoint_utils
 import common
-import estimator_utils
 import export_hub
 import export_utils
 import extract_features
+import model_config
 import modeling
 import tokenization
 
@@ -126,7 +126,7 @@ def define_flags():
                        "max_position_embeddings. Batches are padded to their longest sentence.")
   flags.DEFINE_integer("top_k", 5, "Candidates shown per [MASK].")
   flags.DEFINE_integer("batch_size", 32, "Sentences per forward pass.")
-  estimator_utils.define_model_override_flags()
+  model_config.define_model_override_flags()
   checkpoint_utils.define_trained_weights_flags(random_eval=True, unmatched_init=False)
 
 
@@ -641,7 +641,7 @@ def setup(fv, with_probabilities=False):
   else:   # --allow_random_eval
     config_file = extract_features.resolve_config_file(fv.bert_config_file, None, None)
     model_dir = None
-  bert_config = estimator_utils.load_config(config_file, None if hub_dir else fv,
+  bert_config = model_config.load_config(config_file, None if hub_dir else fv,
                                             fv.max_seq_length)
   max_seq_length = fv.max_seq_length or bert_config.max_position_embeddings
   if fv.top_k > bert_config.vocab_size:

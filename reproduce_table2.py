@@ -38,7 +38,6 @@ import collections
 import concurrent.futures
 import json
 import os
-import re
 import shutil
 import sys
 import time
@@ -50,8 +49,9 @@ import tensorflow as tf
 
 import common
 import estimator_utils
-import create_pretraining_data
+import reproduction
 import subprocess_utils
+import text_input
 
 tf1 = tf.compat.v1
 
@@ -59,61 +59,14 @@ REPO_DIR = common.REPO_DIR
 DEFAULT_REPORT = os.path.join(REPO_DIR, "docs", "REPRODUCTION.md")
 
 
-def _is_inside(path, directory):
-  path, directory = os.path.normpath(path), os.path.normpath(directory)
-  return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
-def display_path(path, flag_name=None, output_dir=None):
-  """How a report names a file: relative to the repository or by flag, never absolute.
-
-  Args:
-    path: a local path.
-    flag_name: the flag that gave it (named when no relative form exists).
-    output_dir: --output_dir; paths inside it are shown as "<output_dir>/...".
-
-  Returns:
-    "data/vocab.txt", "../shared/data/corpus" (default shared data),
-    "$REALFORMER_SHARED_DATA/corpus" (set elsewhere), "<output_dir>/runs/...", or
-    "--corpus (<base name>)" for any other place.
-  """
-  if "://" in path:
-    return path  # A bucket URL names no machine.
-  path = os.path.normpath(os.path.abspath(path))
-  if output_dir and _is_inside(path, os.path.abspath(output_dir)):
-    rel = os.path.relpath(path, os.path.abspath(output_dir))
-    return "<output_dir>" if rel == "." else "<output_dir>/" + rel
-  if _is_inside(path, REPO_DIR):
-    return os.path.relpath(path, REPO_DIR)
-  shared = common.shared_data_dir()
-  if _is_inside(path, shared):
-    rel = os.path.relpath(path, shared)
-    if os.environ.get(common.SHARED_DATA_ENV):
-      return "$%s" % common.SHARED_DATA_ENV + ("" if rel == "." else "/" + rel)
-    return os.path.relpath(path, REPO_DIR)
-  if _is_inside(path, os.path.dirname(REPO_DIR)):
-    return os.path.relpath(path, REPO_DIR)  # a sibling of the repository, e.g. ../data
-  return "--%s (%s)" % (flag_name, os.path.basename(path)) if flag_name else os.path.basename(
-      path)
-
-
-def portable_text(text, output_dir):
-  """Replaces the machine's absolute paths in `text` (e.g. an analysis report) by display forms.
-
-  Args:
-    text: markdown that may name files under output_dir, the repository or the shared data.
-    output_dir: --output_dir.
-
-  Returns:
-    The text with "<output_dir>/...", repository-relative and shared-data forms.
-  """
-  roots = [os.path.abspath(output_dir), REPO_DIR, common.shared_data_dir()]
-  # Longest first, so a root inside another is replaced by its own form.
-  for root in sorted(set(roots), key=len, reverse=True):
-    form = display_path(root, output_dir=output_dir)
-    text = text.replace(root + os.sep, ("" if form == "." else form + "/"))
-    text = re.sub(re.escape(root) + r"(?=[\s`'\",;:)\]]|$)", form.replace("\\", "\\\\"), text)
-  return text
+# The driver helpers shared with translation/reproduce_table7.py live in reproduction.py; the
+# names stay importable from here.
+display_path = reproduction.display_path
+portable_text = reproduction.portable_text
+mean_std = reproduction.mean_std
+image_dir_name = reproduction.image_dir_name
+RESUME_MESSAGE = reproduction.RESUME_MESSAGE
+Runner = reproduction.Runner
 
 
 def define_flags():
@@ -420,16 +373,6 @@ def split_corpus(paths, train_path, heldout_path, heldout_every, max_bytes):
   return stats
 
 
-def mean_std(values):
-  """(mean, sample std or None for one value) of a list of floats; (None, None) when empty."""
-  values = [v for v in values if v is not None]
-  if not values:
-    return None, None
-  mean = float(np.mean(values))
-  std = float(np.std(values, ddof=1)) if len(values) > 1 else None
-  return mean, std
-
-
 # ---------------------------------------------------------------------------------------------
 # The plan: time estimates against --budget_hours.
 # ---------------------------------------------------------------------------------------------
@@ -504,47 +447,6 @@ def analysis_seconds(settings, heldout_instances):
 # ---------------------------------------------------------------------------------------------
 # Running the tools.
 # ---------------------------------------------------------------------------------------------
-
-
-RESUME_MESSAGE = "reproduction stopped; rerun the same command to resume"
-
-
-class Runner(object):
-  """Runs the repository's tools as subprocesses, logging their output to files.
-
-  Each child runs in its own process group (subprocess_utils.run_child): a SIGINT / SIGTERM of
-  this process is forwarded to it, it is waited for (bounded), and this process then exits
-  130 / 143 instead of treating the stopped child's outputs as finished.
-  """
-
-  def __init__(self, log_dir):
-    self.log_dir = log_dir
-    tf.io.gfile.makedirs(log_dir)
-
-  def run(self, name, script, args):
-    """Runs `python script args`; fails with the log's tail when it exits non-zero.
-
-    Args:
-      name: log file stem (<log_dir>/<name>.log).
-      script: a script of the repository (or an absolute path).
-      args: its flags.
-
-    Returns:
-      Wall seconds.
-    """
-    cmd = [sys.executable, os.path.join(REPO_DIR, script)] + args
-    log_path = os.path.join(self.log_dir, name + ".log")
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    result = subprocess_utils.run_child(cmd, log_path, header=" ".join(cmd), cwd=REPO_DIR,
-                                        env=env)
-    common.STOP_SIGNALS.exit_if_stopped(RESUME_MESSAGE)
-    if not result.ok:
-      with open(log_path, errors="replace") as f:
-        tail = f.read()[-1500:]
-      common.fail("%s failed (%s, log %s): %s" % (script, result.describe(), log_path,
-                                                  tail.strip().splitlines()[-1:]))
-    return result.seconds
 
 
 # What the training and evaluation steps share: where things are and how to run a tool.
@@ -708,7 +610,7 @@ def create_tfrecords(runner, settings, data_dir, part, dupe_factor):
       "--dupe_factor=%d" % dupe_factor,
       "--random_seed=12345",
   ])
-  return _read_json(create_pretraining_data.summary_path_for(out))["instances"]
+  return _read_json(text_input.summary_path_for(out))["instances"]
 
 
 def prepare_data(runner, settings, data_dir, log, planned=False):
@@ -1259,12 +1161,6 @@ def _display_corpus(corpus, out_dir):
   """--corpus (a directory, or comma-separated files / globs) as the report names it."""
   return ",".join(display_path(part.strip(), "corpus", out_dir)
                   for part in corpus.split(",") if part.strip())
-
-
-def image_dir_name(report_path):
-  """The report's image folder beside it: "reproduction" for REPRODUCTION.md, else <stem>_images."""
-  stem = os.path.splitext(os.path.basename(report_path))[0]
-  return "reproduction" if stem == "REPRODUCTION" else stem + "_images"
 
 
 def write_report_images(image_dir, settings, results, analysis_dir):

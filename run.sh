@@ -47,11 +47,12 @@ export TF_ENABLE_ONEDNN_OPTS="${TF_ENABLE_ONEDNN_OPTS:-1}"
 # training loop, SavedModels exported on TF 2.15): README "Which TensorFlow".
 LATEST_VENV=.venv-tf-latest
 LATEST_TESTS=(tests/test_tf_versions.py tests/test_modeling.py tests/test_tokenization.py
-              tests/test_optimization.py tests/test_nmt_modeling.py tests/test_beam_search.py
-              tests/test_convert_hf_checkpoint.py tests/test_checkpoint_utils.py
-              tests/test_translation_metrics.py tests/test_average_checkpoints.py
+              tests/test_optimization.py tests/test_convert_hf_checkpoint.py
+              tests/test_checkpoint_utils.py tests/test_average_checkpoints.py
               tests/test_slim_checkpoint.py tests/test_etc_modeling.py tests/test_etc_inputs.py
-              tests/test_export_translation.py)
+              tests/translation/test_nmt_modeling.py tests/translation/test_beam_search.py
+              tests/translation/test_translation_metrics.py
+              tests/translation/test_export_translation.py)
 cmd="${1:-help}"
 shift || true
 case "$cmd" in

@@ -24,6 +24,12 @@ file_based_convert_examples_to_features, file_based_input_fn_builder, input_fn_b
 create_model and model_fn_builder have the official signatures and results; our additions are
 keyword arguments with defaults (e.g. is_regression=True for a single-output MSE head).
 
+This file holds the official API and the job; the rest is in library modules whose names it
+re-exports: classifier_tasks (examples, DataProcessors, the task table, the TSV reader, class
+weights), feature_cache (the tokenised features reused across jobs), classifier_outputs (dev
+metrics, pooled windows, submission files), training_eval (evaluation during training, early
+stopping, the best checkpoint) and sliding_window (the long-document windows).
+
 Your own DataProcessor with main(), without editing this file, either way:
 
   1. --processor=MODULE:CLASS (MODULE is imported from the current directory or PYTHONPATH; a
@@ -94,13 +100,8 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
-import csv
-import hashlib
-import importlib
-import importlib.util
 import json
 import os
-import sys
 import time
 
 from absl import app
@@ -109,12 +110,17 @@ import numpy as np
 import tensorflow as tf
 
 import checkpoint_utils
+import classifier_outputs
+import classifier_tasks
 import common
 import estimator_utils
 import export_utils
-import glue_metrics
+import feature_cache
+import model_config
 import modeling
+import sliding_window
 import tokenization
+import training_eval
 
 tf1 = tf.compat.v1
 
@@ -122,9 +128,6 @@ FLAGS = flags.FLAGS
 
 # The shared estimator_utils.MODEL_FN_FLAGS this script implements.
 SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
-
-# Bumped when the cached TFRecord layout or the conversion changes.
-FEATURE_CACHE_VERSION = 1
 
 
 _FLAGS_DEFINED = []
@@ -136,6 +139,15 @@ def define_flags():
   if _FLAGS_DEFINED:
     return
   _FLAGS_DEFINED.append(True)
+  _define_official_flags()
+  estimator_utils.define_estimator_flags()
+  model_config.define_model_override_flags()
+  _define_task_flags()
+  _define_extension_flags()
+
+
+def _define_official_flags():
+  """The official script's flags (same names, defaults and meaning)."""
   # Required parameters (as the official script).
   flags.DEFINE_string(
       "data_dir", None,
@@ -180,10 +192,10 @@ def define_flags():
       "warmup_proportion", 0.1,
       "Proportion of training to perform linear learning rate warmup for. "
       "E.g., 0.1 = 10% of training.")
-  estimator_utils.define_estimator_flags()
-  estimator_utils.define_model_override_flags()
 
-  # Extensions.
+
+def _define_task_flags():
+  """Extensions: the tokenizer, the export, the tsv task's columns and labels, class weights."""
   flags.DEFINE_string("spm_model_file", None,
                       "SentencePiece model; when given it replaces --vocab_file's WordPiece.")
   flags.DEFINE_string(
@@ -224,6 +236,18 @@ def define_flags():
       "class_weights", None,
       "Single-label classification: weight of each class in the loss, 'auto' (inverse "
       "frequency over the training labels, normalised to mean 1) or w1,w2,... in label order.")
+  flags.DEFINE_string(
+      "label_list", None,
+      "--task_name=tsv: comma-separated labels (default: the sorted labels found in "
+      "train.tsv, or labels.txt written into --output_dir by training).")
+  flags.DEFINE_string(
+      "processor", None,
+      "Your own DataProcessor subclass as MODULE:CLASS (MODULE imported from the current "
+      "directory or PYTHONPATH, or a path to a .py file); its get_labels() gives the labels.")
+
+
+def _define_extension_flags():
+  """Extensions: evaluation during training, long documents, padding, XNLI's language."""
   flags.DEFINE_integer(
       "eval_every_steps", 0,
       "With --do_train: evaluate on the dev set every N steps (and at the last step), append "
@@ -257,54 +281,43 @@ def define_flags():
       "Default: longest for evaluation and prediction, max_length for training and on TPU "
       "(static shapes).")
   flags.DEFINE_string(
-      "label_list", None,
-      "--task_name=tsv: comma-separated labels (default: the sorted labels found in "
-      "train.tsv, or labels.txt written into --output_dir by training).")
-  flags.DEFINE_string(
-      "processor", None,
-      "Your own DataProcessor subclass as MODULE:CLASS (MODULE imported from the current "
-      "directory or PYTHONPATH, or a path to a .py file); its get_labels() gives the labels.")
-  flags.DEFINE_string(
       "xnli_language", "zh",
       "--task_name=xnli: language of the XNLI-MT training file "
       "(multinli/multinli.train.<language>.tsv) and of the xnli.dev.tsv rows evaluated.")
 
 
 # ----------------------------------------------------------------------------------------------
-# Examples and task files.
+# Examples, DataProcessors and tasks live in classifier_tasks; the official names (and the
+# task API users call) stay importable from here.
 
-
-class InputExample(object):
-  """A single training/test example for simple sequence classification."""
-
-  def __init__(self, guid, text_a, text_b=None, label=None, index=None):
-    """Constructs an InputExample.
-
-    Args:
-      guid: Unique id for the example ("<split>-<n>").
-      text_a: string. The untokenized text of the first sequence.
-      text_b: (Optional) string. The untokenized text of the second sequence.
-      label: (Optional) string (classification) or float (regression); None for test files.
-      index: (Optional) the id written into a submission file (the test file's index column,
-        or the row number).
-    """
-    self.guid = guid
-    self.text_a = text_a
-    self.text_b = text_b
-    self.label = label
-    self.index = index
-
-
-class PaddingInputExample(object):
-  """Fake example so the num input examples is a multiple of the batch size.
-
-  When running eval/predict on the TPU, we need to pad the number of examples to be a multiple
-  of the batch size, because the TPU requires a fixed batch size. The alternative is to drop the
-  last batch, which is bad because it means the entire output data won't be generated.
-
-  We use this class instead of `None` because treating `None` as padding batches could cause
-  silent errors.
-  """
+InputExample = classifier_tasks.InputExample
+PaddingInputExample = classifier_tasks.PaddingInputExample
+DataProcessor = classifier_tasks.DataProcessor
+XnliProcessor = classifier_tasks.XnliProcessor
+MnliProcessor = classifier_tasks.MnliProcessor
+MrpcProcessor = classifier_tasks.MrpcProcessor
+ColaProcessor = classifier_tasks.ColaProcessor
+Layout = classifier_tasks.Layout
+TaskFile = classifier_tasks.TaskFile
+Task = classifier_tasks.Task
+MultiLabelMap = classifier_tasks.MultiLabelMap
+GLUE_TASKS = classifier_tasks.GLUE_TASKS
+TASK_NAMES = classifier_tasks.TASK_NAMES
+normalize_task_name = classifier_tasks.normalize_task_name
+make_tsv_task = classifier_tasks.make_tsv_task
+register_processor = classifier_tasks.register_processor
+load_processor_class = classifier_tasks.load_processor_class
+make_processor_task = classifier_tasks.make_processor_task
+get_task = classifier_tasks.get_task
+ReadStats = classifier_tasks.ReadStats
+read_tsv_lines = classifier_tasks.read_tsv_lines
+read_examples = classifier_tasks.read_examples
+split_multilabel = classifier_tasks.split_multilabel
+task_examples = classifier_tasks.task_examples
+collect_labels = classifier_tasks.collect_labels
+resolve_tsv_labels = classifier_tasks.resolve_tsv_labels
+# name -> DataProcessor class or factory (the same dict: register_processor adds to it).
+_PROCESSORS = classifier_tasks.PROCESSORS
 
 
 class InputFeatures(object):
@@ -316,820 +329,6 @@ class InputFeatures(object):
     self.segment_ids = segment_ids
     self.label_id = label_id
     self.is_real_example = is_real_example
-
-
-# ----------------------------------------------------------------------------------------------
-# The official DataProcessor API (users subclass it; main() runs one with --processor or
-# register_processor). Same guids, columns and labels as the official processors.
-
-
-class DataProcessor(object):
-  """Base class for data converters for sequence classification data sets."""
-
-  def get_train_examples(self, data_dir):
-    """Gets a collection of `InputExample`s for the train set."""
-    raise NotImplementedError()
-
-  def get_dev_examples(self, data_dir):
-    """Gets a collection of `InputExample`s for the dev set."""
-    raise NotImplementedError()
-
-  def get_test_examples(self, data_dir):
-    """Gets a collection of `InputExample`s for prediction."""
-    raise NotImplementedError()
-
-  def get_labels(self):
-    """Gets the list of labels for this data set."""
-    raise NotImplementedError()
-
-  @classmethod
-  def _read_tsv(cls, input_file, quotechar=None):
-    """Reads a tab separated value file.
-
-    Args:
-      input_file: path (any tf.io.gfile path).
-      quotechar: csv quote character; None (the default) keeps quotes as text.
-
-    Returns:
-      list of rows, each a list of str fields (the header row included).
-    """
-    with tf.io.gfile.GFile(input_file, "r") as f:
-      return list(csv.reader(f, delimiter="\t", quotechar=quotechar))
-
-
-class XnliProcessor(DataProcessor):
-  """Processor for the XNLI data set (XNLI-MT 1.0 training files, XNLI 1.0 dev/test).
-
-  data_dir holds multinli/multinli.train.<language>.tsv (premise, hypo, label; "contradictory"
-  is renamed "contradiction") and xnli.dev.tsv / xnli.test.tsv (all languages; the rows of
-  `language` are kept: column 0 language, 1 gold label, 6 sentence1, 7 sentence2).
-  """
-
-  def __init__(self):
-    self.language = "zh"
-
-  def get_train_examples(self, data_dir):
-    """See base class."""
-    lines = self._read_tsv(
-        os.path.join(data_dir, "multinli", "multinli.train.%s.tsv" % self.language))
-    examples = []
-    for (i, line) in enumerate(lines):
-      if i == 0:
-        continue  # header
-      guid = "train-%d" % i
-      text_a = tokenization.convert_to_unicode(line[0])
-      text_b = tokenization.convert_to_unicode(line[1])
-      label = tokenization.convert_to_unicode(line[2])
-      # The MT training files spell the class differently from the dev set.
-      if label == tokenization.convert_to_unicode("contradictory"):
-        label = tokenization.convert_to_unicode("contradiction")
-      examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
-    return examples
-
-  def get_dev_examples(self, data_dir):
-    """See base class."""
-    return self._xnli_examples(os.path.join(data_dir, "xnli.dev.tsv"), "dev")
-
-  def get_test_examples(self, data_dir):
-    """The xnli.test.tsv rows of `language` (an addition: the official class has none)."""
-    return self._xnli_examples(os.path.join(data_dir, "xnli.test.tsv"), "test")
-
-  def get_labels(self):
-    """See base class."""
-    return ["contradiction", "entailment", "neutral"]
-
-  def _xnli_examples(self, path, set_type):
-    """Examples of one language from an XNLI 1.0 file (guid = "<set>-<line index>")."""
-    lines = self._read_tsv(path)
-    examples = []
-    for (i, line) in enumerate(lines):
-      if i == 0:
-        continue
-      guid = "%s-%d" % (set_type, i)
-      language = tokenization.convert_to_unicode(line[0])
-      if language != tokenization.convert_to_unicode(self.language):
-        continue
-      text_a = tokenization.convert_to_unicode(line[6])
-      text_b = tokenization.convert_to_unicode(line[7])
-      label = tokenization.convert_to_unicode(line[1])
-      examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
-    return examples
-
-
-class MnliProcessor(DataProcessor):
-  """Processor for the MultiNLI data set (GLUE version)."""
-
-  def get_train_examples(self, data_dir):
-    """See base class."""
-    return self._create_examples(self._read_tsv(os.path.join(data_dir, "train.tsv")), "train")
-
-  def get_dev_examples(self, data_dir):
-    """See base class."""
-    return self._create_examples(self._read_tsv(os.path.join(data_dir, "dev_matched.tsv")),
-                                 "dev_matched")
-
-  def get_test_examples(self, data_dir):
-    """See base class."""
-    return self._create_examples(self._read_tsv(os.path.join(data_dir, "test_matched.tsv")),
-                                 "test")
-
-  def get_labels(self):
-    """See base class."""
-    return ["contradiction", "entailment", "neutral"]
-
-  def _create_examples(self, lines, set_type):
-    """Creates examples for the training and dev sets (guid from the index column)."""
-    examples = []
-    for (i, line) in enumerate(lines):
-      if i == 0:
-        continue
-      guid = "%s-%s" % (set_type, tokenization.convert_to_unicode(line[0]))
-      text_a = tokenization.convert_to_unicode(line[8])
-      text_b = tokenization.convert_to_unicode(line[9])
-      if set_type == "test":
-        label = "contradiction"  # A dummy: test files have no labels.
-      else:
-        label = tokenization.convert_to_unicode(line[-1])
-      examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
-    return examples
-
-
-class MrpcProcessor(DataProcessor):
-  """Processor for the MRPC data set (GLUE version)."""
-
-  def get_train_examples(self, data_dir):
-    """See base class."""
-    return self._create_examples(self._read_tsv(os.path.join(data_dir, "train.tsv")), "train")
-
-  def get_dev_examples(self, data_dir):
-    """See base class."""
-    return self._create_examples(self._read_tsv(os.path.join(data_dir, "dev.tsv")), "dev")
-
-  def get_test_examples(self, data_dir):
-    """See base class."""
-    return self._create_examples(self._read_tsv(os.path.join(data_dir, "test.tsv")), "test")
-
-  def get_labels(self):
-    """See base class."""
-    return ["0", "1"]
-
-  def _create_examples(self, lines, set_type):
-    """Creates examples for the training and dev sets."""
-    examples = []
-    for (i, line) in enumerate(lines):
-      if i == 0:
-        continue
-      guid = "%s-%s" % (set_type, i)
-      text_a = tokenization.convert_to_unicode(line[3])
-      text_b = tokenization.convert_to_unicode(line[4])
-      if set_type == "test":
-        label = "0"
-      else:
-        label = tokenization.convert_to_unicode(line[0])
-      examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label))
-    return examples
-
-
-class ColaProcessor(DataProcessor):
-  """Processor for the CoLA data set (GLUE version)."""
-
-  def get_train_examples(self, data_dir):
-    """See base class."""
-    return self._create_examples(self._read_tsv(os.path.join(data_dir, "train.tsv")), "train")
-
-  def get_dev_examples(self, data_dir):
-    """See base class."""
-    return self._create_examples(self._read_tsv(os.path.join(data_dir, "dev.tsv")), "dev")
-
-  def get_test_examples(self, data_dir):
-    """See base class."""
-    return self._create_examples(self._read_tsv(os.path.join(data_dir, "test.tsv")), "test")
-
-  def get_labels(self):
-    """See base class."""
-    return ["0", "1"]
-
-  def _create_examples(self, lines, set_type):
-    """Creates examples for the training and dev sets."""
-    examples = []
-    for (i, line) in enumerate(lines):
-      # Only the test set has a header.
-      if set_type == "test" and i == 0:
-        continue
-      guid = "%s-%s" % (set_type, i)
-      if set_type == "test":
-        text_a = tokenization.convert_to_unicode(line[1])
-        label = "0"
-      else:
-        text_a = tokenization.convert_to_unicode(line[3])
-        label = tokenization.convert_to_unicode(line[1])
-      examples.append(InputExample(guid=guid, text_a=text_a, text_b=None, label=label))
-    return examples
-
-
-# A file layout. num_columns: exact number of tab-separated fields a row must have (None: as many
-# as the header, or the first row, has). text_a/text_b/label/index: column indices (negative
-# counts from the end) or None. header: the expected header fields (documentation and error
-# messages; checked by count).
-Layout = collections.namedtuple(
-    "Layout", ["has_header", "num_columns", "text_a", "text_b", "label", "index", "header"])
-
-
-class TaskFile(collections.namedtuple("TaskFile", ["file_name", "cache_name", "name", "layout"])):
-  """One file of a task: file_name in data_dir, cache_name of its feature TFRecord, and a name
-  (metric prefix for dev files, submission file name for test files)."""
-
-
-class Task(object):
-  """A classification or regression task: its files, labels, metrics and submission names."""
-
-  def __init__(self, name, labels, train, dev, test, metrics, is_regression=False,
-               reader_options=None, processor=None, label_values=None, is_multilabel=False,
-               label_separator=","):
-    """Constructs a Task.
-
-    Args:
-      name: task name (lower case, e.g. "sst-2").
-      labels: list of label strings (class id = position); None for regression.
-      train: TaskFile of the training set.
-      dev: list of TaskFile (MNLI has matched and mismatched).
-      test: list of TaskFile, `name` being the submission file name.
-      metrics: metric names of glue_metrics.compute_metrics.
-      is_regression: single-output MSE head.
-      reader_options: dict of options that change how files are read (part of the cache key).
-      processor: a DataProcessor that gives the examples (its TaskFiles have file_name None),
-        or None to read the files with read_examples.
-      label_values: the processor's labels as get_labels() returns them (they may be ints,
-        as in the TF-Hub notebook); `labels` holds their strings. None: `labels`.
-      is_multilabel: each example has a set of labels (a tuple of label strings): a sigmoid
-        per label with binary cross-entropy.
-      label_separator: multi-label tasks: what joins the labels in a file's label column.
-    """
-    self.name = name
-    self.labels = labels
-    self.train = train
-    self.dev = dev
-    self.test = test
-    self.metrics = metrics
-    self.is_regression = is_regression
-    self.reader_options = reader_options or {}
-    self.processor = processor
-    self.label_values = label_values
-    self.is_multilabel = is_multilabel
-    self.label_separator = label_separator
-
-  @property
-  def num_labels(self):
-    return 1 if self.is_regression else len(self.labels)
-
-  @property
-  def main_metric(self):
-    """The metric early stopping and --keep_best follow (the first of `metrics`)."""
-    return self.metrics[0]
-
-  @property
-  def label_map(self):
-    """{label as the examples carry it: class id} (a MultiLabelMap for multi-label tasks), or
-    None for regression."""
-    if self.is_regression:
-      return None
-    values = self.label_values if self.label_values is not None else self.labels
-    if self.is_multilabel:
-      return MultiLabelMap((label, i) for i, label in enumerate(values))
-    return {label: i for i, label in enumerate(values)}
-
-
-class MultiLabelMap(dict):
-  """{label: position} of a multi-label task: the conversion turns an example's labels (a tuple
-  of label strings) into a multi-hot label_id [num_labels] instead of one class id."""
-
-
-def _glue_task(name, labels, train_layout, dev_layout, test_layout, metrics, submission,
-               is_regression=False):
-  assert tuple(metrics) == glue_metrics.TASK_METRICS[name], name
-  return Task(
-      name, labels,
-      train=TaskFile("train.tsv", "train", "train", train_layout),
-      dev=[TaskFile("dev.tsv", "eval", "", dev_layout)],
-      test=[TaskFile("test.tsv", "predict", submission, test_layout)],
-      metrics=metrics, is_regression=is_regression)
-
-
-_BINARY = ["0", "1"]
-_NLI2 = ["entailment", "not_entailment"]
-_MNLI_LABELS = ["contradiction", "entailment", "neutral"]
-_MNLI_HEADER = ("index promptID pairID genre sentence1_binary_parse sentence2_binary_parse "
-                "sentence1_parse sentence2_parse sentence1 sentence2").split()
-
-
-def _make_glue_tasks():
-  """The nine GLUE tasks, laid out as the GLUE benchmark distributes them."""
-  tasks = {}
-  cola_rows = Layout(False, 4, 3, None, 1, None, ["source", "label", "mark", "sentence"])
-  tasks["cola"] = _glue_task(
-      "cola", _BINARY, cola_rows, cola_rows,
-      Layout(True, 2, 1, None, None, 0, ["index", "sentence"]), ("mcc",), "CoLA.tsv")
-  sst_rows = Layout(True, 2, 0, None, 1, None, ["sentence", "label"])
-  tasks["sst-2"] = _glue_task(
-      "sst-2", _BINARY, sst_rows, sst_rows,
-      Layout(True, 2, 1, None, None, 0, ["index", "sentence"]), ("accuracy",), "SST-2.tsv")
-  mrpc_rows = Layout(True, 5, 3, 4, 0, None,
-                     ["Quality", "#1 ID", "#2 ID", "#1 String", "#2 String"])
-  tasks["mrpc"] = _glue_task(
-      "mrpc", _BINARY, mrpc_rows, mrpc_rows,
-      Layout(True, 5, 3, 4, None, 0, ["index", "#1 ID", "#2 ID", "#1 String", "#2 String"]),
-      ("accuracy", "f1"), "MRPC.tsv")
-  sts_header = ("index genre filename year old_index source1 source2 sentence1 sentence2"
-                .split())
-  sts_rows = Layout(True, 10, 7, 8, 9, None, sts_header + ["score"])
-  tasks["sts-b"] = _glue_task(
-      "sts-b", None, sts_rows, sts_rows, Layout(True, 9, 7, 8, None, 0, sts_header),
-      ("pearson", "spearman"), "STS-B.tsv", is_regression=True)
-  qqp_rows = Layout(True, 6, 3, 4, 5, None,
-                    ["id", "qid1", "qid2", "question1", "question2", "is_duplicate"])
-  tasks["qqp"] = _glue_task(
-      "qqp", _BINARY, qqp_rows, qqp_rows,
-      Layout(True, 3, 1, 2, None, 0, ["id", "question1", "question2"]),
-      ("accuracy", "f1"), "QQP.tsv")
-  mnli_train = Layout(True, 12, 8, 9, -1, None, _MNLI_HEADER + ["label1", "gold_label"])
-  mnli_dev = Layout(True, 16, 8, 9, -1, None,
-                    _MNLI_HEADER + ["label1", "label2", "label3", "label4", "label5",
-                                    "gold_label"])
-  mnli_test = Layout(True, 10, 8, 9, None, 0, _MNLI_HEADER)
-  tasks["mnli"] = Task(
-      "mnli", _MNLI_LABELS,
-      train=TaskFile("train.tsv", "train", "train", mnli_train),
-      dev=[TaskFile("dev_matched.tsv", "eval", "", mnli_dev),
-           TaskFile("dev_mismatched.tsv", "eval_mismatched", "mismatched", mnli_dev)],
-      test=[TaskFile("test_matched.tsv", "predict", "MNLI-m.tsv", mnli_test),
-            TaskFile("test_mismatched.tsv", "predict_mismatched", "MNLI-mm.tsv", mnli_test)],
-      metrics=("accuracy",))
-  for name, labels, submission, columns in (
-      ("qnli", _NLI2, "QNLI.tsv", ["index", "question", "sentence"]),
-      ("rte", _NLI2, "RTE.tsv", ["index", "sentence1", "sentence2"]),
-      ("wnli", _BINARY, "WNLI.tsv", ["index", "sentence1", "sentence2"])):
-    rows = Layout(True, 4, 1, 2, 3, None, columns + ["label"])
-    tasks[name] = _glue_task(name, labels, rows, rows, Layout(True, 3, 1, 2, None, 0, columns),
-                             ("accuracy",), submission)
-  return tasks
-
-
-GLUE_TASKS = _make_glue_tasks()
-# name -> DataProcessor class (or a zero-argument factory); register_processor adds users' own.
-_PROCESSORS = {"xnli": XnliProcessor}
-TASK_NAMES = sorted(list(GLUE_TASKS) + ["xnli"]) + ["tsv"]
-_TASK_ALIASES = {"sst2": "sst-2", "stsb": "sts-b", "sts": "sts-b"}
-
-
-def normalize_task_name(task_name):
-  """Lower-cases a task name and maps aliases (sst2 -> sst-2, stsb -> sts-b)."""
-  name = (task_name or "").strip().lower()
-  return _TASK_ALIASES.get(name, name)
-
-
-def make_tsv_task(text_a_column, text_b_column=None, label_column=None, has_header=True,
-                  task_type="classification", label_list=None, label_separator=","):
-  """A task for users' own TSV files: data_dir/{train,dev,test}.tsv with chosen columns.
-
-  Args:
-    text_a_column: column of the first text: 0-based index, or a header name.
-    text_b_column: optional column of the second text.
-    label_column: column of the label (optional in test.tsv).
-    has_header: the first line of each file is a header.
-    task_type: "classification", "regression" or "multilabel" (the label column holds the
-      labels joined by label_separator, possibly none).
-    label_list: list of label strings, or None to take the sorted labels of train.tsv
-      (resolved by resolve_tsv_labels).
-    label_separator: multilabel: what joins the labels of a row.
-
-  Returns:
-    A Task named "tsv" (labels may still be None for classification).
-  """
-  if text_a_column is None or str(text_a_column).strip() == "":
-    common.fail("--text_a_column is required with --task_name=tsv")
-  if label_column is None or str(label_column).strip() == "":
-    common.fail("--label_column is required with --task_name=tsv")
-  columns = {"text_a": text_a_column, "text_b": text_b_column, "label": label_column}
-  for key, value in columns.items():
-    if value is not None and not has_header and not _is_int(value):
-      common.fail("--%s_column=%s: a column name needs --has_header; give a 0-based index" %
-                  (key, value))
-  layout = Layout(has_header, None, text_a_column, text_b_column, label_column, None, None)
-  test_layout = layout._replace(label=None)
-  is_regression = task_type == "regression"
-  is_multilabel = task_type == "multilabel"
-  options = {"text_a_column": str(text_a_column), "text_b_column": text_b_column,
-             "label_column": str(label_column), "has_header": bool(has_header),
-             "task_type": task_type}
-  if is_multilabel:
-    if not label_separator:
-      common.fail("--label_separator must not be empty")
-    options["label_separator"] = label_separator
-    metrics = glue_metrics.MULTILABEL_METRICS
-  elif is_regression:
-    metrics = ("pearson", "spearman")
-  else:
-    metrics = ("accuracy",)
-  return Task(
-      "tsv", None if is_regression else label_list,
-      train=TaskFile("train.tsv", "train", "train", layout),
-      dev=[TaskFile("dev.tsv", "eval", "", layout)],
-      test=[TaskFile("test.tsv", "predict", "predictions.tsv", test_layout)],
-      metrics=metrics, is_regression=is_regression, reader_options=options,
-      is_multilabel=is_multilabel, label_separator=label_separator)
-
-
-def register_processor(name, processor_cls):
-  """Makes `--task_name=name` run a DataProcessor (for users' scripts that then run main()).
-
-  A registered name takes precedence over a built-in task of the same name.
-
-  Args:
-    name: task name (case-insensitive).
-    processor_cls: a DataProcessor subclass, or any zero-argument callable returning an object
-      with get_train_examples / get_dev_examples / get_test_examples / get_labels (or such an
-      object itself).
-
-  Returns:
-    processor_cls.
-  """
-  key = normalize_task_name(name)
-  if not key:
-    raise ValueError("register_processor: empty task name")
-  if not callable(processor_cls) and not hasattr(processor_cls, "get_labels"):
-    raise TypeError("register_processor(%r, ...): expected a DataProcessor class, got %r" %
-                    (name, processor_cls))
-  _PROCESSORS[key] = processor_cls
-  return processor_cls
-
-
-def load_processor_class(spec):
-  """Imports the class named by --processor=MODULE:CLASS (or PATH.py:CLASS).
-
-  Args:
-    spec: "module.path:ClassName" (module imported from the current directory or PYTHONPATH)
-      or "some/dir/file.py:ClassName".
-
-  Returns:
-    The class (or factory) object.
-  """
-  module_name, sep, attr = (spec or "").rpartition(":")
-  if not sep or not module_name or not attr:
-    common.fail("--processor=%s: expected MODULE:CLASS, e.g. my_processors:MyProcessor" % spec)
-  try:
-    if module_name.endswith(".py"):
-      if not os.path.isfile(module_name):
-        common.fail("--processor=%s: no file %s" % (spec, module_name))
-      unique = "_user_processor_%s" % hashlib.sha1(
-          os.path.abspath(module_name).encode("utf-8")).hexdigest()[:12]
-      module_spec = importlib.util.spec_from_file_location(unique, module_name)
-      module = importlib.util.module_from_spec(module_spec)
-      sys.modules[unique] = module
-      module_spec.loader.exec_module(module)
-    else:
-      # A script's sys.path starts with its own directory, not the current one the user's
-      # module sits in.
-      if os.getcwd() not in sys.path and "" not in sys.path:
-        sys.path.append(os.getcwd())
-      module = importlib.import_module(module_name)
-  except ImportError as e:
-    common.fail("--processor=%s: cannot import %s: %s" % (spec, module_name, e))
-  if not hasattr(module, attr):
-    common.fail("--processor=%s: module %s has no %s" % (spec, module_name, attr))
-  return getattr(module, attr)
-
-
-def make_processor_task(name, processor):
-  """A classification Task whose examples come from a DataProcessor.
-
-  Args:
-    name: task name (logs, cache keys).
-    processor: DataProcessor instance.
-
-  Returns:
-    Task with processor set, labels = the strings of processor.get_labels() and accuracy as
-    its metric.
-  """
-  try:
-    values = list(processor.get_labels())
-  except NotImplementedError:
-    common.fail("--task_name=%s: %s has no get_labels()" % (name, type(processor).__name__))
-  labels = [tokenization.printable_text(v) if isinstance(v, bytes) else str(v)
-            for v in values]
-  if len(labels) < 2 or len(set(labels)) != len(labels):
-    common.fail("--task_name=%s: %s.get_labels() must give at least two distinct labels, got "
-                "%s" % (name, type(processor).__name__, values))
-  options = {"processor": "%s.%s" % (type(processor).__module__,
-                                     type(processor).__name__)}
-  if hasattr(processor, "language"):
-    options["language"] = str(processor.language)
-  return Task(
-      name, labels,
-      train=TaskFile(None, "train", "train", None),
-      dev=[TaskFile(None, "eval", "", None)],
-      test=[TaskFile(None, "predict", "test_predictions.tsv", None)],
-      metrics=("accuracy",), reader_options=options, processor=processor,
-      label_values=values)
-
-
-def _instantiate(processor_cls):
-  """The processor object of a registered class / factory (an instance is used as is)."""
-  return processor_cls() if callable(processor_cls) else processor_cls
-
-
-def get_task(task_name, flag_values=None):
-  """Returns the Task for --task_name (the tsv task takes its columns from flag_values).
-
-  Args:
-    task_name: a GLUE task, "xnli", "tsv", or a name given to register_processor.
-    flag_values: FLAGS (tsv columns, --processor, --xnli_language), or None.
-
-  Returns:
-    Task.
-  """
-  fv = flag_values
-  processor_spec = getattr(fv, "processor", None) if fv is not None else None
-  if processor_spec:
-    processor = _instantiate(load_processor_class(processor_spec))
-    name = (task_name or "").strip().lower() or type(processor).__name__.lower()
-    return make_processor_task(name, processor)
-  name = normalize_task_name(task_name)
-  if name in _PROCESSORS:
-    processor = _instantiate(_PROCESSORS[name])
-    if name == "xnli" and _PROCESSORS[name] is XnliProcessor:
-      processor.language = getattr(fv, "xnli_language", None) or processor.language
-    return make_processor_task(name, processor)
-  if name in GLUE_TASKS:
-    return GLUE_TASKS[name]
-  if name == "tsv":
-    label_list = None
-    if fv.label_list:
-      label_list = [x.strip() for x in fv.label_list.split(",") if x.strip()]
-      if len(set(label_list)) != len(label_list) or len(label_list) < 2:
-        common.fail("--label_list=%s: needs at least two distinct labels" % fv.label_list)
-    return make_tsv_task(fv.text_a_column, fv.text_b_column, fv.label_column, fv.has_header,
-                         fv.task_type, label_list,
-                         label_separator=getattr(fv, "label_separator", ","))
-  common.fail("--task_name=%s: unknown task (use one of %s, or --processor=MODULE:CLASS)" %
-              (task_name, ", ".join(sorted(set(TASK_NAMES) | set(_PROCESSORS)))))
-
-
-def _is_int(value):
-  try:
-    int(str(value))
-    return True
-  except ValueError:
-    return False
-
-
-class ReadStats(object):
-  """Counts of what a file reader kept and skipped."""
-
-  def __init__(self, path):
-    self.path = path
-    self.rows = 0
-    self.examples = 0
-    self.skipped_columns = 0
-    self.blank = 0
-    self.first_skipped_lines = []
-
-  def log(self):
-    tf1.logging.info(
-        "%s: %d examples from %d rows; skipped %d malformed row(s) (wrong number of columns)%s"
-        "%s", self.path, self.examples, self.rows, self.skipped_columns,
-        (", first at line(s) %s" % ", ".join(str(x) for x in self.first_skipped_lines))
-        if self.first_skipped_lines else "",
-        ", %d blank line(s) ignored" % self.blank if self.blank else "")
-
-
-def read_tsv_lines(path):
-  """Yields (line_number, fields) of a tab-separated file, fields split on tabs, no quoting.
-
-  Lines end at "\\n" only (a trailing "\\r" is dropped); bytes that are not UTF-8 are dropped, as
-  tokenization.convert_to_unicode does.
-
-  Args:
-    path: file path (any tf.io.gfile path).
-
-  Yields:
-    (1-based line number, list of str fields); blank lines are yielded with fields None.
-  """
-  with tf.io.gfile.GFile(path, "rb") as f:
-    # Streamed: MNLI's train.tsv is hundreds of MB.
-    for number, raw in enumerate(f, 1):
-      if raw.endswith(b"\n"):
-        raw = raw[:-1]
-      if raw.endswith(b"\r"):
-        raw = raw[:-1]
-      if not raw.strip():
-        yield number, None
-        continue
-      yield number, tokenization.convert_to_unicode(raw).split("\t")
-
-
-def _resolve_column(column, header, path, what):
-  """Turns a column (int index, numeric string, or header name) into an index."""
-  if column is None:
-    return None
-  if isinstance(column, int):
-    return column
-  if _is_int(column):
-    return int(column)
-  if header is None:
-    common.fail("--%s_column=%s: %s has no header to look the name up in" % (what, column, path))
-  if column not in header:
-    common.fail("--%s_column=%s: %s has no such column (header: %s)" %
-                (what, column, path, ", ".join(header)))
-  return header.index(column)
-
-
-def read_examples(task, task_file, data_dir, split, check_labels=True):
-  """Reads one file of a task into InputExamples.
-
-  Rows with the wrong number of columns (e.g. QQP's broken lines) are skipped and counted;
-  a label outside the task's label set is a one-line error naming the file and line.
-
-  Args:
-    task: Task.
-    task_file: TaskFile (its layout says which columns hold what).
-    data_dir: directory holding the file.
-    split: "train", "dev" or "test" (guid prefix; test files have no labels).
-    check_labels: fail on a label outside task.labels (False: keep any label string).
-
-  Returns:
-    (list of InputExample, ReadStats).
-  """
-  path = os.path.join(data_dir, task_file.file_name)
-  layout = task_file.layout
-  stats = ReadStats(path)
-  examples = []
-  labels = task.labels
-  label_set = set(labels) if (check_labels and labels is not None) else None
-  header = None
-  num_columns = layout.num_columns
-  cols = None
-  for line_number, fields in read_tsv_lines(path):
-    if fields is None:
-      stats.blank += 1
-      continue
-    if layout.has_header and header is None:
-      header = fields
-      if num_columns is not None and len(header) != num_columns:
-        common.fail(
-            "%s:%d: header has %d column(s) (%s), but the %s layout of %s has %d (%s)" %
-            (path, line_number, len(header), " | ".join(header[:12]), task.name.upper(),
-             task_file.file_name, num_columns, " | ".join(layout.header or [])))
-      if num_columns is None:
-        num_columns = len(header)
-      continue
-    if num_columns is None:
-      num_columns = len(fields)
-    if cols is None:
-      cols = {}
-      for what in ("text_a", "text_b", "label", "index"):
-        index = _resolve_column(getattr(layout, what), header, path, what)
-        if index is not None and not -num_columns <= index < num_columns:
-          if what == "label" and split == "test":
-            index = None  # A user's test file without labels.
-          else:
-            common.fail("--%s_column=%s: %s has only %d columns" %
-                        (what, getattr(layout, what), path, num_columns))
-        cols[what] = index
-    stats.rows += 1
-    if len(fields) != num_columns:
-      stats.skipped_columns += 1
-      if len(stats.first_skipped_lines) < 5:
-        stats.first_skipped_lines.append(line_number)
-      continue
-    text_a = fields[cols["text_a"]]
-    text_b = fields[cols["text_b"]] if cols["text_b"] is not None else None
-    label = None
-    if split != "test":
-      raw_label = fields[cols["label"]].strip()
-      if task.is_regression:
-        try:
-          label = float(raw_label)
-        except ValueError:
-          common.fail("%s:%d: label %r is not a number (%s is a regression task)" %
-                      (path, line_number, raw_label, task.name))
-        if not np.isfinite(label):
-          common.fail("%s:%d: label %r is not finite" % (path, line_number, raw_label))
-      elif task.is_multilabel:
-        label = split_multilabel(raw_label, task.label_separator)
-        for one in label:
-          if label_set is not None and one not in label_set:
-            common.fail("%s:%d: label %r is not one of the %s labels (%s)" %
-                        (path, line_number, one, task.name, ", ".join(labels)))
-      else:
-        if label_set is not None and raw_label not in label_set:
-          common.fail("%s:%d: label %r is not one of the %s labels (%s)" %
-                      (path, line_number, raw_label, task.name, ", ".join(labels)))
-        label = raw_label
-    index = fields[cols["index"]].strip() if cols["index"] is not None else None
-    if index is None:
-      index = str(len(examples))
-    guid = "%s-%d" % (split, len(examples))
-    examples.append(InputExample(guid=guid, text_a=text_a, text_b=text_b, label=label,
-                                 index=index))
-  stats.examples = len(examples)
-  stats.log()
-  return examples, stats
-
-
-def split_multilabel(raw_label, separator=","):
-  """The labels of a multi-label row: split on `separator`, stripped, empty parts dropped, the
-  first occurrence of a repeated label kept.
-
-  Args:
-    raw_label: the label field ("" for an example without labels).
-    separator: what joins the labels.
-
-  Returns:
-    tuple of label strings.
-  """
-  labels = []
-  for part in raw_label.split(separator):
-    part = part.strip()
-    if part and part not in labels:
-      labels.append(part)
-  return tuple(labels)
-
-
-_PROCESSOR_METHODS = {"train": "get_train_examples", "dev": "get_dev_examples",
-                      "test": "get_test_examples"}
-_SPLIT_MODES = {"train": "--do_train", "dev": "--do_eval", "test": "--do_predict"}
-
-
-def task_examples(task, task_file, data_dir, split):
-  """The examples of one split: read_examples, or the task's DataProcessor.
-
-  Args:
-    task: Task.
-    task_file: TaskFile of the split (file_name None for a processor task).
-    data_dir: --data_dir.
-    split: "train", "dev" or "test".
-
-  Returns:
-    list of InputExample.
-  """
-  if task.processor is None:
-    return read_examples(task, task_file, data_dir, split)[0]
-  method = _PROCESSOR_METHODS[split]
-  what = "%s.%s(%s)" % (type(task.processor).__name__, method, data_dir)
-  try:
-    examples = getattr(task.processor, method)(data_dir)
-  except NotImplementedError:
-    common.fail("--task_name=%s: %s is not implemented (needed by %s)" %
-                (task.name, what, _SPLIT_MODES[split]))
-  except (IOError, OSError, tf.errors.OpError) as e:
-    # A missing or unreadable file is one line naming it, not a traceback.
-    common.fail("--data_dir=%s: %s failed: %s" % (data_dir, what, str(e).splitlines()[0]))
-  examples = list(examples) if examples is not None else []
-  tf1.logging.info("%s: %d examples", what, len(examples))
-  return examples
-
-
-def _split_description(task, task_file):
-  """What a split is called in messages: its file name, or the processor method."""
-  if task_file.file_name is not None:
-    return task_file.file_name
-  return "%s.%s" % (type(task.processor).__name__, _PROCESSOR_METHODS[
-      "train" if task_file is task.train else "dev" if task_file in task.dev else "test"])
-
-
-def collect_labels(task, data_dir):
-  """The sorted set of labels in a task's train.tsv (for the tsv task without --label_list)."""
-  examples, _ = read_examples(task, task.train, data_dir, "train", check_labels=False)
-  if task.is_multilabel:
-    return sorted(set(label for e in examples for label in e.label))
-  found = sorted(set(e.label for e in examples))
-  return found
-
-
-def _checked_labels(labels, what):
-  if labels is None or len(labels) < 2:
-    common.fail("%s: a classification task needs at least two labels, found %s" %
-                (what, labels))
-  return labels
-
-
-def resolve_tsv_labels(task, data_dir, output_dir):
-  """Fills task.labels for a tsv classification task: --label_list, train.tsv, or labels.txt."""
-  if task.is_regression or task.labels is not None:
-    return task.labels
-  train_path = os.path.join(data_dir, task.train.file_name) if data_dir else None
-  if train_path and tf.io.gfile.exists(train_path):
-    task.labels = _checked_labels(collect_labels(task, data_dir), train_path)
-    tf1.logging.info("Labels from %s: %s", train_path, ", ".join(task.labels))
-    return task.labels
-  saved = os.path.join(output_dir, "labels.txt")
-  if tf.io.gfile.exists(saved):
-    with tf.io.gfile.GFile(saved) as f:
-      task.labels = _checked_labels([x.rstrip("\n") for x in f if x.strip()], saved)
-    tf1.logging.info("Labels from %s: %s", saved, ", ".join(task.labels))
-    return task.labels
-  common.fail("--task_name=tsv: no --label_list, no %s and no labels.txt in --output_dir=%s "
-              "to take the labels from" % (train_path, output_dir))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1317,12 +516,13 @@ def _log_feature(example, feature, tokenizer):
 # Long documents: windows over text_a (--long_document=window).
 
 
-DocWindow = collections.namedtuple("DocWindow", ["start", "length"])
+# The sliding window is sliding_window.windows (run_squad's and run_ner's too); kept under the
+# names this script has had.
+DocWindow = sliding_window.Window
 
 
 def document_windows(num_tokens, window_length, doc_stride):
-  """Windows of <= window_length tokens, doc_stride apart, covering a text (as run_squad's
-  make_doc_spans: the last window ends at the end of the text).
+  """Windows of <= window_length tokens, doc_stride apart, covering a text (sliding_window).
 
   Args:
     num_tokens: the text's number of tokens.
@@ -1333,17 +533,7 @@ def document_windows(num_tokens, window_length, doc_stride):
   Returns:
     list of DocWindow(start, length); one empty window for an empty text.
   """
-  if num_tokens == 0:
-    return [DocWindow(0, 0)]
-  windows = []
-  start = 0
-  while start < num_tokens:
-    length = min(num_tokens - start, window_length)
-    windows.append(DocWindow(start, length))
-    if start + length == num_tokens:
-      break
-    start += min(length, doc_stride)
-  return windows
+  return sliding_window.windows(num_tokens, window_length, doc_stride, empty_text_window=True)
 
 
 def window_length_for(max_seq_length, has_text_b):
@@ -1491,63 +681,10 @@ def file_based_convert_examples_to_features(examples, label_list, max_seq_length
   meter.update(len(examples), force=True)
 
 
-def _file_signature(path):
-  """Path, size and mtime of a file (None when no path)."""
-  if not path:
-    return None
-  stat = tf.io.gfile.stat(path)
-  return {"path": os.path.abspath(path) if "://" not in path else path,
-          "size": int(stat.length), "mtime_ns": int(stat.mtime_nsec)}
-
-
-def feature_cache_key(input_file, vocab_file, do_lower_case, max_seq_length, task, label_list,
-                      spm_model_file, pad_to_multiple=1, examples_digest=None, doc_stride=None):
-  """What the cached features depend on, and its hash.
-
-  Args:
-    input_file: the task file read.
-    vocab_file: WordPiece vocab (None with spm_model_file).
-    do_lower_case: tokenizer setting.
-    max_seq_length: sequence length.
-    task: Task (name and reader options).
-    label_list: label strings or None.
-    spm_model_file: SentencePiece model or None.
-    pad_to_multiple: examples padded to a multiple of this (TPU eval/predict), 1 = none.
-    examples_digest: hash of the examples themselves (DataProcessor tasks, whose files are
-      unknown), or None.
-    doc_stride: --long_document=window's stride, or None (truncation; not in the key, so
-      caches written before windows existed stay valid).
-
-  Returns:
-    (dict of the inputs, hex sha256 of its canonical JSON).
-  """
-  info = collections.OrderedDict([
-      ("version", FEATURE_CACHE_VERSION),
-      ("input_file", _file_signature(input_file)),
-      ("vocab_file", None if spm_model_file else _file_signature(vocab_file)),
-      ("do_lower_case", bool(do_lower_case)),
-      ("max_seq_length", int(max_seq_length)),
-      ("task", task.name),
-      ("reader_options", task.reader_options),
-      ("label_list", list(label_list) if label_list is not None else None),
-      ("spm_model_file", _file_signature(spm_model_file)),
-      ("pad_to_multiple", int(pad_to_multiple)),
-  ])
-  if examples_digest is not None:
-    info["examples_digest"] = examples_digest
-  if doc_stride is not None:
-    info["long_document"] = {"mode": "window", "doc_stride": int(doc_stride)}
-  key = hashlib.sha256(json.dumps(info, sort_keys=True).encode("utf-8")).hexdigest()
-  return info, key
-
-
-def examples_digest(examples):
-  """sha256 of the guids, texts and labels of a list of InputExamples."""
-  h = hashlib.sha256()
-  for e in examples:
-    h.update(json.dumps([e.guid, e.text_a, e.text_b, e.label], default=repr).encode("utf-8"))
-    h.update(b"\n")
-  return h.hexdigest()
+# The feature cache (feature_cache); its key under the names run_classifier has always had.
+FEATURE_CACHE_VERSION = feature_cache.FEATURE_CACHE_VERSION
+feature_cache_key = feature_cache.feature_cache_key
+examples_digest = feature_cache.examples_digest
 
 
 def cached_features(examples, input_file, cache_file, tokenizer, task, max_seq_length,
@@ -1555,13 +692,9 @@ def cached_features(examples, input_file, cache_file, tokenizer, task, max_seq_l
                     doc_stride=None):
   """Returns the TFRecord of `examples`' features, reusing `cache_file` when its key matches.
 
-  The sidecar `cache_file + ".json"` holds the key and what it was computed from; it is written
-  after the TFRecord, so a sidecar with a matching key means a complete file.
-
   Args:
     examples: list of InputExample (already read from input_file).
-    input_file: the file they were read from (its size and mtime are part of the key), or
-      None when a DataProcessor gave them (their digest is part of the key instead).
+    input_file: the file they were read from, or None when a DataProcessor gave them.
     cache_file: TFRecord path in output_dir.
     tokenizer: tokenization.FullTokenizer.
     task: Task.
@@ -1569,64 +702,29 @@ def cached_features(examples, input_file, cache_file, tokenizer, task, max_seq_l
     vocab_file: vocab path (key).
     do_lower_case: tokenizer setting (key).
     spm_model_file: SentencePiece model path or None (key).
-    pad_to_multiple: pad the examples with PaddingInputExample to a multiple of this.
+    pad_to_multiple: pad the examples with PaddingInputExample to a multiple of this (with
+      windows: the records).
     doc_stride: --long_document=window: write every example's windows this far apart
       (file_based_convert_examples_to_windows); None: one truncated feature per example.
 
   Returns:
-    dict with "file", "num_examples" (real), "num_padded" (examples with padding), "reused",
-    "num_records" (features in the file) and "windows" (windows per padded example, or None
-    without windowing).
+    feature_cache.cached_features's dict (file, num_examples, num_padded, reused, num_records,
+    windows).
   """
-  info, key = feature_cache_key(
-      input_file, vocab_file, do_lower_case, max_seq_length, task, task.labels, spm_model_file,
-      pad_to_multiple, examples_digest=None if input_file else examples_digest(examples),
-      doc_stride=doc_stride)
-  sidecar = cache_file + ".json"
-  reason = "no cached features"
-  if tf.io.gfile.exists(cache_file) and tf.io.gfile.exists(sidecar):
-    try:
-      with tf.io.gfile.GFile(sidecar) as f:
-        meta = json.load(f)
-    except (ValueError, tf.errors.OpError):
-      meta = {}
-    if meta.get("key") == key and meta.get("num_examples") == len(examples):
-      tf1.logging.info("Reusing cached features %s (%d examples, key %s)", cache_file,
-                       len(examples), key[:12])
-      windows = meta.get("windows")
-      return dict(file=cache_file, num_examples=meta["num_examples"],
-                  num_padded=meta["num_padded"], reused=True, windows=windows,
-                  num_records=sum(windows) if windows else meta["num_padded"])
-    old = meta.get("inputs") or {}
-    changed = [name for name in info if old.get(name) != info[name]]
-    reason = "inputs changed: %s" % (", ".join(changed) if changed else "example count")
-  num_real = len(examples)
-  padded = list(examples)
-  while doc_stride is None and len(padded) % pad_to_multiple != 0:
-    padded.append(PaddingInputExample())
-  tf1.logging.info("Writing features to %s (%s): %d examples (%d with padding)", cache_file,
-                   reason, num_real, len(padded))
-  start = time.time()
-  windows = None
-  if doc_stride is None:
-    # A label map (or None): main()'s own conversion, see _convert_single_example.
-    file_based_convert_examples_to_features(padded, task.label_map, max_seq_length, tokenizer,
-                                            cache_file)
-  else:
+  def write_features(padded, output_file):
+    if doc_stride is None:
+      # A label map (or None): main()'s own conversion, see _convert_single_example.
+      file_based_convert_examples_to_features(padded, task.label_map, max_seq_length,
+                                              tokenizer, output_file)
+      return None
     # On TPU the windows (the records) are padded to a multiple of the batch size.
-    windows = file_based_convert_examples_to_windows(padded, task.label_map, max_seq_length,
-                                                     tokenizer, cache_file, doc_stride,
-                                                     pad_records_to_multiple=pad_to_multiple)
-    tf1.logging.info("%s: %d windows for %d examples (%d longer than one window)", cache_file,
-                     sum(windows), len(padded), sum(1 for n in windows if n > 1))
-  num_padded = len(windows) if windows is not None else len(padded)
-  meta = {"key": key, "inputs": info, "num_examples": num_real, "num_padded": num_padded,
-          "seconds": round(time.time() - start, 2)}
-  if windows is not None:
-    meta["windows"] = windows
-  common.write_json_atomic(sidecar, meta)
-  return dict(file=cache_file, num_examples=num_real, num_padded=num_padded, reused=False,
-              windows=windows, num_records=sum(windows) if windows else num_padded)
+    return file_based_convert_examples_to_windows(padded, task.label_map, max_seq_length,
+                                                  tokenizer, output_file, doc_stride,
+                                                  pad_records_to_multiple=pad_to_multiple)
+
+  return feature_cache.cached_features(
+      examples, input_file, cache_file, write_features, task, max_seq_length, vocab_file,
+      do_lower_case, spm_model_file, pad_to_multiple=pad_to_multiple, doc_stride=doc_stride)
 
 
 def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder,
@@ -1987,147 +1085,14 @@ def serving_build_fn(bert_config, num_labels, is_regression, is_multilabel=False
 # Evaluation and submission files.
 
 
-def dev_metrics(task, outputs, num_examples, threshold=0.5, tune_threshold=False):
-  """GLUE metrics from Estimator.predict outputs on a dev set.
-
-  Args:
-    task: Task.
-    outputs: list of prediction dicts (per example, padding included at the end; pooled per
-      document with --long_document=window, see pool_window_outputs).
-    num_examples: number of real examples (the first ones).
-    threshold: multi-label: a label is predicted when its probability is >= this.
-    tune_threshold: multi-label: also report the threshold of the best micro F1
-      ("tuned_threshold") and the metrics at it ("tuned_<metric>").
-
-  Returns:
-    dict: metric name -> value, plus "loss" (mean per-example loss) and "num_examples"
-    (multi-label: per-label "f1_<label>", micro precision / recall and "threshold" as well).
-  """
-  outputs = [o for o in outputs[:num_examples]]
-  labels = np.array([o["label_ids"] for o in outputs])
-  if task.is_multilabel:
-    probabilities = np.array([o["probabilities"] for o in outputs], dtype=np.float64).reshape(
-        len(outputs), task.num_labels)
-    labels = labels.reshape(len(outputs), task.num_labels)
-    results = glue_metrics.multilabel_metrics(probabilities >= threshold, labels, task.labels)
-    results["threshold"] = float(threshold)
-    if tune_threshold:
-      tuned, _ = glue_metrics.best_threshold(probabilities, labels)
-      for key, value in glue_metrics.multilabel_metrics(probabilities >= tuned, labels,
-                                                        task.labels).items():
-        results["tuned_" + key] = value
-      results["tuned_threshold"] = tuned
-  else:
-    if task.is_regression:
-      predictions = np.array([o["predictions"] for o in outputs], dtype=np.float64)
-    else:
-      predictions = np.array([int(np.argmax(o["probabilities"])) for o in outputs])
-    results = glue_metrics.compute_metrics(task.metrics, predictions, labels)
-  losses = np.array([o["per_example_loss"] for o in outputs], dtype=np.float64)
-  results["loss"] = float(losses.mean()) if losses.size else 0.0
-  results["num_examples"] = len(outputs)
-  return results
-
-
-def _log_softmax(logits):
-  shifted = logits - np.max(logits)
-  return shifted - np.log(np.sum(np.exp(shifted)))
-
-
-def pool_window_outputs(task, outputs, windows, pooling="mean", class_weights=None):
-  """Pools Estimator.predict outputs of windows into one output per document.
-
-  A document's window logits are averaged (mean) or maxed per class (max), then turned into
-  probabilities as the model does (softmax, or a sigmoid per label); a regression document's
-  prediction is the mean / max of its windows'. Its loss is the model's loss of the pooled
-  logits (class weights included).
-
-  Args:
-    task: Task.
-    outputs: list of prediction dicts, one per window in file order (logits, label_ids,
-      is_real_example; the padding windows included).
-    windows: number of windows of each (padded) example, in order (cached_features).
-    pooling: "mean" or "max".
-    class_weights: the loss's class weights, or None.
-
-  Returns:
-    list of prediction dicts, one per example: probabilities (or predictions), logits,
-    label_ids, is_real_example, per_example_loss and num_windows.
-  """
-  if sum(windows) != len(outputs):
-    raise RuntimeError("predicted %d windows, expected %d" % (len(outputs), sum(windows)))
-  pool = np.mean if pooling == "mean" else np.max
-  pooled = []
-  start = 0
-  for count in windows:
-    group = outputs[start:start + count]
-    start += count
-    label = group[0]["label_ids"]
-    logits = pool(np.array([o["logits"] for o in group], dtype=np.float64), axis=0)
-    out = {"logits": logits, "label_ids": label, "is_real_example": group[0]["is_real_example"],
-           "num_windows": count}
-    if task.is_regression:
-      value = float(pool(np.array([o["predictions"] for o in group], dtype=np.float64)))
-      out["predictions"] = value
-      out["per_example_loss"] = (value - float(label)) ** 2
-    elif task.is_multilabel:
-      y = np.asarray(label, dtype=np.float64)
-      out["probabilities"] = 1.0 / (1.0 + np.exp(-logits))
-      # Binary cross-entropy with logits, stable form (tf.nn.sigmoid_cross_entropy_with_logits).
-      out["per_example_loss"] = float(np.mean(
-          np.maximum(logits, 0) - logits * y + np.log1p(np.exp(-np.abs(logits)))))
-    else:
-      log_probs = _log_softmax(logits)
-      out["probabilities"] = np.exp(log_probs)
-      loss = -float(log_probs[int(label)])
-      if class_weights is not None:
-        loss *= class_weights[int(label)]
-      out["per_example_loss"] = loss
-    pooled.append(out)
-  return pooled
-
-
-def predicted_labels(task, output, threshold=0.5):
-  """Multi-label: the labels whose probability is >= threshold, in label order."""
-  return [label for label, p in zip(task.labels, output["probabilities"]) if p >= threshold]
-
-
-def format_prediction(task, output, threshold=0.5):
-  """The submission string of one prediction: the label string, or the STS-B score (a
-  multi-label task: its predicted labels joined by the task's separator)."""
-  if task.is_regression:
-    value = float(output["predictions"])
-    if task.name == "sts-b":
-      value = min(5.0, max(0.0, value))
-    return "%.3f" % value
-  if task.is_multilabel:
-    return task.label_separator.join(predicted_labels(task, output, threshold))
-  return task.labels[int(np.argmax(output["probabilities"]))]
-
-
-def write_submission(path, task, examples, outputs, threshold=0.5):
-  """Writes `index<TAB>prediction` lines with a header, atomically.
-
-  The index is the example's index (the test file's index column), else its guid (examples of
-  a DataProcessor). threshold: multi-label tasks (format_prediction).
-  """
-  with common.atomic_output(path) as writer:
-    writer.write("index\tprediction\n")
-    for example, output in zip(examples, outputs):
-      index = getattr(example, "index", None)
-      if index is None:
-        index = example.guid
-      writer.write("%s\t%s\n" % (index, format_prediction(task, output, threshold)))
-
-
-def write_test_results(path, task, outputs):
-  """Writes the official test_results.tsv: per example the class probabilities (tab-separated)."""
-  with common.atomic_output(path) as writer:
-    for output in outputs:
-      if task.is_regression:
-        writer.write("%s\n" % repr(float(output["predictions"])))
-      else:
-        writer.write("\t".join(repr(float(p)) for p in output["probabilities"]) + "\n")
+# Dev metrics, pooled windows and the submission files (classifier_outputs), under the names
+# this script has had.
+dev_metrics = classifier_outputs.dev_metrics
+pool_window_outputs = classifier_outputs.pool_window_outputs
+predicted_labels = classifier_outputs.predicted_labels
+format_prediction = classifier_outputs.format_prediction
+write_submission = classifier_outputs.write_submission
+write_test_results = classifier_outputs.write_test_results
 
 
 # ----------------------------------------------------------------------------------------------
@@ -2221,12 +1186,28 @@ def _check_extension_flags():
 
 
 def _check_task_flags(task):
-  """One-line errors for flags that do not fit the task; returns the resolved doc_stride
-  (None without --long_document=window)."""
+  """One-line errors for flags that do not fit the task (--class_weights, the window of
+  --long_document=window)."""
   if FLAGS.class_weights and (task.is_regression or task.is_multilabel):
     common.fail("--class_weights=%s: only for single-label classification (task %s is %s)" %
                 (FLAGS.class_weights, task.name,
                  "regression" if task.is_regression else "multi-label"))
+  resolve_doc_stride(task)
+
+
+def resolve_doc_stride(task):
+  """The stride of --long_document=window for the task: --doc_stride, by default half a window.
+
+  A window holds max_seq_length - 2 tokens of text_a (a pair task: - 3, less the up to
+  (max_seq_length - 3) // 2 tokens of text_b every window keeps). A stride larger than that
+  would skip text between windows: a one-line error, as is a length that leaves no window.
+
+  Args:
+    task: Task (its training layout says whether it has a text_b).
+
+  Returns:
+    int, or None without --long_document=window.
+  """
   if FLAGS.long_document != "window":
     return None
   layout = task.train.layout
@@ -2247,62 +1228,9 @@ def _check_task_flags(task):
   return FLAGS.doc_stride
 
 
-def resolve_class_weights(spec, task, train_examples):
-  """The loss weights of --class_weights, in label order.
-
-  Args:
-    spec: "auto", "w1,w2,..." or None / "".
-    task: Task (single-label classification).
-    train_examples: the training InputExamples ("auto" counts their labels), or None.
-
-  Returns:
-    list of floats (one per label), or None for no weighting.
-  """
-  if not spec:
-    return None
-  where = "--class_weights=%s" % spec
-  label_map = task.label_map
-  if spec.strip().lower() == "auto":
-    if not train_examples:
-      common.fail("%s: needs the training labels (the task's training set is missing or "
-                  "empty)" % where)
-    counts = [0] * len(label_map)
-    for example in train_examples:
-      if example.label not in label_map:
-        common.fail("%s: training example %s has label %r, not one of %s" % (
-            where, example.guid, example.label, ", ".join(task.labels)))
-      counts[label_map[example.label]] += 1
-    return auto_class_weights(counts, task.labels, where)
-  try:
-    weights = [float(x) for x in spec.split(",")]
-  except ValueError:
-    common.fail("%s: expected 'auto' or one number per label (w1,w2,...)" % where)
-  if len(weights) != len(task.labels):
-    common.fail("%s: %d weight(s) for the %d labels of task %s (%s)" % (
-        where, len(weights), len(task.labels), task.name, ", ".join(task.labels)))
-  if not all(np.isfinite(w) and w > 0 for w in weights):
-    common.fail("%s: every weight must be a finite number > 0" % where)
-  return weights
-
-
-def auto_class_weights(counts, labels, where="--class_weights=auto"):
-  """Inverse-frequency weights n / (num_classes * count), normalised to mean 1.
-
-  Args:
-    counts: number of training examples of each class.
-    labels: the class names (messages).
-    where: the flag, for messages.
-
-  Returns:
-    list of floats, mean 1.
-  """
-  counts = np.asarray(counts, dtype=np.float64)
-  for label, count in zip(labels, counts):
-    if count == 0:
-      common.fail("%s: label %r has no training example, so it has no frequency to invert" %
-                  (where, label))
-  inverse = counts.sum() / (len(counts) * counts)
-  return [float(w) for w in inverse / inverse.mean()]
+# The loss weights of --class_weights (classifier_tasks), under this script's names.
+resolve_class_weights = classifier_tasks.resolve_class_weights
+auto_class_weights = classifier_tasks.auto_class_weights
 
 
 def _require_task_files(task, data_dir):
@@ -2363,7 +1291,7 @@ def main(_):
   _check_task_flags(task)  # before the lock: a bad flag leaves nothing behind
   if FLAGS.class_weights and FLAGS.class_weights.strip().lower() != "auto" and task.labels:
     resolve_class_weights(FLAGS.class_weights, task, None)  # (a tsv task's labels come later)
-  bert_config = estimator_utils.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
+  bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
   if FLAGS.data_dir:
     _require_task_files(task, FLAGS.data_dir)
   tokenizer = tokenization.checked_tokenizer(
@@ -2400,7 +1328,7 @@ def _run_job(task, bert_config, tokenizer, eval_weights=None):
   """
   if task.name == "tsv" and not task.is_regression:
     resolve_tsv_labels(task, FLAGS.data_dir, FLAGS.output_dir)
-  doc_stride = _check_task_flags(task)
+  doc_stride = resolve_doc_stride(task)
   tf1.logging.info("Padding: training %s, evaluation / prediction %s%s",
                    effective_padding(training=True), effective_padding(),
                    " (--use_tpu: static shapes)" if FLAGS.use_tpu else "")
@@ -2414,51 +1342,99 @@ def _run_job(task, bert_config, tokenizer, eval_weights=None):
   cache_args = dict(tokenizer=tokenizer, task=task, max_seq_length=FLAGS.max_seq_length,
                     vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
                     spm_model_file=FLAGS.spm_model_file, doc_stride=doc_stride)
-
-  train_examples = None
-  train_cache = None
-  num_train_steps = None
-  num_warmup_steps = None
-  if FLAGS.do_train:
-    train_examples = task_examples(task, task.train, FLAGS.data_dir, "train")
-    if not train_examples:
-      common.fail("--data_dir=%s: %s has no usable examples" %
-                  (FLAGS.data_dir, _split_description(task, task.train)))
-  # Every dev and test file is read (labels checked) before training: a bad label costs
-  # nothing instead of the whole training run.
-  dev_examples = {}
-  if FLAGS.do_eval or FLAGS.eval_every_steps:
-    for dev_file in task.dev:
-      dev_examples[dev_file.cache_name] = task_examples(task, dev_file, FLAGS.data_dir, "dev")
-      if not dev_examples[dev_file.cache_name]:
-        common.fail("--data_dir=%s: %s has no usable examples" %
-                    (FLAGS.data_dir, _split_description(task, dev_file)))
-  test_examples = {}
-  if FLAGS.do_predict:
-    for test_file in task.test:
-      test_examples[test_file.cache_name] = task_examples(task, test_file, FLAGS.data_dir,
-                                                          "test")
+  train_examples, dev_examples, test_examples = _read_job_examples(task)
   # A killed --keep_best job's temporaries (this job holds the directory's lock).
   remove_stale_best_temps(FLAGS.output_dir)
-  class_weights = None
-  if FLAGS.class_weights:
-    weight_examples = train_examples
-    if weight_examples is None and FLAGS.class_weights.strip().lower() == "auto":
-      weight_examples = _training_examples_if_any(task)
-    class_weights = resolve_class_weights(FLAGS.class_weights, task, weight_examples)
-    tf1.logging.info("Class weights: %s", ", ".join(
-        "%s=%.4f" % (label, w) for label, w in zip(task.labels, class_weights)))
+  class_weights = _job_class_weights(task, train_examples)
+  train_cache = None
+  num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
     train_cache = cached_features(train_examples, _task_file_path(task.train),
                                   os.path.join(FLAGS.output_dir, "train.tf_record"),
                                   **cache_args)
     # Every window is a training example (one per example without windowing).
-    num_train_steps = int(train_cache["num_records"] / FLAGS.train_batch_size *
-                          FLAGS.num_train_epochs)
-    num_train_steps = max(1, num_train_steps)
+    num_train_steps = max(1, int(train_cache["num_records"] / FLAGS.train_batch_size *
+                                 FLAGS.num_train_epochs))
     num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+  model_fn = _job_model_fn(task, bert_config, num_train_steps, num_warmup_steps, class_weights)
+  inference = _Inference(task, model_fn, cache_args, class_weights)
 
-  model_fn = model_fn_builder(
+  summary = _job_summary(task, class_weights, doc_stride)
+  if FLAGS.do_train:
+    summary.update(_train(task, bert_config, model_fn, train_cache, num_train_steps,
+                          num_warmup_steps, resume_step, inference,
+                          dev_examples.get(task.dev[0].cache_name)))
+  scored_checkpoint, scored, best = _scored_checkpoint()
+  # Which weights every result below comes from: the scored checkpoint; without one (no
+  # training, nothing in --output_dir) the --init_checkpoint the model starts from, or None.
+  record = checkpoint_utils.checkpoint_record(scored_checkpoint or eval_weights)
+  threshold = FLAGS.multilabel_threshold
+  if FLAGS.do_eval:
+    threshold = _evaluate(task, inference, dev_examples, scored_checkpoint, scored, best,
+                          record, summary)
+  elif FLAGS.tune_threshold and (FLAGS.do_predict or FLAGS.export_dir):
+    threshold = _saved_threshold(scored_checkpoint)
+  if FLAGS.do_predict:
+    _predict(task, inference, test_examples, scored_checkpoint, record, threshold)
+  if FLAGS.export_dir:
+    common.STOP_SIGNALS.exit_if_stopped()
+    classifier_config = {}
+    if doc_stride is not None:
+      classifier_config.update(long_document="window", doc_stride=doc_stride,
+                               window_pooling=FLAGS.window_pooling)
+    export_classifier(task, bert_config, FLAGS.export_dir,
+                      scored_checkpoint or FLAGS.init_checkpoint,
+                      FLAGS.max_seq_length, vocab_file=FLAGS.vocab_file,
+                      spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case,
+                      overwrite=FLAGS.overwrite, protected_paths=export_protected_paths(),
+                      threshold=threshold, extra_config=classifier_config)
+
+
+def _read_job_examples(task):
+  """Reads the examples of every split the job needs, before any training: a bad label costs
+  nothing instead of the whole training run.
+
+  Args:
+    task: Task.
+
+  Returns:
+    (train_examples or None, {dev cache_name: examples}, {test cache_name: examples}).
+  """
+  def read(task_file, split, required):
+    examples = task_examples(task, task_file, FLAGS.data_dir, split)
+    if required and not examples:
+      common.fail("--data_dir=%s: %s has no usable examples" %
+                  (FLAGS.data_dir, classifier_tasks.split_description(task, task_file)))
+    return examples
+
+  train_examples = read(task.train, "train", True) if FLAGS.do_train else None
+  dev_examples = {}
+  if FLAGS.do_eval or FLAGS.eval_every_steps:
+    for dev_file in task.dev:
+      dev_examples[dev_file.cache_name] = read(dev_file, "dev", True)
+  test_examples = {}
+  if FLAGS.do_predict:
+    for test_file in task.test:
+      test_examples[test_file.cache_name] = read(test_file, "test", False)
+  return train_examples, dev_examples, test_examples
+
+
+def _job_class_weights(task, train_examples):
+  """The loss weights of --class_weights (None without), logged."""
+  if not FLAGS.class_weights:
+    return None
+  weight_examples = train_examples
+  if weight_examples is None and FLAGS.class_weights.strip().lower() == "auto":
+    weight_examples = _training_examples_if_any(task)
+  class_weights = resolve_class_weights(FLAGS.class_weights, task, weight_examples)
+  tf1.logging.info("Class weights: %s", ", ".join(
+      "%s=%.4f" % (label, w) for label, w in zip(task.labels, class_weights)))
+  return class_weights
+
+
+def _job_model_fn(task, bert_config, num_train_steps, num_warmup_steps, class_weights):
+  """model_fn_builder with the job's flags."""
+  return model_fn_builder(
       bert_config=bert_config,
       num_labels=task.num_labels,
       init_checkpoint=FLAGS.init_checkpoint,
@@ -2472,8 +1448,10 @@ def _run_job(task, bert_config, tokenizer, eval_weights=None):
       is_multilabel=task.is_multilabel,
       class_weights=class_weights,
       **estimator_utils.precision_kwargs(FLAGS))
-  inference = _Inference(task, model_fn, cache_args, class_weights)
 
+
+def _job_summary(task, class_weights, doc_stride):
+  """What eval_results.json records of the job's set-up (class weights, windowing)."""
   summary = {}
   if class_weights is not None:
     for label, weight in zip(task.labels, class_weights):
@@ -2481,47 +1459,70 @@ def _run_job(task, bert_config, tokenizer, eval_weights=None):
   if doc_stride is not None:
     summary.update(long_document="window", doc_stride=doc_stride,
                    window_pooling=FLAGS.window_pooling)
-  if FLAGS.do_train:
-    estimator_utils.save_config(bert_config, FLAGS.output_dir)
-    if not task.is_regression:
-      with common.atomic_output(os.path.join(FLAGS.output_dir, "labels.txt")) as f:
-        f.write("".join(label + "\n" for label in task.labels))
-    tf1.logging.info("***** Running training *****")
-    tf1.logging.info("  Num examples = %d%s", train_cache["num_examples"],
-                     " (%d windows)" % train_cache["num_records"] if doc_stride else "")
-    tf1.logging.info("  Batch size = %d", FLAGS.train_batch_size)
-    tf1.logging.info("  Num steps = %d (warm-up %d)", num_train_steps, num_warmup_steps)
-    start = time.time()
-    if FLAGS.eval_every_steps:
-      summary.update(_train_with_evaluation(task, model_fn, train_cache, num_train_steps,
-                                            resume_step, inference,
-                                            dev_examples.get(task.dev[0].cache_name)))
-    else:
-      estimator = estimator_utils.make_estimator(
-          model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
-          FLAGS.predict_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-      train_input_fn = file_based_input_fn_builder(
-          input_file=train_cache["file"], seq_length=FLAGS.max_seq_length, is_training=True,
-          drop_remainder=True, is_regression=task.is_regression, seed=FLAGS.seed,
-          skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
-          multilabel_num_labels=task.num_labels if task.is_multilabel else None,
-          shuffle_buffer=train_shuffle_buffer(train_cache),
-          padding=effective_padding(training=True))
-      hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
-      # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
-      # 130 / 143 below without writing any result that would make it look finished.
-      estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,
-                      hooks=[hook, estimator_utils.StopOnSignalHook()])
-      common.STOP_SIGNALS.exit_if_stopped()
-      tf1.logging.info("Training done: %d steps in %s%s", num_train_steps,
-                       common.format_duration(time.time() - start),
-                       " (%.2f steps/s)" % hook.last_rate if hook.last_rate else "")
-      # The target beside global_step: a reader (sweep.py) can check the step was reached.
-      summary["num_train_steps"] = num_train_steps
-    summary["train_seconds"] = round(time.time() - start, 1)
+  return summary
 
-  # The checkpoint that --do_eval scores and --do_predict / --export_dir use: the best one
-  # with --keep_best (when there is one), else the latest.
+
+def _train(task, bert_config, model_fn, train_cache, num_train_steps, num_warmup_steps,
+           resume_step, inference, dev_examples):
+  """--do_train: writes bert_config.json and labels.txt, then trains (with evaluations when
+  --eval_every_steps is set).
+
+  Args:
+    task: Task.
+    bert_config: modeling.BertConfig.
+    model_fn: the model_fn.
+    train_cache: cached_features of the training set.
+    num_train_steps: the schedule's last step.
+    num_warmup_steps: warm-up steps (logged).
+    resume_step: the step of the checkpoint resumed from (None: a new job).
+    inference: _Inference (evaluations during training).
+    dev_examples: the examples of the first dev file, or None.
+
+  Returns:
+    dict for eval_results (num_train_steps, train_seconds, and the evaluation summary).
+  """
+  model_config.save_config(bert_config, FLAGS.output_dir)
+  if not task.is_regression:
+    with common.atomic_output(os.path.join(FLAGS.output_dir, "labels.txt")) as f:
+      f.write("".join(label + "\n" for label in task.labels))
+  tf1.logging.info("***** Running training *****")
+  tf1.logging.info("  Num examples = %d%s", train_cache["num_examples"],
+                   " (%d windows)" % train_cache["num_records"] if train_cache["windows"]
+                   else "")
+  tf1.logging.info("  Batch size = %d", FLAGS.train_batch_size)
+  tf1.logging.info("  Num steps = %d (warm-up %d)", num_train_steps, num_warmup_steps)
+  start = time.time()
+  if FLAGS.eval_every_steps:
+    summary = _train_with_evaluation(task, model_fn, train_cache, num_train_steps, resume_step,
+                                     inference, dev_examples)
+  else:
+    estimator = estimator_utils.make_estimator(
+        model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
+        FLAGS.predict_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+    train_input_fn = _train_input_fn(
+        task, train_cache, estimator_utils.resume_skip_batches(resume_step, FLAGS))
+    hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
+    # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
+    # 130 / 143 below without writing any result that would make it look finished.
+    estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,
+                    hooks=[hook, estimator_utils.StopOnSignalHook()])
+    common.STOP_SIGNALS.exit_if_stopped()
+    tf1.logging.info("Training done: %d steps in %s%s", num_train_steps,
+                     common.format_duration(time.time() - start),
+                     " (%.2f steps/s)" % hook.last_rate if hook.last_rate else "")
+    # The target beside global_step: a reader (sweep.py) can check the step was reached.
+    summary = {"num_train_steps": num_train_steps}
+  summary["train_seconds"] = round(time.time() - start, 1)
+  return summary
+
+
+def _scored_checkpoint():
+  """The checkpoint that --do_eval scores and --do_predict / --export_dir use: the best one
+  with --keep_best (when there is one), else the latest.
+
+  Returns:
+    (checkpoint prefix or None, "best" or "last", the best.json dict or None).
+  """
   scored_checkpoint, scored = tf1.train.latest_checkpoint(FLAGS.output_dir), "last"
   best = read_best_checkpoint(FLAGS.output_dir) if FLAGS.keep_best else None
   if best is not None:
@@ -2531,82 +1532,96 @@ def _run_job(task, bert_config, tokenizer, eval_weights=None):
   elif FLAGS.keep_best:
     tf1.logging.warning("--keep_best: no best checkpoint in %s/%s; using the latest",
                         FLAGS.output_dir, BEST_DIR)
-  # Which weights every result below comes from: the scored checkpoint; without one (no
-  # training, nothing in --output_dir) the --init_checkpoint the model starts from, or None.
-  record = checkpoint_utils.checkpoint_record(scored_checkpoint or eval_weights)
+  return scored_checkpoint, scored, best
 
+
+def _evaluate(task, inference, dev_examples, scored_checkpoint, scored, best, record, summary):
+  """--do_eval: scores every dev file and writes eval_results.json (and threshold.json with
+  --tune_threshold).
+
+  Dev sets go through Estimator.predict (batch --eval_batch_size) and the metrics are computed
+  exactly in Python; on TPU the set is padded so no example is dropped.
+
+  Args:
+    task: Task.
+    inference: _Inference.
+    dev_examples: {dev cache_name: examples}.
+    scored_checkpoint: the checkpoint scored (None: the latest in --output_dir).
+    scored: "best" or "last".
+    best: the best.json dict, or None.
+    record: checkpoint_utils.checkpoint_record of the weights.
+    summary: what the job adds to the results (set-up, training).
+
+  Returns:
+    The multi-label threshold for prediction and export (tuned, or --multilabel_threshold).
+  """
+  results = {}
+  for dev_file in task.dev:
+    start = time.time()
+    metrics = inference.evaluate(dev_file, dev_examples[dev_file.cache_name],
+                                 scored_checkpoint)
+    tf1.logging.info("  %s: %d examples in %.1f s",
+                     classifier_tasks.split_description(task, dev_file),
+                     metrics["num_examples"], time.time() - start)
+    prefixes = ["eval_"] if not dev_file.name else ["eval_%s_" % dev_file.name]
+    if task.name == "mnli" and not dev_file.name:
+      prefixes.append("eval_matched_")
+    for prefix in prefixes:
+      for key, value in metrics.items():
+        results[prefix + key] = value
+  results["global_step"] = estimator_utils.latest_global_step(FLAGS.output_dir)
+  if scored_checkpoint:
+    results["scored_checkpoint"] = scored
+    results["scored_step"] = training_eval.checkpoint_step(scored_checkpoint)
+  if best is not None:
+    results.update(best_step=best["step"], best_score=best["score"], main_metric=best["metric"])
+  results.update(checkpoint=record["checkpoint"], checkpoint_step=record["global_step"])
+  results.update(summary)
+  # A signal during evaluation: no results file, so the job does not look finished.
+  common.STOP_SIGNALS.exit_if_stopped()
   threshold = FLAGS.multilabel_threshold
-  if FLAGS.do_eval:
-    # Dev sets go through Estimator.predict (batch --eval_batch_size) and the metrics are
-    # computed exactly in Python; on TPU the set is padded so no example is dropped.
-    results = {}
-    for dev_file in task.dev:
-      examples = dev_examples[dev_file.cache_name]
-      start = time.time()
-      metrics = inference.evaluate(dev_file, examples, scored_checkpoint)
-      tf1.logging.info("  %s: %d examples in %.1f s", _split_description(task, dev_file),
-                       metrics["num_examples"], time.time() - start)
-      prefixes = ["eval_"] if not dev_file.name else ["eval_%s_" % dev_file.name]
-      if task.name == "mnli" and not dev_file.name:
-        prefixes.append("eval_matched_")
-      for prefix in prefixes:
-        for key, value in metrics.items():
-          results[prefix + key] = value
-    results["global_step"] = estimator_utils.latest_global_step(FLAGS.output_dir)
-    if scored_checkpoint:
-      results["scored_checkpoint"] = scored
-      results["scored_step"] = _checkpoint_step(scored_checkpoint)
-    if best is not None:
-      results.update(best_step=best["step"], best_score=best["score"],
-                     main_metric=best["metric"])
-    results.update(checkpoint=record["checkpoint"], checkpoint_step=record["global_step"])
-    results.update(summary)
-    # A signal during evaluation: no results file, so the job does not look finished.
-    common.STOP_SIGNALS.exit_if_stopped()
-    if FLAGS.tune_threshold:
-      threshold = results["eval_tuned_threshold"]
-      common.write_json_atomic(os.path.join(FLAGS.output_dir, THRESHOLD_FILE), {
-          "threshold": threshold, "micro_f1": results["eval_tuned_micro_f1"],
-          "checkpoint_step": results.get("scored_step"), "scored_checkpoint": scored})
-    estimator_utils.write_eval_results(FLAGS.output_dir, results)
-  elif FLAGS.tune_threshold and (FLAGS.do_predict or FLAGS.export_dir):
-    threshold = _saved_threshold(scored_checkpoint)
+  if FLAGS.tune_threshold:
+    threshold = results["eval_tuned_threshold"]
+    common.write_json_atomic(os.path.join(FLAGS.output_dir, THRESHOLD_FILE), {
+        "threshold": threshold, "micro_f1": results["eval_tuned_micro_f1"],
+        "checkpoint_step": results.get("scored_step"), "scored_checkpoint": scored})
+  estimator_utils.write_eval_results(FLAGS.output_dir, results)
+  return threshold
 
-  if FLAGS.do_predict:
-    for test_file in task.test:
-      examples = test_examples[test_file.cache_name]
-      outputs = inference.predict(test_file, examples, scored_checkpoint)
-      if len(outputs) != len(examples):
-        raise RuntimeError("predicted %d of %d examples" % (len(outputs), len(examples)))
-      common.STOP_SIGNALS.exit_if_stopped()
-      submission = os.path.join(FLAGS.output_dir, test_file.name)
-      results_name = "test_results.tsv"
-      if test_file.cache_name != "predict":
-        results_name = "test_results_%s.tsv" % test_file.cache_name.split("_", 1)[1]
-      results_path = os.path.join(FLAGS.output_dir, results_name)
-      # The official formats have no room for it: which checkpoint produced them is in
-      # <file>.checkpoint.json, removed first so a kill in between leaves none that is wrong.
-      for path in (submission, results_path):
-        checkpoint_utils.remove_sidecar(path)
-      write_submission(submission, task, examples, outputs, threshold=threshold)
-      write_test_results(results_path, task, outputs)
-      for path in (submission, results_path):
-        checkpoint_utils.write_sidecar(path, record)
-      tf1.logging.info("Wrote %d predictions to %s and %s", len(outputs), submission,
-                       results_name)
 
-  if FLAGS.export_dir:
+def _predict(task, inference, test_examples, scored_checkpoint, record, threshold):
+  """--do_predict: the submission file and the official test_results.tsv of every test file,
+  each with its checkpoint sidecar.
+
+  Args:
+    task: Task.
+    inference: _Inference.
+    test_examples: {test cache_name: examples}.
+    scored_checkpoint: the checkpoint used (None: the latest in --output_dir).
+    record: checkpoint_utils.checkpoint_record of the weights.
+    threshold: multi-label threshold.
+  """
+  for test_file in task.test:
+    examples = test_examples[test_file.cache_name]
+    outputs = inference.predict(test_file, examples, scored_checkpoint)
+    if len(outputs) != len(examples):
+      raise RuntimeError("predicted %d of %d examples" % (len(outputs), len(examples)))
     common.STOP_SIGNALS.exit_if_stopped()
-    classifier_config = {}
-    if doc_stride is not None:
-      classifier_config.update(long_document="window", doc_stride=doc_stride,
-                               window_pooling=FLAGS.window_pooling)
-    export_classifier(task, bert_config, FLAGS.export_dir,
-                      scored_checkpoint or FLAGS.init_checkpoint,
-                      FLAGS.max_seq_length, vocab_file=FLAGS.vocab_file,
-                      spm_model_file=FLAGS.spm_model_file, do_lower_case=FLAGS.do_lower_case,
-                      overwrite=FLAGS.overwrite, protected_paths=export_protected_paths(),
-                      threshold=threshold, extra_config=classifier_config)
+    submission = os.path.join(FLAGS.output_dir, test_file.name)
+    results_name = "test_results.tsv"
+    if test_file.cache_name != "predict":
+      results_name = "test_results_%s.tsv" % test_file.cache_name.split("_", 1)[1]
+    results_path = os.path.join(FLAGS.output_dir, results_name)
+    # The official formats have no room for it: which checkpoint produced them is in
+    # <file>.checkpoint.json, removed first so a kill in between leaves none that is wrong.
+    for path in (submission, results_path):
+      checkpoint_utils.remove_sidecar(path)
+    write_submission(submission, task, examples, outputs, threshold=threshold)
+    write_test_results(results_path, task, outputs)
+    for path in (submission, results_path):
+      checkpoint_utils.write_sidecar(path, record)
+    tf1.logging.info("Wrote %d predictions to %s and %s", len(outputs), submission,
+                     results_name)
 
 
 def train_shuffle_buffer(train_cache):
@@ -2627,21 +1642,13 @@ def _training_examples_if_any(task):
   return task_examples(task, task.train, FLAGS.data_dir, "train") if FLAGS.data_dir else None
 
 
-def _checkpoint_step(checkpoint):
-  """The global step stored in a checkpoint (None when it has none)."""
-  try:
-    return int(tf1.train.load_variable(checkpoint, "global_step"))
-  except (tf.errors.NotFoundError, ValueError):
-    return None
-
-
 THRESHOLD_FILE = "threshold.json"
 
 
 def _saved_threshold(checkpoint):
   """--tune_threshold without --do_eval: the threshold tuned for this checkpoint earlier."""
   path = os.path.join(FLAGS.output_dir, THRESHOLD_FILE)
-  step = _checkpoint_step(checkpoint) if checkpoint else None
+  step = training_eval.checkpoint_step(checkpoint) if checkpoint else None
   saved = None
   if tf.io.gfile.exists(path):
     with tf.io.gfile.GFile(path) as f:
@@ -2708,231 +1715,27 @@ class _Inference(object):
 
 
 # ----------------------------------------------------------------------------------------------
-# Evaluation during training: history, early stopping, the best checkpoint.
+# Evaluation during training (training_eval), under the names this script has had.
 
-
-HISTORY_FILE = "eval_history.jsonl"
-HISTORY_SUMMARY_DIR = "eval_history"
-BEST_DIR = "best"
-BEST_FILE = "best.json"
-
-
-class EvalHistory(object):
-  """output_dir/eval_history.jsonl: one JSON line per evaluation during training.
-
-  Each line: {"step", "metric" (the task's main metric), "score" (its value), "metrics" (all
-  dev metrics), "best_step", "best_score", "evals_without_improvement"}. The file is rewritten
-  whole and atomically on every evaluation, one line per step: a rerun after a kill keeps the
-  lines of the steps its checkpoints reached and never repeats a step.
-  """
-
-  def __init__(self, output_dir, metric, max_step):
-    """Loads the history of a job resumed at max_step.
-
-    Args:
-      output_dir: the job's --output_dir.
-      metric: the main metric (higher is better).
-      max_step: the step of the checkpoint the job resumes from (0: a new job). Lines of later
-        steps belong to a model that is gone and are dropped.
-    """
-    self.path = os.path.join(output_dir, HISTORY_FILE)
-    self.metric = metric
-    by_step = {}
-    dropped = 0
-    if tf.io.gfile.exists(self.path):
-      with tf.io.gfile.GFile(self.path) as f:
-        for number, line in enumerate(f, 1):
-          if not line.strip():
-            continue
-          try:
-            entry = json.loads(line)
-            step = int(entry["step"])
-          except (ValueError, KeyError, TypeError):
-            tf1.logging.warning("%s:%d: not a history line; dropped", self.path, number)
-            dropped += 1
-            continue
-          if step > max_step:
-            dropped += 1
-            continue
-          by_step[step] = entry
-    self.entries = [by_step[step] for step in sorted(by_step)]
-    if dropped:
-      tf1.logging.warning("%s: dropped %d line(s) beyond the checkpoint of step %d", self.path,
-                          dropped, max_step)
-      self._write()
-    elif self.entries:
-      tf1.logging.info("%s: %d evaluation(s) so far, the last at step %d", self.path,
-                       len(self.entries), self.entries[-1]["step"])
-
-  def has(self, step):
-    return any(entry["step"] == step for entry in self.entries)
-
-  def _score(self, entry):
-    score = entry.get("score") if entry.get("metric") == self.metric else None
-    if score is None:
-      score = entry.get("metrics", {}).get(self.metric)
-    return float(score) if score is not None else float("-inf")
-
-  def best(self):
-    """The entry of the best score (the earliest of equal ones), or None."""
-    best = None
-    for entry in self.entries:
-      if best is None or self._score(entry) > self._score(best):
-        best = entry
-    return best
-
-  def evals_without_improvement(self):
-    """Evaluations after the best one."""
-    best = self.best()
-    return 0 if best is None else sum(1 for e in self.entries if e["step"] > best["step"])
-
-  def make_entry(self, step, metrics):
-    """The line of an evaluation at `step` (not yet added): best and patience included."""
-    entry = {"step": int(step), "metric": self.metric,
-             "score": _plain(metrics.get(self.metric)),
-             "metrics": {k: _plain(v) for k, v in sorted(metrics.items())}}
-    previous = self.best()
-    improved = previous is None or self._score(entry) > self._score(previous)
-    best = entry if improved else previous
-    entry["best_step"] = best["step"]
-    entry["best_score"] = best["score"]
-    entry["evals_without_improvement"] = 0 if improved else (
-        sum(1 for e in self.entries if e["step"] > previous["step"]) + 1)
-    entry["time"] = time.strftime("%Y-%m-%dT%H:%M:%S")
-    return entry
-
-  def add(self, entry):
-    """Adds an entry (replacing one of the same step) and rewrites the file atomically."""
-    self.entries = [e for e in self.entries if e["step"] != entry["step"]] + [entry]
-    self.entries.sort(key=lambda e: e["step"])
-    self._write()
-
-  def _write(self):
-    with common.atomic_output(self.path) as f:
-      for entry in self.entries:
-        f.write(json.dumps(entry, sort_keys=True) + "\n")
-
-
-def _plain(value):
-  """A JSON-friendly Python number (NumPy scalars converted)."""
-  return value.item() if hasattr(value, "item") else value
-
-
-def read_best_checkpoint(output_dir):
-  """output_dir/best/best.json with "path" (the checkpoint prefix) added, or None.
-
-  Args:
-    output_dir: the job's --output_dir.
-
-  Returns:
-    dict with step, metric, score, checkpoint, metrics, path; None when there is no complete
-    best checkpoint.
-  """
-  path = os.path.join(output_dir, BEST_DIR, BEST_FILE)
-  if not tf.io.gfile.exists(path):
-    return None
-  try:
-    with tf.io.gfile.GFile(path) as f:
-      best = json.load(f)
-    prefix = os.path.join(output_dir, BEST_DIR, best["checkpoint"])
-  except (ValueError, KeyError, TypeError):
-    return None
-  if not tf.io.gfile.exists(prefix + ".index"):
-    return None
-  best["path"] = prefix
-  return best
-
-
-def remove_stale_best_temps(output_dir):
-  """Removes the temporaries a killed --keep_best job left in output_dir/best/.
-
-  save_best_checkpoint writes every file under a hidden temporary name first; a job killed
-  there leaves e.g. `.best.json.tmp-PID` or `.checkpoint.tmp-PID` (of a dead PID) behind.
-
-  Args:
-    output_dir: the job's --output_dir.
-
-  Returns:
-    The list of removed paths.
-  """
-  best_dir = os.path.join(output_dir, BEST_DIR)
-  if not tf.io.gfile.isdir(best_dir):
-    return []
-  finals = set()
-  for name in tf.io.gfile.listdir(best_dir):
-    name = name.rstrip("/")
-    if common.is_temp_path(name):
-      head = name.rsplit(common.TEMP_INFIX, 1)[0]
-      finals.add(head[1:] if head.startswith(".") else head)
-  removed = []
-  for final in sorted(finals):
-    removed.extend(common.remove_stale_temps(os.path.join(best_dir, final)))
-  if removed:
-    tf1.logging.warning("--keep_best: removed %d temporary file(s) of a killed job in %s: %s",
-                        len(removed), best_dir, ", ".join(os.path.basename(p) for p in removed))
-  return removed
-
-
-def save_best_checkpoint(output_dir, checkpoint, step, metric, score, metrics):
-  """Copies a checkpoint into output_dir/best/ and records it in best/best.json.
-
-  The new files are copied under temporary names and renamed, then best.json (and best's
-  `checkpoint` state file) are replaced atomically, then the previous best's files removed:
-  a kill at any point leaves best.json naming complete files.
-
-  Args:
-    output_dir: the job's --output_dir.
-    checkpoint: the checkpoint prefix (output_dir/model.ckpt-<step>).
-    step: its global step.
-    metric: the main metric's name.
-    score: its value.
-    metrics: all dev metrics of the evaluation.
-  """
-  best_dir = os.path.join(output_dir, BEST_DIR)
-  tf.io.gfile.makedirs(best_dir)
-  name = os.path.basename(checkpoint)
-  sources = [p for p in tf.io.gfile.glob(checkpoint + ".*")
-             if p.endswith(".index") or ".data-" in p]
-  if not any(p.endswith(".index") for p in sources):
-    raise RuntimeError("checkpoint %s has no .index file" % checkpoint)
-  for source in sources:
-    target = os.path.join(best_dir, os.path.basename(source))
-    common.remove_stale_temps(target)  # a copy a killed job left
-    tmp = common.temp_path(target)
-    tf.io.gfile.copy(source, tmp, overwrite=True)
-    tf.io.gfile.rename(tmp, target, overwrite=True)
-  with common.atomic_output(os.path.join(best_dir, "checkpoint")) as f:
-    f.write('model_checkpoint_path: "%s"\nall_model_checkpoint_paths: "%s"\n' % (name, name))
-  common.write_json_atomic(os.path.join(best_dir, BEST_FILE), {
-      "step": int(step), "metric": metric, "score": _plain(score), "checkpoint": name,
-      "metrics": {k: _plain(v) for k, v in sorted(metrics.items())}})
-  keep = set(os.path.basename(p) for p in sources) | {BEST_FILE, "checkpoint"}
-  for entry in tf.io.gfile.listdir(best_dir):
-    if entry not in keep and entry.startswith("model.ckpt-"):
-      tf.io.gfile.remove(os.path.join(best_dir, entry))
-  tf1.logging.info("Best checkpoint: step %d (%s = %.6g), copied to %s", step, metric, score,
-                   best_dir)
-
-
-def _write_summaries(writer, step, metrics):
-  """Dev metrics of one evaluation as TensorBoard scalars (eval/<name>)."""
-  with writer.as_default():
-    for key, value in sorted(metrics.items()):
-      if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):
-        tf.summary.scalar("eval/%s" % key, float(value), step=int(step))
-  writer.flush()
+HISTORY_FILE = training_eval.HISTORY_FILE
+HISTORY_SUMMARY_DIR = training_eval.HISTORY_SUMMARY_DIR
+BEST_DIR = training_eval.BEST_DIR
+BEST_FILE = training_eval.BEST_FILE
+EvalHistory = training_eval.EvalHistory
+read_best_checkpoint = training_eval.read_best_checkpoint
+remove_stale_best_temps = training_eval.remove_stale_best_temps
+save_best_checkpoint = training_eval.save_best_checkpoint
 
 
 def _train_with_evaluation(task, model_fn, train_cache, num_train_steps, resume_step,
                            inference, dev_examples=None):
-  """Trains in chunks of --eval_every_steps, evaluating the dev set after each.
+  """Trains in chunks of --eval_every_steps, evaluating the dev set after each
+  (training_eval.train_with_evaluation).
 
-  The Estimator trains to the next multiple of N (or the last step) and checkpoints there;
-  the checkpoint is scored on the first dev file (its main metric decides the best and early
-  stopping), the evaluation added to eval_history.jsonl and TensorBoard, and with --keep_best a
-  better checkpoint copied to output_dir/best/. Each chunk's input skips the batches trained
-  so far, so the chunks read the stream one uninterrupted training call reads (the same
-  weights, and a killed job resumes exactly as without evaluation).
+  The checkpoint of each chunk is scored on the first dev file (its main metric decides the
+  best and early stopping). Each chunk's input skips the batches trained so far, so the chunks
+  read the stream one uninterrupted training call reads (the same weights, and a killed job
+  resumes exactly as without evaluation).
 
   Args:
     task: Task.
@@ -2944,85 +1747,41 @@ def _train_with_evaluation(task, model_fn, train_cache, num_train_steps, resume_
     dev_examples: the examples of the first dev file, when already read.
 
   Returns:
-    dict for eval_results: num_train_steps (the step training ended at: the schedule's, or
-    the early-stopping step), planned_train_steps, eval_every_steps, early_stopped,
-    num_evaluations, main_metric, best_step, best_score, last_step, last_score.
+    training_eval.train_with_evaluation's summary dict (for eval_results).
   """
-  every = FLAGS.eval_every_steps
-  patience = FLAGS.early_stopping_patience
   dev_file = task.dev[0]
   dev_examples = dev_examples or task_examples(task, dev_file, FLAGS.data_dir, "dev")
   if not dev_examples:
     common.fail("--data_dir=%s: %s has no usable examples (needed by --eval_every_steps)" %
-                (FLAGS.data_dir, _split_description(task, dev_file)))
-  step = resume_step or 0
-  history = EvalHistory(FLAGS.output_dir, task.main_metric, step)
-  best = read_best_checkpoint(FLAGS.output_dir)
-  if best is not None and not history.has(best["step"]):
-    # A best copied by a model that is gone (or before its line was written: it is scored
-    # again below).
-    tf1.logging.warning("Removing %s/%s of step %d: not in %s", FLAGS.output_dir, BEST_DIR,
-                        best["step"], HISTORY_FILE)
-    tf.io.gfile.rmtree(os.path.join(FLAGS.output_dir, BEST_DIR))
+                (FLAGS.data_dir, classifier_tasks.split_description(task, dev_file)))
   estimator = estimator_utils.make_estimator(
       model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
       FLAGS.predict_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-  writer = tf.summary.create_file_writer(os.path.join(FLAGS.output_dir, HISTORY_SUMMARY_DIR))
-  early_stopped = False
-  while True:
-    is_eval_step = step > 0 and (step % every == 0 or step >= num_train_steps)
-    if is_eval_step and not history.has(step):
-      checkpoint = tf1.train.latest_checkpoint(FLAGS.output_dir)
-      if checkpoint is None or _checkpoint_step(checkpoint) != step:
-        raise RuntimeError("no checkpoint of step %d in %s" % (step, FLAGS.output_dir))
-      start = time.time()
-      metrics = inference.evaluate(dev_file, dev_examples, checkpoint)
-      entry = history.make_entry(step, metrics)
-      if FLAGS.keep_best and entry["best_step"] == step:
-        save_best_checkpoint(FLAGS.output_dir, checkpoint, step, task.main_metric,
-                             entry["score"], metrics)
-      history.add(entry)
-      _write_summaries(writer, step, metrics)
-      tf1.logging.info("Evaluation at step %d: %s = %.6g (best %.6g at step %d; %d evaluation(s) "
-                       "without improvement) in %.1f s", step, task.main_metric, entry["score"],
-                       entry["best_score"], entry["best_step"],
-                       entry["evals_without_improvement"], time.time() - start)
-      common.STOP_SIGNALS.exit_if_stopped()
-    if step >= num_train_steps:
-      break
-    if patience and history.evals_without_improvement() >= patience:
-      early_stopped = True
-      best_entry = history.best()
-      tf1.logging.info("Early stopping at step %d: %d evaluation(s) without an improvement of "
-                       "%s over %.6g (step %d)", step, patience, task.main_metric,
-                       best_entry["score"], best_entry["step"])
-      break
-    target = min(num_train_steps, (step // every + 1) * every)
-    train_input_fn = file_based_input_fn_builder(
-        input_file=train_cache["file"], seq_length=FLAGS.max_seq_length, is_training=True,
-        drop_remainder=True, is_regression=task.is_regression, seed=FLAGS.seed,
-        skip_batches=_chunk_skip_batches(step),
-        multilabel_num_labels=task.num_labels if task.is_multilabel else None,
-        shuffle_buffer=train_shuffle_buffer(train_cache),
-        padding=effective_padding(training=True))
+
+  def train_to(step, target):
+    train_input_fn = _train_input_fn(task, train_cache, _chunk_skip_batches(step))
     hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
     estimator.train(input_fn=train_input_fn, max_steps=target,
                     hooks=[hook, estimator_utils.StopOnSignalHook()])
     common.STOP_SIGNALS.exit_if_stopped()
-    step = estimator_utils.latest_global_step(FLAGS.output_dir)
-    if step < target:
-      raise RuntimeError("training stopped at step %d before step %d" % (step, target))
-  writer.close()
-  best_entry, last_entry = history.best(), history.entries[-1]
-  summary = {"num_train_steps": step if early_stopped else num_train_steps,
-             "planned_train_steps": num_train_steps, "eval_every_steps": every,
-             "early_stopped": early_stopped, "num_evaluations": len(history.entries),
-             "main_metric": task.main_metric, "best_step": best_entry["step"],
-             "best_score": best_entry["score"], "last_step": last_entry["step"],
-             "last_score": last_entry["score"]}
-  if patience:
-    summary["early_stopping_patience"] = patience
-  return summary
+    return estimator_utils.latest_global_step(FLAGS.output_dir)
+
+  return training_eval.train_with_evaluation(
+      FLAGS.output_dir, task.main_metric, num_train_steps, resume_step,
+      FLAGS.eval_every_steps, train_to,
+      lambda checkpoint: inference.evaluate(dev_file, dev_examples, checkpoint),
+      patience=FLAGS.early_stopping_patience, keep_best=FLAGS.keep_best)
+
+
+def _train_input_fn(task, train_cache, skip_batches):
+  """The training input_fn (shuffled with --seed) that skips the batches trained so far."""
+  return file_based_input_fn_builder(
+      input_file=train_cache["file"], seq_length=FLAGS.max_seq_length, is_training=True,
+      drop_remainder=True, is_regression=task.is_regression, seed=FLAGS.seed,
+      skip_batches=skip_batches,
+      multilabel_num_labels=task.num_labels if task.is_multilabel else None,
+      shuffle_buffer=train_shuffle_buffer(train_cache),
+      padding=effective_padding(training=True))
 
 
 def _chunk_skip_batches(step):
@@ -3069,7 +1828,7 @@ def _inference_input(task, task_file, examples, cache_args, batch_size, purpose)
       os.path.join(FLAGS.output_dir, task_file.cache_name + ".tf_record"),
       pad_to_multiple=batch_size if FLAGS.use_tpu else 1, **cache_args)
   tf1.logging.info("***** Running %s on %s *****", purpose,
-                   _split_description(task, task_file))
+                   classifier_tasks.split_description(task, task_file))
   tf1.logging.info("  Num examples = %d (%d actual, %d padding)%s", cache["num_padded"],
                    cache["num_examples"], cache["num_padded"] - cache["num_examples"],
                    " in %d windows" % cache["num_records"] if cache["windows"] else "")

@@ -26,8 +26,8 @@ from absl import flags
 
 import common
 import estimator_utils
-import create_pretraining_data
 import subprocess_utils
+import text_input
 
 REPO_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -281,14 +281,14 @@ def main(_):
       "create data train",
       ["create_pretraining_data.py", "--input_file=%s" % FLAGS.train_text,
        "--output_file=%s" % _path("data", "train.tfrecord"), "--dupe_factor=10"] + data_args,
-      lambda: file_done(create_pretraining_data.summary_path_for(_path("data", "train.tfrecord"))), log_dir)
+      lambda: file_done(text_input.summary_path_for(_path("data", "train.tfrecord"))), log_dir)
   timings["create data (held-out)"] = run_stage(
       "create data heldout",
       ["create_pretraining_data.py", "--input_file=%s" % FLAGS.heldout_text,
        "--output_file=%s" % _path("data", "heldout.tfrecord"), "--dupe_factor=1"] + data_args,
-      lambda: file_done(create_pretraining_data.summary_path_for(_path("data", "heldout.tfrecord"))), log_dir)
+      lambda: file_done(text_input.summary_path_for(_path("data", "heldout.tfrecord"))), log_dir)
 
-  with open(create_pretraining_data.summary_path_for(_path("data", "heldout.tfrecord"))) as f:
+  with open(text_input.summary_path_for(_path("data", "heldout.tfrecord"))) as f:
     heldout_instances = json.load(f)["instances"]
   eval_batch = 32
   pretrain_dir = _path("pretrain")

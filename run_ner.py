@@ -23,7 +23,7 @@ naming the file and line, unless --labels lists the type.
 Words and windows. Each word is split into word pieces (tokenization.FullTokenizer); its first
 piece carries its label, the other pieces have label weight 0 (no loss, no prediction). A sentence
 longer than the window (--max_seq_length - 2 pieces) is cut into overlapping windows, --doc_stride
-pieces apart (run_squad.make_doc_spans), and every word is trained and predicted once, from the
+pieces apart (sliding_window.windows), and every word is trained and predicted once, from the
 window where its first piece has the most context (run_squad's max-context rule, see
 max_context_window). A word without any word piece (e.g. only a variation selector or a control
 character) cannot be placed: it is counted (num_unplaced_words in the results and the log) and
@@ -87,9 +87,10 @@ import common
 import estimator_utils
 import export_hub
 import export_utils
+import model_config
 import modeling
 import ner_metrics
-import run_squad
+import sliding_window
 import tokenization
 
 tf1 = tf.compat.v1
@@ -475,7 +476,7 @@ def max_context_window(doc_spans, position):
   floating point can break either way.
 
   Args:
-    doc_spans: list of run_squad.DocSpan(start, length).
+    doc_spans: list of sliding_window.Window(start, length).
     position: piece index in the sentence.
 
   Returns:
@@ -503,11 +504,11 @@ def window_assignments(first_pieces, num_pieces, window, doc_stride):
     doc_stride: pieces between window starts (< window).
 
   Returns:
-    (doc_spans, assigned): run_squad.make_doc_spans's windows, and per window the list of
+    (doc_spans, assigned): sliding_window.windows, and per window the list of
     (position in the window's input, 1 + piece offset for [CLS], word index) of the words it
     predicts. Every word with pieces is in exactly one list; words without pieces in none.
   """
-  doc_spans = run_squad.make_doc_spans(num_pieces, window, doc_stride)
+  doc_spans = sliding_window.windows(num_pieces, window, doc_stride)
   assigned = [[] for _ in doc_spans]
   for word, piece in enumerate(first_pieces):
     if piece < 0:
@@ -939,7 +940,7 @@ def split_text_graph(text, do_lower_case):
     is dropped, as BasicTokenizer drops it.
   """
   import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
-  keep = "%s|%s" % (export_hub._PUNCT, export_hub._CJK)  # pylint: disable=protected-access
+  keep = "%s|%s" % (export_utils.PUNCT_PATTERN, export_utils.CJK_PATTERN)
   # regex_split ends a text at its first NUL; U+0001 is as deleted as NUL and has its byte
   # length, so the offsets stay those of the text.
   split_text = tf.strings.regex_replace(text, "\\x00", "\x01")
@@ -972,7 +973,7 @@ def char_offsets_graph(text, byte_offsets):
 
 
 def windows_graph(piece_ids, max_seq_length, doc_stride, cls_id, sep_id):
-  """Every text's windows, as convert_sentences cuts them (run_squad.make_doc_spans).
+  """Every text's windows, as convert_sentences cuts them (sliding_window.windows).
 
   Args:
     piece_ids: int32 RaggedTensor [batch, (pieces)].
@@ -1124,7 +1125,7 @@ class NerTagger(tf.Module):
     self.label_names = tf.Variable(self._labels, trainable=False, name="label_names")
 
   def _logits(self, input_ids, input_mask, segment_ids):
-    with export_hub._in_variables(self._variables):  # pylint: disable=protected-access
+    with export_utils.in_variables(self._variables):
       outputs, _ = export_hub.encoder_graph(self._bert_config, {
           "input_word_ids": input_ids, "input_mask": input_mask, "input_type_ids": segment_ids})
       return ner_logits(outputs["sequence_output"], len(self._labels), False)
@@ -1362,7 +1363,7 @@ def main(_):
   _check_flags()
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
-  bert_config = estimator_utils.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
+  bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
   paths = {split: data_file(split) for split, mode in (("train", FLAGS.do_train),
                                                         ("dev", FLAGS.do_eval),
                                                         ("test", FLAGS.do_predict)) if mode}
@@ -1498,7 +1499,7 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
   if train is not None:
     train_file = os.path.join(FLAGS.output_dir, "train.tf_record")
     write_features(train_features, train_file)
-    estimator_utils.save_config(bert_config, FLAGS.output_dir)
+    model_config.save_config(bert_config, FLAGS.output_dir)
     with common.atomic_output(os.path.join(FLAGS.output_dir, "labels.txt")) as f:
       f.write("".join(label + "\n" for label in labels))
     with common.atomic_output(os.path.join(FLAGS.output_dir, NER_CONFIG)) as f:

@@ -19,20 +19,20 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
-import hashlib
 import json
 import os
 import time
 
 from absl import app
 from absl import flags
-import numpy as np
 import tensorflow as tf
 
 import checkpoint_utils
 import common
 import estimator_utils
+import model_config
 import modeling
+import pretraining_utils
 
 tf1 = tf.compat.v1
 
@@ -76,7 +76,7 @@ def define_flags():
                        "Split the CPU into this many logical devices (to run "
                        "--distribution_strategy=mirrored on a machine without GPUs).")
   estimator_utils.define_estimator_flags()
-  estimator_utils.define_model_override_flags()
+  model_config.define_model_override_flags()
 
 
 FLAGS = flags.FLAGS
@@ -146,8 +146,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
           gradient_accumulation_steps=gradient_accumulation_steps)
       hooks = []
       if not use_tpu:
-        mlm_accuracy = _masked_lm_accuracy(masked_lm_log_probs, masked_lm_ids,
-                                           masked_lm_weights)
+        mlm_accuracy = pretraining_utils.masked_lm_accuracy(masked_lm_log_probs, masked_lm_ids,
+                                                            masked_lm_weights)
         tf1.summary.scalar("masked_lm_accuracy", mlm_accuracy)
         tf1.summary.scalar("masked_lm_loss", masked_lm_loss)
         tf1.summary.scalar("next_sentence_loss", next_sentence_loss)
@@ -219,15 +219,6 @@ def metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
       "next_sentence_accuracy": next_sentence_accuracy,
       "next_sentence_loss": next_sentence_mean_loss,
   }
-
-
-def _masked_lm_accuracy(masked_lm_log_probs, masked_lm_ids, masked_lm_weights):
-  """Weighted MLM accuracy of one batch (for training summaries)."""
-  predictions = tf.argmax(masked_lm_log_probs, axis=-1, output_type=tf.int32)
-  labels = tf.reshape(masked_lm_ids, [-1])
-  weights = tf.reshape(masked_lm_weights, [-1])
-  correct = tf.cast(tf.equal(predictions, labels), tf.float32) * weights
-  return tf.reduce_sum(correct) / (tf.reduce_sum(weights) + 1e-5)
 
 
 def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
@@ -378,36 +369,9 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
   return input_fn
 
 
-def weights_digest(named_values):
-  """A short hash of model variables (to compare workers or runs).
-
-  Args:
-    named_values: dict variable name -> array.
-
-  Returns:
-    hex string (16 chars) over the sorted names and float32 bytes of the values.
-  """
-  digest = hashlib.sha256()
-  for name in sorted(named_values):
-    digest.update(name.encode("utf-8"))
-    digest.update(np.asarray(named_values[name], np.float32).tobytes())
-  return digest.hexdigest()[:16]
-
-
-class WeightsDigestHook(tf1.train.SessionRunHook):
-  """At the end of training, hashes this process's own copy of the trainable variables."""
-
-  def __init__(self):
-    self.digest = None
-    self._variables = None
-
-  def begin(self):
-    self._variables = {v.op.name: v for v in tf1.trainable_variables()}
-
-  def end(self, session):
-    names = sorted(self._variables)
-    values = session.run([self._variables[n] for n in names])
-    self.digest = weights_digest(dict(zip(names, values)))
+# Moved to pretraining_utils (shared with etc_model/run_pretraining.py); kept under these names.
+weights_digest = pretraining_utils.weights_digest
+WeightsDigestHook = pretraining_utils.WeightsDigestHook
 
 
 def _check_flags():
@@ -473,29 +437,6 @@ def _configure_cpu_devices(count):
       cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
 
 
-def _tf_config():
-  """The TF_CONFIG environment variable as a dict ({} when unset)."""
-  return json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
-
-
-def _task_label():
-  """'chief_0' / 'worker_1' from TF_CONFIG, or 'local'."""
-  task = _tf_config().get("task") or {}
-  if not task:
-    return "local"
-  return "%s_%s" % (task.get("type", "worker"), task.get("index", 0))
-
-
-def _is_chief():
-  """True for a single process, the chief, or worker 0 of a cluster without a chief."""
-  tf_config = _tf_config()
-  task = tf_config.get("task") or {}
-  if not task or task.get("type") == "chief":
-    return True
-  has_chief = bool((tf_config.get("cluster") or {}).get("chief"))
-  return task.get("type") == "worker" and int(task.get("index", 0)) == 0 and not has_chief
-
-
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   estimator_utils.require_estimator()
@@ -504,7 +445,7 @@ def main(_):
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
   _configure_cpu_devices(FLAGS.num_cpu_devices)
 
-  bert_config = estimator_utils.load_config(FLAGS.bert_config_file, FLAGS,
+  bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS,
                                             max_seq_length=FLAGS.max_seq_length)
   input_files = common.expand_input_files(FLAGS.input_file, "input_file")
   estimator_utils.check_tfrecord_lengths(input_files, _expected_lengths(), "input_file")
@@ -516,14 +457,15 @@ def main(_):
   common.check_output_dir(FLAGS.output_dir)
   _check_vocab_ids(input_files + (eval_files if eval_files is not input_files else []),
                    bert_config)
-  lock = common.OutputDirLock(FLAGS.output_dir, label=_task_label()).acquire()
+  label = pretraining_utils.task_label()
+  lock = common.OutputDirLock(FLAGS.output_dir, label=label).acquire()
   # Compared before anything is written there: a resume with another model is one line.
   resume_step = estimator_utils.check_resume(FLAGS.output_dir, bert_config)
   if FLAGS.do_eval and not FLAGS.do_train:
     checkpoint_utils.require_trained_weights(
         "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],
         give_flag="init_checkpoint")
-  estimator_utils.save_config(bert_config, FLAGS.output_dir)
+  model_config.save_config(bert_config, FLAGS.output_dir)
   tf1.logging.info("*** Input files: %d (%s%s)", len(input_files), input_files[0],
                    ", ..." if len(input_files) > 1 else "")
   tf1.logging.info("*** Model: %d layers, hidden %d, residual_attention=%s, layer_norm_type=%s",
@@ -572,13 +514,14 @@ def main(_):
     if start_step:
       tf1.logging.info("Resuming from step %d of %d in %s", start_step, total_steps,
                        FLAGS.output_dir)
-    _train(estimator, train_input_fn, total_steps)
+    pretraining_utils.train_to_step(estimator, train_input_fn, total_steps,
+                                    FLAGS.distribution_strategy)
     end_step = estimator_utils.latest_global_step(FLAGS.output_dir)
     # Stopped by a signal: the checkpoint is saved; no summary, no eval, exit 130 / 143.
     common.STOP_SIGNALS.exit_if_stopped(
         "checkpoint saved at step %d of %d; rerun the same command to resume" %
         (end_step, total_steps))
-    if end_step < total_steps and _is_chief():
+    if end_step < total_steps and pretraining_utils.is_chief():
       common.fail("training ended at step %d of %d (no summary written); rerun the same "
                   "command to resume" % (end_step, total_steps))
     elapsed = time.time() - start
@@ -597,10 +540,10 @@ def main(_):
     summary["checkpoint"] = tf1.train.latest_checkpoint(FLAGS.output_dir)
     summary["weights_digest"] = digest_hook.digest
     common.write_json_atomic(
-        os.path.join(FLAGS.output_dir, "train_summary_%s.json" % _task_label()), summary)
+        os.path.join(FLAGS.output_dir, "train_summary_%s.json" % label), summary)
     tf1.logging.info("Training done: %s", json.dumps(summary, sort_keys=True))
 
-  if FLAGS.do_eval and _is_chief():
+  if FLAGS.do_eval and pretraining_utils.is_chief():
     tf1.logging.info("***** Running evaluation *****")
     tf1.logging.info("  Batch size = %d", FLAGS.eval_batch_size)
     eval_input_fn = input_fn_builder(
@@ -612,20 +555,6 @@ def main(_):
     common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
     estimator_utils.write_eval_results(FLAGS.output_dir, result)
   lock.release()
-
-
-def _train(estimator, train_input_fn, total_steps):
-  """Trains to total_steps; with multi_worker_mirrored through train_and_evaluate."""
-  if FLAGS.distribution_strategy == "multi_worker_mirrored":
-    # Estimator runs multi-worker training only through train_and_evaluate.
-    train_fn = estimator.wrap_input_fn(train_input_fn, tf1.estimator.ModeKeys.TRAIN)
-    eval_fn = estimator.wrap_input_fn(train_input_fn, tf1.estimator.ModeKeys.EVAL)
-    train_spec = tf1.estimator.TrainSpec(input_fn=train_fn, max_steps=total_steps)
-    eval_spec = tf1.estimator.EvalSpec(input_fn=eval_fn, steps=1,
-                                       start_delay_secs=10 ** 9, throttle_secs=10 ** 9)
-    tf1.estimator.train_and_evaluate(estimator.estimator, train_spec, eval_spec)
-  else:
-    estimator.train(input_fn=train_input_fn, max_steps=total_steps)
 
 
 if __name__ == "__main__":

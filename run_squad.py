@@ -51,7 +51,9 @@ import checkpoint_utils
 import common
 import estimator_utils
 import export_utils
+import model_config
 import modeling
+import sliding_window
 import squad_evaluate
 import tokenization
 
@@ -376,7 +378,9 @@ def read_squad_examples(input_file, is_training, version_2_with_negative=False, 
 # Features
 # ----------------------------------------------------------------------------------------------
 
-DocSpan = collections.namedtuple("DocSpan", ["start", "length"])
+# The official sliding window (its _DocSpan loop), shared with run_ner and run_classifier's long
+# documents: sliding_window.windows; kept under run_squad's names.
+DocSpan = sliding_window.Window
 
 
 def make_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
@@ -388,17 +392,10 @@ def make_doc_spans(num_doc_tokens, max_tokens_for_doc, doc_stride):
     doc_stride: step between window starts.
 
   Returns:
-    list of DocSpan(start, length); the last ends at the end of the document.
+    list of DocSpan(start, length); the last ends at the end of the document (none for an
+    empty document).
   """
-  doc_spans = []
-  start_offset = 0
-  while start_offset < num_doc_tokens:
-    length = min(num_doc_tokens - start_offset, max_tokens_for_doc)
-    doc_spans.append(DocSpan(start=start_offset, length=length))
-    if start_offset + length == num_doc_tokens:
-      break
-    start_offset += min(length, doc_stride)
-  return doc_spans
+  return sliding_window.windows(num_doc_tokens, max_tokens_for_doc, doc_stride)
 
 
 def convert_examples_to_features(examples, tokenizer, max_seq_length, doc_stride,
@@ -1367,8 +1364,8 @@ def _predict(estimator, tokenizer, extra_results=None, record=None):
     all_results.append(
         RawResult(
             unique_id=int(result["unique_ids"]),
-            start_logits=[float(x) for x in result["start_logits"].flat],
-            end_logits=[float(x) for x in result["end_logits"].flat]))
+            start_logits=_full_length(result["start_logits"], FLAGS.max_seq_length),
+            end_logits=_full_length(result["end_logits"], FLAGS.max_seq_length)))
     meter.update(len(all_results))
   meter.update(len(all_results), force=True)
   # A signal during prediction: no output files, so the job does not look finished.
@@ -1450,7 +1447,7 @@ def main(_):
   common.require_file(FLAGS.vocab_file, "vocab_file")
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
-  bert_config = estimator_utils.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
+  bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
   validate_flags_or_throw(bert_config)
   tokenizer = tokenization.checked_tokenizer(
       FLAGS.vocab_file, FLAGS.do_lower_case, init_checkpoint=FLAGS.init_checkpoint,
@@ -1532,7 +1529,7 @@ def _run_job(bert_config, tokenizer, eval_weights=None):
 
   train_summary = {}
   if FLAGS.do_train:
-    estimator_utils.save_config(bert_config, FLAGS.output_dir)
+    model_config.save_config(bert_config, FLAGS.output_dir)
     # We write to a file to avoid storing very large constant tensors in memory.
     train_record_file = os.path.join(FLAGS.output_dir, "train.tf_record")
     num_features, _ = write_features(train_examples, tokenizer, train_record_file,

@@ -36,9 +36,9 @@ import tensorflow as tf
 
 import build_vocab
 import common
-import export_translation
 import export_utils
-import nmt_modeling
+from translation import export_translation
+from translation import nmt_modeling
 
 tf1 = tf.compat.v1
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

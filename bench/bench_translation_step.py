@@ -32,12 +32,13 @@ import numpy as np
 import tensorflow as tf
 
 import common
-import nmt_modeling
-import reproduce_table7
-import run_translation
+import reproduction
 import subprocess_utils
-import create_translation_data
-import translation_input
+from translation import create_translation_data
+from translation import nmt_modeling
+from translation import reproduce_table7
+from translation import run_translation
+from translation import translation_input
 
 tf1 = tf.compat.v1
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -69,16 +70,16 @@ def make_train_file(work_dir, vocab_size):
   """
   data = os.path.join(common.shared_data_dir(), *MULTI30K)
   output = os.path.join(work_dir, "train.tfrecord")
-  cmd = [sys.executable, os.path.join(REPO, "create_translation_data.py"),
-         "--source_file=%s" % os.path.join(data, "train.en.gz"),
-         "--target_file=%s" % os.path.join(data, "train.de.gz"),
-         "--spm_model=%s" % os.path.join(work_dir, "spm.model"),
-         "--train_spm_vocab_size=%d" % vocab_size, "--output_file=%s" % output]
-  print("Making the training TFRecords (create_translation_data.py on %s) ..." %
+  cmd = reproduction.tool_command("translation/create_translation_data.py", [
+      "--source_file=%s" % os.path.join(data, "train.en.gz"),
+      "--target_file=%s" % os.path.join(data, "train.de.gz"),
+      "--spm_model=%s" % os.path.join(work_dir, "spm.model"),
+      "--train_spm_vocab_size=%d" % vocab_size, "--output_file=%s" % output])
+  print("Making the training TFRecords (translation/create_translation_data.py on %s) ..." %
         os.path.relpath(data, REPO), flush=True)
   log = os.path.join(work_dir, "create.log")
-  if subprocess_utils.run_child(cmd, log).returncode != 0:
-    common.fail("create_translation_data.py failed; see %s" % log)
+  if subprocess_utils.run_child(cmd, log, cwd=REPO).returncode != 0:
+    common.fail("translation/create_translation_data.py failed; see %s" % log)
   return output
 
 

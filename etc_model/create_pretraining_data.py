@@ -56,6 +56,8 @@ import tensorflow as tf
 
 import common
 import create_pretraining_data as bert_data
+import mlm_masking
+import text_input
 from etc_model import etc_inputs
 
 FLAGS = flags.FLAGS
@@ -94,7 +96,7 @@ def define_flags():
                        "Passes over the input, each with other masks (the same records).")
   flags.DEFINE_string("global_token", "[unused0]",
                       "The vocabulary token of every sentence's global token.")
-  bert_data.define_input_flags()
+  text_input.define_input_flags()
 
 
 class LongRecordPacker(object):
@@ -221,7 +223,7 @@ class Masker(object):
     ids = record["token_ids"][np.newaxis].copy()
     rng = np.random.default_rng([self.random_seed, pass_index, record_index])
     # pylint: disable=protected-access
-    positions, labels, num_masked, kinds = bert_data._create_id_masked_lm_predictions(
+    positions, labels, num_masked, kinds = mlm_masking.create_id_masked_lm_predictions(
         ids, np.array([record["length"]]), self.masked_lm_prob, self.max_predictions_per_seq,
         self.special_ids, self.vocab_size, self.subword_table, rng)
     # pylint: enable=protected-access
@@ -238,7 +240,7 @@ def read_documents(input_files, tokenizer, reader, stats):
   Args:
     input_files: text files.
     tokenizer: tokenization.FullTokenizer.
-    reader: create_pretraining_data.TextReader.
+    reader: text_input.TextReader.
     stats: Counter (documents, lines).
   """
   tokenize = getattr(tokenizer, "tokenize_to_ids", None)
@@ -299,7 +301,7 @@ def create_pretraining_data(input_files, output_file, tokenizer, settings, summa
     with tf.io.TFRecordWriter(tmp_path) as writer:
       for pass_index in range(settings["dupe_factor"]):
         pass_stats = collections.Counter()
-        reader = bert_data.TextReader(settings["max_line_chars"], settings["max_bad_fraction"])
+        reader = text_input.TextReader(settings["max_line_chars"], settings["max_bad_fraction"])
         packer = LongRecordPacker(settings["max_seq_length"], settings["max_global_seq_length"],
                                   global_token_id, pass_stats)
         done_before = input_bytes * pass_index
@@ -374,7 +376,7 @@ def _validate_flags():
                 (FLAGS.max_predictions_per_seq, FLAGS.max_seq_length))
   if not 0.0 < FLAGS.masked_lm_prob <= 1.0:
     common.fail("--masked_lm_prob=%g: must be in (0, 1]" % FLAGS.masked_lm_prob)
-  bert_data.validate_input_flags()
+  text_input.validate_input_flags()
 
 
 def main(_):
@@ -385,10 +387,10 @@ def main(_):
   else:
     common.require_file(FLAGS.vocab_file, "vocab_file")
   input_files = common.expand_input_files(FLAGS.input_file, "input_file")
-  summary_file = bert_data.summary_path_for(FLAGS.output_file)
-  bert_data.check_outputs_not_inputs([FLAGS.output_file, summary_file], FLAGS.input_file,
-                                     input_files, [FLAGS.vocab_file, FLAGS.spm_model_file])
-  bert_data.check_text_inputs(input_files)
+  summary_file = text_input.summary_path_for(FLAGS.output_file)
+  text_input.check_outputs_not_inputs([FLAGS.output_file, summary_file], FLAGS.input_file,
+                                      input_files, [FLAGS.vocab_file, FLAGS.spm_model_file])
+  text_input.check_text_inputs(input_files)
   try:
     tokenizer = bert_data.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,
                                          FLAGS.spm_model_file)

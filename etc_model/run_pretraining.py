@@ -43,7 +43,9 @@ import tensorflow as tf
 import checkpoint_utils
 import common
 import estimator_utils
+import model_config
 import modeling
+import pretraining_utils
 import run_pretraining as bert_pretraining
 from etc_model import create_pretraining_data as etc_data
 from etc_model import etc_inputs
@@ -262,10 +264,8 @@ def model_fn_builder(config, init_checkpoint, learning_rate, num_train_steps, nu
           gradient_accumulation_steps=gradient_accumulation_steps)
       hooks = []
       if not use_tpu:
-        # pylint: disable=protected-access
-        tf1.summary.scalar("masked_lm_accuracy", bert_pretraining._masked_lm_accuracy(
+        tf1.summary.scalar("masked_lm_accuracy", pretraining_utils.masked_lm_accuracy(
             log_probs, features["masked_lm_ids"], features["masked_lm_weights"]))
-        # pylint: enable=protected-access
         tf1.summary.scalar("masked_lm_loss", loss)
         hooks.append(progress_hook or estimator_utils.ProgressHook(
             total_steps if total_steps is not None
@@ -406,7 +406,7 @@ def main(_):
     estimator_utils.check_tfrecord_lengths(eval_files, _expected_lengths(), "eval_input_file")
   common.check_output_dir(FLAGS.output_dir)
   _check_vocab_ids(input_files + (eval_files if eval_files is not input_files else []), config)
-  label = bert_pretraining._task_label()  # pylint: disable=protected-access
+  label = pretraining_utils.task_label()
   lock = common.OutputDirLock(FLAGS.output_dir, label=label).acquire()
   # Compared before anything is written there: a resume with another model is one line.
   resume_step = check_resume(FLAGS.output_dir, lambda: variable_shapes(
@@ -415,14 +415,14 @@ def main(_):
     checkpoint_utils.require_trained_weights(
         "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],
         give_flag="init_checkpoint")
-  estimator_utils.save_config(config, FLAGS.output_dir, name=CONFIG_NAME)
+  model_config.save_config(config, FLAGS.output_dir, name=CONFIG_NAME)
   tf1.logging.info("*** Model: ETC %d layers, hidden %d, local_radius %d, residual_attention=%s; "
                    "L=%d, G=%d", config.num_hidden_layers, config.hidden_size,
                    config.local_radius, config.residual_attention, FLAGS.max_seq_length,
                    FLAGS.max_global_seq_length)
 
   total_steps = FLAGS.num_train_steps * FLAGS.gradient_accumulation_steps
-  digest_hook = bert_pretraining.WeightsDigestHook()
+  digest_hook = pretraining_utils.WeightsDigestHook()
   progress_hook = estimator_utils.ProgressHook(total_steps, FLAGS.train_batch_size)
   model_fn = model_fn_builder(
       config=config, init_checkpoint=FLAGS.init_checkpoint, learning_rate=FLAGS.learning_rate,
@@ -450,13 +450,14 @@ def main(_):
                        FLAGS.output_dir)
     start = time.time()
     # The top-level job's loop (train_and_evaluate under multi_worker_mirrored).
-    bert_pretraining._train(estimator, train_input_fn, total_steps)  # pylint: disable=W0212
+    pretraining_utils.train_to_step(estimator, train_input_fn, total_steps,
+                                    FLAGS.distribution_strategy)
     end_step = estimator_utils.latest_global_step(FLAGS.output_dir)
     # Stopped by a signal: the checkpoint is saved; no summary, no eval, exit 130 / 143.
     common.STOP_SIGNALS.exit_if_stopped(
         "checkpoint saved at step %d of %d; rerun the same command to resume" %
         (end_step, total_steps))
-    if end_step < total_steps and bert_pretraining._is_chief():  # pylint: disable=protected-access
+    if end_step < total_steps and pretraining_utils.is_chief():
       common.fail("training ended at step %d of %d (no summary written); rerun the same "
                   "command to resume" % (end_step, total_steps))
     elapsed = time.time() - start
@@ -475,7 +476,7 @@ def main(_):
         os.path.join(FLAGS.output_dir, "train_summary_%s.json" % label), summary)
     tf1.logging.info("Training done: %s", json.dumps(summary, sort_keys=True))
 
-  if FLAGS.do_eval and bert_pretraining._is_chief():  # pylint: disable=protected-access
+  if FLAGS.do_eval and pretraining_utils.is_chief():
     eval_input_fn = input_fn_builder(
         eval_files, config, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
         FLAGS.max_predictions_per_seq, is_training=False)

@@ -9,6 +9,7 @@ import tensorflow as tf
 
 import common
 import estimator_utils
+import model_config
 
 
 def test_expand_input_files_globs_and_comma_lists(tmp_path):
@@ -119,14 +120,16 @@ def test_load_config_overrides_and_errors(tmp_path):
   path.write_text(json.dumps({"vocab_size": 10, "hidden_size": 8, "num_attention_heads": 2,
                               "num_hidden_layers": 1, "intermediate_size": 16,
                               "max_position_embeddings": 32}))
-  config = estimator_utils.load_config(
+  config = model_config.load_config(
       str(path), types.SimpleNamespace(residual_attention="mean", layer_norm_type=None))
   assert (config.residual_attention, config.layer_norm_type) == ("mean", "post")
   with pytest.raises(common.UsageError, match="--max_seq_length=64 is longer than "
                                               "max_position_embeddings=32"):
-    estimator_utils.load_config(str(path), None, max_seq_length=64)
+    model_config.load_config(str(path), None, max_seq_length=64)
   with pytest.raises(common.UsageError, match="--bert_config_file=.*file does not exist"):
-    estimator_utils.load_config(str(tmp_path / "nope.json"))
+    model_config.load_config(str(tmp_path / "nope.json"))
+  # Scripts written against estimator_utils' names keep working.
+  assert estimator_utils.load_config is model_config.load_config
 
 
 def test_temp_names_are_hidden_and_skipped_by_input_globs(tmp_path):

@@ -24,6 +24,7 @@ import tensorflow as tf
 from conftest import last_error_line, process_alive, REPO_DIR, run_tool, shared_path, start_tool
 import common
 import create_pretraining_data as cpd
+import text_input
 import tokenization
 
 SCRIPT = "create_pretraining_data.py"
@@ -555,7 +556,7 @@ def test_cut_long_line_matches_reference():
     sep = rng.choice([" ", "\t", ""])
     text = sep.join(rng.choice(words) for _ in range(rng.randint(0, 200)))
     limit = rng.randint(1, 50)
-    pieces, rest = cpd._cut_long_line(text.encode("utf-8"), limit)
+    pieces, rest = text_input._cut_long_line(text.encode("utf-8"), limit)
     assert [p.decode("utf-8") for p in pieces + [rest]] == ref_cut_line(text, limit)
 
 

@@ -225,7 +225,7 @@ def test_precision_is_refused_in_one_line_naming_the_module():
                                     script=etc_run.SCRIPT)
   assert str(error.value).startswith(
       "--precision=bf16: not supported by etc_model.run_pretraining yet (it is by "
-      "run_pretraining.py")
+      "run_classifier.py, run_ner.py, run_pretraining.py, run_squad.py)")
 
 
 def test_data_tool_bad_flags_are_one_line_errors(data, tmp_path):

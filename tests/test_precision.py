@@ -311,8 +311,19 @@ def test_unsupported_script_flags_fail_in_one_line(tmp_path):
           "common.run_main(lambda argv: estimator_utils.check_supported(flags.FLAGS, ()), [])\n")
   proc = run_tool(None, ["-c", code], expect_rc=2)
   assert last_error_line(proc).endswith(
-      "--precision=bf16: not supported by run_other.py yet (it is by run_pretraining.py, "
-      "run_classifier.py, run_squad.py, run_ner.py)")
+      "--precision=bf16: not supported by run_other.py yet (it is by run_classifier.py, "
+      "run_ner.py, run_pretraining.py, run_squad.py)")
+
+
+def test_supporting_scripts_come_from_their_declarations():
+  """The scripts an unsupported-flag error names are those declaring the flag (no list to
+  keep up to date): ETC's pre-training implements --fused_optimizer but not --precision."""
+  assert "run_classifier.py" in estimator_utils.scripts_supporting("precision")
+  assert set(run_classifier.SUPPORTED_MODEL_FN_FLAGS) == {"precision", "fused_optimizer"}
+  fused = estimator_utils.scripts_supporting("fused_optimizer")
+  assert "etc_model.run_pretraining" in fused
+  assert "etc_model.run_pretraining" not in estimator_utils.scripts_supporting("precision")
+  assert not any("run_translation" in name for name in fused)  # it declares none
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])

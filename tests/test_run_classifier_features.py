@@ -304,9 +304,12 @@ def test_stride_and_task_flag_errors(monkeypatch):
   assert str(e.value) == ("--doc_stride=31: larger than the window (30 tokens of text_a at "
                           "--max_seq_length=32), which would skip text between windows")
   monkeypatch.setattr(rc, "FLAGS", _flags(long_document="window", doc_stride=30))
-  assert rc._check_task_flags(task) == 30
+  assert rc._check_task_flags(task) is None  # checks only: the stride is resolve_doc_stride's
+  assert rc.resolve_doc_stride(task) == 30
   monkeypatch.setattr(rc, "FLAGS", _flags(long_document="window"))
-  assert rc._check_task_flags(task) == 15  # half the window
+  assert rc.resolve_doc_stride(task) == 15  # half the window
+  monkeypatch.setattr(rc, "FLAGS", _flags())
+  assert rc.resolve_doc_stride(task) is None  # truncation: no windows
   # A pair task: the window is what text_b leaves, (32 - 3) - (32 - 3) // 2 = 15.
   monkeypatch.setattr(rc, "FLAGS", _flags(long_document="window", doc_stride=16))
   with pytest.raises(common.UsageError, match=r"--doc_stride=16: larger than the window \(15"):

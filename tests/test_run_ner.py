@@ -11,6 +11,7 @@ import os
 import random
 import signal
 import textwrap
+import types
 import unicodedata
 
 import numpy as np
@@ -706,7 +707,7 @@ def test_sigterm_stops_without_results_and_resume_is_exact(wnut, trained):
   for name in ("eval_results.json", "eval_results.txt", ".lock-local"):
     assert not (out / name).exists(), name
   # The same command resumes and ends with the uninterrupted job's weights and scores.
-  run_tool("run_ner.py", args)
+  log = run_tool("run_ner.py", args).output
   got = json.loads((out / "eval_results.json").read_text())
   assert got["global_step"] == want["global_step"]
   reference, resumed = _checkpoint_values(trained["out"]), _checkpoint_values(out)

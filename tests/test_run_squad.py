@@ -451,10 +451,15 @@ def test_end_to_end_train_predict_score_export(tmp_path):
   run_tool(None, ["-c", _EXPORT_CHECK, export_dir, out_dir / "eval.tf_record", served_file])
   served = np.load(served_file)
   raw = np.load(out_dir / "raw_logits.npz")
-  assert served["start_logits"].shape == (5, 64)
+  assert served["start_logits"].shape == raw["start_logits"].shape == (5, 64)
   np.testing.assert_array_equal(served["unique_ids"], raw["unique_ids"])
-  np.testing.assert_allclose(served["start_logits"], raw["start_logits"], rtol=1e-5, atol=1e-5)
-  np.testing.assert_allclose(served["end_logits"], raw["end_logits"], rtol=1e-5, atol=1e-5)
+  masks = np.array([tf.train.Example.FromString(r).features.feature["input_mask"].int64_list.value
+                    for r in tf.compat.v1.io.tf_record_iterator(str(out_dir / "eval.tf_record"))])
+  computed = np.isfinite(raw["start_logits"])
+  np.testing.assert_array_equal(computed, np.isfinite(raw["end_logits"]))
+  assert computed[masks == 1].all() and not computed.all()
+  for name in ("start_logits", "end_logits"):
+    np.testing.assert_allclose(served[name][computed], raw[name][computed], rtol=1e-5, atol=1e-5)
 
   # SQuAD 1.1 prediction only, from the fine-tuned checkpoint: several doc spans per long
   # context, v1.1 scoring keys.

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import beam_search
 import modeling
+from translation import beam_search
 
 tf1 = tf.compat.v1
 

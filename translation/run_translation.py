@@ -1,11 +1,11 @@
 # coding=utf-8
 """Trains, evaluates, decodes and scores the translation RealFormer (nmt_modeling.py).
 
-    python create_translation_data.py ...   # parallel text -> TFRecords (+ joint SentencePiece)
-    python run_translation.py --do_train --train_file=train.tfrecord --spm_model=spm.model \
-        --config_file=configs/nmt_multi30k.json --output_dir=out/nmt
+    python -m translation.create_translation_data ...  # text -> TFRecords (+ joint SentencePiece)
+    python -m translation.run_translation --do_train --train_file=train.tfrecord \
+        --spm_model=spm.model --config_file=configs/nmt_multi30k.json --output_dir=out/nmt
     python average_checkpoints.py --checkpoint_dir=out/nmt --num_last=5 --output_dir=out/avg
-    python run_translation.py --do_predict --output_dir=out/nmt --checkpoint=out/avg \
+    python -m translation.run_translation --do_predict --output_dir=out/nmt --checkpoint=out/avg \
         --spm_model=spm.model --predict_source_file=test.en --predict_reference_file=test.de
 
 Training runs on Estimator / TPUEstimator (estimator_utils.make_estimator: the same
@@ -39,30 +39,39 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import beam_search
 import checkpoint_utils
 import common
-import create_translation_data
 import estimator_utils
-import export_hub
 import export_utils
-import nmt_modeling
 import optimization
-import translation_input
-import translation_metrics
+from translation import create_translation_data
+from translation import decoding
+from translation import export_translation
+from translation import nmt_modeling
+from translation import translation_input
+from translation import translation_metrics
 
 tf1 = tf.compat.v1
 FLAGS = flags.FLAGS
 
-CONFIG_NAME = "nmt_config.json"
+CONFIG_NAME = decoding.CONFIG_NAME  # nmt_config.json
 PROFILE_NAME = "admin_profile.json"
 SUMMARY_NAME = "train_summary.json"
 BLEU_NAME = "bleu.json"
 TRANSLATIONS_NAME = "translations.txt"
 # Decoding cuts longer sources (--max_source_length): twice training's default --max_length.
-DEFAULT_MAX_SOURCE_LENGTH = 256
+DEFAULT_MAX_SOURCE_LENGTH = decoding.DEFAULT_MAX_SOURCE_LENGTH
 # Shared flags this model_fn does not implement (estimator_utils.check_supported refuses them).
 SUPPORTED_MODEL_FN_FLAGS = ()
+
+
+# The decoding graph and the checkpoint checks live in translation/decoding.py (shared with
+# export_translation); the names stay importable from here.
+define_decoding_flags = decoding.define_decoding_flags
+model_variable_specs = decoding.model_variable_specs
+check_checkpoint = decoding.check_checkpoint
+translate_graph = decoding.translate_graph
+encode_sources = decoding.encode_sources
 
 
 def define_flags():
@@ -117,17 +126,6 @@ def define_flags():
   flags.DEFINE_bool("overwrite", False, "Replace an existing export of ours at --export_dir.")
 
 
-def define_decoding_flags():
-  """The beam-search flags, shared by --do_predict and export_translation.py."""
-  flags.DEFINE_integer("beam_size", 4, "Beam size (1: greedy).")
-  flags.DEFINE_float("length_penalty", 0.6, "GNMT length-penalty alpha (0: none).")
-  flags.DEFINE_integer("max_decode_length", 128, "Most target pieces generated (eos included).")
-  flags.DEFINE_integer("max_source_length", DEFAULT_MAX_SOURCE_LENGTH,
-                       "Longest source decoded, in ids (pieces + eos): a longer source is cut to "
-                       "its first N-1 pieces + eos, counted and logged (one over-long line would "
-                       "otherwise exhaust memory). 0: no limit.")
-
-
 # ----------------------------------------------------------------------------- config
 def load_nmt_config(output_dir, config_file, overrides):
   """The job's NmtConfig: the output_dir's saved config if there is a checkpoint, else the file.
@@ -171,44 +169,6 @@ def load_nmt_config(output_dir, config_file, overrides):
 
 
 # ----------------------------------------------------------------------------- checkpoints
-def model_variable_specs(config):
-  """{name: (shape, trainable)} of every variable the model has (export_hub's format)."""
-  def build():
-    ids = tf1.placeholder(tf.int32, [None, None])
-    nmt_modeling.NmtModel(config, False, ids, ids)
-  return export_hub.collect_variable_specs(build)
-
-
-def check_checkpoint(specs, checkpoint, flag_name="checkpoint", extra_names=()):
-  """One line naming the first variable the checkpoint lacks or holds with another shape.
-
-  Shared by --do_eval / --do_predict / --export_dir here and export_translation.py: a checkpoint
-  of another model (a BERT one, another config) is refused before any work, not with a
-  NotFoundError traceback from the restore.
-
-  Args:
-    specs: {name: (shape, trainable)} of the model (model_variable_specs).
-    checkpoint: checkpoint prefix.
-    flag_name: the flag that named it.
-    extra_names: more variables the restore needs (the Estimator's "global_step").
-  """
-  try:
-    shapes = dict(tf1.train.list_variables(checkpoint))
-  except (tf.errors.OpError, ValueError) as e:
-    common.fail("--%s=%s: not a readable TensorFlow checkpoint (%s)" % (
-        flag_name, checkpoint, (str(getattr(e, "message", e)).splitlines() or [""])[0]))
-  missing = [name for name in list(specs) + list(extra_names) if name not in shapes]
-  if missing:
-    common.fail("--%s=%s: lacks %d variable(s) of the translation model: %s (not a "
-                "run_translation.py checkpoint of this --config_file?)" % (
-                    flag_name, checkpoint, len(missing), ", ".join(missing[:5])))
-  for name, (shape, _) in specs.items():
-    if list(shapes[name]) != list(shape):
-      common.fail("--%s=%s: variable %s has shape %s there but %s in the model of the "
-                  "config (check --config_file)" % (flag_name, checkpoint, name,
-                                                    list(shapes[name]), list(shape)))
-
-
 def check_init_checkpoint(config, init_checkpoint):
   """Before any work: one line when --init_checkpoint cannot initialise the model.
 
@@ -274,38 +234,6 @@ def model_fn_builder(config, init_checkpoint=None, admin_profile=None, learning_
         eval_metrics=(metric_fn, [tf.reshape(nll_sum, [1]), tf.reshape(num_tokens, [1])]))
 
   return model_fn
-
-
-def translate_graph(config, source_ids, beam_size, length_penalty, max_decode_length):
-  """Beam search (greedy for beam_size 1) over the model; variables under the caller's scope.
-
-  Args:
-    config: NmtConfig.
-    source_ids: int32 [batch, src] (pieces + eos, 0-padded).
-    beam_size: int.
-    length_penalty: GNMT alpha.
-    max_decode_length: int, the most generated tokens.
-
-  Returns:
-    {"ids": int32 [batch, max_decode_length] (0 after eos), "length": int32 [batch],
-     "score": float32 [batch]}.
-  """
-  encoder_output = nmt_modeling.encode(config, source_ids, False)
-  cache = nmt_modeling.init_decoder_cache(config, encoder_output, max_decode_length)
-  batch_size = tf.shape(source_ids)[0]
-  initial_ids = tf.fill([batch_size], nmt_modeling.BOS_ID)
-
-  def symbols_to_logits(ids, step, states):
-    return nmt_modeling.decode_step(config, ids, step, states)
-
-  if beam_size == 1:
-    ids, lengths = beam_search.greedy_search(symbols_to_logits, initial_ids, max_decode_length,
-                                             states=cache, eos_id=nmt_modeling.EOS_ID)
-    return {"ids": ids, "length": lengths, "score": tf.zeros([batch_size])}
-  ids, scores, lengths = beam_search.beam_search(
-      symbols_to_logits, initial_ids, beam_size, max_decode_length, config.vocab_size,
-      length_penalty, states=cache, eos_id=nmt_modeling.EOS_ID)
-  return {"ids": ids[:, 0], "length": lengths[:, 0], "score": scores[:, 0]}
 
 
 # ----------------------------------------------------------------------------- ADMIN profile
@@ -521,31 +449,6 @@ def predict_input_fn_builder(source_ids, batch_size):
                                                            "example_index": []})
 
   return input_fn
-
-
-def encode_sources(sp, lines, max_source_length=0):
-  """The model's source ids of each line: its pieces + eos, cut to `max_source_length` ids.
-
-  A longer source keeps its first max_source_length - 1 pieces and eos (export_translation's
-  `translate` signature cuts the same way).
-
-  Args:
-    sp: SentencePieceProcessor (create_translation_data.load_spm).
-    lines: source sentences (str).
-    max_source_length: the most ids per source (pieces + eos); 0 or None: no limit.
-
-  Returns:
-    (ids, num_cut): list of lists of int, and how many sources were cut.
-  """
-  ids = []
-  num_cut = 0
-  for line in lines:
-    pieces = sp.encode(line)
-    if max_source_length and len(pieces) + 1 > max_source_length:
-      pieces = pieces[:max_source_length - 1]
-      num_cut += 1
-    ids.append(pieces + [nmt_modeling.EOS_ID])
-  return ids, num_cut
 
 
 def translate_lines(config, checkpoint, sp, lines):
@@ -843,7 +746,6 @@ def _run(config, sp, train_files, dev_files, checkpoint):
   for write in final:
     write()
   if FLAGS.export_dir:
-    import export_translation  # pylint: disable=g-import-not-at-top
     export_translation.export(config, checkpoint, FLAGS.spm_model, FLAGS.export_dir,
                               beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
                               max_decode_length=FLAGS.max_decode_length,

@@ -6,7 +6,7 @@ The SavedModel does everything run_translation.py --do_predict does, inside the 
   source strings [batch]
     -> SentencePiece pieces + eos (tensorflow-text, the job's .model), 0-padded [batch, src]
     -> the encoder, then beam search (greedy for beam_size 1) over the cached decoder
-       (run_translation.translate_graph: the very graph code of the Estimator's PREDICT mode)
+       (decoding.translate_graph: the very graph code of the Estimator's PREDICT mode)
     -> the best hypothesis without its eos, detokenised with the same SentencePiece model.
 
 Signatures `translate` and `serving_default` (the same function) take `source`, string [batch],
@@ -20,14 +20,15 @@ and return:
   reached_max_length   bool [batch]     no eos within max_decode_length (the translation is cut)
   source_truncated     bool [batch]     the source had more than max_source_length ids (pieces +
                                         eos): its first max_source_length - 1 pieces were
-                                        translated (as run_translation.encode_sources cuts)
+                                        translated (as decoding.encode_sources cuts)
 
 beam_size, length_penalty, max_decode_length and max_source_length are fixed at export time
 (translation_config.json records them; max_source_length 0: no limit, and one over-long string
 can then exhaust the server's memory). The export is self-contained: the SentencePiece model is an asset
 (assets/<name>.model) and nmt_config.json / translation_config.json lie beside saved_model.pb.
 
-  python export_translation.py --checkpoint=out/nmt --spm_model=out/nmt/spm_en_de.model \
+  python -m translation.export_translation --checkpoint=out/nmt \
+      --spm_model=out/nmt/spm_en_de.model \
       --export_dir=out/nmt_export [--config_file=configs/nmt.json] [--beam_size=4] \
       [--length_penalty=0.6] [--max_decode_length=128] [--max_source_length=256] [--overwrite]
 
@@ -42,7 +43,7 @@ SentencePiece ops):
   out["translation"].numpy()[0].decode("utf-8")
 
 Variables are tf.Variables read from the checkpoint (export_hub.variables_from_checkpoint) and
-handed to nmt_modeling's tf.compat.v1.get_variable calls by name (export_hub._in_variables), so
+handed to nmt_modeling's tf.compat.v1.get_variable calls by name (export_utils.in_variables), so
 the math is exactly the Estimator's.
 """
 
@@ -54,16 +55,16 @@ from absl import flags
 import tensorflow as tf
 
 import common
-import create_translation_data
 import export_hub
 import export_utils
-import nmt_modeling
-import run_translation
+from translation import create_translation_data
+from translation import decoding
+from translation import nmt_modeling
 
 tf1 = tf.compat.v1
 FLAGS = flags.FLAGS
 
-CONFIG_NAME = run_translation.CONFIG_NAME  # nmt_config.json
+CONFIG_NAME = decoding.CONFIG_NAME  # nmt_config.json
 TRANSLATION_CONFIG_NAME = "translation_config.json"
 SIGNATURE_NAMES = ("translate", "serving_default")
 
@@ -77,7 +78,7 @@ def define_flags():
                       "checkpoint, as run_translation.py writes it).")
   flags.DEFINE_string("export_dir", None, "SavedModel directory to write (new, or an earlier "
                       "export of ours with --overwrite).")
-  run_translation.define_decoding_flags()
+  decoding.define_decoding_flags()
   flags.DEFINE_bool("overwrite", False, "Replace an earlier export of ours at --export_dir.")
 
 
@@ -115,7 +116,7 @@ class Translator(tf.Module):
     """Raw strings [batch] -> (int32 [batch, src], bool [batch]).
 
     The ids are pieces + eos, 0-padded (docs/NMT_MODEL.md), cut to max_source_length ids as
-    run_translation.encode_sources cuts them; the bool says which sources were cut.
+    decoding.encode_sources cuts them; the bool says which sources were cut.
     """
     # Invalid UTF-8 would make SentencePiece fail the whole batch: U+FFFD instead.
     source = tf.strings.unicode_transcode(source, "UTF-8", "UTF-8", errors="replace",
@@ -148,9 +149,9 @@ class Translator(tf.Module):
     """Raw source sentences [batch] -> translation, score, length, reached_max_length,
     source_truncated."""
     source_ids, source_truncated = self.encode_source(source)
-    with export_hub._in_variables(self._variables):  # pylint: disable=protected-access
-      best = run_translation.translate_graph(self._config, source_ids, self._beam_size,
-                                             self._length_penalty, self._max_decode_length)
+    with export_utils.in_variables(self._variables):
+      best = decoding.translate_graph(self._config, source_ids, self._beam_size,
+                                      self._length_penalty, self._max_decode_length)
     length = tf.cast(best["length"], tf.int32)
     translation, ended = self.decode_target(tf.cast(best["ids"], tf.int32), length)
     return {"translation": translation,
@@ -165,9 +166,9 @@ class Translator(tf.Module):
 
 
 # ----------------------------------------------------------------------------- export
-# The checks run_translation.py runs on --checkpoint too (one copy).
-model_variable_specs = run_translation.model_variable_specs
-check_checkpoint = run_translation.check_checkpoint
+# The checks run_translation.py runs on --checkpoint too (one copy, translation/decoding.py).
+model_variable_specs = decoding.model_variable_specs
+check_checkpoint = decoding.check_checkpoint
 
 
 def translation_config_text(checkpoint, spm_model_path, beam_size, length_penalty,
@@ -183,7 +184,7 @@ def translation_config_text(checkpoint, spm_model_path, beam_size, length_penalt
 
 def export(config, checkpoint, spm_model_path, export_dir, beam_size=4, length_penalty=0.6,
            max_decode_length=128, overwrite=False, protected_paths=(),
-           max_source_length=run_translation.DEFAULT_MAX_SOURCE_LENGTH):
+           max_source_length=decoding.DEFAULT_MAX_SOURCE_LENGTH):
   """Writes the raw-text translation SavedModel (see the module docstring).
 
   Args:

@@ -6,7 +6,8 @@ import os
 
 import pytest
 
-import translation_metrics
+from translation import translation_metrics
+
 
 
 def _bleu(precisions, hyp_len, ref_len):

@@ -25,10 +25,10 @@ stop the running child cleanly and exit 130 / 143 without a final report):
      <output_dir>/reproduce_table7.json; a rerun with other training or decoding flags is
      refused (more --variants or --seeds are fine).
 
-  python reproduce_table7.py --output_dir=output/table7
-  python reproduce_table7.py --output_dir=output/table7 --plan_only     # status, time left
-  python reproduce_table7.py --output_dir=output/table7 --report_only
-  python reproduce_table7.py --tiny_test --output_dir=/tmp/t7             # CI-sized, ~1 min
+  python -m translation.reproduce_table7 --output_dir=output/table7
+  python -m translation.reproduce_table7 --output_dir=output/table7 --plan_only  # status
+  python -m translation.reproduce_table7 --output_dir=output/table7 --report_only
+  python -m translation.reproduce_table7 --tiny_test --output_dir=/tmp/t7   # CI-sized
 """
 
 from __future__ import absolute_import
@@ -52,7 +52,7 @@ import numpy as np
 
 import common
 import estimator_utils
-import reproduce_table2
+import reproduction
 import subprocess_utils
 
 REPO_DIR = common.REPO_DIR
@@ -252,7 +252,7 @@ def source_files(settings, data_dir=None):
 def settings_record(settings):
   """The JSON record of the settings an output directory was made with."""
   record = {key: getattr(settings, key) for key in RECORDED_KEYS}
-  record["config_file"] = reproduce_table2.display_path(settings.config_file, "config_file")
+  record["config_file"] = reproduction.display_path(settings.config_file, "config_file")
   with open(settings.config_file) as f:
     record["config"] = json.load(f)
   return record
@@ -512,8 +512,8 @@ def prepare_data(runner, settings, out_dir):
   for part in ("train", "val"):
     if data_part_done(paths[part]):
       continue
-    _log("making %s" % reproduce_table2.display_path(paths[part], output_dir=out_dir))
-    runner.run("create_%s" % part, "create_translation_data.py", [
+    _log("making %s" % reproduction.display_path(paths[part], output_dir=out_dir))
+    runner.run("create_%s" % part, "translation/create_translation_data.py", [
         "--source_file=%s" % sources[part][0], "--target_file=%s" % sources[part][1],
         "--spm_model=%s" % paths["spm"],
         "--train_spm_vocab_size=%d" % settings.spm_vocab_size,
@@ -580,29 +580,29 @@ def complete_run(settings, out_dir, variant, seed):
   run_dir = run_dir_of(out_dir, variant, seed)
   if run_done(run_dir):
     return False
-  common.STOP_SIGNALS.exit_if_stopped(reproduce_table2.RESUME_MESSAGE)
+  common.STOP_SIGNALS.exit_if_stopped(reproduction.RESUME_MESSAGE)
   os.makedirs(run_dir, exist_ok=True)
-  runner = reproduce_table2.Runner(run_dir)   # train.log, average.log, predict.log
+  runner = reproduction.Runner(run_dir)   # train.log, average.log, predict.log
   bleu = os.path.join(run_dir, BLEU_JSON)
   if not train_complete(run_dir):
     if os.path.exists(bleu):
       os.remove(bleu)   # of an earlier, other training: never report it with this one
     _log("training %s seed %d" % (variant, seed))
-    runner.run("train", "run_translation.py", train_args(settings, out_dir, run_dir, variant,
-                                                         seed))
+    runner.run("train", "translation/run_translation.py",
+               train_args(settings, out_dir, run_dir, variant, seed))
     if not train_complete(run_dir):
       common.fail("%s: run_translation.py exited 0 but %s is not at its target step; rerun to "
                   "resume" % (run_dir, TRAIN_SUMMARY))
   elif not eval_complete(run_dir):
     # Trained, stopped during the evaluation: evaluate only (a --do_train rerun would replace
     # the training speed in train_summary.json by that of an empty process).
-    runner.run("eval", "run_translation.py", eval_args(out_dir, run_dir))
+    runner.run("eval", "translation/run_translation.py", eval_args(out_dir, run_dir))
   _log("averaging and decoding %s seed %d" % (variant, seed))
   averaged = os.path.join(run_dir, "averaged")
   if os.path.exists(averaged):
     shutil.rmtree(averaged)
   runner.run("average", "average_checkpoints.py", average_args(settings, run_dir))
-  runner.run("predict", "run_translation.py", predict_args(settings, out_dir, run_dir))
+  runner.run("predict", "translation/run_translation.py", predict_args(settings, out_dir, run_dir))
   if not run_done(run_dir):
     common.fail("%s: run_translation.py --do_predict exited 0 without %s" % (run_dir, BLEU_JSON))
   return True
@@ -686,7 +686,7 @@ def _fmt(x, digits=2):
 
 def _pm(values, digits=2):
   """"mean ± sample std" of the values (the mean alone for one, n/a for none)."""
-  mean, std = reproduce_table2.mean_std(values)
+  mean, std = reproduction.mean_std(values)
   if mean is None:
     return "n/a"
   return _fmt(mean, digits) + ("" if std is None else (" ± " + _fmt(std, digits)))
@@ -724,7 +724,7 @@ def _header_lines(settings, results):
   lines = [
       "# Reproducing Table 7 (machine translation) at CPU scale: Multi30K %s→%s\n" % (
           settings.source_language, settings.target_language),
-      "Written by `reproduce_table7.py` from the run directories `<output_dir>/runs/"
+      "Written by `translation/reproduce_table7.py` from the run directories `<output_dir>/runs/"
       "<variant>_seed<seed>/` (bleu.json, eval_results.json, train_summary.json, event files).\n",
   ]
   if done == total:
@@ -809,7 +809,7 @@ def _delta_lines(settings, results):
 
 
 def _signed_pm(values, digits):
-  mean, std = reproduce_table2.mean_std(values)
+  mean, std = reproduction.mean_std(values)
   if mean is None:
     return "n/a"
   text = ("%+." + str(digits) + "f") % mean
@@ -825,7 +825,7 @@ def _speed_lines(settings, results):
       "| model | target tokens/s | relative to ADMIN | train seconds (per seed) | steps |",
       "|---|---|---|---|---|",
   ]
-  speeds = {v: reproduce_table2.mean_std(_values(_finished(
+  speeds = {v: reproduction.mean_std(_values(_finished(
       results, v, "train", "target_tokens_per_second")))[0] for v in settings.variants}
   for variant in settings.variants:
     secs = _finished(results, variant, "train", "train_seconds")
@@ -929,14 +929,14 @@ def _settings_lines(settings, out_dir, results):
   val = read_json(summary_path(paths["val"])) or {}
   with open(settings.config_file) as f:
     config = json.load(f)
-  config_name = reproduce_table2.display_path(settings.config_file, "config_file", out_dir)
+  config_name = reproduction.display_path(settings.config_file, "config_file", out_dir)
   epoch_batches = sorted(set(r["train"].get("epoch_batches") for r in results.values()
                              if r["done"] and r["train"].get("epoch_batches")))
   steps = sorted(set(r["train"].get("num_train_steps") for r in results.values()
                      if r["done"] and r["train"].get("num_train_steps")))
   signatures = sorted(set((r["bleu"].get("bleu_signature"), r["bleu"].get(
       "tokenized_compound_split_bleu_signature")) for r in results.values() if r["done"]))
-  data_dir = reproduce_table2.display_path(settings.data_dir, "data_dir", out_dir)
+  data_dir = reproduction.display_path(settings.data_dir, "data_dir", out_dir)
   rows = [
       ("data", "%s%s: train %s pairs, val %s, test `%s` (raw .gz), %s→%s" % (
           data_dir, " (tiny test: the first %d / %d lines)" % (TINY_TRAIN_LINES, TINY_EVAL_LINES)
@@ -996,7 +996,7 @@ def write_report(settings, out_dir, results=None):
   """
   results = results if results is not None else collect_results(settings, out_dir)
   report_path = os.path.join(out_dir, REPORT_NAME)
-  images = reproduce_table2.image_dir_name(report_path)
+  images = reproduction.image_dir_name(report_path)
   image_dir = os.path.join(out_dir, images)
   os.makedirs(image_dir, exist_ok=True)
   rows = curve_rows(settings, results)
@@ -1007,7 +1007,7 @@ def write_report(settings, out_dir, results=None):
            _delta_lines(settings, results) + _speed_lines(settings, results) +
            _curve_lines(settings, results, images) + _missing_lines(results) +
            _settings_lines(settings, out_dir, results))
-  text = reproduce_table2.portable_text("\n".join(lines) + "\n", out_dir)
+  text = reproduction.portable_text("\n".join(lines) + "\n", out_dir)
   with common.atomic_output(report_path) as f:
     f.write(text)
   return report_path
@@ -1046,14 +1046,14 @@ def main(_):
   if FLAGS.tiny_test:
     write_tiny_inputs(source_settings, settings)
   check_record(out_dir, settings, write=True)
-  prepare_data(reproduce_table2.Runner(os.path.join(out_dir, "logs")), settings, out_dir)
+  prepare_data(reproduction.Runner(os.path.join(out_dir, "logs")), settings, out_dir)
   print("\n".join(plan_lines(settings, out_dir)))
   sys.stdout.flush()
   runs = run_order(settings.variants, settings.seeds)
   for k, (variant, seed) in enumerate(runs):
     if complete_run(settings, out_dir, variant, seed) and k < len(runs) - 1:
       write_report(settings, out_dir)   # partial results as they come
-  common.STOP_SIGNALS.exit_if_stopped(reproduce_table2.RESUME_MESSAGE)
+  common.STOP_SIGNALS.exit_if_stopped(reproduction.RESUME_MESSAGE)
   print("Wrote %s" % write_report(settings, out_dir))
 
 

@@ -13,8 +13,8 @@ import tensorflow as tf
 
 from conftest import REPO_DIR, run_tool, shared_path, start_tool
 import common
-import reproduce_table2
-import reproduce_table7 as rt7
+import reproduction
+from translation import reproduce_table7 as rt7
 
 MACHINE_PATH = re.compile(r"(?<![\w.:/])/(?:work|home|root|Users|tmp)/[\w.-]+")
 TARGET = 952   # steps of a fake run (7 epochs of 136 batches)
@@ -143,7 +143,7 @@ def _flags(args):
 
 
 def test_complete_run_commands_and_what_is_redone(tmp_path, monkeypatch):
-  monkeypatch.setattr(reproduce_table2, "Runner", FakeRunner)
+  monkeypatch.setattr(reproduction, "Runner", FakeRunner)
   s = _settings(tmp_path)
   out = str(tmp_path / "out")
   # A new run: train (+eval), average, decode, with the driver's flags.
@@ -158,7 +158,7 @@ def test_complete_run_commands_and_what_is_redone(tmp_path, monkeypatch):
       "layer_norm_type": "admin", "residual_attention": "mean", "seed": "2",
       "output_dir": run, "num_train_epochs": "7", "max_tokens": "4096",
       "learning_rate": "0.001", "warmup_steps": "400", "keep_checkpoint_max": "10"}
-  assert FakeRunner.calls[0][1] == "run_translation.py"
+  assert FakeRunner.calls[0][1] == "translation/run_translation.py"
   assert FakeRunner.calls[1][1:] == ("average_checkpoints.py", [
       "--checkpoint_dir=%s" % run, "--num_last=3",
       "--output_dir=%s" % os.path.join(run, "averaged")])
@@ -332,7 +332,7 @@ def test_tiny_test_end_to_end_with_a_kill_and_a_rerun(tmp_path):
   out = tmp_path / "t7"
   args = ["--tiny_test", "--data_dir=%s" % data, "--output_dir=%s" % out]
   train_log = out / "runs" / "admin_seed1" / "train.log"
-  proc = start_tool("reproduce_table7.py", args)
+  proc = start_tool("translation/reproduce_table7.py", args)
   try:
     deadline = time.time() + 120
     while not (train_log.exists() and "train: step" in train_log.read_text(errors="replace")):
@@ -350,7 +350,7 @@ def test_tiny_test_end_to_end_with_a_kill_and_a_rerun(tmp_path):
   assert not (out / "runs" / "admin_seed1" / "bleu.json").exists()
   data_log = (out / "logs" / "create_train.log").stat().st_mtime
 
-  proc = run_tool("reproduce_table7.py", args, timeout=300)
+  proc = run_tool("translation/reproduce_table7.py", args, timeout=300)
   assert (out / "logs" / "create_train.log").stat().st_mtime == data_log   # data kept
   assert "Wrote %s" % (out / "report.md") in proc.stdout
   for run in ("admin_seed1", "realformer_mean_seed1"):

@@ -19,10 +19,10 @@ import tensorflow as tf
 from conftest import last_error_line, run_tool, shared_path
 import build_vocab
 import common
-import create_translation_data
-import export_translation
-import nmt_modeling
-import run_translation
+from translation import create_translation_data
+from translation import export_translation
+from translation import nmt_modeling
+from translation import run_translation
 
 tf1 = tf.compat.v1
 
@@ -162,7 +162,7 @@ def test_saved_model_translates_as_run_translation(tiny_model):
               "--export_dir=%s" % exports[1], "--beam_size=1",
               "--length_penalty=%g" % LENGTH_PENALTY, "--max_decode_length=%d" % MAX_DECODE_LENGTH,
               "--max_source_length=%d" % MAX_SOURCE_LENGTH]
-  run_tool("export_translation.py", cli_args, timeout=240)
+  run_tool("translation/export_translation.py", cli_args, timeout=240)
   sentences_file = work / "sentences.json"
   sentences_file.write_text(json.dumps(sentences), encoding="utf-8")
   proc = run_tool(None, ["-c", _LOAD_AND_TRANSLATE, sentences_file] + list(exports.values()),
@@ -204,7 +204,7 @@ def test_saved_model_translates_as_run_translation(tiny_model):
       == (3, MAX_DECODE_LENGTH, MAX_SOURCE_LENGTH)
   assert os.path.exists(os.path.join(export, common.EXPORT_MARKER))
   # An earlier export is replaced only with --overwrite: one line, exit status 2.
-  proc = run_tool("export_translation.py", cli_args, expect_rc=2)
+  proc = run_tool("translation/export_translation.py", cli_args, expect_rc=2)
   assert last_error_line(proc) == (
       "error: --export_dir=%s: already holds an earlier output of this project; pass "
       "--overwrite to replace it" % exports[1])

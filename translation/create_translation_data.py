@@ -13,7 +13,7 @@ not exist and --train_spm_vocab_size=N is given, a joint model of N pieces is tr
 source and target text first (build_vocab.build_sentencepiece with the "nmt" id layout: case
 preserved, one thread, deterministic) and written to --spm_model, so a rerun reuses it.
 
-  python create_translation_data.py \\
+  python -m translation.create_translation_data \\
       --source_file=../shared/data/nmt/multi30k/train.en.gz \\
       --target_file=../shared/data/nmt/multi30k/train.de.gz \\
       --spm_model=output/nmt/spm_en_de.model --train_spm_vocab_size=8000 \\
@@ -25,7 +25,7 @@ nothing, unless --allow_unequal_lines asks to keep the pairs of the common prefi
 as source and target is an error too.
 
 Nothing else bad in the input stops the run; each is counted, logged and written to the summary
-JSON beside the output (create_pretraining_data.summary_path_for: `out/train.summary.json`):
+JSON beside the output (text_input.summary_path_for: `out/train.summary.json`):
 - an empty line on either side: the pair is skipped (empty_source_lines, empty_target_lines);
 - a pair with more than --max_length ids on a side (pieces + eos): skipped (over_long_pairs);
 - a line longer than --max_line_chars characters (cut by the shared TextReader): skipped
@@ -33,7 +33,7 @@ JSON beside the output (create_pretraining_data.summary_path_for: `out/train.sum
 - with --allow_unequal_lines, different line counts: the common prefix is kept and both counts
   are reported (line_count_mismatch).
 
-The input policy is create_pretraining_data.TextReader's (gzip by magic bytes, a file with more
+The input policy is text_input.TextReader's (gzip by magic bytes, a file with more
 than --max_bad_fraction undecodable bytes refused, undecodable bytes dropped and counted). The
 TFRecord and the summary are written under temporary names and renamed when complete; SIGINT /
 SIGTERM stop the run without leaving an output (exit 130 / 143); a rerun starts over and writes the
@@ -57,7 +57,7 @@ import tensorflow as tf
 
 import build_vocab
 import common
-import create_pretraining_data
+import text_input
 
 FLAGS = flags.FLAGS
 
@@ -102,7 +102,7 @@ def define_flags():
                     "line counts. The default now (kept so that old command lines work); "
                     "--nostrict means --allow_unequal_lines.")
   # --max_bad_fraction, --max_line_chars: the shared input policy.
-  create_pretraining_data.define_input_flags()
+  text_input.define_input_flags()
 
 
 def load_spm(path, flag_name="spm_model"):
@@ -160,7 +160,7 @@ def _aligned_lines(reader, path):
   before the first piece of each cut line. The pieces of one cut line become one None.
 
   Args:
-    reader: create_pretraining_data.TextReader.
+    reader: text_input.TextReader.
     path: the file.
 
   Yields:
@@ -179,8 +179,8 @@ def _aligned_lines(reader, path):
 
 
 def read_parallel(source_file, target_file, stats=None, strict=True,
-                  max_line_chars=create_pretraining_data.DEFAULT_MAX_LINE_CHARS,
-                  max_bad_fraction=create_pretraining_data.DEFAULT_MAX_BAD_FRACTION,
+                  max_line_chars=text_input.DEFAULT_MAX_LINE_CHARS,
+                  max_bad_fraction=text_input.DEFAULT_MAX_BAD_FRACTION,
                   progress_fn=None):
   """Reads two line-aligned files; yields the usable pairs and counts the others.
 
@@ -205,8 +205,7 @@ def read_parallel(source_file, target_file, stats=None, strict=True,
     (line_number, source, target): 0-based line number and the stripped sentences.
   """
   stats = collections.Counter() if stats is None else stats
-  readers = [create_pretraining_data.TextReader(max_line_chars, max_bad_fraction,
-                                                flag_name=name)
+  readers = [text_input.TextReader(max_line_chars, max_bad_fraction, flag_name=name)
              for name in ("source_file", "target_file")]
   sources = _aligned_lines(readers[0], source_file)
   targets = _aligned_lines(readers[1], target_file)
@@ -295,8 +294,8 @@ class Stopped(Exception):
 
 def create_translation_data(source_file, target_file, sp, output_file,
                             max_length=DEFAULT_MAX_LENGTH, strict=True, summary_path=None,
-                            max_line_chars=create_pretraining_data.DEFAULT_MAX_LINE_CHARS,
-                            max_bad_fraction=create_pretraining_data.DEFAULT_MAX_BAD_FRACTION,
+                            max_line_chars=text_input.DEFAULT_MAX_LINE_CHARS,
+                            max_bad_fraction=text_input.DEFAULT_MAX_BAD_FRACTION,
                             extra_settings=None, log_fn=None, stop_signals=None):
   """Reads, encodes, filters and writes the pairs; returns (and writes) the summary.
 
@@ -397,7 +396,7 @@ def _check_flags():
   if 0 < FLAGS.train_spm_vocab_size < 5:
     common.fail("--train_spm_vocab_size=%d: must be > 4 (pad, unk, bos, eos and pieces)" %
                 FLAGS.train_spm_vocab_size)
-  create_pretraining_data.validate_input_flags()
+  text_input.validate_input_flags()
 
 
 def _same_file(path_a, path_b):
@@ -461,19 +460,19 @@ def main(_):
     common.fail("--target_file=%s: is also --source_file; give the target-language file "
                 "line-aligned with it" % FLAGS.target_file)
   input_files = [FLAGS.source_file, FLAGS.target_file]
-  summary_file = create_pretraining_data.summary_path_for(FLAGS.output_file)
+  summary_file = text_input.summary_path_for(FLAGS.output_file)
   train_spm = not tf.io.gfile.exists(FLAGS.spm_model)
   outputs = [FLAGS.output_file, summary_file] + ([FLAGS.spm_model] if train_spm else [])
   # Before anything is read: no output may replace an input (or the SentencePiece model), and
   # no input may be an earlier output of ours (a TFRecord, a summary).
   for flag_name, path in (("source_file", FLAGS.source_file),
                           ("target_file", FLAGS.target_file)):
-    create_pretraining_data.check_outputs_not_inputs(
+    text_input.check_outputs_not_inputs(
         outputs, path, input_files, [] if train_spm else [FLAGS.spm_model],
         input_flag=flag_name)
   common.check_not_input(FLAGS.output_file, [FLAGS.spm_model, summary_file])
-  create_pretraining_data.check_text_inputs([FLAGS.source_file], "source_file")
-  create_pretraining_data.check_text_inputs([FLAGS.target_file], "target_file")
+  text_input.check_text_inputs([FLAGS.source_file], "source_file")
+  text_input.check_text_inputs([FLAGS.target_file], "target_file")
   sp = _spm_model(input_files, logging.info)
   for path in (FLAGS.output_file, summary_file):
     for removed in common.remove_stale_temps(path):

@@ -14,8 +14,8 @@ from conftest import last_error_line, run_tool, shared_path
 import build_vocab
 import common
 import create_pretraining_data
-import create_translation_data as ctd
-import translation_input
+from translation import create_translation_data as ctd
+from translation import translation_input
 
 WORDS_SRC = ["A", "man", "dog", "runs", "in", "the", "park", "Two", "women", "sit", "on", "a",
              "bench", "."]
@@ -158,7 +158,7 @@ def test_create_translation_data_on_multi30k(tmp_path):
   tgt = _write_lines(str(tmp_path / "train.de.gz"), lines["de"], gz=True)
   model = str(tmp_path / "spm" / "joint.model")
   out = str(tmp_path / "data" / "train.tfrecord")
-  proc = run_tool("create_translation_data.py", [
+  proc = run_tool("translation/create_translation_data.py", [
       "--source_file=" + src, "--target_file=" + tgt, "--spm_model=" + model,
       "--train_spm_vocab_size=500", "--output_file=" + out, "--allow_unequal_lines"])
   assert "Wrote 200 pairs of 200 lines" in proc.stdout
@@ -201,15 +201,15 @@ def test_cli_line_count_mismatch_is_an_error_and_writes_nothing(spm_model, tmp_p
   src, tgt = _mismatched_files(tmp_path)
   args = ["--source_file=" + src, "--target_file=" + tgt, "--spm_model=" + spm_model,
           "--output_file=" + str(tmp_path / "o.tfrecord")]
-  proc = run_tool("create_translation_data.py", args, expect_rc=2)
+  proc = run_tool("translation/create_translation_data.py", args, expect_rc=2)
   assert last_error_line(proc) == (
       "error: --target_file=%s: has 1 lines but --source_file=%s has 2: the files are not "
       "line-aligned (nothing written); pass --allow_unequal_lines to keep the pairs of the "
       "first 1 lines" % (tgt, src))
   assert sorted(os.listdir(str(tmp_path))) == ["s.txt", "t.txt"]  # nothing written
   # The same file as source and target (issue 25.13), before anything is read.
-  proc = run_tool("create_translation_data.py", args[:1] + ["--target_file=" + src] + args[2:],
-                  expect_rc=2)
+  proc = run_tool("translation/create_translation_data.py",
+                  args[:1] + ["--target_file=" + src] + args[2:], expect_rc=2)
   assert last_error_line(proc) == ("error: --target_file=%s: is also --source_file; give the "
                                    "target-language file line-aligned with it" % src)
   assert sorted(os.listdir(str(tmp_path))) == ["s.txt", "t.txt"]
@@ -229,7 +229,7 @@ def test_unequal_lines_flags():
 
 def test_cli_refuses_an_output_that_is_an_input(spm_model, tmp_path):
   src, tgt = _mismatched_files(tmp_path)
-  proc = run_tool("create_translation_data.py", [
+  proc = run_tool("translation/create_translation_data.py", [
       "--source_file=" + src, "--target_file=" + tgt, "--spm_model=" + spm_model,
       "--output_file=" + tgt], expect_rc=2)
   assert last_error_line(proc).startswith("error: --output_file=%s: " % tgt)

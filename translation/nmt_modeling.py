@@ -5,8 +5,8 @@ The paper's second system (Section 4.2, Table 7): ADMIN (Liu et al. 2020) as the
 with three independent skip paths over attention scores: encoder self-attention ([batch, heads,
 src, src]), decoder self-attention ([batch, heads, tgt, tgt]) and encoder-decoder attention
 ([batch, heads, tgt, src]); each hands its raw scores to the same kind of attention in the next
-layer. The exact math and every variable name are in docs/NMT_MODEL.md; tests/numpy_nmt.py is
-an independent float64 reference of it.
+layer. The exact math and every variable name are in docs/NMT_MODEL.md;
+tests/translation/numpy_nmt.py is an independent float64 reference of it.
 
 Built from modeling.py's pieces (dense_layer, layer_norm, dropout, scaled_dot_product_attention,
 transpose_for_scores); tf.compat.v1 variables, shared source / target / softmax embeddings
@@ -14,7 +14,7 @@ transpose_for_scores); tf.compat.v1 variables, shared source / target / softmax 
 
 Incremental decoding (beam search) keeps per-layer key / value caches of a fixed length and hands
 each layer's score row for the new position to the next layer, so a step-by-step decode gives the
-teacher-forced pass's logits (tests/test_nmt_modeling.py).
+teacher-forced pass's logits (tests/translation/test_nmt_modeling.py).
 """
 
 import collections

@@ -1,4 +1,4 @@
-"""nmt_modeling.py against the float64 NumPy reference (tests/numpy_nmt.py) and its invariants."""
+"""nmt_modeling.py against the float64 NumPy reference (numpy_nmt.py beside it) and its invariants."""
 
 import itertools
 import json
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import nmt_modeling
 import numpy_nmt
+from translation import nmt_modeling
 
 tf1 = tf.compat.v1
 

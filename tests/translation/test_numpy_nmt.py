@@ -1,4 +1,4 @@
-"""Self-tests of the NumPy NMT reference (tests/numpy_nmt.py): fast, no TensorFlow."""
+"""Self-tests of the NumPy NMT reference (tests/translation/numpy_nmt.py): fast, no TensorFlow."""
 
 import math
 

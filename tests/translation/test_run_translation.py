@@ -18,10 +18,10 @@ from conftest import write_random_bert_checkpoint
 import checkpoint_utils
 import common
 import estimator_utils
-import nmt_modeling
 import numpy_nmt
-import run_translation
-import translation_input
+from translation import nmt_modeling
+from translation import run_translation
+from translation import translation_input
 
 tf1 = tf.compat.v1
 
@@ -50,11 +50,11 @@ def nmt_data(tmp_path_factory):
     (root / ("test.%s" % lang)).write_text("".join(lines[360:372]) + long_line,
                                            encoding="utf-8")
   spm = str(root / "spm.model")
-  run_tool("create_translation_data.py", [
+  run_tool("translation/create_translation_data.py", [
       "--source_file=%s" % (root / "train.en"), "--target_file=%s" % (root / "train.de"),
       "--spm_model=%s" % spm, "--train_spm_vocab_size=300",
       "--output_file=%s" % (root / "train.tfrecord")])
-  run_tool("create_translation_data.py", [
+  run_tool("translation/create_translation_data.py", [
       "--source_file=%s" % (root / "dev.en"), "--target_file=%s" % (root / "dev.de"),
       "--spm_model=%s" % spm, "--output_file=%s" % (root / "dev.tfrecord")])
   config = root / "tiny.json"
@@ -81,7 +81,7 @@ def trained_run(nmt_data, tmp_path_factory):
   The translations go to decoded/translations.txt, a directory that does not exist yet.
   """
   out = tmp_path_factory.mktemp("trained") / "run"
-  run_tool("run_translation.py", _train_args(nmt_data, out) + [
+  run_tool("translation/run_translation.py", _train_args(nmt_data, out) + [
       "--do_eval", "--dev_file=%s" % (nmt_data / "dev.tfrecord"), "--do_predict",
       "--spm_model=%s" % (nmt_data / "spm.model"),
       "--predict_source_file=%s" % (nmt_data / "test.en"),
@@ -146,11 +146,11 @@ def test_profile_is_that_of_the_initial_training_weights(nmt_data, trained_run):
 def test_killed_job_resumes_to_the_uninterrupted_weights(nmt_data, trained_run, tmp_path):
   reference = trained_run
   resumed = tmp_path / "resumed"
-  status, _ = kill_when("run_translation.py", _train_args(nmt_data, resumed),
+  status, _ = kill_when("translation/run_translation.py", _train_args(nmt_data, resumed),
                         lambda: os.path.exists(resumed / "model.ckpt-6.index"), signal.SIGKILL)
   assert status == -9
   assert not (resumed / "train_summary.json").exists()
-  run_tool("run_translation.py", _train_args(nmt_data, resumed))
+  run_tool("translation/run_translation.py", _train_args(nmt_data, resumed))
   expected = _weights(str(reference / "model.ckpt-12"))
   actual = _weights(str(resumed / "model.ckpt-12"))
   assert sorted(expected) == sorted(actual)
@@ -188,22 +188,22 @@ def test_greedy_and_beam_decoding_follow_the_teacher_forced_model(tmp_path):
 
 def test_one_line_errors(nmt_data, tmp_path):
   spm = "--spm_model=%s" % (nmt_data / "spm.model")
-  proc = run_tool("run_translation.py", ["--do_train", "--output_dir=%s" % tmp_path],
+  proc = run_tool("translation/run_translation.py", ["--do_train", "--output_dir=%s" % tmp_path],
                   expect_rc=2)
   assert "--do_train needs --train_file" in last_error_line(proc)
   wrong_vocab = tmp_path / "wrong.json"
   wrong_vocab.write_text(json.dumps(dict(TINY_NMT_CONFIG, vocab_size=500)))
-  proc = run_tool("run_translation.py", [
+  proc = run_tool("translation/run_translation.py", [
       "--do_predict", "--output_dir=%s" % (tmp_path / "o"), "--config_file=%s" % wrong_vocab,
       spm, "--predict_source_file=%s" % (nmt_data / "test.en")], expect_rc=2)
   assert "300 pieces, the model's vocab_size is 500" in last_error_line(proc)
   bad_key = tmp_path / "bad.json"
   bad_key.write_text(json.dumps(dict(TINY_NMT_CONFIG, num_layers=3)))
-  proc = run_tool("run_translation.py", _train_args(nmt_data, tmp_path / "o2") +
+  proc = run_tool("translation/run_translation.py", _train_args(nmt_data, tmp_path / "o2") +
                   ["--config_file=%s" % bad_key], expect_rc=2)
   assert "unknown NMT config key 'num_layers'" in last_error_line(proc)
   # No trained weights (issue 27): one line naming the flag to give, before any work.
-  proc = run_tool("run_translation.py", [
+  proc = run_tool("translation/run_translation.py", [
       "--do_predict", "--output_dir=%s" % (tmp_path / "o3"),
       "--config_file=%s" % (nmt_data / "tiny.json"), spm,
       "--predict_source_file=%s" % (nmt_data / "test.en")], expect_rc=2)
@@ -216,7 +216,7 @@ def test_one_line_errors(nmt_data, tmp_path):
   other_profile.write_text(json.dumps(nmt_modeling.profile_document(
       nmt_modeling.NmtConfig.from_dict(dict(TINY_NMT_CONFIG, hidden_size=64)),
       {"encoder": [1.0] * 4, "decoder": [1.0] * 6})))
-  proc = run_tool("run_translation.py", _train_args(nmt_data, tmp_path / "o4") +
+  proc = run_tool("translation/run_translation.py", _train_args(nmt_data, tmp_path / "o4") +
                   ["--admin_profile=%s" % other_profile], expect_rc=2)
   assert "made for hidden_size=64, the model has 32" in last_error_line(proc)
   assert not glob.glob(str(tmp_path / "o4" / "model.ckpt-*"))
@@ -227,7 +227,7 @@ def test_output_dir_of_another_model_is_refused(nmt_data, trained_run, tmp_path)
   out = trained_run
   wider = tmp_path / "wider.json"
   wider.write_text(json.dumps(dict(TINY_NMT_CONFIG, hidden_size=64)))
-  proc = run_tool("run_translation.py", _train_args(nmt_data, out, steps=2) +
+  proc = run_tool("translation/run_translation.py", _train_args(nmt_data, out, steps=2) +
                   ["--config_file=%s" % wider], expect_rc=2)
   assert "holds a model with hidden_size=32" in last_error_line(proc)
 
@@ -243,7 +243,7 @@ def test_learns_to_translate_its_training_pairs(nmt_data, tmp_path):
     lines = (nmt_data / ("train.%s" % lang)).read_text(encoding="utf-8").splitlines()[:40]
     (tmp_path / ("memo.%s" % lang)).write_text("\n".join(lines) + "\n", encoding="utf-8")
   spm = "--spm_model=%s" % (nmt_data / "spm.model")
-  run_tool("create_translation_data.py", [
+  run_tool("translation/create_translation_data.py", [
       "--source_file=%s" % (tmp_path / "memo.en"), "--target_file=%s" % (tmp_path / "memo.de"),
       spm, "--output_file=%s" % (tmp_path / "memo.tfrecord")])
   config = tmp_path / "memo.json"
@@ -251,7 +251,7 @@ def test_learns_to_translate_its_training_pairs(nmt_data, tmp_path):
                                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                                     activation_dropout_prob=0.0)))
   out = tmp_path / "memo"
-  run_tool("run_translation.py", [
+  run_tool("translation/run_translation.py", [
       "--do_train", "--do_predict", "--train_file=%s" % (tmp_path / "memo.tfrecord"), spm,
       "--config_file=%s" % config, "--output_dir=%s" % out, "--num_train_steps=400",
       "--warmup_steps=40", "--learning_rate=3e-3", "--max_tokens=512", "--label_smoothing=0",
@@ -412,14 +412,14 @@ def test_weights_of_another_model_or_none(nmt_data, model_dir, bert_checkpoint, 
   dev = "--dev_file=%s" % (nmt_data / "dev.tfrecord")
   config = "--config_file=%s" % (nmt_data / "tiny.json")
   state = (out / "checkpoint").read_bytes()
-  proc = run_tool("run_translation.py", [
+  proc = run_tool("translation/run_translation.py", [
       "--do_predict", "--output_dir=%s" % out, spm,
       "--predict_source_file=%s" % (nmt_data / "test.en"),
       "--predict_output_file=%s" % (out / "checkpoint")], expect_rc=2)
   assert last_error_line(proc) == ("error: --predict_output_file=%s: is also an input; writing "
                                    "it would replace that input" % (out / "checkpoint"))
   assert (out / "checkpoint").read_bytes() == state
-  proc = run_tool("run_translation.py", [
+  proc = run_tool("translation/run_translation.py", [
       "--do_eval", dev, config, "--output_dir=%s" % (tmp_path / "e"),
       "--checkpoint=%s" % bert_checkpoint], expect_rc=2)
   assert last_error_line(proc).startswith(
@@ -431,13 +431,13 @@ def test_weights_of_another_model_or_none(nmt_data, model_dir, bert_checkpoint, 
   locked.mkdir()
   (locked / ".lock-local").write_text(json.dumps(
       {"pid": os.getpid(), "host": socket.gethostname(), "time": "2024-01-01T00:00:00"}))
-  proc = run_tool("run_translation.py", ["--do_eval", dev, config, "--output_dir=%s" % locked,
-                                         "--allow_random_eval"], expect_rc=2)
+  proc = run_tool("translation/run_translation.py", [
+      "--do_eval", dev, config, "--output_dir=%s" % locked, "--allow_random_eval"], expect_rc=2)
   assert last_error_line(proc).startswith(
       "error: --output_dir=%s: in use by another job (pid %d" % (locked, os.getpid()))
   assert sorted(os.listdir(locked)) == [".lock-local"]
   random_dir = tmp_path / "random"
-  run_tool("run_translation.py", ["--do_eval", dev, config, "--output_dir=%s" % random_dir,
-                                  "--allow_random_eval"])
+  run_tool("translation/run_translation.py", [
+      "--do_eval", dev, config, "--output_dir=%s" % random_dir, "--allow_random_eval"])
   results = json.loads((random_dir / "eval_results.json").read_text())
   assert results["checkpoint"] is None and results["global_step"] == 0

@@ -1,0 +1,52 @@
+"""Tests for sliding_window.py: the one window rule of run_squad, run_ner and run_classifier."""
+
+import collections
+
+import run_classifier
+import run_ner
+import run_squad
+import sliding_window
+
+
+def official_doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
+  """The loop inside google-research/bert run_squad.convert_examples_to_features, verbatim."""
+  _DocSpan = collections.namedtuple("DocSpan", ["start", "length"])  # pylint: disable=invalid-name
+  doc_spans = []
+  start_offset = 0
+  while start_offset < num_tokens:
+    length = num_tokens - start_offset
+    if length > max_tokens_for_doc:
+      length = max_tokens_for_doc
+    doc_spans.append(_DocSpan(start=start_offset, length=length))
+    if start_offset + length == num_tokens:
+      break
+    start_offset += min(length, doc_stride)
+  return doc_spans
+
+
+def test_edge_cases():
+  windows = sliding_window.windows
+  assert windows(3, 5, 2) == [(0, 3)]                        # shorter than the window
+  assert windows(5, 5, 2) == [(0, 5)]                        # exact fit: one window
+  assert windows(6, 5, 2) == [(0, 5), (2, 4)]                # one token over
+  assert windows(10, 4, 9) == [(0, 4), (4, 4), (8, 2)]       # stride > window: capped
+  assert windows(10, 4, 4) == [(0, 4), (4, 4), (8, 2)]       # stride = window
+  assert windows(9, 4, 1)[-1] == (5, 4)                      # the last ends at the end
+  assert windows(0, 4, 2) == []
+  assert windows(0, 4, 2, empty_text_window=True) == [(0, 0)]
+  assert windows(3, 4, 2, empty_text_window=True) == [(0, 3)]
+
+
+def test_same_windows_as_the_official_loop_and_in_every_user():
+  for num_tokens in range(0, 30):
+    for window in range(1, 9):
+      for stride in range(1, 11):
+        want = official_doc_spans(num_tokens, window, stride)
+        assert sliding_window.windows(num_tokens, window, stride) == want
+        assert run_squad.make_doc_spans(num_tokens, window, stride) == want
+        assert run_classifier.document_windows(num_tokens, window, stride) == (
+            want or [(0, 0)])
+        if num_tokens:
+          spans, assigned = run_ner.window_assignments(list(range(num_tokens)), num_tokens,
+                                                       window, stride)
+          assert spans == want and sum(len(a) for a in assigned) == num_tokens
