@@ -7,7 +7,7 @@ init_checkpoint, the train op of --precision / --fused_optimizer (create_train_o
 fp16 saver LossScaleOptionalSaver; each tool declares the shared flags its model_fn implements
 in SUPPORTED_MODEL_FN_FLAGS), resuming (check_resume, resume_skip_batches), logging progress
 with steps/s and time remaining, TFRecord input and length checks, and writing eval results.
-The model config (--bert_config_file with its overrides) is model_config's.
+The model config (--bert_config_file with its overrides) is model_config's (load_config).
 
 Model functions return `TPUEstimatorSpec` in every mode; with a distribution strategy they are
 wrapped to return the equivalent `EstimatorSpec`, so each script has one model_fn.
@@ -30,7 +30,6 @@ import tensorflow as tf
 
 import checkpoint_utils
 import common
-import model_config
 import modeling
 import optimization
 
@@ -793,13 +792,6 @@ def bert_variable_shapes(bert_config):
     input_ids = tf1.placeholder(tf.int32, [1, 2])
     modeling.BertModel(bert_config, False, input_ids)
     return {v.op.name: v.shape.as_list() for v in tf1.global_variables()}
-
-
-# The model config of a job (--bert_config_file with the flag overrides) is model_config's; kept
-# under these names for scripts written against them.
-save_config = model_config.save_config
-load_config = model_config.load_config
-define_model_override_flags = model_config.define_model_override_flags
 
 
 def decode_record(record, name_to_features):

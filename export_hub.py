@@ -73,6 +73,7 @@ import checkpoint_utils
 import common
 import estimator_utils
 import export_utils
+import model_config
 import modeling
 import tokenization
 
@@ -87,7 +88,7 @@ TASK_TYPES = ("classification", "regression", "multilabel")
 EXPORT_INFO = "export_info.json"
 
 # The graph-level seed of --allow_random_eval weights (the same random model on every run).
-RANDOM_WEIGHTS_SEED = 12345
+RANDOM_WEIGHTS_SEED = export_utils.RANDOM_WEIGHTS_SEED
 
 # run_classifier.py's default --multilabel_threshold.
 DEFAULT_MULTILABEL_THRESHOLD = 0.5
@@ -140,7 +141,7 @@ def define_flags():
                      "Classifier, multi-label: a label is predicted when its probability is >= "
                      "this (default: the run's tuned threshold.json for this checkpoint, else "
                      "the threshold it was evaluated with, else 0.5).")
-  estimator_utils.define_model_override_flags()
+  model_config.define_model_override_flags()
   checkpoint_utils.define_trained_weights_flags(random_eval=True, unmatched_init=False)
 
 
@@ -148,103 +149,13 @@ def define_flags():
 # Variables from a checkpoint, handed to modeling.py's tf.compat.v1.get_variable calls.
 
 
-def collect_variable_specs(build_fn):
-  """Builds `build_fn` in a scratch graph to learn which variables the model creates.
-
-  Args:
-    build_fn: function() that builds the model with tf.compat.v1 variables (graph mode).
-
-  Returns:
-    dict variable name -> (shape list, trainable bool), in creation order.
-  """
-  specs = {}
-  with tf.Graph().as_default():
-    build_fn()
-    trainable = set(v.op.name for v in tf1.trainable_variables())
-    for var in tf1.global_variables():
-      specs[var.op.name] = (var.shape.as_list(), var.op.name in trainable)
-  return specs
-
-
-def variables_from_checkpoint(specs, checkpoint_path, flag_name=None):
-  """Creates one float32 tf.Variable per spec, initialised from the checkpoint.
-
-  A float16 checkpoint (slim_checkpoint.py --fp16) is read and cast to float32.
-
-  Args:
-    specs: dict name -> (shape, trainable), as collect_variable_specs.
-    checkpoint_path: checkpoint prefix.
-    flag_name: the flag that named the checkpoint, for the message when it supplies none of
-      the variables (None: "checkpoint PATH").
-
-  Returns:
-    dict name -> tf.Variable (eager, named like the checkpoint variable).
-  """
-  reader = tf.train.load_checkpoint(checkpoint_path)
-  shapes = reader.get_variable_to_shape_map()
-  if specs and not any(name in shapes for name in specs):
-    where = ("--%s=%s" % (flag_name, checkpoint_path) if flag_name
-             else "checkpoint %s" % checkpoint_path)
-    common.fail("%s: supplies none of the model's %d variables (a checkpoint of another "
-                "model?), so there are no trained weights to export; give a checkpoint of this "
-                "model (random weights only deliberately: --allow_random_eval and no "
-                "--init_checkpoint)" % (where, len(specs)))
-  missing = [name for name in specs if name not in shapes]
-  if missing:
-    common.fail("checkpoint %s: lacks %d variable(s) the exported model needs: %s" %
-                (checkpoint_path, len(missing), ", ".join(missing[:5])))
-  variables = {}
-  for name, (shape, trainable) in specs.items():
-    if list(shapes[name]) != list(shape):
-      common.fail("checkpoint %s: variable %s has shape %s there but %s in the model (check "
-                  "--bert_config_file)" % (checkpoint_path, name, list(shapes[name]), shape))
-    value = reader.get_tensor(name)
-    if value.dtype != np.float32:
-      value = value.astype(np.float32)
-    variables[name] = tf.Variable(value, name=name, trainable=trainable)
-  return variables
-
-
-def random_variables(build_fn, specs, seed=RANDOM_WEIGHTS_SEED):
-  """Creates one float32 tf.Variable per spec with the model's own (seeded) initialisation.
-
-  For --allow_random_eval exports: the values are what a fresh tf.compat.v1 graph of
-  `build_fn` initialises with graph seed `seed` (the same on every run).
-
-  Args:
-    build_fn: the function given to collect_variable_specs.
-    specs: dict name -> (shape, trainable), as collect_variable_specs.
-    seed: graph-level random seed.
-
-  Returns:
-    dict name -> tf.Variable, as variables_from_checkpoint.
-  """
-  with tf.Graph().as_default():
-    tf1.set_random_seed(seed)
-    build_fn()
-    by_name = {v.op.name: v for v in tf1.global_variables()}
-    with tf1.Session() as sess:
-      sess.run(tf1.global_variables_initializer())
-      values = sess.run({name: by_name[name] for name in specs})
-  return {name: tf.Variable(np.asarray(values[name], np.float32), name=name,
-                            trainable=trainable)
-          for name, (_, trainable) in specs.items()}
-
-
-def model_variables(build_fn, checkpoint_path):
-  """The variables `build_fn` creates: from `checkpoint_path`, or random ones when it is None.
-
-  Args:
-    build_fn: function() building the model in graph mode.
-    checkpoint_path: checkpoint prefix, or None (--allow_random_eval).
-
-  Returns:
-    dict name -> tf.Variable.
-  """
-  specs = collect_variable_specs(build_fn)
-  if checkpoint_path is None:
-    return random_variables(build_fn, specs)
-  return variables_from_checkpoint(specs, checkpoint_path, flag_name="init_checkpoint")
+# Generic export helpers, export_utils' (kept here under their old names for scripts written
+# against them).
+collect_variable_specs = export_utils.collect_variable_specs
+variables_from_checkpoint = export_utils.variables_from_checkpoint
+random_variables = export_utils.random_variables
+model_variables = export_utils.model_variables
+save_atomically = export_utils.save_atomically
 
 
 def read_export_info(export_dir):
@@ -305,7 +216,7 @@ def resolve_bert_config(bert_config_file, checkpoint_path, flag_values=None):
     if not tf.io.gfile.exists(bert_config_file):
       common.fail("--bert_config_file is required (no bert_config.json beside %s)" %
                   checkpoint_path)
-  return estimator_utils.load_config(bert_config_file, flag_values)
+  return model_config.load_config(bert_config_file, flag_values)
 
 
 # ----------------------------------------------------------------------------------------------

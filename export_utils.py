@@ -3,12 +3,14 @@
 
 Shared by every tool that reads a checkpoint (`resolve_checkpoint`) or exports an id-based
 SavedModel (`export_saved_model`); the TF2 SavedModels of export_hub.py, run_ner.py and
-translation/export_translation.py build their graphs over existing variables (`in_variables`)
-and tokenise with the official BasicTokenizer's character classes (`PUNCT_PATTERN`,
-`SPACE_PATTERN`, `CJK_PATTERN`). The graph is built with tf.compat.v1 placeholders in
-a fresh tf.Graph, the checkpoint is restored with a Saver, and the result is written with
-tf.compat.v1.saved_model.Builder (tags ["serve"]). The export loads with plain
-`tf.saved_model.load(path)` in TF2 eager mode:
+translation/export_translation.py learn their model's variables (`collect_variable_specs`),
+read them from a checkpoint (`variables_from_checkpoint`; seeded `random_variables` for
+--allow_random_eval; `model_variables` either), build their graphs over them (`in_variables`),
+tokenise with the official BasicTokenizer's character classes (`PUNCT_PATTERN`,
+`SPACE_PATTERN`, `CJK_PATTERN`) and are written by `save_atomically`. The id-based graph is
+built with tf.compat.v1 placeholders in a fresh tf.Graph, the checkpoint is restored with a
+Saver, and the result is written with tf.compat.v1.saved_model.Builder (tags ["serve"]). Both
+kinds load with plain `tf.saved_model.load(path)` in TF2 eager mode:
 
     loaded = tf.saved_model.load(export_dir)
     outputs = loaded.signatures["serving_default"](input_ids=..., input_mask=..., segment_ids=...)
@@ -21,7 +23,7 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
-
+import numpy as np
 import tensorflow as tf
 
 import common
@@ -197,10 +199,135 @@ def in_variables(variables):
 
   Args:
     variables: dict name -> tf.Variable with every variable the model asks for
-      (export_hub.variables_from_checkpoint).
+      (variables_from_checkpoint).
 
   Returns:
     A tf.compat.v1.variable_scope context manager; asking for a missing name raises ValueError.
   """
   return tf1.variable_scope(tf1.get_variable_scope(), custom_getter=_VariableGetter(variables),
                             auxiliary_name_scope=False)
+
+
+# ----------------------------------------------------------------------------------------------
+# TF2 SavedModels over tf.Variables read from a checkpoint (export_hub's encoder / classifier,
+# run_ner's tagger, translation/export_translation's translator).
+
+# The graph-level seed of --allow_random_eval weights (the same random model on every run).
+RANDOM_WEIGHTS_SEED = 12345
+
+
+def collect_variable_specs(build_fn):
+  """Builds `build_fn` in a scratch graph to learn which variables the model creates.
+
+  Args:
+    build_fn: function() that builds the model with tf.compat.v1 variables (graph mode).
+
+  Returns:
+    dict variable name -> (shape list, trainable bool), in creation order.
+  """
+  specs = {}
+  with tf.Graph().as_default():
+    build_fn()
+    trainable = set(v.op.name for v in tf1.trainable_variables())
+    for var in tf1.global_variables():
+      specs[var.op.name] = (var.shape.as_list(), var.op.name in trainable)
+  return specs
+
+
+def variables_from_checkpoint(specs, checkpoint_path, flag_name=None):
+  """Creates one float32 tf.Variable per spec, initialised from the checkpoint.
+
+  A float16 checkpoint (slim_checkpoint.py --fp16) is read and cast to float32.
+
+  Args:
+    specs: dict name -> (shape, trainable), as collect_variable_specs.
+    checkpoint_path: checkpoint prefix.
+    flag_name: the flag that named the checkpoint, for the message when it supplies none of
+      the variables (None: "checkpoint PATH").
+
+  Returns:
+    dict name -> tf.Variable (eager, named like the checkpoint variable).
+  """
+  reader = tf.train.load_checkpoint(checkpoint_path)
+  shapes = reader.get_variable_to_shape_map()
+  if specs and not any(name in shapes for name in specs):
+    where = ("--%s=%s" % (flag_name, checkpoint_path) if flag_name
+             else "checkpoint %s" % checkpoint_path)
+    common.fail("%s: supplies none of the model's %d variables (a checkpoint of another "
+                "model?), so there are no trained weights to export; give a checkpoint of this "
+                "model (random weights only deliberately: --allow_random_eval and no "
+                "--init_checkpoint)" % (where, len(specs)))
+  missing = [name for name in specs if name not in shapes]
+  if missing:
+    common.fail("checkpoint %s: lacks %d variable(s) the exported model needs: %s" %
+                (checkpoint_path, len(missing), ", ".join(missing[:5])))
+  variables = {}
+  for name, (shape, trainable) in specs.items():
+    if list(shapes[name]) != list(shape):
+      common.fail("checkpoint %s: variable %s has shape %s there but %s in the model (check "
+                  "--bert_config_file)" % (checkpoint_path, name, list(shapes[name]), shape))
+    value = reader.get_tensor(name)
+    if value.dtype != np.float32:
+      value = value.astype(np.float32)
+    variables[name] = tf.Variable(value, name=name, trainable=trainable)
+  return variables
+
+
+def random_variables(build_fn, specs, seed=RANDOM_WEIGHTS_SEED):
+  """Creates one float32 tf.Variable per spec with the model's own (seeded) initialisation.
+
+  For --allow_random_eval exports: the values are what a fresh tf.compat.v1 graph of
+  `build_fn` initialises with graph seed `seed` (the same on every run).
+
+  Args:
+    build_fn: the function given to collect_variable_specs.
+    specs: dict name -> (shape, trainable), as collect_variable_specs.
+    seed: graph-level random seed.
+
+  Returns:
+    dict name -> tf.Variable, as variables_from_checkpoint.
+  """
+  with tf.Graph().as_default():
+    tf1.set_random_seed(seed)
+    build_fn()
+    by_name = {v.op.name: v for v in tf1.global_variables()}
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      values = sess.run({name: by_name[name] for name in specs})
+  return {name: tf.Variable(np.asarray(values[name], np.float32), name=name,
+                            trainable=trainable)
+          for name, (_, trainable) in specs.items()}
+
+
+def model_variables(build_fn, checkpoint_path, flag_name="init_checkpoint"):
+  """The variables `build_fn` creates: from `checkpoint_path`, or random ones when it is None.
+
+  Args:
+    build_fn: function() building the model in graph mode.
+    checkpoint_path: checkpoint prefix, or None (--allow_random_eval).
+    flag_name: the flag that named the checkpoint (for variables_from_checkpoint's message).
+
+  Returns:
+    dict name -> tf.Variable.
+  """
+  specs = collect_variable_specs(build_fn)
+  if checkpoint_path is None:
+    return random_variables(build_fn, specs)
+  return variables_from_checkpoint(specs, checkpoint_path, flag_name=flag_name)
+
+
+def save_atomically(module, export_dir, signatures, extra_files=None, overwrite=False,
+                    protected_paths=()):
+  """tf.saved_model.save to a temporary directory, then rename to export_dir.
+
+  Args:
+    module: the tf.Module to save.
+    export_dir: final directory: new, or an earlier export of ours (with overwrite).
+    signatures: dict signature name -> concrete function.
+    extra_files: dict file name -> text written beside saved_model.pb.
+    overwrite: replace an earlier export of ours.
+    protected_paths: paths the export must never replace (checkpoint, vocab, ...).
+  """
+  with common.atomic_directory(export_dir, "export_dir", overwrite, protected_paths) as tmp_dir:
+    tf.saved_model.save(module, tmp_dir, signatures=signatures)
+    common.write_files(tmp_dir, extra_files)

@@ -674,7 +674,7 @@ def dropout(input_tensor, dropout_prob):
   if dropout_prob is None or dropout_prob == 0.0:
     return input_tensor
 
-  seed = _step_dropout_seed(input_tensor)
+  seed = step_dropout_seed(input_tensor)
   if seed is None:
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
   dtype = input_tensor.dtype.base_dtype
@@ -688,8 +688,11 @@ def dropout(input_tensor, dropout_prob):
   return tf.where(keep, scaled, tf.zeros_like(scaled))
 
 
-def _step_dropout_seed(input_tensor):
+def step_dropout_seed(input_tensor):
   """A [2] int64 stateless seed (global step, hash of graph seed and op name), or None.
+
+  `dropout` looks it up at every call: etc_model's gradient checkpointing replaces it while it
+  records and replays a block's seeds.
 
   Args:
     input_tensor: the Tensor about to be dropped out.
@@ -747,8 +750,17 @@ LAYER_NORM_EPSILON = 1e-12
 _LAYER_NORM_GRADIENT_IDS = itertools.count()
 
 
-def _register_gradient(grad_fn):
-  """Registers grad_fn(op, *output_grads) under a new name (for gradient_override_map)."""
+def register_gradient(grad_fn):
+  """Registers grad_fn(op, *output_grads) under a new name (for gradient_override_map).
+
+  Used by layer_norm and by etc_model's recompute_in_backward.
+
+  Args:
+    grad_fn: function(op, *output_grads) -> list of input gradients.
+
+  Returns:
+    The registered name.
+  """
   while True:
     name = "RealFormerLayerNormGrad_%d" % next(_LAYER_NORM_GRADIENT_IDS)
     try:
@@ -801,7 +813,7 @@ def _layer_norm_float32(x, gamma, beta):
             tf.reduce_sum(dy, axis=param_axes))
 
   output = normalized * gamma + beta
-  with tf1.get_default_graph().gradient_override_map({"IdentityN": _register_gradient(grad)}):
+  with tf1.get_default_graph().gradient_override_map({"IdentityN": register_gradient(grad)}):
     return tf.identity_n([output, x, gamma, beta])[0]
 
 

@@ -467,31 +467,9 @@ def bio_label_ids(tags, label_map):
 # Word pieces and windows.
 
 
-def max_context_window(doc_spans, position):
-  """The window where the piece at `position` has the most context.
-
-  run_squad's rule (_check_is_max_context): the largest min(left context, right context) +
-  0.01 * window length, the first window on ties; computed exactly, as 100 * min(...) + length,
-  so that this choice and the exported graph's (integers too) agree even on exact ties, which
-  floating point can break either way.
-
-  Args:
-    doc_spans: list of sliding_window.Window(start, length).
-    position: piece index in the sentence.
-
-  Returns:
-    Index of the window, or None when no window holds the position.
-  """
-  best_score = None
-  best_index = None
-  for index, span in enumerate(doc_spans):
-    end = span.start + span.length - 1
-    if position < span.start or position > end:
-      continue
-    score = 100 * min(position - span.start, end - position) + span.length
-    if best_score is None or score > best_score:
-      best_score, best_index = score, index
-  return best_index
+# The window where a piece has the most context: run_squad's rule, computed exactly (integers,
+# as max_context_graph), so the Python and the exported graph's choices agree even on ties.
+max_context_window = sliding_window.max_context_window
 
 
 def window_assignments(first_pieces, num_pieces, window, doc_stride):
@@ -513,7 +491,7 @@ def window_assignments(first_pieces, num_pieces, window, doc_stride):
   for word, piece in enumerate(first_pieces):
     if piece < 0:
       continue
-    index = max_context_window(doc_spans, piece)
+    index = sliding_window.max_context_window(doc_spans, piece)
     assigned[index].append((piece - doc_spans[index].start + 1, word))
   return doc_spans, assigned
 
@@ -1097,7 +1075,7 @@ class NerTagger(tf.Module):
 
     Args:
       bert_config: modeling.BertConfig.
-      variables: dict name -> tf.Variable (export_hub.variables_from_checkpoint).
+      variables: dict name -> tf.Variable (export_utils.variables_from_checkpoint).
       preprocessor: export_hub.BertPreprocessor of the vocab (its WordPiece tokenizer is used).
       labels: the model's BIO labels.
       scheme: the scheme the tags are written in.
@@ -1252,16 +1230,16 @@ def export_ner(bert_config, checkpoint, export_dir, labels, scheme, vocab_file, 
               for name in export_hub.ENCODER_INPUTS}
     outputs, _ = export_hub.encoder_graph(bert_config, inputs)
     ner_logits(outputs["sequence_output"], len(labels), False)
-  variables = export_hub.variables_from_checkpoint(export_hub.collect_variable_specs(build),
-                                                   checkpoint)
+  variables = export_utils.variables_from_checkpoint(export_utils.collect_variable_specs(build),
+                                                     checkpoint)
   tagger = NerTagger(bert_config, variables, preprocessor, labels, scheme, max_seq_length,
                      doc_stride, do_lower_case, padding=padding)
   extra = {"bert_config.json": bert_config.to_json_string(),
            "labels.txt": "".join(label + "\n" for label in labels),
            NER_CONFIG: ner_config_text(labels, scheme, do_lower_case, max_seq_length,
                                        doc_stride)}
-  export_hub.save_atomically(tagger, export_dir, tagger.signatures(), extra, overwrite,
-                             protected)
+  export_utils.save_atomically(tagger, export_dir, tagger.signatures(), extra, overwrite,
+                               protected)
   tf1.logging.info("Exported the NER model %s (labels %s, %s tags) to %s", checkpoint,
                    ", ".join(labels), scheme, export_dir)
   return checkpoint

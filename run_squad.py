@@ -598,7 +598,9 @@ def _check_is_max_context(doc_spans, cur_span_index, position):
   """Checks if this is the 'max context' doc span for the token.
 
   A token in several overlapping spans is scored only in the span where it has the most
-  context: the largest min(left context, right context) + 0.01 * span length.
+  context: the largest min(left context, right context) + 0.01 * span length. The official
+  float code, kept for the official features: sliding_window.max_context_window is the same
+  rule in exact arithmetic, which differs on rare exact ties (see sliding_window).
 
   Args:
     doc_spans: list of DocSpan.

@@ -44,6 +44,7 @@ import tensorflow as tf
 
 import common
 import export_hub
+import export_utils
 import modeling
 import run_ner
 import tokenization
@@ -144,7 +145,7 @@ def save_taggers(config, labels, tmp, vocab_file):
   def build():
     ids = tf1.placeholder(tf.int32, [None, None])
     run_ner.create_model(config, False, ids, ids, ids, len(labels), False)
-  variables = export_hub.random_variables(build, export_hub.collect_variable_specs(build))
+  variables = export_utils.random_variables(build, export_utils.collect_variable_specs(build))
   preprocessor = export_hub.BertPreprocessor(vocab_file, True, None, FLAGS.max_seq_length)
   dirs = {}
   for padding, tagger_padding in (("max_length", "max_length"), ("longest", "bucket")):

@@ -629,7 +629,7 @@ def _dropout_seeds(seeds, replay):
   Yields:
     Nothing; `modeling.dropout` is back to normal on exit.
   """
-  step_seed = modeling._step_dropout_seed  # pylint: disable=protected-access
+  step_seed = modeling.step_dropout_seed
   position = [0]
 
   def seed_fn(input_tensor):
@@ -642,11 +642,11 @@ def _dropout_seeds(seeds, replay):
     seeds.append(seed)
     return seed
 
-  modeling._step_dropout_seed = seed_fn  # pylint: disable=protected-access
+  modeling.step_dropout_seed = seed_fn
   try:
     yield
   finally:
-    modeling._step_dropout_seed = step_seed  # pylint: disable=protected-access
+    modeling.step_dropout_seed = step_seed
 
 
 def recompute_in_backward(block_fn, inputs):
@@ -704,7 +704,7 @@ def recompute_in_backward(block_fn, inputs):
     return [None] * len(returned) + grads
 
   with tf1.get_default_graph().gradient_override_map(
-      {"IdentityN": modeling._register_gradient(grad)}):  # pylint: disable=protected-access
+      {"IdentityN": modeling.register_gradient(grad)}):
     passed = tf.identity_n([outputs[i] for i in returned] + [inputs[i] for i in given] +
                            [tf.convert_to_tensor(v) for v in variables])
   result = [None] * len(outputs)

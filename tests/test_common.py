@@ -128,8 +128,6 @@ def test_load_config_overrides_and_errors(tmp_path):
     model_config.load_config(str(path), None, max_seq_length=64)
   with pytest.raises(common.UsageError, match="--bert_config_file=.*file does not exist"):
     model_config.load_config(str(tmp_path / "nope.json"))
-  # Scripts written against estimator_utils' names keep working.
-  assert estimator_utils.load_config is model_config.load_config
 
 
 def test_temp_names_are_hidden_and_skipped_by_input_globs(tmp_path):

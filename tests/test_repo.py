@@ -1,5 +1,5 @@
 """Repository-wide checks: setup.py installs every module, no machine path in tracked files, the
-import structure (no script imported for its private names, no import circle, no sys.path edits)."""
+import structure (no module uses another's private names, no import circle, no sys.path edits)."""
 
 import ast
 import functools
@@ -70,16 +70,12 @@ def test_no_machine_paths_in_tracked_files():
 # ------------------------------------------------------------------------------------------------
 # The import structure (issue 21): library code lives in library modules with public names.
 
-# Allowed for now, (importing module, script, private name or "*"): issue 21 part B moves
-# run_pretraining's model_fn pieces used by the ETC pre-training script into a library module
-# (and run_ner's windows off run_squad.make_doc_spans, a public name this rule does not flag).
-# Empty this when it has landed.
-ALLOWED_PRIVATE_IMPORTS = {
-    ("etc_model.run_pretraining", "run_pretraining", "*"),
-}
+# Uses of another module's private name allowed, as (importing module, module, private name or
+# "*"), each with its reason. None now: what another module needs gets a public name.
+ALLOWED_PRIVATE_IMPORTS = frozenset()
 # --processor=module:Class imports the user's module from the current directory (a user's
-# file, not the repository): the one sys.path edit allowed, wherever that lookup lives.
-ALLOWED_SYS_PATH_EDITS = {"classifier_tasks", "run_classifier"}
+# file, not the repository): the one sys.path edit allowed (classifier_tasks.load_processor_class).
+ALLOWED_SYS_PATH_EDITS = {"classifier_tasks"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -133,11 +129,10 @@ def _is_private(name):
   return name.startswith("_") and not name.startswith("__")
 
 
-def test_no_module_imports_a_script_for_its_private_names():
-  trees = _repo_modules()
-  scripts = {module for module, tree in trees.items() if _is_script(tree)}
-  assert {"run_classifier", "etc_model.run_pretraining"} <= scripts and "modeling" not in scripts
-  found = []
+def _private_uses(trees):
+  """[(module, target, name)]: a private name of repo module `target` used in another module
+  (`from target import _x`, `target._x` read or assigned)."""
+  uses = []
   for module, tree in sorted(trees.items()):
     names, from_names = _imports(tree, trees)
     used = list(from_names)
@@ -145,13 +140,37 @@ def test_no_module_imports_a_script_for_its_private_names():
       if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
           and node.value.id in names):
         used.append((names[node.value.id], node.attr))
-    for target, name in used:
-      if target not in scripts or target == module:
-        continue
-      if _is_private(name) and not {(module, target, name), (module, target, "*")} & \
-          ALLOWED_PRIVATE_IMPORTS:
-        found.append("%s uses %s.%s (a script's private name)" % (module, target, name))
-  assert not found, "\n".join(sorted(set(found)))
+    uses.extend((module, target, name) for target, name in used
+                if target != module and _is_private(name))
+  return sorted(set(uses))
+
+
+def test_no_module_uses_another_modules_private_names():
+  """Scripts' and library modules' private names stay in their module (tests may use them)."""
+  trees = _repo_modules()
+  scripts = {module for module, tree in trees.items() if _is_script(tree)}
+  assert {"run_classifier", "etc_model.run_pretraining"} <= scripts and "modeling" not in scripts
+  found = []
+  for module, target, name in _private_uses(trees):
+    if not {(module, target, name), (module, target, "*")} & ALLOWED_PRIVATE_IMPORTS:
+      kind = "script" if target in scripts else "library module"
+      found.append("%s uses %s.%s (a %s's private name)" % (module, target, name, kind))
+  assert not found, "\n".join(found)
+
+
+def test_private_name_check_sees_library_modules_and_assignments():
+  """The check above flags a library module's private name, read or assigned (as a module
+  that swaps another's function would), and `from module import _x`."""
+  sources = {
+      "lib": "def _helper():\n  pass\n",
+      "user": "import lib\nlib._helper()\n",
+      "patcher": "import lib\nlib._helper = None\n",
+      "importer": "from lib import _helper\n",
+      "fine": "import lib\nimport modeling\n\n\ndef f(x):\n  return x._private\n",
+  }
+  trees = {name: ast.parse(text) for name, text in sources.items()}
+  assert _private_uses(trees) == [("importer", "lib", "_helper"), ("patcher", "lib", "_helper"),
+                                  ("user", "lib", "_helper")]
 
 
 def test_import_graph_has_no_circle():

@@ -22,6 +22,7 @@ from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, shared_path, start_to
 from conftest import last_error_line, write_random_bert_checkpoint
 
 import common
+import export_utils
 import modeling
 import ner_metrics as nm
 import run_ner
@@ -854,8 +855,7 @@ def test_export_runs_a_request_at_its_bucket(monkeypatch):
   def build():
     ids = tf.compat.v1.placeholder(tf.int32, [None, None])
     run_ner.create_model(config, False, ids, ids, ids, len(labels), False)
-  variables = run_ner.export_hub.random_variables(
-      build, run_ner.export_hub.collect_variable_specs(build))
+  variables = export_utils.random_variables(build, export_utils.collect_variable_specs(build))
   # The one part of BertPreprocessor NerTagger uses (the whole one traces its packer: slow).
   import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
   vocab = tokenization.load_vocab(VOCAB)

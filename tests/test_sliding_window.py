@@ -50,3 +50,24 @@ def test_same_windows_as_the_official_loop_and_in_every_user():
           spans, assigned = run_ner.window_assignments(list(range(num_tokens)), num_tokens,
                                                        window, stride)
           assert spans == want and sum(len(a) for a in assigned) == num_tokens
+
+
+def test_max_context_window_is_the_official_rule_exact_on_ties():
+  check = run_squad._check_is_max_context  # pylint: disable=protected-access
+  assert run_ner.max_context_window is sliding_window.max_context_window
+  # Every token of every layout up to 40 tokens: the official float rule picks the same window
+  # (exact ties there are between windows of one length, which floats also give the first).
+  for num_tokens in range(1, 40):
+    for window in range(1, 12):
+      for stride in range(1, window + 1):
+        spans = sliding_window.windows(num_tokens, window, stride)
+        for position in range(num_tokens):
+          best = sliding_window.max_context_window(spans, position)
+          assert check(spans, best, position), (num_tokens, window, stride, position)
+  assert sliding_window.max_context_window([sliding_window.Window(0, 3)], 5) is None
+  # The module docstring's exact tie, 100 * 1 + 118 == 100 * 2 + 18: the first window here,
+  # the second in floating point (1 + 1.18 < 2 + 0.18), which is why run_squad keeps its own.
+  spans = sliding_window.windows(132, 118, 114)
+  assert spans == [(0, 118), (114, 18)]
+  assert sliding_window.max_context_window(spans, 116) == 0
+  assert check(spans, 1, 116) and not check(spans, 0, 116)

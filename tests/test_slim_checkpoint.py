@@ -8,7 +8,7 @@ import tensorflow as tf
 
 from conftest import last_error_line, run_tool
 import estimator_utils
-import export_hub
+import export_utils
 import modeling
 import optimization
 import slim_checkpoint
@@ -126,9 +126,9 @@ def test_slim_fp16_and_back(tmp_path):
   restored = _restore_outputs(back["output_checkpoint"])
   error = np.abs(restored - trained).max()
   assert 0 < error < 5e-3, error
-  # export_hub reads the float16 checkpoint directly (cast on load): the same values.
+  # The TF2 exports read the float16 checkpoint directly (cast on load): the same values.
   specs = {"bert/embeddings/word_embeddings": ([60, 32], True)}
-  variables = export_hub.variables_from_checkpoint(specs, fp16["output_checkpoint"])
+  variables = export_utils.variables_from_checkpoint(specs, fp16["output_checkpoint"])
   word = variables["bert/embeddings/word_embeddings"]
   assert word.dtype == tf.float32
   np.testing.assert_array_equal(

@@ -16,7 +16,7 @@ from absl import flags
 import tensorflow as tf
 
 import common
-import export_hub
+import export_utils
 from translation import beam_search
 from translation import nmt_modeling
 
@@ -38,11 +38,11 @@ def define_decoding_flags():
 
 
 def model_variable_specs(config):
-  """{name: (shape, trainable)} of every variable the model has (export_hub's format)."""
+  """{name: (shape, trainable)} of every variable the model has (export_utils' format)."""
   def build():
     ids = tf1.placeholder(tf.int32, [None, None])
     nmt_modeling.NmtModel(config, False, ids, ids)
-  return export_hub.collect_variable_specs(build)
+  return export_utils.collect_variable_specs(build)
 
 
 def check_checkpoint(specs, checkpoint, flag_name="checkpoint", extra_names=()):

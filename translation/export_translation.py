@@ -42,7 +42,7 @@ SentencePiece ops):
   out = translator.signatures["translate"](source=tf.constant(["A man rides a bike."]))
   out["translation"].numpy()[0].decode("utf-8")
 
-Variables are tf.Variables read from the checkpoint (export_hub.variables_from_checkpoint) and
+Variables are tf.Variables read from the checkpoint (export_utils.variables_from_checkpoint) and
 handed to nmt_modeling's tf.compat.v1.get_variable calls by name (export_utils.in_variables), so
 the math is exactly the Estimator's.
 """
@@ -55,7 +55,6 @@ from absl import flags
 import tensorflow as tf
 
 import common
-import export_hub
 import export_utils
 from translation import create_translation_data
 from translation import decoding
@@ -93,7 +92,7 @@ class Translator(tf.Module):
     Args:
       config: nmt_modeling.NmtConfig.
       variables: dict name -> tf.Variable with every model variable
-        (export_hub.variables_from_checkpoint).
+        (export_utils.variables_from_checkpoint).
       spm_model_path: the SentencePiece .model (stored as an asset and built into the graph).
       beam_size: int >= 1 (1: greedy).
       length_penalty: GNMT alpha.
@@ -219,15 +218,15 @@ def export(config, checkpoint, spm_model_path, export_dir, beam_size=4, length_p
         spm_model_path, sp.GetPieceSize(), config.vocab_size))
   specs = model_variable_specs(config)
   check_checkpoint(specs, checkpoint)
-  variables = export_hub.variables_from_checkpoint(specs, checkpoint)
+  variables = export_utils.variables_from_checkpoint(specs, checkpoint)
   translator = Translator(config, variables, spm_model_path, beam_size, length_penalty,
                           max_decode_length, max_source_length)
   extra = {CONFIG_NAME: config.to_json_string(),
            TRANSLATION_CONFIG_NAME: translation_config_text(
                checkpoint, spm_model_path, beam_size, length_penalty, max_decode_length,
                max_source_length)}
-  export_hub.save_atomically(translator, export_dir, translator.signatures(), extra, overwrite,
-                             protected)
+  export_utils.save_atomically(translator, export_dir, translator.signatures(), extra,
+                               overwrite, protected)
   tf1.logging.info("Exported the translation model %s (beam %d, length penalty %g, max %d "
                    "pieces, sources cut at %s ids) to %s", checkpoint, beam_size, length_penalty,
                    max_decode_length, max_source_length or "no limit of", export_dir)
