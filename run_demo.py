@@ -7,10 +7,11 @@ is skipped when it is complete (pre-training: train_summary_local.json at the re
 its evaluation written; fine-tuning: trained to its last step, evaluated and exported), so a
 stopped demo resumes where it stopped; pre-training itself resumes from its last checkpoint.
 SIGINT / SIGTERM stop the running stage cleanly (exit 130 / 143); a stage that fails stops the
-demo with one line naming it (exit 1). About 6 to 10 minutes on 2 CPU cores (328 s on 2026-11-24
-on a 2-core machine shared with other jobs, load average 2-3). Every stage is seeded (--seed): the same flags give the same
-report. docs/DEMO_RECIPE.md has the sweep that chose the recipe (an 8,000-entry vocab built from the
-training text, sequences of 64, 6,000 steps at 1e-3; fine-tuning 10 epochs of batch 16 at 1e-4).
+demo with one line naming it (exit 1). About 8 minutes on 2 quiet CPU cores (pre-training at
+~22 steps/s), more on a shared machine. Every stage is seeded (--seed): the same flags give the
+same report. docs/DEMO_RECIPE.md has the sweeps that chose the recipe (an 8,000-entry vocab built
+from the training text, sequences of 64, 9,000 steps at 1e-3; fine-tuning 10 epochs of batch 16 at
+1e-4) and the fill-mask prompts.
 """
 
 from __future__ import absolute_import
@@ -53,11 +54,15 @@ def define_flags():
                       "the config's vocab_size entries.")
   flags.DEFINE_string("sentiment_dir", os.path.join(REPO_DIR, "data", "sst2_slice"),
                       "SST-2-layout fine-tuning data (train.tsv, dev.tsv).")
+  flags.DEFINE_bool("domain_adaptive", False,
+                    "Domain-adaptive pre-training: add the sentences of --sentiment_dir's "
+                    "train.tsv (text only: no labels, never dev.tsv), each as its own document, "
+                    "to the pre-training text (and to the text the vocab is built from).")
   # The recipe (docs/DEMO_RECIPE.md has the sweep that chose it).
   flags.DEFINE_integer("max_seq_length", 64,
                        "Pre-training sequence length (the corpus' sentences are short: 64 "
                        "gives more updates per minute than 128).")
-  flags.DEFINE_integer("pretrain_steps", 6000, "Pre-training steps.")
+  flags.DEFINE_integer("pretrain_steps", 9000, "Pre-training steps.")
   flags.DEFINE_integer("pretrain_batch_size", 32, "Pre-training batch size.")
   flags.DEFINE_float("pretrain_learning_rate", 1e-3, "Peak pre-training learning rate.")
   flags.DEFINE_integer("pretrain_warmup_steps", None,
@@ -75,10 +80,14 @@ def define_flags():
 FLAGS = flags.FLAGS
 
 # Shown at the end of the demo: what the pre-trained model fills in, and what the exported
-# raw-text classifier answers.
-FILL_MASK_SENTENCES = ("the [MASK] of the sea was calm .",
-                       "the captain looked at the [MASK] ship .",
-                       "she said that she would [MASK] him tomorrow .")
+# raw-text classifier answers. The fill-mask prompts were chosen, before any model's answers
+# were seen, for a content word that the training text cues strongly (docs/DEMO_RECIPE.md has
+# the counts): "became the X of" is "father" 67 times of 70, "sons and X" "daughters" 18 of
+# 21, "the X of egypt" "land" 18 of 22, "bore a X" "son" 12 of 15.
+FILL_MASK_SENTENCES = ("he lived many years , and became the [MASK] of three sons .",
+                       "she had other sons and [MASK] .",
+                       "the people went out of the [MASK] of egypt .",
+                       "his wife bore a [MASK] .")
 CLASSIFIER_SENTENCES = ("a warm , funny and wonderfully acted film .",
                         "a dull , lifeless mess that wastes its cast .")
 
@@ -210,6 +219,39 @@ def classifier_done(classifier_dir, export_dir):
   return True, "global_step %s, exported" % results.get("global_step")
 
 
+def write_domain_text(train_tsv, output_path):
+  """Writes the sentences of an SST-2-layout train.tsv as pre-training text, without labels.
+
+  Each sentence becomes its own document (a blank line before it): the review snippets are
+  unrelated, so none is a "next sentence" of another, and the file can follow any other
+  pre-training text without joining its last document.
+
+  Args:
+    train_tsv: the fine-tuning training file (header `sentence<TAB>label`; read with quoting
+      disabled, as run_classifier.py reads it). Only its `sentence` column is read.
+    output_path: the text file to write (atomically).
+
+  Returns:
+    The number of sentences written.
+  """
+  if not os.path.isfile(train_tsv):
+    common.fail("--sentiment_dir=%s: no train.tsv (or pass --nodomain_adaptive)" %
+                os.path.dirname(train_tsv))
+  with open(train_tsv, encoding="utf-8", errors="replace") as f:
+    rows = [line.rstrip("\r\n").split("\t") for line in f]
+  header = rows[0] if rows else []
+  if "sentence" not in header:
+    common.fail("--sentiment_dir=%s: train.tsv has no 'sentence' column in its header (%s)" % (
+        os.path.dirname(train_tsv), "\t".join(header)[:80]))
+  column = header.index("sentence")
+  sentences = [row[column].strip() for row in rows[1:]
+               if len(row) > column and row[column].strip()]
+  with common.atomic_output(output_path) as out:
+    for sentence in sentences:
+      out.write("\n%s\n" % sentence)
+  return len(sentences)
+
+
 def _config_vocab_size(config_file):
   """vocab_size of a BERT config file (a one-line error when it has none)."""
   config = _read_json(config_file)
@@ -259,6 +301,13 @@ def main(_):
   subprocess_utils.install_signal_forwarding()
   log_dir = _path("logs")
   timings = {}
+  pretrain_text = [FLAGS.train_text]
+  if FLAGS.domain_adaptive:
+    # Domain-adaptive pre-training on the fine-tuning task's unlabelled training sentences.
+    domain_text = _path("domain_text.txt")
+    if not os.path.exists(domain_text):  # written atomically: its existence marks it done
+      write_domain_text(os.path.join(FLAGS.sentiment_dir, "train.tsv"), domain_text)
+    pretrain_text.append(domain_text)
   vocab_file = FLAGS.vocab_file
   if vocab_file is None:
     # A vocab of the corpus: the 30,522-entry bert-base-uncased one makes the MLM softmax and
@@ -266,7 +315,8 @@ def main(_):
     vocab_file = _path("vocab.txt")  # written atomically: its existence marks the stage done
     timings["build vocab"] = run_stage(
         "build vocab",
-        ["build_vocab.py", "--input_file=%s" % FLAGS.train_text, "--output_file=%s" % vocab_file,
+        ["build_vocab.py", "--input_file=%s" % ",".join(pretrain_text),
+         "--output_file=%s" % vocab_file,
          "--vocab_size=%d" % vocab_size, "--do_lower_case=true"],
         lambda: file_done(vocab_file), log_dir)
   seq = FLAGS.max_seq_length
@@ -279,7 +329,7 @@ def main(_):
   # create_pretraining_data.py writes its summary JSON last: the stage's marker.
   timings["create data (train)"] = run_stage(
       "create data train",
-      ["create_pretraining_data.py", "--input_file=%s" % FLAGS.train_text,
+      ["create_pretraining_data.py", "--input_file=%s" % ",".join(pretrain_text),
        "--output_file=%s" % _path("data", "train.tfrecord"), "--dupe_factor=10"] + data_args,
       lambda: file_done(text_input.summary_path_for(_path("data", "train.tfrecord"))), log_dir)
   timings["create data (held-out)"] = run_stage(
@@ -358,10 +408,12 @@ def main(_):
   with open(fill_mask_file) as f:
     fill_mask = [json.loads(line) for line in f if line.strip()]
 
-  recipe = ("vocab: %s (%d entries); pre-training: sequences of %d, %d steps of batch %d, "
+  recipe = ("vocab: %s (%d entries); pre-training: %s, sequences of %d, %d steps of batch %d, "
             "peak learning rate %g, %d warm-up steps; seed %d" % (
-                "built from the training text" if FLAGS.vocab_file is None else
-                _shown(FLAGS.vocab_file), used_config["vocab_size"], seq, steps,
+                "built from the pre-training text" if FLAGS.vocab_file is None else
+                _shown(FLAGS.vocab_file), used_config["vocab_size"],
+                "the text + the sentiment slice's unlabelled training sentences "
+                "(domain-adaptive)" if FLAGS.domain_adaptive else "the text only", seq, steps,
                 FLAGS.pretrain_batch_size, FLAGS.pretrain_learning_rate, warmup_steps,
                 FLAGS.seed))
   if FLAGS.finetune:

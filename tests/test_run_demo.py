@@ -85,6 +85,21 @@ def test_run_stage_skips_runs_and_fails_in_one_line(tmp_path, capsys):
       capsys.readouterr().err)
 
 
+def test_domain_text_is_the_train_sentences_without_labels(tmp_path):
+  train = tmp_path / "train.tsv"
+  train.write_text('sentence\tlabel\nA "warm" film .\t1\n\t0\nA dull , lifeless mess .\t0\n')
+  out = str(tmp_path / "domain.txt")
+  assert run_demo.write_domain_text(str(train), out) == 2
+  # Each sentence its own document (a blank line before it), no label, nothing of dev.tsv.
+  with open(out) as f:
+    assert f.read() == '\nA "warm" film .\n\nA dull , lifeless mess .\n'
+  train.write_text("text\tlabel\nA film .\t1\n")
+  with pytest.raises(common.UsageError, match="^--sentiment_dir=.*: train.tsv has no 'sentence'"):
+    run_demo.write_domain_text(str(train), out)
+  with pytest.raises(common.UsageError, match="^--sentiment_dir=.*: no train.tsv"):
+    run_demo.write_domain_text(str(tmp_path / "none" / "train.tsv"), out)
+
+
 DRIVER = """
 import sys
 import run_demo, subprocess_utils
@@ -138,7 +153,8 @@ def _tiny_demo_inputs(tmp_path):
           "--sentiment_dir=%s" % (inputs / "sst2"),
           "--bert_config_file=%s" % (inputs / "bert_config.json"),
           "--max_seq_length=32", "--pretrain_steps=3", "--pretrain_batch_size=8",
-          "--finetune_epochs=1", "--finetune_batch_size=16"]
+          "--finetune_epochs=1", "--finetune_batch_size=16",
+          "--domain_adaptive"]  # (off by default) the slice's sentences join the text
 
 
 def _comparable(report, output_dir):
@@ -175,6 +191,7 @@ def test_demo_pipeline_is_deterministic(tmp_path):
       reports.append(_comparable(f.read(), out))
     assert any(l.startswith("| MLM accuracy |") for l in reports[-1]), reports[-1]
     assert any(l.startswith("- \"a warm") for l in reports[-1]), reports[-1]
+    assert any("(domain-adaptive)" in l for l in reports[-1]), reports[-1]
   assert reports[0] == reports[1]
   for name in ("pretrain/eval_results.json", "sst2/eval_results.json"):
     results = []
