@@ -5,5 +5,6 @@ A fork-style extension of the official google-research `etcmodel/` code: `etc_mo
 model, official config keys and checkpoint names, plus `residual_attention`) and `etc_inputs`
 (the side inputs: global-local attention masks and relative attention ids). Its tools, run from
 the repository root as `python -m etc_model.TOOL`: `lift_bert_checkpoint` (BERT -> ETC),
-`create_pretraining_data` (long-document MLM records) and `run_pretraining`.
+`create_pretraining_data` (long-document MLM records), `run_pretraining`, `create_long_tasks`
+(the long-context tasks' records) and `run_long_tasks` (fine-tuning on them).
 """

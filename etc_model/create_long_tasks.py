@@ -145,18 +145,9 @@ def write_records(path, examples):
       tf.io.gfile.remove(tmp_path)
 
 
-# Buckets of answer_distance (word pieces) for the by-distance breakdown.
-DISTANCE_BUCKETS = (128, 512, 2048)
-
-
-def distance_bucket(distance):
-  """The name of the answer_distance bucket of `distance` ("0-127", ..., "2048+")."""
-  low = 0
-  for high in DISTANCE_BUCKETS:
-    if distance < high:
-      return "%d-%d" % (low, high - 1)
-    low = high
-  return "%d+" % low
+# Moved to etc_model.long_tasks (shared with etc_model.run_long_tasks); kept under these names.
+DISTANCE_BUCKETS = long_tasks.DISTANCE_BUCKETS
+distance_bucket = long_tasks.distance_bucket
 
 
 def _accuracies(examples):

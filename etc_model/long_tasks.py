@@ -1,7 +1,7 @@
 # coding=utf-8
 """Long-context tasks on whole chapters: chapters, seeded splits, cloze and supporting sentences.
 
-The library of `python -m etc_model.create_long_tasks` (and of the fine-tuning script to come).
+The library of `python -m etc_model.create_long_tasks` and `python -m etc_model.run_long_tasks`.
 
 Chapters. The input is the corpus format of create_pretraining_data.py (one sentence per line,
 a blank line between documents). A chapter is a run of lines of one document that holds no
@@ -73,6 +73,20 @@ Supporting-sentence records: the same five long / global features and
   sentence_labels [G]     1 at each inserted sentence's global token, 0 else (padding 0)
   inserted_start [1], inserted_count [1]   the run of inserted sentences (global indices)
 """
+
+# Buckets of answer_distance (word pieces) for the by-distance breakdown.
+DISTANCE_BUCKETS = (128, 512, 2048)
+
+
+def distance_bucket(distance):
+  """The name of the answer_distance bucket of `distance` ("0-127", ..., "2048+")."""
+  low = 0
+  for high in DISTANCE_BUCKETS:
+    if distance < high:
+      return "%d-%d" % (low, high - 1)
+    low = high
+  return "%d+" % low
+
 
 Chapter = collections.namedtuple("Chapter", ["book", "index", "sentences"])
 

@@ -48,6 +48,7 @@ import modeling
 import pretraining_utils
 import run_pretraining as bert_pretraining
 from etc_model import create_pretraining_data as etc_data
+from etc_model import etc_estimator
 from etc_model import etc_inputs
 from etc_model import etc_modeling
 
@@ -114,34 +115,8 @@ def masked_lm_head_config(config):
   return head
 
 
-def add_side_inputs(features, config, long_seq_len, global_seq_len):
-  """Adds the 8 side inputs (the None ones left out) computed from breakpoints and sentence ids.
-
-  Args:
-    features: dict of batched int32 features of one record batch [batch, ...].
-    config: EtcConfig (local_radius, relative_pos_max_distance, hard masks).
-    long_seq_len: L.
-    global_seq_len: G.
-
-  Returns:
-    The dict with l2l / g2g / l2g / g2l masks and relative ids, static shapes set.
-  """
-  side = etc_inputs.make_global_local_transformer_side_inputs_tf(
-      features["long_breakpoints"], features["global_breakpoints"], features["sentence_ids"],
-      config.local_radius, config.relative_pos_max_distance,
-      use_hard_g2l_mask=config.use_hard_g2l_mask, use_hard_l2g_mask=config.use_hard_l2g_mask)
-  batch = tf.compat.dimension_value(features["token_ids"].shape[0])
-  window = 2 * config.local_radius + 1
-  shapes = {"l2l": [batch, long_seq_len, window], "g2g": [batch, global_seq_len, global_seq_len],
-            "l2g": [batch, long_seq_len, global_seq_len],
-            "g2l": [batch, global_seq_len, long_seq_len]}
-  out = dict(features)
-  for name, value in side.items():
-    if value is not None:
-      value = tf.cast(value, tf.int32)
-      value.set_shape(shapes[name[:3]])
-      out[name] = value
-  return out
+# Moved to etc_model.etc_estimator (shared with etc_model.run_long_tasks); kept under this name.
+add_side_inputs = etc_estimator.add_side_inputs
 
 
 def input_fn_builder(input_files, config, max_seq_length, max_global_seq_length,
@@ -289,63 +264,21 @@ def model_fn_builder(config, init_checkpoint, learning_rate, num_train_steps, nu
 def variable_shapes(config, max_seq_length, max_global_seq_length, att_implementation="auto"):
   """{variable name: shape} of the model and head this job builds (nothing is computed)."""
   with tf.Graph().as_default():
-    features = {"token_ids": tf1.placeholder(tf.int32, [1, max_seq_length]),
-                "global_token_ids": tf1.placeholder(tf.int32, [1, max_global_seq_length]),
-                "masked_lm_positions": tf1.placeholder(tf.int32, [1, 1]),
-                "masked_lm_ids": tf1.placeholder(tf.int32, [1, 1]),
-                "masked_lm_weights": tf1.placeholder(tf.float32, [1, 1])}
-    for name in ("long_breakpoints", "sentence_ids"):
-      features[name] = tf1.placeholder(tf.int32, [1, max_seq_length])
-    features["global_breakpoints"] = tf1.placeholder(tf.int32, [1, max_global_seq_length])
-    features = add_side_inputs(features, config, max_seq_length, max_global_seq_length)
+    features = etc_estimator.placeholder_features(
+        config, max_seq_length, max_global_seq_length,
+        extra={"masked_lm_positions": (tf.int32, [1, 1]), "masked_lm_ids": (tf.int32, [1, 1]),
+               "masked_lm_weights": (tf.float32, [1, 1])})
     build_model(config, features, False, att_implementation=att_implementation)
     return {v.op.name: v.shape.as_list() for v in tf1.global_variables()}
 
 
-def check_resume(output_dir, want_shapes_fn):
-  """check_resume_shapes, and a checkpoint with model variables this job lacks (more layers).
-
-  Args:
-    output_dir: the job's model directory.
-    want_shapes_fn: returns {variable name: shape} of this job's model (called only when
-      output_dir holds a checkpoint: it builds a graph).
-
-  Returns:
-    The global step of the checkpoint in output_dir, or None.
-  """
-  latest = (tf1.train.latest_checkpoint(output_dir) if tf.io.gfile.isdir(output_dir)
-            else None)
-  if not latest:
-    return None
-  want_shapes = want_shapes_fn()
-  step = estimator_utils.check_resume_shapes(output_dir, want_shapes)
-  names = tf1.train.NewCheckpointReader(latest).get_variable_to_shape_map()
-  # Not a slot of a variable of ours (<var>/adam_m, <var>/grad_accum): another model's.
-  extra = sorted(n for n in names if n.split("/")[0] in ("etc_document_bert", "cls") and
-                 n not in want_shapes and n.rsplit("/", 1)[0] not in want_shapes)
-  if extra:
-    common.fail("--output_dir=%s: its checkpoint %s has %s, which this job's model lacks; use "
-                "a new --output_dir or the config it was trained with" % (
-                    output_dir, os.path.basename(latest), extra[0]))
-  return step
+check_resume = etc_estimator.check_resume
 
 
 def load_config():
   """--etc_config_file with the --residual_attention override, validated (one-line errors)."""
-  common.require_file(FLAGS.etc_config_file, "etc_config_file")
-  try:
-    config = etc_modeling.EtcConfig.from_json_file(FLAGS.etc_config_file)
-    if FLAGS.residual_attention:
-      config.residual_attention = FLAGS.residual_attention
-    config.validate("--etc_config_file=%s with flag overrides" % FLAGS.etc_config_file)
-  except ValueError as e:
-    common.fail(str(e) if str(e).startswith("--") else "--etc_config_file: %s" % e)
-  if (config.max_absolute_position_embeddings and
-      FLAGS.max_seq_length > config.max_absolute_position_embeddings):
-    common.fail("--max_seq_length=%d is longer than max_absolute_position_embeddings=%d in %s" %
-                (FLAGS.max_seq_length, config.max_absolute_position_embeddings,
-                 FLAGS.etc_config_file))
-  return config
+  return etc_estimator.load_config(FLAGS.etc_config_file, FLAGS.residual_attention,
+                                   FLAGS.max_seq_length)
 
 
 def _check_flags():
@@ -376,19 +309,10 @@ def _expected_lengths():
   return expected
 
 
-def _check_vocab_ids(input_files, config, records_per_file=16):
+def _check_vocab_ids(input_files, config):
   """One line when the records hold token ids >= the config's vocab_size (first records)."""
-  for path in input_files:
-    for i, record in enumerate(tf1.io.tf_record_iterator(path)):
-      if i >= records_per_file:
-        break
-      features = tf.train.Example.FromString(record).features.feature
-      for key in ("token_ids", "global_token_ids", "masked_lm_ids"):
-        ids = features[key].int64_list.value
-        if ids and max(ids) >= config.vocab_size:
-          common.fail("--input_file: %s has %s up to %d but vocab_size=%d in "
-                      "--etc_config_file; it was made with a bigger vocab than the model's" %
-                      (path, key, max(ids), config.vocab_size))
+  etc_estimator.check_vocab_ids(input_files, config,
+                                ("token_ids", "global_token_ids", "masked_lm_ids"))
 
 
 def main(_):

@@ -1,0 +1,227 @@
+# coding=utf-8
+"""The heads, losses and exact metrics of the two long-context tasks (etc_model.long_tasks).
+
+Cloze with candidates (WikiHop's form): the candidates are the first max_candidates global
+tokens; each candidate's global output gets a score (dense -> 1), the scores of padding
+candidates are MASKED_LOGIT, and the loss is the softmax cross-entropy over the candidates.
+Supporting sentences (HotpotQA's supporting-fact form): every sentence's global output gets a
+binary logit (dense -> 1); the loss is the sigmoid cross-entropy averaged over the real global
+tokens (global_token_ids != 0). Variables: cls/long_tasks/{cloze,supporting}/output_weights
+[1, hidden] and output_bias [1] (the official classifier head's layout).
+
+Metrics are computed in NumPy over the whole evaluation set (no streaming approximation):
+cloze_metrics (accuracy overall and per long_tasks.DISTANCE_BUCKETS bucket beside the
+most-frequent / most-recent baselines read from the records) and supporting_metrics
+(HotpotQA's sp_f1 / sp_em: per-example precision, recall, F1 and exact match, averaged).
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import collections
+
+import numpy as np
+import tensorflow as tf
+
+import modeling
+from etc_model import long_tasks
+
+tf1 = tf.compat.v1
+
+TASKS = ("cloze", "supporting")
+MAIN_METRIC = {"cloze": "accuracy", "supporting": "f1"}
+SCOPE = "cls/long_tasks"
+# The score of a padding candidate: exp() of it is 0 in float32.
+MASKED_LOGIT = -1e9
+COMMON_FEATURES = ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
+                   "global_breakpoints")
+# Per task: (feature name, length key) of the label features the records add ("C": the
+# candidates, "G": the global length, 1: a scalar).
+LABEL_FEATURES = {
+    "cloze": (("candidate_mask", "C"), ("label", 1), ("blank_position", 1),
+              ("answer_distance", 1), ("most_frequent", 1), ("most_recent", 1)),
+    "supporting": (("sentence_labels", "G"), ("inserted_start", 1), ("inserted_count", 1)),
+}
+
+
+def feature_lengths(task, max_seq_length, max_global_seq_length, max_candidates):
+  """{feature name: length} of a task's records (long_tasks.FEATURE_SHAPES_DOC).
+
+  Args:
+    task: "cloze" or "supporting".
+    max_seq_length: L.
+    max_global_seq_length: G.
+    max_candidates: C (cloze).
+
+  Returns:
+    OrderedDict of every stored feature's length.
+  """
+  lengths = collections.OrderedDict()
+  for name in COMMON_FEATURES[:3]:
+    lengths[name] = max_seq_length
+  for name in COMMON_FEATURES[3:]:
+    lengths[name] = max_global_seq_length
+  for name, size in LABEL_FEATURES[task]:
+    lengths[name] = {"C": max_candidates, "G": max_global_seq_length}.get(size, size)
+  return lengths
+
+
+def _dense_to_one(inputs, config, is_training, task):
+  """dense -> 1 over [batch, n, hidden] under cls/long_tasks/<task>; returns [batch, n]."""
+  hidden = config.hidden_size
+  with tf1.variable_scope("%s/%s" % (SCOPE, task)):
+    output_weights = tf1.get_variable(
+        "output_weights", [1, hidden],
+        initializer=tf1.truncated_normal_initializer(stddev=config.initializer_range))
+    output_bias = tf1.get_variable("output_bias", [1], initializer=tf1.zeros_initializer())
+  if is_training:
+    inputs = modeling.dropout(inputs, config.hidden_dropout_prob)
+  return tf.einsum("bnh,h->bn", inputs, output_weights[0]) + output_bias[0]
+
+
+def cloze_head(global_output, candidate_mask, labels, config, is_training):
+  """Scores of the candidate global tokens and the softmax cross-entropy over them.
+
+  Args:
+    global_output: float32 [batch, G, hidden].
+    candidate_mask: int [batch, C], 1 for a real candidate (candidates: global tokens 0..C-1).
+    labels: int [batch] or [batch, 1], the answer's candidate index.
+    config: EtcConfig (hidden_size, initializer_range, hidden_dropout_prob).
+    is_training: dropout on.
+
+  Returns:
+    (loss scalar, per-example loss [batch], masked logits [batch, C]).
+  """
+  num_candidates = tf.compat.dimension_value(candidate_mask.shape[-1])
+  logits = _dense_to_one(global_output[:, :num_candidates, :], config, is_training, "cloze")
+  logits = tf.where(candidate_mask > 0, logits, tf.fill(tf.shape(logits), MASKED_LOGIT))
+  labels = tf.reshape(labels, [-1])
+  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
+  return tf.reduce_mean(per_example), per_example, logits
+
+
+def supporting_head(global_output, global_token_ids, sentence_labels, config, is_training):
+  """Per-sentence binary logits on the global tokens and their sigmoid cross-entropy.
+
+  Args:
+    global_output: float32 [batch, G, hidden].
+    global_token_ids: int [batch, G]; 0 is the global padding (no sentence).
+    sentence_labels: int [batch, G], 1 at an inserted sentence's global token.
+    config: EtcConfig.
+    is_training: dropout on.
+
+  Returns:
+    (loss scalar: mean over the real global tokens, per-example loss [batch], logits [batch, G]).
+  """
+  logits = _dense_to_one(global_output, config, is_training, "supporting")
+  mask = tf.cast(global_token_ids > 0, tf.float32)
+  ce = tf.nn.sigmoid_cross_entropy_with_logits(labels=tf.cast(sentence_labels, tf.float32),
+                                               logits=logits) * mask
+  per_example = tf.reduce_sum(ce, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+  loss = tf.reduce_sum(ce) / tf.maximum(tf.reduce_sum(mask), 1.0)
+  return loss, per_example, logits
+
+
+def cloze_loss(logits, candidate_mask, labels):
+  """NumPy: mean softmax cross-entropy over the real candidates.
+
+  Args:
+    logits: float [n, C] (padding candidates' values are ignored).
+    candidate_mask: int [n, C].
+    labels: int [n].
+
+  Returns:
+    float.
+  """
+  logits = np.where(np.asarray(candidate_mask) > 0, np.asarray(logits, np.float64), -np.inf)
+  top = logits.max(axis=1, keepdims=True)
+  log_norm = np.log(np.exp(logits - top).sum(axis=1)) + top[:, 0]
+  picked = logits[np.arange(len(labels)), np.asarray(labels)]
+  return float(np.mean(log_norm - picked))
+
+
+def _cloze_group(correct, most_frequent, most_recent):
+  return {"examples": int(len(correct)), "accuracy": float(np.mean(correct)),
+          "most_frequent_accuracy": float(np.mean(most_frequent)),
+          "most_recent_accuracy": float(np.mean(most_recent))}
+
+
+def cloze_metrics(logits, candidate_mask, labels, answer_distance, most_frequent, most_recent):
+  """Exact cloze metrics: accuracy overall and by answer_distance bucket, beside the baselines.
+
+  Args:
+    logits: float [n, C].
+    candidate_mask: int [n, C].
+    labels: int [n], the answers' candidate indices.
+    answer_distance: int [n], word pieces from the blank to the answer's last mention.
+    most_frequent: int [n], the most-frequent baseline's candidate index.
+    most_recent: int [n], the most-recent baseline's.
+
+  Returns:
+    Flat dict: examples, accuracy, most_frequent_accuracy, most_recent_accuracy, loss, and per
+    non-empty bucket b (long_tasks.distance_bucket) distance_<b>_{examples, accuracy,
+    most_frequent_accuracy, most_recent_accuracy}.
+  """
+  labels = np.asarray(labels).reshape(-1)
+  masked = np.where(np.asarray(candidate_mask) > 0, logits, -np.inf)
+  correct = masked.argmax(axis=1) == labels
+  freq = np.asarray(most_frequent).reshape(-1) == labels
+  recent = np.asarray(most_recent).reshape(-1) == labels
+  metrics = _cloze_group(correct, freq, recent)
+  metrics["loss"] = cloze_loss(logits, candidate_mask, labels)
+  buckets = np.array([long_tasks.distance_bucket(int(d))
+                      for d in np.asarray(answer_distance).reshape(-1)])
+  for bucket in sorted(set(buckets.tolist()), key=lambda b: int(b.split("-")[0].rstrip("+"))):
+    at = buckets == bucket
+    for key, value in _cloze_group(correct[at], freq[at], recent[at]).items():
+      metrics["distance_%s_%s" % (bucket, key)] = value
+  return metrics
+
+
+def supporting_metrics(logits, sentence_labels, global_token_ids, threshold=0.0):
+  """Exact supporting-sentence metrics (HotpotQA's sp_f1 / sp_em, averaged over examples).
+
+  A sentence is predicted inserted when its logit > threshold. Per example: precision = tp /
+  (tp + fp) (0 without predictions), recall = tp / (tp + fn) (0 without gold), F1 their
+  harmonic mean (0 when both are 0), exact match 1 when every sentence is right.
+
+  Args:
+    logits: float [n, G].
+    sentence_labels: int [n, G].
+    global_token_ids: int [n, G]; 0 marks the global padding (not a sentence).
+    threshold: logit threshold (0.0: probability 0.5).
+
+  Returns:
+    dict: examples, f1, precision, recall, exact_match (per-example means), micro_f1 (over all
+    sentences), sentence_accuracy, inserted_share (gold) and predicted_share.
+  """
+  real = np.asarray(global_token_ids) > 0
+  gold = (np.asarray(sentence_labels) > 0) & real
+  pred = (np.asarray(logits) > threshold) & real
+  tp = (gold & pred).sum(axis=1).astype(np.float64)
+  fp = (~gold & pred).sum(axis=1).astype(np.float64)
+  fn = (gold & ~pred).sum(axis=1).astype(np.float64)
+  precision = np.where(tp + fp > 0, tp / np.maximum(tp + fp, 1), 0.0)
+  recall = np.where(tp + fn > 0, tp / np.maximum(tp + fn, 1), 0.0)
+  f1 = np.where(precision + recall > 0,
+                2 * precision * recall / np.maximum(precision + recall, 1e-12), 0.0)
+  micro_denominator = 2 * tp.sum() + fp.sum() + fn.sum()
+  return {
+      "examples": int(len(tp)),
+      "f1": float(f1.mean()), "precision": float(precision.mean()),
+      "recall": float(recall.mean()), "exact_match": float(np.mean(fp + fn == 0)),
+      "micro_f1": float(2 * tp.sum() / micro_denominator) if micro_denominator else 0.0,
+      "sentence_accuracy": float((gold == pred)[real].mean()),
+      "inserted_share": float(gold.sum() / max(1, real.sum())),
+      "predicted_share": float(pred.sum() / max(1, real.sum())),
+  }
+
+
+def supporting_loss(logits, sentence_labels, global_token_ids):
+  """NumPy: the sigmoid cross-entropy averaged over the real global tokens (supporting_head)."""
+  real = np.asarray(global_token_ids) > 0
+  x = np.asarray(logits, np.float64)
+  z = np.asarray(sentence_labels, np.float64)
+  ce = np.maximum(x, 0) - x * z + np.log1p(np.exp(-np.abs(x)))
+  return float(ce[real].sum() / max(1, real.sum()))

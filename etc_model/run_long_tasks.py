@@ -1,0 +1,501 @@
+# coding=utf-8
+"""Fine-tunes ETC / RealFormer-ETC on the long-context tasks (cloze with candidates, supporting
+sentences) of etc_model.create_long_tasks.
+
+  python -m etc_model.run_long_tasks --task=cloze --data_dir=long_tasks \\
+      --etc_config_file=etc_out/etc_config.json --init_checkpoint=etc_out/model.ckpt-100000 \\
+      --output_dir=cloze_out --do_train --do_eval --do_predict \\
+      --max_seq_length=4096 --max_global_seq_length=256 --max_candidates=10 \\
+      [--residual_attention=sum] [--eval_every_steps=500 --early_stopping_patience=3 --keep_best]
+
+Reads <data_dir>/<task>_{train,dev,test}.tfrecord (long_tasks.FEATURE_SHAPES_DOC); the side
+inputs are computed in the input pipeline as etc_model.run_pretraining does. The model is
+EtcModel (--init_checkpoint: a BERT lifted by etc_model.lift_bert_checkpoint or an ETC
+pre-trained by etc_model.run_pretraining; residual_attention from the config, or the
+--residual_attention override) and a head of etc_model.long_task_heads under cls/long_tasks/:
+  cloze       a score per candidate global token, softmax cross-entropy over the candidates;
+  supporting  a binary logit per sentence global token, sigmoid cross-entropy.
+
+--do_eval scores the dev set exactly (Estimator.predict, metrics in NumPy) and writes
+eval_results.json (with the checkpoint and step scored): cloze accuracy overall and by
+answer_distance bucket beside the most-frequent / most-recent baselines of the records;
+supporting sentence-level F1 / precision / recall and exact match (all sentences of an example
+right), HotpotQA's sp_* definitions. --do_predict writes test_predictions.jsonl (one line per
+test record; its checkpoint in test_predictions.jsonl.checkpoint.json) and test_results.json
+(the same metrics on the test split, whose records carry their labels).
+
+As run_classifier: --eval_every_steps / --early_stopping_patience / --keep_best (training_eval:
+eval_history.jsonl, best/), exact resume (rerun the same command; a checkpoint of another model
+in --output_dir is one line before anything is written), one job per --output_dir (lock file),
+SIGINT / SIGTERM: checkpoint, exit 130 / 143 without results, --seed, progress lines,
+--allow_random_eval / --allow_unmatched_init. --precision other than fp32 is refused.
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import json
+import os
+import time
+
+from absl import app
+from absl import flags
+import numpy as np
+import tensorflow as tf
+
+import checkpoint_utils
+import common
+import estimator_utils
+import model_config
+import modeling
+import training_eval
+from etc_model import etc_estimator
+from etc_model import etc_inputs
+from etc_model import etc_modeling
+from etc_model import long_task_heads as heads
+
+tf1 = tf.compat.v1
+
+FLAGS = flags.FLAGS
+
+SCRIPT = "etc_model.run_long_tasks"
+CONFIG_NAME = "etc_config.json"
+SUPPORTED_MODEL_FN_FLAGS = ("fused_optimizer",)
+SPLITS = ("train", "dev", "test")
+PREDICTIONS_NAME = "test_predictions.jsonl"
+
+
+def define_flags():
+  """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
+  flags.DEFINE_enum("task", None, list(heads.TASKS), "The long-context task.")
+  flags.DEFINE_string("data_dir", None,
+                      "The --output_dir of etc_model.create_long_tasks "
+                      "(<task>_{train,dev,test}.tfrecord).")
+  flags.DEFINE_string("etc_config_file", None, "The ETC config json file (official keys).")
+  flags.DEFINE_string("output_dir", None, "Where the checkpoints and results are written.")
+  flags.DEFINE_string("init_checkpoint", None,
+                      "Initial checkpoint (a lifted BERT or an ETC-pretrained model).")
+  flags.DEFINE_integer("max_seq_length", 4096, "Long input length L; must match the data.")
+  flags.DEFINE_integer("max_global_seq_length", 256,
+                       "Global input length G; must match the data.")
+  flags.DEFINE_integer("max_candidates", 10, "Cloze: candidates C; must match the data.")
+  flags.DEFINE_bool("do_train", False, "Whether to train on <task>_train.tfrecord.")
+  flags.DEFINE_bool("do_eval", False, "Whether to score <task>_dev.tfrecord.")
+  flags.DEFINE_bool("do_predict", False, "Whether to predict <task>_test.tfrecord.")
+  flags.DEFINE_integer("train_batch_size", 8, "Total batch size for training.")
+  flags.DEFINE_integer("eval_batch_size", 8,
+                       "Total batch size of the Estimator's EVAL mode (the dev set is scored "
+                       "through predict, in batches of --predict_batch_size).")
+  flags.DEFINE_integer("predict_batch_size", 8,
+                       "Total batch size for scoring the dev set and predicting the test set.")
+  flags.DEFINE_float("learning_rate", 3e-5, "The initial learning rate for Adam.")
+  flags.DEFINE_float("num_train_epochs", 3.0, "Total number of training epochs.")
+  flags.DEFINE_integer("num_train_steps", 0,
+                       "Optimizer updates; 0: --num_train_epochs over the training records.")
+  flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear warm-up.")
+  flags.DEFINE_integer("eval_every_steps", 0,
+                       "Train to each multiple of N steps and score the dev set there "
+                       "(eval_history.jsonl); 0: no evaluation during training.")
+  flags.DEFINE_integer("early_stopping_patience", 0,
+                       "With --eval_every_steps: stop after this many evaluations without a "
+                       "higher main metric (cloze accuracy, supporting f1); 0: never.")
+  flags.DEFINE_bool("keep_best", False,
+                    "With --eval_every_steps: copy the best checkpoint to output_dir/best/ and "
+                    "score / predict with it.")
+  flags.DEFINE_enum("residual_attention", None, list(modeling.RESIDUAL_ATTENTION_TYPES),
+                    "Overrides residual_attention in --etc_config_file (none | sum | mean).")
+  flags.DEFINE_enum("att_implementation", "auto", list(etc_modeling.ATT_IMPLEMENTATIONS),
+                    "Layout of the long rows' attention: auto, full or sparse.")
+  estimator_utils.define_estimator_flags()
+
+
+def task_files(data_dir, task):
+  """{split: <data_dir>/<task>_<split>.tfrecord}."""
+  return {split: os.path.join(data_dir, "%s_%s.tfrecord" % (task, split)) for split in SPLITS}
+
+
+def count_records(path):
+  """The number of records in a TFRecord file."""
+  return sum(1 for _ in tf1.io.tf_record_iterator(path))
+
+
+def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_length,
+                     max_candidates, is_training, seed=None, skip_batches=0,
+                     drop_remainder=None):
+  """Creates an `input_fn` over one task's records, with the side inputs.
+
+  Args:
+    input_file: TFRecord path.
+    task: "cloze" or "supporting".
+    config: EtcConfig (for the side inputs).
+    max_seq_length: L.
+    max_global_seq_length: G.
+    max_candidates: C.
+    is_training: repeat and shuffle (seeded) and skip `skip_batches` when True.
+    seed: shuffle seed.
+    skip_batches: batches already consumed by a resumed job (see estimator_utils).
+    drop_remainder: drop a last partial batch (default: when training).
+
+  Returns:
+    input_fn(params) -> tf.data.Dataset of feature dicts with batch params["batch_size"].
+  """
+  lengths = heads.feature_lengths(task, max_seq_length, max_global_seq_length, max_candidates)
+  name_to_features = {name: tf.io.FixedLenFeature([length], tf.int64)
+                      for name, length in lengths.items()}
+  if drop_remainder is None:
+    drop_remainder = is_training
+
+  def input_fn(params):
+    """The actual input function."""
+    batch_size = params["batch_size"]
+    d = tf.data.TFRecordDataset(input_file)
+    if is_training:
+      d = d.repeat().shuffle(buffer_size=100, seed=seed)
+      if skip_batches:
+        d = d.skip(skip_batches * batch_size)
+    d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features))
+    d = d.batch(batch_size, drop_remainder=drop_remainder)
+    d = d.map(lambda batch: etc_estimator.add_side_inputs(batch, config, max_seq_length,
+                                                          max_global_seq_length))
+    return d.prefetch(2)
+
+  return input_fn
+
+
+def build_model(task, config, features, is_training, use_one_hot_embeddings=False,
+                att_implementation="auto"):
+  """EtcModel and the task's head (long_task_heads).
+
+  Args:
+    task: "cloze" or "supporting".
+    config: EtcConfig.
+    features: dict with the stored features and the side inputs.
+    is_training: dropout on.
+    use_one_hot_embeddings: TPU embedding lookups.
+    att_implementation: "auto", "full" or "sparse".
+
+  Returns:
+    (loss, per-example loss [batch], logits: cloze [batch, C], supporting [batch, G]).
+  """
+  model = etc_modeling.EtcModel(config, is_training=is_training,
+                                use_one_hot_embeddings=use_one_hot_embeddings)
+  side = {name: features[name] for name in etc_inputs.SIDE_INPUT_NAMES if name in features}
+  _, global_output = model(token_ids=features["token_ids"],
+                           global_token_ids=features["global_token_ids"],
+                           att_implementation=att_implementation, **side)
+  if task == "cloze":
+    return heads.cloze_head(global_output, features["candidate_mask"], features["label"],
+                            config, is_training)
+  return heads.supporting_head(global_output, features["global_token_ids"],
+                               features["sentence_labels"], config, is_training)
+
+
+def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_steps,
+                     num_warmup_steps, use_tpu, train_batch_size=None, fused_optimizer=False,
+                     keep_checkpoint_max=5, att_implementation="auto"):
+  """Returns the `model_fn` closure for TPUEstimator (TRAIN, EVAL: the loss, PREDICT)."""
+
+  def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
+    """The `model_fn` for TPUEstimator."""
+    is_training = (mode == tf1.estimator.ModeKeys.TRAIN)
+    loss, per_example, logits = build_model(
+        task, config, features, is_training, use_one_hot_embeddings=use_tpu,
+        att_implementation=att_implementation)
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu,
+                                                              tf1.trainable_variables())
+    if mode == tf1.estimator.ModeKeys.TRAIN:
+      train_op = estimator_utils.create_train_op(
+          loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
+          fused_optimizer=fused_optimizer, keep_checkpoint_max=keep_checkpoint_max)
+      hooks = []
+      if not use_tpu:
+        hooks = [estimator_utils.ProgressHook(num_train_steps, train_batch_size),
+                 estimator_utils.StopOnSignalHook()]
+      return tf1.estimator.tpu.TPUEstimatorSpec(mode=mode, loss=loss, train_op=train_op,
+                                                training_hooks=hooks, scaffold_fn=scaffold_fn)
+    if mode == tf1.estimator.ModeKeys.EVAL:
+      return tf1.estimator.tpu.TPUEstimatorSpec(
+          mode=mode, loss=loss, scaffold_fn=scaffold_fn,
+          eval_metrics=(lambda x: {"loss": tf1.metrics.mean(x)}, [per_example]))
+    predictions = {"logits": logits, "example_loss": per_example}
+    for name, _ in heads.LABEL_FEATURES[task]:
+      predictions[name] = features[name]
+    predictions["global_token_ids"] = features["global_token_ids"]
+    return tf1.estimator.tpu.TPUEstimatorSpec(mode=mode, predictions=predictions,
+                                              scaffold_fn=scaffold_fn)
+
+  return model_fn
+
+
+def variable_shapes(task, config, max_seq_length, max_global_seq_length, max_candidates,
+                    att_implementation="auto"):
+  """{variable name: shape} of the model and head this job builds (nothing is computed)."""
+  extra = {name: (tf.int32, [1, length]) for name, length in heads.feature_lengths(
+      task, max_seq_length, max_global_seq_length, max_candidates).items()
+           if name not in heads.COMMON_FEATURES}
+  with tf.Graph().as_default():
+    features = etc_estimator.placeholder_features(config, max_seq_length,
+                                                  max_global_seq_length, extra=extra)
+    build_model(task, config, features, False, att_implementation=att_implementation)
+    return {v.op.name: v.shape.as_list() for v in tf1.global_variables()}
+
+
+def task_metrics(task, outputs):
+  """The exact metrics of stacked predict outputs (long_task_heads)."""
+  if task == "cloze":
+    return heads.cloze_metrics(outputs["logits"], outputs["candidate_mask"], outputs["label"],
+                               outputs["answer_distance"], outputs["most_frequent"],
+                               outputs["most_recent"])
+  metrics = heads.supporting_metrics(outputs["logits"], outputs["sentence_labels"],
+                                     outputs["global_token_ids"])
+  metrics["loss"] = heads.supporting_loss(outputs["logits"], outputs["sentence_labels"],
+                                          outputs["global_token_ids"])
+  return metrics
+
+
+def prediction_lines(task, outputs):
+  """One JSON-able dict per example of stacked predict outputs (the predictions file)."""
+  lines = []
+  for i in range(len(outputs["logits"])):
+    logits = outputs["logits"][i]
+    if task == "cloze":
+      num = int(outputs["candidate_mask"][i].sum())
+      scores = logits[:num] - logits[:num].max()
+      probs = np.exp(scores) / np.exp(scores).sum()
+      lines.append({"index": i, "prediction": int(np.argmax(logits[:num])),
+                    "label": int(outputs["label"][i][0]),
+                    "answer_distance": int(outputs["answer_distance"][i][0]),
+                    "probabilities": [round(float(p), 6) for p in probs]})
+    else:
+      num = int((outputs["global_token_ids"][i] > 0).sum())
+      probs = 1.0 / (1.0 + np.exp(-logits[:num].astype(np.float64)))
+      lines.append({"index": i,
+                    "predicted_sentences": [int(g) for g in np.nonzero(logits[:num] > 0)[0]],
+                    "gold_sentences": [int(g) for g in
+                                       np.nonzero(outputs["sentence_labels"][i][:num])[0]],
+                    "probabilities": [round(float(p), 6) for p in probs]})
+  return lines
+
+
+def _check_flags():
+  if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
+    common.fail("at least one of --do_train, --do_eval or --do_predict must be true")
+  for name in ("task", "data_dir", "etc_config_file", "output_dir"):
+    if not getattr(FLAGS, name):
+      common.fail("--%s is required" % name)
+  for name in ("max_seq_length", "max_global_seq_length", "max_candidates", "train_batch_size",
+               "eval_batch_size", "predict_batch_size"):
+    if getattr(FLAGS, name) < 1:
+      common.fail("--%s=%d: must be >= 1" % (name, getattr(FLAGS, name)))
+  if FLAGS.num_train_steps < 0:
+    common.fail("--num_train_steps=%d: must be >= 0" % FLAGS.num_train_steps)
+  if FLAGS.num_train_epochs <= 0:
+    common.fail("--num_train_epochs=%g: must be > 0" % FLAGS.num_train_epochs)
+  if not 0.0 <= FLAGS.warmup_proportion <= 1.0:
+    common.fail("--warmup_proportion=%g: must be in [0, 1]" % FLAGS.warmup_proportion)
+  if FLAGS.task == "cloze" and FLAGS.max_candidates >= FLAGS.max_global_seq_length:
+    common.fail("--max_candidates=%d: must be < --max_global_seq_length=%d" %
+                (FLAGS.max_candidates, FLAGS.max_global_seq_length))
+  if FLAGS.eval_every_steps < 0:
+    common.fail("--eval_every_steps=%d: must be >= 0" % FLAGS.eval_every_steps)
+  if FLAGS.eval_every_steps and not FLAGS.do_train:
+    common.fail("--eval_every_steps=%d: evaluates during training; it needs --do_train" %
+                FLAGS.eval_every_steps)
+  if FLAGS.early_stopping_patience < 0:
+    common.fail("--early_stopping_patience=%d: must be >= 0" % FLAGS.early_stopping_patience)
+  if FLAGS.early_stopping_patience and not FLAGS.eval_every_steps:
+    common.fail("--early_stopping_patience=%d: needs --eval_every_steps (the evaluations it "
+                "counts)" % FLAGS.early_stopping_patience)
+  if FLAGS.keep_best and FLAGS.do_train and not FLAGS.eval_every_steps:
+    common.fail("--keep_best: needs --eval_every_steps with --do_train (the evaluations that "
+                "choose the best)")
+
+
+def _needed_files():
+  """{split: path} of the splits this job reads, each checked to exist."""
+  files = task_files(FLAGS.data_dir, FLAGS.task)
+  needed = {}
+  if FLAGS.do_train:
+    needed["train"] = files["train"]
+  if FLAGS.do_eval or FLAGS.eval_every_steps:
+    needed["dev"] = files["dev"]
+  if FLAGS.do_predict:
+    needed["test"] = files["test"]
+  for split, path in needed.items():
+    if not tf.io.gfile.exists(path):
+      common.fail("--data_dir=%s: has no %s (write it with etc_model.create_long_tasks)" %
+                  (FLAGS.data_dir, os.path.basename(path)))
+  return needed
+
+
+def _expected_lengths():
+  """{feature: (length, what says so)} of the task's records for check_tfrecord_lengths."""
+  described = {"L": "--max_seq_length=%d" % FLAGS.max_seq_length,
+               "G": "--max_global_seq_length=%d" % FLAGS.max_global_seq_length,
+               "C": "--max_candidates=%d" % FLAGS.max_candidates,
+               1: "1 (a --task=%s record of etc_model.create_long_tasks)" % FLAGS.task}
+  sizes = dict(heads.LABEL_FEATURES[FLAGS.task])
+  sizes.update({name: "L" for name in heads.COMMON_FEATURES[:3]})
+  sizes.update({name: "G" for name in heads.COMMON_FEATURES[3:]})
+  lengths = heads.feature_lengths(FLAGS.task, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
+                                  FLAGS.max_candidates)
+  return {name: (length, described[sizes[name]]) for name, length in lengths.items()}
+
+
+class _Inference(object):
+  """Estimator.predict over a whole split (no example dropped), outputs stacked."""
+
+  def __init__(self, estimator, config):
+    self.estimator = estimator
+    self.config = config
+    # {(file, step): metrics}: the final --do_eval of a checkpoint scored during training (the
+    # best one, or the last step) reuses those metrics instead of predicting the file again.
+    self.scored = {}
+
+  def outputs(self, path, checkpoint):
+    input_fn = input_fn_builder(path, FLAGS.task, self.config, FLAGS.max_seq_length,
+                                FLAGS.max_global_seq_length, FLAGS.max_candidates,
+                                is_training=False)
+    rows = list(self.estimator.predict(input_fn=input_fn, checkpoint_path=checkpoint,
+                                       yield_single_examples=True))
+    common.STOP_SIGNALS.exit_if_stopped("no results written; rerun to evaluate")
+    return {key: np.stack([row[key] for row in rows]) for key in rows[0]}
+
+  def evaluate(self, path, checkpoint):
+    key = (path, checkpoint_utils.checkpoint_step(checkpoint) if checkpoint else None)
+    if checkpoint is None or key not in self.scored:
+      self.scored[key] = task_metrics(FLAGS.task, self.outputs(path, checkpoint))
+    return dict(self.scored[key])
+
+
+def _scored_checkpoint():
+  """The checkpoint --do_eval / --do_predict use: the best one with --keep_best (when there is
+  one), else the latest; (prefix or None, "best" or "last")."""
+  latest = tf1.train.latest_checkpoint(FLAGS.output_dir)
+  best = training_eval.read_best_checkpoint(FLAGS.output_dir) if FLAGS.keep_best else None
+  if best is not None:
+    tf1.logging.info("--keep_best: using the best checkpoint %s (step %d, %s = %.6g)",
+                     best["path"], best["step"], best["metric"], best["score"])
+    return best["path"], "best"
+  return latest, "last"
+
+
+def _train(estimator, config, train_file, num_train_steps, resume_step, inference, dev_file):
+  """--do_train (with evaluations when --eval_every_steps is set); returns the results dict."""
+  def train_to(step, target):
+    input_fn = input_fn_builder(
+        train_file, FLAGS.task, config, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
+        FLAGS.max_candidates, is_training=True, seed=FLAGS.seed,
+        skip_batches=estimator_utils.resume_skip_batches(step, FLAGS))
+    estimator.train(input_fn=input_fn, max_steps=target)
+    common.STOP_SIGNALS.exit_if_stopped(
+        "checkpoint saved; rerun the same command to resume")
+    return estimator_utils.latest_global_step(FLAGS.output_dir)
+
+  start = time.time()
+  if FLAGS.eval_every_steps:
+    summary = training_eval.train_with_evaluation(
+        FLAGS.output_dir, heads.MAIN_METRIC[FLAGS.task], num_train_steps, resume_step,
+        FLAGS.eval_every_steps, train_to,
+        lambda checkpoint: inference.evaluate(dev_file, checkpoint),
+        patience=FLAGS.early_stopping_patience, keep_best=FLAGS.keep_best)
+  else:
+    end_step = train_to(resume_step or 0, num_train_steps)
+    if end_step < num_train_steps:
+      common.fail("training ended at step %d of %d; rerun the same command to resume" %
+                  (end_step, num_train_steps))
+    summary = {"num_train_steps": num_train_steps}
+  summary["train_seconds"] = round(time.time() - start, 1)
+  summary["resumed_from_step"] = resume_step or 0
+  return summary
+
+
+def main(_):
+  tf1.logging.set_verbosity(tf1.logging.INFO)
+  estimator_utils.require_estimator(script="-m " + SCRIPT)
+  _check_flags()
+  estimator_utils.validate_estimator_flags(FLAGS)
+  estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
+  config = etc_estimator.load_config(FLAGS.etc_config_file, FLAGS.residual_attention,
+                                     FLAGS.max_seq_length)
+  files = _needed_files()
+  estimator_utils.check_tfrecord_lengths(list(files.values()), _expected_lengths(), "data_dir")
+  etc_estimator.check_vocab_ids(list(files.values()), config,
+                                ("token_ids", "global_token_ids"), flag_name="data_dir")
+  common.check_output_dir(FLAGS.output_dir)
+
+  def shapes_fn():
+    return variable_shapes(FLAGS.task, config, FLAGS.max_seq_length,
+                           FLAGS.max_global_seq_length, FLAGS.max_candidates,
+                           FLAGS.att_implementation)
+
+  # Before the output directory is made: an eval / predict job without weights is one line.
+  eval_weights = None
+  if not FLAGS.do_train:
+    eval_weights = checkpoint_utils.require_eval_weights(
+        "--do_eval" if FLAGS.do_eval else "--do_predict", FLAGS.output_dir,
+        FLAGS.init_checkpoint, list(shapes_fn()))
+  lock = common.OutputDirLock(FLAGS.output_dir).acquire()
+  # Compared before anything is written there: a resume with another model is one line.
+  resume_step = etc_estimator.check_resume(FLAGS.output_dir, shapes_fn)
+  training_eval.remove_stale_best_temps(FLAGS.output_dir)
+  model_config.save_config(config, FLAGS.output_dir, name=CONFIG_NAME)
+
+  num_train_steps = num_warmup_steps = 0
+  if FLAGS.do_train:
+    num_records = count_records(files["train"])
+    num_train_steps = FLAGS.num_train_steps or max(1, int(
+        num_records / FLAGS.train_batch_size * FLAGS.num_train_epochs))
+    num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+    tf1.logging.info("*** Training %s: %d records, batch %d, %d steps (warm-up %d)",
+                     FLAGS.task, num_records, FLAGS.train_batch_size, num_train_steps,
+                     num_warmup_steps)
+  tf1.logging.info("*** Model: ETC %d layers, hidden %d, local_radius %d, residual_attention=%s; "
+                   "L=%d, G=%d", config.num_hidden_layers, config.hidden_size,
+                   config.local_radius, config.residual_attention, FLAGS.max_seq_length,
+                   FLAGS.max_global_seq_length)
+  model_fn = model_fn_builder(
+      FLAGS.task, config, FLAGS.init_checkpoint, FLAGS.learning_rate, num_train_steps,
+      num_warmup_steps, FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
+      fused_optimizer=FLAGS.fused_optimizer, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
+      att_implementation=FLAGS.att_implementation)
+  estimator = estimator_utils.make_estimator(
+      model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
+      FLAGS.predict_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+  inference = _Inference(estimator, config)
+
+  summary = {"task": FLAGS.task, "residual_attention": config.residual_attention,
+             "max_seq_length": FLAGS.max_seq_length,
+             "max_global_seq_length": FLAGS.max_global_seq_length}
+  if FLAGS.do_train:
+    summary.update(_train(estimator, config, files["train"], num_train_steps, resume_step,
+                          inference, files.get("dev")))
+  checkpoint, scored = _scored_checkpoint()
+  # Which weights the results come from (no checkpoint in --output_dir: --init_checkpoint).
+  record = checkpoint_utils.checkpoint_record(checkpoint or eval_weights)
+  if FLAGS.do_eval:
+    start = time.time()
+    metrics = inference.evaluate(files["dev"], checkpoint)
+    results = dict(summary, **metrics)
+    results.update(record)
+    results.update(scored_checkpoint=scored, eval_seconds=round(time.time() - start, 1))
+    estimator_utils.write_eval_results(FLAGS.output_dir, results)
+  if FLAGS.do_predict:
+    outputs = inference.outputs(files["test"], checkpoint)
+    path = os.path.join(FLAGS.output_dir, PREDICTIONS_NAME)
+    checkpoint_utils.remove_sidecar(path)
+    with common.atomic_output(path) as f:
+      for line in prediction_lines(FLAGS.task, outputs):
+        f.write(json.dumps(line) + "\n")
+    checkpoint_utils.write_sidecar(path, record)
+    results = dict(summary, **task_metrics(FLAGS.task, outputs))
+    results.update(record)
+    results["scored_checkpoint"] = scored
+    estimator_utils.write_eval_results(FLAGS.output_dir, results, name="test_results")
+  lock.release()
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(lambda argv: common.run_main(main, argv))
