@@ -21,6 +21,10 @@ Three kinds of SavedModel (--mode, several comma-separated modes in one call wri
   classifier    raw text -> `probabilities` [batch, num_labels], `predicted_label`,
                 `predicted_label_name`, `label_names` (regression: `predictions` [batch]) from a
                 run_classifier checkpoint (output_weights / output_bias on the pooled output).
+                A request's texts are packed to their longest rounded up to 16, 32, 64, ... or
+                --seq_length (--padding=bucket, the default: outputs equal to the fixed-length
+                model's to float rounding, less compute on short texts); --padding=max_length
+                packs every request to --seq_length.
                 A multi-label run (run_classifier --task_type=multilabel, recognised from what
                 its output directory records, or --task_type=multilabel): `probabilities` are
                 a sigmoid per label, `predicted_labels` int32 [batch, num_labels] (1 where the
@@ -117,13 +121,14 @@ def define_flags():
   flags.DEFINE_bool("do_lower_case", True, "Lower-case (and strip accents from) the input.")
   flags.DEFINE_integer("seq_length", 128, "Default sequence length of the preprocessor.")
   flags.DEFINE_enum(
-      "padding", "max_length", ["max_length", "bucket"],
-      "Preprocessor: max_length: every call's inputs [batch, --seq_length] (the TF-Hub "
-      "preprocessor's shape); bucket: a call's inputs padded to its longest text rounded up "
-      "to 16, 32, 64, ... or --seq_length (less encoder compute on short texts, the same "
-      "outputs at every real token to float rounding; for consumers that take any length). "
-      "bert_pack_inputs with an explicit seq_length is always that long. The classifier export "
-      "always pads to --seq_length for now.")
+      "padding", None, ["max_length", "bucket"],
+      "max_length: every call's inputs [batch, --seq_length] (the TF-Hub preprocessor's "
+      "shape); bucket: a call's inputs padded to its longest text rounded up to 16, 32, 64, "
+      "... or --seq_length (less encoder compute on short texts, the same outputs at every "
+      "real token to float rounding; for consumers that take any length). bert_pack_inputs "
+      "with an explicit seq_length is always that long. Default: max_length for the "
+      "preprocessor, bucket for the classifier (its outputs do not depend on the length; "
+      "max_length exports the fixed-length model).")
   flags.DEFINE_bool("with_mlm", False, "Encoder: add the `mlm` sub-object (cls/predictions).")
   flags.DEFINE_bool("with_attention", False,
                     "Encoder: also output attention_scores and attention_probs per layer.")
@@ -856,7 +861,7 @@ class BertClassifier(tf.Module):
 
   def __init__(self, bert_config, variables, preprocessor, label_names, is_regression,
                is_multilabel=False, threshold=DEFAULT_MULTILABEL_THRESHOLD,
-               label_separator=","):
+               label_separator=",", padding="bucket"):
     """Wraps existing variables (bert/*, output_weights, output_bias).
 
     Args:
@@ -869,8 +874,17 @@ class BertClassifier(tf.Module):
         the softmax.
       threshold: multi-label: a label is predicted when its probability is >= this.
       label_separator: multi-label: joins the names in `predicted_label_names`.
+      padding: (ours) "bucket": a request's texts are packed to their longest rounded up to
+        estimator_utils.padding_buckets(seq_length, SERVING_SMALLEST_BUCKET) (only padding is
+        cut: the outputs equal the fixed-length ones to float rounding); "max_length": to the
+        preprocessor's seq_length.
     """
     super(BertClassifier, self).__init__()
+    if padding not in ("max_length", "bucket"):
+      raise ValueError("padding=%r: max_length or bucket" % padding)
+    self._buckets = estimator_utils.padding_buckets(
+        preprocessor.seq_length, estimator_utils.SERVING_SMALLEST_BUCKET) if (
+            padding == "bucket") else None
     self._bert_config = bert_config
     self._variables = variables
     self.preprocessor = preprocessor
@@ -914,15 +928,26 @@ class BertClassifier(tf.Module):
             # Tiled to [batch, num_labels] so every output has the batch dimension first.
             "label_names": tf.tile(names[tf.newaxis, :], [batch_size, 1])}
 
-  @tf.function
-  def __call__(self, inputs):
-    """inputs: dict with string `sentence` [batch] and optional `sentence2` [batch]."""
+  def encoder_inputs(self, inputs):
+    """The packed encoder inputs of a request (run eagerly or inside __call__'s graph).
+
+    Args:
+      inputs: dict with string `sentence` [batch] and optional `sentence2` [batch].
+
+    Returns:
+      dict of int32 input_word_ids, input_mask, input_type_ids [batch, length]: length is
+      seq_length, or with padding "bucket" the bucket of the request's longest packed input.
+    """
     segments = [self.preprocessor.tokenize(inputs["sentence"])]
     if "sentence2" in inputs:
       segments.append(self.preprocessor.tokenize(inputs["sentence2"]))
-    packed = pack_inputs(segments, self.preprocessor.seq_length, self.preprocessor.cls_id,
-                         self.preprocessor.sep_id)
-    return self._head(packed)
+    return pack_inputs(segments, self.preprocessor.seq_length, self.preprocessor.cls_id,
+                       self.preprocessor.sep_id, buckets=self._buckets)
+
+  @tf.function
+  def __call__(self, inputs):
+    """inputs: dict with string `sentence` [batch] and optional `sentence2` [batch]."""
+    return self._head(self.encoder_inputs(inputs))
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentence")])
   def serve_single(self, sentence):
@@ -940,7 +965,8 @@ class BertClassifier(tf.Module):
             "serving_single": single, "serving_pair": pair}
 
 
-def build_classifier(bert_config, checkpoint_path, preprocessor, label_list=None, task=None):
+def build_classifier(bert_config, checkpoint_path, preprocessor, label_list=None, task=None,
+                     padding="bucket"):
   """Creates the classifier module from a run_classifier checkpoint.
 
   Args:
@@ -951,6 +977,7 @@ def build_classifier(bert_config, checkpoint_path, preprocessor, label_list=None
     label_list: comma-separated label names or None.
     task: resolve_classifier_task's dict, or None to resolve it here (from the records of the
       checkpoint's run: a multi-label run gives a multi-label classifier).
+    padding: BertClassifier's ("bucket" or "max_length").
 
   Returns:
     (BertClassifier, is_regression, label names).
@@ -978,29 +1005,13 @@ def build_classifier(bert_config, checkpoint_path, preprocessor, label_list=None
       bert_config, variables, preprocessor, names, is_regression,
       is_multilabel=task["task_type"] == "multilabel",
       threshold=task["threshold"] if task["threshold"] is not None
-      else DEFAULT_MULTILABEL_THRESHOLD, label_separator=task["label_separator"] or ",")
+      else DEFAULT_MULTILABEL_THRESHOLD, label_separator=task["label_separator"] or ",",
+      padding=padding)
   return classifier, is_regression, names
 
 
 # ----------------------------------------------------------------------------------------------
 # Saving.
-
-
-def save_atomically(module, export_dir, signatures, extra_files=None, overwrite=False,
-                    protected_paths=()):
-  """tf.saved_model.save to a temporary directory, then rename to export_dir.
-
-  Args:
-    module: the tf.Module to save.
-    export_dir: final directory: new, or an earlier export of ours (with overwrite).
-    signatures: dict signature name -> concrete function.
-    extra_files: dict file name -> text written beside saved_model.pb.
-    overwrite: replace an earlier export of ours.
-    protected_paths: paths the export must never replace (checkpoint, vocab, ...).
-  """
-  with common.atomic_directory(export_dir, "export_dir", overwrite, protected_paths) as tmp_dir:
-    tf.saved_model.save(module, tmp_dir, signatures=signatures)
-    common.write_files(tmp_dir, extra_files)
 
 
 def export_encoder(bert_config, checkpoint_path, export_dir, with_mlm=False,
@@ -1047,7 +1058,8 @@ def export_preprocessor(export_dir, vocab_file=None, do_lower_case=True, spm_mod
 
 def export_classifier(bert_config, checkpoint_path, export_dir, vocab_file=None,
                       do_lower_case=True, spm_model_file=None, seq_length=128, label_list=None,
-                      pair_input=False, overwrite=False, task=None, protected_paths=()):
+                      pair_input=False, overwrite=False, task=None, protected_paths=(),
+                      padding="bucket"):
   """Writes the raw-text classifier SavedModel (and export_info.json). Returns the directory.
 
   Args:
@@ -1064,6 +1076,8 @@ def export_classifier(bert_config, checkpoint_path, export_dir, vocab_file=None,
     task: resolve_classifier_task's dict, or None to resolve it from the checkpoint's run
       (a multi-label run exports sigmoid probabilities and its threshold).
     protected_paths: more paths the export must never replace.
+    padding: (ours) "bucket" (a request packed to its longest, bucketed) or "max_length" (to
+      seq_length); see BertClassifier.
   """
   protected = [checkpoint_path, vocab_file, spm_model_file] + list(protected_paths)
   common.check_export_dir(export_dir, "export_dir", overwrite, protected)
@@ -1075,14 +1089,16 @@ def export_classifier(bert_config, checkpoint_path, export_dir, vocab_file=None,
   task = task or resolve_classifier_task(checkpoint_path, label_list)
   preprocessor = BertPreprocessor(vocab_file, do_lower_case, spm_model_file, seq_length)
   classifier, is_regression, names = build_classifier(bert_config, checkpoint_path,
-                                                      preprocessor, label_list, task)
+                                                      preprocessor, label_list, task,
+                                                      padding=padding)
   outputs = sorted(classifier.serve_single.get_concrete_function().structured_outputs)
   extra = {"bert_config.json": bert_config.to_json_string(),
            EXPORT_INFO: export_info(
                "classifier", checkpoint_path, task_type=task["task_type"], labels=names,
                threshold=task["threshold"], threshold_source=task["threshold_source"],
                label_separator=task["label_separator"], task_evidence=task["evidence"],
-               outputs=outputs, seq_length=int(seq_length), pair_input=bool(pair_input))}
+               outputs=outputs, seq_length=int(seq_length), pair_input=bool(pair_input),
+               padding=padding)}
   if names:
     extra["labels.txt"] = "".join(name + "\n" for name in names)
   save_atomically(classifier, export_dir, classifier.signatures(pair_input), extra, overwrite,
@@ -1160,11 +1176,12 @@ def main(_):
     elif mode == "preprocessor":
       export_preprocessor(out_dir(mode), FLAGS.vocab_file, FLAGS.do_lower_case,
                           FLAGS.spm_model_file, FLAGS.seq_length, FLAGS.overwrite, protected,
-                          padding=FLAGS.padding)
+                          padding=FLAGS.padding or "max_length")
     else:
       export_classifier(bert_config, checkpoint, out_dir(mode), FLAGS.vocab_file,
                         FLAGS.do_lower_case, FLAGS.spm_model_file, FLAGS.seq_length,
-                        FLAGS.label_list, FLAGS.pair_input, FLAGS.overwrite, task, protected)
+                        FLAGS.label_list, FLAGS.pair_input, FLAGS.overwrite, task, protected,
+                        padding=FLAGS.padding or "bucket")
 
 
 if __name__ == "__main__":

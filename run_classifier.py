@@ -272,14 +272,16 @@ def _define_extension_flags():
       "most the window, max_seq_length - 2, or - 3 with a text_b).")
   flags.DEFINE_enum("window_pooling", "mean", ["mean", "max"],
                     "--long_document=window: how a document's window logits are pooled.")
-  flags.DEFINE_enum(
-      "padding", None, list(estimator_utils.PADDING_CHOICES),
-      "longest: each batch is padded to its longest example rounded up to a multiple of 8 "
-      "(same batches and order; outputs equal to float rounding, less compute on padding; "
-      "training dropout masks are drawn over the shorter batch, so a training run with "
-      "dropout gets other draws); max_length: every batch to --max_seq_length (official). "
-      "Default: longest for evaluation and prediction, max_length for training and on TPU "
-      "(static shapes).")
+  estimator_utils.define_padding_flag()
+  flags.DEFINE_bool(
+      "group_by_length", False,
+      "Training: batches of examples of similar length (the shuffled stream is cut into windows "
+      "of %d batches, each window sorted by length and cut into batches, whose order is "
+      "shuffled with --seed). With --padding=longest (the training default with this flag; "
+      "bucket with --use_xla) a batch costs about its longest example, so training is faster; "
+      "the batch composition changes (other batches than a run without the flag, hence other "
+      "results). Seeded and resumable: a resumed job reads the same batches in the same order "
+      "as an uninterrupted one." % GROUP_WINDOW_BATCHES)
   flags.DEFINE_string(
       "xnli_language", "zh",
       "--task_name=xnli: language of the XNLI-MT training file "
@@ -727,10 +729,61 @@ def cached_features(examples, input_file, cache_file, tokenizer, task, max_seq_l
       do_lower_case, spm_model_file, pad_to_multiple=pad_to_multiple, doc_stride=doc_stride)
 
 
+# --group_by_length: examples are sorted by length within windows of this many batches.
+GROUP_WINDOW_BATCHES = 50
+
+
+def length_grouped_batches(records, decode_fn, batch_size, seed, skip_batches=0,
+                           window_batches=GROUP_WINDOW_BATCHES, mask_name="input_mask"):
+  """Batches of examples of similar length (--group_by_length), seeded and resumable.
+
+  The (shuffled, repeated) record stream is cut into windows of window_batches * batch_size
+  examples; each window is sorted by length (stable) and cut into window_batches batches, which
+  are put in an order drawn from (seed, the window's index) with a stateless random op. The
+  stream is thus a pure function of the records and the seed: skipping k batches (a resumed
+  job) skips k // window_batches windows of records before decoding them, then k %
+  window_batches batches, and continues exactly as the uninterrupted stream.
+
+  Args:
+    records: tf.data.Dataset of serialized examples, infinite (repeated, shuffled).
+    decode_fn: serialized example -> dict of fixed-shape Tensors.
+    batch_size: examples per batch.
+    seed: int, the batch order's seed.
+    skip_batches: batches to skip (resume).
+    window_batches: batches per sorted window.
+    mask_name: the [seq_length] 0/1 feature whose sum is an example's length.
+
+  Returns:
+    tf.data.Dataset of feature dicts [batch_size, ...] (a static batch dimension).
+  """
+  window = window_batches * batch_size
+  skip_windows, skip_rest = divmod(int(skip_batches), window_batches)
+  if skip_windows:
+    records = records.skip(skip_windows * window)
+  d = records.map(decode_fn).batch(window, drop_remainder=True).enumerate(start=skip_windows)
+  seed = tf.constant(0 if seed is None else seed, tf.int64)
+
+  def window_to_batches(index, examples):
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(examples[mask_name], 0), tf.int32), axis=1)
+    order = tf.argsort(lengths, stable=True)
+    draw = tf.random.stateless_uniform([window_batches], seed=tf.stack([seed, index]))
+    batch_order = tf.argsort(draw, stable=True)
+    batches = {}
+    for name, value in examples.items():
+      value = tf.gather(value, order)
+      value = tf.reshape(value, [window_batches, batch_size] + value.shape[1:].as_list())
+      batches[name] = tf.gather(value, batch_order)
+    return tf.data.Dataset.from_tensor_slices(batches)
+
+  d = d.flat_map(window_to_batches)
+  return d.skip(skip_rest) if skip_rest else d
+
+
 def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder,
                                 is_regression=False, seed=None, skip_batches=0,
                                 multilabel_num_labels=None, shuffle_buffer=100,
-                                padding="max_length"):
+                                padding="max_length", group_by_length=False,
+                                group_window_batches=GROUP_WINDOW_BATCHES):
   """Creates an `input_fn` closure to be passed to TPUEstimator (official).
 
   Args:
@@ -748,13 +801,21 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
     padding: (ours) "max_length" (official): every batch [batch, seq_length]; "longest": each
       batch sliced to its longest example rounded up to a multiple of 8
       (estimator_utils.trim_batch_to_longest): the same batches in the same order, outputs
-      equal to float rounding, less compute on padding. Not for TPU (static shapes).
+      equal to float rounding, less compute on padding; "bucket": that length rounded up to
+      estimator_utils.padding_buckets(seq_length) (few shapes, for XLA). Not for TPU (static
+      shapes).
+    group_by_length: (ours) training: batches of examples of similar length
+      (length_grouped_batches over the shuffled stream; skip_batches counts its batches).
+    group_window_batches: (ours) group_by_length's window, in batches.
 
   Returns:
     input_fn(params) -> tf.data.Dataset of int32 feature dicts, batch params["batch_size"].
   """
-  if padding not in estimator_utils.PADDING_CHOICES:
-    raise ValueError("padding=%r: not one of %s" % (padding, estimator_utils.PADDING_CHOICES))
+  if padding not in estimator_utils.PADDING_MODES:
+    raise ValueError("padding=%r: not one of %s" % (padding, estimator_utils.PADDING_MODES))
+  buckets = estimator_utils.padding_buckets(seq_length) if padding == "bucket" else None
+  if group_by_length and not is_training:
+    raise ValueError("group_by_length: only for training (evaluation keeps the file's order)")
   name_to_features = {
       "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
       "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
@@ -774,12 +835,18 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
     if is_training:
       d = d.repeat()
       d = d.shuffle(buffer_size=shuffle_buffer, seed=seed)
-      if skip_batches:
+      if group_by_length:
+        d = length_grouped_batches(
+            d, lambda record: estimator_utils.decode_record(record, name_to_features),
+            batch_size, seed, skip_batches, group_window_batches)
+      elif skip_batches:
         d = d.skip(skip_batches * batch_size)
-    d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features))
-    d = d.batch(batch_size=batch_size, drop_remainder=drop_remainder)
-    if padding == "longest":
-      d = d.map(lambda batch: estimator_utils.trim_batch_to_longest(batch, seq_length))
+    if not group_by_length:
+      d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features))
+      d = d.batch(batch_size=batch_size, drop_remainder=drop_remainder)
+    if padding != "max_length":
+      d = d.map(lambda batch: estimator_utils.trim_batch_to_longest(batch, seq_length,
+                                                                    buckets=buckets))
     return d
 
   return input_fn
@@ -1131,33 +1198,12 @@ def _check_flags():
   _check_extension_flags()
 
 
-def effective_padding(training=False):
-  """--padding for a training or an evaluation / prediction input.
-
-  By default evaluation and prediction batches are padded to their longest example (no dropout
-  there: the same outputs to float rounding) and training batches to --max_seq_length (dropout
-  masks are drawn over the batch's shape, so a shorter batch would draw other masks and a run
-  would not reproduce a max_length run's numbers); on TPU always max_length (static shapes).
-
-  Args:
-    training: whether the input feeds training.
-
-  Returns:
-    "longest" or "max_length".
-  """
-  if FLAGS.padding:
-    return FLAGS.padding
-  if FLAGS.use_tpu or training:
-    return "max_length"
-  return "longest"
-
-
 def _check_extension_flags():
   """One-line errors for the evaluation-during-training, multi-label, class-weight and
   long-document flags (those that need no task)."""
-  if getattr(FLAGS, "use_tpu", False) and getattr(FLAGS, "padding", None) == "longest":
-    common.fail("--padding=longest: not with --use_tpu (TPU programs need static shapes; use "
-                "--padding=max_length)")
+  estimator_utils.check_padding_flag(FLAGS)
+  if getattr(FLAGS, "group_by_length", False) and not FLAGS.do_train:
+    common.fail("--group_by_length: groups training batches; it needs --do_train")
   if FLAGS.eval_every_steps < 0:
     common.fail("--eval_every_steps=%d: must be >= 0" % FLAGS.eval_every_steps)
   if FLAGS.eval_every_steps and not FLAGS.do_train:
@@ -1330,7 +1376,9 @@ def _run_job(task, bert_config, tokenizer, eval_weights=None):
     resolve_tsv_labels(task, FLAGS.data_dir, FLAGS.output_dir)
   doc_stride = resolve_doc_stride(task)
   tf1.logging.info("Padding: training %s, evaluation / prediction %s%s",
-                   effective_padding(training=True), effective_padding(),
+                   training_padding() + (" (--group_by_length)" if FLAGS.group_by_length
+                                         else ""),
+                   estimator_utils.effective_padding(FLAGS),
                    " (--use_tpu: static shapes)" if FLAGS.use_tpu else "")
   # Before anything is written there: a checkpoint of another model (or label list) in
   # --output_dir would otherwise fail deep inside the restore, after bert_config.json and
@@ -1781,7 +1829,14 @@ def _train_input_fn(task, train_cache, skip_batches):
       skip_batches=skip_batches,
       multilabel_num_labels=task.num_labels if task.is_multilabel else None,
       shuffle_buffer=train_shuffle_buffer(train_cache),
-      padding=effective_padding(training=True))
+      padding=training_padding(), group_by_length=FLAGS.group_by_length)
+
+
+def training_padding():
+  """--padding of the training input: effective_padding's training default (max_length), or
+  with --group_by_length its evaluation default (longest; bucket with --use_xla; max_length on
+  TPU): grouped batches differ from an ungrouped run's anyway, and short padding is the point."""
+  return estimator_utils.effective_padding(FLAGS, training=not FLAGS.group_by_length)
 
 
 def _chunk_skip_batches(step):
@@ -1836,7 +1891,7 @@ def _inference_input(task, task_file, examples, cache_args, batch_size, purpose)
       input_file=cache["file"], seq_length=FLAGS.max_seq_length, is_training=False,
       drop_remainder=FLAGS.use_tpu, is_regression=task.is_regression,
       multilabel_num_labels=task.num_labels if task.is_multilabel else None,
-      padding=effective_padding())
+      padding=estimator_utils.effective_padding(FLAGS))
   return cache, input_fn
 
 

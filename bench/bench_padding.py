@@ -1,5 +1,7 @@
 # coding=utf-8
-"""run_classifier --padding=longest against --padding=max_length: examples/s, side by side.
+"""run_classifier --padding=longest (and --group_by_length) against --padding=max_length, and
+the raw-text classifier SavedModel bucketed against fixed-length: examples/s and latency, side
+by side.
 
 The SST-2 slice in data/sst2_slice (train.tsv 2,000 and dev.tsv 500 movie-review sentences,
 mean 28 word pieces) is written once as run_classifier's official fixed-length TFRecord
@@ -11,10 +13,18 @@ features at --max_seq_length, and read through run_classifier.file_based_input_f
             --eval_batch_size;
   predict   the same on dev.tsv at --predict_batch_size (what --do_predict runs).
 
-Each (job, padding) has its own graph and session, built once. The two paddings are timed
+Training has a third column, grouped: --group_by_length with --padding=longest (its training
+default), the batches of each window of 50 sorted by length (other batches than the two
+others: faster, and a documented change of the batch composition).
+
+  serve     the raw-text classifier SavedModel (export_hub --mode=classifier, random weights)
+            saved twice, --padding=bucket (its default) and max_length, loaded back:
+            milliseconds per request of 1 text (a 10-word sentence) and of 32 dev sentences.
+
+Each (job, padding) has its own graph and session, built once. The paddings are timed
 interleaved, round by round (each round runs --batches_per_round batches of each in turn), so
-machine load affects both alike; the ratio is the median of the per-round ratios. Estimator's
-own per-call overhead is left out (the same for both paddings).
+machine load affects all alike; a ratio is the median of the per-round ratios. Estimator's
+own per-call overhead is left out (the same for every padding).
 
   bash run.sh bench bench_padding                    # BERT-Tiny and BERT-Small
   bash run.sh bench bench_padding --configs=tiny --rounds=5
@@ -37,14 +47,18 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+import export_hub
 import modeling
 import run_classifier as rc
 import tokenization
 
 tf1 = tf.compat.v1
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PADDINGS = ("max_length", "longest")
-JOBS = ("train", "eval", "predict")
+# Columns: the fixed length, the job's short padding (longest; the SavedModel's bucket), and
+# for training --group_by_length (with longest).
+PADDINGS = ("max_length", "longest", "grouped")
+JOBS = ("train", "eval", "predict", "serve")
+SHORT_TEXT = "A gripping and beautifully shot film that I would gladly see again"  # 10 words
 
 
 def define_flags():
@@ -85,7 +99,8 @@ class Runner(object):
       tf1.set_random_seed(1)
       input_fn = rc.file_based_input_fn_builder(
           record, FLAGS.max_seq_length, is_training=training, drop_remainder=training, seed=1,
-          padding=padding)
+          padding="longest" if padding == "grouped" else padding,
+          group_by_length=padding == "grouped")
       dataset = input_fn({"batch_size": batch_size})
       if not training:
         dataset = dataset.repeat()
@@ -108,6 +123,58 @@ class Runner(object):
       self.lengths.append(int(length))
     return time.time() - start
 
+  def close(self):
+    self.session.close()
+
+
+class ServeRunner(object):
+  """One padding of the raw-text classifier SavedModel, loaded back."""
+
+  def __init__(self, model_dir, requests):
+    self.serve = tf.saved_model.load(model_dir).signatures["serving_default"]
+    self.requests = [tf.constant(r) for r in requests]
+    self.lengths = []
+
+  def run(self, batches):
+    """Runs `batches` requests; returns seconds."""
+    start = time.time()
+    for i in range(batches):
+      self.serve(sentence=self.requests[i % len(self.requests)])["probabilities"].numpy()
+    return time.time() - start
+
+  def close(self):
+    pass
+
+
+def save_classifiers(config, tmp, vocab_file):
+  """The raw-text classifier SavedModel (random weights), max_length and bucket (under the
+  "longest" column); returns {column: directory}."""
+  dirs = {}
+  for column, padding in (("max_length", "max_length"), ("longest", "bucket")):
+    dirs[column] = os.path.join(tmp, "classifier_" + padding)
+    export_hub.export_classifier(config, None, dirs[column], vocab_file, True, None,
+                                 FLAGS.max_seq_length, label_list="0,1", padding=padding)
+  return dirs
+
+
+def interleaved(runners, rounds, batches):
+  """{column: [seconds per round]}, the runners taking turns."""
+  for runner in runners.values():
+    runner.run(2)  # warm-up
+    runner.lengths = []
+  seconds = {p: [] for p in runners}
+  for _ in range(rounds):
+    for padding in runners:
+      seconds[padding].append(runners[padding].run(batches))
+  return seconds
+
+
+def ratio_to_max_length(seconds, column):
+  """The median over rounds of max_length's time over the column's ("-" without it)."""
+  if column not in seconds:
+    return "-"
+  return "%.2fx" % np.median([m / c for m, c in zip(seconds["max_length"], seconds[column])])
+
 
 def uptime():
   try:
@@ -122,35 +189,48 @@ def main(_):
   tokenizer = tokenization.FullTokenizer(os.path.join(REPO_DIR, "data", "vocab.txt"), True)
   batch_sizes = {"train": FLAGS.train_batch_size, "eval": FLAGS.eval_batch_size,
                  "predict": FLAGS.predict_batch_size}
+  vocab_file = os.path.join(REPO_DIR, "data", "vocab.txt")
   with tempfile.TemporaryDirectory() as tmp:
     records = {}
     for split in ("train", "dev"):
       records[split] = os.path.join(tmp, split + ".tf_record")
       count = write_records(task, split, records[split], tokenizer)
       print("%s.tsv: %d examples at max_seq_length %d" % (split, count, FLAGS.max_seq_length))
-    print("%-6s %-8s %6s %14s %14s %8s %11s" % ("config", "job", "batch", "max_length ex/s",
-                                                "longest ex/s", "ratio", "mean length"))
+    dev_texts = [e.text_a for e in rc.task_examples(
+        task, task.dev[0], os.path.join(REPO_DIR, FLAGS.data_dir), "dev")]
+    print("%-6s %-8s %5s %13s %15s %7s %13s %7s %7s" % (
+        "config", "job", "batch", "max_length", "longest/bucket", "ratio", "grouped", "ratio",
+        "length"))
     for size in FLAGS.configs:
       config = modeling.BertConfig.from_json_file(
           os.path.join(REPO_DIR, "configs", "bert_%s_post_ln.json" % size))
       for job in FLAGS.jobs:
+        if job == "serve":
+          dirs = save_classifiers(config, tmp, vocab_file)
+          cases = ((1, [[SHORT_TEXT]]),
+                   (32, [dev_texts[i:i + 32] for i in range(0, 32 * 8, 32)]))
+          for batch, requests in cases:
+            runners = {p: ServeRunner(dirs[p], requests) for p in dirs}
+            seconds = interleaved(runners, FLAGS.rounds, FLAGS.batches_per_round)
+            ms = {p: 1000 * np.median(seconds[p]) / FLAGS.batches_per_round for p in dirs}
+            print("%-6s %-8s %5d %10.1f ms %12.1f ms %7s %13s %7s %7s" % (
+                size, job, batch, ms["max_length"], ms["longest"],
+                ratio_to_max_length(seconds, "longest"), "-", "-", "-"), flush=True)
+          continue
         record = records["train" if job == "train" else "dev"]
-        runners = {p: Runner(config, task, job, p, record, batch_sizes[job]) for p in PADDINGS}
-        for runner in runners.values():
-          runner.run(2)  # warm-up
-          runner.lengths = []
-        seconds = {p: [] for p in PADDINGS}
-        for _ in range(FLAGS.rounds):
-          for padding in PADDINGS:
-            seconds[padding].append(runners[padding].run(FLAGS.batches_per_round))
+        columns = PADDINGS if job == "train" else PADDINGS[:2]
+        runners = {p: Runner(config, task, job, p, record, batch_sizes[job]) for p in columns}
+        seconds = interleaved(runners, FLAGS.rounds, FLAGS.batches_per_round)
         examples = FLAGS.batches_per_round * batch_sizes[job]
-        rate = {p: examples / np.median(seconds[p]) for p in PADDINGS}
-        ratio = np.median([m / l for m, l in zip(seconds["max_length"], seconds["longest"])])
-        print("%-6s %-8s %6d %14.1f %14.1f %7.2fx %11.1f" % (
-            size, job, batch_sizes[job], rate["max_length"], rate["longest"], ratio,
-            np.mean(runners["longest"].lengths)), flush=True)
+        rate = {p: "%.1f ex/s" % (examples / np.median(seconds[p])) for p in columns}
+        lengths = [np.mean(runners[p].lengths) for p in columns[1:]]
+        print("%-6s %-8s %5d %13s %15s %7s %13s %7s %7s" % (
+            size, job, batch_sizes[job], rate["max_length"], rate["longest"],
+            ratio_to_max_length(seconds, "longest"), rate.get("grouped", "-"),
+            ratio_to_max_length(seconds, "grouped"),
+            "/".join("%.1f" % l for l in lengths)), flush=True)
         for runner in runners.values():
-          runner.session.close()
+          runner.close()
   print("uptime after: %s" % uptime())
 
 

@@ -192,7 +192,10 @@ for name, path in args["classifiers"].items():
   ca, cb = tf.constant(args["ca"]), tf.constant(args["cb"])
   for kind, o in (("single", m({"sentence": ca})), ("pair", m({"sentence": ca, "sentence2": cb})),
                   ("sig_pair", m.signatures["serving_pair"](sentence=ca, sentence2=cb)),
-                  ("default", m.signatures["serving_default"](sentence=ca))):
+                  ("default", m.signatures["serving_default"](sentence=ca)),
+                  # Short requests: the bucketed export runs them at 16, not seq_length.
+                  ("short", m({"sentence": ca[:2]})),
+                  ("one", m.signatures["serving_single"](sentence=ca[1:2]))):
     for k, v in o.items(): out["%s/%s/%s" % (name, kind, k)] = v.numpy()
 np.savez(sys.argv[0].replace(".py", ".npz"), **out)
 """
@@ -275,8 +278,9 @@ def exported(tmp_path_factory):
         prefix)}, f)
   classifier_refs["ml"] = (ref_single, ref_pair, threshold, prefix)
   classifiers["ml"] = str(tmp_path / "export_ml")
+  # --padding=max_length: the fixed-length model (cls above is bucketed, the default).
   export_hub.export_classifier(config, prefix, classifiers["ml"], VOCAB_FILE, True, None,
-                               CLASSIFIER_SEQ)
+                               CLASSIFIER_SEQ, padding="max_length")
   # The regression head is checked in this process (saving works the same way).
   prefix, config, ref_single, ref_pair = _classifier_checkpoint(str(tmp_path), "reg", 1,
                                                                 tokenizer)
@@ -288,6 +292,12 @@ def exported(tmp_path_factory):
   regression = {"reg/single/" + k: v.numpy() for k, v in regressor({"sentence": ca}).items()}
   regression.update({"reg/pair/" + k: v.numpy()
                      for k, v in regressor({"sentence": ca, "sentence2": cb}).items()})
+  regression["reg/short/predictions"] = regressor({"sentence": ca[:2]})["predictions"].numpy()
+  # The length a request is packed to: its longest input's bucket (16 or CLASSIFIER_SEQ).
+  regression["reg/widths"] = np.array([
+      regressor.encoder_inputs(request)["input_mask"].shape[1] for request in (
+          {"sentence": ca[:2]}, {"sentence": ca[1:2]}, {"sentence": ca},
+          {"sentence": ca[1:2], "sentence2": cb[2:3]})])
   texts_a = [t.decode("latin-1") for t in TRICKY_BYTES]
   (tmp_path / "child.json").write_text(json.dumps({
       "encoders": encoders, "inputs": {k: v.tolist() for k, v in inputs.items()},
@@ -502,6 +512,16 @@ def test_classifier_export_end_to_end(exported):
   np.testing.assert_allclose(got["cls/default/probabilities"], ref_single, atol=1e-5)
   np.testing.assert_allclose(got["cls/pair/probabilities"], ref_pair, atol=1e-5)
   np.testing.assert_allclose(got["cls/sig_pair/probabilities"], ref_pair, atol=1e-5)
+  # Bucketed (the default; ml is the --padding=max_length export): short requests at 16.
+  for name in ("cls", "ml"):
+    np.testing.assert_allclose(got[name + "/short/probabilities"],
+                               exported["classifier_refs"][name][0][:2], atol=1e-5)
+    np.testing.assert_allclose(got[name + "/one/probabilities"],
+                               exported["classifier_refs"][name][0][1:2], atol=1e-5)
+    with open(os.path.join(os.path.dirname(exported["classifier_refs"]["ml"][3]), os.pardir,
+                           "export_" + name, export_hub.EXPORT_INFO)) as f:
+      assert json.load(f)["padding"] == {"cls": "bucket", "ml": "max_length"}[name]
+  assert got["reg/widths"].tolist() == [16, 16, CLASSIFIER_SEQ, 16]
   names = np.array(["neg", "neutral", "pos"])
   assert [x.decode() for x in got["cls/pair/predicted_label_name"]] == list(
       names[ref_pair.argmax(-1)])
@@ -511,6 +531,7 @@ def test_classifier_export_end_to_end(exported):
   ref_single, ref_pair = exported["classifier_refs"]["reg"]
   np.testing.assert_allclose(got["reg/single/predictions"], ref_single, atol=1e-5)
   np.testing.assert_allclose(got["reg/pair/predictions"], ref_pair, atol=1e-5)
+  np.testing.assert_allclose(got["reg/short/predictions"], ref_single[:2], atol=1e-5)
   assert "reg/single/probabilities" not in got
 
 

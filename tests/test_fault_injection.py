@@ -138,13 +138,17 @@ def _classifier_args(setup, output_dir):
           "--bert_config_file=%s" % config, "--init_checkpoint=%s" % checkpoint,
           "--output_dir=%s" % output_dir, "--max_seq_length=32", "--train_batch_size=4",
           "--eval_batch_size=8", "--learning_rate=1e-3", "--num_train_epochs=1",
-          "--save_checkpoints_steps=10", "--do_train", "--do_eval"]
+          "--save_checkpoints_steps=10", "--do_train", "--do_eval",
+          # Length-grouped batches (their windows sorted, their order seeded) resume exactly
+          # too; the sweep case below resumes the plain shuffled stream.
+          "--group_by_length"]
 
 
 def test_run_classifier_killed_and_rerun_ends_like_an_uninterrupted_run(classifier_setup,
                                                                         tmp_path):
   reference = tmp_path / "reference"
-  run_tool("run_classifier.py", _classifier_args(classifier_setup, reference))
+  first = run_tool("run_classifier.py", _classifier_args(classifier_setup, reference))
+  assert "Padding: training longest (--group_by_length)" in first.stderr
   want = json.loads((reference / "eval_results.json").read_text())
   assert want["global_step"] == want["num_train_steps"] == 30
   want_digest = _checkpoint_digest(reference)

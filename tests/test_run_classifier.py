@@ -762,10 +762,11 @@ def _padding_records(tmp_path, vocab_file, task_name, data_dir, split, limit):
   return path, task
 
 
-def _padding_batches(path, padding, is_training, batch_size, steps):
-  """The input_fn's first `steps` batches (numpy dicts)."""
-  input_fn = rc.file_based_input_fn_builder(path, PADDING_SEQ, is_training, drop_remainder=False,
-                                            seed=3, padding=padding)
+def _padding_batches(path, padding, is_training, batch_size, steps, **kwargs):
+  """The input_fn's first `steps` batches (numpy dicts); kwargs: more builder arguments."""
+  kwargs = dict(dict(seed=3, drop_remainder=False), **kwargs)
+  input_fn = rc.file_based_input_fn_builder(path, PADDING_SEQ, is_training, padding=padding,
+                                            **kwargs)
   with tf.Graph().as_default():
     batch = tf.compat.v1.data.make_one_shot_iterator(
         input_fn({"batch_size": batch_size})).get_next()
@@ -777,6 +778,48 @@ def _padding_batches(path, padding, is_training, batch_size, steps):
         except tf.errors.OutOfRangeError:
           break
   return out
+
+
+def test_group_by_length_batches_are_grouped_seeded_and_resumable(tmp_path, vocab_file):
+  path, _ = _padding_records(tmp_path, vocab_file, "sst-2",
+                             os.path.join(REPO_DIR, "data", "sst2_slice"), "dev", 40)
+  window = 3  # batches per sorted window
+
+  def stream(padding="max_length", seed=3, skip=0, group=True, steps=12):
+    return _padding_batches(path, padding, True, 4, steps, seed=seed, drop_remainder=True,
+                            skip_batches=skip, group_by_length=group,
+                            group_window_batches=window)
+
+  def rows(batches):
+    return sorted(tuple(r) for b in batches for r in b["input_ids"].tolist())
+
+  grouped, plain = stream(), stream(group=False)
+  lengths = [b["input_mask"].sum(axis=1) for b in grouped]
+  for w in range(0, 12, window):
+    # The same examples as the ungrouped stream's window, regrouped: within a window, batches
+    # hold disjoint length ranges (sorted, then cut), in a seeded order.
+    assert rows(grouped[w:w + window]) == rows(plain[w:w + window])
+    spans = sorted((l.min(), l.max()) for l in lengths[w:w + window])
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+  assert any(l.min() != l.max() for l in lengths)
+  spread = np.mean([l.max() - l.min() for l in lengths])
+  assert spread < np.mean([np.ptp(b["input_mask"].sum(axis=1)) for b in plain])
+  again, other = stream(), stream(seed=4)
+  for a, b in zip(grouped, again):
+    np.testing.assert_array_equal(a["input_ids"], b["input_ids"])
+  assert any(not np.array_equal(a["input_ids"], b["input_ids"]) for a, b in zip(grouped, other))
+  # Resume after N batches (mid-window and at a window's end): the same batches in order.
+  for skip in (4, 6):
+    resumed = stream(skip=skip, steps=12 - skip)
+    for a, b in zip(grouped[skip:], resumed):
+      for name in a:
+        np.testing.assert_array_equal(a[name], b[name], err_msg=(skip, name))
+  # With --padding=longest a grouped batch is cut to about its examples' length.
+  trimmed = stream(padding="longest")
+  widths = [b["input_ids"].shape[1] for b in trimmed]
+  assert widths == [min(PADDING_SEQ, -(-int(l.max()) // 8) * 8) for l in lengths]
+  assert sum(widths) < sum(b["input_ids"].shape[1]
+                           for b in stream(padding="longest", group=False))
 
 
 def _run_model_fn(config, batches, mode, num_labels):
@@ -826,6 +869,11 @@ def test_padding_longest_equals_max_length(tmp_path, vocab_file, task_name, data
       assert not f[name][:, length:].any()
     np.testing.assert_array_equal(t["label_ids"], f["label_ids"])
   assert min(lengths) < PADDING_SEQ and all(l % 8 == 0 for l in lengths)
+  # --padding=bucket: the same slices, rounded up to 32 or 64 (padding_buckets(64)).
+  bucketed = _padding_batches(path, "bucket", False, batch_size, 100)
+  assert [b["input_ids"].shape[1] for b in bucketed] == [32 if l <= 32 else 64 for l in lengths]
+  for f, b in zip(full, bucketed):
+    np.testing.assert_array_equal(b["input_ids"], f["input_ids"][:, :b["input_ids"].shape[1]])
   if task_name == "mrpc":
     assert any(t["segment_ids"].any() for t in trimmed)  # pairs: text_b kept with its segment
   # Logits, probabilities and losses (what eval metrics and predictions are computed from).

@@ -273,7 +273,8 @@ def _flags(**overrides):
   values = dict(eval_every_steps=0, do_train=True, early_stopping_patience=0, keep_best=False,
                 task_type="classification", processor=None, task_name="tsv",
                 multilabel_threshold=0.5, tune_threshold=False, doc_stride=None,
-                long_document="truncate", class_weights=None, max_seq_length=32)
+                long_document="truncate", class_weights=None, max_seq_length=32,
+                padding=None, use_tpu=False, group_by_length=False)
   values.update(overrides)
   return types.SimpleNamespace(**values)
 
@@ -288,6 +289,8 @@ def _flags(**overrides):
     (dict(tune_threshold=True), "--tune_threshold: only for --task_type=multilabel"),
     (dict(doc_stride=8), "--doc_stride=8: only used with --long_document=window"),
     (dict(padding="longest", use_tpu=True), "--padding=longest: not with --use_tpu"),
+    (dict(padding="bucket", use_tpu=True), "--padding=bucket: not with --use_tpu"),
+    (dict(group_by_length=True, do_train=False), "--group_by_length: groups training batches"),
 ])
 def test_flag_errors_are_one_line(monkeypatch, overrides, message):
   monkeypatch.setattr(rc, "FLAGS", _flags(**overrides))
