@@ -248,19 +248,7 @@ def _define_task_flags():
 
 def _define_extension_flags():
   """Extensions: evaluation during training, long documents, padding, XNLI's language."""
-  flags.DEFINE_integer(
-      "eval_every_steps", 0,
-      "With --do_train: evaluate on the dev set every N steps (and at the last step), append "
-      "each evaluation to output_dir/eval_history.jsonl and TensorBoard "
-      "(output_dir/eval_history). 0: off.")
-  flags.DEFINE_integer(
-      "early_stopping_patience", 0,
-      "With --eval_every_steps: stop training after this many evaluations without an "
-      "improvement of the task's main metric. 0: off.")
-  flags.DEFINE_bool(
-      "keep_best", False,
-      "With --eval_every_steps: copy the best checkpoint (main metric) to output_dir/best/ "
-      "(best.json: step and score); --do_eval, --do_predict and --export_dir then use it.")
+  training_eval.define_flags()
   flags.DEFINE_enum(
       "long_document", "truncate", ["truncate", "window"],
       "Texts longer than --max_seq_length: truncate (official), or window: split text_a into "
@@ -1204,19 +1192,7 @@ def _check_extension_flags():
   estimator_utils.check_padding_flag(FLAGS)
   if getattr(FLAGS, "group_by_length", False) and not FLAGS.do_train:
     common.fail("--group_by_length: groups training batches; it needs --do_train")
-  if FLAGS.eval_every_steps < 0:
-    common.fail("--eval_every_steps=%d: must be >= 0" % FLAGS.eval_every_steps)
-  if FLAGS.eval_every_steps and not FLAGS.do_train:
-    common.fail("--eval_every_steps=%d: evaluates during training; it needs --do_train" %
-                FLAGS.eval_every_steps)
-  if FLAGS.early_stopping_patience < 0:
-    common.fail("--early_stopping_patience=%d: must be >= 0" % FLAGS.early_stopping_patience)
-  if FLAGS.early_stopping_patience and not FLAGS.eval_every_steps:
-    common.fail("--early_stopping_patience=%d: needs --eval_every_steps (the evaluations it "
-                "counts)" % FLAGS.early_stopping_patience)
-  if FLAGS.keep_best and FLAGS.do_train and not FLAGS.eval_every_steps:
-    common.fail("--keep_best: needs --eval_every_steps with --do_train (the evaluations that "
-                "pick the best checkpoint)")
+  training_eval.check_flags(FLAGS)
   if FLAGS.task_type == "multilabel" and (
       FLAGS.processor or normalize_task_name(FLAGS.task_name) != "tsv"):
     common.fail("--task_type=multilabel: only for --task_name=tsv")

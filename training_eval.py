@@ -17,6 +17,7 @@ import json
 import os
 import time
 
+from absl import flags
 import numpy as np
 import tensorflow as tf
 
@@ -28,6 +29,52 @@ tf1 = tf.compat.v1
 HISTORY_FILE = "eval_history.jsonl"
 HISTORY_SUMMARY_DIR = "eval_history"
 BEST_DIR = "best"
+
+
+def define_flags(main_metric="the task's main metric"):
+  """Defines --eval_every_steps, --early_stopping_patience and --keep_best (absl flags).
+
+  Args:
+    main_metric: how the help text names the metric early stopping and --keep_best follow.
+  """
+  flags.DEFINE_integer(
+      "eval_every_steps", 0,
+      "With --do_train: evaluate on the dev set every N steps (and at the last step), append "
+      "each evaluation to output_dir/eval_history.jsonl and TensorBoard "
+      "(output_dir/eval_history). 0: off.")
+  flags.DEFINE_integer(
+      "early_stopping_patience", 0,
+      "With --eval_every_steps: stop training after this many evaluations without an "
+      "improvement of %s. 0: off." % main_metric)
+  flags.DEFINE_bool(
+      "keep_best", False,
+      "With --eval_every_steps: copy the best checkpoint (%s) to output_dir/best/ "
+      "(best.json: step and score); --do_eval, --do_predict (and --export_dir, where the tool "
+      "has it) then use it."
+      % main_metric)
+
+
+def check_flags(flag_values):
+  """One-line errors (common.fail) for the flags of define_flags against --do_train.
+
+  Args:
+    flag_values: the parsed flags (eval_every_steps, early_stopping_patience, keep_best,
+      do_train).
+  """
+  every = flag_values.eval_every_steps
+  patience = flag_values.early_stopping_patience
+  if every < 0:
+    common.fail("--eval_every_steps=%d: must be >= 0" % every)
+  if every and not flag_values.do_train:
+    common.fail("--eval_every_steps=%d: evaluates during training; it needs --do_train" % every)
+  if patience < 0:
+    common.fail("--early_stopping_patience=%d: must be >= 0" % patience)
+  if patience and not every:
+    common.fail("--early_stopping_patience=%d: needs --eval_every_steps (the evaluations it "
+                "counts)" % patience)
+  if flag_values.keep_best and flag_values.do_train and not every:
+    common.fail("--keep_best: needs --eval_every_steps with --do_train (the evaluations that "
+                "pick the best checkpoint)")
 BEST_FILE = "best.json"
 
 

@@ -94,15 +94,7 @@ def define_flags():
   flags.DEFINE_integer("num_train_steps", 0,
                        "Optimizer updates; 0: --num_train_epochs over the training records.")
   flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear warm-up.")
-  flags.DEFINE_integer("eval_every_steps", 0,
-                       "Train to each multiple of N steps and score the dev set there "
-                       "(eval_history.jsonl); 0: no evaluation during training.")
-  flags.DEFINE_integer("early_stopping_patience", 0,
-                       "With --eval_every_steps: stop after this many evaluations without a "
-                       "higher main metric (cloze accuracy, supporting f1); 0: never.")
-  flags.DEFINE_bool("keep_best", False,
-                    "With --eval_every_steps: copy the best checkpoint to output_dir/best/ and "
-                    "score / predict with it.")
+  training_eval.define_flags("the main metric: cloze accuracy, supporting f1")
   flags.DEFINE_enum("residual_attention", None, list(modeling.RESIDUAL_ATTENTION_TYPES),
                     "Overrides residual_attention in --etc_config_file (none | sum | mean).")
   flags.DEFINE_enum("att_implementation", "auto", list(etc_modeling.ATT_IMPLEMENTATIONS),
@@ -297,20 +289,7 @@ def _check_flags():
   if FLAGS.task == "cloze" and FLAGS.max_candidates >= FLAGS.max_global_seq_length:
     common.fail("--max_candidates=%d: must be < --max_global_seq_length=%d" %
                 (FLAGS.max_candidates, FLAGS.max_global_seq_length))
-  if FLAGS.eval_every_steps < 0:
-    common.fail("--eval_every_steps=%d: must be >= 0" % FLAGS.eval_every_steps)
-  if FLAGS.eval_every_steps and not FLAGS.do_train:
-    common.fail("--eval_every_steps=%d: evaluates during training; it needs --do_train" %
-                FLAGS.eval_every_steps)
-  if FLAGS.early_stopping_patience < 0:
-    common.fail("--early_stopping_patience=%d: must be >= 0" % FLAGS.early_stopping_patience)
-  if FLAGS.early_stopping_patience and not FLAGS.eval_every_steps:
-    common.fail("--early_stopping_patience=%d: needs --eval_every_steps (the evaluations it "
-                "counts)" % FLAGS.early_stopping_patience)
-  if FLAGS.keep_best and FLAGS.do_train and not FLAGS.eval_every_steps:
-    common.fail("--keep_best: needs --eval_every_steps with --do_train (the evaluations that "
-                "choose the best)")
-
+  training_eval.check_flags(FLAGS)
 
 def _needed_files():
   """{split: path} of the splits this job reads, each checked to exist."""
