@@ -34,10 +34,8 @@ absolute figures.
 """
 
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -49,6 +47,7 @@ import tensorflow as tf
 
 import export_hub
 import modeling
+import padding_harness
 import run_classifier as rc
 import tokenization
 
@@ -87,63 +86,17 @@ def write_records(task, split, path, tokenizer):
   return len(examples)
 
 
-class Runner(object):
-  """One (config, job, padding): its graph, session and batch iterator."""
-
-  def __init__(self, config, task, job, padding, record, batch_size):
-    self.batch_size = batch_size
-    self.graph = tf.Graph()
-    training = job == "train"
-    mode = tf1.estimator.ModeKeys.TRAIN if training else tf1.estimator.ModeKeys.PREDICT
-    with self.graph.as_default():
-      tf1.set_random_seed(1)
-      input_fn = rc.file_based_input_fn_builder(
-          record, FLAGS.max_seq_length, is_training=training, drop_remainder=training, seed=1,
-          padding="longest" if padding == "grouped" else padding,
-          group_by_length=padding == "grouped")
-      dataset = input_fn({"batch_size": batch_size})
-      if not training:
-        dataset = dataset.repeat()
-      features = tf1.data.make_one_shot_iterator(dataset.prefetch(1)).get_next()
-      model_fn = rc.model_fn_builder(config, task.num_labels, None, learning_rate=2e-5,
-                                     num_train_steps=10 ** 6, num_warmup_steps=0, use_tpu=False,
-                                     use_one_hot_embeddings=False, extra_predictions=True)
-      spec = model_fn(features, None, mode, {})
-      self.fetch = [spec.train_op] if training else spec.predictions
-      self.length = tf.shape(features["input_ids"])[1]
-      self.session = tf1.Session(graph=self.graph)
-      self.session.run(tf1.global_variables_initializer())
-    self.lengths = []
-
-  def run(self, batches):
-    """Runs `batches` batches; returns seconds."""
-    start = time.time()
-    for _ in range(batches):
-      _, length = self.session.run([self.fetch, self.length])
-      self.lengths.append(int(length))
-    return time.time() - start
-
-  def close(self):
-    self.session.close()
-
-
-class ServeRunner(object):
-  """One padding of the raw-text classifier SavedModel, loaded back."""
-
-  def __init__(self, model_dir, requests):
-    self.serve = tf.saved_model.load(model_dir).signatures["serving_default"]
-    self.requests = [tf.constant(r) for r in requests]
-    self.lengths = []
-
-  def run(self, batches):
-    """Runs `batches` requests; returns seconds."""
-    start = time.time()
-    for i in range(batches):
-      self.serve(sentence=self.requests[i % len(self.requests)])["probabilities"].numpy()
-    return time.time() - start
-
-  def close(self):
-    pass
+def make_runner(config, task, job, padding, record, batch_size):
+  """One (config, job, column) of run_classifier's input pipeline and model_fn."""
+  training = job == "train"
+  input_fn = rc.file_based_input_fn_builder(
+      record, FLAGS.max_seq_length, is_training=training, drop_remainder=training, seed=1,
+      padding="longest" if padding == "grouped" else padding,
+      group_by_length=padding == "grouped")
+  model_fn = rc.model_fn_builder(config, task.num_labels, None, learning_rate=2e-5,
+                                 num_train_steps=10 ** 6, num_warmup_steps=0, use_tpu=False,
+                                 use_one_hot_embeddings=False, extra_predictions=True)
+  return padding_harness.GraphRunner(input_fn, model_fn, training, batch_size)
 
 
 def save_classifiers(config, tmp, vocab_file):
@@ -157,34 +110,8 @@ def save_classifiers(config, tmp, vocab_file):
   return dirs
 
 
-def interleaved(runners, rounds, batches):
-  """{column: [seconds per round]}, the runners taking turns."""
-  for runner in runners.values():
-    runner.run(2)  # warm-up
-    runner.lengths = []
-  seconds = {p: [] for p in runners}
-  for _ in range(rounds):
-    for padding in runners:
-      seconds[padding].append(runners[padding].run(batches))
-  return seconds
-
-
-def ratio_to_max_length(seconds, column):
-  """The median over rounds of max_length's time over the column's ("-" without it)."""
-  if column not in seconds:
-    return "-"
-  return "%.2fx" % np.median([m / c for m, c in zip(seconds["max_length"], seconds[column])])
-
-
-def uptime():
-  try:
-    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
-  except OSError:
-    return "(uptime unavailable)"
-
-
 def main(_):
-  print("uptime before: %s" % uptime())
+  print("uptime before: %s" % padding_harness.uptime())
   task = rc.get_task("sst-2")
   tokenizer = tokenization.FullTokenizer(os.path.join(REPO_DIR, "data", "vocab.txt"), True)
   batch_sizes = {"train": FLAGS.train_batch_size, "eval": FLAGS.eval_batch_size,
@@ -210,28 +137,30 @@ def main(_):
           cases = ((1, [[SHORT_TEXT]]),
                    (32, [dev_texts[i:i + 32] for i in range(0, 32 * 8, 32)]))
           for batch, requests in cases:
-            runners = {p: ServeRunner(dirs[p], requests) for p in dirs}
-            seconds = interleaved(runners, FLAGS.rounds, FLAGS.batches_per_round)
+            runners = {p: padding_harness.ServeRunner(dirs[p], requests, "sentence",
+                                                      "probabilities") for p in dirs}
+            seconds = padding_harness.interleaved(runners, FLAGS.rounds,
+                                                  FLAGS.batches_per_round)
             ms = {p: 1000 * np.median(seconds[p]) / FLAGS.batches_per_round for p in dirs}
             print("%-6s %-8s %5d %10.1f ms %12.1f ms %7s %13s %7s %7s" % (
                 size, job, batch, ms["max_length"], ms["longest"],
-                ratio_to_max_length(seconds, "longest"), "-", "-", "-"), flush=True)
+                padding_harness.ratio_to_max_length(seconds, "longest"), "-", "-", "-"), flush=True)
           continue
         record = records["train" if job == "train" else "dev"]
         columns = PADDINGS if job == "train" else PADDINGS[:2]
-        runners = {p: Runner(config, task, job, p, record, batch_sizes[job]) for p in columns}
-        seconds = interleaved(runners, FLAGS.rounds, FLAGS.batches_per_round)
+        runners = {p: make_runner(config, task, job, p, record, batch_sizes[job]) for p in columns}
+        seconds = padding_harness.interleaved(runners, FLAGS.rounds, FLAGS.batches_per_round)
         examples = FLAGS.batches_per_round * batch_sizes[job]
         rate = {p: "%.1f ex/s" % (examples / np.median(seconds[p])) for p in columns}
         lengths = [np.mean(runners[p].lengths) for p in columns[1:]]
         print("%-6s %-8s %5d %13s %15s %7s %13s %7s %7s" % (
             size, job, batch_sizes[job], rate["max_length"], rate["longest"],
-            ratio_to_max_length(seconds, "longest"), rate.get("grouped", "-"),
-            ratio_to_max_length(seconds, "grouped"),
+            padding_harness.ratio_to_max_length(seconds, "longest"), rate.get("grouped", "-"),
+            padding_harness.ratio_to_max_length(seconds, "grouped"),
             "/".join("%.1f" % l for l in lengths)), flush=True)
         for runner in runners.values():
           runner.close()
-  print("uptime after: %s" % uptime())
+  print("uptime after: %s" % padding_harness.uptime())
 
 
 if __name__ == "__main__":

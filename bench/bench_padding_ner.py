@@ -29,10 +29,8 @@ absolute figures.
 """
 
 import os
-import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -46,6 +44,7 @@ import common
 import export_hub
 import export_utils
 import modeling
+import padding_harness
 import run_ner
 import tokenization
 
@@ -82,61 +81,15 @@ def write_records(sentences, path, tokenizer, label_map):
   return [sum(f.input_mask) for f in features]
 
 
-class Runner(object):
-  """One (config, job, padding) of the Estimator path: its graph, session and batches."""
-
-  def __init__(self, config, num_labels, job, padding, record, batch_size):
-    self.batch_size = batch_size
-    self.graph = tf.Graph()
-    training = job == "train"
-    mode = tf1.estimator.ModeKeys.TRAIN if training else tf1.estimator.ModeKeys.PREDICT
-    with self.graph.as_default():
-      tf1.set_random_seed(1)
-      tf1.train.get_or_create_global_step()
-      input_fn = run_ner.input_fn_builder(record, FLAGS.max_seq_length, is_training=training,
-                                          drop_remainder=training, seed=1, padding=padding)
-      dataset = input_fn({"batch_size": batch_size})
-      if not training:
-        dataset = dataset.repeat()
-      features = tf1.data.make_one_shot_iterator(dataset.prefetch(1)).get_next()
-      model_fn = run_ner.model_fn_builder(config, num_labels, None, learning_rate=2e-5,
-                                          num_train_steps=10 ** 6, num_warmup_steps=0,
-                                          use_tpu=False, use_one_hot_embeddings=False)
-      spec = model_fn(features, None, mode, {})
-      self.fetch = [spec.train_op] if training else spec.predictions
-      self.length = tf.shape(features["input_ids"])[1]
-      self.session = tf1.Session(graph=self.graph)
-      self.session.run(tf1.global_variables_initializer())
-    self.lengths = []
-
-  def run(self, batches):
-    """Runs `batches` batches; returns seconds."""
-    start = time.time()
-    for _ in range(batches):
-      _, length = self.session.run([self.fetch, self.length])
-      self.lengths.append(int(length))
-    return time.time() - start
-
-  def close(self):
-    self.session.close()
-
-
-class ServeRunner(object):
-  """One (config, padding) of the raw-text SavedModel, saved and loaded back."""
-
-  def __init__(self, model_dir, requests):
-    self.serve = tf.saved_model.load(model_dir).signatures["serving_default"]
-    self.requests = [tf.constant(r) for r in requests]
-    self.lengths = []
-
-  def run(self, batches):
-    start = time.time()
-    for i in range(batches):
-      self.serve(text=self.requests[i % len(self.requests)])["tags"].numpy()
-    return time.time() - start
-
-  def close(self):
-    pass
+def make_runner(config, num_labels, job, padding, record, batch_size):
+  """One (config, job, padding) of run_ner's input pipeline and model_fn."""
+  training = job == "train"
+  input_fn = run_ner.input_fn_builder(record, FLAGS.max_seq_length, is_training=training,
+                                      drop_remainder=training, seed=1, padding=padding)
+  model_fn = run_ner.model_fn_builder(config, num_labels, None, learning_rate=2e-5,
+                                      num_train_steps=10 ** 6, num_warmup_steps=0,
+                                      use_tpu=False, use_one_hot_embeddings=False)
+  return padding_harness.GraphRunner(input_fn, model_fn, training, batch_size)
 
 
 def save_taggers(config, labels, tmp, vocab_file):
@@ -157,27 +110,8 @@ def save_taggers(config, labels, tmp, vocab_file):
   return dirs
 
 
-def interleaved(runners, rounds, batches):
-  """{padding: [seconds per round]}, the paddings taking turns."""
-  for runner in runners.values():
-    runner.run(2)  # warm-up
-    runner.lengths = []
-  seconds = {p: [] for p in PADDINGS}
-  for _ in range(rounds):
-    for padding in PADDINGS:
-      seconds[padding].append(runners[padding].run(batches))
-  return seconds
-
-
-def uptime():
-  try:
-    return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
-  except OSError:
-    return "(uptime unavailable)"
-
-
 def main(_):
-  print("uptime before: %s" % uptime())
+  print("uptime before: %s" % padding_harness.uptime())
   wnut = FLAGS.wnut_dir or os.path.join(common.shared_data_dir(), "ner", "wnut17")
   vocab_file = os.path.join(REPO_DIR, "data", "vocab.txt")
   tokenizer = tokenization.FullTokenizer(vocab_file, True)
@@ -205,8 +139,10 @@ def main(_):
           cases = (("serve", 1, [[SHORT_TEXT]]),
                    ("serve", 32, [dev_texts[i:i + 32] for i in range(0, 32 * 8, 32)]))
           for name, batch, requests in cases:
-            runners = {p: ServeRunner(dirs[p], requests) for p in PADDINGS}
-            seconds = interleaved(runners, FLAGS.rounds, FLAGS.batches_per_round)
+            runners = {p: padding_harness.ServeRunner(dirs[p], requests, "text", "tags")
+                       for p in PADDINGS}
+            seconds = padding_harness.interleaved(runners, FLAGS.rounds,
+                                                  FLAGS.batches_per_round)
             ms = {p: 1000 * np.median(seconds[p]) / FLAGS.batches_per_round for p in PADDINGS}
             ratio = np.median([m / l for m, l in zip(seconds["max_length"],
                                                      seconds["longest"])])
@@ -215,8 +151,8 @@ def main(_):
           continue
         record = records["train" if job == "train" else "dev"]
         batch = FLAGS.train_batch_size if job == "train" else FLAGS.predict_batch_size
-        runners = {p: Runner(config, len(labels), job, p, record, batch) for p in PADDINGS}
-        seconds = interleaved(runners, FLAGS.rounds, FLAGS.batches_per_round)
+        runners = {p: make_runner(config, len(labels), job, p, record, batch) for p in PADDINGS}
+        seconds = padding_harness.interleaved(runners, FLAGS.rounds, FLAGS.batches_per_round)
         examples = FLAGS.batches_per_round * batch
         rate = {p: examples / np.median(seconds[p]) for p in PADDINGS}
         ratio = np.median([m / l for m, l in zip(seconds["max_length"], seconds["longest"])])
@@ -225,7 +161,7 @@ def main(_):
             np.mean(runners["longest"].lengths)), flush=True)
         for runner in runners.values():
           runner.close()
-  print("uptime after: %s" % uptime())
+  print("uptime after: %s" % padding_harness.uptime())
 
 
 if __name__ == "__main__":
