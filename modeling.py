@@ -27,6 +27,7 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import contextlib
 import copy
 import itertools
 import json
@@ -674,7 +675,8 @@ def dropout(input_tensor, dropout_prob):
   if dropout_prob is None or dropout_prob == 0.0:
     return input_tensor
 
-  seed = step_dropout_seed(input_tensor)
+  seed_fn = _DROPOUT_SEED_OVERRIDES[-1] if _DROPOUT_SEED_OVERRIDES else step_dropout_seed
+  seed = seed_fn(input_tensor)
   if seed is None:
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
   dtype = input_tensor.dtype.base_dtype
@@ -688,11 +690,36 @@ def dropout(input_tensor, dropout_prob):
   return tf.where(keep, scaled, tf.zeros_like(scaled))
 
 
+# The seed functions installed by dropout_seed_override, innermost last.
+_DROPOUT_SEED_OVERRIDES = []
+
+
+@contextlib.contextmanager
+def dropout_seed_override(seed_fn):
+  """Within the block, `dropout` takes its seed from `seed_fn` instead of step_dropout_seed.
+
+  For code that must draw given masks again: etc_model's gradient checkpointing records the
+  seeds of a block's forward pass and replays them when the block is recomputed (the
+  recomputed ops have other names, so step_dropout_seed would key other masks).
+
+  Args:
+    seed_fn: function(input_tensor) -> int64 Tensor [2] (a stateless seed), or None for
+      tf.nn.dropout's stateful draw.
+
+  Yields:
+    Nothing; the previous seed function is back on exit.
+  """
+  _DROPOUT_SEED_OVERRIDES.append(seed_fn)
+  try:
+    yield
+  finally:
+    _DROPOUT_SEED_OVERRIDES.pop()
+
+
 def step_dropout_seed(input_tensor):
   """A [2] int64 stateless seed (global step, hash of graph seed and op name), or None.
 
-  `dropout` looks it up at every call: etc_model's gradient checkpointing replaces it while it
-  records and replays a block's seeds.
+  `dropout`'s seed unless a dropout_seed_override is active.
 
   Args:
     input_tensor: the Tensor about to be dropped out.

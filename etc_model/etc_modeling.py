@@ -629,24 +629,20 @@ def _dropout_seeds(seeds, replay):
   Yields:
     Nothing; `modeling.dropout` is back to normal on exit.
   """
-  step_seed = modeling.step_dropout_seed
   position = [0]
 
   def seed_fn(input_tensor):
     if replay:
       position[0] += 1
       return seeds[position[0] - 1]
-    seed = step_seed(input_tensor)
+    seed = modeling.step_dropout_seed(input_tensor)
     if seed is None:
       seed = tf.random.uniform([2], maxval=tf.int64.max, dtype=tf.int64)
     seeds.append(seed)
     return seed
 
-  modeling.step_dropout_seed = seed_fn
-  try:
+  with modeling.dropout_seed_override(seed_fn):
     yield
-  finally:
-    modeling.step_dropout_seed = step_seed
 
 
 def recompute_in_backward(block_fn, inputs):
