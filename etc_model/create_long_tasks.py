@@ -145,10 +145,6 @@ def write_records(path, examples):
       tf.io.gfile.remove(tmp_path)
 
 
-# Moved to etc_model.long_tasks (shared with etc_model.run_long_tasks); kept under these names.
-DISTANCE_BUCKETS = long_tasks.DISTANCE_BUCKETS
-distance_bucket = long_tasks.distance_bucket
-
 
 def _accuracies(examples):
   n = float(len(examples))
@@ -179,7 +175,8 @@ def cloze_baselines(examples):
   result["mean_answer_distance"] = round(sum(e["answer_distance"][0] for e in examples) / n, 1)
   buckets = collections.OrderedDict()
   for example in sorted(examples, key=lambda e: e["answer_distance"][0]):
-    buckets.setdefault(distance_bucket(example["answer_distance"][0]), []).append(example)
+    bucket = long_tasks.distance_bucket(example["answer_distance"][0])
+    buckets.setdefault(bucket, []).append(example)
   result["by_distance"] = collections.OrderedDict(
       (name, _accuracies(group)) for name, group in buckets.items())
   return result

@@ -115,9 +115,6 @@ def masked_lm_head_config(config):
   return head
 
 
-# Moved to etc_model.etc_estimator (shared with etc_model.run_long_tasks); kept under this name.
-add_side_inputs = etc_estimator.add_side_inputs
-
 
 def input_fn_builder(input_files, config, max_seq_length, max_global_seq_length,
                      max_predictions_per_seq, is_training, num_cpu_threads=4, seed=None,
@@ -167,8 +164,8 @@ def input_fn_builder(input_files, config, max_seq_length, max_global_seq_length,
     d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features),
               num_parallel_calls=num_cpu_threads)
     d = d.batch(batch_size, drop_remainder=True)
-    d = d.map(lambda batch: add_side_inputs(batch, config, max_seq_length,
-                                            max_global_seq_length),
+    d = d.map(lambda batch: etc_estimator.add_side_inputs(batch, config, max_seq_length,
+                                                          max_global_seq_length),
               num_parallel_calls=num_cpu_threads)
     return d.prefetch(2)
 
@@ -272,9 +269,6 @@ def variable_shapes(config, max_seq_length, max_global_seq_length, att_implement
     return {v.op.name: v.shape.as_list() for v in tf1.global_variables()}
 
 
-check_resume = etc_estimator.check_resume
-
-
 def load_config():
   """--etc_config_file with the --residual_attention override, validated (one-line errors)."""
   return etc_estimator.load_config(FLAGS.etc_config_file, FLAGS.residual_attention,
@@ -333,7 +327,7 @@ def main(_):
   label = pretraining_utils.task_label()
   lock = common.OutputDirLock(FLAGS.output_dir, label=label).acquire()
   # Compared before anything is written there: a resume with another model is one line.
-  resume_step = check_resume(FLAGS.output_dir, lambda: variable_shapes(
+  resume_step = etc_estimator.check_resume(FLAGS.output_dir, lambda: variable_shapes(
       config, FLAGS.max_seq_length, FLAGS.max_global_seq_length, FLAGS.att_implementation))
   if FLAGS.do_eval and not FLAGS.do_train:
     checkpoint_utils.require_trained_weights(

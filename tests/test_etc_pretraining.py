@@ -17,6 +17,7 @@ import estimator_utils
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
 from conftest import write_random_bert_checkpoint
 from etc_model import create_pretraining_data as etc_data
+from etc_model import etc_estimator
 from etc_model import etc_inputs
 from etc_model import etc_modeling
 from etc_model import lift_bert_checkpoint as lift
@@ -189,7 +190,7 @@ def test_train_from_a_lifted_checkpoint_then_a_rerun_resumes_and_evaluates(data,
                           ({"num_hidden_layers": 1}, "which this job's model lacks")):
     config = etc_modeling.EtcConfig.from_dict(dict(TINY_ETC_CONFIG, **change))
     with pytest.raises(common.UsageError, match=re.escape(message)):
-      etc_run.check_resume(str(out), lambda: etc_run.variable_shapes(config, L, G))
+      etc_estimator.check_resume(str(out), lambda: etc_run.variable_shapes(config, L, G))
   # The same command with more steps continues from the last checkpoint, then evaluates.
   run_tool(None, _train_args(data, out, 3, ["--do_eval", "--max_eval_steps=1",
                                             "--init_checkpoint=%s" % lifted["output_checkpoint"]]))
