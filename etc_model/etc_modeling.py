@@ -30,6 +30,14 @@ running sums are the groups' explicit inputs and outputs.
 Everything is tf.compat.v1 variables and ops (no Keras layers): `modeling.dense_layer`,
 `modeling.layer_norm` (epsilon 1e-12, as Keras' LayerNormalization in the official code) and the
 step-seeded `modeling.dropout`.
+
+Mixed precision (`EtcModel(..., compute_dtype=tf.bfloat16 or tf.float16)`, as BERT's
+`modeling.BertModel`): the variables stay float32 (same names, same checkpoints); the
+projections, the attention matmuls (content and relative scores, context), the feed-forward
+blocks and their dropout run in the compute dtype; the embeddings, the residual stream, the
+LayerNorm statistics, the two softmaxes with their masks and the two residual-attention running
+sums (long rows and global rows, in either layout and across gradient-checkpointing groups) stay
+float32, and the long and global outputs are float32.
 """
 
 from __future__ import absolute_import
@@ -284,7 +292,8 @@ class EtcModel(object):
                is_training=None,
                use_one_hot_embeddings=False,
                use_one_hot_relative_embeddings=False,
-               name="etc_document_bert"):
+               name="etc_document_bert",
+               compute_dtype=None):
     """Constructor for EtcModel.
 
     Args:
@@ -295,9 +304,12 @@ class EtcModel(object):
         (TPU) instead of tf.gather.
       use_one_hot_relative_embeddings: the same for the relative attention scores.
       name: variable scope of the model (official: "etc_document_bert").
+      compute_dtype: tf.float32 (default), tf.bfloat16 or tf.float16, or a --precision name
+        ("fp32", "bf16", "fp16"; `modeling.get_compute_dtype`): the dtype of the layers'
+        matmuls (see the module docstring). Variables and outputs are float32 in every case.
 
     Raises:
-      ValueError: the config is invalid.
+      ValueError: the config or the compute dtype is invalid.
     """
     config = copy.deepcopy(config)
     config.validate("config")
@@ -308,6 +320,7 @@ class EtcModel(object):
       config.embedding_size = config.hidden_size
     self.config = config
     self.is_training = is_training
+    self.compute_dtype = modeling.get_compute_dtype(compute_dtype)
     self.use_one_hot_embeddings = use_one_hot_embeddings
     self.use_one_hot_relative_embeddings = use_one_hot_relative_embeddings
     self.name = name
@@ -434,7 +447,8 @@ class EtcModel(object):
         return global_local_transformer_layers(
             long_input, global_input, config, training=training,
             att_implementation=att_implementation,
-            use_one_hot_lookup=self.use_one_hot_relative_embeddings, **side_inputs)
+            use_one_hot_lookup=self.use_one_hot_relative_embeddings,
+            compute_dtype=self.compute_dtype, **side_inputs)
 
   def get_token_embedding_table(self):
     """The [vocab_size, embedding_size] token table, once the model has been called."""
@@ -507,7 +521,7 @@ def global_local_transformer_layers(long_input, global_input, config, training=F
                                     l2l_att_mask=None, g2g_att_mask=None, l2g_att_mask=None,
                                     g2l_att_mask=None, l2l_relative_att_ids=None,
                                     g2g_relative_att_ids=None, l2g_relative_att_ids=None,
-                                    g2l_relative_att_ids=None):
+                                    g2l_relative_att_ids=None, compute_dtype=None):
   """The official `GlobalLocalTransformerLayers` with residual attention.
 
   Variables are created in the current variable scope (the official
@@ -529,10 +543,15 @@ def global_local_transformer_layers(long_input, global_input, config, training=F
     g2g_relative_att_ids: see `EtcModel.__call__`.
     l2g_relative_att_ids: see `EtcModel.__call__`.
     g2l_relative_att_ids: see `EtcModel.__call__`.
+    compute_dtype: None (float32), tf.bfloat16 / tf.float16 or a --precision name: the dtype
+      of the attention and feed-forward blocks; the residual stream (`long_input`,
+      `global_input`), LayerNorm statistics, softmaxes and running sums stay float32.
 
   Returns:
-    [long_output [batch, long_seq_len, hidden], global_output [batch, global_seq_len, hidden]].
+    [long_output float32 [batch, long_seq_len, hidden],
+     global_output float32 [batch, global_seq_len, hidden]].
   """
+  compute_dtype = modeling.get_compute_dtype(compute_dtype)
   batch_size, long_seq_len, _ = modeling.get_shape_list(long_input, expected_rank=3)
   global_seq_len = modeling.get_shape_list(global_input, expected_rank=3)[1]
   radius = config.local_radius
@@ -576,12 +595,16 @@ def global_local_transformer_layers(long_input, global_input, config, training=F
         with tf1.variable_scope("fused_global_local_att"):
           long_att, global_att, prev_long_scores, prev_global_scores = (
               fused_global_local_attention(
-                  long_att_in, global_att_in, config, long_layout, global_mask, global_ids,
+                  tf.cast(long_att_in, compute_dtype), tf.cast(global_att_in, compute_dtype),
+                  config, long_layout, global_mask, global_ids,
                   layer_index=layer_index, prev_long_scores=prev_long_scores,
                   prev_global_scores=prev_global_scores, training=training,
                   use_one_hot_lookup=use_one_hot_lookup))
-        long_output = long_output + modeling.dropout(long_att, hidden_dropout)
-        global_output = global_output + modeling.dropout(global_att, hidden_dropout)
+        # The branch (and its dropout) in the compute dtype, the residual stream float32.
+        long_output = long_output + tf.cast(modeling.dropout(long_att, hidden_dropout),
+                                            long_output.dtype)
+        global_output = global_output + tf.cast(modeling.dropout(global_att, hidden_dropout),
+                                                global_output.dtype)
         if not pre_ln:
           long_output = modeling.layer_norm(long_output, "layer_norm_0")
           global_output = modeling.layer_norm(global_output, "layer_norm_1")
@@ -592,9 +615,9 @@ def global_local_transformer_layers(long_input, global_input, config, training=F
         long_scope = "long_feed_forward_layer_%d" % layer_index
         global_scope = "global_feed_forward_layer_%d" % layer_index
       long_output = _feed_forward_block(long_output, config, intermediate_act_fn,
-                                        hidden_dropout, long_scope)
+                                        hidden_dropout, long_scope, compute_dtype)
       global_output = _feed_forward_block(global_output, config, intermediate_act_fn,
-                                          hidden_dropout, global_scope)
+                                          hidden_dropout, global_scope, compute_dtype)
     return [long_output, global_output, prev_long_scores, prev_global_scores]
 
   num_layers = config.num_hidden_layers
@@ -709,7 +732,8 @@ def recompute_in_backward(block_fn, inputs):
   return result
 
 
-def _feed_forward_block(input_tensor, config, activation, dropout_prob, scope):
+def _feed_forward_block(input_tensor, config, activation, dropout_prob, scope,
+                        compute_dtype=tf.float32):
   """Official `ResidualBlock` around `DenseLayers([intermediate, hidden])`.
 
   Args:
@@ -718,21 +742,24 @@ def _feed_forward_block(input_tensor, config, activation, dropout_prob, scope):
     activation: the intermediate activation function.
     dropout_prob: dropout of the branch output.
     scope: variable scope (shared by long and global when the config shares it).
+    compute_dtype: dtype of the branch's matmuls, activation and dropout.
 
   Returns:
-    float32 [batch, seq, hidden].
+    float32 [batch, seq, hidden] (the dtype of `input_tensor`).
   """
   initializer = modeling.create_initializer(config.initializer_range)
   with tf1.variable_scope(scope, reuse=tf1.AUTO_REUSE):
     branch_input = (modeling.layer_norm(input_tensor, "layer_norm")
                     if config.use_pre_activation_order else input_tensor)
     with tf1.variable_scope("dense_layers"):
-      intermediate = modeling.dense_layer(branch_input, config.intermediate_size,
+      intermediate = modeling.dense_layer(tf.cast(branch_input, compute_dtype),
+                                          config.intermediate_size,
                                           activation=activation,
                                           kernel_initializer=initializer, name="layer_0")
       branch = modeling.dense_layer(intermediate, config.hidden_size,
                                     kernel_initializer=initializer, name="layer_1")
-    output = input_tensor + modeling.dropout(branch, dropout_prob)
+    output = input_tensor + tf.cast(modeling.dropout(branch, dropout_prob),
+                                    input_tensor.dtype)
     if not config.use_pre_activation_order:
       output = modeling.layer_norm(output, "layer_norm")
   return output
@@ -777,11 +804,13 @@ def fused_global_local_attention(long_input, global_input, config, long_layout, 
                                  use_one_hot_lookup=False):
   """One layer's official `FusedGlobalLocalAttention` with residual scores.
 
-  Variables are created in the current scope (`.../fused_global_local_att`).
+  Variables are created in the current scope (`.../fused_global_local_att`). The projections,
+  the score and context matmuls run in the dtype of the inputs (float32, or a mixed-precision
+  compute dtype); the scores, their running sums, the masks and the softmaxes are float32.
 
   Args:
-    long_input: float32 [batch, long_seq_len, hidden].
-    global_input: float32 [batch, global_seq_len, hidden].
+    long_input: float [batch, long_seq_len, hidden] (float32, bfloat16 or float16).
+    global_input: float [batch, global_seq_len, hidden], the dtype of `long_input`.
     config: `EtcConfig`.
     long_layout: `_DenseLongLayout` or `_BlockedLongLayout` (masks and ids of the long rows).
     global_mask: int32 [batch, global_seq_len, global_seq_len + long_seq_len].
@@ -793,8 +822,9 @@ def fused_global_local_attention(long_input, global_input, config, long_layout, 
     use_one_hot_lookup: gather relative scores by one-hot matmul.
 
   Returns:
-    (long_output [batch, long_seq_len, hidden], global_output [batch, global_seq_len, hidden],
-     handed-on long-row scores or None, handed-on global-row scores or None).
+    (long_output [batch, long_seq_len, hidden], global_output [batch, global_seq_len, hidden]
+     in the dtype of the inputs, float32 handed-on long-row scores or None, float32 handed-on
+     global-row scores or None).
   """
   names = projection_names(config)
   num_heads = config.num_attention_heads
@@ -822,7 +852,8 @@ def fused_global_local_attention(long_input, global_input, config, long_layout, 
           initializer=tf1.truncated_normal_initializer(stddev=RELATIVE_EMBEDDING_INIT_STDDEV))
       bias = tf1.get_variable("relative_bias_table", [config.relative_vocab_size, num_heads],
                               initializer=tf1.zeros_initializer())
-    return emb, bias
+    # float32 variables, read in the compute dtype (as modeling.dense_layer's).
+    return tf.cast(emb, long_input.dtype), tf.cast(bias, long_input.dtype)
 
   attention_dropout = config.attention_probs_dropout_prob if training else 0.0
   divisor = modeling.residual_attention_divisor(config.residual_attention, layer_index)
@@ -849,7 +880,7 @@ def fused_global_local_attention(long_input, global_input, config, long_layout, 
       relative_tables("global_qkv_attention"), global_ids, size_per_head, use_one_hot_lookup)
   global_probs, global_scores = attention_probs(
       global_scores, global_mask, prev_global_scores, divisor, residual_attention,
-      attention_dropout)
+      attention_dropout, dtype=global_values.dtype)
   global_context = tf.einsum("bhqk,bkhd->bqhd", global_probs, global_values)
 
   outputs = []
@@ -866,11 +897,13 @@ def _content_and_relative_scores(content_scores, queries, tables, ids, size_per_
                                  use_one_hot_lookup):
   """(q.k + q.rel_emb[id] + rel_bias[id]) / sqrt(size_per_head), as the official code.
 
+  The matmuls run in the dtype of `queries`; the sum and the scaling in float32.
+
   Args:
-    content_scores: float32 [..., heads, query, key], q.k.
-    queries: float32 [..., query, heads, size_per_head].
-    tables: (relative_emb_table [R, heads, size_per_head], relative_bias_table [R, heads]) or
-      None.
+    content_scores: float [..., heads, query, key], q.k (the dtype of `queries`).
+    queries: float [..., query, heads, size_per_head].
+    tables: (relative_emb_table [R, heads, size_per_head], relative_bias_table [R, heads]) in
+      the dtype of `queries`, or None.
     ids: int32 [..., query, key] or None (no relative part).
     size_per_head: the key size per head.
     use_one_hot_lookup: one-hot matmul instead of tf.gather.
@@ -878,7 +911,9 @@ def _content_and_relative_scores(content_scores, queries, tables, ids, size_per_
   Returns:
     float32 [..., heads, query, key].
   """
-  scores = content_scores
+  # float32 from here in every precision: the running sums of residual attention add up the
+  # scores of every layer (modeling.scaled_dot_product_attention does the same).
+  scores = tf.cast(content_scores, tf.float32)
   if ids is not None and tables is not None:
     emb, bias = tables
     # [..., query, R, heads]
@@ -889,16 +924,21 @@ def _content_and_relative_scores(content_scores, queries, tables, ids, size_per_
                            tf.one_hot(ids, emb.shape[0], dtype=all_relative.dtype),
                            all_relative)
     else:
-      relative = tf.gather(all_relative, ids, batch_dims=batch_dims)
+      # In float32: the gather's gradient, a segment sum over [..., query, key, heads], takes 4x
+      # as long in bfloat16 on a CPU (and it sums up to 2 * radius + 1 values per entry).
+      relative = tf.gather(tf.cast(all_relative, tf.float32), ids, batch_dims=batch_dims)
     # [..., query, key, heads] -> [..., heads, query, key]
     rank = ids.shape.rank + 1
     perm = list(range(rank - 3)) + [rank - 1, rank - 3, rank - 2]
-    scores = scores + tf.transpose(relative, perm)
+    scores = scores + tf.cast(tf.transpose(relative, perm), tf.float32)
   return scores * (1.0 / math.sqrt(float(size_per_head)))
 
 
-def attention_probs(scores, mask, prev_scores, divisor, residual_attention, dropout_prob):
+def attention_probs(scores, mask, prev_scores, divisor, residual_attention, dropout_prob,
+                    dtype=tf.float32):
   """Residual scores, mean divisor, mask, softmax, dropout: one softmax of one chain.
+
+  Everything but the dropout is float32 in every precision.
 
   Args:
     scores: float32 [..., heads, query, key], this layer's scaled logits.
@@ -907,10 +947,13 @@ def attention_probs(scores, mask, prev_scores, divisor, residual_attention, drop
     divisor: None or the running mean's divisor (`modeling.residual_attention_divisor`).
     residual_attention: "none", "sum" or "mean".
     dropout_prob: dropout of the probabilities (0 for none).
+    dtype: dtype of the returned probabilities (that of the values they weight): the softmax
+      output is cast to it before the dropout.
 
   Returns:
-    (probs float32 [..., heads, query, key] after dropout,
-     the scores to hand on (`modeling.residual_attention_hand_on`): before mask and division).
+    (probs `dtype` [..., heads, query, key] after dropout,
+     float32 scores to hand on (`modeling.residual_attention_hand_on`): before mask and
+     division).
   """
   if prev_scores is not None:
     scores = scores + prev_scores
@@ -920,7 +963,7 @@ def attention_probs(scores, mask, prev_scores, divisor, residual_attention, drop
   adder = (1.0 - tf.cast(mask, tf.float32)) * -10000.0
   scores += tf.expand_dims(adder, axis=-3)
   probs = tf.nn.softmax(scores)
-  return modeling.dropout(probs, dropout_prob), handed_on
+  return modeling.dropout(tf.cast(probs, dtype), dropout_prob), handed_on
 
 
 class _DenseLongLayout(object):
@@ -957,7 +1000,7 @@ class _DenseLongLayout(object):
         tf.einsum("bqhd,bkhd->bhqk", queries, all_keys), queries, tables, self.ids,
         size_per_head, use_one_hot_lookup)
     probs, handed_on = attention_probs(scores, self.mask, prev_scores, divisor,
-                                       residual_attention, dropout_prob)
+                                       residual_attention, dropout_prob, dtype=values.dtype)
     return tf.einsum("bhqk,bkhd->bqhd", probs, all_values), handed_on
 
 
@@ -1028,7 +1071,7 @@ class _BlockedLongLayout(object):
     scores = _content_and_relative_scores(content, blocked_queries, tables, self.ids,
                                           size_per_head, use_one_hot_lookup)
     probs, handed_on = attention_probs(scores, self.mask, prev_scores, divisor,
-                                       residual_attention, dropout_prob)
+                                       residual_attention, dropout_prob, dtype=values.dtype)
     local_columns = 3 * self.block_len
     context = (tf.einsum("bnhqk,bnkhd->bnqhd", probs[..., :local_columns], blocked_values) +
                tf.einsum("bnhqk,bkhd->bnqhd", probs[..., local_columns:], side_values))

@@ -14,8 +14,17 @@ relative_pos_max_distance and use_hard_g2l_mask / use_hard_l2g_mask.
 The loss is the masked-LM loss on the long tokens. The head is BERT's (`cls/predictions/*`,
 run_pretraining.get_masked_lm_output, tied to ETC's token embedding table): the official
 etcmodel ships no pre-training code, hence no head names of its own. With an ALBERT-style
-`embedding_size` the head's transform projects to embedding_size (as ALBERT's head). ETC's CPC
-loss on the global tokens is not implemented.
+`embedding_size` the head's transform projects to embedding_size (as ALBERT's head).
+
+--cpc_loss_weight > 0 adds ETC's Contrastive Predictive Coding loss on the global tokens
+(etc_model/cpc.py: ceil(--cpc_sentence_mask_rate * n) of a record's n sentences, at most
+--cpc_max_sentences_per_seq, have all their long tokens replaced by --cpc_mask_token_id; the
+global token of each must pick the same model's encoding of its sentence alone, its first
+--cpc_max_sentence_length tokens, among those of the batch's other masked sentences, InfoNCE):
+loss = MLM + weight * CPC, MLM predictions inside masked sentences dropped. The choice is a
+stateless function of the global step (exact resume holds); eval uses a fixed draw and reports
+cpc_loss / cpc_accuracy beside the MLM metrics. No new variables: checkpoints are the same with
+or without CPC. The default 0 builds exactly the MLM-only graph. Same records as without CPC.
 
 The training plumbing is the top-level run_pretraining.py's: estimator_utils' TPU / distribution
 / checkpoint flags and make_estimator, create_train_op (optimization.create_optimizer;
@@ -23,14 +32,18 @@ The training plumbing is the top-level run_pretraining.py's: estimator_utils' TP
 init_checkpoint_scaffold_fn (e.g. a checkpoint of `python -m etc_model.lift_bert_checkpoint`),
 exact resume (rerun the same command; a checkpoint of another model in --output_dir is a
 one-line error before anything is written), one job per --output_dir (lock file), SIGINT /
-SIGTERM: checkpoint, then exit 130 / 143 without evaluating or writing the summary. --precision
-other than fp32 is refused (ETC computes in float32 here).
+SIGTERM: checkpoint, then exit 130 / 143 without evaluating or writing the summary.
+--precision=bf16 / fp16 runs ETC (etc_modeling.EtcModel's compute_dtype) and the MLM head in that
+dtype with float32 variables, softmaxes, LayerNorm statistics and residual-attention running
+sums; fp16 trains with dynamic loss scaling (estimator_utils.create_train_op). The checkpoints
+are the same in every precision: a job continues in another one.
 """
 
 from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import collections
 import copy
 import json
 import os
@@ -47,6 +60,7 @@ import model_config
 import modeling
 import pretraining_utils
 import run_pretraining as bert_pretraining
+from etc_model import cpc
 from etc_model import create_pretraining_data as etc_data
 from etc_model import etc_estimator
 from etc_model import etc_inputs
@@ -58,8 +72,8 @@ FLAGS = flags.FLAGS
 
 SCRIPT = "etc_model.run_pretraining"
 CONFIG_NAME = "etc_config.json"
-# The shared estimator_utils.MODEL_FN_FLAGS this script implements (no --precision yet).
-SUPPORTED_MODEL_FN_FLAGS = ("fused_optimizer",)
+# The shared estimator_utils.MODEL_FN_FLAGS this script implements.
+SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
 
 
 def define_flags():
@@ -95,6 +109,19 @@ def define_flags():
   flags.DEFINE_enum("att_implementation", "auto", list(etc_modeling.ATT_IMPLEMENTATIONS),
                     "Layout of the long rows' attention: auto (dense up to 1024 long tokens), "
                     "full (dense skewed) or sparse (blocked, memory linear in L).")
+  flags.DEFINE_float("cpc_loss_weight", 0.0,
+                     "Weight of ETC's CPC loss on the global tokens (0: off, MLM only).")
+  flags.DEFINE_float("cpc_sentence_mask_rate", 0.1,
+                     "CPC: fraction of a record's sentences masked (rounded up).")
+  flags.DEFINE_integer("cpc_max_sentences_per_seq", 32,
+                       "CPC: at most this many masked sentences a record (<= "
+                       "--max_global_seq_length).")
+  flags.DEFINE_integer("cpc_max_sentence_length", 64,
+                       "CPC: a masked sentence is encoded alone from its first this many tokens "
+                       "(the lone pass encodes batch * --cpc_max_sentences_per_seq * this).")
+  flags.DEFINE_integer("cpc_mask_token_id", 103,
+                       "CPC: the id the masked sentences' tokens become ([MASK] of the BERT "
+                       "vocabularies: 103).")
   estimator_utils.define_estimator_flags()
 
 
@@ -173,7 +200,7 @@ def input_fn_builder(input_files, config, max_seq_length, max_global_seq_length,
 
 
 def build_model(config, features, is_training, use_one_hot_embeddings=False,
-                att_implementation="auto"):
+                att_implementation="auto", compute_dtype=None):
   """ETC + the masked-LM head on the long output.
 
   Args:
@@ -182,12 +209,15 @@ def build_model(config, features, is_training, use_one_hot_embeddings=False,
     is_training: dropout on.
     use_one_hot_embeddings: TPU embedding lookups.
     att_implementation: "auto", "full" or "sparse".
+    compute_dtype: None (float32), a --precision name or a dtype: the compute dtype of ETC
+      and of the head's matmuls (variables, loss and log probs stay float32).
 
   Returns:
     (loss, per-prediction loss [batch * P], log probs [batch * P, vocab]).
   """
   model = etc_modeling.EtcModel(config, is_training=is_training,
-                                use_one_hot_embeddings=use_one_hot_embeddings)
+                                use_one_hot_embeddings=use_one_hot_embeddings,
+                                compute_dtype=compute_dtype)
   side = {name: features[name] for name in etc_inputs.SIDE_INPUT_NAMES if name in features}
   long_output, _ = model(token_ids=features["token_ids"],
                          global_token_ids=features["global_token_ids"],
@@ -195,7 +225,76 @@ def build_model(config, features, is_training, use_one_hot_embeddings=False,
   return bert_pretraining.get_masked_lm_output(
       masked_lm_head_config(config), long_output, model.get_token_embedding_table(),
       features["masked_lm_positions"], features["masked_lm_ids"],
-      features["masked_lm_weights"])
+      features["masked_lm_weights"], compute_dtype=compute_dtype)
+
+
+# The CPC settings of a job (the --cpc_* flags).
+CpcOptions = collections.namedtuple(
+    "CpcOptions", ["loss_weight", "mask_rate", "max_sentences", "max_sentence_length",
+                   "mask_token_id"])
+
+
+def cpc_seed(features, is_training):
+  """The [2] stateless seed of the CPC sentence choice.
+
+  Args:
+    features: the batch's features (the seed is keyed on the token_ids tensor).
+    is_training: training: modeling.step_dropout_seed (a function of the global step, so a
+      resumed job chooses as the uninterrupted one); eval: a fixed seed (every checkpoint is
+      scored on the same choice).
+
+  Returns:
+    int64 Tensor [2].
+  """
+  step_seed = modeling.step_dropout_seed(features["token_ids"]) if is_training else None
+  if step_seed is None:
+    return tf.constant([0, 0], tf.int64)
+  return step_seed
+
+
+def build_model_with_cpc(config, features, is_training, cpc_options, seed,
+                         use_one_hot_embeddings=False, att_implementation="auto",
+                         compute_dtype=None):
+  """ETC + the masked-LM head on the records with CPC's sentences masked, + the CPC loss.
+
+  Args:
+    config: EtcConfig.
+    features: dict with token_ids, global_token_ids, sentence_ids, long_breakpoints, the side
+      inputs and masked_lm_*.
+    is_training: dropout on.
+    cpc_options: CpcOptions.
+    seed: int64 [2] stateless seed of the sentence choice (cpc_seed).
+    use_one_hot_embeddings: TPU embedding lookups.
+    att_implementation: "auto", "full" or "sparse".
+    compute_dtype: as build_model's.
+
+  Returns:
+    (loss = MLM + loss_weight * CPC, MLM per-prediction loss [batch * P],
+     MLM log probs [batch * P, vocab], the etc_model.cpc.cpc_loss dict (its masked_lm_weights
+     [batch, P]: the records' weights, 0 inside the masked sentences)).
+  """
+  model = etc_modeling.EtcModel(config, is_training=is_training,
+                                use_one_hot_embeddings=use_one_hot_embeddings,
+                                compute_dtype=compute_dtype)
+  out = cpc.cpc_loss(model, features, config, cpc_options.mask_token_id,
+                     cpc_options.mask_rate, cpc_options.max_sentences,
+                     cpc_options.max_sentence_length, seed,
+                     att_implementation=att_implementation)
+  mlm_loss, example_loss, log_probs = bert_pretraining.get_masked_lm_output(
+      masked_lm_head_config(config), out["long_output"], model.get_token_embedding_table(),
+      features["masked_lm_positions"], features["masked_lm_ids"], out["masked_lm_weights"],
+      compute_dtype=compute_dtype)
+  out["masked_lm_loss"] = mlm_loss
+  loss = mlm_loss + cpc_options.loss_weight * out["cpc_loss"]
+  return loss, example_loss, log_probs, out
+
+
+def cpc_metric_fn(cpc_example_loss, cpc_correct, cpc_weights):
+  """cpc_loss and cpc_accuracy over the masked sentences (tensors [batch, M])."""
+  return {
+      "cpc_loss": tf1.metrics.mean(values=cpc_example_loss, weights=cpc_weights),
+      "cpc_accuracy": tf1.metrics.mean(values=cpc_correct, weights=cpc_weights),
+  }
 
 
 def metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids, masked_lm_weights):
@@ -211,34 +310,65 @@ def metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids, masked
   }
 
 
+def mlm_and_cpc_metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
+                          masked_lm_weights, cpc_example_loss, cpc_correct, cpc_weights):
+  """metric_fn's MLM metrics and cpc_metric_fn's cpc_loss / cpc_accuracy."""
+  metrics = metric_fn(masked_lm_example_loss, masked_lm_log_probs, masked_lm_ids,
+                      masked_lm_weights)
+  metrics.update(cpc_metric_fn(cpc_example_loss, cpc_correct, cpc_weights))
+  return metrics
+
+
 def model_fn_builder(config, init_checkpoint, learning_rate, num_train_steps, num_warmup_steps,
                      use_tpu, gradient_accumulation_steps=1, total_steps=None,
                      train_batch_size=None, extra_hooks=(), progress_hook=None,
-                     fused_optimizer=False, keep_checkpoint_max=5, att_implementation="auto"):
+                     fused_optimizer=False, keep_checkpoint_max=5, att_implementation="auto",
+                     precision="fp32", cpc_options=None):
   """Returns the `model_fn` closure for TPUEstimator (masked LM on the long tokens).
 
   The arguments are those of the top-level run_pretraining.model_fn_builder (config an
-  EtcConfig; no precision: float32 only), plus att_implementation.
+  EtcConfig; precision "fp32", "bf16" or "fp16": the compute dtype of ETC and the MLM head,
+  variables float32, fp16 with dynamic loss scaling), plus att_implementation and
+  cpc_options (a CpcOptions with loss_weight > 0 adds the CPC loss; None or weight 0: MLM only,
+  the same graph as without the option).
   """
+  compute_dtype = modeling.get_compute_dtype(precision)
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     """The `model_fn` for TPUEstimator."""
     is_training = (mode == tf1.estimator.ModeKeys.TRAIN)
-    loss, example_loss, log_probs = build_model(
-        config, features, is_training, use_one_hot_embeddings=use_tpu,
-        att_implementation=att_implementation)
+    cpc_out = None
+    if cpc_options is not None and cpc_options.loss_weight > 0:
+      loss, example_loss, log_probs, cpc_out = build_model_with_cpc(
+          config, features, is_training, cpc_options,
+          cpc_seed(features, is_training),
+          use_one_hot_embeddings=use_tpu, att_implementation=att_implementation,
+          compute_dtype=compute_dtype)
+      # MLM predictions inside the masked sentences do not count.
+      features = dict(features, masked_lm_weights=cpc_out["masked_lm_weights"])
+    else:
+      loss, example_loss, log_probs = build_model(
+          config, features, is_training, use_one_hot_embeddings=use_tpu,
+          att_implementation=att_implementation, compute_dtype=compute_dtype)
     tvars = tf1.trainable_variables()
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars)
     if mode == tf1.estimator.ModeKeys.TRAIN:
       train_op = estimator_utils.create_train_op(
           loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
-          fused_optimizer=fused_optimizer, keep_checkpoint_max=keep_checkpoint_max,
+          precision=compute_dtype, fused_optimizer=fused_optimizer,
+          keep_checkpoint_max=keep_checkpoint_max,
           gradient_accumulation_steps=gradient_accumulation_steps)
       hooks = []
       if not use_tpu:
         tf1.summary.scalar("masked_lm_accuracy", pretraining_utils.masked_lm_accuracy(
             log_probs, features["masked_lm_ids"], features["masked_lm_weights"]))
-        tf1.summary.scalar("masked_lm_loss", loss)
+        tf1.summary.scalar("masked_lm_loss", loss if cpc_out is None
+                           else cpc_out["masked_lm_loss"])
+        if cpc_out is not None:
+          tf1.summary.scalar("cpc_loss", cpc_out["cpc_loss"])
+          tf1.summary.scalar("cpc_accuracy", tf.reduce_sum(
+              cpc_out["cpc_correct"] * cpc_out["cpc_weights"]) / tf.maximum(
+                  tf.reduce_sum(cpc_out["cpc_weights"]), 1.0))
         hooks.append(progress_hook or estimator_utils.ProgressHook(
             total_steps if total_steps is not None
             else num_train_steps * gradient_accumulation_steps,
@@ -249,10 +379,17 @@ def model_fn_builder(config, init_checkpoint, learning_rate, num_train_steps, nu
           mode=mode, loss=loss, train_op=train_op, training_hooks=hooks,
           scaffold_fn=scaffold_fn)
     if mode == tf1.estimator.ModeKeys.EVAL:
+      eval_metrics = (metric_fn, [example_loss, log_probs, features["masked_lm_ids"],
+                                  features["masked_lm_weights"]])
+      if cpc_out is not None:
+        eval_metrics = (mlm_and_cpc_metric_fn, {
+            "masked_lm_example_loss": example_loss, "masked_lm_log_probs": log_probs,
+            "masked_lm_ids": features["masked_lm_ids"],
+            "masked_lm_weights": features["masked_lm_weights"],
+            "cpc_example_loss": cpc_out["cpc_example_loss"],
+            "cpc_correct": cpc_out["cpc_correct"], "cpc_weights": cpc_out["cpc_weights"]})
       return tf1.estimator.tpu.TPUEstimatorSpec(
-          mode=mode, loss=loss, scaffold_fn=scaffold_fn,
-          eval_metrics=(metric_fn, [example_loss, log_probs, features["masked_lm_ids"],
-                                    features["masked_lm_weights"]]))
+          mode=mode, loss=loss, scaffold_fn=scaffold_fn, eval_metrics=eval_metrics)
     raise ValueError("Only TRAIN and EVAL modes are supported: %s" % mode)
 
   return model_fn
@@ -291,6 +428,40 @@ def _check_flags():
                 (FLAGS.num_warmup_steps, FLAGS.num_train_steps))
 
 
+def cpc_options_from_flags(flag_values, vocab_size):
+  """The CpcOptions of the --cpc_* flags (one-line errors), or None when CPC is off.
+
+  Args:
+    flag_values: FLAGS (cpc_loss_weight, cpc_sentence_mask_rate, cpc_max_sentences_per_seq,
+      cpc_max_sentence_length, cpc_mask_token_id, max_seq_length, max_global_seq_length).
+    vocab_size: the model's vocab_size (the mask id must be below it).
+
+  Returns:
+    CpcOptions, or None for --cpc_loss_weight=0.
+  """
+  weight = flag_values.cpc_loss_weight
+  if not weight >= 0.0 or weight == float("inf"):
+    common.fail("--cpc_loss_weight=%s: must be a finite number >= 0 (0: no CPC loss)" % weight)
+  if weight == 0.0:
+    return None
+  rate = flag_values.cpc_sentence_mask_rate
+  if not 0.0 < rate <= 1.0:
+    common.fail("--cpc_sentence_mask_rate=%s: must be in (0, 1]" % rate)
+  sentences = flag_values.cpc_max_sentences_per_seq
+  if not 1 <= sentences <= flag_values.max_global_seq_length:
+    common.fail("--cpc_max_sentences_per_seq=%d: must be in [1, --max_global_seq_length=%d]" %
+                (sentences, flag_values.max_global_seq_length))
+  length = flag_values.cpc_max_sentence_length
+  if not 1 <= length <= flag_values.max_seq_length:
+    common.fail("--cpc_max_sentence_length=%d: must be in [1, --max_seq_length=%d]" %
+                (length, flag_values.max_seq_length))
+  mask_id = flag_values.cpc_mask_token_id
+  if not 0 <= mask_id < vocab_size:
+    common.fail("--cpc_mask_token_id=%d: must be a token id in [0, vocab_size=%d)" %
+                (mask_id, vocab_size))
+  return CpcOptions(weight, rate, sentences, length, mask_id)
+
+
 def _expected_lengths():
   long_flag = "--max_seq_length=%d" % FLAGS.max_seq_length
   global_flag = "--max_global_seq_length=%d" % FLAGS.max_global_seq_length
@@ -316,6 +487,7 @@ def main(_):
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
   config = load_config()
+  cpc_options = cpc_options_from_flags(FLAGS, config.vocab_size)
   input_files = common.expand_input_files(FLAGS.input_file, "input_file")
   estimator_utils.check_tfrecord_lengths(input_files, _expected_lengths(), "input_file")
   eval_files = input_files
@@ -348,16 +520,19 @@ def main(_):
       use_tpu=FLAGS.use_tpu, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
       total_steps=total_steps, train_batch_size=FLAGS.train_batch_size,
       extra_hooks=[digest_hook], progress_hook=progress_hook,
-      fused_optimizer=FLAGS.fused_optimizer, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-      att_implementation=FLAGS.att_implementation)
+      att_implementation=FLAGS.att_implementation, cpc_options=cpc_options,
+      **estimator_utils.precision_kwargs(FLAGS))
   estimator = estimator_utils.make_estimator(
       model_fn, FLAGS, FLAGS.output_dir, train_batch_size=FLAGS.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
 
   summary = {"residual_attention": config.residual_attention,
-             "att_implementation": FLAGS.att_implementation, "use_xla": FLAGS.use_xla,
+             "att_implementation": FLAGS.att_implementation, "precision": FLAGS.precision,
+             "use_xla": FLAGS.use_xla,
              "fused_optimizer": FLAGS.fused_optimizer, "max_seq_length": FLAGS.max_seq_length,
              "max_global_seq_length": FLAGS.max_global_seq_length}
+  if cpc_options is not None:
+    summary["cpc"] = dict(cpc_options._asdict())
   if FLAGS.do_train:
     train_input_fn = input_fn_builder(
         input_files, config, FLAGS.max_seq_length, FLAGS.max_global_seq_length,

@@ -1,6 +1,7 @@
 """Tests of ETC long-document pre-training: etc_model.create_pretraining_data (packing, masking,
 determinism, counts) and etc_model.run_pretraining (side inputs in the pipeline, the MLM loss
-learns, train -> rerun resumes -> eval, one-line errors)."""
+learns, train -> rerun resumes -> eval, one-line errors) and its CPC option (etc_model.cpc:
+the InfoNCE loss against NumPy, the sentence masking and lone sentences, end to end)."""
 
 import collections
 import json
@@ -13,9 +14,9 @@ import tensorflow as tf
 
 import common
 import create_pretraining_data as bert_data
-import estimator_utils
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
 from conftest import write_random_bert_checkpoint
+from etc_model import cpc
 from etc_model import create_pretraining_data as etc_data
 from etc_model import etc_estimator
 from etc_model import etc_inputs
@@ -174,14 +175,19 @@ def test_train_from_a_lifted_checkpoint_then_a_rerun_resumes_and_evaluates(data,
   write_random_bert_checkpoint(str(bert_config), str(tmp_path / "bert.ckpt"))
   lifted = lift.lift_bert_checkpoint(str(tmp_path / "bert.ckpt"), str(tmp_path / "lifted"),
                                      etc_config_file=str(data["root"] / "etc_config.json"))
+  # In bfloat16 from the float32 lifted checkpoint; the rerun goes on in float32.
   result = run_tool(None, _train_args(data, out, 2, [
-      "--init_checkpoint=%s" % lifted["output_checkpoint"]]))
+      "--init_checkpoint=%s" % lifted["output_checkpoint"], "--precision=bf16"]))
   loaded = re.search(r"init_checkpoint \S+: (\d+) variables loaded, (\d+) not in checkpoint: "
                      r"(.*)", result.output)
   assert loaded and int(loaded.group(1)) > 40 and int(loaded.group(2)) == 5, result.output[-3000:]
   assert all(name.startswith("cls/predictions/") for name in loaded.group(3).split(", "))
   first = json.loads((out / "train_summary_local.json").read_text())
   assert first["global_step"] == 2 and first["resumed_from_step"] == 0
+  assert first["precision"] == "bf16" and "cpc" not in first
+  # The same float32 variables as a float32 job's checkpoint (only the step is not float).
+  dtypes = tf1.train.NewCheckpointReader(first["checkpoint"]).get_variable_to_dtype_map()
+  assert {name for name, dtype in dtypes.items() if dtype != tf.float32} == {"global_step"}
   saved = json.loads((out / "etc_config.json").read_text())
   assert saved["residual_attention"] == "sum" and saved["local_radius"] == 8
   assert saved["grad_checkpointing_period"] == 1
@@ -191,14 +197,23 @@ def test_train_from_a_lifted_checkpoint_then_a_rerun_resumes_and_evaluates(data,
     config = etc_modeling.EtcConfig.from_dict(dict(TINY_ETC_CONFIG, **change))
     with pytest.raises(common.UsageError, match=re.escape(message)):
       etc_estimator.check_resume(str(out), lambda: etc_run.variable_shapes(config, L, G))
-  # The same command with more steps continues from the last checkpoint, then evaluates.
+  # The same command with more steps continues from the last checkpoint, then evaluates; here
+  # with ETC's CPC loss on the global tokens (no variables of its own: the same checkpoint).
+  cpc_args = ["--cpc_loss_weight=0.5", "--cpc_sentence_mask_rate=0.5",
+              "--cpc_max_sentences_per_seq=3", "--cpc_max_sentence_length=16"]
   run_tool(None, _train_args(data, out, 3, ["--do_eval", "--max_eval_steps=1",
-                                            "--init_checkpoint=%s" % lifted["output_checkpoint"]]))
+                                            "--init_checkpoint=%s" % lifted["output_checkpoint"]]
+                            + cpc_args))
   summary = json.loads((out / "train_summary_local.json").read_text())
   assert summary["resumed_from_step"] == 2 and summary["global_step"] == 3
+  assert summary["precision"] == "fp32"
+  assert summary["cpc"] == {"loss_weight": 0.5, "mask_rate": 0.5, "max_sentences": 3,
+                            "max_sentence_length": 16, "mask_token_id": 103}
   results = json.loads((out / "eval_results.json").read_text())
   assert results["global_step"] == 3 and 0.0 <= results["masked_lm_accuracy"] <= 1.0
   assert np.isfinite(results["masked_lm_loss"])
+  # CPC's metrics beside MLM's (a softmax over the batch's masked sentences).
+  assert 0.0 <= results["cpc_accuracy"] <= 1.0 and 0.0 < results["cpc_loss"] < 50, results
   assert not (out / ".lock-local").exists()
 
 
@@ -218,15 +233,46 @@ def test_lifting_copies_the_bert_mlm_head_onto_the_head_pretraining_builds():
                               "cls/seq_relationship/output_weights"]
 
 
-def test_precision_is_refused_in_one_line_naming_the_module():
-  # ETC computes in float32 here: main refuses --precision before anything is written.
-  flag_values = collections.namedtuple("Flags", "precision fused_optimizer")("bf16", True)
-  with pytest.raises(common.UsageError) as error:
-    estimator_utils.check_supported(flag_values, etc_run.SUPPORTED_MODEL_FN_FLAGS,
-                                    script=etc_run.SCRIPT)
-  assert str(error.value).startswith(
-      "--precision=bf16: not supported by etc_model.run_pretraining yet (it is by "
-      "run_classifier.py, run_ner.py, run_pretraining.py, run_squad.py)")
+def _train_graph_dtypes(precision):
+  """The TRAIN graph of model_fn_builder.
+
+  Returns:
+    ({variable: dtype}, {(scope, op type): {dtype}}, [class name of each saver collected]).
+  """
+  config = etc_modeling.EtcConfig.from_dict(TINY_ETC_CONFIG)
+  with tf.Graph().as_default() as graph:
+    tf1.train.get_or_create_global_step()
+    features = etc_estimator.placeholder_features(
+        config, L, G, extra={"masked_lm_positions": (tf.int32, [1, P]),
+                             "masked_lm_ids": (tf.int32, [1, P]),
+                             "masked_lm_weights": (tf.float32, [1, P])})
+    model_fn = etc_run.model_fn_builder(config, None, 1e-3, 10, 1, use_tpu=False,
+                                        train_batch_size=1, precision=precision)
+    spec = model_fn(features, None, tf1.estimator.ModeKeys.TRAIN, {})
+    assert spec.loss.dtype == tf.float32
+    ops = [op for op in graph.get_operations() if not op.name.startswith("gradients")]
+    op_dtypes = {(scope, op_type): {op.get_attr("T") for op in ops if op.type == op_type and
+                                    op.name.startswith(scope)}
+                 for scope in ("etc_document_bert", "cls/predictions")
+                 for op_type in ("Einsum", "MatMul", "Softmax")}
+    savers = [type(saver).__name__ for saver in graph.get_collection(tf1.GraphKeys.SAVERS)]
+    return ({v.op.name: v.dtype.base_dtype for v in tf1.global_variables()}, op_dtypes,
+            savers)
+
+
+def test_precision_fp16_computes_in_float16_with_float32_variables_and_loss_scaling():
+  fp32_variables, fp32_ops, fp32_savers = _train_graph_dtypes("fp32")
+  variables, ops, savers = _train_graph_dtypes("fp16")
+  # The fp32 job's variables (model, head, Adam slots: all float32) plus the loss scale.
+  assert set(fp32_variables.values()) == {tf.float32, tf.int64}  # int64: the global step
+  assert variables == dict(fp32_variables, loss_scale=tf.float32,
+                           loss_scale_good_steps=tf.int64)
+  # fp16's saver also resumes a checkpoint without a loss scale (of a fp32 / bf16 job).
+  assert savers == ["LossScaleOptionalSaver"] and not fp32_savers
+  assert ops[("etc_document_bert", "Einsum")] == {tf.float16}
+  assert ops[("cls/predictions", "MatMul")] == {tf.float16}
+  assert ops[("etc_document_bert", "Softmax")] == {tf.float32}
+  assert fp32_ops[("etc_document_bert", "Einsum")] == {tf.float32}
 
 
 def test_data_tool_bad_flags_are_one_line_errors(data, tmp_path):
@@ -236,3 +282,119 @@ def test_data_tool_bad_flags_are_one_line_errors(data, tmp_path):
                                   "--max_predictions_per_seq=10"], expect_rc=2)
   assert last_error_line(result) == "error: --global_token=[nope]: not in --vocab_file=%s" % VOCAB
   assert not os.listdir(tmp_path)
+
+
+def _info_nce_reference(queries, keys, valid):
+  """float64 NumPy InfoNCE: row i's softmax over the valid keys, -log p(key i), argmax == i."""
+  logits = queries.astype(np.float64) @ keys.astype(np.float64).T / np.sqrt(queries.shape[1])
+  logits[:, valid == 0] = -np.inf
+  top = logits.max(axis=1, keepdims=True)
+  log_probs = logits - top - np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
+  per_row = -np.diag(log_probs)
+  correct = (logits.argmax(axis=1) == np.arange(len(logits))).astype(np.float64)
+  return (valid * np.where(valid > 0, per_row, 0)).sum() / valid.sum(), per_row, correct
+
+
+def test_cpc_info_nce_matches_numpy_zero_for_a_perfect_encoder_log_n_for_a_blind_one():
+  rng = np.random.RandomState(0)
+  valid = np.array([1, 1, 1, 0, 1, 1], np.float32)
+  random_q, random_k = rng.randn(6, 8).astype(np.float32), rng.randn(6, 8).astype(np.float32)
+  perfect = 30 * np.eye(6, 8, dtype=np.float32)
+  cases = [(random_q, random_k), (perfect, perfect), (np.zeros_like(perfect), perfect),
+           (perfect, np.roll(perfect, 1, axis=0))]
+  with tf.Graph().as_default(), tf1.Session() as sess:
+    got = sess.run([cpc.info_nce(tf.constant(q), tf.constant(k), tf.constant(valid))
+                    for q, k in cases])
+  for (q, k), (loss, per_row, correct) in zip(cases, got):
+    want_loss, want_rows, want_correct = _info_nce_reference(q, k, valid)
+    np.testing.assert_allclose(loss, want_loss, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(per_row[valid > 0], want_rows[valid > 0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(correct[valid > 0], want_correct[valid > 0])
+  (_, _, _), (perfect_loss, _, perfect_correct), (blind_loss, _, _), (_, _, shifted) = got
+  assert perfect_loss < 1e-6 and perfect_correct[valid > 0].all()
+  np.testing.assert_allclose(blind_loss, np.log(valid.sum()), rtol=1e-6)  # uniform over 5
+  assert not shifted[valid > 0].any()  # each query's own key moved to the next row
+
+
+def test_cpc_masks_the_chosen_sentences_and_encodes_each_alone(data):
+  config = etc_modeling.EtcConfig.from_dict(TINY_ETC_CONFIG)
+  input_fn = etc_run.input_fn_builder([str(data["root"] / "data.tfrecord")], config, L, G, P,
+                                      is_training=False)
+  rate, slots, cut = 0.5, 3, 6
+  with tf.Graph().as_default():
+    with tf1.Session() as sess:
+      got = sess.run(tf1.data.make_one_shot_iterator(input_fn({"batch_size": 3})).get_next())
+  with tf.Graph().as_default():
+    batch = {name: tf.constant(value) for name, value in got.items()}
+    seed = tf1.placeholder(tf.int64, [2])
+    start, length, real = cpc.sentence_spans(batch["sentence_ids"], batch["long_breakpoints"], G)
+    chosen, valid = cpc.select_sentences(length, rate, slots, seed)
+    masked_ids, _, weights = cpc.masked_long_inputs(
+        batch["token_ids"], batch["sentence_ids"], real, chosen, valid, 103, G,
+        batch["masked_lm_positions"], batch["masked_lm_weights"])
+    original = cpc.unmasked_token_ids(batch["token_ids"], batch["masked_lm_positions"],
+                                      batch["masked_lm_ids"], batch["masked_lm_weights"])
+    lone = cpc.sentence_inputs(original, batch["global_token_ids"], start, length, chosen,
+                               config, cut)
+    with tf1.Session() as sess:
+      picks, ok, ids, mlm_weights, alone = sess.run(
+          [chosen, valid, masked_ids, weights, lone], {seed: [5, 1]})
+      # The choice is a function of the seed alone (the step: a resumed job draws the same).
+      again, other = [sess.run(chosen, {seed: s}) for s in ([5, 1], [6, 1])]
+  np.testing.assert_array_equal(again, picks)
+  assert (other != picks).any()
+  text = got["token_ids"].copy()
+  for b in range(3):
+    n = int((got["global_token_ids"][b] != 0).sum())
+    real_len = int(got["long_breakpoints"][b].nonzero()[0].max()) + 1
+    k = min(slots, int(np.ceil(rate * n)))
+    assert ok[b].tolist() == [1.0] * k + [0.0] * (slots - k)
+    picked = picks[b, :k]
+    assert len(set(picked)) == k and picked.max() < n
+    inside = np.isin(got["sentence_ids"][b], picked) & (np.arange(L) < real_len)
+    np.testing.assert_array_equal(ids[b], np.where(inside, 103, got["token_ids"][b]))
+    hit = inside[got["masked_lm_positions"][b]]
+    np.testing.assert_array_equal(mlm_weights[b], got["masked_lm_weights"][b] * ~hit)
+    live = got["masked_lm_weights"][b] > 0
+    text[b, got["masked_lm_positions"][b][live]] = got["masked_lm_ids"][b][live]
+    for m in range(k):
+      tokens = text[b, :real_len][got["sentence_ids"][b, :real_len] == picked[m]][:cut]
+      row = b * slots + m
+      np.testing.assert_array_equal(alone["token_ids"][row],
+                                    np.pad(tokens, (0, cut - len(tokens))))
+      assert alone["global_token_ids"][row, 0] == got["global_token_ids"][b, picked[m]]
+  # The lone sentences' side inputs are etc_inputs' (one example, one sentence, one global).
+  lengths = (alone["token_ids"] != 0).sum(axis=1)
+  breaks = np.zeros_like(alone["token_ids"])
+  breaks[np.arange(len(breaks)), np.maximum(lengths, 1) - 1] = 1
+  want = etc_inputs.make_global_local_transformer_side_inputs(
+      breaks, np.ones([len(breaks), 1], np.int32), np.zeros_like(breaks), config.local_radius,
+      config.relative_pos_max_distance, use_hard_g2l_mask=True)
+  for name in etc_inputs.SIDE_INPUT_NAMES:
+    np.testing.assert_array_equal(alone[name], want[name], err_msg=name)
+
+
+def test_cpc_flags_are_checked_in_one_line():
+  names = ("cpc_loss_weight cpc_sentence_mask_rate cpc_max_sentences_per_seq "
+           "cpc_max_sentence_length cpc_mask_token_id max_seq_length max_global_seq_length")
+  flag_values = collections.namedtuple("Flags", names)
+  good = dict(cpc_loss_weight=1.0, cpc_sentence_mask_rate=0.1, cpc_max_sentences_per_seq=G,
+              cpc_max_sentence_length=L, cpc_mask_token_id=103, max_seq_length=L,
+              max_global_seq_length=G)
+  assert etc_run.cpc_options_from_flags(flag_values(**dict(good, cpc_loss_weight=0.0)),
+                                        30522) is None
+  assert etc_run.cpc_options_from_flags(flag_values(**good), 30522) == etc_run.CpcOptions(
+      1.0, 0.1, G, L, 103)
+  for change, message in (
+      ({"cpc_loss_weight": -1.0},
+       "--cpc_loss_weight=-1.0: must be a finite number >= 0 (0: no CPC loss)"),
+      ({"cpc_sentence_mask_rate": 0.0}, "--cpc_sentence_mask_rate=0.0: must be in (0, 1]"),
+      ({"cpc_max_sentences_per_seq": G + 1},
+       "--cpc_max_sentences_per_seq=9: must be in [1, --max_global_seq_length=8]"),
+      ({"cpc_max_sentence_length": 0},
+       "--cpc_max_sentence_length=0: must be in [1, --max_seq_length=64]"),
+      ({"cpc_mask_token_id": 30522},
+       "--cpc_mask_token_id=30522: must be a token id in [0, vocab_size=30522)")):
+    with pytest.raises(common.UsageError) as error:
+      etc_run.cpc_options_from_flags(flag_values(**dict(good, **change)), 30522)
+    assert str(error.value) == message
