@@ -1,5 +1,6 @@
 # coding=utf-8
-"""Writes the two long-context tasks (cloze with candidates, supporting sentences) to TFRecords.
+"""Writes the long-context tasks (cloze with candidates, supporting sentences, long-document
+classification) to TFRecords.
 
   python -m etc_model.create_long_tasks \\
       --input_file=../shared/data/corpus/novels_austen_melville_wells_verne_dickens.txt \\
@@ -7,14 +8,18 @@
       --max_seq_length=4096 --max_global_seq_length=256
 
 The input is cut into chapters, whole chapters are assigned to train / dev / test per book
-(seeded), and each chapter's windows give the examples of both tasks (etc_model.long_tasks has
-the rules: headings, books, names, windows, candidates, baselines, inserted runs).
+(seeded), and each chapter's windows give the examples of every task (etc_model.long_tasks has
+the rules: headings, books, names, windows, candidates, baselines, inserted runs, labels).
 
 Outputs in --output_dir (each written under a hidden temporary name and renamed when complete):
-  cloze_{train,dev,test}.tfrecord, supporting_{train,dev,test}.tfrecord (long_tasks.
-    FEATURE_SHAPES_DOC lists the features), and
+  {cloze,supporting,classify}_{train,dev,test}.tfrecord (long_tasks.FEATURE_SHAPES_DOC lists
+    the features; classify: one example per window of a chapter, labelled with the chapter's
+    book or, --classify_label=author, its author; the train records in a seeded random order,
+    dev and test in chapter order), and
   long_tasks.json: the settings (vocab, lengths, seed, ...), the chapters per split per book,
-    the examples per task and split, and the baselines' cloze accuracy.
+    the examples per task and split, the baselines' cloze accuracy, the classification label
+    vocabulary (classify_labels: a record's label is an index into it) with the examples per
+    label and split, and the majority-class baselines per split.
 A rerun with the same flags writes byte-identical files (nothing depends on time or order of
 work). Bad flags and missing files: one line (exit 2).
 """
@@ -41,8 +46,8 @@ from etc_model import long_tasks
 FLAGS = flags.FLAGS
 
 SPLITS = ("train", "dev", "test")
-TASKS = ("cloze", "supporting")
-SUMMARY_NAME = "long_tasks.json"
+TASKS = ("cloze", "supporting", "classify")
+SUMMARY_NAME = long_tasks.SUMMARY_NAME
 
 
 def define_flags():
@@ -70,6 +75,8 @@ def define_flags():
                        "Examples need at least this many context word pieces.")
   flags.DEFINE_integer("inserted_sentences", 3,
                        "Supporting sentences: the length of the inserted run.")
+  flags.DEFINE_enum("classify_label", "book", list(long_tasks.CLASSIFY_LABEL_KINDS),
+                    "Classification: label a window with its chapter's book or author.")
   flags.DEFINE_float("dev_fraction", 0.1, "Share of each book's chapters for dev.")
   flags.DEFINE_float("test_fraction", 0.1, "Share of each book's chapters for test.")
   flags.DEFINE_integer("random_seed", 12345, "Seed of the splits and of every example.")
@@ -105,7 +112,8 @@ def build_examples(input_files, tokenizer, settings):
     settings: dict of the flags' values and token ids (see main).
 
   Returns:
-    (chapters, splits, examples): examples[task][split] is a list of feature dicts.
+    (chapters, splits, examples, labels): examples[task][split] is a list of feature dicts;
+    labels the classification label vocabulary (sorted).
   """
   reader = text_input.TextReader(settings["max_line_chars"], settings["max_bad_fraction"])
   chapters = []
@@ -120,6 +128,9 @@ def build_examples(input_files, tokenizer, settings):
   tokenized = [long_tasks.tokenize_chapter(c, tokenize, settings["min_name_count"])
                for c in chapters]
   examples = {task: {split: [] for split in SPLITS} for task in TASKS}
+  kind = settings.get("classify_label", "book")
+  labels = sorted(set(long_tasks.chapter_label(c, kind) for c in chapters))
+  label_ids = {label: i for i, label in enumerate(labels)}
   donors = {split: [(c, t[1]) for c, t, s in zip(chapters, tokenized, splits)
                     if s == split and len(t[1]) >= settings["inserted_sentences"]]
             for split in SPLITS}
@@ -129,7 +140,17 @@ def build_examples(input_files, tokenizer, settings):
     others = [d for d in donors[split] if d[0] is not chapter]
     examples["supporting"][split].extend(long_tasks.make_supporting_examples(
         chapter, sentences, others, settings, settings["random_seed"]))
-  return chapters, splits, examples
+    title = long_tasks.title_page_lines(chapter.sentences)
+    if title:  # the lines naming the book and its author are left out of its windows
+      _, sentences = long_tasks.tokenize_chapter(
+          long_tasks.Chapter(chapter.book, chapter.index, chapter.sentences[title:]), tokenize,
+          settings["min_name_count"])
+    examples["classify"][split].extend(long_tasks.make_classify_examples(
+        chapter, sentences, label_ids[long_tasks.chapter_label(chapter, kind)], settings))
+  # Labels follow the books in chapter order: the training records go in a seeded order.
+  examples["classify"]["train"] = long_tasks.shuffle_examples(
+      examples["classify"]["train"], settings["random_seed"], "classify")
+  return chapters, splits, examples, labels
 
 
 def write_records(path, examples):
@@ -182,6 +203,49 @@ def cloze_baselines(examples):
   return result
 
 
+def classify_baselines(examples, labels):
+  """The majority-class baselines of classification examples, per split.
+
+  Args:
+    examples: {split: list of classify feature dicts}.
+    labels: the label vocabulary.
+
+  Returns:
+    {split: dict}: examples, classes (labels present), majority_label (the train split's most
+    frequent label; ties: the first in the vocabulary) and majority_accuracy (its share of the
+    split: always predicting it), split_majority_label / split_majority_share (the split's own
+    most frequent label, an upper bound for any constant answer).
+  """
+  def counts(split):
+    return collections.Counter(e["label"][0] for e in examples[split])
+  train = counts("train")
+  majority = min(train, key=lambda i: (-train[i], i)) if train else None
+  result = collections.OrderedDict()
+  for split in SPLITS:
+    count = counts(split)
+    n = len(examples[split])
+    entry = collections.OrderedDict([("examples", n), ("classes", len(count))])
+    if n and majority is not None:
+      entry["majority_label"] = labels[majority]
+      entry["majority_accuracy"] = round(count[majority] / float(n), 4)
+    if n:
+      own = min(count, key=lambda i: (-count[i], i))
+      entry["split_majority_label"] = labels[own]
+      entry["split_majority_share"] = round(count[own] / float(n), 4)
+    result[split] = entry
+  return result
+
+
+def label_counts(examples, labels):
+  """{label: {split: examples}} of classification examples (every label of the vocabulary)."""
+  result = collections.OrderedDict(
+      (label, collections.OrderedDict((split, 0) for split in SPLITS)) for label in labels)
+  for split in SPLITS:
+    for example in examples[split]:
+      result[labels[example["label"][0]]][split] += 1
+  return result
+
+
 def inserted_share(examples):
   """Share of the sentences (real global tokens) that are inserted, over supporting examples."""
   sentences = sum(sum(1 for g in e["global_token_ids"] if g) for e in examples)
@@ -201,7 +265,7 @@ def create_long_tasks(input_files, output_dir, tokenizer, settings, extra_settin
   Returns:
     The summary written to long_tasks.json.
   """
-  chapters, splits, examples = build_examples(input_files, tokenizer, settings)
+  chapters, splits, examples, labels = build_examples(input_files, tokenizer, settings)
   if not any(examples[task][split] for task in TASKS for split in SPLITS):
     common.fail("--input_file=%s: no example could be made (%d chapters; lower "
                 "--min_context_tokens=%d?)" % (",".join(input_files), len(chapters),
@@ -222,6 +286,10 @@ def create_long_tasks(input_files, output_dir, tokenizer, settings, extra_settin
                                 for split in SPLITS}
   summary["supporting_inserted_share"] = {split: inserted_share(examples["supporting"][split])
                                           for split in SPLITS}
+  summary["classify_label"] = settings.get("classify_label", "book")
+  summary["classify_labels"] = labels
+  summary["classify_label_counts"] = label_counts(examples["classify"], labels)
+  summary["classify_baselines"] = classify_baselines(examples["classify"], labels)
   summary["features"] = long_tasks.FEATURE_SHAPES_DOC.strip().splitlines()
   common.write_json_atomic(os.path.join(output_dir, SUMMARY_NAME), summary)
   return summary
@@ -287,6 +355,7 @@ def main(_):
       "min_name_count": FLAGS.min_name_count,
       "min_context_tokens": FLAGS.min_context_tokens,
       "inserted_sentences": FLAGS.inserted_sentences,
+      "classify_label": FLAGS.classify_label,
       "dev_fraction": FLAGS.dev_fraction, "test_fraction": FLAGS.test_fraction,
       "random_seed": FLAGS.random_seed,
       "global_token": FLAGS.global_token, "candidate_token": FLAGS.candidate_token,

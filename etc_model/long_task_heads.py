@@ -1,5 +1,5 @@
 # coding=utf-8
-"""The heads, losses and exact metrics of the two long-context tasks (etc_model.long_tasks).
+"""The heads, losses and exact metrics of the long-context tasks (etc_model.long_tasks).
 
 Cloze with candidates (WikiHop's form): the candidates are the first max_candidates global
 tokens; each candidate's global output gets a score (dense -> 1), the scores of padding
@@ -8,11 +8,22 @@ Supporting sentences (HotpotQA's supporting-fact form): every sentence's global 
 binary logit (dense -> 1); the loss is the sigmoid cross-entropy averaged over the real global
 tokens (global_token_ids != 0). Variables: cls/long_tasks/{cloze,supporting}/output_weights
 [1, hidden] and output_bias [1] (the official classifier head's layout).
+Long-document classification (the book / author of a window): the global outputs are pooled by
+their mean over the real global tokens (one per sentence: the records have no [CLS]-like global
+token, and the mean weighs every sentence of the window alike, where the first global token
+would be the first sentence's), then dropout -> dense -> softmax over the labels; variables
+cls/long_tasks/classify/output_weights [num_labels, hidden] and output_bias [num_labels] (the
+official classifier's shapes). The label vocabulary is create_long_tasks' classify_labels.
 
 Metrics are computed in NumPy over the whole evaluation set (no streaming approximation):
 cloze_metrics (accuracy overall and per long_tasks.DISTANCE_BUCKETS bucket beside the
-most-frequent / most-recent baselines read from the records) and supporting_metrics
-(HotpotQA's sp_f1 / sp_em: per-example precision, recall, F1 and exact match, averaged).
+most-frequent / most-recent baselines read from the records), supporting_metrics
+(HotpotQA's sp_f1 / sp_em: per-example precision, recall, F1 and exact match, averaged) and
+classify_metrics (accuracy, macro F1, per-class counts).
+
+The tables HEADS, METRICS and PREDICTION_LINES (task -> function, one signature per table) are
+how a caller dispatches on the task (task_head, task_metrics, prediction_lines): a further task
+adds an entry to each and to TASKS / MAIN_METRIC / LABEL_FEATURES.
 """
 
 from __future__ import absolute_import
@@ -29,8 +40,10 @@ from etc_model import long_tasks
 
 tf1 = tf.compat.v1
 
-TASKS = ("cloze", "supporting")
-MAIN_METRIC = {"cloze": "accuracy", "supporting": "f1"}
+TASKS = ("cloze", "supporting", "classify")
+MAIN_METRIC = {"cloze": "accuracy", "supporting": "f1", "classify": "accuracy"}
+# The tasks whose head needs the label vocabulary of the data (long_tasks.json).
+LABEL_VOCABULARY_TASKS = ("classify",)
 SCOPE = "cls/long_tasks"
 # The score of a padding candidate: exp() of it is 0 in float32.
 MASKED_LOGIT = -1e9
@@ -42,6 +55,7 @@ LABEL_FEATURES = {
     "cloze": (("candidate_mask", "C"), ("label", 1), ("blank_position", 1),
               ("answer_distance", 1), ("most_frequent", 1), ("most_recent", 1)),
     "supporting": (("sentence_labels", "G"), ("inserted_start", 1), ("inserted_count", 1)),
+    "classify": (("label", 1),),
 }
 
 
@@ -49,7 +63,7 @@ def feature_lengths(task, max_seq_length, max_global_seq_length, max_candidates)
   """{feature name: length} of a task's records (long_tasks.FEATURE_SHAPES_DOC).
 
   Args:
-    task: "cloze" or "supporting".
+    task: a name of TASKS.
     max_seq_length: L.
     max_global_seq_length: G.
     max_candidates: C (cloze).
@@ -218,6 +232,84 @@ def supporting_metrics(logits, sentence_labels, global_token_ids, threshold=0.0)
   }
 
 
+def classify_head(global_output, global_token_ids, labels, num_labels, config, is_training):
+  """Mean of the real global tokens' outputs -> dense -> softmax cross-entropy over the labels.
+
+  Args:
+    global_output: float32 [batch, G, hidden].
+    global_token_ids: int [batch, G]; 0 is the global padding (not pooled).
+    labels: int [batch] or [batch, 1], the label index.
+    num_labels: the size of the label vocabulary.
+    config: EtcConfig (hidden_size, initializer_range, hidden_dropout_prob).
+    is_training: dropout on.
+
+  Returns:
+    (loss scalar, per-example loss [batch], logits [batch, num_labels]).
+  """
+  hidden = config.hidden_size
+  mask = tf.cast(global_token_ids > 0, global_output.dtype)[:, :, None]
+  pooled = tf.reduce_sum(global_output * mask, axis=1) / tf.maximum(
+      tf.reduce_sum(mask, axis=1), 1.0)
+  with tf1.variable_scope("%s/classify" % SCOPE):
+    output_weights = tf1.get_variable(
+        "output_weights", [num_labels, hidden],
+        initializer=tf1.truncated_normal_initializer(stddev=config.initializer_range))
+    output_bias = tf1.get_variable("output_bias", [num_labels],
+                                   initializer=tf1.zeros_initializer())
+  if is_training:
+    pooled = modeling.dropout(pooled, config.hidden_dropout_prob)
+  logits = tf.nn.bias_add(tf.matmul(pooled, output_weights, transpose_b=True), output_bias)
+  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.reshape(labels, [-1]), logits=logits)
+  return tf.reduce_mean(per_example), per_example, logits
+
+
+def classify_loss(logits, labels):
+  """NumPy: the mean softmax cross-entropy of classify_head's logits [n, K] and labels [n]."""
+  logits = np.asarray(logits, np.float64)
+  labels = np.asarray(labels).reshape(-1)
+  top = logits.max(axis=1, keepdims=True)
+  log_norm = np.log(np.exp(logits - top).sum(axis=1)) + top[:, 0]
+  return float(np.mean(log_norm - logits[np.arange(len(labels)), labels]))
+
+
+def classify_metrics(logits, labels, label_names):
+  """Exact classification metrics: accuracy, macro F1 and per-class counts.
+
+  Macro F1 is the mean of the per-class F1 = 2 tp / (2 tp + fp + fn) over the classes that
+  occur among the gold labels or the predictions (scikit-learn's f1_score(average="macro")).
+
+  Args:
+    logits: float [n, K].
+    labels: int [n] (or [n, 1]), the gold label indices.
+    label_names: the K label names (the data's label vocabulary).
+
+  Returns:
+    dict: examples, accuracy, macro_f1, loss, majority_share (the share of the most frequent
+    gold label: the accuracy of the best constant answer) and per_class {name: {examples,
+    predicted, correct, f1}} for every class that occurs among the gold labels or predictions.
+  """
+  labels = np.asarray(labels).reshape(-1)
+  predicted = np.asarray(logits).argmax(axis=1)
+  num_labels = len(label_names)
+  gold_count = np.bincount(labels, minlength=num_labels)
+  pred_count = np.bincount(predicted, minlength=num_labels)
+  correct = np.bincount(labels[predicted == labels], minlength=num_labels)
+  present = np.nonzero(gold_count + pred_count)[0]
+  f1 = 2.0 * correct / np.maximum(gold_count + pred_count, 1)
+  per_class = collections.OrderedDict(
+      (label_names[k], {"examples": int(gold_count[k]), "predicted": int(pred_count[k]),
+                        "correct": int(correct[k]), "f1": float(f1[k])}) for k in present)
+  return {
+      "examples": int(len(labels)),
+      "accuracy": float(np.mean(predicted == labels)),
+      "macro_f1": float(f1[present].mean()),
+      "loss": classify_loss(logits, labels),
+      "majority_share": float(gold_count.max() / float(len(labels))),
+      "per_class": per_class,
+  }
+
+
 def supporting_loss(logits, sentence_labels, global_token_ids):
   """NumPy: the sigmoid cross-entropy averaged over the real global tokens (supporting_head)."""
   real = np.asarray(global_token_ids) > 0
@@ -225,3 +317,97 @@ def supporting_loss(logits, sentence_labels, global_token_ids):
   z = np.asarray(sentence_labels, np.float64)
   ce = np.maximum(x, 0) - x * z + np.log1p(np.exp(-np.abs(x)))
   return float(ce[real].sum() / max(1, real.sum()))
+
+
+# Dispatch tables: task -> function. HEADS: (global_output [batch, G, hidden], features (the
+# records' features by name), config, is_training, num_labels) -> (loss, per-example loss,
+# logits). METRICS: (stacked predict outputs, label_names) -> metrics dict. PREDICTION_LINES:
+# (stacked outputs, example index, label_names) -> one JSON-able dict of the predictions file.
+HEADS = {
+    "cloze": lambda out, f, config, training, num_labels: cloze_head(
+        out, f["candidate_mask"], f["label"], config, training),
+    "supporting": lambda out, f, config, training, num_labels: supporting_head(
+        out, f["global_token_ids"], f["sentence_labels"], config, training),
+    "classify": lambda out, f, config, training, num_labels: classify_head(
+        out, f["global_token_ids"], f["label"], num_labels, config, training),
+}
+
+
+def _supporting_metrics_and_loss(outputs, label_names):  # pylint: disable=unused-argument
+  metrics = supporting_metrics(outputs["logits"], outputs["sentence_labels"],
+                               outputs["global_token_ids"])
+  metrics["loss"] = supporting_loss(outputs["logits"], outputs["sentence_labels"],
+                                    outputs["global_token_ids"])
+  return metrics
+
+
+METRICS = {
+    "cloze": lambda o, label_names: cloze_metrics(
+        o["logits"], o["candidate_mask"], o["label"], o["answer_distance"], o["most_frequent"],
+        o["most_recent"]),
+    "supporting": _supporting_metrics_and_loss,
+    "classify": lambda o, label_names: classify_metrics(o["logits"], o["label"], label_names),
+}
+
+
+def _cloze_line(outputs, i, label_names):  # pylint: disable=unused-argument
+  logits = outputs["logits"][i]
+  num = int(outputs["candidate_mask"][i].sum())
+  scores = logits[:num] - logits[:num].max()
+  probs = np.exp(scores) / np.exp(scores).sum()
+  return {"index": i, "prediction": int(np.argmax(logits[:num])),
+          "label": int(outputs["label"][i][0]),
+          "answer_distance": int(outputs["answer_distance"][i][0]),
+          "probabilities": [round(float(p), 6) for p in probs]}
+
+
+def _supporting_line(outputs, i, label_names):  # pylint: disable=unused-argument
+  logits = outputs["logits"][i]
+  num = int((outputs["global_token_ids"][i] > 0).sum())
+  probs = 1.0 / (1.0 + np.exp(-logits[:num].astype(np.float64)))
+  return {"index": i,
+          "predicted_sentences": [int(g) for g in np.nonzero(logits[:num] > 0)[0]],
+          "gold_sentences": [int(g) for g in np.nonzero(outputs["sentence_labels"][i][:num])[0]],
+          "probabilities": [round(float(p), 6) for p in probs]}
+
+
+def _classify_line(outputs, i, label_names):
+  logits = np.asarray(outputs["logits"][i], np.float64)
+  probs = np.exp(logits - logits.max())
+  probs /= probs.sum()
+  prediction, label = int(np.argmax(logits)), int(outputs["label"][i][0])
+  return {"index": i, "prediction": prediction, "label": label,
+          "predicted_label": label_names[prediction], "gold_label": label_names[label],
+          "probabilities": [round(float(p), 6) for p in probs]}
+
+
+PREDICTION_LINES = {"cloze": _cloze_line, "supporting": _supporting_line,
+                    "classify": _classify_line}
+
+
+def task_head(task, global_output, features, config, is_training, num_labels=None):
+  """The task's head over the encoder's global output (HEADS).
+
+  Args:
+    task: a name of TASKS.
+    global_output: float32 [batch, G, hidden].
+    features: dict of the records' features (LABEL_FEATURES[task] and global_token_ids).
+    config: EtcConfig.
+    is_training: dropout on.
+    num_labels: the label vocabulary's size (LABEL_VOCABULARY_TASKS), else unused.
+
+  Returns:
+    (loss scalar, per-example loss [batch], logits: cloze [batch, C], supporting [batch, G],
+    classify [batch, num_labels]).
+  """
+  return HEADS[task](global_output, features, config, is_training, num_labels)
+
+
+def task_metrics(task, outputs, label_names=None):
+  """The exact metrics of stacked predict outputs ("logits" and the label features) (METRICS)."""
+  return METRICS[task](outputs, label_names)
+
+
+def prediction_lines(task, outputs, label_names=None):
+  """One JSON-able dict per example of stacked predict outputs (PREDICTION_LINES)."""
+  return [PREDICTION_LINES[task](outputs, i, label_names) for i in range(len(outputs["logits"]))]

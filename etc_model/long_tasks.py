@@ -1,5 +1,6 @@
 # coding=utf-8
-"""Long-context tasks on whole chapters: chapters, seeded splits, cloze and supporting sentences.
+"""Long-context tasks on whole chapters: chapters, seeded splits, cloze, supporting sentences and
+long-document classification.
 
 The library of `python -m etc_model.create_long_tasks` and `python -m etc_model.run_long_tasks`.
 
@@ -26,6 +27,12 @@ then lower-case letters, "Emma", "Queequeg") that
   - occurs at least once not as the first word of its sentence (not sentence-initial-only),
   - never occurs in lower case in the chapter ("Well", "Poor", "There" do), and
   - is not in STOP_WORDS (titles, pronouns, days, months, interjections, nationalities).
+
+Classification labels (make_classify_examples): a window's label is its chapter's book (the
+book name above) or, with kind "author", the author named in the book's byline (book_author:
+"By Jane Austen #2" and "Jane Austen (1803)" -> "Jane Austen"; a book without a named author,
+e.g. the file name or a Gutenberg notice, keeps its book name). The label vocabulary is the
+sorted set of the labels of all chapters of the input, whatever their split.
 """
 
 from __future__ import absolute_import
@@ -33,6 +40,8 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import json
+import os
 import re
 import zlib
 
@@ -72,7 +81,20 @@ Cloze records (C = max_candidates, G = max_global_seq_length, L = max_seq_length
 Supporting-sentence records: the same five long / global features and
   sentence_labels [G]     1 at each inserted sentence's global token, 0 else (padding 0)
   inserted_start [1], inserted_count [1]   the run of inserted sentences (global indices)
+Classification records: the same five long / global features and
+  label [1]               index of the window's book / author in the label vocabulary
+    (long_tasks.json: classify_labels)
 """
+
+# The summary create_long_tasks writes beside the records (settings, counts, classify_labels).
+SUMMARY_NAME = "long_tasks.json"
+# The kinds of classification label (chapter_label).
+CLASSIFY_LABEL_KINDS = ("book", "author")
+# A byline's author: "By Jane Austen", "by H. G. Wells [1898]", "Jane Austen (1803)".
+_AUTHOR_PATTERNS = (
+    re.compile(r"^[Bb]y ([A-Z][\w.'-]*(?: [A-Z][\w.'-]*)*)(?: \[\d{4}\])?$"),
+    re.compile(r"^([A-Z][a-z]+(?: [A-Z][a-z]+)+) \(\d{4}\)$"))
+_BOOK_NUMBER_PATTERN = re.compile(r" #\d+$")
 
 # Buckets of answer_distance (word pieces) for the by-distance breakdown.
 DISTANCE_BUCKETS = (128, 512, 2048)
@@ -172,6 +194,73 @@ def split_counts(chapters, splits):
   if total is not None:
     counts["total"] = total
   return counts
+
+
+def book_author(book):
+  """The author named in a book's byline, or the book name itself when it names none.
+
+  Args:
+    book: a book name of documents_to_chapters ("PRIDE AND PREJUDICE / By Jane Austen",
+      "By Jane Austen #2", "Jane Austen (1803)", a file name).
+
+  Returns:
+    str ("Jane Austen"; "H. G. Wells" for "... / by H. G. Wells [1898]").
+  """
+  byline = _BOOK_NUMBER_PATTERN.sub("", book).split(" / ")[-1]
+  for pattern in _AUTHOR_PATTERNS:
+    match = pattern.match(byline)
+    if match:
+      return match.group(1)
+  return book
+
+
+def chapter_label(chapter, kind):
+  """A chapter's classification label: its book ("book") or its book's author ("author")."""
+  if kind not in CLASSIFY_LABEL_KINDS:
+    raise ValueError("unknown classification label kind %r (one of %s)" %
+                     (kind, ", ".join(CLASSIFY_LABEL_KINDS)))
+  return chapter.book if kind == "book" else book_author(chapter.book)
+
+
+def read_classify_labels(data_dir):
+  """The classification label vocabulary of a data directory (long_tasks.json), or None.
+
+  Args:
+    data_dir: the --output_dir of create_long_tasks.
+
+  Returns:
+    list of label names, or None when there is no long_tasks.json or it has no
+    classify_labels (data written before the classification task existed).
+
+  Raises:
+    ValueError: long_tasks.json is not JSON or classify_labels is not a list of strings.
+  """
+  path = os.path.join(data_dir, SUMMARY_NAME)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path, "r") as f:
+    summary = json.loads(f.read())
+  labels = summary.get("classify_labels") if isinstance(summary, dict) else None
+  if labels is None:
+    return None
+  if not (isinstance(labels, list) and labels and all(isinstance(l, str) for l in labels)):
+    raise ValueError("classify_labels is not a non-empty list of strings")
+  return labels
+
+
+def title_page_lines(sentences):
+  """How many leading lines of a chapter are its book's title page (byline and the line above).
+
+  Those lines name the book and its author: the classification examples leave them out.
+
+  Args:
+    sentences: the chapter's sentence strings.
+
+  Returns:
+    int: 0 when no byline is among the first BYLINE_LINES lines.
+  """
+  at = next((i for i, l in enumerate(sentences[:BYLINE_LINES]) if is_byline(l)), None)
+  return 0 if at is None else at + 1
 
 
 def first_word(sentence):
@@ -493,6 +582,61 @@ def make_supporting_examples(chapter, sentences, donors, settings, seed):
     features["donor"] = (donor_chapter.book, donor_chapter.index)
     examples.append(features)
   return examples
+
+
+def make_classify_examples(chapter, sentences, label, settings):
+  """The long-document classification examples of one chapter: one per window.
+
+  The chapter's windows are chapter_windows' (consecutive sentences filling L and G, one global
+  token per sentence); a window of fewer than min_context_tokens word pieces gives no example.
+  Every example of the chapter has the chapter's label (chapter_label's index in the label
+  vocabulary). Nothing is drawn at random: the split (split_chapters) is the seeded part.
+
+  Args:
+    chapter: Chapter.
+    sentences: its TokenizedSentences (without its title page: title_page_lines).
+    label: int, the index of the chapter's label in the label vocabulary.
+    settings: dict with max_seq_length, max_global_seq_length, min_context_tokens,
+      global_token_id.
+
+  Returns:
+    List of dicts of int lists (see FEATURE_SHAPES_DOC), each with "book" and "window".
+  """
+  long_len, global_len = settings["max_seq_length"], settings["max_global_seq_length"]
+  examples = []
+  for window, (start, end) in enumerate(chapter_windows(sentences, long_len, global_len)):
+    ids = [s.ids for s in sentences[start:end]]
+    if sum(len(s) for s in ids) < max(1, settings["min_context_tokens"]):
+      continue
+    record = etc_inputs.make_sentence_global_inputs([ids], long_len, global_len,
+                                                    settings["global_token_id"])
+    features = collections.OrderedDict()
+    for name in ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
+                 "global_breakpoints"):
+      features[name] = [int(v) for v in record[name]]
+    features["label"] = [int(label)]
+    features["book"] = chapter.book
+    features["window"] = window
+    examples.append(features)
+  return examples
+
+
+def shuffle_examples(examples, seed, task):
+  """The examples in a seeded random order (depends only on the seed, the task and their count).
+
+  The classification train records are written in this order: in chapter order (book after
+  book) a training job's shuffle buffer would see one label for hundreds of steps.
+
+  Args:
+    examples: list.
+    seed: int.
+    task: the task's name (part of the seed).
+
+  Returns:
+    A new list.
+  """
+  rng = np.random.default_rng([seed, zlib.crc32(("shuffle\t%s" % task).encode("utf-8"))])
+  return [examples[i] for i in rng.permutation(len(examples))]
 
 
 def serialize(features):

@@ -1,6 +1,6 @@
 # coding=utf-8
 """Fine-tunes ETC / RealFormer-ETC on the long-context tasks (cloze with candidates, supporting
-sentences) of etc_model.create_long_tasks.
+sentences, long-document classification) of etc_model.create_long_tasks.
 
   python -m etc_model.run_long_tasks --task=cloze --data_dir=long_tasks \\
       --etc_config_file=etc_out/etc_config.json --init_checkpoint=etc_out/model.ckpt-100000 \\
@@ -14,13 +14,28 @@ EtcModel (--init_checkpoint: a BERT lifted by etc_model.lift_bert_checkpoint or 
 pre-trained by etc_model.run_pretraining; residual_attention from the config, or the
 --residual_attention override) and a head of etc_model.long_task_heads under cls/long_tasks/:
   cloze       a score per candidate global token, softmax cross-entropy over the candidates;
-  supporting  a binary logit per sentence global token, sigmoid cross-entropy.
+  supporting  a binary logit per sentence global token, sigmoid cross-entropy;
+  classify    the mean of the real global tokens' outputs -> dense -> softmax over the labels
+              (the book / author of the window; the label vocabulary is <data_dir>/long_tasks.json's
+              classify_labels, kept in <output_dir>/classify_labels.json: another vocabulary
+              there, or a record's label outside it, is one line).
+The task dispatch is long_task_heads' tables (HEADS, METRICS, PREDICTION_LINES).
+
+--model=bert_windows is the baseline users would otherwise pick (etc_model.bert_windows, cloze
+and supporting): the official BertModel (--bert_config_file; --init_checkpoint a BERT
+checkpoint, variables under bert/) over windows of --window_length tokens ([CLS] and [SEP]
+included) --window_stride apart, each token read from its most-central window, and a head under
+cls/long_tasks_bert/ (cloze: the blank's state against the mean of each candidate's mentions,
+bilinear; supporting: the mean of each sentence's tokens -> a logit). The same flags,
+evaluation, resume, early stopping and files, with the same keys (model, window_length,
+window_stride: None for ETC).
 
 --do_eval scores the dev set exactly (Estimator.predict, metrics in NumPy) and writes
 eval_results.json (with the checkpoint and step scored): cloze accuracy overall and by
 answer_distance bucket beside the most-frequent / most-recent baselines of the records;
 supporting sentence-level F1 / precision / recall and exact match (all sentences of an example
-right), HotpotQA's sp_* definitions. --do_predict writes test_predictions.jsonl (one line per
+right), HotpotQA's sp_* definitions; classify accuracy, macro F1, the majority share and
+per-class counts (with the label list). --do_predict writes test_predictions.jsonl (one line per
 test record; its checkpoint in test_predictions.jsonl.checkpoint.json) and test_results.json
 (the same metrics on the test split, whose records carry their labels).
 
@@ -28,7 +43,9 @@ As run_classifier: --eval_every_steps / --early_stopping_patience / --keep_best 
 eval_history.jsonl, best/), exact resume (rerun the same command; a checkpoint of another model
 in --output_dir is one line before anything is written), one job per --output_dir (lock file),
 SIGINT / SIGTERM: checkpoint, exit 130 / 143 without results, --seed, progress lines,
---allow_random_eval / --allow_unmatched_init. --precision other than fp32 is refused.
+--allow_random_eval / --allow_unmatched_init. --precision=bf16 / fp16 runs the encoder (ETC's or
+BERT's) in that dtype with float32 variables (the same checkpoints in every precision), heads
+and losses float32; fp16 trains with dynamic loss scaling (estimator_utils.create_train_op).
 """
 
 from __future__ import absolute_import
@@ -50,10 +67,12 @@ import estimator_utils
 import model_config
 import modeling
 import training_eval
+from etc_model import bert_windows
 from etc_model import etc_estimator
 from etc_model import etc_inputs
 from etc_model import etc_modeling
 from etc_model import long_task_heads as heads
+from etc_model import long_tasks
 
 tf1 = tf.compat.v1
 
@@ -61,9 +80,11 @@ FLAGS = flags.FLAGS
 
 SCRIPT = "etc_model.run_long_tasks"
 CONFIG_NAME = "etc_config.json"
-SUPPORTED_MODEL_FN_FLAGS = ("fused_optimizer",)
+SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
 SPLITS = ("train", "dev", "test")
 PREDICTIONS_NAME = "test_predictions.jsonl"
+MODELS = ("etc", "bert_windows")
+LABELS_NAME = "classify_labels.json"
 
 
 def define_flags():
@@ -94,11 +115,22 @@ def define_flags():
   flags.DEFINE_integer("num_train_steps", 0,
                        "Optimizer updates; 0: --num_train_epochs over the training records.")
   flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear warm-up.")
-  training_eval.define_flags("the main metric: cloze accuracy, supporting f1")
+  training_eval.define_flags("the main metric: cloze accuracy, supporting f1, classify accuracy")
   flags.DEFINE_enum("residual_attention", None, list(modeling.RESIDUAL_ATTENTION_TYPES),
                     "Overrides residual_attention in --etc_config_file (none | sum | mean).")
   flags.DEFINE_enum("att_implementation", "auto", list(etc_modeling.ATT_IMPLEMENTATIONS),
                     "Layout of the long rows' attention: auto, full or sparse.")
+  flags.DEFINE_enum("model", "etc", list(MODELS),
+                    "etc: EtcModel (--etc_config_file); bert_windows: the baseline, BERT over "
+                    "sliding windows (--bert_config_file, etc_model.bert_windows).")
+  flags.DEFINE_string("bert_config_file", None,
+                      "--model=bert_windows: the BERT config json (--init_checkpoint is then a "
+                      "BERT checkpoint, official names).")
+  flags.DEFINE_integer("window_length", 512,
+                       "--model=bert_windows: tokens per window, [CLS] and [SEP] included "
+                       "(<= the BERT's max_position_embeddings).")
+  flags.DEFINE_integer("window_stride", 256,
+                       "--model=bert_windows: tokens between window starts.")
   estimator_utils.define_estimator_flags()
 
 
@@ -124,7 +156,8 @@ def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_le
     max_seq_length: L.
     max_global_seq_length: G.
     max_candidates: C.
-    is_training: repeat and shuffle (seeded) and skip `skip_batches` when True.
+    is_training: shuffle the whole file (seeded, a new order each epoch), repeat and skip
+      `skip_batches` when True.
     seed: shuffle seed.
     skip_batches: batches already consumed by a resumed job (see estimator_utils).
     drop_remainder: drop a last partial batch (default: when training).
@@ -143,63 +176,81 @@ def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_le
     batch_size = params["batch_size"]
     d = tf.data.TFRecordDataset(input_file)
     if is_training:
-      d = d.repeat().shuffle(buffer_size=100, seed=seed)
+      # The whole file in the buffer: the records are in chapter (so book) order, and a
+      # small buffer would feed one book at a time. Seeded: same order on resume.
+      d = d.shuffle(buffer_size=max(1, count_records(input_file)), seed=seed,
+                    reshuffle_each_iteration=True).repeat()
       if skip_batches:
         d = d.skip(skip_batches * batch_size)
     d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features))
     d = d.batch(batch_size, drop_remainder=drop_remainder)
-    d = d.map(lambda batch: etc_estimator.add_side_inputs(batch, config, max_seq_length,
-                                                          max_global_seq_length))
+    if not isinstance(config, bert_windows.BertWindowsConfig):  # ETC's side inputs
+      d = d.map(lambda batch: etc_estimator.add_side_inputs(batch, config, max_seq_length,
+                                                            max_global_seq_length))
     return d.prefetch(2)
 
   return input_fn
 
 
 def build_model(task, config, features, is_training, use_one_hot_embeddings=False,
-                att_implementation="auto"):
+                att_implementation="auto", num_labels=None, compute_dtype=None):
   """EtcModel and the task's head (long_task_heads).
 
   Args:
-    task: "cloze" or "supporting".
+    task: a name of long_task_heads.TASKS.
     config: EtcConfig.
     features: dict with the stored features and the side inputs.
     is_training: dropout on.
     use_one_hot_embeddings: TPU embedding lookups.
     att_implementation: "auto", "full" or "sparse".
+    num_labels: classify: the size of the label vocabulary.
+    compute_dtype: None (float32), a --precision name or a dtype: the encoder's compute dtype
+      (EtcModel's / BertModel's); variables, head and loss stay float32.
 
   Returns:
-    (loss, per-example loss [batch], logits: cloze [batch, C], supporting [batch, G]).
+    (loss, per-example loss [batch], logits: cloze [batch, C], supporting [batch, G], classify
+    [batch, num_labels]).
   """
+  if isinstance(config, bert_windows.BertWindowsConfig):  # --model=bert_windows
+    return bert_windows.build_model(task, config, features, is_training,
+                                    use_one_hot_embeddings=use_one_hot_embeddings,
+                                    compute_dtype=compute_dtype)
   model = etc_modeling.EtcModel(config, is_training=is_training,
-                                use_one_hot_embeddings=use_one_hot_embeddings)
+                                use_one_hot_embeddings=use_one_hot_embeddings,
+                                compute_dtype=compute_dtype)
   side = {name: features[name] for name in etc_inputs.SIDE_INPUT_NAMES if name in features}
   _, global_output = model(token_ids=features["token_ids"],
                            global_token_ids=features["global_token_ids"],
                            att_implementation=att_implementation, **side)
-  if task == "cloze":
-    return heads.cloze_head(global_output, features["candidate_mask"], features["label"],
-                            config, is_training)
-  return heads.supporting_head(global_output, features["global_token_ids"],
-                               features["sentence_labels"], config, is_training)
+  return heads.task_head(task, global_output, features, config, is_training,
+                         num_labels=num_labels)
 
 
 def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, train_batch_size=None, fused_optimizer=False,
-                     keep_checkpoint_max=5, att_implementation="auto"):
-  """Returns the `model_fn` closure for TPUEstimator (TRAIN, EVAL: the loss, PREDICT)."""
+                     keep_checkpoint_max=5, att_implementation="auto", num_labels=None,
+                     precision="fp32"):
+  """Returns the `model_fn` closure for TPUEstimator (TRAIN, EVAL: the loss, PREDICT).
+
+  precision ("fp32", "bf16", "fp16") is the encoder's compute dtype (build_model); "fp16"
+  trains with dynamic loss scaling (estimator_utils.create_train_op).
+  """
+  compute_dtype = modeling.get_compute_dtype(precision)
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     """The `model_fn` for TPUEstimator."""
     is_training = (mode == tf1.estimator.ModeKeys.TRAIN)
     loss, per_example, logits = build_model(
         task, config, features, is_training, use_one_hot_embeddings=use_tpu,
-        att_implementation=att_implementation)
+        att_implementation=att_implementation, num_labels=num_labels,
+        compute_dtype=compute_dtype)
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu,
                                                               tf1.trainable_variables())
     if mode == tf1.estimator.ModeKeys.TRAIN:
       train_op = estimator_utils.create_train_op(
           loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
-          fused_optimizer=fused_optimizer, keep_checkpoint_max=keep_checkpoint_max)
+          precision=compute_dtype, fused_optimizer=fused_optimizer,
+          keep_checkpoint_max=keep_checkpoint_max)
       hooks = []
       if not use_tpu:
         hooks = [estimator_utils.ProgressHook(num_train_steps, train_batch_size),
@@ -221,61 +272,80 @@ def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_ste
 
 
 def variable_shapes(task, config, max_seq_length, max_global_seq_length, max_candidates,
-                    att_implementation="auto"):
+                    att_implementation="auto", num_labels=None):
   """{variable name: shape} of the model and head this job builds (nothing is computed)."""
+  if isinstance(config, bert_windows.BertWindowsConfig):
+    return bert_windows.variable_shapes(task, config, heads.feature_lengths(
+        task, max_seq_length, max_global_seq_length, max_candidates))
   extra = {name: (tf.int32, [1, length]) for name, length in heads.feature_lengths(
       task, max_seq_length, max_global_seq_length, max_candidates).items()
            if name not in heads.COMMON_FEATURES}
   with tf.Graph().as_default():
     features = etc_estimator.placeholder_features(config, max_seq_length,
                                                   max_global_seq_length, extra=extra)
-    build_model(task, config, features, False, att_implementation=att_implementation)
+    build_model(task, config, features, False, att_implementation=att_implementation,
+                num_labels=num_labels)
     return {v.op.name: v.shape.as_list() for v in tf1.global_variables()}
 
 
-def task_metrics(task, outputs):
-  """The exact metrics of stacked predict outputs (long_task_heads)."""
-  if task == "cloze":
-    return heads.cloze_metrics(outputs["logits"], outputs["candidate_mask"], outputs["label"],
-                               outputs["answer_distance"], outputs["most_frequent"],
-                               outputs["most_recent"])
-  metrics = heads.supporting_metrics(outputs["logits"], outputs["sentence_labels"],
-                                     outputs["global_token_ids"])
-  metrics["loss"] = heads.supporting_loss(outputs["logits"], outputs["sentence_labels"],
-                                          outputs["global_token_ids"])
-  return metrics
+def task_metrics(task, outputs, label_names=None):
+  """The exact metrics of stacked predict outputs (long_task_heads.METRICS)."""
+  return heads.task_metrics(task, outputs, label_names)
 
 
-def prediction_lines(task, outputs):
+def prediction_lines(task, outputs, label_names=None):
   """One JSON-able dict per example of stacked predict outputs (the predictions file)."""
-  lines = []
-  for i in range(len(outputs["logits"])):
-    logits = outputs["logits"][i]
-    if task == "cloze":
-      num = int(outputs["candidate_mask"][i].sum())
-      scores = logits[:num] - logits[:num].max()
-      probs = np.exp(scores) / np.exp(scores).sum()
-      lines.append({"index": i, "prediction": int(np.argmax(logits[:num])),
-                    "label": int(outputs["label"][i][0]),
-                    "answer_distance": int(outputs["answer_distance"][i][0]),
-                    "probabilities": [round(float(p), 6) for p in probs]})
-    else:
-      num = int((outputs["global_token_ids"][i] > 0).sum())
-      probs = 1.0 / (1.0 + np.exp(-logits[:num].astype(np.float64)))
-      lines.append({"index": i,
-                    "predicted_sentences": [int(g) for g in np.nonzero(logits[:num] > 0)[0]],
-                    "gold_sentences": [int(g) for g in
-                                       np.nonzero(outputs["sentence_labels"][i][:num])[0]],
-                    "probabilities": [round(float(p), 6) for p in probs]})
-  return lines
+  return heads.prediction_lines(task, outputs, label_names)
+
+
+def check_label_vocabulary(labels, data_dir, files, saved_paths):
+  """Classify: one line unless the data's label vocabulary fits its records and the model.
+
+  Args:
+    labels: the data's label vocabulary (long_tasks.read_classify_labels), or None.
+    data_dir: the --data_dir (for messages).
+    files: the TFRecord paths the job reads (every record's label is checked).
+    saved_paths: {flag description: path} of the classify_labels.json files of models the job
+      resumes or starts from (a missing file is skipped).
+
+  Returns:
+    labels.
+  """
+  if labels is None:
+    common.fail("--data_dir=%s: its %s has no classify_labels (data of an earlier version: "
+                "write it again with etc_model.create_long_tasks)" %
+                (data_dir, long_tasks.SUMMARY_NAME))
+  for path in files:
+    for record in tf1.io.tf_record_iterator(path):
+      label = tf.train.Example.FromString(record).features.feature["label"].int64_list.value[0]
+      if not 0 <= label < len(labels):
+        common.fail("--data_dir=%s: %s has label %d, outside the %d classify_labels of its %s" %
+                    (data_dir, os.path.basename(path), label, len(labels),
+                     long_tasks.SUMMARY_NAME))
+  for described, path in saved_paths.items():
+    if not tf.io.gfile.exists(path):
+      continue
+    with tf.io.gfile.GFile(path, "r") as f:
+      saved = json.loads(f.read())
+    if saved != labels:
+      common.fail("--data_dir=%s: its %d classify_labels differ from the %d of the model in %s "
+                  "(%s; first difference: %r vs %r)" %
+                  (data_dir, len(labels), len(saved), described, LABELS_NAME,
+                   *next(((a, b) for a, b in zip(labels + [None], saved + [None]) if a != b))))
+  return labels
 
 
 def _check_flags():
   if not (FLAGS.do_train or FLAGS.do_eval or FLAGS.do_predict):
     common.fail("at least one of --do_train, --do_eval or --do_predict must be true")
-  for name in ("task", "data_dir", "etc_config_file", "output_dir"):
+  for name in ("task", "data_dir", "output_dir"):
     if not getattr(FLAGS, name):
       common.fail("--%s is required" % name)
+  if FLAGS.model == "etc" and not FLAGS.etc_config_file:
+    common.fail("--etc_config_file is required (--model=etc)")
+  if FLAGS.model == "bert_windows" and FLAGS.task not in bert_windows.TASKS:
+    common.fail("--task=%s: --model=bert_windows has the tasks %s" %
+                (FLAGS.task, ", ".join(bert_windows.TASKS)))
   for name in ("max_seq_length", "max_global_seq_length", "max_candidates", "train_batch_size",
                "eval_batch_size", "predict_batch_size"):
     if getattr(FLAGS, name) < 1:
@@ -325,9 +395,10 @@ def _expected_lengths():
 class _Inference(object):
   """Estimator.predict over a whole split (no example dropped), outputs stacked."""
 
-  def __init__(self, estimator, config):
+  def __init__(self, estimator, config, label_names=None):
     self.estimator = estimator
     self.config = config
+    self.label_names = label_names
     # {(file, step): metrics}: the final --do_eval of a checkpoint scored during training (the
     # best one, or the last step) reuses those metrics instead of predicting the file again.
     self.scored = {}
@@ -344,7 +415,8 @@ class _Inference(object):
   def evaluate(self, path, checkpoint):
     key = (path, checkpoint_utils.checkpoint_step(checkpoint) if checkpoint else None)
     if checkpoint is None or key not in self.scored:
-      self.scored[key] = task_metrics(FLAGS.task, self.outputs(path, checkpoint))
+      self.scored[key] = task_metrics(FLAGS.task, self.outputs(path, checkpoint),
+                                      self.label_names)
     return dict(self.scored[key])
 
 
@@ -396,18 +468,35 @@ def main(_):
   _check_flags()
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
-  config = etc_estimator.load_config(FLAGS.etc_config_file, FLAGS.residual_attention,
-                                     FLAGS.max_seq_length)
+  if FLAGS.model == "bert_windows":
+    config = bert_windows.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.window_length,
+                                      FLAGS.window_stride, FLAGS.data_dir)
+  else:
+    config = etc_estimator.load_config(FLAGS.etc_config_file, FLAGS.residual_attention,
+                                       FLAGS.max_seq_length)
   files = _needed_files()
   estimator_utils.check_tfrecord_lengths(list(files.values()), _expected_lengths(), "data_dir")
   etc_estimator.check_vocab_ids(list(files.values()), config,
                                 ("token_ids", "global_token_ids"), flag_name="data_dir")
   common.check_output_dir(FLAGS.output_dir)
+  label_names = None
+  if FLAGS.task in heads.LABEL_VOCABULARY_TASKS:
+    try:
+      labels = long_tasks.read_classify_labels(FLAGS.data_dir)
+    except ValueError as e:
+      common.fail("--data_dir=%s: %s cannot be read (%s)" %
+                  (FLAGS.data_dir, long_tasks.SUMMARY_NAME, e))
+    saved = {"--output_dir=%s" % FLAGS.output_dir: os.path.join(FLAGS.output_dir, LABELS_NAME)}
+    if FLAGS.init_checkpoint:
+      saved["--init_checkpoint=%s" % FLAGS.init_checkpoint] = os.path.join(
+          os.path.dirname(FLAGS.init_checkpoint), LABELS_NAME)
+    label_names = check_label_vocabulary(labels, FLAGS.data_dir, list(files.values()), saved)
 
   def shapes_fn():
     return variable_shapes(FLAGS.task, config, FLAGS.max_seq_length,
                            FLAGS.max_global_seq_length, FLAGS.max_candidates,
-                           FLAGS.att_implementation)
+                           FLAGS.att_implementation,
+                           num_labels=len(label_names) if label_names else None)
 
   # Before the output directory is made: an eval / predict job without weights is one line.
   eval_weights = None
@@ -419,7 +508,10 @@ def main(_):
   # Compared before anything is written there: a resume with another model is one line.
   resume_step = etc_estimator.check_resume(FLAGS.output_dir, shapes_fn)
   training_eval.remove_stale_best_temps(FLAGS.output_dir)
-  model_config.save_config(config, FLAGS.output_dir, name=CONFIG_NAME)
+  model_config.save_config(config, FLAGS.output_dir, name=(
+      bert_windows.CONFIG_NAME if FLAGS.model == "bert_windows" else CONFIG_NAME))
+  if label_names is not None:
+    common.write_json_atomic(os.path.join(FLAGS.output_dir, LABELS_NAME), label_names)
 
   num_train_steps = num_warmup_steps = 0
   if FLAGS.do_train:
@@ -430,23 +522,37 @@ def main(_):
     tf1.logging.info("*** Training %s: %d records, batch %d, %d steps (warm-up %d)",
                      FLAGS.task, num_records, FLAGS.train_batch_size, num_train_steps,
                      num_warmup_steps)
-  tf1.logging.info("*** Model: ETC %d layers, hidden %d, local_radius %d, residual_attention=%s; "
-                   "L=%d, G=%d", config.num_hidden_layers, config.hidden_size,
-                   config.local_radius, config.residual_attention, FLAGS.max_seq_length,
-                   FLAGS.max_global_seq_length)
+  if FLAGS.model == "bert_windows":
+    tf1.logging.info("*** Model: BERT %d layers, hidden %d, residual_attention=%s over windows "
+                     "of %d tokens, stride %d; L=%d", config.num_hidden_layers,
+                     config.hidden_size, config.residual_attention, FLAGS.window_length,
+                     FLAGS.window_stride, FLAGS.max_seq_length)
+  else:
+    tf1.logging.info("*** Model: ETC %d layers, hidden %d, local_radius %d, "
+                     "residual_attention=%s; L=%d, G=%d", config.num_hidden_layers,
+                     config.hidden_size, config.local_radius, config.residual_attention,
+                     FLAGS.max_seq_length, FLAGS.max_global_seq_length)
   model_fn = model_fn_builder(
       FLAGS.task, config, FLAGS.init_checkpoint, FLAGS.learning_rate, num_train_steps,
       num_warmup_steps, FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
-      fused_optimizer=FLAGS.fused_optimizer, keep_checkpoint_max=FLAGS.keep_checkpoint_max,
-      att_implementation=FLAGS.att_implementation)
+      att_implementation=FLAGS.att_implementation,
+      num_labels=len(label_names) if label_names else None,
+      **estimator_utils.precision_kwargs(FLAGS))
   estimator = estimator_utils.make_estimator(
       model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
       FLAGS.predict_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-  inference = _Inference(estimator, config)
+  inference = _Inference(estimator, config, label_names)
 
-  summary = {"task": FLAGS.task, "residual_attention": config.residual_attention,
+  # The same keys for both models (a driver reads both alike); no windows: None.
+  windowed = FLAGS.model == "bert_windows"
+  summary = {"task": FLAGS.task, "model": FLAGS.model,
+             "residual_attention": config.residual_attention,
              "max_seq_length": FLAGS.max_seq_length,
-             "max_global_seq_length": FLAGS.max_global_seq_length}
+             "max_global_seq_length": FLAGS.max_global_seq_length,
+             "window_length": FLAGS.window_length if windowed else None,
+             "window_stride": FLAGS.window_stride if windowed else None}
+  if label_names is not None:
+    summary["labels"] = label_names
   if FLAGS.do_train:
     summary.update(_train(estimator, config, files["train"], num_train_steps, resume_step,
                           inference, files.get("dev")))
@@ -465,10 +571,10 @@ def main(_):
     path = os.path.join(FLAGS.output_dir, PREDICTIONS_NAME)
     checkpoint_utils.remove_sidecar(path)
     with common.atomic_output(path) as f:
-      for line in prediction_lines(FLAGS.task, outputs):
+      for line in prediction_lines(FLAGS.task, outputs, label_names):
         f.write(json.dumps(line) + "\n")
     checkpoint_utils.write_sidecar(path, record)
-    results = dict(summary, **task_metrics(FLAGS.task, outputs))
+    results = dict(summary, **task_metrics(FLAGS.task, outputs, label_names))
     results.update(record)
     results["scored_checkpoint"] = scored
     estimator_utils.write_eval_results(FLAGS.output_dir, results, name="test_results")

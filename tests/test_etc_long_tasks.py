@@ -161,23 +161,84 @@ def test_rerun_is_byte_identical_and_counted(tmp_path, vocab_file):
     contents.append({name: open(os.path.join(out, name), "rb").read()
                      for name in sorted(os.listdir(out))})
   assert contents[0] == contents[1]
-  assert len(contents[0]) == 7
+  assert len(contents[0]) == 10
   # Per book 7 chapters (the title page and 6): 2 dev, 2 test (0.25 * 7 rounded), 3 train.
   for book in ("TALE 0 / By Some Author", "TALE 1 / By Some Author"):
     assert summary["chapters_per_split"][book] == {"train": 3, "dev": 2, "test": 2}
   assert summary["chapters_per_split"]["total"] == {"train": 6, "dev": 4, "test": 4}
-  for task in ("cloze", "supporting"):
+  for task in ("cloze", "supporting", "classify"):
     for split in ("train", "dev", "test"):
       records = bert_data.read_examples(os.path.join(str(tmp_path / "a"),
                                                      "%s_%s.tfrecord" % (task, split)))
       assert len(records) == summary["examples"][task][split]
   assert summary["examples"]["cloze"]["train"] > 0
   assert summary["examples"]["supporting"]["train"] > 0
+  assert min(summary["examples"]["classify"].values()) > 0
   # Inserted sentences come from a chapter of the same split (nothing crosses a split).
-  chapters, splits, examples = create_long_tasks.build_examples([corpus], tokenizer, settings)
+  chapters, splits, examples, labels = create_long_tasks.build_examples([corpus], tokenizer,
+                                                                        settings)
   split_of = {(c.book, c.index): s for c, s in zip(chapters, splits)}
   for split, split_examples in examples["supporting"].items():
     assert all(split_of[e["donor"]] == split for e in split_examples)
+  # Classification: one example per window, labelled with its chapter's book; the label counts
+  # and the majority baselines recomputed.
+  assert labels == summary["classify_labels"] == ["TALE 0 / By Some Author",
+                                                   "TALE 1 / By Some Author"]
+  by_chapter = {}
+  for split, split_examples in examples["classify"].items():
+    for e in split_examples:
+      assert labels[e["label"][0]] == e["book"] and len(e["token_ids"]) == 64
+      by_chapter.setdefault((e["book"], split), []).append(e)
+  counts = summary["classify_label_counts"]
+  assert {split: sum(c[split] for c in counts.values()) for split in ("train", "dev", "test")} == \
+      summary["examples"]["classify"]
+  for split in ("train", "dev", "test"):
+    n = summary["examples"]["classify"][split]
+    own = max(c[split] for c in counts.values())
+    assert summary["classify_baselines"][split]["split_majority_share"] == round(own / n, 4)
+  train = [c["train"] for c in counts.values()]
+  majority = labels[train.index(max(train))]
+  assert summary["classify_baselines"]["dev"]["majority_label"] == majority
+  # The title pages ("TALE 0", "By Some Author") are in no window.
+  assert not any(tokenizer.vocab["author"] in e["token_ids"]
+                 for split_examples in examples["classify"].values() for e in split_examples)
+  # The train records are shuffled (seeded): in chapter order the labels would be sorted.
+  train_labels = [e["label"][0] for e in examples["classify"]["train"]]
+  assert train_labels != sorted(train_labels)
+  assert summary["classify_baselines"]["dev"]["majority_accuracy"] == round(
+      counts[majority]["dev"] / float(summary["examples"]["classify"]["dev"]), 4)
+
+
+def test_classify_labels_by_book_or_author_without_the_title_page(vocab_file):
+  assert [long_tasks.book_author(b) for b in (
+      "PRIDE AND PREJUDICE / By Jane Austen", "By Jane Austen #2", "Jane Austen (1803)",
+      "The War of the Worlds / by H. G. Wells [1898]", "by Charles Dickens",
+      "This etext was done by a number of volunteers.", "novels.txt")] == [
+          "Jane Austen", "Jane Austen", "Jane Austen", "H. G. Wells", "Charles Dickens",
+          "This etext was done by a number of volunteers.", "novels.txt"]
+  chapter = long_tasks.Chapter("EMMA / By Jane Austen #2", 0, [
+      "EMMA", "By Jane Austen", "Emma Woodhouse was clever.", "She had lived long."])
+  assert long_tasks.chapter_label(chapter, "book") == "EMMA / By Jane Austen #2"
+  assert long_tasks.chapter_label(chapter, "author") == "Jane Austen"
+  assert long_tasks.title_page_lines(chapter.sentences) == 2
+  assert long_tasks.title_page_lines(chapter.sentences[2:]) == 0
+  tokenizer = _tokenizer(vocab_file)
+  _, sentences = long_tasks.tokenize_chapter(chapter._replace(sentences=chapter.sentences[2:]),
+                                             tokenizer.tokenize_to_ids, 2)
+  # Sentences of 6 and 5 pieces: one window of both at L=16; at L=8 a window each.
+  settings = _settings(tokenizer, max_seq_length=16, max_global_seq_length=4,
+                       min_context_tokens=0)
+  (example,) = long_tasks.make_classify_examples(chapter, sentences, 7, settings)
+  assert example["label"] == [7]
+  assert tokenizer.convert_ids_to_tokens([i for i in example["token_ids"] if i]) == (
+      "emma wood ##house was clever . she had lived long .".split())
+  assert example["sentence_ids"][:12] == [0] * 6 + [1] * 5 + [0]
+  assert example["global_token_ids"] == [settings["global_token_id"]] * 2 + [0, 0]
+  settings["max_seq_length"] = 8
+  assert [e["window"] for e in long_tasks.make_classify_examples(
+      chapter, sentences, 7, settings)] == [0, 1]
+  settings["max_seq_length"], settings["min_context_tokens"] = 16, 12
+  assert long_tasks.make_classify_examples(chapter, sentences, 7, settings) == []
 
 
 def test_bad_flag_is_one_line(tmp_path, vocab_file):

@@ -1,6 +1,7 @@
-"""Tests of etc_model.run_long_tasks / etc_model.long_task_heads: the cloze loss and metrics and
-the supporting-sentence F1 / exact match against hand-made references, one tiny train + eval +
-predict job from a lifted checkpoint, and a one-line error."""
+"""Tests of etc_model.run_long_tasks / etc_model.long_task_heads: the cloze loss and metrics,
+the supporting-sentence F1 / exact match and the classification accuracy / macro F1 against
+hand-made references, one tiny train + eval + predict job from a lifted checkpoint per task
+(cloze, classify), and one-line errors."""
 
 import json
 import os
@@ -10,9 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import common
 import create_pretraining_data as bert_data
+import modeling
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
 from conftest import write_random_bert_checkpoint
+from etc_model import bert_windows
 from etc_model import create_long_tasks
 from etc_model import etc_modeling
 from etc_model import lift_bert_checkpoint as lift
@@ -105,6 +109,77 @@ def test_supporting_f1_and_exact_match_by_hand():
   assert [len(l["probabilities"]) for l in lines] == [4, 3, 5]
 
 
+def test_classify_metrics_and_head_by_hand():
+  names = ["austen", "melville", "wells"]
+  logits = np.array([[2.0, 1.0, 0.0],   # predicts 0, gold 0
+                     [0.0, 3.0, 1.0],   # predicts 1, gold 0
+                     [0.0, 1.0, 4.0],   # predicts 2, gold 2
+                     [5.0, 1.0, 0.0],   # predicts 0, gold 1
+                     [1.0, 0.0, 0.0]])  # predicts 0, gold 0
+  labels = np.array([[0], [0], [2], [1], [0]])
+  metrics = heads.classify_metrics(logits, labels, names)
+  assert metrics["examples"] == 5 and metrics["accuracy"] == pytest.approx(0.6)
+  # Per class F1 = 2tp / (2tp + fp + fn): austen 2*2/(4+1+1), melville 0, wells 2/2.
+  assert metrics["macro_f1"] == pytest.approx((4.0 / 6 + 0 + 1) / 3)
+  assert metrics["majority_share"] == pytest.approx(0.6)
+  assert metrics["per_class"] == {
+      "austen": {"examples": 3, "predicted": 3, "correct": 2, "f1": pytest.approx(4.0 / 6)},
+      "melville": {"examples": 1, "predicted": 1, "correct": 0, "f1": 0.0},
+      "wells": {"examples": 1, "predicted": 1, "correct": 1, "f1": 1.0}}
+  want_loss = np.mean([np.log(np.exp(row).sum()) - row[y] for row, y in zip(logits, labels[:, 0])])
+  assert metrics["loss"] == pytest.approx(want_loss, rel=1e-12)
+  # A class never gold nor predicted is left out of the macro mean.
+  assert heads.classify_metrics(logits[:3], labels[:3], names + ["verne"])["macro_f1"] == (
+      pytest.approx((2.0 / 3 + 0 + 1) / 3))
+  lines = run_long_tasks.prediction_lines("classify", {"logits": logits, "label": labels}, names)
+  assert [(l["predicted_label"], l["gold_label"]) for l in lines[:2]] == [
+      ("austen", "austen"), ("melville", "austen")]
+  assert all(abs(sum(l["probabilities"]) - 1) < 1e-4 for l in lines)
+  # The TF head: logits = mean of the real global tokens' outputs times W^T plus b, by NumPy.
+  config = etc_modeling.EtcConfig.from_dict(TINY_ETC_CONFIG)
+  ids = np.array([[5, 5, 0, 0, 0], [5, 5, 5, 5, 0]])
+  global_output = np.random.RandomState(2).randn(2, 5, 32).astype(np.float32)
+  with tf.Graph().as_default():
+    tf1.set_random_seed(0)
+    loss, _, got_logits = heads.classify_head(tf.constant(global_output), tf.constant(ids),
+                                              tf.constant([[1], [2]]), 3, config, False)
+    variables = {v.op.name: v for v in tf1.global_variables()}
+    assert sorted(variables) == ["cls/long_tasks/classify/output_bias",
+                                 "cls/long_tasks/classify/output_weights"]
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      sess.run(variables["cls/long_tasks/classify/output_bias"].assign([0.5, -1.0, 2.0]))
+      loss, got_logits, weights = sess.run(
+          [loss, got_logits, variables["cls/long_tasks/classify/output_weights"]])
+  pooled = np.stack([global_output[0, :2].mean(0), global_output[1, :4].mean(0)])
+  np.testing.assert_allclose(got_logits, pooled @ weights.T + [0.5, -1.0, 2.0], atol=1e-5)
+  assert loss == pytest.approx(heads.classify_loss(got_logits, [1, 2]), rel=1e-5)
+
+
+def test_classify_label_vocabulary_checks(tmp_path):
+  records = tmp_path / "classify_dev.tfrecord"
+  with tf.io.TFRecordWriter(str(records)) as writer:
+    for label in (0, 2):
+      writer.write(tf.train.Example(features=tf.train.Features(feature={
+          "label": tf.train.Feature(int64_list=tf.train.Int64List(value=[label]))}))
+                   .SerializeToString())
+  saved = tmp_path / "out" / run_long_tasks.LABELS_NAME
+  saved.parent.mkdir()
+  saved.write_text(json.dumps(["a", "b", "c"]))
+  check = lambda labels: run_long_tasks.check_label_vocabulary(
+      labels, "d", [str(records)], {"--output_dir=o": str(saved), "--init_checkpoint=i": "none"})
+  assert check(["a", "b", "c"]) == ["a", "b", "c"]
+  with pytest.raises(common.UsageError, match=r"^--data_dir=d: its 3 classify_labels differ "
+                     r"from the 3 of the model in --output_dir=o \(classify_labels.json; first "
+                     r"difference: 'x' vs 'c'\)$"):
+    check(["a", "b", "x"])
+  with pytest.raises(common.UsageError, match=r"^--data_dir=d: classify_dev.tfrecord has label "
+                     r"2, outside the 2 classify_labels of its long_tasks.json$"):
+    check(["a", "b"])
+  with pytest.raises(common.UsageError, match=r"has no classify_labels \(data of an earlier"):
+    check(None)
+
+
 @pytest.fixture(scope="module")
 def data(tmp_path_factory):
   root = tmp_path_factory.mktemp("etc_long_tasks_run")
@@ -112,7 +187,8 @@ def data(tmp_path_factory):
   tokenizer = bert_data.make_tokenizer(VOCAB, True)
   summary = create_long_tasks.create_long_tasks(
       [str(root / "corpus.txt")], str(root / "data"), tokenizer,
-      _settings(tokenizer, max_seq_length=L, max_global_seq_length=G, max_candidates=C))
+      _settings(tokenizer, max_seq_length=L, max_global_seq_length=G, max_candidates=C),
+      extra_settings={"vocab_file": VOCAB})
   (root / "etc_config.json").write_text(json.dumps(TINY_ETC_CONFIG))
   return {"root": root, "summary": summary}
 
@@ -168,6 +244,133 @@ def test_cloze_train_eval_predict_from_a_lifted_checkpoint(data, tmp_path):
   sidecar = json.loads((out / "test_predictions.jsonl.checkpoint.json").read_text())
   assert sidecar == {"checkpoint": results["checkpoint"], "global_step": 2}
   assert not (out / ".lock-local").exists()
+  # The sliding-window BERT baseline from the same BERT weights: every bert/ variable loaded,
+  # its head new, and eval_results.json with the ETC job's keys.
+  bert_out = tmp_path / "bert_out"
+  result = run_tool(None, _args(data, "cloze", bert_out, _bert_flags(bert_config) + [
+      "--init_checkpoint=%s" % (tmp_path / "bert.ckpt"), "--do_train", "--do_eval",
+      "--num_train_steps=2", "--eval_every_steps=2", "--keep_best"]))
+  loaded = re.search(r"init_checkpoint \S+: (\d+) variables loaded, (\d+) not in checkpoint: "
+                     r"(.*)", result.output)
+  assert loaded and int(loaded.group(1)) == len(tf.train.list_variables(
+      str(tmp_path / "bert.ckpt"))), result.output[-3000:]
+  assert sorted(loaded.group(3).split(", ")) == ["cls/long_tasks_bert/cloze/output_bias:0",
+                                                 "cls/long_tasks_bert/cloze/output_weights:0"]
+  bert_results = json.loads((bert_out / "eval_results.json").read_text())
+  assert sorted(bert_results) == sorted(results)
+  assert (results["model"], results["window_length"]) == ("etc", None)
+  assert (bert_results["model"], bert_results["window_length"]) == ("bert_windows", 24)
+  assert bert_results["examples"] == examples["dev"] and bert_results["global_step"] == 2
+  assert bert_results["most_recent_accuracy"] == results["most_recent_accuracy"]
+  assert json.loads((bert_out / "bert_config.json").read_text())["hidden_size"] == 32
+
+
+def _bert_flags(bert_config):
+  return ["--model=bert_windows", "--bert_config_file=%s" % bert_config, "--window_length=24",
+          "--window_stride=11"]
+
+
+def test_bert_windows_cut_max_context_and_mentions_by_hand():
+  # 11 tokens in windows of 8 ([CLS] 6 tokens [SEP]), stride 3: (0, 6), (3, 6), (6, 5), the
+  # last ending at the text's end; the static windows of a 20-token input start 0, 3, ..., 15.
+  assert bert_windows.window_starts(20, 8, 3) == [0, 3, 6, 9, 12, 15]
+  window, position = bert_windows.token_windows(11, 20, 8, 3)
+  # Most context, min(left, right) then the longer window then the first: token 3 in window 0
+  # (2 vs 0), 4 a tie (1 vs 1, both 6 long: the first), 5 window 1 (0 vs 2), 7 window 1 (1 vs 1,
+  # 6 long vs 5), 8 window 2 (0 vs 2). Positions count [CLS] as 0; the padding is 0, 0.
+  assert window.tolist() == [0, 0, 0, 0, 0, 1, 1, 1, 2, 2, 2] + [0] * 9
+  assert position.tolist() == [1, 2, 3, 4, 5, 3, 4, 5, 3, 4, 5] + [0] * 9
+  text = list(range(5, 16))  # ids 5..15
+  candidates = [[7, 8, 9, 5, 9, 7, 6, 8, 7, 8, 103, 4]]  # candidate 0: 7 8, candidate 1: 9
+  sentences = [[0, 0, 1, 2, 2, 2, 2, 2, 2, 2, 3, 3]]
+  with tf.Graph().as_default():
+    ids = tf.constant([text + [0] * 9, [5, 6] + [0] * 18])
+    inputs = bert_windows.window_inputs(ids, 8, 3, 101, 102)
+    mentions = bert_windows.candidate_mentions(
+        tf.constant([c + [0] * 4 for c in candidates]), tf.constant([s + [0] * 4
+                                                                     for s in sentences]),
+        tf.constant([[1, 1, 0]]))
+    with tf1.Session() as sess:
+      (input_ids, input_mask, num_tokens), mentions = sess.run([inputs, mentions])
+  assert num_tokens.tolist() == [11, 2] and input_ids.shape == (2, 6, 8)
+  assert input_ids[0, :3].tolist() == [[101, 5, 6, 7, 8, 9, 10, 102],
+                                       [101, 8, 9, 10, 11, 12, 13, 102],
+                                       [101, 11, 12, 13, 14, 15, 102, 0]]
+  assert input_ids[1, 0].tolist() == [101, 5, 6, 102, 0, 0, 0, 0]
+  # Padding windows: all 0, masked.
+  assert not input_ids[0, 3:].any() and not input_ids[1, 1:].any()
+  assert input_mask.sum(axis=2).tolist() == [[8, 8, 7, 0, 0, 0], [4, 0, 0, 0, 0, 0]]
+  # Candidate 0 (7 8) at 0-1 (its own pieces) and 8-9, not the lone 7 or 8; candidate 1 (9) at
+  # 2 and 4; candidate 2 is padding (sentence 2 is the context, not a candidate).
+  assert mentions[0].astype(int).tolist() == [
+      [1, 1, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0] + [0] * 4,
+      [0, 0, 1, 0, 1, 0, 0, 0, 0, 0, 0, 0] + [0] * 4, [0] * 16]
+  # encode reads each token from BERT's output of its window at its position (the same
+  # weights run on the windows' rows directly).
+  config = dict(TINY_BERT_CONFIG, hidden_size=8, num_hidden_layers=1, intermediate_size=16,
+                max_position_embeddings=8)
+  windowed = bert_windows.BertWindowsConfig(modeling.BertConfig.from_dict(config), 8, 3, 101, 102)
+  with tf.Graph().as_default():
+    token_output = bert_windows.encode(windowed, tf.constant([text + [0] * 9]), False)
+    with tf1.variable_scope("", reuse=True):
+      direct = modeling.BertModel(
+          windowed.bert_config, False, tf.constant(input_ids[0, :3]),
+          tf.constant(input_mask[0, :3]), scope="bert").get_sequence_output()
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      token_output, direct = sess.run([token_output, direct])
+  np.testing.assert_allclose(token_output[0, :11], direct[window[:11], position[:11]], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_classify_train_eval_predict(data, tmp_path):
+  out = tmp_path / "out"
+  run_tool(None, _args(data, "classify", out, ["--do_train", "--do_eval", "--do_predict",
+                                               "--num_train_steps=2"]))
+  labels = data["summary"]["classify_labels"]
+  examples = data["summary"]["examples"]["classify"]
+  assert json.loads((out / run_long_tasks.LABELS_NAME).read_text()) == labels
+  results = json.loads((out / "eval_results.json").read_text())
+  assert results["examples"] == examples["dev"] and results["global_step"] == 2
+  assert results["labels"] == labels and results["task"] == "classify"
+  assert sum(c["examples"] for c in results["per_class"].values()) == examples["dev"]
+  assert results["majority_share"] == pytest.approx(
+      data["summary"]["classify_baselines"]["dev"]["split_majority_share"], abs=1e-4)
+  # The predictions file names the labels; its accuracy is that of test_results.json.
+  lines = [json.loads(line) for line in
+           (out / "test_predictions.jsonl").read_text().splitlines()]
+  test = json.loads((out / "test_results.json").read_text())
+  assert len(lines) == examples["test"] == test["examples"]
+  assert all(l["gold_label"] == labels[l["label"]] and len(l["probabilities"]) == len(labels)
+             for l in lines)
+  assert np.mean([l["predicted_label"] == l["gold_label"] for l in lines]) == pytest.approx(
+      test["accuracy"])
+
+
+@pytest.mark.slow
+def test_bert_windows_supporting_train_eval_predict(data, tmp_path):
+  bert_config = tmp_path / "bert_config.json"
+  bert_config.write_text(json.dumps(TINY_BERT_CONFIG))
+  out = tmp_path / "out"
+  run_tool(None, _args(data, "supporting", out, _bert_flags(bert_config) + [
+      "--do_train", "--do_eval", "--do_predict", "--num_train_steps=2"]))
+  examples = data["summary"]["examples"]["supporting"]
+  results = json.loads((out / "eval_results.json").read_text())
+  assert results["examples"] == examples["dev"] and results["global_step"] == 2
+  assert results["task"] == "supporting" and results["model"] == "bert_windows"
+  # One logit a sentence: the predictions file's sentences give test_results.json's F1.
+  lines = [json.loads(line) for line in
+           (out / "test_predictions.jsonl").read_text().splitlines()]
+  test = json.loads((out / "test_results.json").read_text())
+  assert len(lines) == examples["test"] == test["examples"]
+  f1 = []
+  for line in lines:
+    tp = len(set(line["predicted_sentences"]) & set(line["gold_sentences"]))
+    p = tp / max(1, len(line["predicted_sentences"]))
+    r = tp / max(1, len(line["gold_sentences"]))
+    f1.append(2 * p * r / (p + r) if p + r else 0.0)
+  assert np.mean(f1) == pytest.approx(test["f1"])
+  assert all(line["gold_sentences"] for line in lines)
 
 
 def test_records_of_other_lengths_are_one_line(data, tmp_path):

@@ -1,7 +1,8 @@
 """Mixed precision (--precision=bf16 / fp16): float32 variables and outputs, float32 statistics,
 training close to float32, dynamic loss scaling, checkpoints across precisions, and what a
 float16 running sum of residual attention scores would do to a 24-layer model. The fine-tuning
-scripts (run_classifier, run_squad, run_ner): float32 heads, and whole jobs in every precision."""
+scripts (run_classifier, run_squad, run_ner): float32 heads, and whole jobs in every precision.
+ETC's scripts: etc_model.run_long_tasks' model_fn here, the rest in tests/test_etc_*.py."""
 
 import functools
 import json
@@ -21,6 +22,10 @@ import run_classifier
 import run_ner
 import run_pretraining
 import run_squad
+from etc_model import etc_estimator
+from etc_model import etc_modeling
+from etc_model import long_task_heads
+from etc_model import run_long_tasks
 
 tf1 = tf.compat.v1
 
@@ -312,18 +317,41 @@ def test_unsupported_script_flags_fail_in_one_line(tmp_path):
   proc = run_tool(None, ["-c", code], expect_rc=2)
   assert last_error_line(proc).endswith(
       "--precision=bf16: not supported by run_other.py yet (it is by run_classifier.py, "
-      "run_ner.py, run_pretraining.py, run_squad.py)")
+      "run_ner.py, run_pretraining.py, run_squad.py, etc_model.run_long_tasks, "
+      "etc_model.run_pretraining)")
 
 
 def test_supporting_scripts_come_from_their_declarations():
   """The scripts an unsupported-flag error names are those declaring the flag (no list to
-  keep up to date): ETC's pre-training implements --fused_optimizer but not --precision."""
+  keep up to date): a package's modules (etc_model.run_pretraining) are found too."""
   assert "run_classifier.py" in estimator_utils.scripts_supporting("precision")
   assert set(run_classifier.SUPPORTED_MODEL_FN_FLAGS) == {"precision", "fused_optimizer"}
   fused = estimator_utils.scripts_supporting("fused_optimizer")
   assert "etc_model.run_pretraining" in fused
-  assert "etc_model.run_pretraining" not in estimator_utils.scripts_supporting("precision")
+  assert "etc_model.run_pretraining" in estimator_utils.scripts_supporting("precision")
   assert not any("run_translation" in name for name in fused)  # it declares none
+
+
+def test_etc_long_tasks_encoder_in_compute_dtype_variables_and_loss_float32():
+  """etc_model.run_long_tasks' model_fn passes --precision to EtcModel (etc_model.run_pretraining
+  and the model itself: tests/test_etc_pretraining.py, tests/test_etc_modeling.py)."""
+  config = etc_modeling.EtcConfig.from_dict(
+      {"vocab_size": 50, "hidden_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2,
+       "intermediate_size": 24, "local_radius": 3, "relative_pos_max_distance": 2,
+       "relative_vocab_size": 9, "residual_attention": "sum"})
+  extra = {name: (tf.int32, [1, length]) for name, length in long_task_heads.feature_lengths(
+      "supporting", 16, 4, 2).items() if name not in long_task_heads.COMMON_FEATURES}
+  with tf.Graph().as_default() as graph:
+    tf1.train.get_or_create_global_step()
+    features = etc_estimator.placeholder_features(config, 16, 4, extra=extra)
+    model_fn = run_long_tasks.model_fn_builder("supporting", config, None, 1e-3, 10, 1, False,
+                                               train_batch_size=1, precision="bf16")
+    spec = model_fn(features, None, tf1.estimator.ModeKeys.TRAIN, {})
+    assert spec.loss.dtype == tf.float32
+    assert {v.dtype.base_dtype for v in tf1.global_variables()} == {tf.float32, tf.int64}
+    einsums = {op.get_attr("T") for op in graph.get_operations()
+               if op.type == "Einsum" and op.name.startswith("etc_document_bert")}
+    assert einsums == {tf.bfloat16}
 
 
 @pytest.mark.parametrize("precision", ["bf16", "fp16"])

@@ -1,0 +1,450 @@
+# coding=utf-8
+"""BERT over sliding windows, the long-context tasks' baseline (--model=bert_windows of
+etc_model.run_long_tasks).
+
+The model users would otherwise pick for inputs longer than BERT's 512 positions: the official
+BertModel (variables under bert/, official names: --init_checkpoint is a BERT checkpoint) runs
+on overlapping windows of the records' long tokens, and each token is read from the one window
+where it is most central. Only the head is new (cls/long_tasks_bert/). The records are those of
+etc_model.create_long_tasks (long_tasks.FEATURE_SHAPES_DOC); their global tokens are not read.
+
+Windows. The long input's real tokens (token_ids != 0, packed from position 0) are cut by
+sliding_window.windows (the official run_squad loop) into windows of window_length - 2 tokens,
+`stride` apart, each fed as [CLS] window [SEP] (segment 0, the rest of the row masked). The
+number of windows is static, that of a full max_seq_length input, so the graph runs BERT on a
+[batch * windows, window_length] batch; the windows a shorter input does not have are padding
+rows, fully masked and never read. A token in several windows is read from the window where it
+has the most context (sliding_window.max_context_window, the run_squad / run_classifier rule),
+computed in NumPy by those functions (tf.numpy_function in the graph: exactly the library's
+choice, cached per input length; so this model runs on CPU / GPU, not TPU, and is not exported).
+Every token thus has one hidden state [batch, L, hidden], as a model that read the whole input.
+
+Heads (the standard readings of a sliding-window encoder):
+  cloze       the blank's hidden state (blank_position) and each candidate's representation,
+              the mean of the hidden states of every token of its mentions: the records carry
+              no mention positions, so they are found in the graph by matching the candidate's
+              word pieces (its "sentence" at the start of the long input, sentence_ids == c)
+              against the whole long input (the candidate's own piece run included, so every
+              real candidate has one; with an uncased vocabulary the name's lower-case word
+              would match too, but long_tasks.find_names takes no word that occurs in lower
+              case in the chapter; a run that only begins a longer word matches too). Score:
+              bilinear, blank^T W candidate + b (the blank's context against each candidate's
+              contexts; the ETC head instead reads each candidate's global token, which attends
+              to the whole input). The mask, the softmax cross-entropy over the candidates and
+              the padding candidates' MASKED_LOGIT are the ETC head's (long_task_heads).
+  supporting  each sentence's representation is the mean of its tokens' hidden states
+              (sentence_ids), then dense -> 1 (a binary logit per global token, padding ignored)
+              and the ETC head's sigmoid cross-entropy averaged over the real global tokens.
+Both heads' logits have the ETC heads' shapes, so run_long_tasks' metrics (long_task_heads
+cloze_metrics / supporting_metrics), predictions and results files are the same.
+Variables: cls/long_tasks_bert/cloze/output_weights [hidden, hidden] and output_bias [1];
+cls/long_tasks_bert/supporting/output_weights [1, hidden] and output_bias [1].
+
+[CLS] / [SEP] are the ids in the vocabulary the records were made with (the vocab_file in
+<data_dir>/long_tasks.json, special_token_ids).
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import functools
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+import common
+import model_config
+import modeling
+import sliding_window
+import tokenization
+from etc_model import long_task_heads as heads
+
+tf1 = tf.compat.v1
+
+TASKS = ("cloze", "supporting")
+SCOPE = "cls/long_tasks_bert"
+CONFIG_NAME = "bert_config.json"
+SUMMARY_NAME = "long_tasks.json"
+
+
+class BertWindowsConfig(object):
+  """A modeling.BertConfig and the windows; reads as the BertConfig (hidden_size, vocab_size...).
+
+  Attributes:
+    bert_config: the modeling.BertConfig (to_json_string: what run_long_tasks saves).
+    window_length: tokens per BERT input, [CLS] and [SEP] included.
+    window_stride: tokens between window starts.
+    cls_token_id: the vocabulary's [CLS].
+    sep_token_id: the vocabulary's [SEP].
+  """
+
+  def __init__(self, bert_config, window_length, window_stride, cls_token_id, sep_token_id):
+    self.bert_config = bert_config
+    self.window_length = window_length
+    self.window_stride = window_stride
+    self.cls_token_id = cls_token_id
+    self.sep_token_id = sep_token_id
+
+  def __getattr__(self, name):
+    # Only called for names not set above: the BERT config's.
+    if name == "bert_config":
+      raise AttributeError(name)
+    return getattr(self.bert_config, name)
+
+
+def special_token_ids(data_dir, flag_name="data_dir"):
+  """The [CLS] and [SEP] ids of the vocabulary the records of data_dir were made with.
+
+  Args:
+    data_dir: create_long_tasks' --output_dir (its long_tasks.json names the vocab_file).
+    flag_name: the flag naming data_dir (errors).
+
+  Returns:
+    (cls_token_id, sep_token_id).
+  """
+  path = os.path.join(data_dir, SUMMARY_NAME)
+  try:
+    with tf.io.gfile.GFile(path) as f:
+      vocab_file = json.load(f).get("settings", {}).get("vocab_file")
+  except (tf.errors.OpError, ValueError, AttributeError) as e:
+    common.fail("--%s=%s: cannot read %s for the vocab_file of the records (%s)" % (
+        flag_name, data_dir, SUMMARY_NAME, str(e).splitlines()[0] if str(e) else type(e)))
+  if not vocab_file or not tf.io.gfile.exists(vocab_file):
+    common.fail("--%s=%s: the vocab_file of %s (%s) is not there; --model=bert_windows needs "
+                "its [CLS] / [SEP] ids (run from where create_long_tasks ran)" % (
+                    flag_name, data_dir, SUMMARY_NAME, vocab_file))
+  vocab = tokenization.load_vocab(vocab_file)
+  for token in ("[CLS]", "[SEP]"):
+    if token not in vocab:
+      common.fail("--%s=%s: %s, the records' vocab_file, has no %s" % (
+          flag_name, data_dir, vocab_file, token))
+  return vocab["[CLS]"], vocab["[SEP]"]
+
+
+def load_config(bert_config_file, flag_values, window_length, window_stride, data_dir):
+  """The BertWindowsConfig of the flags, checked (one-line errors).
+
+  Args:
+    bert_config_file: --bert_config_file.
+    flag_values: FLAGS (its --residual_attention overrides the config: model_config.load_config).
+    window_length: --window_length (3 .. the config's max_position_embeddings).
+    window_stride: --window_stride (1 .. window_length - 2: no token is skipped).
+    data_dir: --data_dir (special_token_ids).
+
+  Returns:
+    BertWindowsConfig.
+  """
+  if not bert_config_file:
+    common.fail("--bert_config_file is required with --model=bert_windows")
+  bert_config = model_config.load_config(bert_config_file, flag_values)
+  if not 3 <= window_length <= bert_config.max_position_embeddings:
+    common.fail("--window_length=%d: must be in [3, %d] (max_position_embeddings in "
+                "--bert_config_file=%s; [CLS] and [SEP] take 2)" % (
+                    window_length, bert_config.max_position_embeddings, bert_config_file))
+  if not 1 <= window_stride <= window_length - 2:
+    common.fail("--window_stride=%d: must be in [1, %d] (--window_length=%d minus [CLS] and "
+                "[SEP]: a longer stride would skip tokens)" % (
+                    window_stride, window_length - 2, window_length))
+  cls_token_id, sep_token_id = special_token_ids(data_dir)
+  if max(cls_token_id, sep_token_id) >= bert_config.vocab_size:
+    common.fail("--bert_config_file=%s: vocab_size=%d has no id %d ([CLS] / [SEP] of the "
+                "records' vocabulary)" % (bert_config_file, bert_config.vocab_size,
+                                          max(cls_token_id, sep_token_id)))
+  return BertWindowsConfig(bert_config, window_length, window_stride, cls_token_id,
+                           sep_token_id)
+
+
+def window_starts(max_seq_length, window_length, stride):
+  """The first token of each window of a full max_seq_length input (the static windows).
+
+  Args:
+    max_seq_length: L.
+    window_length: tokens per BERT input ([CLS] and [SEP] included, so window_length - 2 of
+      the long input).
+    stride: tokens between window starts.
+
+  Returns:
+    list of ints; a shorter input has the first ones (sliding_window.windows' starts do not
+    depend on the text's length, only its last window's length does).
+  """
+  return [w.start for w in sliding_window.windows(max_seq_length, window_length - 2, stride)]
+
+
+@functools.lru_cache(maxsize=None)
+def _cached_token_windows(num_tokens, max_seq_length, window_length, stride):
+  spans = sliding_window.windows(num_tokens, window_length - 2, stride)
+  window = np.zeros([max_seq_length], np.int32)
+  position = np.zeros([max_seq_length], np.int32)
+  for token in range(num_tokens):
+    index = sliding_window.max_context_window(spans, token)
+    window[token] = index
+    position[token] = token - spans[index].start + 1  # after [CLS]
+  window.flags.writeable = False
+  position.flags.writeable = False
+  return window, position
+
+
+def token_windows(num_tokens, max_seq_length, window_length, stride):
+  """NumPy: each token's window (the one with the most context) and its position in that input.
+
+  Args:
+    num_tokens: real tokens of the long input (the first num_tokens positions).
+    max_seq_length: L.
+    window_length: tokens per BERT input ([CLS] and [SEP] included).
+    stride: tokens between window starts.
+
+  Returns:
+    (window, position) int32 [L]: the index of the window (sliding_window.max_context_window
+    over sliding_window.windows) and the position in its [CLS] window [SEP] input (1 is the
+    window's first token); 0 and 0 for the padding.
+  """
+  return _cached_token_windows(int(num_tokens), max_seq_length, window_length, stride)
+
+
+def batch_token_windows(num_tokens, max_seq_length, window_length, stride):
+  """token_windows of every row of a batch: (window, position) int32 [batch, L]."""
+  rows = [token_windows(n, max_seq_length, window_length, stride) for n in num_tokens]
+  if not rows:
+    empty = np.zeros([0, max_seq_length], np.int32)
+    return empty, empty
+  return (np.stack([r[0] for r in rows]).astype(np.int32),
+          np.stack([r[1] for r in rows]).astype(np.int32))
+
+
+def window_inputs(token_ids, window_length, stride, cls_token_id, sep_token_id):
+  """The BERT inputs of every window: [CLS] tokens [SEP], padding windows fully masked.
+
+  Args:
+    token_ids: int32 [batch, L] (static L), real tokens first, 0 the padding.
+    window_length: W, tokens per BERT input.
+    stride: tokens between window starts.
+    cls_token_id: [CLS].
+    sep_token_id: [SEP].
+
+  Returns:
+    (input_ids, input_mask) int32 [batch, N, W] (N = len(window_starts(L, W, stride))) and
+    num_tokens int32 [batch].
+  """
+  max_seq_length = tf.compat.dimension_value(token_ids.shape[1])
+  starts = np.array(window_starts(max_seq_length, window_length, stride), np.int32)
+  content = window_length - 2
+  num_tokens = tf.reduce_sum(tf.cast(token_ids > 0, tf.int32), axis=1)
+  # Window k exists when window k - 1 did not reach the end of the text (sliding_window).
+  reach = np.concatenate([[-1], starts[:-1] + content]).astype(np.int32)
+  valid = tf.less(reach[np.newaxis, :], num_tokens[:, tf.newaxis])  # [batch, N]
+  length = tf.clip_by_value(num_tokens[:, tf.newaxis] - starts[np.newaxis, :], 0, content)
+  length = tf.where(valid, length, tf.zeros_like(length))[:, :, tf.newaxis]  # [batch, N, 1]
+  position = np.arange(window_length, dtype=np.int32)
+  source = np.clip(starts[:, np.newaxis] + position[np.newaxis, :] - 1, 0, max_seq_length - 1)
+  gathered = tf.gather(token_ids, source, axis=1)  # [batch, N, W]
+  position = tf.constant(position)
+  input_ids = tf.where(
+      tf.equal(position, 0), cls_token_id,
+      tf.where(position <= length, gathered,
+               tf.where(tf.equal(position, length + 1), sep_token_id, 0)))
+  input_mask = tf.cast(tf.logical_and(position <= length + 1, valid[:, :, tf.newaxis]),
+                       tf.int32)
+  # Padding windows are all 0 (and masked).
+  return tf.cast(input_ids, tf.int32) * input_mask, input_mask, num_tokens
+
+
+def encode(config, token_ids, is_training, use_one_hot_embeddings=False, compute_dtype=None):
+  """BERT over the windows; each token's hidden state from its most-central window.
+
+  Args:
+    config: BertWindowsConfig.
+    token_ids: int32 [batch, L].
+    is_training: dropout on.
+    use_one_hot_embeddings: one-hot embedding lookups.
+    compute_dtype: modeling.BertModel's compute_dtype (None: float32).
+
+  Returns:
+    float32 [batch, L, hidden] (padding positions hold some window's [CLS] state: mask them).
+  """
+  width = config.window_length
+  max_seq_length = tf.compat.dimension_value(token_ids.shape[1])
+  input_ids, input_mask, num_tokens = window_inputs(
+      token_ids, width, config.window_stride, config.cls_token_id, config.sep_token_id)
+  num_windows = tf.compat.dimension_value(input_ids.shape[1])
+  model = modeling.BertModel(
+      config=config.bert_config, is_training=is_training,
+      input_ids=tf.reshape(input_ids, [-1, width]),
+      input_mask=tf.reshape(input_mask, [-1, width]),
+      token_type_ids=tf.zeros_like(tf.reshape(input_ids, [-1, width])),
+      use_one_hot_embeddings=use_one_hot_embeddings, compute_dtype=compute_dtype)
+  sequence = tf.reshape(model.get_sequence_output(),
+                        [-1, num_windows, width, config.hidden_size])
+  window, position = tf.numpy_function(
+      lambda n: batch_token_windows(n, max_seq_length, width, config.window_stride),
+      [num_tokens], [tf.int32, tf.int32], stateful=False)
+  batch = tf.compat.dimension_value(token_ids.shape[0])
+  window.set_shape([batch, max_seq_length])
+  position.set_shape([batch, max_seq_length])
+  return tf.gather_nd(sequence, tf.stack([window, position], axis=-1), batch_dims=1)
+
+
+def candidate_mentions(token_ids, sentence_ids, candidate_mask):
+  """Where each candidate is mentioned: its word pieces matched against the long input.
+
+  Real candidate c's pieces are the real tokens with sentence_ids == c (the start of the long
+  input, long_tasks.FEATURE_SHAPES_DOC; beyond the real candidates, sentence_ids number the
+  context's sentences); a mention is any run of tokens equal to them.
+
+  Args:
+    token_ids: int32 [batch, L].
+    sentence_ids: int32 [batch, L].
+    candidate_mask: int32 [batch, C] (static C), 1 for a real candidate.
+
+  Returns:
+    float32 [batch, C, L]: 1 at every token of a mention of the candidate (its own pieces
+    included), 0 for a padding candidate.
+  """
+  max_seq_length = tf.compat.dimension_value(token_ids.shape[1])
+  num_candidates = tf.compat.dimension_value(candidate_mask.shape[-1])
+  real = token_ids > 0
+  own = tf.logical_and(real[:, tf.newaxis, :], tf.equal(
+      sentence_ids[:, tf.newaxis, :], tf.range(num_candidates)[tf.newaxis, :, tf.newaxis]))
+  own = tf.logical_and(own, (candidate_mask > 0)[:, :, tf.newaxis])
+  own = tf.cast(own, tf.int32)  # [batch, C, L]
+  num_pieces = tf.reduce_sum(own, axis=-1)  # [batch, C]
+  first = tf.argmax(own, axis=-1, output_type=tf.int32)  # [batch, C]
+  offsets = tf.range(tf.maximum(tf.reduce_max(num_pieces), 1))  # [K]
+  pieces = tf.gather(token_ids, tf.minimum(first[:, :, tf.newaxis] + offsets,
+                                           max_seq_length - 1), batch_dims=1)  # [batch, C, K]
+  piece_on = offsets < num_pieces[:, :, tf.newaxis]  # [batch, C, K]
+  positions = tf.range(max_seq_length)
+  ahead = positions[:, tf.newaxis] + offsets[tf.newaxis, :]  # [L, K]
+  following = tf.gather(token_ids, tf.minimum(ahead, max_seq_length - 1), axis=1)  # [b, L, K]
+  equal = tf.logical_and(tf.equal(following[:, tf.newaxis], pieces[:, :, tf.newaxis]),
+                         (ahead < max_seq_length)[tf.newaxis, tf.newaxis])  # [b, C, L, K]
+  starts = tf.reduce_all(tf.logical_or(equal, tf.logical_not(piece_on[:, :, tf.newaxis])), -1)
+  starts = tf.logical_and(starts, tf.logical_and((num_pieces > 0)[:, :, tf.newaxis],
+                                                 real[:, tf.newaxis, :]))  # [batch, C, L]
+  # A token is covered when a mention starts at most (pieces - 1) tokens before it.
+  behind = positions[:, tf.newaxis] - offsets[tf.newaxis, :]  # [L, K]
+  started = tf.gather(starts, tf.maximum(behind, 0), axis=2)  # [batch, C, L, K]
+  started = tf.logical_and(started, tf.logical_and(
+      (behind >= 0)[tf.newaxis, tf.newaxis], piece_on[:, :, tf.newaxis, :]))
+  return tf.cast(tf.reduce_any(started, axis=-1), tf.float32)
+
+
+def _head_variables(task, shape, config):
+  with tf1.variable_scope("%s/%s" % (SCOPE, task)):
+    output_weights = tf1.get_variable(
+        "output_weights", shape,
+        initializer=tf1.truncated_normal_initializer(stddev=config.initializer_range))
+    output_bias = tf1.get_variable("output_bias", [1], initializer=tf1.zeros_initializer())
+  return output_weights, output_bias
+
+
+def cloze_head(token_output, features, config, is_training):
+  """Bilinear scores of the blank against each candidate's mentions; softmax cross-entropy.
+
+  Args:
+    token_output: float32 [batch, L, hidden] (encode).
+    features: dict with token_ids, sentence_ids [batch, L], blank_position [batch, 1],
+      candidate_mask [batch, C], label [batch, 1].
+    config: BertWindowsConfig.
+    is_training: dropout on.
+
+  Returns:
+    (loss scalar, per-example loss [batch], masked logits [batch, C]: long_task_heads.cloze_head's).
+  """
+  candidate_mask = features["candidate_mask"]
+  mentions = candidate_mentions(features["token_ids"], features["sentence_ids"],
+                                candidate_mask)  # [batch, C, L]
+  candidates = tf.einsum("bcl,blh->bch", mentions, token_output) / tf.maximum(
+      tf.reduce_sum(mentions, axis=-1, keepdims=True), 1.0)
+  blank = tf.gather(token_output, tf.reshape(features["blank_position"], [-1]), batch_dims=1)
+  output_weights, output_bias = _head_variables(
+      "cloze", [config.hidden_size, config.hidden_size], config)
+  if is_training:
+    blank = modeling.dropout(blank, config.hidden_dropout_prob)
+    candidates = modeling.dropout(candidates, config.hidden_dropout_prob)
+  logits = tf.einsum("bh,bch->bc", tf.matmul(blank, output_weights), candidates) + output_bias
+  logits = tf.where(candidate_mask > 0, logits, tf.fill(tf.shape(logits), heads.MASKED_LOGIT))
+  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.reshape(features["label"], [-1]), logits=logits)
+  return tf.reduce_mean(per_example), per_example, logits
+
+
+def sentence_means(token_output, token_ids, sentence_ids, num_sentences):
+  """Mean hidden state of each sentence's real tokens: float32 [batch, G, hidden] (0 if none)."""
+  members = tf.one_hot(sentence_ids, num_sentences, dtype=tf.float32) * tf.cast(
+      token_ids > 0, tf.float32)[:, :, tf.newaxis]  # [batch, L, G]
+  sums = tf.einsum("blg,blh->bgh", members, token_output)
+  return sums / tf.maximum(tf.reduce_sum(members, axis=1), 1.0)[:, :, tf.newaxis]
+
+
+def supporting_head(token_output, features, config, is_training):
+  """A binary logit per sentence from the mean of its tokens; sigmoid cross-entropy.
+
+  Args:
+    token_output: float32 [batch, L, hidden] (encode).
+    features: dict with token_ids, sentence_ids [batch, L], global_token_ids and
+      sentence_labels [batch, G].
+    config: BertWindowsConfig.
+    is_training: dropout on.
+
+  Returns:
+    (loss scalar: mean over the real global tokens, per-example loss [batch], logits [batch, G]:
+    long_task_heads.supporting_head's).
+  """
+  global_token_ids = features["global_token_ids"]
+  num_sentences = tf.compat.dimension_value(global_token_ids.shape[-1])
+  sentences = sentence_means(token_output, features["token_ids"], features["sentence_ids"],
+                             num_sentences)
+  output_weights, output_bias = _head_variables("supporting", [1, config.hidden_size], config)
+  if is_training:
+    sentences = modeling.dropout(sentences, config.hidden_dropout_prob)
+  logits = tf.einsum("bgh,h->bg", sentences, output_weights[0]) + output_bias[0]
+  mask = tf.cast(global_token_ids > 0, tf.float32)
+  ce = tf.nn.sigmoid_cross_entropy_with_logits(
+      labels=tf.cast(features["sentence_labels"], tf.float32), logits=logits) * mask
+  per_example = tf.reduce_sum(ce, axis=1) / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+  loss = tf.reduce_sum(ce) / tf.maximum(tf.reduce_sum(mask), 1.0)
+  return loss, per_example, logits
+
+
+def build_model(task, config, features, is_training, use_one_hot_embeddings=False,
+                compute_dtype=None):
+  """BERT over the windows and the task's head.
+
+  Args:
+    task: "cloze" or "supporting".
+    config: BertWindowsConfig.
+    features: dict of the records' features (long_tasks.FEATURE_SHAPES_DOC), int32.
+    is_training: dropout on.
+    use_one_hot_embeddings: one-hot embedding lookups.
+    compute_dtype: modeling.BertModel's compute_dtype (None: float32).
+
+  Returns:
+    (loss, per-example loss [batch], logits: cloze [batch, C], supporting [batch, G]).
+  """
+  token_output = encode(config, features["token_ids"], is_training,
+                        use_one_hot_embeddings=use_one_hot_embeddings,
+                        compute_dtype=compute_dtype)
+  if task == "cloze":
+    return cloze_head(token_output, features, config, is_training)
+  return supporting_head(token_output, features, config, is_training)
+
+
+def variable_shapes(task, config, feature_lengths):
+  """{variable name: shape} of build_model's graph (nothing is computed).
+
+  Args:
+    task: "cloze" or "supporting".
+    config: BertWindowsConfig.
+    feature_lengths: {feature name: length} (long_task_heads.feature_lengths).
+
+  Returns:
+    dict.
+  """
+  with tf.Graph().as_default():
+    features = {name: tf1.placeholder(tf.int32, [1, length])
+                for name, length in feature_lengths.items()}
+    build_model(task, config, features, False)
+    return {v.op.name: v.shape.as_list() for v in tf1.global_variables()}

@@ -1,0 +1,570 @@
+# coding=utf-8
+"""Exports a fine-tuned long-context model (etc_model.run_long_tasks) as a raw-text SavedModel.
+
+  python -m etc_model.export_long_model --task=cloze --checkpoint=cloze_out \\
+      --data_dir=long_tasks --vocab_file=data/vocab.txt --output_dir=cloze_export
+
+--checkpoint is a run_long_tasks --output_dir (its latest checkpoint) or a checkpoint prefix;
+its etc_config.json (or --etc_config_file) is the model, and --data_dir's long_tasks.json the
+settings the records were made with (L, G, candidates, the global / candidate / blank tokens,
+do_lower_case; classify: the label vocabulary). The SavedModel (tf.saved_model.load in a fresh
+TF 2.15 process after `import tensorflow_text`) tokenises in the graph as
+tokenization.FullTokenizer does (export_hub's BasicTokenizer as tensorflow-text ops and
+WordPiece), builds exactly the record long_tasks builds (one global token per sentence,
+etc_inputs.make_sentence_global_inputs' packing and truncation, the side inputs with
+etc_inputs' TF ops) and runs EtcModel and the task's head of long_task_heads: its outputs equal
+run_long_tasks' Estimator predictions on the records long_tasks makes from the same text.
+
+A document is given as its sentences, string [batch, sentences] ("" pads a shorter document,
+and a sentence with no word piece is skipped as long_tasks skips it): sentence splitting stays
+with the caller (the records are made from the corpus' one-sentence lines). Signatures:
+
+  serving_default, cloze:
+    in:  sentences [batch, S] (the context), question [batch] (the question sentence, each
+         mention of the answer written as the blank token of the data, "[MASK]" by default),
+         candidates [batch, K] (names, K <= max_candidates; "" pads)
+    out: scores [batch, K] (the cloze head's logits; padding MASKED_LOGIT), probabilities
+         [batch, K] (softmax over the real candidates), answer_index int32 [batch], answer
+         string [batch], context_sentences int32 [batch] (the context read: the latest
+         sentences that fit with the candidates and the question, as long_tasks' windows end
+         at the question)
+  serving_default, supporting:
+    in:  sentences [batch, S]
+    out: logits, probabilities [batch, S] (per input sentence; 0 where not read), labels int32
+         [batch, S] (1 inserted, 0 not, -1 not read: empty or past L / G), sentences_read int32
+  serving_default, classify:
+    in:  sentences [batch, S]
+    out: logits, probabilities [batch, num_labels], label_index int32 [batch], label string
+         [batch], sentences_read int32 [batch]
+  features: the same inputs -> the record's int32 features (token_ids, sentence_ids,
+    long_breakpoints [batch, L], global_token_ids, global_breakpoints [batch, G]; cloze also
+    candidate_mask [batch, C]), to compare with long_tasks' records.
+
+Truncation: the sentences are packed in order while they fit L word pieces and G global tokens
+(the first sentence cut to L), as make_sentence_global_inputs does; a cloze context is cut from
+the front instead (the question and the candidates stay). Beside the SavedModel:
+long_model.json (task, L, G, candidates, tokens, do_lower_case, labels), etc_config.json.
+
+The export computes in float32 (a --precision=bf16 / fp16 run's float32 variables; its
+Estimator predictions differ by that precision). A further task of long_task_heads adds an
+entry to SIGNATURES (its serving inputs) and a LongTaskModel method of its name (its outputs
+from the head's logits).
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import json
+import os
+
+from absl import app
+from absl import flags
+import tensorflow as tf
+
+import common
+import export_hub
+import export_utils
+import tokenization
+from etc_model import etc_estimator
+from etc_model import etc_inputs
+from etc_model import etc_modeling
+from etc_model import long_task_heads as heads
+from etc_model import long_tasks
+
+tf1 = tf.compat.v1
+
+FLAGS = flags.FLAGS
+
+CONFIG_NAME = "etc_config.json"
+LABELS_NAME = "classify_labels.json"
+EXPORT_CONFIG = "long_model.json"
+RECORD_FEATURES = heads.COMMON_FEATURES
+
+
+def define_flags():
+  """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
+  flags.DEFINE_enum("task", None, sorted(SIGNATURES), "The task the checkpoint was tuned for.")
+  flags.DEFINE_string("checkpoint", None,
+                      "A run_long_tasks --output_dir (its latest checkpoint) or a checkpoint "
+                      "prefix.")
+  flags.DEFINE_string("data_dir", None,
+                      "The create_long_tasks --output_dir the model was tuned on (its "
+                      "long_tasks.json: lengths, tokens, do_lower_case, classify labels).")
+  flags.DEFINE_string("vocab_file", None,
+                      "The WordPiece vocabulary (default: long_tasks.json's vocab_file).")
+  flags.DEFINE_string("etc_config_file", None,
+                      "The ETC config (default: etc_config.json beside the checkpoint).")
+  flags.DEFINE_string("output_dir", None, "The SavedModel directory to write.")
+  flags.DEFINE_bool("overwrite", False,
+                    "Replace an earlier export of ours at --output_dir (never anything else).")
+
+
+class WordpieceIds(tf.Module):
+  """The official FullTokenizer's ids as TF ops (export_hub's BasicTokenizer, WordPiece).
+
+  export_hub.BertPreprocessor's tokenizer without its packing functions (which the long model
+  does not use and which would be traced and saved too).
+  """
+
+  def __init__(self, vocab_file, do_lower_case):
+    """Builds the vocabulary table (keys and ids as tokenization.load_vocab).
+
+    Args:
+      vocab_file: the WordPiece vocabulary (stored as an asset).
+      do_lower_case: lower-case and strip accents.
+    """
+    super(WordpieceIds, self).__init__()
+    import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
+    reference = tokenization.FullTokenizer(vocab_file, do_lower_case)
+    if "[UNK]" not in reference.vocab:
+      common.fail("--vocab_file=%s: has no [UNK] token" % vocab_file)
+    self.vocab_file = tf.saved_model.Asset(vocab_file)
+    tokens = list(reference.vocab.keys())
+    self.table = tf.lookup.StaticHashTable(tf.lookup.KeyValueTensorInitializer(
+        tf.constant(tokens), tf.constant([reference.vocab[t] for t in tokens], tf.int64)),
+                                           default_value=-1)
+    self._wordpiece = tf_text.WordpieceTokenizer(
+        self.table, suffix_indicator="##", max_bytes_per_word=4 * export_hub.MAX_CHARS_PER_WORD,
+        token_out_type=tf.int64, unknown_token="[UNK]", split_unknown_characters=False)
+    self._lower = bool(do_lower_case)
+
+  def __call__(self, text):
+    """string [n] -> int32 RaggedTensor [n, (words), (pieces)] (graph code, no tf.function)."""
+    words = export_hub.wordpiece_words(text, self._lower)
+    return tf.cast(self._wordpiece.tokenize(words), tf.int32)
+
+
+def tokenize_rows(tokenizer, text):
+  """WordPiece ids of every string of a [batch, n] tensor: int32 RaggedTensor [batch, n, (p)].
+
+  Args:
+    tokenizer: WordpieceIds of the vocab.
+    text: string Tensor [batch, n].
+
+  Returns:
+    int32 RaggedTensor [batch, n, (pieces)].
+  """
+  flat = tf.reshape(text, [-1])
+  pieces = tokenizer(flat).merge_dims(1, 2)
+  return tf.RaggedTensor.from_uniform_row_length(pieces, tf.shape(text, out_type=tf.int64)[1])
+
+
+def drop_empty(sentences):
+  """[batch, (n), (p)] without the sentences of no piece (long_tasks skips them)."""
+  return tf.ragged.boolean_mask(sentences, sentences.row_lengths(axis=2) > 0)
+
+
+def pack_sentences(sentences, long_len, global_len, global_token_id):
+  """etc_inputs.make_sentence_global_inputs of one example per row, as TF ops.
+
+  Sentences go in whole while L and G last; the first sentence that does not fit ends the
+  packing (the first one is cut to L instead).
+
+  Args:
+    sentences: int32 RaggedTensor [batch, (sentences), (pieces)], no empty sentence.
+    long_len: L.
+    global_len: G.
+    global_token_id: every sentence's global token id.
+
+  Returns:
+    (dict of int32 token_ids, sentence_ids, long_breakpoints [batch, L], global_token_ids,
+    global_breakpoints [batch, G]; int32 [batch] number of sentences packed).
+  """
+  lengths = sentences.row_lengths(axis=2)
+  dense = lengths.to_tensor()
+  count = sentences.row_lengths()
+  index = tf.range(tf.shape(dense, out_type=tf.int64)[1])[tf.newaxis]
+  keep = ((index < count[:, tf.newaxis]) & (index < global_len) &
+          ((index == 0) | (tf.cumsum(dense, axis=1) <= long_len)))
+  kept = tf.where(keep, tf.minimum(dense, long_len), tf.zeros_like(dense))
+  # Per piece: its position in its sentence, the pieces kept of that sentence, the sentence.
+  inner = sentences.values
+  row = inner.value_rowids()
+  position = tf.range(tf.size(inner.flat_values, out_type=tf.int64)) - tf.gather(
+      inner.row_starts(), row)
+  kept_per_sentence = tf.RaggedTensor.from_tensor(kept, lengths=count).flat_values
+  sentence_index = tf.RaggedTensor.from_tensor(
+      tf.broadcast_to(index, tf.shape(dense, out_type=tf.int64)), lengths=count).flat_values
+  merged = sentences.merge_dims(1, 2)
+  mask = merged.with_flat_values(position < tf.gather(kept_per_sentence, row))
+  token_ids = tf.ragged.boolean_mask(merged, mask).to_tensor(0, shape=[None, long_len])
+  sentence_ids = tf.ragged.boolean_mask(
+      merged.with_flat_values(tf.cast(tf.gather(sentence_index, row), tf.int32)),
+      mask).to_tensor(0, shape=[None, long_len])
+  num_packed = tf.reduce_sum(tf.cast(keep, tf.int32), axis=1)
+  total = tf.cast(tf.reduce_sum(kept, axis=1), tf.int32)
+  features = {
+      "token_ids": tf.cast(token_ids, tf.int32),
+      "sentence_ids": sentence_ids,
+      # one_hot of -1 (nothing packed) is all zeros.
+      "long_breakpoints": tf.one_hot(total - 1, long_len, dtype=tf.int32),
+      "global_token_ids": tf.where(tf.range(global_len)[tf.newaxis] < num_packed[:, tf.newaxis],
+                                   global_token_id, 0),
+      "global_breakpoints": tf.one_hot(num_packed - 1, global_len, dtype=tf.int32),
+  }
+  return features, num_packed
+
+
+def piece_positions(ragged):
+  """Each piece's position in its innermost row, the same layout as `ragged` (last dim)."""
+  inner = ragged.values if ragged.ragged_rank > 1 else ragged
+  row = inner.value_rowids()
+  position = tf.range(tf.size(inner.flat_values, out_type=tf.int64)) - tf.gather(
+      inner.row_starts(), row)
+  return ragged.with_flat_values(position)
+
+
+def blanked_question(tokenizer, question, blank_token, blank_token_id):
+  """The question's pieces with each blank_token written in the text as the one blank id.
+
+  long_tasks tokenises the text between the answer's mentions on its own and puts one
+  blank_token_id for each mention: the text is split at the marker and the parts tokenised.
+
+  Args:
+    tokenizer: WordpieceIds of the vocab.
+    question: string [batch].
+    blank_token: the marker ("[MASK]").
+    blank_token_id: its id.
+
+  Returns:
+    int32 RaggedTensor [batch, (pieces)].
+  """
+  parts = tf.strings.split(question, sep=blank_token)
+  pieces = tokenizer(parts.flat_values).merge_dims(1, 2)
+  part_index = tf.range(tf.size(parts.flat_values, out_type=tf.int64)) - tf.gather(
+      parts.row_starts(), parts.value_rowids())
+  blank_after = tf.cast(part_index < tf.gather(parts.row_lengths(), parts.value_rowids()) - 1,
+                        tf.int64)
+  blanks = tf.RaggedTensor.from_row_lengths(
+      tf.fill([tf.reduce_sum(blank_after)], tf.constant(blank_token_id, tf.int32)), blank_after)
+  with_blanks = tf.concat([pieces, blanks], axis=1)
+  return tf.RaggedTensor.from_row_lengths(with_blanks, parts.row_lengths()).merge_dims(1, 2)
+
+
+def last_fitting(sentences, room_long, room_global):
+  """The latest sentences of each row that fit: [batch, (n), (p)] -> its suffix per row.
+
+  Args:
+    sentences: int32 RaggedTensor [batch, (n), (pieces)].
+    room_long: int64 [batch], pieces left for them.
+    room_global: int64 [batch], sentences left for them.
+
+  Returns:
+    (the kept suffix, int32 [batch] its number of sentences).
+  """
+  dense = sentences.row_lengths(axis=2).to_tensor()
+  count = sentences.row_lengths()
+  index = tf.range(tf.shape(dense, out_type=tf.int64)[1])[tf.newaxis]
+  valid = index < count[:, tf.newaxis]
+  keep = (valid & (tf.cumsum(dense, axis=1, reverse=True) <= room_long[:, tf.newaxis]) &
+          (count[:, tf.newaxis] - index <= room_global[:, tf.newaxis]))
+  mask = tf.RaggedTensor.from_tensor(keep, lengths=count)
+  return (tf.ragged.boolean_mask(sentences, mask),
+          tf.reduce_sum(tf.cast(keep, tf.int32), axis=1))
+
+
+def input_positions(nonempty, packed_index_limit):
+  """For each input sentence, its global token (or -1 when empty or not packed).
+
+  Args:
+    nonempty: bool [batch, S], the sentence has pieces.
+    packed_index_limit: int32 [batch], the sentences packed.
+
+  Returns:
+    int32 [batch, S].
+  """
+  index = tf.cumsum(tf.cast(nonempty, tf.int32), axis=1) - 1
+  return tf.where(nonempty & (index < packed_index_limit[:, tf.newaxis]), index, -1)
+
+
+class LongTaskModel(tf.Module):
+  """The raw-text long-context model (see the module docstring)."""
+
+  def __init__(self, task, config, variables, tokenizer, settings, label_names=None):
+    """Holds the weights, the tokenizer and the record settings.
+
+    Args:
+      task: a name of SIGNATURES.
+      config: EtcConfig.
+      variables: dict name -> tf.Variable (export_utils.variables_from_checkpoint).
+      tokenizer: WordpieceIds of the vocab.
+      settings: long_tasks.json's settings (max_seq_length, max_global_seq_length,
+        max_candidates, max_candidate_pieces, global_token_id, candidate_token_id,
+        blank_token, blank_token_id).
+      label_names: classify: the label vocabulary.
+    """
+    super(LongTaskModel, self).__init__()
+    self._task = task
+    self._config = config
+    self._variables = variables
+    self.weights = list(variables.values())
+    self.tokenizer = tokenizer
+    self._settings = dict(settings)
+    self._label_names = label_names
+    if label_names:
+      self.label_table = tf.constant(label_names)
+
+  def _encode(self, features):
+    """EtcModel and the task's head over packed features; returns the head's logits."""
+    long_len = self._settings["max_seq_length"]
+    global_len = self._settings["max_global_seq_length"]
+    batch = tf.shape(features["token_ids"])[0]
+    inputs = etc_estimator.add_side_inputs(dict(features), self._config, long_len, global_len)
+    inputs.setdefault("label", tf.zeros([batch, 1], tf.int32))
+    inputs["sentence_labels"] = tf.zeros([batch, global_len], tf.int32)
+    with export_utils.in_variables(self._variables):
+      return build_head(self._task, self._config, inputs,
+                        len(self._label_names) if self._label_names else None)
+
+  def cloze_features(self, sentences, question, candidates):
+    """The cloze record of raw text: (features dict, kept candidates bool [batch, K], context)."""
+    s = self._settings
+    long_len, global_len = s["max_seq_length"], s["max_global_seq_length"]
+    cands = tokenize_rows(self.tokenizer, candidates)
+    cands = tf.ragged.boolean_mask(cands, piece_positions(cands) < s["max_candidate_pieces"])
+    has_pieces = cands.row_lengths(axis=2) > 0
+    nonempty = has_pieces.to_tensor(False)
+    cands = drop_empty(cands)
+    num_c = cands.row_lengths()
+    check = tf.debugging.assert_less_equal(
+        num_c, tf.constant(s["max_candidates"], tf.int64),
+        message="more candidates than the model's max_candidates=%d" % s["max_candidates"])
+    with tf.control_dependencies([check]):
+      num_c = tf.identity(num_c)
+    query = blanked_question(self.tokenizer, question, s["blank_token"], s["blank_token_id"])
+    query = drop_empty(tf.expand_dims(query, 1))
+    context = drop_empty(tokenize_rows(self.tokenizer, sentences))
+    used = tf.reduce_sum(cands.row_lengths(axis=2), axis=1) + tf.reduce_sum(
+        query.row_lengths(axis=2), axis=1)
+    context, context_count = last_fitting(context, long_len - used,
+                                          global_len - num_c - query.row_lengths())
+    features, _ = pack_sentences(tf.concat([cands, context, query], axis=1), long_len,
+                                 global_len, s["global_token_id"])
+    is_candidate = tf.range(global_len)[tf.newaxis] < tf.cast(num_c, tf.int32)[:, tf.newaxis]
+    features["global_token_ids"] = tf.where(
+        is_candidate, s["candidate_token_id"], features["global_token_ids"])
+    features["candidate_mask"] = tf.cast(is_candidate[:, :s["max_candidates"]], tf.int32)
+    return features, nonempty, context_count
+
+  def sentence_features(self, sentences):
+    """The supporting / classify record of raw sentences: (features, global index [batch, S])."""
+    s = self._settings
+    tokens = tokenize_rows(self.tokenizer, sentences)
+    nonempty = (tokens.row_lengths(axis=2) > 0).to_tensor(False)
+    features, packed = pack_sentences(drop_empty(tokens), s["max_seq_length"],
+                                      s["max_global_seq_length"], s["global_token_id"])
+    return features, input_positions(nonempty, packed), packed
+
+  def cloze(self, sentences, question, candidates):
+    features, nonempty, context_count = self.cloze_features(sentences, question, candidates)
+    logits = self._encode(features)
+    index = tf.maximum(tf.cumsum(tf.cast(nonempty, tf.int32), axis=1) - 1, 0)
+    scores = tf.where(nonempty, tf.gather(logits, index, batch_dims=1), heads.MASKED_LOGIT)
+    answer_index = tf.argmax(scores, axis=1, output_type=tf.int32)
+    return {"scores": scores, "probabilities": tf.nn.softmax(scores),
+            "answer_index": answer_index,
+            "answer": tf.gather(candidates, answer_index, batch_dims=1),
+            "context_sentences": context_count}
+
+  def supporting(self, sentences):
+    features, where, packed = self.sentence_features(sentences)
+    logits = self._encode(features)
+    read = where >= 0
+    per_sentence = tf.where(read, tf.gather(logits, tf.maximum(where, 0), batch_dims=1), 0.0)
+    return {"logits": per_sentence,
+            "probabilities": tf.where(read, tf.sigmoid(per_sentence), 0.0),
+            "labels": tf.where(read, tf.cast(per_sentence > 0, tf.int32), -1),
+            "sentences_read": packed}
+
+  def classify(self, sentences):
+    features, _, packed = self.sentence_features(sentences)
+    logits = self._encode(features)
+    label_index = tf.argmax(logits, axis=1, output_type=tf.int32)
+    return {"logits": logits, "probabilities": tf.nn.softmax(logits),
+            "label_index": label_index, "label": tf.gather(self.label_table, label_index),
+            "sentences_read": packed}
+
+  def signatures(self):
+    """{"serving_default": the task's text signature, "features": its record's features}."""
+    specs = SIGNATURES[self._task]
+
+    @tf.function(input_signature=specs, autograph=False)
+    def serve(*args):
+      return getattr(self, self._task)(*args)
+
+    @tf.function(input_signature=specs, autograph=False)
+    def features(*args):
+      if self._task == "cloze":
+        return self.cloze_features(*args)[0]
+      return self.sentence_features(*args)[0]
+
+    return {"serving_default": serve.get_concrete_function(),
+            "features": features.get_concrete_function()}
+
+
+_SENTENCES = tf.TensorSpec([None, None], tf.string, name="sentences")
+# Per task: the serving inputs (LongTaskModel has a method of the task's name).
+SIGNATURES = {
+    "cloze": [_SENTENCES, tf.TensorSpec([None], tf.string, name="question"),
+              tf.TensorSpec([None, None], tf.string, name="candidates")],
+    "supporting": [_SENTENCES],
+    "classify": [_SENTENCES],
+}
+
+
+def build_head(task, config, features, num_labels=None):
+  """EtcModel (inference) and the task's head over features with side inputs; the logits."""
+  model = etc_modeling.EtcModel(config, is_training=False)
+  side = {name: features[name] for name in etc_inputs.SIDE_INPUT_NAMES if name in features}
+  _, global_output = model(token_ids=features["token_ids"],
+                           global_token_ids=features["global_token_ids"], **side)
+  return heads.task_head(task, global_output, features, config, False, num_labels=num_labels)[2]
+
+
+def _placeholder_build(task, config, settings, num_labels):
+  """Builds the model and head over placeholders (to learn the variables)."""
+  long_len = settings["max_seq_length"]
+  global_len = settings["max_global_seq_length"]
+  extra = {name: (tf.int32, [1, length]) for name, length in heads.feature_lengths(
+      task, long_len, global_len, settings["max_candidates"]).items()
+           if name not in heads.COMMON_FEATURES}
+  extra.setdefault("label", (tf.int32, [1, 1]))
+  extra.setdefault("sentence_labels", (tf.int32, [1, global_len]))
+  features = etc_estimator.placeholder_features(config, long_len, global_len, extra)
+  build_head(task, config, features, num_labels)
+
+
+def read_settings(data_dir):
+  """long_tasks.json of a create_long_tasks --output_dir: (settings, classify labels or None)."""
+  path = os.path.join(data_dir, long_tasks.SUMMARY_NAME)
+  common.require_file(path, "data_dir")
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      summary = json.loads(f.read())
+    settings = summary["settings"]
+    labels = long_tasks.read_classify_labels(data_dir)
+  except (ValueError, KeyError, TypeError) as e:
+    common.fail("--data_dir=%s: %s cannot be read (%s)" % (data_dir, long_tasks.SUMMARY_NAME, e))
+  missing = [k for k in ("max_seq_length", "max_global_seq_length", "max_candidates",
+                         "max_candidate_pieces", "global_token_id", "candidate_token_id",
+                         "blank_token_id") if k not in settings]
+  if missing:
+    common.fail("--data_dir=%s: the settings of its %s lack %s" %
+                (data_dir, long_tasks.SUMMARY_NAME, ", ".join(missing)))
+  return settings, labels
+
+
+def check_task(task, checkpoint, num_labels=None):
+  """One line unless the checkpoint holds the task's head (of num_labels labels)."""
+  shapes = dict(tf.train.list_variables(checkpoint))
+  tuned = sorted(t for t in heads.TASKS if "%s/%s/output_bias" % (heads.SCOPE, t) in shapes)
+  bias = "%s/%s/output_bias" % (heads.SCOPE, task)
+  if bias not in shapes:
+    common.fail("--task=%s: checkpoint %s has no %s head (%s)" % (
+        task, checkpoint, task, "it was tuned for --task=%s" % ",".join(tuned) if tuned else
+        "no long-task head: fine-tune it with etc_model.run_long_tasks first"))
+  if num_labels is not None and list(shapes[bias]) != [num_labels]:
+    common.fail("--task=%s: checkpoint %s has %d labels but the label vocabulary has %d" %
+                (task, checkpoint, shapes[bias][0], num_labels))
+
+
+def export_long_model(task, checkpoint, config, settings, vocab_file, do_lower_case, output_dir,
+                      label_names=None, overwrite=False, protected_paths=()):
+  """Writes the raw-text SavedModel of a fine-tuned long-task checkpoint.
+
+  Args:
+    task: a name of SIGNATURES.
+    checkpoint: checkpoint prefix.
+    config: EtcConfig.
+    settings: long_tasks.json's settings (read_settings).
+    vocab_file: the WordPiece vocabulary (stored as an asset).
+    do_lower_case: the tokenizer's setting.
+    output_dir: the SavedModel directory (new, or an earlier export of ours with overwrite).
+    label_names: classify: the label vocabulary.
+    overwrite: replace an earlier export of ours.
+    protected_paths: paths the export must never replace.
+
+  Returns:
+    The LongTaskModel written.
+  """
+  protected = list(protected_paths) + [checkpoint, vocab_file]
+  common.check_export_dir(output_dir, "output_dir", overwrite, protected)
+  num_labels = len(label_names) if task in heads.LABEL_VOCABULARY_TASKS else None
+  check_task(task, checkpoint, num_labels)
+  reference = tokenization.FullTokenizer(vocab_file, do_lower_case)
+  for name in ("global_token", "candidate_token", "blank_token"):
+    token = settings.get(name)
+    if token is not None and reference.vocab.get(token) != settings[name + "_id"]:
+      common.fail("--vocab_file=%s: %s %s is not id %d as in the data's %s" % (
+          vocab_file, name, token, settings[name + "_id"], long_tasks.SUMMARY_NAME))
+  settings = dict(settings)
+  settings.setdefault("blank_token", reference.inv_vocab[settings["blank_token_id"]])
+  tokenizer = WordpieceIds(vocab_file, do_lower_case)
+  variables = export_utils.variables_from_checkpoint(
+      export_utils.collect_variable_specs(
+          lambda: _placeholder_build(task, config, settings, num_labels)),
+      checkpoint, flag_name="checkpoint")
+  model = LongTaskModel(task, config, variables, tokenizer, settings,
+                        label_names if num_labels else None)
+  info = {"task": task, "checkpoint": checkpoint, "do_lower_case": bool(do_lower_case),
+          "labels": label_names if num_labels else None}
+  for key in ("max_seq_length", "max_global_seq_length", "max_candidates",
+              "max_candidate_pieces", "global_token_id", "candidate_token_id", "blank_token",
+              "blank_token_id"):
+    info[key] = settings[key]
+  extra = {EXPORT_CONFIG: json.dumps(info, indent=2, sort_keys=True) + "\n",
+           CONFIG_NAME: config.to_json_string()}
+  export_utils.save_atomically(model, output_dir, model.signatures(), extra, overwrite,
+                               protected)
+  tf1.logging.info("Exported the %s model %s to %s", task, checkpoint, output_dir)
+  return model
+
+
+def beside_checkpoint(checkpoint, name):
+  """The run's file `name` beside a checkpoint or in the run directory above best/, or None."""
+  directories = [os.path.dirname(checkpoint)]
+  if os.path.basename(directories[0]) == "best":  # training_eval's --keep_best copy
+    directories.append(os.path.dirname(directories[0]))
+  for directory in directories:
+    path = os.path.join(directory, name)
+    if tf.io.gfile.exists(path):
+      return path
+  return None
+
+
+def main(_):
+  tf1.logging.set_verbosity(tf1.logging.INFO)
+  for name in ("task", "checkpoint", "data_dir", "output_dir"):
+    if not getattr(FLAGS, name):
+      common.fail("--%s is required" % name)
+  checkpoint = export_utils.resolve_checkpoint(FLAGS.checkpoint, "checkpoint")
+  settings, labels = read_settings(FLAGS.data_dir)
+  if FLAGS.task in heads.LABEL_VOCABULARY_TASKS and not labels:
+    common.fail("--data_dir=%s: its %s has no classify_labels (data of an earlier version)" %
+                (FLAGS.data_dir, long_tasks.SUMMARY_NAME))
+  saved_labels = beside_checkpoint(checkpoint, LABELS_NAME)
+  if labels and saved_labels:
+    with tf.io.gfile.GFile(saved_labels, "r") as f:
+      if json.loads(f.read()) != labels:
+        common.fail("--data_dir=%s: its classify_labels differ from the model's %s" %
+                    (FLAGS.data_dir, saved_labels))
+  vocab_file = FLAGS.vocab_file or settings.get("vocab_file")
+  if not vocab_file:
+    common.fail("--vocab_file is required (--data_dir=%s records none)" % FLAGS.data_dir)
+  common.require_file(vocab_file, "vocab_file")
+  config_file = FLAGS.etc_config_file or beside_checkpoint(checkpoint, CONFIG_NAME)
+  if not config_file:
+    common.fail("--etc_config_file is required (no %s beside --checkpoint=%s)" %
+                (CONFIG_NAME, FLAGS.checkpoint))
+  config = etc_estimator.load_config(config_file, max_seq_length=settings["max_seq_length"])
+  export_long_model(FLAGS.task, checkpoint, config, settings, vocab_file,
+                    settings.get("do_lower_case", True), FLAGS.output_dir, label_names=labels,
+                    overwrite=FLAGS.overwrite,
+                    protected_paths=[config_file, os.path.join(FLAGS.data_dir,
+                                                               long_tasks.SUMMARY_NAME)])
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(lambda argv: common.run_main(main, argv))

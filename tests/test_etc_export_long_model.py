@@ -1,0 +1,239 @@
+"""Tests of etc_model.export_long_model: the raw-text SavedModel of a long-task model, loaded in a
+fresh process, equals run_long_tasks' model_fn predictions on the records long_tasks makes from
+the same text (cloze, supporting, classify; tiny random ETC and heads); its packed features equal
+the records'; one-line errors."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import common
+import create_pretraining_data as bert_data
+from conftest import REPO_DIR, last_error_line, run_tool, tool_env
+from etc_model import etc_inputs
+from etc_model import etc_modeling
+from etc_model import export_long_model as export
+from etc_model import long_task_heads as heads
+from etc_model import long_tasks
+from etc_model import run_long_tasks
+from test_etc_long_tasks import _settings
+from test_etc_run_long_tasks import TINY_ETC_CONFIG
+
+tf1 = tf.compat.v1
+VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
+L, G, C = 64, 12, 4
+LABELS = ["austen", "melville", "wells"]
+
+RELOAD_SCRIPT = textwrap.dedent("""
+    import json, os, sys, time
+    import tensorflow as tf
+    import tensorflow_text  # registers the ops of the raw-text signatures
+    # Started before the exports (the imports overlap them): waits for the requests.
+    deadline = time.time() + 240
+    while not os.path.exists(sys.argv[1]) and time.time() < deadline:
+      time.sleep(0.2)
+    requests = json.loads(open(sys.argv[1]).read())
+    out = {}
+    for task, (export_dir, inputs) in requests.items():
+      loaded = tf.saved_model.load(export_dir)
+      args = {k: tf.constant(v) for k, v in inputs.items()}
+      for name in ("serving_default", "features"):
+        out[task + "/" + name] = {k: v.numpy().tolist()
+                                  for k, v in loaded.signatures[name](**args).items()}
+    print("RESULT " + json.dumps(out, default=lambda b: b.decode("utf-8")))
+""")
+
+# Raw documents, one sentence a string; names repeat so that long_tasks finds them.
+DOCUMENTS = [
+    ["Anna walked to the river with Boris.", "Boris saw a small boat near home.",
+     "The old man told Clara about the boat.", "Anna and Clara laughed at Boris."],
+    ["Clara met David at the market.", "David bought bread, and Clara bought cheese.",
+     "", "They went home before the rain.", "Clara thanked David for the bread."],
+    ["Elena wrote a long letter to her brother in the city, telling him about the harvest, "
+     "the weather, the neighbours and the new road that the council had built.",
+     "Boris read it twice.", "Elena waited for an answer all winter.",
+     "No answer came until spring, when Boris arrived himself with news from the city.",
+     "They talked late into the night about the road.", "Elena was glad to see Boris."],
+]
+
+
+def _tokenizer():
+  return bert_data.make_tokenizer(VOCAB, True)
+
+
+def _cloze_records(tokenizer, settings):
+  """(records, raw inputs): each document's last sentence is the question, its context the
+  latest sentences before it that fit (the export is given them all: it cuts the front)."""
+  tokenize = long_tasks.tokenize_fn(tokenizer)
+  records, inputs = [], {"sentences": [], "question": [], "candidates": []}
+  for d, sentences in enumerate(DOCUMENTS):
+    sentences = [s for s in sentences if s]
+    names = long_tasks.find_names(sentences, 1)
+    pattern = long_tasks.names_regex(names)
+    tokenized = [long_tasks.tokenize_sentence(s, pattern, tokenize) for s in sentences]
+    for start in range(len(sentences) - 1):
+      earlier = set(m[0] for s in tokenized[start:-1] for m in s.mentions)
+      answers = sorted(set(m[0] for m in tokenized[-1].mentions) & earlier)
+      record = answers and long_tasks._cloze_example(tokenized[start:-1], tokenized[-1], answers,
+                                                     np.random.default_rng(d), settings)
+      if record:
+        break
+    assert record, d
+    record["context_sentences"] = len(sentences) - 1 - start
+    records.append(record)
+    inputs["sentences"].append(sentences[:-1])
+    inputs["question"].append(re.sub(r"\b%s\b" % record["answer"], "[MASK]", sentences[-1]))
+    inputs["candidates"].append(record["candidates"])
+  width = max(len(s) for s in inputs["sentences"])
+  inputs["sentences"] = [s + [""] * (width - len(s)) for s in inputs["sentences"]]
+  width = max(len(c) for c in inputs["candidates"])
+  inputs["candidates"] = [c + [""] * (width - len(c)) for c in inputs["candidates"]]
+  return records, inputs
+
+
+def _sentence_records(tokenizer, settings, task):
+  """(records, raw inputs) of the supporting / classify tasks, as long_tasks builds them."""
+  tokenize = long_tasks.tokenize_fn(tokenizer)
+  records = []
+  for d, sentences in enumerate(DOCUMENTS):
+    chapter = long_tasks.Chapter("book", d, [s for s in sentences if s])
+    _, tokenized = long_tasks.tokenize_chapter(chapter, tokenize, 2)
+    if task == "classify":  # the chapter's first window
+      records.append(long_tasks.make_classify_examples(chapter, tokenized, d, settings)[0])
+    else:  # make_supporting_examples' packing of a window's (mixed) sentences
+      packed = etc_inputs.make_sentence_global_inputs([[s.ids for s in tokenized]], L, G,
+                                                      settings["global_token_id"])
+      record = {k: [int(v) for v in packed[k]] for k in heads.COMMON_FEATURES}
+      record.update(sentence_labels=[0] * G, inserted_start=[0], inserted_count=[0])
+      records.append(record)
+  width = max(len(s) for s in DOCUMENTS)
+  return records, {"sentences": [s + [""] * (width - len(s)) for s in DOCUMENTS]}
+
+
+def _estimator_logits(task, config, records, checkpoint, path):
+  """run_long_tasks' input_fn and PREDICT model_fn over the records, weights from checkpoint."""
+  with tf.io.TFRecordWriter(path) as writer:
+    for record in records:
+      writer.write(long_tasks.serialize(record))
+  with tf.Graph().as_default():
+    dataset = run_long_tasks.input_fn_builder(path, task, config, L, G, C, is_training=False)(
+        {"batch_size": len(records)})
+    features = tf1.data.make_one_shot_iterator(dataset).get_next()
+    model_fn = run_long_tasks.model_fn_builder(
+        task, config, checkpoint, 1e-3, 1, 0, False,
+        num_labels=len(LABELS) if task == "classify" else None)
+    spec = model_fn(features, None, tf1.estimator.ModeKeys.PREDICT, {"batch_size": len(records)})
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      return sess.run(spec.predictions["logits"])
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+  """A random tiny ETC with the three heads in one checkpoint, and the data's settings."""
+  root = tmp_path_factory.mktemp("etc_export")
+  config = etc_modeling.EtcConfig.from_dict(TINY_ETC_CONFIG)
+  settings = _settings(_tokenizer(), max_seq_length=L, max_global_seq_length=G, max_candidates=C)
+  with tf.Graph().as_default():
+    tf1.set_random_seed(5)
+    for task in heads.TASKS:
+      with tf1.variable_scope(tf1.get_variable_scope(), reuse=tf1.AUTO_REUSE):
+        export._placeholder_build(task, config, settings, len(LABELS))
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      checkpoint = tf1.train.Saver().save(sess, str(root / "model.ckpt"))
+  return {"root": root, "config": config, "settings": settings, "checkpoint": checkpoint}
+
+
+@pytest.mark.slow
+def test_raw_text_export_equals_estimator_predictions(model, tmp_path):
+  tokenizer = _tokenizer()
+  config, settings, checkpoint = model["config"], model["settings"], model["checkpoint"]
+  built = {"cloze": _cloze_records(tokenizer, settings),
+           "supporting": _sentence_records(tokenizer, settings, "supporting"),
+           "classify": _sentence_records(tokenizer, settings, "classify")}
+  # A fresh process loads the SavedModels (started now: its imports overlap the exports).
+  proc = subprocess.Popen([sys.executable, "-c", RELOAD_SCRIPT, str(tmp_path / "requests.json")],
+                          cwd=REPO_DIR, env=tool_env(None), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+  try:
+    requests = {}
+    for task, (records, inputs) in built.items():
+      export.export_long_model(task, checkpoint, config, settings, VOCAB, True,
+                               str(tmp_path / task), label_names=LABELS)
+      requests[task] = (str(tmp_path / task), inputs)
+    (tmp_path / "requests.tmp").write_text(json.dumps(requests))
+    os.rename(str(tmp_path / "requests.tmp"), str(tmp_path / "requests.json"))
+    logits = {task: _estimator_logits(task, config, records, checkpoint,
+                                      str(tmp_path / task) + ".tfrecord")
+              for task, (records, _) in built.items()}
+    output = proc.communicate(timeout=240)[0]
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      proc.wait()
+  assert proc.returncode == 0, output[-4000:]
+  served = json.loads([l for l in output.splitlines() if l.startswith("RESULT ")][-1][7:])
+  for task, (records, inputs) in built.items():
+    # The graph packs exactly the records long_tasks builds from the same text.
+    features = served[task + "/features"]
+    for name in heads.COMMON_FEATURES + (("candidate_mask",) if task == "cloze" else ()):
+      assert features[name] == [r[name] for r in records], (task, name)
+    out = served[task + "/serving_default"]
+    if task == "cloze":
+      num = [len(r["candidates"]) for r in records]
+      for b, n in enumerate(num):
+        np.testing.assert_allclose(out["scores"][b][:n], logits[task][b][:n], atol=1e-5,
+                                   rtol=1e-5)
+        assert out["answer"][b] == records[b]["candidates"][int(np.argmax(logits[task][b][:n]))]
+      # The third document's context is cut from the front, as its record's.
+      assert out["context_sentences"] == [r["context_sentences"] for r in records]
+      assert records[2]["context_sentences"] < 5
+    elif task == "supporting":
+      # Per input sentence ("" is not read), the logit of its global token.
+      for b, sentences in enumerate(inputs["sentences"]):
+        packed = sum(1 for g in records[b]["global_token_ids"] if g)
+        read = [i for i, s in enumerate(sentences) if s][:packed]
+        assert [i for i, label in enumerate(out["labels"][b]) if label >= 0] == read
+        np.testing.assert_allclose([out["logits"][b][i] for i in read],
+                                   logits[task][b][:len(read)], atol=1e-5, rtol=1e-5)
+    else:
+      np.testing.assert_allclose(out["logits"], logits[task], atol=1e-5, rtol=1e-5)
+      assert out["label"] == [LABELS[i] for i in np.argmax(logits[task], axis=1)]
+      # The third document is longer than L: the first window, as long_tasks cuts it.
+      assert out["sentences_read"][2] == sum(1 for g in records[2]["global_token_ids"] if g) < 6
+  info = json.loads((tmp_path / "cloze" / export.EXPORT_CONFIG).read_text())
+  assert (info["task"], info["blank_token"], info["max_seq_length"]) == ("cloze", "[MASK]", L)
+
+
+def test_one_line_errors(model, tmp_path):
+  config, settings = model["config"], model["settings"]
+  # A checkpoint tuned for another task.
+  with tf.Graph().as_default():
+    tf1.get_variable("cls/long_tasks/supporting/output_bias", [1])
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      other = tf1.train.Saver().save(sess, str(tmp_path / "other.ckpt"))
+  with pytest.raises(common.UsageError, match=r"^--task=cloze: checkpoint \S+ has no cloze "
+                     r"head \(it was tuned for --task=supporting\)$"):
+    export.export_long_model("cloze", other, config, settings, VOCAB, True, str(tmp_path / "x"))
+  with pytest.raises(common.UsageError, match=r"^--task=classify: checkpoint \S+ has 3 labels "
+                     r"but the label vocabulary has 2$"):
+    export.check_task("classify", model["checkpoint"], 2)
+  # Missing checkpoint, through the tool.
+  (tmp_path / "data").mkdir()
+  (tmp_path / "data" / long_tasks.SUMMARY_NAME).write_text(json.dumps({"settings": settings}))
+  proc = run_tool(None, ["-m", "etc_model.export_long_model", "--task=cloze",
+                         "--checkpoint=%s" % (tmp_path / "none"),
+                         "--data_dir=%s" % (tmp_path / "data"),
+                         "--output_dir=%s" % (tmp_path / "export")], expect_rc=2)
+  assert last_error_line(proc) == "error: --checkpoint=%s: no checkpoint there" % (
+      tmp_path / "none")
+  assert not (tmp_path / "export").exists()
