@@ -342,6 +342,8 @@ def create_pretraining_data(input_files, output_file, tokenizer, settings, summa
   summary["input_files"] = list(input_files)
   summary["output_files"] = [output_file]
   summary["settings"] = dict(settings, **(extra_settings or {}))
+  # What etc_model.run_pretraining's CPC masks sentences with (the vocabulary's [MASK]).
+  summary["mask_token_id"] = int(masker.special_ids["mask"])
   summary["seconds"] = round(time.time() - start, 2)
   summary["mean_long_tokens_per_record"] = round(
       stats["long_tokens"] / float(stats["records"]), 1)

@@ -18,7 +18,8 @@ etcmodel ships no pre-training code, hence no head names of its own. With an ALB
 
 --cpc_loss_weight > 0 adds ETC's Contrastive Predictive Coding loss on the global tokens
 (etc_model/cpc.py: ceil(--cpc_sentence_mask_rate * n) of a record's n sentences, at most
---cpc_max_sentences_per_seq, have all their long tokens replaced by --cpc_mask_token_id; the
+--cpc_max_sentences_per_seq, have all their long tokens replaced by [MASK] (the id the data's
+summary records, or --cpc_mask_token_id); the
 global token of each must pick the same model's encoding of its sentence alone, its first
 --cpc_max_sentence_length tokens, among those of the batch's other masked sentences, InfoNCE):
 loss = MLM + weight * CPC, MLM predictions inside masked sentences dropped. The choice is a
@@ -59,6 +60,7 @@ import estimator_utils
 import model_config
 import modeling
 import pretraining_utils
+import text_input
 import run_pretraining as bert_pretraining
 from etc_model import cpc
 from etc_model import create_pretraining_data as etc_data
@@ -119,9 +121,10 @@ def define_flags():
   flags.DEFINE_integer("cpc_max_sentence_length", 64,
                        "CPC: a masked sentence is encoded alone from its first this many tokens "
                        "(the lone pass encodes batch * --cpc_max_sentences_per_seq * this).")
-  flags.DEFINE_integer("cpc_mask_token_id", 103,
-                       "CPC: the id the masked sentences' tokens become ([MASK] of the BERT "
-                       "vocabularies: 103).")
+  flags.DEFINE_integer("cpc_mask_token_id", None,
+                       "CPC: the id the masked sentences' tokens become. Default: the [MASK] id "
+                       "the data's summary records (etc_model.create_pretraining_data writes "
+                       "it); a different value is refused.")
   estimator_utils.define_estimator_flags()
 
 
@@ -428,13 +431,39 @@ def _check_flags():
                 (FLAGS.num_warmup_steps, FLAGS.num_train_steps))
 
 
-def cpc_options_from_flags(flag_values, vocab_size):
+def data_mask_token_id(input_files):
+  """The [MASK] id recorded in the summaries beside `input_files`, or None if none records it.
+
+  Args:
+    input_files: list of TFRecord paths (etc_model.create_pretraining_data's --output_file).
+
+  Returns:
+    int or None; two different ids among the summaries is a one-line error.
+  """
+  found = {}
+  for path in input_files:
+    summary_path = text_input.summary_path_for(path)
+    if not tf.io.gfile.exists(summary_path):
+      continue
+    with tf.io.gfile.GFile(summary_path) as f:
+      mask_id = json.load(f).get("mask_token_id")
+    if mask_id is not None:
+      found.setdefault(int(mask_id), summary_path)
+  if len(found) > 1:
+    common.fail("--input_file: the data's summaries record different [MASK] ids (%s): records "
+                "made with different vocabularies" % ", ".join(
+                    "%d in %s" % item for item in sorted(found.items())))
+  return next(iter(found), None)
+
+
+def cpc_options_from_flags(flag_values, vocab_size, data_mask_id=None):
   """The CpcOptions of the --cpc_* flags (one-line errors), or None when CPC is off.
 
   Args:
     flag_values: FLAGS (cpc_loss_weight, cpc_sentence_mask_rate, cpc_max_sentences_per_seq,
       cpc_max_sentence_length, cpc_mask_token_id, max_seq_length, max_global_seq_length).
     vocab_size: the model's vocab_size (the mask id must be below it).
+    data_mask_id: the [MASK] id the data's summary records (data_mask_token_id), or None.
 
   Returns:
     CpcOptions, or None for --cpc_loss_weight=0.
@@ -456,6 +485,14 @@ def cpc_options_from_flags(flag_values, vocab_size):
     common.fail("--cpc_max_sentence_length=%d: must be in [1, --max_seq_length=%d]" %
                 (length, flag_values.max_seq_length))
   mask_id = flag_values.cpc_mask_token_id
+  if mask_id is None:
+    if data_mask_id is None:
+      common.fail("--cpc_mask_token_id: not given, and no summary beside --input_file records "
+                  "the data's [MASK] id; pass the [MASK] id of the data's vocabulary")
+    mask_id = data_mask_id
+  elif data_mask_id is not None and mask_id != data_mask_id:
+    common.fail("--cpc_mask_token_id=%d: the data's summary records [MASK] = %d (its "
+                "vocabulary's); leave the flag out" % (mask_id, data_mask_id))
   if not 0 <= mask_id < vocab_size:
     common.fail("--cpc_mask_token_id=%d: must be a token id in [0, vocab_size=%d)" %
                 (mask_id, vocab_size))
@@ -487,8 +524,10 @@ def main(_):
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
   config = load_config()
-  cpc_options = cpc_options_from_flags(FLAGS, config.vocab_size)
   input_files = common.expand_input_files(FLAGS.input_file, "input_file")
+  cpc_options = cpc_options_from_flags(
+      FLAGS, config.vocab_size,
+      data_mask_token_id(input_files) if FLAGS.cpc_loss_weight else None)
   estimator_utils.check_tfrecord_lengths(input_files, _expected_lengths(), "input_file")
   eval_files = input_files
   if FLAGS.eval_input_file:

@@ -70,6 +70,9 @@ def test_records_pack_every_sentence_in_order_with_official_masking(data, tmp_pa
   tokenizer = data["tokenizer"]
   records = etc_data.read_examples(str(data["root"] / "data.tfrecord"))
   summary = data["summary"]
+  # The [MASK] id CPC masks with, read back by the training script.
+  assert summary["mask_token_id"] == tokenizer.vocab["[MASK]"] == etc_run.data_mask_token_id(
+      [str(data["root"] / "data.tfrecord")])
   sentences = [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(s))
                for doc in _corpus() for s in doc]
   long_sentence = max(sentences, key=len)
@@ -397,4 +400,15 @@ def test_cpc_flags_are_checked_in_one_line():
        "--cpc_mask_token_id=30522: must be a token id in [0, vocab_size=30522)")):
     with pytest.raises(common.UsageError) as error:
       etc_run.cpc_options_from_flags(flag_values(**dict(good, **change)), 30522)
+    assert str(error.value) == message
+  # The [MASK] id comes from the data's summary unless given; a different one is refused.
+  unset = flag_values(**dict(good, cpc_mask_token_id=None))
+  assert etc_run.cpc_options_from_flags(unset, 8000, data_mask_id=4).mask_token_id == 4
+  for flags_given, data_id, message in (
+      (unset, None, "--cpc_mask_token_id: not given, and no summary beside --input_file records "
+                    "the data's [MASK] id; pass the [MASK] id of the data's vocabulary"),
+      (flag_values(**good), 4, "--cpc_mask_token_id=103: the data's summary records [MASK] = 4 "
+                               "(its vocabulary's); leave the flag out")):
+    with pytest.raises(common.UsageError) as error:
+      etc_run.cpc_options_from_flags(flags_given, 8000, data_mask_id=data_id)
     assert str(error.value) == message
