@@ -1,10 +1,11 @@
 # coding=utf-8
 """What a classifier's predictions become: dev metrics, pooled windows, submission files.
 
-Computed in Python from Estimator.predict outputs (run_classifier): the exact GLUE metrics of a
-dev set (glue_metrics; multi-label micro / macro F1 at a threshold, optionally tuned), a long
-document's window outputs pooled into one prediction (--long_document=window), and the GLUE
-submission (index<TAB>prediction) and official test_results.tsv files.
+Computed in Python from Estimator.predict outputs (run_classifier): their file order again after
+length-sorted batches (in_file_order), the exact GLUE metrics of a dev set (glue_metrics;
+multi-label micro / macro F1 at a threshold, optionally tuned), a long document's window
+outputs pooled into one prediction (--long_document=window), and the GLUE submission
+(index<TAB>prediction) and official test_results.tsv files.
 """
 
 from __future__ import absolute_import
@@ -57,6 +58,34 @@ def dev_metrics(task, outputs, num_examples, threshold=0.5, tune_threshold=False
   results["loss"] = float(losses.mean()) if losses.size else 0.0
   results["num_examples"] = len(outputs)
   return results
+
+
+# Length-sorted prediction batches (run_classifier.length_sorted_batches) carry each record's
+# 0-based index in its TFRecord file through the model_fn's predictions under this name.
+EXAMPLE_INDEX = "example_index"
+
+
+def in_file_order(outputs, index_name=EXAMPLE_INDEX):
+  """Estimator.predict outputs of length-sorted batches, put back in the file's record order.
+
+  Args:
+    outputs: list of prediction dicts; each has index_name (its record's index in the file),
+      or none has it (the batches kept the file's order: returned as given).
+    index_name: the key of the index.
+
+  Returns:
+    list of the prediction dicts without index_name, the i-th that of record i.
+  """
+  if not outputs or index_name not in outputs[0]:
+    return outputs
+  ordered = [None] * len(outputs)
+  for output in outputs:
+    index = int(output.pop(index_name))
+    if not 0 <= index < len(ordered) or ordered[index] is not None:
+      raise RuntimeError("prediction of record %d: not one of %d records, or twice" %
+                         (index, len(ordered)))
+    ordered[index] = output
+  return ordered
 
 
 def _log_softmax(logits):

@@ -905,13 +905,14 @@ def trim_batch_to_longest(batch, max_length, mask_name="input_mask",
 PADDING_CHOICES_HELP = (
     "longest: each batch is padded to its longest example rounded up to a multiple of 8 "
     "(same batches and order; outputs equal to float rounding, less compute on padding; "
-    "training dropout masks are drawn over the shorter batch, so a training run with "
-    "dropout gets other draws); max_length: every batch to --max_seq_length (official); "
+    "in training, run_classifier and run_ner draw dropout masks at --max_seq_length, so "
+    "the weights equal a max_length run's to float rounding, other scripts draw their masks "
+    "over the shorter batch); max_length: every batch to --max_seq_length (official); "
     "bucket: longest, rounded up to a power of two from 32 or to --max_seq_length (few shapes: "
     "XLA compiles once per shape).")
 PADDING_DEFAULT_HELP = (
-    "Default: longest for evaluation and prediction (bucket with --use_xla), max_length for "
-    "training and on TPU (TPUEstimator takes only static shapes).")
+    "Default: longest for training, evaluation and prediction (bucket with --use_xla), "
+    "max_length on TPU (TPUEstimator takes only static shapes).")
 
 
 def define_padding_flag(default_help=PADDING_DEFAULT_HELP, extra_help=""):
@@ -933,27 +934,33 @@ def check_padding_flag(flag_values):
                 "shape; use --padding=max_length)" % flag_values.padding)
 
 
-def effective_padding(flag_values, training=False, default="longest"):
+def effective_padding(flag_values, training=False, default="longest",
+                      full_length_dropout=False):
   """--padding for a training or an evaluation / prediction input.
 
   By default evaluation and prediction batches are padded to their longest example (no dropout
-  there: the same outputs to float rounding) and training batches to --max_seq_length (dropout
-  masks are drawn over the batch's shape, so a shorter batch would draw other masks and a run
-  would not reproduce a max_length run's numbers); on TPU always max_length (TPUEstimator takes
-  only static shapes). A default of longest becomes bucket with --use_xla (XLA compiles once
-  per shape: padding_buckets bounds them to a few).
+  there: the same outputs to float rounding). Training batches too when the script's model
+  draws its dropout masks at --max_seq_length (modeling.full_length_dropout: a real position's
+  mask does not depend on the padding, so a run reproduces a max_length run to float
+  rounding); otherwise to --max_seq_length (masks drawn over the batch's shape would differ).
+  On TPU always max_length (TPUEstimator takes only static shapes). A default of longest
+  becomes bucket with --use_xla (XLA compiles once per shape: padding_buckets bounds them to a
+  few).
 
   Args:
     flag_values: the parsed flags (padding, use_tpu, use_xla).
     training: whether the input feeds training.
-    default: the evaluation / prediction default of the script.
+    default: the evaluation / prediction default of the script (training's too with
+      full_length_dropout).
+    full_length_dropout: the script's training model_fn draws dropout masks under
+      modeling.full_length_dropout(--max_seq_length).
 
   Returns:
     one of PADDING_MODES.
   """
   if flag_values.padding:
     return flag_values.padding
-  if getattr(flag_values, "use_tpu", False) or training:
+  if getattr(flag_values, "use_tpu", False) or (training and not full_length_dropout):
     return "max_length"
   if default == "longest" and getattr(flag_values, "use_xla", False):
     return "bucket"

@@ -58,9 +58,16 @@ one of them is complete; a failing write (a full disk, ...) is one line naming t
 
 Large inputs are streamed: the input is read --batch_size lines at a time, and the JSON lines
 and embedding rows are written as they are computed (under temporary names, renamed when
-complete), with progress (lines/s and time remaining). Each batch is padded to its longest
-example rather than to --max_seq_length; padding is masked out of attention, so the values are
-those of the official full padding up to float32 round-off (a few ulps; measured < 1e-6).
+complete), with progress (lines/s and time remaining).
+
+--padding=longest | max_length | bucket (estimator_utils.define_padding_flag; default longest):
+how long a batch's sequences are. longest: the batch's longest line rounded up to a multiple of
+8 (at most --max_seq_length); max_length: every batch to --max_seq_length (the official full
+padding); bucket: the longest line rounded up to 32, 64, ... or --max_seq_length
+(estimator_utils.padding_buckets: few shapes, for XLA). Padding is masked out of attention and
+never written, so the outputs of the three are the same up to float32 round-off (a few ulps;
+measured < 1e-6); the shorter paddings compute less. The summary says how many positions were
+computed for how many word pieces.
 
 The model runs in a tf.compat.v1 Session on the local CPU or GPU. --use_tpu, --master and
 --num_tpu_cores are accepted so official command lines run, and ignored (with a warning).
@@ -84,6 +91,7 @@ import tensorflow as tf
 
 import checkpoint_utils
 import common
+import estimator_utils
 import export_utils
 import model_config
 import modeling
@@ -149,6 +157,28 @@ def define_flags():
       "Sentence embedding of --embeddings_file, from the mean of the --layers outputs: mean "
       "(over the real tokens, padding excluded; the default) or cls (the [CLS] vector).")
   checkpoint_utils.define_trained_weights_flags(random_eval=True, unmatched_init=False)
+  estimator_utils.define_padding_flag(
+      default_help="Default: longest (--use_tpu is ignored: this tool runs on the local "
+                   "CPU/GPU).")
+
+
+def resolve_padding(flag_values):
+  """--padding of a run: the flag, longest by default (one of estimator_utils.PADDING_MODES).
+
+  No TPU rule applies (estimator_utils.check_padding_flag refuses longest / bucket with
+  --use_tpu): this tool accepts --use_tpu only to run official command lines, and ignores it.
+
+  Args:
+    flag_values: FLAGS or a namespace (padding may be absent: longest).
+
+  Returns:
+    str.
+  """
+  padding = getattr(flag_values, "padding", None) or "longest"
+  if padding not in estimator_utils.PADDING_MODES:
+    common.fail("--padding=%s: must be one of %s" % (
+        padding, ", ".join(estimator_utils.PADDING_MODES)))
+  return padding
 
 
 class ExtractStats(object):
@@ -162,6 +192,8 @@ class ExtractStats(object):
     self.first_truncated = None     # 1-based line number
     self.undecodable_lines = 0
     self.first_undecodable = None   # 1-based line number
+    self.word_pieces = 0            # real positions ([CLS] and [SEP]s included)
+    self.positions = 0              # positions computed: batch size x padded length, summed
 
   def as_dict(self):
     return dict(self.__dict__)
@@ -276,18 +308,19 @@ def convert_line(text_a, text_b, tokenizer, max_seq_length):
   return tokens, tokenizer.convert_tokens_to_ids(tokens), input_type_ids, truncated
 
 
-def pad_batch(ids_list, type_ids_list):
-  """Pads a batch to its longest example.
+def pad_batch(ids_list, type_ids_list, length=None):
+  """Pads a batch to `length` (or to its longest example).
 
   Args:
     ids_list: list of B lists of word piece ids.
     type_ids_list: list of B lists of segment ids (same lengths).
+    length: the padded length S (at least the longest example's), or None: the longest.
 
   Returns:
-    (input_ids, input_mask, input_type_ids): int32 arrays [B, S], S = longest length; padding
-    has id 0, mask 0 and segment 0 (as the official zero-padding).
+    (input_ids, input_mask, input_type_ids): int32 arrays [B, S]; padding has id 0, mask 0 and
+    segment 0 (as the official zero-padding).
   """
-  seq = max(len(ids) for ids in ids_list)
+  seq = length or max(len(ids) for ids in ids_list)
   input_ids = np.zeros([len(ids_list), seq], np.int32)
   input_mask = np.zeros([len(ids_list), seq], np.int32)
   input_type_ids = np.zeros([len(ids_list), seq], np.int32)
@@ -319,7 +352,30 @@ def json_line(line_index, tokens, layer_values, layer_indexes):
   return json.dumps({"linex_index": line_index, "features": features}) + "\n"
 
 
-def build_graph(bert_config, layer_indexes, want_layers, pooling, use_one_hot_embeddings=False):
+def trimmed_inputs(inputs, padding, max_seq_length):
+  """The model's inputs under --padding: `inputs` sliced to the batch's padded length.
+
+  Args:
+    inputs: dict input_ids / input_mask / input_type_ids -> int32 [batch, max_seq_length]
+      Tensors (zero-padded), graph or eager.
+    padding: "longest", "max_length" or "bucket" (resolve_padding).
+    max_seq_length: their length.
+
+  Returns:
+    dict like inputs, [batch, S]: S = max_seq_length for max_length, else the longest
+    example's length rounded up (estimator_utils.trim_batch_to_longest; padding_buckets for
+    bucket).
+  """
+  if padding == "max_length":
+    return dict(inputs)
+  buckets = estimator_utils.padding_buckets(max_seq_length) if padding == "bucket" else None
+  return estimator_utils.trim_batch_to_longest(
+      inputs, max_seq_length, seq_names=("input_ids", "input_mask", "input_type_ids"),
+      buckets=buckets)
+
+
+def build_graph(bert_config, layer_indexes, want_layers, pooling, use_one_hot_embeddings=False,
+                padding="longest", max_seq_length=None):
   """Builds the inference graph (no dropout) in the current default graph.
 
   Args:
@@ -328,18 +384,23 @@ def build_graph(bert_config, layer_indexes, want_layers, pooling, use_one_hot_em
     want_layers: whether to fetch the per-token layer outputs (for the JSON lines).
     pooling: None (no embeddings), "mean" or "cls".
     use_one_hot_embeddings: passed to BertModel.
+    padding: --padding: the fed [batch, max_seq_length] inputs are sliced to the batch's
+      padded length in the graph (trimmed_inputs); "max_length" keeps them whole.
+    max_seq_length: the fed length (needed unless padding is max_length).
 
   Returns:
     (placeholders, fetches): placeholders is a dict input_ids / input_mask / input_type_ids ->
-    int32 placeholder [batch, seq]; fetches a dict with "layer_%d" -> float32 [batch, seq, hidden]
-    for each distinct layer (non-negative index) when want_layers, and "embeddings" -> float32
-    [batch, hidden] when pooling is set.
+    int32 placeholder [batch, max_seq_length]; fetches a dict with "layer_%d" -> float32
+    [batch, S, hidden] for each distinct layer (non-negative index) when want_layers,
+    "embeddings" -> float32 [batch, hidden] when pooling is set, and "length" -> int32 S, the
+    padded length the model ran at.
   """
   placeholders = {name: tf1.placeholder(tf.int32, [None, None], name=name)
                   for name in ("input_ids", "input_mask", "input_type_ids")}
+  inputs = trimmed_inputs(placeholders, padding, max_seq_length)
   model = modeling.BertModel(
-      config=bert_config, is_training=False, input_ids=placeholders["input_ids"],
-      input_mask=placeholders["input_mask"], token_type_ids=placeholders["input_type_ids"],
+      config=bert_config, is_training=False, input_ids=inputs["input_ids"],
+      input_mask=inputs["input_mask"], token_type_ids=inputs["input_type_ids"],
       use_one_hot_embeddings=use_one_hot_embeddings)
   all_layers = model.get_all_encoder_layers()
   num_layers = len(all_layers)
@@ -353,10 +414,11 @@ def build_graph(bert_config, layer_indexes, want_layers, pooling, use_one_hot_em
     if pooling == "cls":
       embeddings = chosen[:, 0, :]
     else:
-      mask = tf.cast(placeholders["input_mask"], chosen.dtype)[:, :, None]
+      mask = tf.cast(inputs["input_mask"], chosen.dtype)[:, :, None]
       # Every example has at least [CLS] and [SEP], so the count is never 0.
       embeddings = tf.reduce_sum(chosen * mask, axis=1) / tf.reduce_sum(mask, axis=1)
     fetches["embeddings"] = embeddings
+  fetches["length"] = tf.shape(inputs["input_ids"])[1]
   return placeholders, fetches
 
 
@@ -523,7 +585,7 @@ def _write_npy_header(f, num_rows, width):
 def extract_features(input_file, checkpoint, bert_config, tokenizer, layer_indexes,
                      output_file=None, embeddings_file=None, pooling="mean",
                      max_seq_length=128, batch_size=32, use_one_hot_embeddings=False,
-                     log_fn=None):
+                     log_fn=None, padding="longest"):
   """Streams `input_file` through the model, writing JSON lines and/or embeddings.
 
   Both outputs (and their `.checkpoint.json` sidecars) are written under temporary names
@@ -544,6 +606,7 @@ def extract_features(input_file, checkpoint, bert_config, tokenizer, layer_index
     batch_size: examples per forward pass.
     use_one_hot_embeddings: passed to BertModel.
     log_fn: function(str) for progress; tf logging by default.
+    padding: --padding (resolve_padding): "longest", "max_length" or "bucket".
 
   Returns:
     ExtractStats.
@@ -559,7 +622,7 @@ def extract_features(input_file, checkpoint, bert_config, tokenizer, layer_index
       tf1.set_random_seed(RANDOM_WEIGHTS_SEED)
     placeholders, fetches = build_graph(
         bert_config, layer_indexes, bool(output_file), pooling if embeddings_file else None,
-        use_one_hot_embeddings)
+        use_one_hot_embeddings, padding, max_seq_length)
     load_weights = weights_loader(checkpoint)
   graph.finalize()
   num_lines = count_lines(input_file)
@@ -586,10 +649,14 @@ def extract_features(input_file, checkpoint, bert_config, tokenizer, layer_index
 
       def run_batch(batch):
         line_indexes, tokens_list, ids_list, type_ids_list = zip(*batch)
-        input_ids, input_mask, input_type_ids = pad_batch(ids_list, type_ids_list)
+        # Fed at the full length; the graph slices to --padding's length (trimmed_inputs).
+        input_ids, input_mask, input_type_ids = pad_batch(ids_list, type_ids_list,
+                                                          max_seq_length)
         out = sess.run(fetches, {placeholders["input_ids"]: input_ids,
                                  placeholders["input_mask"]: input_mask,
                                  placeholders["input_type_ids"]: input_type_ids})
+        stats.positions += len(batch) * int(out["length"])
+        stats.word_pieces += sum(len(tokens) for tokens in tokens_list)
         if jsonl_writer:
           for b, (line_index, tokens) in enumerate(zip(line_indexes, tokens_list)):
             values = [out["layer_%d" % (i % num_layers)][b, :len(tokens)]
@@ -718,6 +785,7 @@ def run(flag_values, log_fn=None):
   pooling = pooling or "mean"
   if pooling not in POOLING_TYPES:
     common.fail("--pooling=%s: must be one of %s" % (pooling, ", ".join(POOLING_TYPES)))
+  padding = resolve_padding(fv)
   if fv.batch_size < 1:
     common.fail("--batch_size=%d: must be >= 1" % fv.batch_size)
   if fv.max_seq_length < 3:
@@ -764,8 +832,9 @@ def run(flag_values, log_fn=None):
       fv.input_file, checkpoint, bert_config, tokenizer, layer_indexes,
       output_file=output_file, embeddings_file=embeddings_file, pooling=pooling,
       max_seq_length=fv.max_seq_length, batch_size=fv.batch_size,
-      use_one_hot_embeddings=getattr(fv, "use_one_hot_embeddings", False), log_fn=log_fn)
-  summary = {"checkpoint": checkpoint, "bert_config_file": config_file,
+      use_one_hot_embeddings=getattr(fv, "use_one_hot_embeddings", False), log_fn=log_fn,
+      padding=padding)
+  summary = {"padding": padding, "checkpoint": checkpoint, "bert_config_file": config_file,
              "residual_attention": bert_config.residual_attention,
              "layer_norm_type": bert_config.layer_norm_type, "layers": layer_indexes,
              "output_file": output_file, "embeddings_file": embeddings_file,
@@ -802,11 +871,13 @@ def report(stats, summary, max_seq_length, out=None):
     written.append("%s (float32 %s, %s pooling)" % (
         summary["embeddings_file"], summary["embeddings_shape"], summary["pooling"]))
   out.write("Extracted %d line(s) (%d pairs, %d truncated, %d empty) with %s "
-            "(residual_attention=%s, layer_norm_type=%s): wrote %s\n" % (
+            "(residual_attention=%s, layer_norm_type=%s): wrote %s; --padding=%s: %d positions "
+            "computed for %d word pieces\n" % (
                 stats.lines, stats.pair_lines, stats.truncated_lines, stats.empty_lines,
                 summary["checkpoint"] or "random weights (--allow_random_eval)",
                 summary["residual_attention"],
-                summary["layer_norm_type"], " and ".join(written)))
+                summary["layer_norm_type"], " and ".join(written), summary["padding"],
+                stats.positions, stats.word_pieces))
   out.flush()
 
 

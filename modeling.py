@@ -655,7 +655,7 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log_fn=None):
   return initialized
 
 
-def dropout(input_tensor, dropout_prob):
+def dropout(input_tensor, dropout_prob, seq_axes=None, seq_length=None):
   """Perform dropout.
 
   In a graph with a global step (every Estimator training graph) the mask is a stateless
@@ -664,10 +664,20 @@ def dropout(input_tensor, dropout_prob):
   ends with the same weights. Elsewhere (eager code, graphs without a global step) it is
   tf.nn.dropout. A bfloat16 / float16 tensor gets the mask a float32 one would.
 
+  Inside a full_length_dropout(max_seq_length) block, a tensor whose sequence axes are named
+  (seq_axes or seq_length) gets the mask of the same tensor padded to max_seq_length on those
+  axes, sliced to its own length: a real position's mask does not depend on how far its batch
+  is padded (--padding=longest draws a max_length run's masks). Outside such a block, or
+  without seq_axes / seq_length, the arguments change nothing.
+
   Args:
     input_tensor: float Tensor.
     dropout_prob: Python float. The probability of dropping out a value (NOT of
       *keeping* a dimension as in `tf.nn.dropout`).
+    seq_axes: (optional) the axes of input_tensor that run over the padded sequence, e.g.
+      (1,) for [batch, seq, hidden], (2, 3) for [batch, heads, from_seq, to_seq].
+    seq_length: (optional) int or int32 scalar Tensor: input_tensor is [batch * seq, ...]
+      with seq == seq_length (transformer_model's 2-D hidden states), seen as [batch, seq, ...].
 
   Returns:
     A version of `input_tensor` with dropout applied.
@@ -680,6 +690,15 @@ def dropout(input_tensor, dropout_prob):
   if seed is None:
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
   dtype = input_tensor.dtype.base_dtype
+  if _DROPOUT_FULL_LENGTHS and (seq_axes or seq_length is not None):
+    # Named scope as stateless_dropout's: the ops after it keep their names (and so the
+    # step seeds of later dropouts).
+    with tf.name_scope("stateless_dropout"):
+      keep = _full_length_keep_mask(input_tensor, dropout_prob, seed, _DROPOUT_FULL_LENGTHS[-1],
+                                    seq_axes, seq_length)
+      # stateless_dropout's arithmetic: x * float(1 / (1 - rate)), then 0 where dropped.
+      scaled = input_tensor * tf.cast(1.0 / (1.0 - dropout_prob), dtype)
+      return tf.where(keep, scaled, tf.zeros_like(scaled))
   if dtype == tf.float32:
     return tf.nn.experimental.stateless_dropout(input_tensor, rate=dropout_prob, seed=seed)
   # bfloat16 / float16: the float32 job's mask (stateless_dropout's own test on a float32
@@ -692,6 +711,79 @@ def dropout(input_tensor, dropout_prob):
 
 # The seed functions installed by dropout_seed_override, innermost last.
 _DROPOUT_SEED_OVERRIDES = []
+# The full lengths installed by full_length_dropout, innermost last.
+_DROPOUT_FULL_LENGTHS = []
+
+
+@contextlib.contextmanager
+def full_length_dropout(max_seq_length):
+  """Within the block, sequence tensors' dropout masks do not depend on the padded length.
+
+  `dropout` of a tensor with named sequence axes (seq_axes / seq_length: BertModel's
+  embeddings, hidden states and attention probabilities) draws its stateless uniform at
+  max_seq_length on those axes and slices it to the tensor's length S <= max_seq_length.
+  Stateless Philox draws fill the flat row-major order, so the mask of a real position is a
+  function of (seed, its position) only: a batch padded to its longest example
+  (--padding=longest) drops the values a --max_seq_length batch drops, and a training run
+  reproduces a max_length run to float rounding. At S == max_seq_length the masks are
+  tf.nn.experimental.stateless_dropout's, bit for bit. The draw costs max_seq_length-sized
+  random numbers ([batch, heads, max, max] for attention probabilities).
+
+  Args:
+    max_seq_length: int, the length the inputs are padded to at most (--max_seq_length).
+
+  Yields:
+    Nothing; the previous setting is back on exit.
+  """
+  if not isinstance(max_seq_length, int) or max_seq_length < 1:
+    raise ValueError("max_seq_length=%r: not a positive int" % (max_seq_length,))
+  _DROPOUT_FULL_LENGTHS.append(max_seq_length)
+  try:
+    yield
+  finally:
+    _DROPOUT_FULL_LENGTHS.pop()
+
+
+def _full_length_keep_mask(input_tensor, dropout_prob, seed, full_length, seq_axes=None,
+                           seq_length=None):
+  """The keep mask (bool, shape of input_tensor) of full_length_dropout.
+
+  Args:
+    input_tensor: float Tensor.
+    dropout_prob: Python float.
+    seed: int64 Tensor [2], the stateless seed.
+    full_length: int, the sequence axes' length of the draw.
+    seq_axes: the sequence axes of input_tensor (when seq_length is None).
+    seq_length: int or scalar Tensor: input_tensor is [batch * seq_length, ...].
+
+  Returns:
+    bool Tensor, the shape of input_tensor: the float32 uniform drawn at full_length on the
+    sequence axes, sliced to input_tensor's lengths, >= dropout_prob.
+  """
+  shape = tf.shape(input_tensor)
+  if seq_length is not None:
+    static = [tf.get_static_value(seq_length)]
+    seq_length = tf.cast(seq_length, tf.int32)
+    view = tf.concat([[shape[0] // seq_length, seq_length], shape[1:]], axis=0)
+    seq_axes = (1,)
+    rank = input_tensor.shape.rank + 1
+  else:
+    view = shape
+    rank = input_tensor.shape.rank
+    seq_axes = sorted(set(a % rank for a in seq_axes))
+    static = [input_tensor.shape[a] for a in seq_axes]
+  if any(s is not None and s > full_length for s in static):
+    raise ValueError("dropout: sequence length %s is longer than full_length_dropout's %d" %
+                     (static, full_length))
+  full = tf.stack([tf.constant(full_length, tf.int32) if a in seq_axes else view[a]
+                   for a in range(rank)])
+  checks = [tf.debugging.assert_less_equal(
+      view[a], full_length, message="dropout: sequence longer than full_length_dropout's")
+            for a, s in zip(seq_axes, static) if s is None]
+  with tf.control_dependencies(checks):
+    uniform = tf.random.stateless_uniform(full, seed=seed, dtype=tf.float32)
+  uniform = tf.slice(uniform, tf.zeros([rank], tf.int32), view)
+  return tf.reshape(uniform >= dropout_prob, shape)
 
 
 @contextlib.contextmanager
@@ -844,10 +936,10 @@ def _layer_norm_float32(x, gamma, beta):
     return tf.identity_n([output, x, gamma, beta])[0]
 
 
-def layer_norm_and_dropout(input_tensor, dropout_prob, name=None):
-  """Runs layer normalization followed by dropout."""
+def layer_norm_and_dropout(input_tensor, dropout_prob, name=None, seq_axes=None):
+  """Runs layer normalization followed by dropout (seq_axes: see `dropout`)."""
   output_tensor = layer_norm(input_tensor, name)
-  output_tensor = dropout(output_tensor, dropout_prob)
+  output_tensor = dropout(output_tensor, dropout_prob, seq_axes=seq_axes)
   return output_tensor
 
 
@@ -1016,7 +1108,9 @@ def embedding_postprocessor(input_tensor,
     # Broadcast over the batch: [1, seq_length, width].
     output += tf.expand_dims(position_embeddings, 0)
 
-  output = layer_norm_and_dropout(output, dropout_prob)
+  # seq_axes: the mask of a position does not depend on the padded length under
+  # full_length_dropout (nothing changes outside it).
+  output = layer_norm_and_dropout(output, dropout_prob, seq_axes=(1,))
   return output
 
 
@@ -1118,7 +1212,7 @@ def scaled_dot_product_attention(query, key, value, attention_mask=None,
   # This is actually dropping out entire tokens to attend to, which might
   # seem a bit unusual, but is taken from the original Transformer paper.
   dropped_probs = dropout(_cast_to(attention_probs, value.dtype.base_dtype),
-                          attention_probs_dropout_prob)
+                          attention_probs_dropout_prob, seq_axes=(2, 3))
 
   # `context_layer` = [B, N, F, H]
   context_layer = tf.matmul(dropped_probs, value)
@@ -1429,7 +1523,7 @@ def transformer_model(input_tensor,
               hidden_size,
               kernel_initializer=output_initializer,
               name="dense")
-          attention_output = dropout(attention_output, hidden_dropout_prob)
+          attention_output = dropout(attention_output, hidden_dropout_prob, seq_length=seq_length)
           attention_output = _cast_to(attention_output, residual_dtype)
           if pre_ln:
             attention_output = attention_output + layer_input
@@ -1458,7 +1552,7 @@ def transformer_model(input_tensor,
             hidden_size,
             kernel_initializer=output_initializer,
             name="dense")
-        layer_output = dropout(layer_output, hidden_dropout_prob)
+        layer_output = dropout(layer_output, hidden_dropout_prob, seq_length=seq_length)
         layer_output = _cast_to(layer_output, residual_dtype)
         if pre_ln:
           layer_output = layer_output + attention_output

@@ -50,6 +50,16 @@ temporary name, renamed when complete), one per sentence:
 
 `line` is the 1-based line of --input_file (or the 1-based index of the --text flag) and
 `position` the index of the [MASK] in `tokens` (0 is [CLS]), as masked_lm_positions.
+
+--padding=longest | max_length | bucket (estimator_utils.define_padding_flag; default longest):
+how long a batch's sequences are, with --init_checkpoint and --hub_encoder alike. longest: the
+batch's longest sentence rounded up to a multiple of 8 (at most --max_seq_length); max_length:
+every batch to --max_seq_length (the official full padding; by default the model's
+max_position_embeddings, so slow); bucket: the longest rounded up to 32, 64, ... or
+--max_seq_length (estimator_utils.padding_buckets: few shapes). Padding is masked out of
+attention, so the probabilities are the same to float32 round-off (< 1e-5) whichever is used;
+batches and the output order are the same too. The summary line says how many positions were
+computed for how many word pieces.
 Beside it, `<output_file>.checkpoint.json` records the weights: {"checkpoint": prefix,
 "global_step": N} (for --hub_encoder: those its export_info.json names, and "hub_encoder").
 The output and its sidecar are renamed into place together; both are checked before any work
@@ -77,6 +87,7 @@ import tensorflow as tf
 
 import checkpoint_utils
 import common
+import estimator_utils
 import export_hub
 import export_utils
 import extract_features
@@ -123,11 +134,14 @@ def define_flags():
   flags.DEFINE_integer("max_seq_length", None,
                        "Longest sentence in word pieces, [CLS] and [SEP] included; a longer "
                        "one is an error (never truncated). Default: the model's "
-                       "max_position_embeddings. Batches are padded to their longest sentence.")
+                       "max_position_embeddings. Batches are padded as --padding says.")
   flags.DEFINE_integer("top_k", 5, "Candidates shown per [MASK].")
   flags.DEFINE_integer("batch_size", 32, "Sentences per forward pass.")
   model_config.define_model_override_flags()
   checkpoint_utils.define_trained_weights_flags(random_eval=True, unmatched_init=False)
+  estimator_utils.define_padding_flag(
+      default_help="Default: longest (max_length pads every batch to --max_seq_length, by "
+                   "default the model's max_position_embeddings).")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -270,31 +284,39 @@ def check_mlm_head(checkpoint, flag_name="init_checkpoint"):
     common.fail("--%s=%s: %s" % (flag_name, checkpoint, NO_MLM_HEAD))
 
 
-def build_graph(bert_config, top_k, with_probabilities=False):
+def build_graph(bert_config, top_k, with_probabilities=False, padding="longest",
+                max_seq_length=None):
   """Builds the fill-mask graph (no dropout) in the current default graph.
 
   Args:
     bert_config: modeling.BertConfig.
     top_k: candidates per position.
     with_probabilities: also fetch the whole softmax.
+    padding: --padding: the fed [batch, max_seq_length] inputs are sliced to the batch's padded
+      length in the graph (extract_features.trimmed_inputs); "max_length" keeps them whole.
+    max_seq_length: the fed length (needed unless padding is max_length).
 
   Returns:
     (placeholders, fetches): placeholders input_ids / input_mask / input_type_ids (int32
-    [batch, seq]) and masked_lm_positions (int32 [batch, n]); fetches top_ids int32 and
-    top_probabilities float32 [batch, n, top_k] (and probabilities [batch, n, vocab]).
+    [batch, max_seq_length]) and masked_lm_positions (int32 [batch, n]); fetches top_ids int32
+    and top_probabilities float32 [batch, n, top_k] (and probabilities [batch, n, vocab]), and
+    length: int32, the padded length the model ran at.
   """
   placeholders = {name: tf1.placeholder(tf.int32, [None, None], name=name)
                   for name in ("input_ids", "input_mask", "input_type_ids",
                                "masked_lm_positions")}
+  inputs = extract_features.trimmed_inputs(placeholders, padding, max_seq_length)
   model = modeling.BertModel(
-      config=bert_config, is_training=False, input_ids=placeholders["input_ids"],
-      input_mask=placeholders["input_mask"], token_type_ids=placeholders["input_type_ids"])
+      config=bert_config, is_training=False, input_ids=inputs["input_ids"],
+      input_mask=inputs["input_mask"], token_type_ids=inputs["input_type_ids"])
   positions = placeholders["masked_lm_positions"]
   logits = modeling.masked_lm_logits(bert_config, model.get_sequence_output(),
                                      model.get_embedding_table(), positions)
   shape = tf.shape(positions)
   logits = tf.reshape(logits, [shape[0], shape[1], bert_config.vocab_size])
-  return placeholders, probabilities_and_top_k(logits, top_k, with_probabilities)
+  fetches = probabilities_and_top_k(logits, top_k, with_probabilities)
+  fetches["length"] = tf.shape(inputs["input_ids"])[1]
+  return placeholders, fetches
 
 
 def probabilities_and_top_k(logits, top_k, with_probabilities=False):
@@ -317,9 +339,10 @@ def probabilities_and_top_k(logits, top_k, with_probabilities=False):
   return out
 
 
-def _feed(examples):
+def _feed(examples, max_seq_length):
+  """A batch zero-padded to max_seq_length (--padding then slices it: trimmed_inputs)."""
   input_ids, input_mask, input_type_ids = extract_features.pad_batch(
-      [e.ids for e in examples], [[0] * len(e.ids) for e in examples])
+      [e.ids for e in examples], [[0] * len(e.ids) for e in examples], max_seq_length)
   return {"input_ids": input_ids, "input_mask": input_mask, "input_type_ids": input_type_ids,
           "masked_lm_positions": pad_positions([e.positions for e in examples])}
 
@@ -327,7 +350,8 @@ def _feed(examples):
 class CheckpointPredictor(object):
   """modeling.BertModel + the MLM head in a tf.compat.v1 Session, restored from a checkpoint."""
 
-  def __init__(self, checkpoint, bert_config, top_k, with_probabilities=False):
+  def __init__(self, checkpoint, bert_config, top_k, with_probabilities=False,
+               padding="longest", max_seq_length=None):
     """Builds the graph and restores every variable (bert/* and cls/predictions/*).
 
     Args:
@@ -336,12 +360,17 @@ class CheckpointPredictor(object):
       bert_config: modeling.BertConfig (overrides applied).
       top_k: candidates per position.
       with_probabilities: also return the whole softmax (tests).
+      padding: --padding ("longest", "max_length" or "bucket").
+      max_seq_length: the longest sentence; default the model's max_position_embeddings.
     """
+    self.max_seq_length = max_seq_length or bert_config.max_position_embeddings
+    self.positions = 0   # positions computed: batch size x padded length, summed
     self.graph = tf.Graph()
     with self.graph.as_default():
       if checkpoint is None:
         tf1.set_random_seed(extract_features.RANDOM_WEIGHTS_SEED)
-      self.placeholders, self.fetches = build_graph(bert_config, top_k, with_probabilities)
+      self.placeholders, self.fetches = build_graph(bert_config, top_k, with_probabilities,
+                                                    padding, self.max_seq_length)
       load_weights = extract_features.weights_loader(checkpoint)
     self.graph.finalize()
     self.session = tf1.Session(graph=self.graph)
@@ -350,9 +379,11 @@ class CheckpointPredictor(object):
 
   def predict(self, examples):
     """Runs one batch. Returns the fetches as NumPy arrays [batch, n, ...] (see build_graph)."""
-    feed = _feed(examples)
-    return self.session.run(self.fetches,
-                            {self.placeholders[name]: value for name, value in feed.items()})
+    feed = _feed(examples, self.max_seq_length)
+    out = self.session.run(self.fetches,
+                           {self.placeholders[name]: value for name, value in feed.items()})
+    self.positions += len(examples) * int(out.pop("length"))
+    return out
 
   def close(self):
     self.session.close()
@@ -361,7 +392,8 @@ class CheckpointPredictor(object):
 class HubPredictor(object):
   """The `mlm` sub-object of an encoder exported by export_hub.py --mode=encoder --with_mlm."""
 
-  def __init__(self, export_dir, top_k, with_probabilities=False, flag_name="hub_encoder"):
+  def __init__(self, export_dir, top_k, with_probabilities=False, flag_name="hub_encoder",
+               padding="longest", max_seq_length=None):
     """Loads the SavedModel (tf.saved_model.load, eager).
 
     Args:
@@ -369,6 +401,9 @@ class HubPredictor(object):
       top_k: candidates per position.
       with_probabilities: also return the whole softmax (tests).
       flag_name: the flag that named it, for messages.
+      padding: --padding ("longest", "max_length" or "bucket").
+      max_seq_length: the longest sentence (setup's: --max_seq_length or the config's
+        max_position_embeddings); None: each batch's longest sentence (max_length pads to it).
     """
     if not tf.io.gfile.exists(os.path.join(export_dir, "saved_model.pb")):
       common.fail("--%s=%s: no SavedModel there (saved_model.pb)" % (flag_name, export_dir))
@@ -379,15 +414,22 @@ class HubPredictor(object):
                   "checkpoint" % (flag_name, export_dir))
     self.top_k = top_k
     self.with_probabilities = with_probabilities
+    self.padding = padding
+    self.max_seq_length = max_seq_length
+    self.positions = 0   # positions computed: batch size x padded length, summed
 
   def predict(self, examples):
     """Runs one batch. Returns NumPy arrays as CheckpointPredictor.predict."""
-    feed = _feed(examples)
+    max_seq_length = self.max_seq_length or max(len(e.ids) for e in examples)
+    feed = extract_features.trimmed_inputs(
+        {name: tf.constant(value) for name, value in _feed(examples, max_seq_length).items()},
+        self.padding, max_seq_length)
+    self.positions += len(examples) * int(feed["input_ids"].shape[1])
     logits = self.encoder.mlm({
-        "input_word_ids": tf.constant(feed["input_ids"]),
-        "input_mask": tf.constant(feed["input_mask"]),
-        "input_type_ids": tf.constant(feed["input_type_ids"]),
-        "masked_lm_positions": tf.constant(feed["masked_lm_positions"])})["mlm_logits"]
+        "input_word_ids": feed["input_ids"],
+        "input_mask": feed["input_mask"],
+        "input_type_ids": feed["input_type_ids"],
+        "masked_lm_positions": feed["masked_lm_positions"]})["mlm_logits"]
     out = probabilities_and_top_k(logits, self.top_k, self.with_probabilities)
     return {name: value.numpy() for name, value in out.items()}
 
@@ -605,6 +647,8 @@ def setup(fv, with_probabilities=False):
     common.fail("--batch_size=%d: must be >= 1" % fv.batch_size)
   if fv.max_seq_length is not None and fv.max_seq_length < 3:
     common.fail("--max_seq_length=%d: must be >= 3 ([CLS] [MASK] [SEP])" % fv.max_seq_length)
+  estimator_utils.check_padding_flag(fv)
+  padding = estimator_utils.effective_padding(fv)
   hub_dir = getattr(fv, "hub_encoder", None)
   allow_random_eval = bool(getattr(fv, "allow_random_eval", False))
   if fv.init_checkpoint and hub_dir:
@@ -673,10 +717,13 @@ def setup(fv, with_probabilities=False):
 
   examples = make_examples(read_sentences(fv.input_file, texts), tokenizer, max_seq_length)
   if hub_dir:
-    predictor = HubPredictor(hub_dir, fv.top_k, with_probabilities)
+    predictor = HubPredictor(hub_dir, fv.top_k, with_probabilities, padding=padding,
+                             max_seq_length=max_seq_length)
   else:
-    predictor = CheckpointPredictor(checkpoint, bert_config, fv.top_k, with_probabilities)
-  summary = {"model": hub_dir or checkpoint or "random weights (--allow_random_eval)",
+    predictor = CheckpointPredictor(checkpoint, bert_config, fv.top_k, with_probabilities,
+                                    padding=padding, max_seq_length=max_seq_length)
+  summary = {"padding": padding, "word_pieces": sum(len(e.ids) for e in examples),
+             "model": hub_dir or checkpoint or "random weights (--allow_random_eval)",
              "bert_config_file": config_file, "max_seq_length": max_seq_length,
              "vocab_file": vocab_file, "sentences": len(examples),
              "masks": sum(len(e.positions) for e in examples), "output_file": output_file,
@@ -744,15 +791,18 @@ def run(fv, out=None, log_fn=None):
       records.append(record)
     if sidecar:
       sidecar.write(json.dumps(summary["record"], sort_keys=True) + "\n")
+  summary["positions"] = predictor.positions
   return records, summary
 
 
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.WARN)
   _, summary = run(FLAGS, log_fn=lambda line: sys.stderr.write("progress: %s\n" % line))
-  sys.stderr.write("Filled %d [MASK](s) in %d sentence(s) with %s%s\n" % (
-      summary["masks"], summary["sentences"], summary["model"],
-      "; wrote %s" % summary["output_file"] if summary["output_file"] else ""))
+  sys.stderr.write("Filled %d [MASK](s) in %d sentence(s) with %s%s; --padding=%s: %d positions "
+                   "computed for %d word pieces\n" % (
+                       summary["masks"], summary["sentences"], summary["model"],
+                       "; wrote %s" % summary["output_file"] if summary["output_file"] else "",
+                       summary["padding"], summary["positions"], summary["word_pieces"]))
 
 
 if __name__ == "__main__":

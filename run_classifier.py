@@ -100,6 +100,7 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import contextlib
 import json
 import os
 import time
@@ -260,12 +261,15 @@ def _define_extension_flags():
       "most the window, max_seq_length - 2, or - 3 with a text_b).")
   flags.DEFINE_enum("window_pooling", "mean", ["mean", "max"],
                     "--long_document=window: how a document's window logits are pooled.")
-  estimator_utils.define_padding_flag()
+  estimator_utils.define_padding_flag(extra_help=(
+      "Evaluation and prediction with longest or bucket also sort the examples by length "
+      "within windows of %d batches (batches of similar lengths: less padding) and put the "
+      "outputs back in the file's order." % SORT_WINDOW_BATCHES))
   flags.DEFINE_bool(
       "group_by_length", False,
       "Training: batches of examples of similar length (the shuffled stream is cut into windows "
       "of %d batches, each window sorted by length and cut into batches, whose order is "
-      "shuffled with --seed). With --padding=longest (the training default with this flag; "
+      "shuffled with --seed). With --padding=longest (the training default; "
       "bucket with --use_xla) a batch costs about its longest example, so training is faster; "
       "the batch composition changes (other batches than a run without the flag, hence other "
       "results). Seeded and resumable: a resumed job reads the same batches in the same order "
@@ -767,11 +771,56 @@ def length_grouped_batches(records, decode_fn, batch_size, seed, skip_batches=0,
   return d.skip(skip_rest) if skip_rest else d
 
 
+# Evaluation / prediction with --padding=longest or bucket: examples are sorted by length within
+# windows of this many batches (length_sorted_batches); the outputs are put back in file order.
+SORT_WINDOW_BATCHES = 128
+
+
+def length_sorted_batches(examples, batch_size, window_batches=SORT_WINDOW_BATCHES,
+                          mask_name="input_mask", index_name=classifier_outputs.EXAMPLE_INDEX):
+  """Evaluation / prediction batches of examples of similar length, each with its file index.
+
+  The stream is cut into windows of window_batches * batch_size examples (the last may be
+  shorter); each window is sorted by length (stable, shortest first) and cut into batches, so
+  a batch padded to its longest example (--padding=longest) holds little padding. The number of
+  batches is that of the file's order (only the last may be partial); every example gets
+  index_name (int32, its 0-based position in the stream), which model_fn passes on to the
+  predictions and classifier_outputs.in_file_order uses to restore the file's order. Whole
+  windows are indexed, sorted and sliced (no per-example tf.data step).
+
+  Args:
+    examples: finite tf.data.Dataset of decoded feature dicts (fixed shapes), in file order.
+    batch_size: examples per batch.
+    window_batches: batches per sorted window.
+    mask_name: the [seq_length] 0/1 feature whose sum is an example's length.
+    index_name: the feature that carries the example's index.
+
+  Returns:
+    tf.data.Dataset of feature dicts [batch, ...] (batch dimension not static), index_name
+    [batch].
+  """
+  window = window_batches * batch_size
+
+  def window_to_batches(window_index, features):
+    size = tf.shape(features[mask_name])[0]
+    features = dict(features)
+    features[index_name] = tf.cast(window_index, tf.int32) * window + tf.range(size)
+    lengths = tf.reduce_sum(tf.cast(tf.not_equal(features[mask_name], 0), tf.int32), axis=1)
+    order = tf.argsort(lengths, stable=True)
+    features = {name: tf.gather(value, order) for name, value in features.items()}
+    return tf.data.Dataset.range(0, tf.cast(size, tf.int64), batch_size).map(
+        lambda start: {name: value[start:start + batch_size]
+                       for name, value in features.items()})
+
+  return examples.batch(window).enumerate().flat_map(window_to_batches)
+
+
 def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remainder,
                                 is_regression=False, seed=None, skip_batches=0,
                                 multilabel_num_labels=None, shuffle_buffer=100,
                                 padding="max_length", group_by_length=False,
-                                group_window_batches=GROUP_WINDOW_BATCHES):
+                                group_window_batches=GROUP_WINDOW_BATCHES,
+                                sort_by_length=False, sort_window_batches=SORT_WINDOW_BATCHES):
   """Creates an `input_fn` closure to be passed to TPUEstimator (official).
 
   Args:
@@ -795,6 +844,10 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
     group_by_length: (ours) training: batches of examples of similar length
       (length_grouped_batches over the shuffled stream; skip_batches counts its batches).
     group_window_batches: (ours) group_by_length's window, in batches.
+    sort_by_length: (ours) evaluation / prediction: batches of examples of similar length
+      (length_sorted_batches), each example with its index in the file
+      (classifier_outputs.EXAMPLE_INDEX), for classifier_outputs.in_file_order.
+    sort_window_batches: (ours) sort_by_length's window, in batches.
 
   Returns:
     input_fn(params) -> tf.data.Dataset of int32 feature dicts, batch params["batch_size"].
@@ -804,6 +857,9 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
   buckets = estimator_utils.padding_buckets(seq_length) if padding == "bucket" else None
   if group_by_length and not is_training:
     raise ValueError("group_by_length: only for training (evaluation keeps the file's order)")
+  if sort_by_length and (is_training or drop_remainder):
+    raise ValueError("sort_by_length: only for evaluation and prediction, without "
+                     "drop_remainder (group_by_length for training; TPU: max_length)")
   name_to_features = {
       "input_ids": tf.io.FixedLenFeature([seq_length], tf.int64),
       "input_mask": tf.io.FixedLenFeature([seq_length], tf.int64),
@@ -831,7 +887,10 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
         d = d.skip(skip_batches * batch_size)
     if not group_by_length:
       d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features))
-      d = d.batch(batch_size=batch_size, drop_remainder=drop_remainder)
+      if sort_by_length:
+        d = length_sorted_batches(d, batch_size, sort_window_batches)
+      else:
+        d = d.batch(batch_size=batch_size, drop_remainder=drop_remainder)
     if padding != "max_length":
       d = d.map(lambda batch: estimator_utils.trim_batch_to_longest(batch, seq_length,
                                                                     buckets=buckets))
@@ -931,7 +990,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, use_one_hot_embeddings, is_regression=False,
                      extra_predictions=False, is_multilabel=False, class_weights=None,
-                     precision="fp32", fused_optimizer=False, keep_checkpoint_max=5):
+                     precision="fp32", fused_optimizer=False, keep_checkpoint_max=5,
+                     max_seq_length=None):
   """Returns `model_fn` closure for TPUEstimator (official).
 
   TRAIN: Adam with warm-up (optimization.create_optimizer). EVAL: eval_metrics eval_accuracy and
@@ -957,6 +1017,10 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
       trains with dynamic loss scaling (estimator_utils.create_train_op).
     fused_optimizer: (ours) AdamW with the fused Adam kernel (create_train_op).
     keep_checkpoint_max: (ours) checkpoints kept by the fp16 saver (create_train_op).
+    max_seq_length: (ours) the features' --max_seq_length: BERT's dropout masks are drawn at
+      that length (modeling.full_length_dropout), so a training batch padded to its longest
+      example (--padding=longest) drops what the max_length batch drops. None: the official
+      masks over the batch's shape (equal to these at max_seq_length).
 
   Returns:
     model_fn(features, labels, mode, params) -> TPUEstimatorSpec.
@@ -982,10 +1046,12 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
 
     is_training = (mode == tf1.estimator.ModeKeys.TRAIN)
 
-    (total_loss, per_example_loss, logits, outputs) = create_model(
-        bert_config, is_training, input_ids, input_mask, segment_ids, label_ids, num_labels,
-        use_one_hot_embeddings, is_regression, is_multilabel=is_multilabel,
-        class_weights=class_weights, compute_dtype=compute_dtype)
+    with (modeling.full_length_dropout(max_seq_length) if max_seq_length
+          else contextlib.nullcontext()):
+      (total_loss, per_example_loss, logits, outputs) = create_model(
+          bert_config, is_training, input_ids, input_mask, segment_ids, label_ids, num_labels,
+          use_one_hot_embeddings, is_regression, is_multilabel=is_multilabel,
+          class_weights=class_weights, compute_dtype=compute_dtype)
 
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
 
@@ -1022,6 +1088,9 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
     if extra_predictions:
       predictions.update(per_example_loss=per_example_loss, label_ids=label_ids,
                          is_real_example=is_real_example, logits=logits)
+    if classifier_outputs.EXAMPLE_INDEX in features:
+      # Length-sorted batches (sort_by_length): in_file_order restores the file's order.
+      predictions[classifier_outputs.EXAMPLE_INDEX] = features[classifier_outputs.EXAMPLE_INDEX]
     return tf1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
 
@@ -1471,6 +1540,7 @@ def _job_model_fn(task, bert_config, num_train_steps, num_warmup_steps, class_we
       extra_predictions=True,
       is_multilabel=task.is_multilabel,
       class_weights=class_weights,
+      max_seq_length=FLAGS.max_seq_length,
       **estimator_utils.precision_kwargs(FLAGS))
 
 
@@ -1715,6 +1785,8 @@ class _Inference(object):
     cache, input_fn = self._inputs[key]
     outputs = list(self._estimator(batch_size).predict(input_fn=input_fn,
                                                        checkpoint_path=checkpoint))
+    # Length-sorted batches (--padding=longest / bucket): back in the file's order.
+    outputs = classifier_outputs.in_file_order(outputs)
     if cache["windows"] is not None:
       outputs = pool_window_outputs(self.task, outputs, cache["windows"], FLAGS.window_pooling,
                                     self.class_weights)
@@ -1809,10 +1881,10 @@ def _train_input_fn(task, train_cache, skip_batches):
 
 
 def training_padding():
-  """--padding of the training input: effective_padding's training default (max_length), or
-  with --group_by_length its evaluation default (longest; bucket with --use_xla; max_length on
-  TPU): grouped batches differ from an ungrouped run's anyway, and short padding is the point."""
-  return estimator_utils.effective_padding(FLAGS, training=not FLAGS.group_by_length)
+  """--padding of the training input: longest (bucket with --use_xla, max_length on TPU), as
+  evaluation's: model_fn draws dropout masks at --max_seq_length (modeling.full_length_dropout),
+  so the weights equal a max_length run's to float rounding."""
+  return estimator_utils.effective_padding(FLAGS, training=True, full_length_dropout=True)
 
 
 def _chunk_skip_batches(step):
@@ -1841,7 +1913,9 @@ def _task_file_path(task_file):
 def _inference_input(task, task_file, examples, cache_args, batch_size, purpose):
   """Caches the features of a dev or test file and builds its input_fn.
 
-  On TPU the features are padded to a multiple of batch_size so no example is dropped.
+  On TPU the features are padded to a multiple of batch_size so no example is dropped. With
+  --padding=longest or bucket the batches hold examples of similar length (sort_by_length:
+  far less padding; _Inference.outputs restores the file's order).
 
   Args:
     task: Task.
@@ -1854,6 +1928,7 @@ def _inference_input(task, task_file, examples, cache_args, batch_size, purpose)
   Returns:
     (cache dict of cached_features, input_fn).
   """
+  padding = estimator_utils.effective_padding(FLAGS)
   cache = cached_features(
       examples, _task_file_path(task_file),
       os.path.join(FLAGS.output_dir, task_file.cache_name + ".tf_record"),
@@ -1867,7 +1942,7 @@ def _inference_input(task, task_file, examples, cache_args, batch_size, purpose)
       input_file=cache["file"], seq_length=FLAGS.max_seq_length, is_training=False,
       drop_remainder=FLAGS.use_tpu, is_regression=task.is_regression,
       multilabel_num_labels=task.num_labels if task.is_multilabel else None,
-      padding=estimator_utils.effective_padding(FLAGS))
+      padding=padding, sort_by_length=padding != "max_length")
   return cache, input_fn
 
 

@@ -70,6 +70,7 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import contextlib
 import io
 import json
 import os
@@ -710,7 +711,8 @@ def ner_logits(sequence_output, num_labels, is_training):
     output_bias = tf1.get_variable("output_bias", [num_labels],
                                    initializer=tf1.zeros_initializer())
   if is_training:
-    sequence_output = modeling.dropout(sequence_output, HEAD_DROPOUT)
+    # seq_axes: under modeling.full_length_dropout the mask is drawn at the full length.
+    sequence_output = modeling.dropout(sequence_output, HEAD_DROPOUT, seq_axes=(1,))
   flat = tf.reshape(sequence_output, [batch_size * seq_length, hidden_size])
   logits = tf.nn.bias_add(tf.matmul(flat, output_weights, transpose_b=True), output_bias)
   return tf.reshape(logits, [batch_size, seq_length, num_labels])
@@ -760,20 +762,25 @@ def masked_loss(logits, label_ids, label_weights):
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, use_one_hot_embeddings, precision="fp32",
-                     fused_optimizer=False, keep_checkpoint_max=5):
+                     fused_optimizer=False, keep_checkpoint_max=5, max_seq_length=None):
   """The model_fn for TPUEstimator: TRAIN (masked loss, AdamW) and PREDICT ({"logits"}).
 
   precision ("fp32", "bf16", "fp16") is BERT's compute dtype (create_model); precision,
   fused_optimizer and keep_checkpoint_max go to estimator_utils.create_train_op (fp16: dynamic
-  loss scaling and a saver that also resumes fp32 / bf16 checkpoints).
+  loss scaling and a saver that also resumes fp32 / bf16 checkpoints). With max_seq_length
+  (the features' --max_seq_length) the dropout masks (BERT's and the head's) are drawn at that
+  length (modeling.full_length_dropout): a training batch padded to its longest window
+  (--padding=longest) drops what the max_length batch drops.
   """
   compute_dtype = modeling.get_compute_dtype(precision)
 
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     is_training = mode == tf1.estimator.ModeKeys.TRAIN
-    logits = create_model(bert_config, is_training, features["input_ids"],
-                          features["input_mask"], features["segment_ids"], num_labels,
-                          use_one_hot_embeddings, compute_dtype=compute_dtype)
+    with (modeling.full_length_dropout(max_seq_length) if max_seq_length
+          else contextlib.nullcontext()):
+      logits = create_model(bert_config, is_training, features["input_ids"],
+                            features["input_mask"], features["segment_ids"], num_labels,
+                            use_one_hot_embeddings, compute_dtype=compute_dtype)
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
     if mode == tf1.estimator.ModeKeys.TRAIN:
       loss = masked_loss(logits, features["label_ids"], features["label_weights"])
@@ -1471,7 +1478,8 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
       bert_config=bert_config, num_labels=len(labels), init_checkpoint=FLAGS.init_checkpoint,
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu, **estimator_utils.precision_kwargs(FLAGS))
+      use_one_hot_embeddings=FLAGS.use_tpu, max_seq_length=FLAGS.max_seq_length,
+      **estimator_utils.precision_kwargs(FLAGS))
 
   summary = {}
   if train is not None:
@@ -1483,10 +1491,12 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
     with common.atomic_output(os.path.join(FLAGS.output_dir, NER_CONFIG)) as f:
       f.write(ner_config_text(labels, scheme, FLAGS.do_lower_case, FLAGS.max_seq_length,
                               doc_stride))
+    train_padding = estimator_utils.effective_padding(FLAGS, training=True,
+                                                      full_length_dropout=True)
     tf1.logging.info("***** Running training *****")
-    tf1.logging.info("  Num windows = %d, batch size = %d, steps = %d (warm-up %d)",
-                     len(train_features), FLAGS.train_batch_size, num_train_steps,
-                     num_warmup_steps)
+    tf1.logging.info("  Num windows = %d, batch size = %d, steps = %d (warm-up %d), "
+                     "--padding=%s", len(train_features), FLAGS.train_batch_size,
+                     num_train_steps, num_warmup_steps, train_padding)
     estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir,
                                                FLAGS.train_batch_size, FLAGS.eval_batch_size,
                                                FLAGS.predict_batch_size,
@@ -1494,7 +1504,7 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
     input_fn = input_fn_builder(
         train_file, FLAGS.max_seq_length, is_training=True, drop_remainder=True,
         seed=FLAGS.seed, skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
-        padding=estimator_utils.effective_padding(FLAGS, training=True))
+        padding=train_padding)
     hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
     start = time.time()
     # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits

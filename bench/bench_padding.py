@@ -15,7 +15,12 @@ features at --max_seq_length, and read through run_classifier.file_based_input_f
 
 Training has a third column, grouped: --group_by_length with --padding=longest (its training
 default), the batches of each window of 50 sorted by length (other batches than the two
-others: faster, and a documented change of the batch composition).
+others: faster, and a documented change of the batch composition). Evaluation and prediction
+have a third column too, sorted: what run_classifier runs by default (--padding=longest with
+sort_by_length: examples sorted by length within windows of 128 batches, outputs put back in
+file order; the same outputs to float rounding); longest is the same without sorting. Their
+rounds are whole passes over dev.tsv (a sorted pass goes from the shortest batches to the
+longest, so a part of one would not be a fair sample): examples/s = 500 / a pass's seconds.
 
   serve     the raw-text classifier SavedModel (export_hub --mode=classifier, random weights)
             saved twice, --padding=bucket (its default) and max_length, loaded back:
@@ -57,6 +62,8 @@ REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # for training --group_by_length (with longest).
 PADDINGS = ("max_length", "longest", "grouped")
 JOBS = ("train", "eval", "predict", "serve")
+# The third column of evaluation and prediction (sort_by_length), instead of grouped.
+SORTED = "sorted"
 SHORT_TEXT = "A gripping and beautifully shot film that I would gladly see again"  # 10 words
 
 
@@ -69,7 +76,8 @@ def define_flags():
   flags.DEFINE_integer("eval_batch_size", 32, "Evaluation batch size.")
   flags.DEFINE_integer("predict_batch_size", 8, "Prediction batch size (run_classifier's).")
   flags.DEFINE_integer("rounds", 3, "Interleaved rounds.")
-  flags.DEFINE_integer("batches_per_round", 8, "Batches of each padding per round.")
+  flags.DEFINE_integer("batches_per_round", 8, "Training batches of each padding per round "
+                       "(evaluation and prediction: one pass over dev.tsv).")
   flags.DEFINE_string("data_dir", os.path.join("data", "sst2_slice"),
                       "SST-2 layout directory (train.tsv, dev.tsv), relative to the repository.")
 
@@ -91,11 +99,12 @@ def make_runner(config, task, job, padding, record, batch_size):
   training = job == "train"
   input_fn = rc.file_based_input_fn_builder(
       record, FLAGS.max_seq_length, is_training=training, drop_remainder=training, seed=1,
-      padding="longest" if padding == "grouped" else padding,
-      group_by_length=padding == "grouped")
+      padding="longest" if padding in ("grouped", SORTED) else padding,
+      group_by_length=padding == "grouped", sort_by_length=padding == SORTED)
   model_fn = rc.model_fn_builder(config, task.num_labels, None, learning_rate=2e-5,
                                  num_train_steps=10 ** 6, num_warmup_steps=0, use_tpu=False,
-                                 use_one_hot_embeddings=False, extra_predictions=True)
+                                 use_one_hot_embeddings=False, extra_predictions=True,
+                                 max_seq_length=FLAGS.max_seq_length)
   return padding_harness.GraphRunner(input_fn, model_fn, training, batch_size)
 
 
@@ -119,15 +128,17 @@ def main(_):
   vocab_file = os.path.join(REPO_DIR, "data", "vocab.txt")
   with tempfile.TemporaryDirectory() as tmp:
     records = {}
+    counts = {}
     for split in ("train", "dev"):
       records[split] = os.path.join(tmp, split + ".tf_record")
-      count = write_records(task, split, records[split], tokenizer)
-      print("%s.tsv: %d examples at max_seq_length %d" % (split, count, FLAGS.max_seq_length))
+      counts[split] = write_records(task, split, records[split], tokenizer)
+      print("%s.tsv: %d examples at max_seq_length %d" % (split, counts[split],
+                                                          FLAGS.max_seq_length))
     dev_texts = [e.text_a for e in rc.task_examples(
         task, task.dev[0], os.path.join(REPO_DIR, FLAGS.data_dir), "dev")]
     print("%-6s %-8s %5s %13s %15s %7s %13s %7s %7s" % (
-        "config", "job", "batch", "max_length", "longest/bucket", "ratio", "grouped", "ratio",
-        "length"))
+        "config", "job", "batch", "max_length", "longest/bucket", "ratio", "grouped/sorted",
+        "ratio", "length"))
     for size in FLAGS.configs:
       config = modeling.BertConfig.from_json_file(
           os.path.join(REPO_DIR, "configs", "bert_%s_post_ln.json" % size))
@@ -147,16 +158,21 @@ def main(_):
                 padding_harness.ratio_to_max_length(seconds, "longest"), "-", "-", "-"), flush=True)
           continue
         record = records["train" if job == "train" else "dev"]
-        columns = PADDINGS if job == "train" else PADDINGS[:2]
+        columns = PADDINGS if job == "train" else PADDINGS[:2] + (SORTED,)
         runners = {p: make_runner(config, task, job, p, record, batch_sizes[job]) for p in columns}
-        seconds = padding_harness.interleaved(runners, FLAGS.rounds, FLAGS.batches_per_round)
-        examples = FLAGS.batches_per_round * batch_sizes[job]
+        if job == "train":
+          batches = FLAGS.batches_per_round
+          examples = batches * batch_sizes[job]
+        else:   # one pass over dev.tsv per round (the input repeats)
+          batches = -(-counts["dev"] // batch_sizes[job])
+          examples = counts["dev"]
+        seconds = padding_harness.interleaved(runners, FLAGS.rounds, batches)
         rate = {p: "%.1f ex/s" % (examples / np.median(seconds[p])) for p in columns}
         lengths = [np.mean(runners[p].lengths) for p in columns[1:]]
         print("%-6s %-8s %5d %13s %15s %7s %13s %7s %7s" % (
             size, job, batch_sizes[job], rate["max_length"], rate["longest"],
-            padding_harness.ratio_to_max_length(seconds, "longest"), rate.get("grouped", "-"),
-            padding_harness.ratio_to_max_length(seconds, "grouped"),
+            padding_harness.ratio_to_max_length(seconds, "longest"), rate[columns[2]],
+            padding_harness.ratio_to_max_length(seconds, columns[2]),
             "/".join("%.1f" % l for l in lengths)), flush=True)
         for runner in runners.values():
           runner.close()

@@ -88,7 +88,8 @@ def make_runner(config, num_labels, job, padding, record, batch_size):
                                       drop_remainder=training, seed=1, padding=padding)
   model_fn = run_ner.model_fn_builder(config, num_labels, None, learning_rate=2e-5,
                                       num_train_steps=10 ** 6, num_warmup_steps=0,
-                                      use_tpu=False, use_one_hot_embeddings=False)
+                                      use_tpu=False, use_one_hot_embeddings=False,
+                                      max_seq_length=FLAGS.max_seq_length)
   return padding_harness.GraphRunner(input_fn, model_fn, training, batch_size)
 
 

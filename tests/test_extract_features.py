@@ -75,7 +75,7 @@ def _flags(**overrides):
                 max_seq_length=64, init_checkpoint=None, vocab_file=VOCAB, do_lower_case=True,
                 batch_size=32, use_tpu=False, master=None, num_tpu_cores=8,
                 use_one_hot_embeddings=False, residual_attention=None, layer_norm_type=None,
-                embeddings_file=None, pooling=None, allow_random_eval=False)
+                embeddings_file=None, pooling=None, allow_random_eval=False, padding=None)
   values.update(overrides)
   return types.SimpleNamespace(**values)
 
@@ -174,6 +174,34 @@ def test_jsonl_and_mean_embeddings_match_numpy_reference(model, tmp_path):
   for name in ("emb.npy", "out.jsonl"):
     with open(str(tmp_path / (name + ".checkpoint.json"))) as f:
       assert json.load(f) == {"checkpoint": model.checkpoint, "global_step": None}
+
+  # --padding (default longest: each batch of 4 to its longest line, rounded up to 8); the
+  # official full padding and the buckets (32 or 60 here) give the same outputs to 1e-5.
+  lengths = [len(_expected_tokens(model.tokenizer, a, b, max_seq_length)[0]) for a, b in texts]
+  batches = [lengths[i:i + 4] for i in range(0, len(lengths), 4)]
+  assert len(set(lengths)) > 5 and any(max(b) < 32 for b in batches)   # ragged
+  padded = {"longest": [min(-(-max(b) // 8) * 8, max_seq_length) for b in batches],
+            "max_length": [max_seq_length] * len(batches),
+            "bucket": [32 if max(b) <= 32 else max_seq_length for b in batches]}
+  assert (stats.word_pieces, stats.positions) == (
+      sum(lengths), sum(len(b) * p for b, p in zip(batches, padded["longest"])))
+  for padding in ("max_length", "bucket"):
+    other_out, other_emb = str(tmp_path / (padding + ".jsonl")), str(tmp_path / (padding + ".npy"))
+    other, summary = ef.run(_flags(
+        input_file=input_file, output_file=other_out, embeddings_file=other_emb, layers="-1,0",
+        init_checkpoint=model.checkpoint, max_seq_length=max_seq_length, batch_size=4,
+        padding=padding))
+    assert summary["padding"] == padding
+    assert (other.word_pieces, other.positions) == (
+        sum(lengths), sum(len(b) * p for b, p in zip(batches, padded[padding])))
+    np.testing.assert_allclose(np.load(other_emb), embeddings, rtol=0, atol=ATOL)
+    for record, other_record in zip(records, _read_jsonl(other_out), strict=True):
+      assert [f["token"] for f in other_record["features"]] == [
+          f["token"] for f in record["features"]]
+      np.testing.assert_allclose(
+          [[layer["values"] for layer in f["layers"]] for f in other_record["features"]],
+          [[layer["values"] for layer in f["layers"]] for f in record["features"]],
+          rtol=0, atol=ATOL)
 
 
 def test_cls_embeddings_only_in_padded_batch(model, tmp_path):
@@ -479,9 +507,13 @@ def test_cli_official_flags_and_errors(model, tmp_path):
               "--bert_config_file=" + model.config_file, "--init_checkpoint=" + model.checkpoint,
               "--do_lower_case=True", "--max_seq_length=64", "--batch_size=8",
               "--use_tpu=False", "--use_one_hot_embeddings=True"]
-  proc = _cli(official + ["--output_file=" + out, "--layers=-1,-2"])
+  proc = _cli(official + ["--output_file=" + out, "--layers=-1,-2", "--padding=bucket"])
   assert proc.returncode == 0, proc.stderr
   assert "Extracted 5 line(s) (1 pairs, 0 truncated, 0 empty)" in proc.stderr
+  longest = max(len(_expected_tokens(model.tokenizer, *line.partition(" ||| ")[::2], 64)[0])
+                for line in lines)
+  assert "--padding=bucket: %d positions computed for " % (
+      5 * (32 if longest <= 32 else 64)) in proc.stderr   # one batch, buckets 32 and 64
   for i, (line, record) in enumerate(zip(lines, _read_jsonl(out))):
     text_a, _, text_b = line.partition(" ||| ")
     tokens, type_ids = _expected_tokens(model.tokenizer, text_a, text_b or None, 64)

@@ -2,6 +2,7 @@
 against google-research/bert's own modeling.py, tests/official/), the official API, variable
 names, checkpoint interchange between none/sum/mean, Pre-LN init, bad configs."""
 
+import contextlib
 import json
 import os
 import types
@@ -487,3 +488,105 @@ def test_bad_compute_dtype():
       modeling.BertModel(_config(), False, tf.constant(_inputs()[0]), compute_dtype="int8")
     with pytest.raises(ValueError, match="compute_dtype"):
       modeling.BertModel(_config(), False, tf.constant(_inputs()[0]), compute_dtype=tf.float64)
+
+
+# ----------------------------------------------------------------------------------------------
+# full_length_dropout: masks of (seed, real position), whatever the padded length.
+
+
+def _fixed_seed(_):
+  return tf.constant([3, 5], tf.int64)
+
+
+def test_full_length_dropout_masks_are_slices_of_the_full_length_mask():
+  b, n, h, s, m, rate = 2, 3, 5, 6, 16, 0.3
+  rng = np.random.RandomState(0)
+  x3, x4 = rng.rand(b, m, h).astype(np.float32) + 1, rng.rand(b, n, m, m).astype(np.float32) + 1
+  with tf.Graph().as_default():
+    seq = tf1.placeholder(tf.int32, [])  # a batch's length, unknown to the graph
+    cut3 = tf.constant(x3)[:, :seq]
+    cut4 = tf.constant(x4)[:, :, :seq, :seq]
+    longer = tf1.placeholder(tf.float32, [b, None, h])
+    with modeling.dropout_seed_override(_fixed_seed):
+      # The official masks (no full_length_dropout: seq_axes change nothing).
+      official = [tf.nn.experimental.stateless_dropout(tf.constant(x), rate, seed=_fixed_seed(0))
+                  for x in (x3, x4)]
+      default = modeling.dropout(cut3, rate, seq_axes=(1,))
+      default_want = tf.nn.experimental.stateless_dropout(cut3, rate, seed=_fixed_seed(0))
+      with modeling.full_length_dropout(m):
+        got = {
+            "bsh": modeling.dropout(cut3, rate, seq_axes=(1,)),
+            "flat": tf.reshape(modeling.dropout(tf.reshape(cut3, [-1, h]), rate,
+                                                seq_length=seq), [b, -1, h]),
+            "bnst": modeling.dropout(cut4, rate, seq_axes=(2, 3)),
+            "bf16": tf.cast(modeling.dropout(tf.cast(cut3, tf.bfloat16), rate, seq_axes=(1,)),
+                            tf.float32),
+            "no_axes": modeling.dropout(cut3, rate),  # e.g. a pooled [batch, hidden]
+        }
+        too_long = modeling.dropout(longer, rate, seq_axes=(1,))
+    with tf1.Session() as sess:
+      want3, want4 = sess.run(official)
+      full = sess.run(got, {seq: m})
+      short = sess.run(got, {seq: s})
+      default_got, default_ref = sess.run([default, default_want], {seq: s})
+      with pytest.raises(tf.errors.InvalidArgumentError, match="longer than full_length"):
+        sess.run(too_long, {longer: np.ones((b, m + 1, h), np.float32)})
+  # At the full length: tf.nn.experimental.stateless_dropout, bit for bit.
+  for name in ("bsh", "flat", "no_axes"):
+    np.testing.assert_array_equal(full[name], want3, err_msg=name)
+  np.testing.assert_array_equal(full["bnst"], want4)
+  np.testing.assert_array_equal(full["bf16"] != 0, want3 != 0)
+  assert 0.6 < (want3 != 0).mean() < 0.8
+  # Shorter: the slice of the full-length result at every kept position.
+  for name in ("bsh", "flat"):
+    np.testing.assert_array_equal(short[name], want3[:, :s], err_msg=name)
+  np.testing.assert_array_equal(short["bnst"], want4[:, :, :s, :s])
+  np.testing.assert_array_equal(short["bf16"] != 0, want3[:, :s] != 0)
+  # Without named axes, and outside the block: the mask over the tensor's own shape.
+  np.testing.assert_array_equal(short["no_axes"], default_ref)
+  np.testing.assert_array_equal(default_got, default_ref)
+  assert not np.array_equal(short["no_axes"] != 0, want3[:, :s] != 0)
+  with pytest.raises(ValueError, match="longer than full_length_dropout"):
+    with tf.Graph().as_default(), modeling.full_length_dropout(4):
+      tf1.train.get_or_create_global_step()
+      modeling.dropout(tf.ones([1, 5, 2]), 0.1, seq_axes=(1,))
+
+
+def _training_outputs(config, ids, mask, types, full_length, params=None, dtype=None):
+  """BertModel(is_training=True) step-seeded (global step, graph seed 7): (every layer's output,
+  the variables' values), under full_length_dropout(full_length) unless it is None."""
+  with tf.Graph().as_default():
+    tf1.set_random_seed(7)
+    tf1.train.get_or_create_global_step()
+    with (modeling.full_length_dropout(full_length) if full_length else
+          contextlib.nullcontext()):
+      model = modeling.BertModel(config, True, tf.constant(ids), tf.constant(mask),
+                                 tf.constant(types), compute_dtype=dtype)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      if params is not None:
+        _load_params(sess, params)
+      params = {v.op.name: sess.run(v) for v in tf1.global_variables()}
+      return sess.run([model.get_embedding_output()] + model.get_all_encoder_layers()), params
+
+
+@pytest.mark.parametrize("dtype", [None, "bf16"])
+def test_full_length_dropout_bert_equals_official_masks_and_ignores_padding(dtype):
+  config = _config(residual_attention="sum", hidden_dropout_prob=0.3,
+                   attention_probs_dropout_prob=0.3, num_hidden_layers=2)
+  ids, mask, types = _inputs(seq=24)
+  mask[:, 13:] = 0  # real lengths 13, 13 and 3: a batch padded to 16 keeps them
+  want, params = _training_outputs(config, ids, mask, types, None, dtype=dtype)
+  # At the full length: today's masks, bit for bit (same seeds: no op renamed).
+  full, _ = _training_outputs(config, ids, mask, types, 24, params, dtype=dtype)
+  for layer, (g, w) in enumerate(zip(full, want)):
+    np.testing.assert_array_equal(g, w, err_msg="layer %d" % layer)
+  if dtype:
+    return  # the masks of a shorter batch: the float32 masks (above, and the test before)
+  # The batch cut to 16: the full-length run's outputs at every real position.
+  short, _ = _training_outputs(config, ids[:, :16], mask[:, :16], types[:, :16], 24, params,
+                               dtype=dtype)
+  real = mask[:, :16, None] == 1
+  for layer, (g, w) in enumerate(zip(short, want)):
+    np.testing.assert_allclose(np.where(real, g, 0), np.where(real, w[:, :16], 0),
+                               atol=1e-5, err_msg="layer %d" % layer)

@@ -91,7 +91,7 @@ def _flags(**kw):
   base = dict(input_file=None, text=None, output_file=None, init_checkpoint=None,
               hub_encoder=None, bert_config_file=None, vocab_file=VOCAB, do_lower_case=True,
               max_seq_length=None, top_k=5, batch_size=32, residual_attention=None,
-              layer_norm_type=None, allow_random_eval=False)
+              layer_norm_type=None, allow_random_eval=False, padding=None)
   base.update(kw)
   return types.SimpleNamespace(**base)
 
@@ -112,9 +112,24 @@ def test_probabilities_match_numpy_reference(model, tokenizer):
   predictor = pm.CheckpointPredictor(prefix, config, top_k=5, with_probabilities=True)
   try:
     out = predictor.predict(examples)          # one padded batch
+    longest = max(len(e.ids) for e in examples)
+    assert predictor.positions == 4 * (-(-longest // 8) * 8)   # --padding=longest (default)
     singles = [predictor.predict([e]) for e in examples]
   finally:
     predictor.close()
+  # The official full padding (64, max_position_embeddings) and the 32 bucket: the same
+  # probabilities to 1e-5.
+  assert longest <= 32
+  for padding, length in (("max_length", 64), ("bucket", 32)):
+    other = pm.CheckpointPredictor(prefix, config, top_k=5, with_probabilities=True,
+                                   padding=padding, max_seq_length=64)
+    try:
+      got = other.predict(examples)
+      assert other.positions == 4 * length
+    finally:
+      other.close()
+    np.testing.assert_array_equal(got["top_ids"], out["top_ids"])
+    np.testing.assert_allclose(got["probabilities"], out["probabilities"], rtol=0, atol=ATOL)
   checked = 0
   for b, example in enumerate(examples):
     ref = numpy_mlm_probabilities(params, CONFIG, example.ids, example.positions)
@@ -244,7 +259,7 @@ def test_command_line_hub_encoder_matches_checkpoint(model, hub_encoder, tokeniz
   proc = run_tool("predict_masked.py", [
       "--hub_encoder=%s" % hub_encoder, "--vocab_file=%s" % VOCAB,
       "--input_file=%s" % input_file, "--output_file=%s" % output_file, "--top_k=4",
-      "--batch_size=3"])
+      "--batch_size=3", "--padding=bucket"])
   got = [json.loads(line) for line in output_file.read_text().splitlines()]
   assert [r["line"] for r in got] == [1, 3, 4, 5]
   # No temporary left; the sidecar names the weights the encoder was exported from.
@@ -255,13 +270,28 @@ def test_command_line_hub_encoder_matches_checkpoint(model, hub_encoder, tokeniz
                             "hub_encoder": hub_encoder}
   assert "--input_file=%s line 3: %s" % (input_file, SENTENCES[1]) in proc.stdout
   assert "Filled 7 [MASK](s) in 4 sentence(s)" in proc.stderr
+  # Batches of 3 and 1 sentences, each padded to the 32 bucket (buckets 32, 64).
+  pieces = sum(len(e.ids) for e in _examples(tokenizer))
+  assert "--padding=bucket: 128 positions computed for %d word pieces" % pieces in proc.stderr
 
   # The same sentences through the checkpoint in this process (directory -> latest checkpoint).
   want, summary = pm.run(_flags(init_checkpoint=model_dir, input_file=str(input_file),
                                 top_k=4), out=io.StringIO())
-  assert summary["model"] == prefix
-  assert len(want) == len(got)
-  for g, w in zip(got, want):
+  assert summary["model"] == prefix and summary["padding"] == "longest"
+  # And with the official full padding (to max_position_embeddings, 64), in JSON lines too.
+  full_file = tmp_path / "full.jsonl"
+  _, full_summary = pm.run(_flags(init_checkpoint=prefix, input_file=str(input_file), top_k=4,
+                                  padding="max_length", output_file=str(full_file),
+                                  batch_size=3), out=io.StringIO())
+  assert full_summary["positions"] == 4 * 64 and summary["positions"] < 4 * 32
+  full = [json.loads(line) for line in full_file.read_text().splitlines()]
+  assert len(want) == len(got) == len(full)
+  for g, w, f in zip(got, want, full):
+    assert f["tokens"] == w["tokens"] and f["filled"] == w["filled"]
+    np.testing.assert_allclose([c["probability"] for m in f["masks"] for c in m["candidates"]],
+                               [c["probability"] for m in w["masks"] for c in m["candidates"]],
+                               rtol=0, atol=ATOL)
+
     assert g["text"] == w["text"] and g["tokens"] == w["tokens"]
     assert g["filled"] == w["filled"] and g["joined"] == w["joined"]
     for gm, wm in zip(g["masks"], w["masks"]):

@@ -16,6 +16,7 @@ from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, shared_path, start_to
 from conftest import last_error_line, write_random_bert_checkpoint
 
 import checkpoint_utils
+import classifier_outputs as co
 import common
 import export_hub
 import modeling
@@ -822,14 +823,17 @@ def test_group_by_length_batches_are_grouped_seeded_and_resumable(tmp_path, voca
                            for b in stream(padding="longest", group=False))
 
 
-def _run_model_fn(config, batches, mode, num_labels):
+def _run_model_fn(config, batches, mode, num_labels, max_seq_length=None):
   """Runs model_fn on each batch (TRAIN: one Adam step each); returns the predictions of each
-  batch (PREDICT) or the final trainable variables (TRAIN), by name."""
+  batch (PREDICT) or the final trainable variables (TRAIN), by name. The global step exists
+  before model_fn, as under the Estimator (dropout is step-seeded)."""
   model_fn = rc.model_fn_builder(config, num_labels, None, learning_rate=1e-2,
                                  num_train_steps=10, num_warmup_steps=0, use_tpu=False,
-                                 use_one_hot_embeddings=False, extra_predictions=True)
+                                 use_one_hot_embeddings=False, extra_predictions=True,
+                                 max_seq_length=max_seq_length)
   with tf.Graph().as_default():
     tf.compat.v1.set_random_seed(7)
+    tf.compat.v1.train.get_or_create_global_step()
     placeholders = {k: tf.compat.v1.placeholder(tf.int32, [None, None] if v.ndim == 2 else [None])
                     for k, v in batches[0].items()}
     spec = model_fn(placeholders, None, mode, {})
@@ -888,21 +892,45 @@ def test_padding_longest_equals_max_length(tmp_path, vocab_file, task_name, data
   assert metrics[0].keys() == metrics[1].keys()
   for name in metrics[0]:
     assert metrics[1][name] == pytest.approx(metrics[0][name], rel=1e-5, abs=1e-6), name
+  # Evaluation / prediction batches sorted by length within windows (of 2 batches here): as
+  # many batches, less padding; the outputs put back in file order equal max_length's.
+  ordered = _padding_batches(path, "longest", False, batch_size, 100, sort_by_length=True,
+                             sort_window_batches=2)
+  assert len(ordered) == len(full)
+  index = np.concatenate([b[co.EXAMPLE_INDEX] for b in ordered])
+  assert sorted(index) == list(range(limit))
+  window = 2 * batch_size
+  for start in range(0, limit, window):
+    assert sorted(index[start:start + window]) == list(range(start, min(limit, start + window)))
+    ids = np.concatenate([b["input_mask"].sum(axis=1) for b in ordered])[start:start + window]
+    assert list(ids) == sorted(ids)
+  positions = [b["input_ids"].size for b in ordered]
+  assert sum(positions) < sum(t["input_ids"].size for t in trimmed) or task_name == "mrpc"
+  outs = _run_model_fn(config, ordered, predict, task.num_labels)
+  restored = co.in_file_order([dict(zip(o, v)) for o in outs for v in zip(*o.values())])
+  flat_want = [dict(zip(o, v)) for o in want for v in zip(*o.values())]
+  assert len(restored) == limit and co.EXAMPLE_INDEX not in restored[0]
+  for w, g in zip(flat_want, restored):
+    assert g["label_ids"] == w["label_ids"]
+    for name in ("logits", "probabilities", "per_example_loss"):
+      np.testing.assert_allclose(g[name], w[name], rtol=1e-5, atol=1e-5)
 
 
 def test_padding_longest_trains_the_same_weights(tmp_path, vocab_file):
-  # Same shuffled batches in the same order; without dropout (whose masks are drawn over the
-  # batch's shape) the weights after a few Adam steps equal the fixed-length run's.
-  config = modeling.BertConfig.from_dict(dict(TINY_CONFIG, hidden_dropout_prob=0.0,
-                                              attention_probs_dropout_prob=0.0))
+  # Same shuffled batches in the same order; dropout on (0.3), its masks drawn at
+  # --max_seq_length (modeling.full_length_dropout): the weights after a few Adam steps equal
+  # the fixed-length run's (so training's default padding is longest: run_classifier's
+  # training_padding).
+  config = modeling.BertConfig.from_dict(dict(TINY_CONFIG, hidden_dropout_prob=0.3,
+                                              attention_probs_dropout_prob=0.3))
   path, task = _padding_records(tmp_path, vocab_file, "sst-2",
                                 os.path.join(REPO_DIR, "data", "sst2_slice"), "dev", 24)
   full = _padding_batches(path, "max_length", True, 8, 3)
   trimmed = _padding_batches(path, "longest", True, 8, 3)
   assert [t["input_ids"].shape[1] for t in trimmed] != [PADDING_SEQ] * 3
   train = tf.estimator.ModeKeys.TRAIN
-  want = _run_model_fn(config, full, train, task.num_labels)
-  got = _run_model_fn(config, trimmed, train, task.num_labels)
+  want = _run_model_fn(config, full, train, task.num_labels, PADDING_SEQ)
+  got = _run_model_fn(config, trimmed, train, task.num_labels, PADDING_SEQ)
   assert want.keys() == got.keys()
   for name in want:
     np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)

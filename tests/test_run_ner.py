@@ -523,11 +523,18 @@ def test_padding_buckets_and_trimmed_batches(tmp_path):
       for name in ("input_ids", "input_mask", "segment_ids", "label_ids", "label_weights"):
         np.testing.assert_array_equal(cut[name], full[name][:, :n], err_msg=name)
         assert not full[name][:, n:].any(), name  # only padding was cut
-  # Defaults: longest for evaluation (bucket with --use_xla), max_length for training and TPU.
+  # Defaults: longest for evaluation (bucket with --use_xla), max_length on TPU; training too
+  # when the model draws its dropout masks at --max_seq_length (run_classifier, run_ner), else
+  # max_length (run_squad).
   flags = lambda **kw: types.SimpleNamespace(**dict(dict(padding=None, use_tpu=False,
                                                          use_xla=False), **kw))
   assert eu.effective_padding(flags()) == "longest"
   assert eu.effective_padding(flags(), training=True) == "max_length"
+  full_length = dict(training=True, full_length_dropout=True)
+  assert eu.effective_padding(flags(), **full_length) == "longest"
+  assert eu.effective_padding(flags(use_xla=True), **full_length) == "bucket"
+  assert eu.effective_padding(flags(use_tpu=True), **full_length) == "max_length"
+  assert eu.effective_padding(flags(padding="max_length"), **full_length) == "max_length"
   assert eu.effective_padding(flags(use_xla=True)) == "bucket"
   assert eu.effective_padding(flags(use_xla=True, padding="longest")) == "longest"
   assert eu.effective_padding(flags(use_tpu=True)) == "max_length"
@@ -679,8 +686,9 @@ def _batch_lengths(record_file, batch_size):
 
 @pytest.mark.slow
 def test_sigterm_stops_without_results_and_resume_is_exact(wnut, trained):
-  """Also: evaluation and prediction with --padding=longest (the default; batches of 2, ragged)
-  equal --padding=max_length (`trained`): word logits, tags and every score."""
+  """Also: training, evaluation and prediction with --padding=longest (the default; batches of
+  2, ragged) equal --padding=max_length (`trained`): weights (dropout on, its masks drawn at
+  --max_seq_length), word logits, tags and every score."""
   out = wnut["root"] / "stopped"
   args = _args(wnut, out, ["--do_train", "--do_eval", "--save_checkpoints_steps=1000",
                            "--do_predict", "--output_word_logits", "--eval_batch_size=2",
@@ -707,14 +715,18 @@ def test_sigterm_stops_without_results_and_resume_is_exact(wnut, trained):
   assert 0 < step < want["num_train_steps"]
   for name in ("eval_results.json", "eval_results.txt", ".lock-local"):
     assert not (out / name).exists(), name
-  # The same command resumes and ends with the uninterrupted job's weights and scores.
+  # The same command resumes and ends with the uninterrupted job's weights and scores: to
+  # float rounding, as that job trained with --padding=max_length and this one with longest
+  # (other dropout masks or batches would differ by far more).
   log = run_tool("run_ner.py", args).output
+  assert "), --padding=longest" in log and "), --padding=max_length" in trained["log"]
   got = json.loads((out / "eval_results.json").read_text())
   assert got["global_step"] == want["global_step"]
   reference, resumed = _checkpoint_values(trained["out"]), _checkpoint_values(out)
   assert sorted(reference) == sorted(resumed) and "cls/ner/output_weights" in resumed
   for name in reference:
-    np.testing.assert_array_equal(reference[name], resumed[name], err_msg=name)
+    np.testing.assert_allclose(resumed[name], reference[name], rtol=1e-5, atol=1e-5,
+                               err_msg=name)
   # Evaluated and predicted with --padding=longest, `trained` with max_length: the same
   # outputs to float rounding.
   assert log.count("windows (--padding=longest)") == 2
