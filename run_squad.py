@@ -1490,28 +1490,67 @@ def _run_job(bert_config, tokenizer, eval_weights=None):
                                              extra_shapes=head_shapes(bert_config))
   tf1.gfile.MakeDirs(FLAGS.output_dir)
 
-  train_examples = None
-  num_train_steps = None
-  num_warmup_steps = None
+  train_examples = num_train_steps = num_warmup_steps = None
   if FLAGS.do_train:
-    stats = collections.Counter()
-    train_examples = read_squad_examples(
-        input_file=FLAGS.train_file, is_training=True,
-        version_2_with_negative=FLAGS.version_2_with_negative, stats=stats)
-    if not train_examples:
-      common.fail("--train_file=%s: no usable training questions" % FLAGS.train_file)
-    num_train_steps = int(len(train_examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
-    if num_train_steps < 1:
-      common.fail("--num_train_epochs=%g with --train_batch_size=%d and %d examples gives 0 "
-                  "training steps" % (FLAGS.num_train_epochs, FLAGS.train_batch_size,
-                                      len(train_examples)))
-    num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+    train_examples, num_train_steps, num_warmup_steps = _read_train_examples()
+  estimator = _job_estimator(bert_config, num_train_steps, num_warmup_steps)
 
-    # Pre-shuffle the input to avoid having to make a very large shuffle
-    # buffer in in the `input_fn`.
-    rng = random.Random(FLAGS.seed)
-    rng.shuffle(train_examples)
+  train_summary = {}
+  if FLAGS.do_train:
+    train_record_file = _write_train_features(bert_config, tokenizer, train_examples,
+                                              num_train_steps)
+    del train_examples  # On disk now: not kept in memory while training.
+    train_summary = _train(estimator, train_record_file, num_train_steps, resume_step)
 
+  if FLAGS.do_predict:
+    # Which weights the predictions come from: the latest checkpoint in --output_dir (the
+    # Estimator restores it), else the --init_checkpoint the model starts from, or None.
+    record = checkpoint_utils.checkpoint_record(
+        tf1.train.latest_checkpoint(FLAGS.output_dir) or eval_weights)
+    _predict(estimator, tokenizer, train_summary, record)
+
+  if FLAGS.export_dir:
+    _export(bert_config)
+
+
+def _read_train_examples():
+  """Reads --train_file for --do_train and works out the training schedule.
+
+  Returns:
+    (examples, num_train_steps, num_warmup_steps): the SquadExamples, shuffled with --seed
+    (so that the input_fn needs no very large shuffle buffer), and the step counts.
+  """
+  stats = collections.Counter()
+  train_examples = read_squad_examples(
+      input_file=FLAGS.train_file, is_training=True,
+      version_2_with_negative=FLAGS.version_2_with_negative, stats=stats)
+  if not train_examples:
+    common.fail("--train_file=%s: no usable training questions" % FLAGS.train_file)
+  num_train_steps = int(len(train_examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
+  if num_train_steps < 1:
+    common.fail("--num_train_epochs=%g with --train_batch_size=%d and %d examples gives 0 "
+                "training steps" % (FLAGS.num_train_epochs, FLAGS.train_batch_size,
+                                    len(train_examples)))
+  num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+
+  # Pre-shuffle the input to avoid having to make a very large shuffle
+  # buffer in in the `input_fn`.
+  rng = random.Random(FLAGS.seed)
+  rng.shuffle(train_examples)
+  return train_examples, num_train_steps, num_warmup_steps
+
+
+def _job_estimator(bert_config, num_train_steps, num_warmup_steps):
+  """The job's model_fn in its (TPU)Estimator.
+
+  Args:
+    bert_config: modeling.BertConfig.
+    num_train_steps: training steps (None without --do_train).
+    num_warmup_steps: warm-up steps (None without --do_train).
+
+  Returns:
+    The Estimator (a TPUEstimator with --use_tpu), its model directory --output_dir.
+  """
   model_fn = model_fn_builder(
       bert_config=bert_config,
       init_checkpoint=FLAGS.init_checkpoint,
@@ -1523,63 +1562,86 @@ def _run_job(bert_config, tokenizer, eval_weights=None):
       **estimator_utils.precision_kwargs(FLAGS))
 
   # If TPU is not available, this will fall back to normal Estimator on CPU or GPU.
-  estimator = estimator_utils.make_estimator(
+  return estimator_utils.make_estimator(
       model_fn, FLAGS, FLAGS.output_dir,
       train_batch_size=FLAGS.train_batch_size,
       predict_batch_size=FLAGS.predict_batch_size,
       supported_flags=SUPPORTED_MODEL_FN_FLAGS)
 
-  train_summary = {}
-  if FLAGS.do_train:
-    model_config.save_config(bert_config, FLAGS.output_dir)
-    # We write to a file to avoid storing very large constant tensors in memory.
-    train_record_file = os.path.join(FLAGS.output_dir, "train.tf_record")
-    num_features, _ = write_features(train_examples, tokenizer, train_record_file,
-                                     is_training=True)
 
-    tf1.logging.info("***** Running training *****")
-    tf1.logging.info("  Num orig examples = %d", len(train_examples))
-    tf1.logging.info("  Num split examples = %d", num_features)
-    tf1.logging.info("  Batch size = %d", FLAGS.train_batch_size)
-    tf1.logging.info("  Num steps = %d", num_train_steps)
-    del train_examples
+def _write_train_features(bert_config, tokenizer, train_examples, num_train_steps):
+  """Saves bert_config.json and writes the training features to train.tf_record in --output_dir.
 
-    train_input_fn = input_fn_builder(
-        input_file=train_record_file,
-        seq_length=FLAGS.max_seq_length,
-        is_training=True,
-        drop_remainder=True,
-        seed=FLAGS.seed,
-        skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
-        padding=estimator_utils.effective_padding(FLAGS, training=True))
-    # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
-    # 130 / 143 below without writing any result that would make it look finished.
-    estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,
-                    hooks=[estimator_utils.ProgressHook(num_train_steps,
-                                                        FLAGS.train_batch_size),
-                           estimator_utils.StopOnSignalHook()])
-    common.STOP_SIGNALS.exit_if_stopped()
-    # The target beside the step reached: a reader (sweep.py) can check they agree.
-    train_summary = {"global_step": estimator_utils.latest_global_step(FLAGS.output_dir),
-                     "num_train_steps": num_train_steps}
+  Args:
+    bert_config: modeling.BertConfig, saved beside the checkpoints.
+    tokenizer: the checked FullTokenizer.
+    train_examples: the shuffled training SquadExamples.
+    num_train_steps: training steps (logged).
 
-  if FLAGS.do_predict:
-    # Which weights the predictions come from: the latest checkpoint in --output_dir (the
-    # Estimator restores it), else the --init_checkpoint the model starts from, or None.
-    record = checkpoint_utils.checkpoint_record(
-        tf1.train.latest_checkpoint(FLAGS.output_dir) or eval_weights)
-    _predict(estimator, tokenizer, train_summary, record)
+  Returns:
+    The path of the written train.tf_record.
+  """
+  model_config.save_config(bert_config, FLAGS.output_dir)
+  # We write to a file to avoid storing very large constant tensors in memory.
+  train_record_file = os.path.join(FLAGS.output_dir, "train.tf_record")
+  num_features, _ = write_features(train_examples, tokenizer, train_record_file,
+                                   is_training=True)
 
-  if FLAGS.export_dir:
-    common.STOP_SIGNALS.exit_if_stopped()
-    checkpoint = tf1.train.latest_checkpoint(FLAGS.output_dir) or FLAGS.init_checkpoint
-    if not checkpoint:
-      common.fail("--export_dir=%s: no checkpoint in --output_dir=%s and no --init_checkpoint "
-                  "to export" % (FLAGS.export_dir, FLAGS.output_dir))
-    export_model(bert_config, checkpoint, FLAGS.export_dir, FLAGS.max_seq_length,
-                 vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
-                 version_2_with_negative=FLAGS.version_2_with_negative,
-                 overwrite=FLAGS.overwrite, protected_paths=export_protected_paths())
+  tf1.logging.info("***** Running training *****")
+  tf1.logging.info("  Num orig examples = %d", len(train_examples))
+  tf1.logging.info("  Num split examples = %d", num_features)
+  tf1.logging.info("  Batch size = %d", FLAGS.train_batch_size)
+  tf1.logging.info("  Num steps = %d", num_train_steps)
+  return train_record_file
+
+
+def _train(estimator, train_record_file, num_train_steps, resume_step):
+  """Runs --do_train: trains (or resumes training) up to num_train_steps.
+
+  Args:
+    estimator: the (TPU)Estimator.
+    train_record_file: the features _write_train_features wrote.
+    num_train_steps: the step to train to.
+    resume_step: the step of the checkpoint training resumes from (check_resume), or None.
+
+  Returns:
+    {"global_step", "num_train_steps"}: the step reached and the target, for eval_results (a
+    reader such as sweep.py can check they agree).
+  """
+  train_input_fn = input_fn_builder(
+      input_file=train_record_file,
+      seq_length=FLAGS.max_seq_length,
+      is_training=True,
+      drop_remainder=True,
+      seed=FLAGS.seed,
+      skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
+      padding=estimator_utils.effective_padding(FLAGS, training=True))
+  # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
+  # 130 / 143 below without writing any result that would make it look finished.
+  estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,
+                  hooks=[estimator_utils.ProgressHook(num_train_steps,
+                                                      FLAGS.train_batch_size),
+                         estimator_utils.StopOnSignalHook()])
+  common.STOP_SIGNALS.exit_if_stopped()
+  return {"global_step": estimator_utils.latest_global_step(FLAGS.output_dir),
+          "num_train_steps": num_train_steps}
+
+
+def _export(bert_config):
+  """Runs --export_dir: exports the latest checkpoint in --output_dir (else --init_checkpoint).
+
+  Args:
+    bert_config: modeling.BertConfig of the exported model.
+  """
+  common.STOP_SIGNALS.exit_if_stopped()
+  checkpoint = tf1.train.latest_checkpoint(FLAGS.output_dir) or FLAGS.init_checkpoint
+  if not checkpoint:
+    common.fail("--export_dir=%s: no checkpoint in --output_dir=%s and no --init_checkpoint "
+                "to export" % (FLAGS.export_dir, FLAGS.output_dir))
+  export_model(bert_config, checkpoint, FLAGS.export_dir, FLAGS.max_seq_length,
+               vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
+               version_2_with_negative=FLAGS.version_2_with_negative,
+               overwrite=FLAGS.overwrite, protected_paths=export_protected_paths())
 
 
 if __name__ == "__main__":
