@@ -1,15 +1,18 @@
 # coding=utf-8
-"""What the reproduction drivers share (reproduce_table2.py, translation/reproduce_table7.py).
+"""What the reproduction drivers share (reproduce_table2.py, translation/reproduce_table7.py,
+etc_model/reproduce_table8.py).
 
 Runner (the repository's tools as logged child processes, stopped cleanly with the driver),
 how a report names a file without this machine's paths (display_path, portable_text), the
-mean / sample std of a result over seeds, the report's image folder.
+mean / sample std of a result over seeds, the report's image folder, the settings record that
+keeps a rerun from mixing flags in one --output_dir (check_settings_record).
 """
 
 from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import json
 import os
 import re
 import sys
@@ -22,6 +25,35 @@ import subprocess_utils
 
 REPO_DIR = common.REPO_DIR
 RESUME_MESSAGE = "reproduction stopped; rerun the same command to resume"
+
+
+def read_json(path):
+  """The JSON in `path`, or None when it does not exist."""
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def check_settings_record(out_dir, record, record_name, write):
+  """Fails when out_dir was made with other settings; writes the record when it has none.
+
+  Args:
+    out_dir: the driver's --output_dir.
+    record: dict, the settings that must not change between runs into out_dir.
+    record_name: the record's file name in out_dir.
+    write: write the record if it is missing (not for a plan / report only run).
+  """
+  path = os.path.join(out_dir, record_name)
+  stored = read_json(path)
+  if stored is None:
+    if write:
+      common.write_json_atomic(path, record)
+    return
+  diff = sorted(k for k in set(stored) | set(record) if stored.get(k) != record.get(k))
+  if diff:
+    common.fail("--output_dir=%s was made with other settings (%s); use a new --output_dir or "
+                "the same flags" % (out_dir, ", ".join(diff)))
 
 
 def is_inside(path, directory):

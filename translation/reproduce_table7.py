@@ -266,30 +266,12 @@ def check_record(out_dir, settings, write):
     settings: Settings.
     write: write the record if it is missing (not for --plan_only / --report_only).
   """
-  path = os.path.join(out_dir, RECORD_NAME)
-  record = settings_record(settings)
-  stored = read_json(path)
-  if stored is None:
-    if write:
-      common.write_json_atomic(path, record)
-    return
-  diff = sorted(k for k in set(stored) | set(record) if stored.get(k) != record.get(k))
-  if diff:
-    common.fail("--output_dir=%s was made with other settings (%s); use a new --output_dir or "
-                "the same flags" % (out_dir, ", ".join(diff)))
+  reproduction.check_settings_record(out_dir, settings_record(settings), RECORD_NAME, write)
 
 
 # ---------------------------------------------------------------------------------------------
 # Layout and state of the runs.
 # ---------------------------------------------------------------------------------------------
-
-
-def read_json(path):
-  """The JSON in `path`, or None when it does not exist."""
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return json.load(f)
 
 
 def run_order(variants, seeds, group=VARIANT_GROUP):
@@ -340,15 +322,15 @@ def data_done(out_dir):
 
 def train_complete(run_dir):
   """Whether train_summary.json says the run reached its target step."""
-  summary = read_json(os.path.join(run_dir, TRAIN_SUMMARY))
+  summary = reproduction.read_json(os.path.join(run_dir, TRAIN_SUMMARY))
   return bool(summary) and summary.get("global_step") is not None and (
       summary.get("global_step") == summary.get("global_step_target"))
 
 
 def eval_complete(run_dir):
   """Whether eval_results.json is of the run's final checkpoint."""
-  summary = read_json(os.path.join(run_dir, TRAIN_SUMMARY)) or {}
-  results = read_json(os.path.join(run_dir, EVAL_RESULTS))
+  summary = reproduction.read_json(os.path.join(run_dir, TRAIN_SUMMARY)) or {}
+  results = reproduction.read_json(os.path.join(run_dir, EVAL_RESULTS))
   return bool(results) and results.get("global_step") == summary.get("global_step")
 
 
@@ -382,7 +364,7 @@ RunState = collections.namedtuple("RunState", [
 
 def run_state(run_dir):
   """What is finished of a run, from its files (no TensorFlow)."""
-  summary = read_json(os.path.join(run_dir, TRAIN_SUMMARY)) or {}
+  summary = reproduction.read_json(os.path.join(run_dir, TRAIN_SUMMARY)) or {}
   progress = last_progress(run_dir)
   rate = progress[2] if progress and progress[2] > 0 else None
   total = summary.get("global_step_target") or (progress[1] if progress else None)
@@ -518,7 +500,7 @@ def prepare_data(runner, settings, out_dir):
         "--spm_model=%s" % paths["spm"],
         "--train_spm_vocab_size=%d" % settings.spm_vocab_size,
         "--output_file=%s" % paths[part]])
-  summary = read_json(summary_path(paths["train"]))
+  summary = reproduction.read_json(summary_path(paths["train"]))
   if summary.get("vocab_size") not in (None, settings.spm_vocab_size):
     common.fail("--spm_vocab_size=%d: %s holds a SentencePiece model of %d pieces (use a new "
                 "--output_dir)" % (settings.spm_vocab_size, paths["spm"], summary["vocab_size"]))
@@ -663,9 +645,9 @@ def collect_results(settings, out_dir, with_curves=True):
     done = run_done(run_dir)
     results[(variant, seed)] = {
         "state": run_state(run_dir), "done": done,
-        "bleu": read_json(os.path.join(run_dir, BLEU_JSON)) if done else None,
-        "train": read_json(os.path.join(run_dir, TRAIN_SUMMARY)) if done else None,
-        "eval": read_json(os.path.join(run_dir, EVAL_RESULTS)) if done else None,
+        "bleu": reproduction.read_json(os.path.join(run_dir, BLEU_JSON)) if done else None,
+        "train": reproduction.read_json(os.path.join(run_dir, TRAIN_SUMMARY)) if done else None,
+        "eval": reproduction.read_json(os.path.join(run_dir, EVAL_RESULTS)) if done else None,
         "curve": read_loss_curve(run_dir) if with_curves else ([], []),
     }
   return results
@@ -925,8 +907,8 @@ def _missing_lines(results):
 
 def _settings_lines(settings, out_dir, results):
   paths = data_paths(out_dir)
-  train = read_json(summary_path(paths["train"])) or {}
-  val = read_json(summary_path(paths["val"])) or {}
+  train = reproduction.read_json(summary_path(paths["train"])) or {}
+  val = reproduction.read_json(summary_path(paths["val"])) or {}
   with open(settings.config_file) as f:
     config = json.load(f)
   config_name = reproduction.display_path(settings.config_file, "config_file", out_dir)

@@ -1,0 +1,252 @@
+"""Tests for etc_model/reproduce_table8.py, stages stubbed: plan, resume, best median, report."""
+
+import json
+import os
+import re
+
+import pytest
+
+from conftest import REPO_DIR
+import common
+from etc_model import reproduce_table8 as rt8
+
+MACHINE_PATH = re.compile(r"(?<![\w.:/<])/(?:work|home|root|Users|tmp)/[\w.-]+")
+
+
+def _settings(tmp_path, **overrides):
+  """rt8.Settings as the flags' defaults give them, inputs in tmp_path."""
+  values = dict(hf_dir=str(tmp_path / "hf"), bert_checkpoint=None, num_layers=2,
+                task_input_files=[str(tmp_path / "novels.txt")],
+                pretraining_input_files=[str(tmp_path / "plays.txt")],
+                systems=list(rt8.SYSTEMS), tasks=list(rt8.TASKS), seeds=[1, 2, 3],
+                max_seq_length=256, max_global_seq_length=32, max_candidates=8,
+                min_context_tokens=128, local_radius=32, window_length=128, window_stride=64,
+                pretrain_steps=100, pretrain_batch_size=8, pretrain_learning_rate=1e-4,
+                max_predictions_per_seq=40, finetune_steps=120, finetune_batch_size=8,
+                finetune_learning_rate=1e-4, eval_every_steps=60, predict_batch_size=32,
+                data_seed=12345)
+  values.update(overrides)
+  return rt8.Settings(**values)
+
+
+def _write_json(path, obj):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path, "w") as f:
+    json.dump(obj, f)
+
+
+def _touch(path):
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  open(path, "w").close()
+
+
+# Dev / test main metric per (system, task, seed) of the stub: etc_sum is 2 points above
+# etc_none on seeds 1 and 3 and 6 below on seed 2 (the median difference is +2).
+SCORES = {"etc_none": [0.50, 0.56, 0.40], "etc_sum": [0.52, 0.50, 0.42],
+          "bert_windows": [0.30, 0.31, 0.29]}
+
+
+class StubStages(object):
+  """Stands in for run_stage: leaves the files the real tools would, counts the calls."""
+
+  def __init__(self, fail_at=None):
+    self.calls = []
+    self.fail_at = fail_at
+
+  def __call__(self, runner, settings, out_dir, stage):
+    self.calls.append(stage.name)
+    if stage.name == self.fail_at:
+      common.fail("stub: %s failed" % stage.name)
+    if stage.kind == "bert":
+      _touch(os.path.join(stage.output, "bert_model.ckpt.index"))
+      _write_json(os.path.join(stage.output, "bert_config_cut.json"),
+                  {"num_hidden_layers": 2, "hidden_size": 384, "num_attention_heads": 12})
+    elif stage.kind == "long_tasks":
+      for task in rt8.TASKS:
+        for split in ("train", "dev", "test"):
+          _touch(os.path.join(stage.output, "%s_%s.tfrecord" % (task, split)))
+    elif stage.kind == "pretraining_data":
+      _touch(stage.output)
+    elif stage.kind == "lift":
+      _touch(os.path.join(stage.output, "model.ckpt.index"))
+      _touch(os.path.join(stage.output, "etc_config.json"))
+    elif stage.kind == "pretrain":
+      _touch(os.path.join(stage.output, "model.ckpt-%d.index" % settings.pretrain_steps))
+    else:
+      system, task, seed = (stage.params[k] for k in ("system", "task", "seed"))
+      value = SCORES[system][seed - 1]
+      for name, split_value in (("eval_results.json", value), ("test_results.json",
+                                                               value - 0.1)):
+        results = {"examples": 200, "checkpoint": os.path.join(stage.output, "model.ckpt-60")}
+        if task == "cloze":
+          results.update({"accuracy": split_value, "most_frequent_accuracy": 0.35,
+                          "most_recent_accuracy": 0.38, "distance_0-127_examples": 150,
+                          "distance_0-127_accuracy": split_value + 0.05,
+                          "distance_0-127_most_frequent_accuracy": 0.4,
+                          "distance_0-127_most_recent_accuracy": 0.45,
+                          "distance_128-511_examples": 50,
+                          "distance_128-511_accuracy": split_value - 0.1,
+                          "distance_128-511_most_frequent_accuracy": 0.2,
+                          "distance_128-511_most_recent_accuracy": 0.15})
+        else:
+          results.update({"f1": split_value, "exact_match": split_value / 2,
+                          "inserted_share": 0.2, "best_step": 60})
+        _write_json(os.path.join(stage.output, name), results)
+
+
+def test_plan_order_and_commands(tmp_path):
+  settings = _settings(tmp_path)
+  out = str(tmp_path / "out")
+  names = [s.name for s in rt8.stage_plan(settings, out)]
+  assert names[:7] == ["bert", "long_tasks", "pretraining_data", "lift_none", "lift_sum",
+                       "pretrain_none", "pretrain_sum"]
+  # Seed by seed: every system and task of seed 1 before any of seed 2.
+  assert names[7:10] == ["finetune_etc_none_cloze_seed1", "finetune_etc_sum_cloze_seed1",
+                         "finetune_bert_windows_cloze_seed1"]
+  assert names[13] == "finetune_etc_none_cloze_seed2" and len(names) == 7 + 18
+  # Without pre-training: no data or pre-training stage, fine-tuning starts from the lift.
+  short = _settings(tmp_path, pretrain_steps=0, systems=["etc_none"], seeds=[4])
+  assert [s.name for s in rt8.stage_plan(short, out)] == [
+      "bert", "long_tasks", "lift_none", "finetune_etc_none_cloze_seed4",
+      "finetune_etc_none_supporting_seed4"]
+  # Both ETC systems: the same BERT weights, seed, data and steps; only residual_attention differs.
+  none, sum_ = (rt8.lift_args(settings, out, ra) for ra in ("none", "sum"))
+  assert [a for a in none if a not in sum_] == [
+      "--output_dir=" + rt8.lifted_dir(out, "none"), "--residual_attention=none"]
+  none, sum_ = (rt8.pretrain_args(settings, out, ra) for ra in ("none", "sum"))
+  assert len([a for a in none if a not in sum_]) == 4   # config, init, output_dir, residual
+  ft = rt8.finetune_args(settings, out, "etc_sum", "cloze", 2)
+  assert "--init_checkpoint=%s" % os.path.join(out, "pretrained", "sum", "model.ckpt-100") in ft
+  assert "--seed=2" in ft and "--keep_best" in ft and "--residual_attention=sum" in ft
+  bert = rt8.finetune_args(settings, out, "bert_windows", "supporting", 1)
+  assert "--model=bert_windows" in bert and "--window_length=128" in bert
+  assert not any(a.startswith("--etc_config_file") for a in bert)
+  assert ("--init_checkpoint=%s" % os.path.join(out, "lifted", "none", "model.ckpt") in
+          rt8.finetune_args(short, out, "etc_none", "cloze", 4))
+
+
+def test_resume_runs_only_what_is_missing(tmp_path):
+  settings = _settings(tmp_path, seeds=[1, 2])
+  out = str(tmp_path / "out")
+  stub = StubStages(fail_at="finetune_etc_sum_cloze_seed1")
+  with pytest.raises(common.UsageError):
+    rt8.run_all(settings, out, runner=None, run_fn=stub)
+  assert stub.calls[-1] == "finetune_etc_sum_cloze_seed1" and len(stub.calls) == 9
+  reports = []
+  stub = StubStages()
+  # A stage whose marker is gone is redone; the failed run and those after it run now.
+  os.remove(rt8.marker_path(out, rt8.stage_plan(settings, out)[3]))   # lift_none
+  ran = rt8.run_all(settings, out, runner=None, run_fn=stub,
+                    report_fn=lambda: reports.append(1))
+  assert ran[0] == "lift_none" and ran[1] == "finetune_etc_sum_cloze_seed1"
+  assert len(ran) == 1 + 11 and len(reports) == 11
+  assert rt8.run_all(settings, out, runner=None, run_fn=stub) == []   # all done
+  # A tool that exits 0 without its outputs: no marker.
+  os.remove(rt8.marker_path(out, rt8.stage_plan(settings, out)[-1]))
+  os.remove(os.path.join(rt8.run_dir_of(out, "bert_windows", "supporting", 2),
+                         "test_results.json"))
+  with pytest.raises(common.UsageError, match="without <output_dir>/runs/bert_windows_"):
+    rt8.run_all(settings, out, runner=None, run_fn=lambda *a: None)
+  assert not rt8.stage_done(out, rt8.stage_plan(settings, out)[-1])
+
+
+def test_run_stage_removes_partial_output_of_non_resumable_stage(tmp_path):
+  settings = _settings(tmp_path)
+  out = str(tmp_path / "out")
+  stage = rt8.stage_plan(settings, out)[3]   # lift_none
+
+  class Runner(object):
+    def __init__(self):
+      self.calls = []
+
+    def run(self, name, script, args):
+      self.calls.append((name, script, args))
+      assert not os.path.exists(os.path.join(stage.output, "stale"))
+
+  _touch(os.path.join(stage.output, "stale"))
+  runner = Runner()
+  rt8.run_stage(runner, settings, out, stage)
+  assert runner.calls == [("lift_none", "etc_model/lift_bert_checkpoint.py",
+                           rt8.lift_args(settings, out, "none"))]
+
+
+def test_best_median_and_time_estimate(tmp_path):
+  per_seed = {1: {"dev": {"accuracy": 0.5}, "test": {"accuracy": 0.4}},
+              2: {"dev": {"accuracy": 0.7}, "test": {}},
+              3: {"dev": {"accuracy": 0.6}, "test": {"accuracy": 0.1}}}
+  assert rt8.best_median(per_seed, "accuracy") == (0.6, [(1, 0.5), (2, 0.7), (3, 0.6)])
+  value, pairs = rt8.best_median(per_seed, "accuracy", "test")
+  assert value == pytest.approx(0.25) and pairs[1] == (2, None)   # even count: the mean
+  assert rt8.best_median({}, "accuracy") == (None, [])
+  stages = rt8.stage_plan(_settings(tmp_path, seeds=[1, 2]), str(tmp_path))
+  done = {"bert": 10, "long_tasks": 30, "finetune_etc_none_cloze_seed1": 100,
+          "finetune_etc_sum_cloze_seed1": 200}
+  seconds, left, unknown = rt8.estimate_seconds_left(stages, done)
+  # etc_none cloze s2 100 + etc_sum cloze s2 200 + 8 other fine-tuning runs at the kind's 150;
+  # pretraining_data, the lifts and pre-training are not measured yet.
+  assert (seconds, left, unknown) == (100 + 200 + 8 * 150, 15, 5)
+
+
+def test_report_tables_and_settings_checks(tmp_path):
+  settings = _settings(tmp_path)
+  out = str(tmp_path / "out")
+  rt8.run_all(settings, out, runner=None, run_fn=StubStages())
+  os.makedirs(os.path.join(out, "logs"))
+  with open(os.path.join(out, "logs", "pretrain_sum.log"), "w") as f:
+    f.write("INFO:tensorflow:Loss for final step: 7.0\nINFO:tensorflow:Loss for final step: "
+            "6.4940953.\n")
+  _write_json(os.path.join(rt8.pretrained_dir(out, "sum"), "train_summary_local.json"),
+              {"global_step": 100, "steady_steps_per_sec": 0.494})
+  text = rt8.report_text(settings, out)
+  assert "All 18 fine-tuning runs finished" in text
+  assert "| residual attention sum | 100 | 6.494 | 0.494 |" in text
+  assert "| residual attention none | not done | n/a | n/a |" in text
+  # Medians: etc_none 50.0 (of 50, 56, 40), etc_sum 50.0 (52, 50, 42): the medians tie although
+  # sum is above none on two seeds of three.
+  assert "| ETC | cloze | accuracy | 50.0 | s1 50.0, s2 56.0, s3 40.0 | 40.0 |" in text
+  assert "| ETC + residual attention (sum) | cloze | accuracy | 50.0 |" in text
+  assert "| cloze | accuracy | dev | +0.0 | s1 +2.0, s2 -6.0, s3 +2.0 | 8.1 / 5.3 |" in text
+  assert "| BERT, sliding windows | supporting | exact match | 15.0 |" in text
+  assert ("| supporting | sentence F1 | 30.0 | s1 30.0 @60, s2 31.0 @60, s3 29.0 @60 | 20.0 |"
+          in text)
+  assert "| test examples | 150 | 50 |" in text
+  assert "| baseline: most recent | 45.0 | 15.0 |" in text
+  assert not MACHINE_PATH.search(text), MACHINE_PATH.search(text)
+  os.remove(rt8.marker_path(out, rt8.stage_plan(settings, out)[-1]))
+  assert "Partial report: 17 of 18" in rt8.report_text(settings, out)
+  for overrides, message in (
+      (dict(systems=["etc_none", "etc"]), "--systems=etc_none,etc: unknown etc"),
+      (dict(seeds=[1, 1]), "--seeds=1,1: repeated seed"),
+      (dict(min_context_tokens=256), "--min_context_tokens=256: must be below"),
+      (dict(eval_every_steps=200), "--eval_every_steps=200: more than --finetune_steps=120"),
+      (dict(window_stride=200), "--window_stride=200"),
+  ):
+    with pytest.raises(common.UsageError, match=re.escape(message)):
+      rt8.check_settings(_settings(tmp_path, **overrides), check_files=False)
+  # The settings of the first invocation are kept: more seeds are fine, other steps are not.
+  rt8.check_record(out, settings, write=True)
+  rt8.check_record(out, settings._replace(seeds=[1, 2, 3, 4]), write=True)
+  with pytest.raises(common.UsageError, match=r"other settings \(finetune_steps\)"):
+    rt8.check_record(out, settings._replace(finetune_steps=50), write=True)
+  with pytest.raises(common.UsageError, match="--task_input_file="):
+    os.makedirs(str(tmp_path / "hf"))
+    rt8.check_settings(settings)
+  assert rt8.bert_windows_available()
+  assert os.path.exists(os.path.join(REPO_DIR, "etc_model", "reproduce_table8.py"))
+
+
+def test_supporting_all_inserted_baseline(tmp_path):
+  import tensorflow as tf
+  path = str(tmp_path / "supporting_dev.tfrecord")
+  with tf.io.TFRecordWriter(path) as writer:
+    for labels, ids in (([1, 0, 0, 0], [5, 5, 5, 0]), ([0, 0, 0, 0], [5, 5, 0, 0])):
+      feature = {name: tf.train.Feature(int64_list=tf.train.Int64List(value=values))
+                 for name, values in (("sentence_labels", labels), ("global_token_ids", ids))}
+      writer.write(tf.train.Example(features=tf.train.Features(
+          feature=feature)).SerializeToString())
+  metrics = rt8.supporting_all_inserted(path)
+  # Example 1: 1 of 3 real sentences inserted, all predicted: P 1/3, R 1, F1 0.5; example 2:
+  # none inserted, 2 predicted: F1 0. Neither is exact.
+  assert metrics["f1"] == pytest.approx(0.25) and metrics["exact_match"] == 0.0
+  assert metrics["predicted_share"] == 1.0
+  assert rt8.supporting_all_inserted(str(tmp_path / "missing.tfrecord")) is None
