@@ -24,7 +24,7 @@ tf1 = tf.compat.v1
 class GraphRunner(object):
   """One (job, padding) of an Estimator input_fn + model_fn: its graph, session and batches."""
 
-  def __init__(self, input_fn, model_fn, training, batch_size):
+  def __init__(self, input_fn, model_fn, training, batch_size, length_name="input_ids"):
     """Builds the graph: input_fn's batches into model_fn in TRAIN or PREDICT mode.
 
     Args:
@@ -33,6 +33,7 @@ class GraphRunner(object):
       training: TRAIN mode (fetch the train op) or PREDICT (fetch the predictions; the input
         repeats).
       batch_size: examples per batch.
+      length_name: the [batch, length] feature whose length self.lengths records.
     """
     self.batch_size = batch_size
     self.graph = tf.Graph()
@@ -46,7 +47,7 @@ class GraphRunner(object):
       features = tf1.data.make_one_shot_iterator(dataset.prefetch(1)).get_next()
       spec = model_fn(features, None, mode, {})
       self.fetch = [spec.train_op] if training else spec.predictions
-      self.length = tf.shape(features["input_ids"])[1]
+      self.length = tf.shape(features[length_name])[1]
       self.session = tf1.Session(graph=self.graph)
       self.session.run(tf1.global_variables_initializer())
     self.lengths = []

@@ -38,8 +38,8 @@ def add_side_inputs(features, config, long_seq_len, global_seq_len):
   Args:
     features: dict of batched int32 features of one record batch [batch, ...].
     config: EtcConfig (local_radius, relative_pos_max_distance, hard masks).
-    long_seq_len: L.
-    global_seq_len: G.
+    long_seq_len: L (None: the batch's own, a batch cut by --padding=longest).
+    global_seq_len: G (or None, likewise).
 
   Returns:
     The dict with l2l / g2g / l2g / g2l masks and relative ids, static shapes set.

@@ -46,6 +46,15 @@ SIGINT / SIGTERM: checkpoint, exit 130 / 143 without results, --seed, progress l
 --allow_random_eval / --allow_unmatched_init. --precision=bf16 / fp16 runs the encoder (ETC's or
 BERT's) in that dtype with float32 variables (the same checkpoints in every precision), heads
 and losses float32; fp16 trains with dynamic loss scaling (estimator_utils.create_train_op).
+
+--padding=longest (the default of evaluation and prediction; training keeps max_length, as
+ETC draws its dropout masks over the batch's shape) cuts each batch to its longest real long
+input and its longest real global input (cut_batch: rounded up to a multiple of 8, of the
+sparse layout's block local_radius + 1, at least the cloze candidates) and computes the side
+inputs for the cut batch: every real token's output, so the logits, eval_results.json and the
+predictions, equal the max_length job's to float rounding (the supporting logits of global
+padding are 0 instead of a value nobody reads). bucket rounds the lengths up to
+estimator_utils.padding_buckets; on TPU max_length. --model=bert_windows: max_length only.
 """
 
 from __future__ import absolute_import
@@ -131,6 +140,15 @@ def define_flags():
                        "(<= the BERT's max_position_embeddings).")
   flags.DEFINE_integer("window_stride", 256,
                        "--model=bert_windows: tokens between window starts.")
+  estimator_utils.define_padding_flag(
+      default_help="Default: longest for evaluation and prediction (bucket with --use_xla), "
+      "max_length for training (ETC draws its dropout masks over the batch's shape) and on TPU.",
+      extra_help="Here each batch is cut to its longest real long input (the last long "
+      "breakpoint or token; rounded up to a multiple of 8, or of the sparse layout's block "
+      "local_radius + 1) and its longest real global input (at least --max_candidates for "
+      "cloze), the side inputs computed for the cut batch; --att_implementation=auto picks the "
+      "layout from --max_seq_length as a max_length job does. --model=bert_windows: "
+      "max_length only (its window count is static).")
   estimator_utils.define_estimator_flags()
 
 
@@ -144,9 +162,108 @@ def count_records(path):
   return sum(1 for _ in tf1.io.tf_record_iterator(path))
 
 
+def layout_for(att_implementation, max_seq_length):
+  """The long rows' layout of a job: "auto" decided from max_seq_length, as EtcModel decides it
+  from a static long length (so a batch cut by --padding=longest keeps the max_length layout).
+
+  Args:
+    att_implementation: "auto", "full" or "sparse" (--att_implementation).
+    max_seq_length: L.
+
+  Returns:
+    "full" or "sparse".
+  """
+  if att_implementation != "auto":
+    return att_implementation
+  return ("full" if max_seq_length <= etc_modeling.FULL_ATTENTION_MAX_LONG_LENGTH
+          else "sparse")
+
+
+def _last_real_position(breakpoints, token_ids):
+  """1 + the last position of a batch holding a breakpoint or a non-padding id (0 if none)."""
+  real = tf.cast(tf.logical_or(tf.not_equal(breakpoints, 0), tf.not_equal(token_ids, 0)),
+                 tf.int32)
+  positions = tf.range(1, tf.shape(real)[1] + 1, dtype=tf.int32)
+  return tf.reduce_max(real * positions)
+
+
+def cut_lengths(batch, config, max_seq_length, max_global_seq_length, min_global_length=1,
+                att_implementation="auto", bucket=False):
+  """The long and global lengths a batch is cut to (--padding=longest / bucket).
+
+  Long: the last real long position (a long breakpoint or a non-zero token id: after it the
+  example id of etc_inputs is 0, so no real token attends there) plus one, rounded up to a
+  multiple of estimator_utils.PADDING_MULTIPLE, or of the sparse layout's block local_radius + 1
+  (the blocked layout's own unit). Global: likewise from the global breakpoints and ids, at
+  least min_global_length, rounded up to a multiple of PADDING_MULTIPLE. bucket: each rounded up
+  to estimator_utils.padding_buckets of its maximum instead. Never more than the maxima.
+
+  Args:
+    batch: dict with token_ids, long_breakpoints [batch, L], global_token_ids,
+      global_breakpoints [batch, G].
+    config: EtcConfig (local_radius).
+    max_seq_length: L.
+    max_global_seq_length: G.
+    min_global_length: the global tokens a head reads by index (cloze: the C candidates).
+    att_implementation: the job's --att_implementation (layout_for).
+    bucket: --padding=bucket.
+
+  Returns:
+    (long length, global length): int32 scalar Tensors.
+  """
+  long_multiple = estimator_utils.PADDING_MULTIPLE
+  if layout_for(att_implementation, max_seq_length) == "sparse":
+    long_multiple = config.local_radius + 1
+  long_length = estimator_utils.padded_length(
+      _last_real_position(batch["long_breakpoints"], batch["token_ids"]), max_seq_length,
+      long_multiple, estimator_utils.padding_buckets(max_seq_length) if bucket else None)
+  global_length = estimator_utils.padded_length(
+      tf.maximum(_last_real_position(batch["global_breakpoints"], batch["global_token_ids"]),
+                 min_global_length), max_global_seq_length, estimator_utils.PADDING_MULTIPLE,
+      estimator_utils.padding_buckets(max_global_seq_length) if bucket else None)
+  return long_length, global_length
+
+
+def cut_batch(batch, task, config, max_seq_length, max_global_seq_length, max_candidates,
+              att_implementation="auto", bucket=False):
+  """Cuts a batch of stored features to its real long and global inputs (cut_lengths).
+
+  Args:
+    batch: dict of the task's stored features (heads.feature_lengths), batched.
+    task: a name of heads.TASKS.
+    config: EtcConfig.
+    max_seq_length: L.
+    max_global_seq_length: G.
+    max_candidates: C (cloze: the global tokens kept at least).
+    att_implementation: the job's --att_implementation.
+    bucket: --padding=bucket.
+
+  Returns:
+    dict like batch, the [L] features [batch, long length], the [G] ones [batch, global length].
+  """
+  long_length, global_length = cut_lengths(
+      batch, config, max_seq_length, max_global_seq_length,
+      max_candidates if task == "cloze" else 1, att_implementation, bucket)
+  cut = dict(batch)
+  for name in etc_estimator.LONG_FEATURES:
+    cut[name] = batch[name][:, :long_length]
+  global_names = list(etc_estimator.GLOBAL_FEATURES) + [
+      name for name, size in heads.LABEL_FEATURES[task] if size == "G"]
+  for name in global_names:
+    cut[name] = batch[name][:, :global_length]
+  return cut
+
+
+def _pad_to_global_length(tensor, max_global_seq_length):
+  """[batch, g] -> [batch, G], zeros after g (predictions of a cut batch stack with the rest)."""
+  tensor = tf.pad(tensor, [[0, 0], [0, max_global_seq_length - tf.shape(tensor)[1]]])
+  tensor.set_shape([None, max_global_seq_length])
+  return tensor
+
+
 def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_length,
                      max_candidates, is_training, seed=None, skip_batches=0,
-                     drop_remainder=None):
+                     drop_remainder=None, padding="max_length", att_implementation="auto"):
   """Creates an `input_fn` over one task's records, with the side inputs.
 
   Args:
@@ -161,6 +278,10 @@ def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_le
     seed: shuffle seed.
     skip_batches: batches already consumed by a resumed job (see estimator_utils).
     drop_remainder: drop a last partial batch (default: when training).
+    padding: "max_length": every batch [batch, L] / [batch, G]; "longest": each batch cut to
+      its real long and global inputs (cut_batch, ETC only); "bucket": those rounded up to
+      estimator_utils.padding_buckets.
+    att_implementation: the job's --att_implementation (the long length's rounding).
 
   Returns:
     input_fn(params) -> tf.data.Dataset of feature dicts with batch params["batch_size"].
@@ -185,8 +306,13 @@ def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_le
     d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features))
     d = d.batch(batch_size, drop_remainder=drop_remainder)
     if not isinstance(config, bert_windows.BertWindowsConfig):  # ETC's side inputs
-      d = d.map(lambda batch: etc_estimator.add_side_inputs(batch, config, max_seq_length,
-                                                            max_global_seq_length))
+      if padding == "max_length":
+        d = d.map(lambda batch: etc_estimator.add_side_inputs(batch, config, max_seq_length,
+                                                              max_global_seq_length))
+      else:  # the side inputs of the cut batch (its own lengths)
+        d = d.map(lambda batch: etc_estimator.add_side_inputs(cut_batch(
+            batch, task, config, max_seq_length, max_global_seq_length, max_candidates,
+            att_implementation, bucket=padding == "bucket"), config, None, None))
     return d.prefetch(2)
 
   return input_fn
@@ -229,11 +355,13 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
 def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, train_batch_size=None, fused_optimizer=False,
                      keep_checkpoint_max=5, att_implementation="auto", num_labels=None,
-                     precision="fp32"):
+                     precision="fp32", max_global_seq_length=None):
   """Returns the `model_fn` closure for TPUEstimator (TRAIN, EVAL: the loss, PREDICT).
 
   precision ("fp32", "bf16", "fp16") is the encoder's compute dtype (build_model); "fp16"
-  trains with dynamic loss scaling (estimator_utils.create_train_op).
+  trains with dynamic loss scaling (estimator_utils.create_train_op). max_global_seq_length:
+  PREDICT's per-global-token outputs (supporting logits, global_token_ids, sentence_labels) are
+  padded back to this length with zeros (batches cut by --padding=longest stack together).
   """
   compute_dtype = modeling.get_compute_dtype(precision)
 
@@ -265,6 +393,13 @@ def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_ste
     for name, _ in heads.LABEL_FEATURES[task]:
       predictions[name] = features[name]
     predictions["global_token_ids"] = features["global_token_ids"]
+    if max_global_seq_length and not isinstance(config, bert_windows.BertWindowsConfig):
+      global_names = ["global_token_ids"] + [
+          name for name, size in heads.LABEL_FEATURES[task] if size == "G"]
+      if task == "supporting":
+        global_names.append("logits")
+      for name in global_names:
+        predictions[name] = _pad_to_global_length(predictions[name], max_global_seq_length)
     return tf1.estimator.tpu.TPUEstimatorSpec(mode=mode, predictions=predictions,
                                               scaffold_fn=scaffold_fn)
 
@@ -360,6 +495,19 @@ def _check_flags():
     common.fail("--max_candidates=%d: must be < --max_global_seq_length=%d" %
                 (FLAGS.max_candidates, FLAGS.max_global_seq_length))
   training_eval.check_flags(FLAGS)
+  estimator_utils.check_padding_flag(FLAGS)
+  if FLAGS.model == "bert_windows" and FLAGS.padding in ("longest", "bucket"):
+    common.fail("--padding=%s: not with --model=bert_windows (its window count is static, from "
+                "--max_seq_length; use --padding=max_length)" % FLAGS.padding)
+
+
+def _padding(training):
+  """--padding of a training or an evaluation / prediction input (estimator_utils.
+  effective_padding; --model=bert_windows: always max_length)."""
+  if FLAGS.model == "bert_windows":
+    return "max_length"
+  return estimator_utils.effective_padding(FLAGS, training=training)
+
 
 def _needed_files():
   """{split: path} of the splits this job reads, each checked to exist."""
@@ -406,7 +554,8 @@ class _Inference(object):
   def outputs(self, path, checkpoint):
     input_fn = input_fn_builder(path, FLAGS.task, self.config, FLAGS.max_seq_length,
                                 FLAGS.max_global_seq_length, FLAGS.max_candidates,
-                                is_training=False)
+                                is_training=False, padding=_padding(training=False),
+                                att_implementation=FLAGS.att_implementation)
     rows = list(self.estimator.predict(input_fn=input_fn, checkpoint_path=checkpoint,
                                        yield_single_examples=True))
     common.STOP_SIGNALS.exit_if_stopped("no results written; rerun to evaluate")
@@ -438,7 +587,8 @@ def _train(estimator, config, train_file, num_train_steps, resume_step, inferenc
     input_fn = input_fn_builder(
         train_file, FLAGS.task, config, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
         FLAGS.max_candidates, is_training=True, seed=FLAGS.seed,
-        skip_batches=estimator_utils.resume_skip_batches(step, FLAGS))
+        skip_batches=estimator_utils.resume_skip_batches(step, FLAGS),
+        padding=_padding(training=True), att_implementation=FLAGS.att_implementation)
     estimator.train(input_fn=input_fn, max_steps=target)
     common.STOP_SIGNALS.exit_if_stopped(
         "checkpoint saved; rerun the same command to resume")
@@ -535,8 +685,9 @@ def main(_):
   model_fn = model_fn_builder(
       FLAGS.task, config, FLAGS.init_checkpoint, FLAGS.learning_rate, num_train_steps,
       num_warmup_steps, FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
-      att_implementation=FLAGS.att_implementation,
+      att_implementation=layout_for(FLAGS.att_implementation, FLAGS.max_seq_length),
       num_labels=len(label_names) if label_names else None,
+      max_global_seq_length=FLAGS.max_global_seq_length,
       **estimator_utils.precision_kwargs(FLAGS))
   estimator = estimator_utils.make_estimator(
       model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,

@@ -244,6 +244,14 @@ def test_cloze_train_eval_predict_from_a_lifted_checkpoint(data, tmp_path):
   sidecar = json.loads((out / "test_predictions.jsonl.checkpoint.json").read_text())
   assert sidecar == {"checkpoint": results["checkpoint"], "global_step": 2}
   assert not (out / ".lock-local").exists()
+  # The job scored with --padding=longest (the default); max_length gives the same metrics.
+  run_tool(None, _args(data, "cloze", out, ["--do_eval", "--keep_best", "--padding=max_length"]))
+  fixed = json.loads((out / "eval_results.json").read_text())
+  assert fixed["checkpoint"] == results["checkpoint"]
+  metrics = [k for k, v in fixed.items() if isinstance(v, float) and k != "eval_seconds"]
+  assert "accuracy" in metrics and "loss" in metrics
+  for key in metrics:
+    assert fixed[key] == pytest.approx(results[key], abs=1e-5), key
   # The sliding-window BERT baseline from the same BERT weights: every bert/ variable loaded,
   # its head new, and eval_results.json with the ETC job's keys.
   bert_out = tmp_path / "bert_out"
@@ -380,3 +388,104 @@ def test_records_of_other_lengths_are_one_line(data, tmp_path):
       "error: --data_dir: %s has global_token_ids of length %d but --max_global_seq_length=16"
       % (data["root"] / "data" / "supporting_train.tfrecord", G))
   assert not (tmp_path / "out").exists()
+  # --model=bert_windows has a static window count: --padding=longest is one line.
+  result = run_tool(None, _args(data, "supporting", tmp_path / "out", _bert_flags(
+      tmp_path / "bert_config.json") + ["--do_eval", "--padding=longest"]), expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --padding=longest: not with --model=bert_windows (its window count is static, "
+      "from --max_seq_length; use --padding=max_length)")
+  assert not (tmp_path / "out").exists()
+
+
+def test_padding_cut_lengths_by_hand():
+  config = etc_modeling.EtcConfig.from_dict(TINY_ETC_CONFIG)  # local_radius 8: blocks of 9
+  long_breaks = np.zeros([2, L], np.int32)
+  long_breaks[0, 20] = 1  # example 0 ends at 20; example 1's last real token is at 13
+  tokens = np.zeros([2, L], np.int32)
+  tokens[0, :21] = 7
+  tokens[1, :14] = 7
+  global_breaks = np.zeros([2, G], np.int32)
+  global_breaks[0, 2] = 1
+  global_ids = np.zeros([2, G], np.int32)
+  global_ids[:, :3] = 5
+  batch = {"token_ids": tokens, "long_breakpoints": long_breaks, "global_token_ids": global_ids,
+           "global_breakpoints": global_breaks}
+  far = dict(batch, token_ids=np.where(np.arange(L) < 61, 7, 0) * np.ones([2, 1], np.int32))
+  cases = [  # (batch, att_implementation, bucket, cloze candidates at least): (long, global)
+      (batch, "auto", False, 1, (24, 8)),     # 21 -> a multiple of 8 (dense layout, L <= 1024)
+      (batch, "sparse", False, 1, (27, 8)),   # 21 -> a multiple of the block 9
+      (batch, "auto", True, 1, (32, 12)),     # buckets [32, 64] and [12]
+      (batch, "auto", False, 10, (24, 12)),   # 10 candidates: 10 -> 16, at most G
+      (far, "auto", False, 1, (64, 8)),       # 61 -> 64 = L
+      (far, "sparse", False, 1, (63, 8)),     # 61 -> 63 (7 blocks of 9)
+  ]
+  with tf.Graph().as_default():
+    got = [run_long_tasks.cut_lengths({k: tf.constant(v) for k, v in b.items()}, config, L, G,
+                                      min_global, att, bucket)
+           for b, att, bucket, min_global, _ in cases]
+    with tf1.Session() as sess:
+      got = sess.run(got)
+  assert [tuple(int(x) for x in g) for g in got] == [c[-1] for c in cases]
+  assert run_long_tasks.layout_for("auto", 1024) == "full"
+  assert run_long_tasks.layout_for("auto", 1025) == "sparse"
+
+
+def test_padding_longest_outputs_equal_max_length(data):
+  """Eval outputs of batches cut to their real long / global inputs (longest, bucket, the sparse
+  layout's blocks) equal the max_length ones to 1e-5, metrics too (random weights)."""
+  config = etc_modeling.EtcConfig.from_dict(TINY_ETC_CONFIG)
+  runs = (("max_length", "auto"), ("longest", "auto"), ("bucket", "auto"),
+          ("longest", "sparse"))
+  # Supporting records end at 50 to 63 of L = 64: batches of 1 to have some cut.
+  for task, batch_size in (("cloze", 4), ("supporting", 1)):
+    path = str(data["root"] / "data" / ("%s_dev.tfrecord" % task))
+    last_long = []  # each record's last breakpoint or token, plus one
+    for record in tf1.io.tf_record_iterator(path):
+      feature = tf.train.Example.FromString(record).features.feature
+      real = (np.array(feature["token_ids"].int64_list.value) != 0) | (
+          np.array(feature["long_breakpoints"].int64_list.value) != 0)
+      last_long.append(np.nonzero(real)[0][-1] + 1)
+    with tf.Graph().as_default():
+      tf1.set_random_seed(0)
+      fetches = []
+      for padding, att in runs:
+        model_fn = run_long_tasks.model_fn_builder(
+            task, config, None, 1e-3, 1, 0, False,
+            att_implementation=run_long_tasks.layout_for(att, L), max_global_seq_length=G)
+        features = tf1.data.make_one_shot_iterator(run_long_tasks.input_fn_builder(
+            path, task, config, L, G, C, is_training=False, padding=padding,
+            att_implementation=att)({"batch_size": batch_size})).get_next()
+        with tf1.variable_scope(tf1.get_variable_scope(), reuse=tf1.AUTO_REUSE):
+          spec = model_fn(features, None, tf1.estimator.ModeKeys.PREDICT, {})
+        fetches.append((spec.predictions, tf.shape(features["token_ids"])[1],
+                        tf.shape(features["global_token_ids"])[1]))
+      batches = []
+      with tf1.Session() as sess:
+        sess.run(tf1.global_variables_initializer())
+        try:
+          while True:
+            batches.append(sess.run(fetches))
+        except tf.errors.OutOfRangeError:
+          pass
+    outputs = [{key: np.concatenate([b[i][0][key] for b in batches])
+                for key in batches[0][i][0]} for i in range(len(runs))]
+    full = outputs[0]
+    real = (full["global_token_ids"] > 0 if task == "supporting" else
+            np.ones_like(full["logits"], bool))
+    for (padding, att), got in zip(runs[1:], outputs[1:]):
+      np.testing.assert_allclose(got["logits"][real], full["logits"][real], atol=1e-5,
+                                 err_msg="%s %s %s" % (task, padding, att))
+      assert np.array_equal(got["global_token_ids"], full["global_token_ids"])
+      metrics = run_long_tasks.task_metrics(task, got)
+      for key, value in run_long_tasks.task_metrics(task, full).items():
+        assert metrics[key] == pytest.approx(value, abs=1e-5), (task, padding, key)
+    # The cut lengths: the last real position of the batch (long: a breakpoint or a token;
+    # global: at least the C cloze candidates), rounded up (8; the sparse layout: blocks of 9).
+    for i, b in enumerate(batches):
+      last_global = max(np.nonzero(b[0][0]["global_token_ids"].any(axis=0))[0][-1] + 1,
+                        C if task == "cloze" else 1)
+      assert b[1][2] == b[3][2] == min(G, -(-last_global // 8) * 8)
+      longest = max(last_long[i * batch_size:(i + 1) * batch_size])
+      assert (b[1][1], b[3][1]) == (min(L, -(-longest // 8) * 8), min(L, -(-longest // 9) * 9))
+      assert b[0][1] == L and b[2][1] == (32 if longest <= 32 else 64)
+    assert min(b[1][1] for b in batches) < L, "no batch was cut: the test data are not ragged"
