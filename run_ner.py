@@ -1451,7 +1451,7 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
   """
   common.STOP_SIGNALS.install()
   _, doc_stride = window_and_stride()
-  train, dev, test, scheme, labels = inputs[:5]
+  labels = inputs.labels
   label_map = {label: i for i, label in enumerate(labels)}
 
   # Before anything is written there: a checkpoint of another model or label list in
@@ -1463,58 +1463,12 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
   convert = dict(tokenizer=tokenizer, label_map=label_map, max_seq_length=FLAGS.max_seq_length,
                  doc_stride=doc_stride)
 
-  num_train_steps = num_warmup_steps = None
-  train_features = None
-  if train is not None:
-    train_features, _ = convert_sentences(train.sentences, with_labels=True, path=train.path,
-                                          **convert)
-    # Pre-shuffled (seeded): the input pipeline's buffer is small.
-    random.Random(FLAGS.seed).shuffle(train_features)
-    num_train_steps = max(1, int(len(train_features) / FLAGS.train_batch_size *
-                                 FLAGS.num_train_epochs))
-    num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
-
-  model_fn = model_fn_builder(
-      bert_config=bert_config, num_labels=len(labels), init_checkpoint=FLAGS.init_checkpoint,
-      learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
-      num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu, max_seq_length=FLAGS.max_seq_length,
-      **estimator_utils.precision_kwargs(FLAGS))
-
+  train_features, num_train_steps, num_warmup_steps = _train_features(inputs.train, convert)
+  model_fn = _job_model_fn(bert_config, len(labels), num_train_steps, num_warmup_steps)
   summary = {}
-  if train is not None:
-    train_file = os.path.join(FLAGS.output_dir, "train.tf_record")
-    write_features(train_features, train_file)
-    model_config.save_config(bert_config, FLAGS.output_dir)
-    with common.atomic_output(os.path.join(FLAGS.output_dir, "labels.txt")) as f:
-      f.write("".join(label + "\n" for label in labels))
-    with common.atomic_output(os.path.join(FLAGS.output_dir, NER_CONFIG)) as f:
-      f.write(ner_config_text(labels, scheme, FLAGS.do_lower_case, FLAGS.max_seq_length,
-                              doc_stride))
-    train_padding = estimator_utils.effective_padding(FLAGS, training=True,
-                                                      full_length_dropout=True)
-    tf1.logging.info("***** Running training *****")
-    tf1.logging.info("  Num windows = %d, batch size = %d, steps = %d (warm-up %d), "
-                     "--padding=%s", len(train_features), FLAGS.train_batch_size,
-                     num_train_steps, num_warmup_steps, train_padding)
-    estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir,
-                                               FLAGS.train_batch_size, FLAGS.eval_batch_size,
-                                               FLAGS.predict_batch_size,
-                                               supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-    input_fn = input_fn_builder(
-        train_file, FLAGS.max_seq_length, is_training=True, drop_remainder=True,
-        seed=FLAGS.seed, skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
-        padding=train_padding)
-    hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
-    start = time.time()
-    # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
-    # 130 / 143 below without writing any result that would make it look finished.
-    estimator.train(input_fn=input_fn, max_steps=num_train_steps,
-                    hooks=[hook, estimator_utils.StopOnSignalHook()])
-    common.STOP_SIGNALS.exit_if_stopped()
-    summary["train_seconds"] = round(time.time() - start, 1)
-    # The target beside global_step: a reader (sweep.py) can check the step was reached.
-    summary["num_train_steps"] = num_train_steps
+  if inputs.train is not None:
+    summary = _train(bert_config, model_fn, inputs, doc_stride, train_features,
+                     num_train_steps, num_warmup_steps, resume_step)
     del train_features
 
   # Which weights every result below comes from: the latest checkpoint in --output_dir (the
@@ -1522,53 +1476,12 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
   record = checkpoint_utils.checkpoint_record(
       tf1.train.latest_checkpoint(FLAGS.output_dir) or eval_weights)
   final = []  # (writer function) run at the end, eval_results last.
-  if dev is not None:
-    word_logits, stats = _predict_file(model_fn, dev, FLAGS.eval_batch_size, "dev", convert,
-                                       len(labels))
-    tags = [predicted_tags(x, labels, scheme) for x in word_logits]
-    scores = ner_metrics.evaluate([s.tags for s in dev.sentences], tags)
-    tf1.logging.info("%s (dev):\n%s", dev.path, ner_metrics.format_report(scores))
-    results = ner_metrics.flat_results(scores, "eval_")
-    results.update(eval_loss=word_loss(word_logits, dev.sentences, label_map),
-                   eval_num_sentences=stats.num_sentences, eval_num_words=stats.num_words,
-                   eval_num_unplaced_words=stats.num_unplaced_words,
-                   eval_num_windows=stats.num_windows,
-                   global_step=estimator_utils.latest_global_step(FLAGS.output_dir),
-                   checkpoint=record["checkpoint"], checkpoint_step=record["global_step"])
-    results.update(summary)
-    final.append(lambda: estimator_utils.write_eval_results(FLAGS.output_dir, results))
-
-  if test is not None:
-    word_logits, stats = _predict_file(model_fn, test, FLAGS.predict_batch_size, "test",
-                                       convert, len(labels))
-    tags = [predicted_tags(x, labels, scheme) for x in word_logits]
-    predictions = os.path.join(FLAGS.output_dir, "predictions.conll")
-    logits_file = os.path.join(FLAGS.output_dir, "word_logits.npz")
-    written = [predictions] + ([logits_file] if FLAGS.output_word_logits else [])
-    # Which checkpoint produced them: <file>.checkpoint.json, removed first so that a kill
-    # between the writes leaves none naming other weights.
-    for path in written:
-      checkpoint_utils.remove_sidecar(path)
-    write_predictions_conll(predictions, test, tags)
-    tf1.logging.info("Wrote %d sentences (%d words, %d unplaced, predicted O) to %s",
-                     stats.num_sentences, stats.num_words, stats.num_unplaced_words,
-                     predictions)
-    if FLAGS.output_word_logits:
-      write_word_logits(logits_file, word_logits, labels)
-    for path in written:
-      checkpoint_utils.write_sidecar(path, record)
-    if test.tagged:
-      scores = ner_metrics.evaluate([s.tags for s in test.sentences], tags)
-      tf1.logging.info("%s (test):\n%s", test.path, ner_metrics.format_report(scores))
-      test_results = ner_metrics.flat_results(scores, "test_")
-      test_results.update(test_num_sentences=stats.num_sentences, test_num_words=stats.num_words,
-                          test_num_unplaced_words=stats.num_unplaced_words,
-                          global_step=estimator_utils.latest_global_step(FLAGS.output_dir),
-                          checkpoint=record["checkpoint"],
-                          checkpoint_step=record["global_step"])
-      test_results.update(summary)
-      final.insert(0, lambda: estimator_utils.write_eval_results(
-          FLAGS.output_dir, test_results, name="test_results"))
+  if inputs.dev is not None:
+    final.append(_evaluate(model_fn, inputs, convert, record, summary))
+  if inputs.test is not None:
+    write_test_results = _predict(model_fn, inputs, convert, record, summary)
+    if write_test_results is not None:
+      final.insert(0, write_test_results)
 
   # A signal during evaluation or prediction: no results file, so the job does not look done.
   common.STOP_SIGNALS.exit_if_stopped()
@@ -1579,10 +1492,214 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
     common.STOP_SIGNALS.exit_if_stopped()
     export_ner(bert_config,
                tf1.train.latest_checkpoint(FLAGS.output_dir) or FLAGS.init_checkpoint,
-               FLAGS.export_dir, labels, scheme, FLAGS.vocab_file, FLAGS.do_lower_case,
+               FLAGS.export_dir, labels, inputs.scheme, FLAGS.vocab_file, FLAGS.do_lower_case,
                FLAGS.max_seq_length, doc_stride, overwrite=FLAGS.overwrite,
                protected_paths=export_protected_paths(),
                padding="max_length" if FLAGS.padding == "max_length" else "bucket")
+
+
+def _train_features(train, convert):
+  """The training windows (pre-shuffled) and the step counts they give.
+
+  Args:
+    train: ConllFile of --do_train, or None.
+    convert: keyword arguments of convert_sentences.
+
+  Returns:
+    (list of WindowFeature, num_train_steps, num_warmup_steps); all None without training.
+  """
+  if train is None:
+    return None, None, None
+  features, _ = convert_sentences(train.sentences, with_labels=True, path=train.path, **convert)
+  # Pre-shuffled (seeded): the input pipeline's buffer is small.
+  random.Random(FLAGS.seed).shuffle(features)
+  num_train_steps = max(1, int(len(features) / FLAGS.train_batch_size * FLAGS.num_train_epochs))
+  num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+  return features, num_train_steps, num_warmup_steps
+
+
+def _job_model_fn(bert_config, num_labels, num_train_steps, num_warmup_steps):
+  """The job's model_fn, as the flags say.
+
+  Args:
+    bert_config: modeling.BertConfig.
+    num_labels: number of BIO labels.
+    num_train_steps: training steps (None without training).
+    num_warmup_steps: warm-up steps (None without training).
+
+  Returns:
+    model_fn of model_fn_builder.
+  """
+  return model_fn_builder(
+      bert_config=bert_config, num_labels=num_labels, init_checkpoint=FLAGS.init_checkpoint,
+      learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
+      use_one_hot_embeddings=FLAGS.use_tpu, max_seq_length=FLAGS.max_seq_length,
+      **estimator_utils.precision_kwargs(FLAGS))
+
+
+def _write_model_files(bert_config, labels, scheme, doc_stride):
+  """Writes bert_config.json, labels.txt and ner_config.json beside the checkpoints.
+
+  Args:
+    bert_config: modeling.BertConfig.
+    labels: the model's BIO labels.
+    scheme: the tag scheme.
+    doc_stride: the window stride.
+  """
+  model_config.save_config(bert_config, FLAGS.output_dir)
+  with common.atomic_output(os.path.join(FLAGS.output_dir, "labels.txt")) as f:
+    f.write("".join(label + "\n" for label in labels))
+  with common.atomic_output(os.path.join(FLAGS.output_dir, NER_CONFIG)) as f:
+    f.write(ner_config_text(labels, scheme, FLAGS.do_lower_case, FLAGS.max_seq_length,
+                            doc_stride))
+
+
+def _train(bert_config, model_fn, inputs, doc_stride, train_features, num_train_steps,
+           num_warmup_steps, resume_step):
+  """Writes the training windows and the model's files, then trains (exits on a signal).
+
+  Args:
+    bert_config: modeling.BertConfig.
+    model_fn: the model_fn.
+    inputs: JobInputs of read_inputs.
+    doc_stride: the window stride.
+    train_features: the training windows of _train_features.
+    num_train_steps: training steps.
+    num_warmup_steps: warm-up steps.
+    resume_step: check_resume's step of the checkpoint resumed from (None: a fresh start).
+
+  Returns:
+    {"train_seconds", "num_train_steps"}: the training summary of the results files.
+  """
+  train_file = os.path.join(FLAGS.output_dir, "train.tf_record")
+  write_features(train_features, train_file)
+  _write_model_files(bert_config, inputs.labels, inputs.scheme, doc_stride)
+  train_padding = estimator_utils.effective_padding(FLAGS, training=True,
+                                                    full_length_dropout=True)
+  tf1.logging.info("***** Running training *****")
+  tf1.logging.info("  Num windows = %d, batch size = %d, steps = %d (warm-up %d), "
+                   "--padding=%s", len(train_features), FLAGS.train_batch_size,
+                   num_train_steps, num_warmup_steps, train_padding)
+  estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir,
+                                             FLAGS.train_batch_size, FLAGS.eval_batch_size,
+                                             FLAGS.predict_batch_size,
+                                             supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+  input_fn = input_fn_builder(
+      train_file, FLAGS.max_seq_length, is_training=True, drop_remainder=True,
+      seed=FLAGS.seed, skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
+      padding=train_padding)
+  hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
+  start = time.time()
+  # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
+  # 130 / 143 below without writing any result that would make it look finished.
+  estimator.train(input_fn=input_fn, max_steps=num_train_steps,
+                  hooks=[hook, estimator_utils.StopOnSignalHook()])
+  common.STOP_SIGNALS.exit_if_stopped()
+  # The target beside global_step: a reader (sweep.py) can check the step was reached.
+  return {"train_seconds": round(time.time() - start, 1), "num_train_steps": num_train_steps}
+
+
+def _checkpoint_results(record, summary):
+  """The keys every results file shares: the step, the scored checkpoint, the training summary.
+
+  Args:
+    record: checkpoint_utils.checkpoint_record of the scored weights.
+    summary: the training summary of _train ({} without training).
+
+  Returns:
+    dict of results keys.
+  """
+  results = dict(global_step=estimator_utils.latest_global_step(FLAGS.output_dir),
+                 checkpoint=record["checkpoint"], checkpoint_step=record["global_step"])
+  results.update(summary)
+  return results
+
+
+def _evaluate(model_fn, inputs, convert, record, summary):
+  """Scores the dev file (logs the report); eval_results is written by the returned function.
+
+  Args:
+    model_fn: the model_fn.
+    inputs: JobInputs of read_inputs.
+    convert: keyword arguments of convert_sentences.
+    record: checkpoint_utils.checkpoint_record of the scored weights.
+    summary: the training summary of _train ({} without training).
+
+  Returns:
+    A function of no argument that writes eval_results.json / .txt.
+  """
+  dev, labels = inputs.dev, inputs.labels
+  word_logits, stats = _predict_file(model_fn, dev, FLAGS.eval_batch_size, "dev", convert,
+                                     len(labels))
+  tags = [predicted_tags(x, labels, inputs.scheme) for x in word_logits]
+  scores = ner_metrics.evaluate([s.tags for s in dev.sentences], tags)
+  tf1.logging.info("%s (dev):\n%s", dev.path, ner_metrics.format_report(scores))
+  results = ner_metrics.flat_results(scores, "eval_")
+  results.update(eval_loss=word_loss(word_logits, dev.sentences, convert["label_map"]),
+                 eval_num_sentences=stats.num_sentences, eval_num_words=stats.num_words,
+                 eval_num_unplaced_words=stats.num_unplaced_words,
+                 eval_num_windows=stats.num_windows)
+  results.update(_checkpoint_results(record, summary))
+  return lambda: estimator_utils.write_eval_results(FLAGS.output_dir, results)
+
+
+def _write_predictions(test, tags, word_logits, labels, stats, record):
+  """Writes predictions.conll (and word_logits.npz), each with its checkpoint sidecar.
+
+  Args:
+    test: ConllFile of --do_predict.
+    tags: predicted tags, a list per sentence.
+    word_logits: per-sentence word logits.
+    labels: the model's BIO labels.
+    stats: FeatureStats of the test file.
+    record: checkpoint_utils.checkpoint_record of the weights.
+  """
+  predictions = os.path.join(FLAGS.output_dir, "predictions.conll")
+  logits_file = os.path.join(FLAGS.output_dir, "word_logits.npz")
+  written = [predictions] + ([logits_file] if FLAGS.output_word_logits else [])
+  # Which checkpoint produced them: <file>.checkpoint.json, removed first so that a kill
+  # between the writes leaves none naming other weights.
+  for path in written:
+    checkpoint_utils.remove_sidecar(path)
+  write_predictions_conll(predictions, test, tags)
+  tf1.logging.info("Wrote %d sentences (%d words, %d unplaced, predicted O) to %s",
+                   stats.num_sentences, stats.num_words, stats.num_unplaced_words,
+                   predictions)
+  if FLAGS.output_word_logits:
+    write_word_logits(logits_file, word_logits, labels)
+  for path in written:
+    checkpoint_utils.write_sidecar(path, record)
+
+
+def _predict(model_fn, inputs, convert, record, summary):
+  """Tags the test file and writes the predictions; scores it when it is tagged.
+
+  Args:
+    model_fn: the model_fn.
+    inputs: JobInputs of read_inputs.
+    convert: keyword arguments of convert_sentences.
+    record: checkpoint_utils.checkpoint_record of the scored weights.
+    summary: the training summary of _train ({} without training).
+
+  Returns:
+    A function of no argument that writes test_results.json / .txt, or None (untagged file).
+  """
+  test, labels = inputs.test, inputs.labels
+  word_logits, stats = _predict_file(model_fn, test, FLAGS.predict_batch_size, "test",
+                                     convert, len(labels))
+  tags = [predicted_tags(x, labels, inputs.scheme) for x in word_logits]
+  _write_predictions(test, tags, word_logits, labels, stats, record)
+  if not test.tagged:
+    return None
+  scores = ner_metrics.evaluate([s.tags for s in test.sentences], tags)
+  tf1.logging.info("%s (test):\n%s", test.path, ner_metrics.format_report(scores))
+  test_results = ner_metrics.flat_results(scores, "test_")
+  test_results.update(test_num_sentences=stats.num_sentences, test_num_words=stats.num_words,
+                      test_num_unplaced_words=stats.num_unplaced_words)
+  test_results.update(_checkpoint_results(record, summary))
+  return lambda: estimator_utils.write_eval_results(
+      FLAGS.output_dir, test_results, name="test_results")
 
 
 def _predict_file(model_fn, conll, batch_size, split, convert, num_labels):
