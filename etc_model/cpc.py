@@ -49,6 +49,7 @@ import math
 
 import tensorflow as tf
 
+from etc_model import etc_estimator
 from etc_model import etc_inputs
 
 # A logit for the keys of empty slots: far below any real score, finite (no inf - inf = NaN).
@@ -170,8 +171,8 @@ def sentence_inputs(token_ids, global_token_ids, start, length, chosen, config,
     max_sentence_length: Python int S: a sentence's tokens past S are cut.
 
   Returns:
-    dict of EtcModel keyword arguments for batch * M inputs: token_ids [batch * M, S],
-    global_token_ids [batch * M, 1] and the side inputs.
+    feature dict of batch * M inputs (for etc_estimator.encode): token_ids [batch * M, S],
+    global_token_ids [batch * M, 1], their breakpoints and sentence ids, the side inputs.
   """
   seq_len = tf.shape(token_ids)[1]
   sent_start = tf.gather(start, chosen, batch_dims=1)  # [batch, M]
@@ -188,26 +189,17 @@ def sentence_inputs(token_ids, global_token_ids, start, length, chosen, config,
   breakpoints = tf.reshape(tf.one_hot(sent_len - 1, max_sentence_length, dtype=tf.int32),
                            [num, max_sentence_length])
   global_ids = tf.reshape(tf.gather(global_token_ids, chosen, batch_dims=1), [num, 1])
-  side = etc_inputs.make_global_local_transformer_side_inputs_tf(
-      breakpoints, tf.ones([num, 1], tf.int32), tf.zeros_like(ids), config.local_radius,
-      config.relative_pos_max_distance, use_hard_g2l_mask=config.use_hard_g2l_mask,
-      use_hard_l2g_mask=config.use_hard_l2g_mask)
   static_num = None
   if chosen.shape.is_fully_defined():
     static_num = chosen.shape[0] * chosen.shape[1]
-  window = 2 * config.local_radius + 1
-  shapes = {"l2l": [static_num, max_sentence_length, window], "g2g": [static_num, 1, 1],
-            "l2g": [static_num, max_sentence_length, 1],
-            "g2l": [static_num, 1, max_sentence_length]}
-  out = {"token_ids": ids, "global_token_ids": global_ids}
-  out["token_ids"].set_shape([static_num, max_sentence_length])
-  out["global_token_ids"].set_shape([static_num, 1])
-  for name, value in side.items():
-    if value is not None:
-      value = tf.cast(value, tf.int32)
-      value.set_shape(shapes[name[:3]])
-      out[name] = value
-  return out
+  ids.set_shape([static_num, max_sentence_length])
+  global_ids.set_shape([static_num, 1])
+  # One sentence (id 0) under one global token: the records' side-input rules, from its
+  # breakpoints.
+  return etc_estimator.add_side_inputs(
+      {"token_ids": ids, "global_token_ids": global_ids, "long_breakpoints": breakpoints,
+       "global_breakpoints": tf.ones([num, 1], tf.int32), "sentence_ids": tf.zeros_like(ids)},
+      config, max_sentence_length, 1)
 
 
 def info_nce(queries, keys, valid):
@@ -264,17 +256,15 @@ def cpc_loss(model, features, config, mask_token_id, rate, max_sentences,
   token_ids, masked, mlm_weights = masked_long_inputs(
       features["token_ids"], features["sentence_ids"], real, chosen, valid, mask_token_id,
       global_seq_len, features.get("masked_lm_positions"), features.get("masked_lm_weights"))
-  side = {name: features[name] for name in etc_inputs.SIDE_INPUT_NAMES if name in features}
-  long_output, global_output = model(token_ids=token_ids,
-                                     global_token_ids=features["global_token_ids"],
-                                     att_implementation=att_implementation, **side)
+  long_output, global_output = etc_estimator.encode(model, features, token_ids=token_ids,
+                                                    att_implementation=att_implementation)
   original = features["token_ids"]
   if "masked_lm_positions" in features:
     original = unmasked_token_ids(original, features["masked_lm_positions"],
                                   features["masked_lm_ids"], features["masked_lm_weights"])
   lone = sentence_inputs(original, features["global_token_ids"], start, length, chosen, config,
                          max_sentence_length)
-  _, lone_global = model(att_implementation="auto", **lone)
+  _, lone_global = etc_estimator.encode(model, lone)
   hidden = tf.compat.dimension_value(global_output.shape[-1])
   queries = tf.reshape(tf.gather(global_output, chosen, batch_dims=1), [-1, hidden])
   keys = tf.reshape(lone_global[:, 0, :], [-1, hidden])

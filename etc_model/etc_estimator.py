@@ -62,6 +62,25 @@ def add_side_inputs(features, config, long_seq_len, global_seq_len):
   return out
 
 
+def encode(model, features, token_ids=None, att_implementation="auto"):
+  """Runs an EtcModel on a feature dict: its token ids, global token ids and side inputs.
+
+  Args:
+    model: etc_modeling.EtcModel.
+    features: dict with token_ids, global_token_ids and the side inputs it has (add_side_inputs;
+      other keys, e.g. breakpoints or labels, are not passed).
+    token_ids: int32 [batch, L] to run instead of features["token_ids"] (CPC's masked input).
+    att_implementation: "auto", "full" or "sparse".
+
+  Returns:
+    [long_output [batch, L, hidden], global_output [batch, G, hidden]].
+  """
+  side = {name: features[name] for name in etc_inputs.SIDE_INPUT_NAMES if name in features}
+  return model(token_ids=features["token_ids"] if token_ids is None else token_ids,
+               global_token_ids=features["global_token_ids"],
+               att_implementation=att_implementation, **side)
+
+
 def placeholder_features(config, long_seq_len, global_seq_len, extra=None):
   """Batch-1 placeholders of the five stored features, the side inputs and `extra`.
 

@@ -416,9 +416,7 @@ SIGNATURES = {
 def build_head(task, config, features, num_labels=None):
   """EtcModel (inference) and the task's head over features with side inputs; the logits."""
   model = etc_modeling.EtcModel(config, is_training=False)
-  side = {name: features[name] for name in etc_inputs.SIDE_INPUT_NAMES if name in features}
-  _, global_output = model(token_ids=features["token_ids"],
-                           global_token_ids=features["global_token_ids"], **side)
+  _, global_output = etc_estimator.encode(model, features)
   return heads.task_head(task, global_output, features, config, False, num_labels=num_labels)[2]
 
 

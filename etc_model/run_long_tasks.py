@@ -78,7 +78,6 @@ import modeling
 import training_eval
 from etc_model import bert_windows
 from etc_model import etc_estimator
-from etc_model import etc_inputs
 from etc_model import etc_modeling
 from etc_model import long_task_heads as heads
 from etc_model import long_tasks
@@ -344,10 +343,7 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
   model = etc_modeling.EtcModel(config, is_training=is_training,
                                 use_one_hot_embeddings=use_one_hot_embeddings,
                                 compute_dtype=compute_dtype)
-  side = {name: features[name] for name in etc_inputs.SIDE_INPUT_NAMES if name in features}
-  _, global_output = model(token_ids=features["token_ids"],
-                           global_token_ids=features["global_token_ids"],
-                           att_implementation=att_implementation, **side)
+  _, global_output = etc_estimator.encode(model, features, att_implementation=att_implementation)
   return heads.task_head(task, global_output, features, config, is_training,
                          num_labels=num_labels)
 

@@ -65,7 +65,6 @@ import run_pretraining as bert_pretraining
 from etc_model import cpc
 from etc_model import create_pretraining_data as etc_data
 from etc_model import etc_estimator
-from etc_model import etc_inputs
 from etc_model import etc_modeling
 
 tf1 = tf.compat.v1
@@ -221,10 +220,7 @@ def build_model(config, features, is_training, use_one_hot_embeddings=False,
   model = etc_modeling.EtcModel(config, is_training=is_training,
                                 use_one_hot_embeddings=use_one_hot_embeddings,
                                 compute_dtype=compute_dtype)
-  side = {name: features[name] for name in etc_inputs.SIDE_INPUT_NAMES if name in features}
-  long_output, _ = model(token_ids=features["token_ids"],
-                         global_token_ids=features["global_token_ids"],
-                         att_implementation=att_implementation, **side)
+  long_output, _ = etc_estimator.encode(model, features, att_implementation=att_implementation)
   return bert_pretraining.get_masked_lm_output(
       masked_lm_head_config(config), long_output, model.get_token_embedding_table(),
       features["masked_lm_positions"], features["masked_lm_ids"],
