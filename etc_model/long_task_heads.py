@@ -47,8 +47,7 @@ LABEL_VOCABULARY_TASKS = ("classify",)
 SCOPE = "cls/long_tasks"
 # The score of a padding candidate: exp() of it is 0 in float32.
 MASKED_LOGIT = -1e9
-COMMON_FEATURES = ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
-                   "global_breakpoints")
+COMMON_FEATURES = long_tasks.PACKED_FEATURES
 # Per task: (feature name, length key) of the label features the records add ("C": the
 # candidates, "G": the global length, 1: a scalar).
 LABEL_FEATURES = {

@@ -98,6 +98,9 @@ _BOOK_NUMBER_PATTERN = re.compile(r" #\d+$")
 
 # Buckets of answer_distance (word pieces) for the by-distance breakdown.
 DISTANCE_BUCKETS = (128, 512, 2048)
+# The packed long / global features every task's record starts with (make_sentence_global_inputs).
+PACKED_FEATURES = ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
+                   "global_breakpoints")
 
 
 def distance_bucket(distance):
@@ -385,6 +388,19 @@ def window_end(sentences, start, long_budget, global_budget):
   return end
 
 
+def packed_features(record):
+  """A record's PACKED_FEATURES as an OrderedDict of int lists (the task adds its labels).
+
+  Args:
+    record: dict of arrays of etc_inputs.make_sentence_global_inputs (one example).
+
+  Returns:
+    collections.OrderedDict {name: list of int} in PACKED_FEATURES order.
+  """
+  return collections.OrderedDict(
+      (name, [int(v) for v in record[name]]) for name in PACKED_FEATURES)
+
+
 def _pad(values, length):
   return list(values) + [0] * (length - len(values))
 
@@ -496,10 +512,7 @@ def _cloze_example(context, question, answers, rng, settings):
   recency = {n: last[n] for n in candidates}
   most_recent = max(candidates, key=lambda n: recency[n])
   most_frequent = max(candidates, key=lambda n: (count[n], recency[n]))
-  features = collections.OrderedDict()
-  for name in ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
-               "global_breakpoints"):
-    features[name] = [int(v) for v in record[name]]
+  features = packed_features(record)
   features["candidate_mask"] = _pad([1] * num_c, settings["max_candidates"])
   features["label"] = [candidates.index(answer)]
   features["blank_position"] = [blank_position]
@@ -572,10 +585,7 @@ def make_supporting_examples(chapter, sentences, donors, settings, seed):
       continue
     record = etc_inputs.make_sentence_global_inputs([mixed], long_len, global_len,
                                                     settings["global_token_id"])
-    features = collections.OrderedDict()
-    for name in ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
-                 "global_breakpoints"):
-      features[name] = [int(v) for v in record[name]]
+    features = packed_features(record)
     features["sentence_labels"] = _pad(labels, global_len)
     features["inserted_start"] = [at]
     features["inserted_count"] = [k]
@@ -610,10 +620,7 @@ def make_classify_examples(chapter, sentences, label, settings):
       continue
     record = etc_inputs.make_sentence_global_inputs([ids], long_len, global_len,
                                                     settings["global_token_id"])
-    features = collections.OrderedDict()
-    for name in ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
-                 "global_breakpoints"):
-      features[name] = [int(v) for v in record[name]]
+    features = packed_features(record)
     features["label"] = [int(label)]
     features["book"] = chapter.book
     features["window"] = window
