@@ -262,12 +262,13 @@ def _pad_to_global_length(tensor, max_global_seq_length):
 
 def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_length,
                      max_candidates, is_training, seed=None, skip_batches=0,
-                     drop_remainder=None, padding="max_length", att_implementation="auto"):
+                     drop_remainder=None, padding="max_length", att_implementation="auto",
+                     num_records=None):
   """Creates an `input_fn` over one task's records, with the side inputs.
 
   Args:
     input_file: TFRecord path.
-    task: "cloze" or "supporting".
+    task: a name of long_task_heads.TASKS.
     config: EtcConfig (for the side inputs).
     max_seq_length: L.
     max_global_seq_length: G.
@@ -281,6 +282,8 @@ def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_le
       its real long and global inputs (cut_batch, ETC only); "bucket": those rounded up to
       estimator_utils.padding_buckets.
     att_implementation: the job's --att_implementation (the long length's rounding).
+    num_records: the file's record count (training's shuffle buffer) when the caller has
+      counted it; counted here otherwise.
 
   Returns:
     input_fn(params) -> tf.data.Dataset of feature dicts with batch params["batch_size"].
@@ -298,7 +301,7 @@ def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_le
     if is_training:
       # The whole file in the buffer: the records are in chapter (so book) order, and a
       # small buffer would feed one book at a time. Seeded: same order on resume.
-      d = d.shuffle(buffer_size=max(1, count_records(input_file)), seed=seed,
+      d = d.shuffle(buffer_size=max(1, num_records or count_records(input_file)), seed=seed,
                     reshuffle_each_iteration=True).repeat()
       if skip_batches:
         d = d.skip(skip_batches * batch_size)
@@ -577,14 +580,16 @@ def _scored_checkpoint():
   return latest, "last"
 
 
-def _train(estimator, config, train_file, num_train_steps, resume_step, inference, dev_file):
+def _train(estimator, config, train_file, num_records, num_train_steps, resume_step, inference,
+           dev_file):
   """--do_train (with evaluations when --eval_every_steps is set); returns the results dict."""
   def train_to(step, target):
     input_fn = input_fn_builder(
         train_file, FLAGS.task, config, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
         FLAGS.max_candidates, is_training=True, seed=FLAGS.seed,
         skip_batches=estimator_utils.resume_skip_batches(step, FLAGS),
-        padding=_padding(training=True), att_implementation=FLAGS.att_implementation)
+        padding=_padding(training=True), att_implementation=FLAGS.att_implementation,
+        num_records=num_records)
     estimator.train(input_fn=input_fn, max_steps=target)
     common.STOP_SIGNALS.exit_if_stopped(
         "checkpoint saved; rerun the same command to resume")
@@ -701,8 +706,8 @@ def main(_):
   if label_names is not None:
     summary["labels"] = label_names
   if FLAGS.do_train:
-    summary.update(_train(estimator, config, files["train"], num_train_steps, resume_step,
-                          inference, files.get("dev")))
+    summary.update(_train(estimator, config, files["train"], num_records, num_train_steps,
+                          resume_step, inference, files.get("dev")))
   checkpoint, scored = _scored_checkpoint()
   # Which weights the results come from (no checkpoint in --output_dir: --init_checkpoint).
   record = checkpoint_utils.checkpoint_record(checkpoint or eval_weights)
