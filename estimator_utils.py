@@ -934,6 +934,25 @@ def check_padding_flag(flag_values):
                 "shape; use --padding=max_length)" % flag_values.padding)
 
 
+def skips_padding(flag_values):
+  """Whether the job's BERT computes only the real tokens (modeling.BertModel's skip_padding).
+
+  With --padding=longest (or left to its default) on CPU / GPU: the encoder's dense layers
+  then cost the batch's real tokens, not its padded length, with the same outputs to float
+  rounding. Not on TPU or with --use_xla (the real tokens' count is a dynamic shape), nor with
+  --padding=max_length or bucket (the fixed-shape computations they ask for).
+
+  Args:
+    flag_values: the parsed flags (padding, use_tpu, use_xla).
+
+  Returns:
+    bool.
+  """
+  if getattr(flag_values, "use_tpu", False) or getattr(flag_values, "use_xla", False):
+    return False
+  return flag_values.padding in (None, "longest")
+
+
 def effective_padding(flag_values, training=False, default="longest",
                       full_length_dropout=False):
   """--padding for a training or an evaluation / prediction input.

@@ -401,7 +401,9 @@ def build_graph(bert_config, layer_indexes, want_layers, pooling, use_one_hot_em
   model = modeling.BertModel(
       config=bert_config, is_training=False, input_ids=inputs["input_ids"],
       input_mask=inputs["input_mask"], token_type_ids=inputs["input_type_ids"],
-      use_one_hot_embeddings=use_one_hot_embeddings)
+      use_one_hot_embeddings=use_one_hot_embeddings,
+      # longest: the encoder computes the real tokens only (padding rows are never written).
+      skip_padding=padding == "longest")
   all_layers = model.get_all_encoder_layers()
   num_layers = len(all_layers)
   fetches = {}

@@ -352,7 +352,8 @@ class BertModel(object):
                token_type_ids=None,
                use_one_hot_embeddings=False,
                scope=None,
-               compute_dtype=None):
+               compute_dtype=None,
+               skip_padding=False):
     """Constructor for BertModel.
 
     Args:
@@ -368,6 +369,11 @@ class BertModel(object):
       compute_dtype: (optional) tf.float32 (default), tf.bfloat16 or tf.float16, or a
         --precision name ("fp32", "bf16", "fp16"): the dtype of the encoder's matmuls (see the
         module docstring). Variables and outputs are float32 in every case.
+      skip_padding: (ours) the encoder computes only the real tokens (input_mask's 1s, and
+        position 0) instead of the whole padded [batch_size, seq_length]: attention alone runs
+        in the padded layout (transformer_model's token_mask). The real positions' outputs
+        (pooled output included) equal the padded model's to float rounding; the sequence
+        and layer outputs are 0 at padding positions. Dynamic shapes: not for TPU or XLA.
 
     Raises:
       ValueError: The config is invalid or one of the input tensor shapes
@@ -437,7 +443,8 @@ class BertModel(object):
                 residual_attention=config.residual_attention,
                 layer_norm_type=config.layer_norm_type,
                 return_attention=True,
-                compute_dtype=compute_dtype))
+                compute_dtype=compute_dtype,
+                token_mask=input_mask if skip_padding else None))
 
       self.sequence_output = self.all_encoder_layers[-1]
       # The "pooler" converts the encoded sequence tensor of shape
@@ -655,7 +662,7 @@ def init_from_checkpoint(init_checkpoint, tvars=None, log_fn=None):
   return initialized
 
 
-def dropout(input_tensor, dropout_prob, seq_axes=None, seq_length=None):
+def dropout(input_tensor, dropout_prob, seq_axes=None, seq_length=None, token_rows=None):
   """Perform dropout.
 
   In a graph with a global step (every Estimator training graph) the mask is a stateless
@@ -678,6 +685,9 @@ def dropout(input_tensor, dropout_prob, seq_axes=None, seq_length=None):
       (1,) for [batch, seq, hidden], (2, 3) for [batch, heads, from_seq, to_seq].
     seq_length: (optional) int or int32 scalar Tensor: input_tensor is [batch * seq, ...]
       with seq == seq_length (transformer_model's 2-D hidden states), seen as [batch, seq, ...].
+    token_rows: (optional) TokenRows (with seq_length): input_tensor [num_real, ...] holds only
+      these rows of the [batch * seq_length, ...] matrix (skip_padding): it gets the rows of
+      that whole matrix's mask, the values the padded computation drops.
 
   Returns:
     A version of `input_tensor` with dropout applied.
@@ -690,6 +700,22 @@ def dropout(input_tensor, dropout_prob, seq_axes=None, seq_length=None):
   if seed is None:
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
   dtype = input_tensor.dtype.base_dtype
+  if token_rows is not None:
+    if seq_length is None:
+      raise ValueError("dropout: token_rows needs seq_length")
+    # The padded matrix's mask, at the real rows.
+    full_shape = tf.concat([[token_rows.total], tf.shape(input_tensor)[1:]], axis=0)
+    with tf.name_scope("stateless_dropout"):
+      if _DROPOUT_FULL_LENGTHS:
+        keep = _full_length_keep_mask(input_tensor, dropout_prob, seed,
+                                      _DROPOUT_FULL_LENGTHS[-1], seq_length=seq_length,
+                                      shape=full_shape)
+      else:
+        keep = tf.random.stateless_uniform(full_shape, seed=seed,
+                                           dtype=tf.float32) >= dropout_prob
+      keep = tf.gather(keep, token_rows.indices)
+      scaled = input_tensor * tf.cast(1.0 / (1.0 - dropout_prob), dtype)
+      return tf.where(keep, scaled, tf.zeros_like(scaled))
   if _DROPOUT_FULL_LENGTHS and (seq_axes or seq_length is not None):
     # Named scope as stateless_dropout's: the ops after it keep their names (and so the
     # step seeds of later dropouts).
@@ -745,7 +771,7 @@ def full_length_dropout(max_seq_length):
 
 
 def _full_length_keep_mask(input_tensor, dropout_prob, seed, full_length, seq_axes=None,
-                           seq_length=None):
+                           seq_length=None, shape=None):
   """The keep mask (bool, shape of input_tensor) of full_length_dropout.
 
   Args:
@@ -755,12 +781,14 @@ def _full_length_keep_mask(input_tensor, dropout_prob, seed, full_length, seq_ax
     full_length: int, the sequence axes' length of the draw.
     seq_axes: the sequence axes of input_tensor (when seq_length is None).
     seq_length: int or scalar Tensor: input_tensor is [batch * seq_length, ...].
+    shape: (optional) int32 Tensor, the shape to draw for instead of input_tensor's (same rank).
 
   Returns:
-    bool Tensor, the shape of input_tensor: the float32 uniform drawn at full_length on the
-    sequence axes, sliced to input_tensor's lengths, >= dropout_prob.
+    bool Tensor, the shape of input_tensor (or `shape`): the float32 uniform drawn at
+    full_length on the sequence axes, sliced to input_tensor's lengths, >= dropout_prob.
   """
-  shape = tf.shape(input_tensor)
+  if shape is None:
+    shape = tf.shape(input_tensor)
   if seq_length is not None:
     static = [tf.get_static_value(seq_length)]
     seq_length = tf.cast(seq_length, tf.int32)
@@ -1144,6 +1172,47 @@ def create_attention_mask_from_input_mask(from_tensor, to_mask):
   return mask
 
 
+# skip_padding: the real tokens' rows of a [batch * seq, ...] matrix (int32 [num_real]) and
+# that matrix's number of rows (int32 scalar, batch * seq).
+TokenRows = collections.namedtuple("TokenRows", ["indices", "total"])
+
+
+def real_token_rows(token_mask):
+  """The rows of the real tokens in the [batch * seq, width] matrix of a padded batch.
+
+  Position 0 of every sequence counts as real even when masked (an all-padding example still
+  gets its [CLS] row, so the pooled output is computed as in the padded batch).
+
+  Args:
+    token_mask: int32 / bool Tensor [batch, seq], 1 at real tokens (BERT's input_mask).
+
+  Returns:
+    TokenRows(indices int32 [num_real] in increasing order, total int32 scalar batch * seq).
+  """
+  # Its own name scope: the model's other op names (and so their dropout seeds) stay the same.
+  with tf.name_scope("skip_padding"):
+    token_mask = tf.cast(token_mask, tf.bool)
+    shape = tf.shape(token_mask)
+    first = tf.equal(tf.range(shape[1]), 0)[tf.newaxis, :]
+    keep = tf.reshape(tf.logical_or(token_mask, first), [-1])
+    indices = tf.cast(tf.reshape(tf.where(keep), [-1]), tf.int32)
+    return TokenRows(indices, shape[0] * shape[1])
+
+
+def scatter_token_rows(rows_tensor, token_rows):
+  """[num_real, width] -> [batch * seq, width], zeros at the padding rows."""
+  with tf.name_scope("skip_padding"):
+    width = tf.shape(rows_tensor)[1:]
+    return tf.scatter_nd(token_rows.indices[:, tf.newaxis], rows_tensor,
+                         tf.concat([[token_rows.total], width], axis=0))
+
+
+def gather_token_rows(matrix, token_rows):
+  """[batch * seq, width] -> [num_real, width], the real tokens' rows."""
+  with tf.name_scope("skip_padding"):
+    return tf.gather(matrix, token_rows.indices)
+
+
 def scaled_dot_product_attention(query, key, value, attention_mask=None,
                                  attention_probs_dropout_prob=0.0,
                                  prev_attention_scores=None,
@@ -1242,7 +1311,8 @@ def attention_layer(from_tensor,
                     to_seq_length=None,
                     prev_attention_scores=None,
                     running_mean_divisor=None,
-                    return_attention=False):
+                    return_attention=False,
+                    token_rows=None):
   """Performs multi-headed attention from `from_tensor` to `to_tensor`, with residual scores.
 
   All heads are computed at once with batched matmuls ([batch, heads, seq, size_per_head]).
@@ -1281,6 +1351,11 @@ def attention_layer(from_tensor,
     running_mean_divisor: (optional) Python number; the softmax input is the running
       scores divided by it.
     return_attention: bool. If True, also return the handed-on scores and the probs.
+    token_rows: (optional) TokenRows, self-attention of a batch without its padding rows:
+      from_tensor (the same Tensor as to_tensor) is 2D [num_real, width], these rows of the
+      [batch_size * from_seq_length, width] matrix. The projections run on the real rows only;
+      queries, keys and values are scattered to the padded layout (zeros at padding, which the
+      mask removes) for the scores, and the output is the real rows' context [num_real, ...].
 
   Returns:
     Tensor of shape [batch_size, from_seq_length, num_attention_heads * size_per_head]
@@ -1345,6 +1420,12 @@ def attention_layer(from_tensor,
       name="value",
       kernel_initializer=create_initializer(initializer_range))
 
+  if token_rows is not None:
+    # Back to the padded [B*F, N*H] layout the scores need.
+    query_layer = scatter_token_rows(query_layer, token_rows)
+    key_layer = scatter_token_rows(key_layer, token_rows)
+    value_layer = scatter_token_rows(value_layer, token_rows)
+
   # `query_layer` = [B, N, F, H]
   query_layer = transpose_for_scores(query_layer, batch_size,
                                      num_attention_heads, from_seq_length,
@@ -1369,7 +1450,12 @@ def attention_layer(from_tensor,
   # `context_layer` = [B, F, N, H]
   context_layer = tf.transpose(a=context_layer, perm=[0, 2, 1, 3])
 
-  if do_return_2d_tensor:
+  if token_rows is not None:
+    # `context_layer` = [num_real, N*H]
+    context_layer = gather_token_rows(tf.reshape(
+        context_layer,
+        [batch_size * from_seq_length, num_attention_heads * size_per_head]), token_rows)
+  elif do_return_2d_tensor:
     # `context_layer` = [B*F, N*H]
     context_layer = tf.reshape(
         context_layer,
@@ -1399,7 +1485,8 @@ def transformer_model(input_tensor,
                       residual_attention="none",
                       layer_norm_type="post",
                       return_attention=False,
-                      compute_dtype=None):
+                      compute_dtype=None,
+                      token_mask=None):
   """Multi-headed, multi-layer Transformer encoder, Post-LN or Pre-LN, with residual attention.
 
   Args:
@@ -1427,6 +1514,15 @@ def transformer_model(input_tensor,
     compute_dtype: (optional) dtype of the attention and feed-forward blocks (matmuls, GELU,
       dropout), see get_compute_dtype; default: that of `input_tensor`. The residual stream
       and LayerNorms stay in the dtype of `input_tensor`, scores and probs in float32.
+    token_mask: (optional) int32 Tensor [batch_size, seq_length], 1 at real tokens: the
+      padding is skipped (BertModel's skip_padding). The hidden states hold the real tokens'
+      rows only (real_token_rows), so the projections, feed-forward layers, LayerNorms and
+      dropouts cost the real tokens, not the padded length; attention scatters them back to
+      [batch, heads, seq, seq]. Real positions' outputs equal the padded computation's to
+      float rounding (dropout masks included: see dropout's token_rows); the outputs at padding
+      positions are 0 (the padded computation leaves values there that the mask hides), and
+      so are the scores and probs of padding query rows' inputs. Dynamic shapes: not for
+      TPU or XLA.
 
   Returns:
     float Tensor of shape [batch_size, seq_length, hidden_size], the final
@@ -1476,6 +1572,11 @@ def transformer_model(input_tensor,
   # the GPU/CPU but may not be free on the TPU, so we want to minimize them to
   # help the optimizer.
   prev_output = reshape_to_matrix(input_tensor)
+  token_rows = None
+  if token_mask is not None:
+    token_rows = real_token_rows(token_mask)
+    # `prev_output` = [num_real, hidden_size]
+    prev_output = gather_token_rows(prev_output, token_rows)
 
   all_layer_outputs = []
   all_attention_scores = []
@@ -1510,7 +1611,8 @@ def transformer_model(input_tensor,
               to_seq_length=seq_length,
               prev_attention_scores=prev_scores,
               running_mean_divisor=residual_attention_divisor(residual_attention, layer_idx),
-              return_attention=True)
+              return_attention=True,
+              token_rows=token_rows)
         all_attention_scores.append(scores)
         all_attention_probs.append(probs)
         prev_scores = residual_attention_hand_on(residual_attention, scores)
@@ -1523,7 +1625,8 @@ def transformer_model(input_tensor,
               hidden_size,
               kernel_initializer=output_initializer,
               name="dense")
-          attention_output = dropout(attention_output, hidden_dropout_prob, seq_length=seq_length)
+          attention_output = dropout(attention_output, hidden_dropout_prob, seq_length=seq_length,
+                                     token_rows=token_rows)
           attention_output = _cast_to(attention_output, residual_dtype)
           if pre_ln:
             attention_output = attention_output + layer_input
@@ -1552,7 +1655,8 @@ def transformer_model(input_tensor,
             hidden_size,
             kernel_initializer=output_initializer,
             name="dense")
-        layer_output = dropout(layer_output, hidden_dropout_prob, seq_length=seq_length)
+        layer_output = dropout(layer_output, hidden_dropout_prob, seq_length=seq_length,
+                               token_rows=token_rows)
         layer_output = _cast_to(layer_output, residual_dtype)
         if pre_ln:
           layer_output = layer_output + attention_output
@@ -1563,6 +1667,9 @@ def transformer_model(input_tensor,
 
   if pre_ln:
     all_layer_outputs[-1] = layer_norm(all_layer_outputs[-1], name=FINAL_LAYER_NORM_SCOPE)
+  if token_rows is not None:
+    all_layer_outputs = [scatter_token_rows(layer_output, token_rows)
+                         for layer_output in all_layer_outputs]
 
   if do_return_all_layers:
     final_outputs = [reshape_from_matrix(layer_output, input_shape)

@@ -308,7 +308,9 @@ def build_graph(bert_config, top_k, with_probabilities=False, padding="longest",
   inputs = extract_features.trimmed_inputs(placeholders, padding, max_seq_length)
   model = modeling.BertModel(
       config=bert_config, is_training=False, input_ids=inputs["input_ids"],
-      input_mask=inputs["input_mask"], token_type_ids=inputs["input_type_ids"])
+      input_mask=inputs["input_mask"], token_type_ids=inputs["input_type_ids"],
+      # longest: the encoder computes the real tokens only ([MASK]s are real tokens).
+      skip_padding=padding == "longest")
   positions = placeholders["masked_lm_positions"]
   logits = modeling.masked_lm_logits(bert_config, model.get_sequence_output(),
                                      model.get_embedding_table(), positions)

@@ -905,7 +905,7 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, labels,
                  num_labels, use_one_hot_embeddings, is_regression=False, is_multilabel=False,
-                 class_weights=None, compute_dtype=None):
+                 class_weights=None, compute_dtype=None, skip_padding=False):
   """Creates a classification (or regression) model on BERT's pooled output (official).
 
   Args:
@@ -925,6 +925,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
       example's cross-entropy is multiplied by its class's weight. None: all 1.
     compute_dtype: (ours) BERT's compute dtype (modeling.BertModel; "fp32" / "bf16" / "fp16"
       or a dtype, None: float32). The output layer, logits and losses are float32 in all.
+    skip_padding: (ours) BERT computes the real tokens only (modeling.BertModel's
+      skip_padding; not for TPU / XLA): the same outputs to float rounding, less compute.
 
   Returns:
     (loss, per_example_loss [batch], logits [batch, num_labels], probabilities
@@ -938,7 +940,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, l
       input_mask=input_mask,
       token_type_ids=segment_ids,
       use_one_hot_embeddings=use_one_hot_embeddings,
-      compute_dtype=compute_dtype)
+      compute_dtype=compute_dtype,
+      skip_padding=skip_padding)
 
   # In the demo, we are doing a simple classification task on the entire segment.
   #
@@ -991,7 +994,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
                      num_warmup_steps, use_tpu, use_one_hot_embeddings, is_regression=False,
                      extra_predictions=False, is_multilabel=False, class_weights=None,
                      precision="fp32", fused_optimizer=False, keep_checkpoint_max=5,
-                     max_seq_length=None):
+                     max_seq_length=None, skip_padding=False):
   """Returns `model_fn` closure for TPUEstimator (official).
 
   TRAIN: Adam with warm-up (optimization.create_optimizer). EVAL: eval_metrics eval_accuracy and
@@ -1021,6 +1024,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
       that length (modeling.full_length_dropout), so a training batch padded to its longest
       example (--padding=longest) drops what the max_length batch drops. None: the official
       masks over the batch's shape (equal to these at max_seq_length).
+    skip_padding: (ours) BERT skips the padding rows (create_model); not for TPU / XLA.
 
   Returns:
     model_fn(features, labels, mode, params) -> TPUEstimatorSpec.
@@ -1051,7 +1055,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
       (total_loss, per_example_loss, logits, outputs) = create_model(
           bert_config, is_training, input_ids, input_mask, segment_ids, label_ids, num_labels,
           use_one_hot_embeddings, is_regression, is_multilabel=is_multilabel,
-          class_weights=class_weights, compute_dtype=compute_dtype)
+          class_weights=class_weights, compute_dtype=compute_dtype, skip_padding=skip_padding)
 
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
 
@@ -1541,6 +1545,7 @@ def _job_model_fn(task, bert_config, num_train_steps, num_warmup_steps, class_we
       is_multilabel=task.is_multilabel,
       class_weights=class_weights,
       max_seq_length=FLAGS.max_seq_length,
+      skip_padding=estimator_utils.skips_padding(FLAGS),
       **estimator_utils.precision_kwargs(FLAGS))
 
 

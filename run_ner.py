@@ -719,7 +719,7 @@ def ner_logits(sequence_output, num_labels, is_training):
 
 
 def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, num_labels,
-                 use_one_hot_embeddings, compute_dtype=None):
+                 use_one_hot_embeddings, compute_dtype=None, skip_padding=False):
   """BERT and the tagging layer.
 
   Args:
@@ -730,6 +730,8 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, n
     use_one_hot_embeddings: one-hot embedding lookup (TPU).
     compute_dtype: BERT's compute dtype (modeling.BertModel; "fp32" / "bf16" / "fp16" or a
       dtype, None: float32); the tagging layer is float32 in all.
+    skip_padding: BERT computes the real tokens only (modeling.BertModel's skip_padding; not
+      for TPU / XLA): the same logits at real positions to float rounding.
 
   Returns:
     float32 [batch, seq, num_labels] logits.
@@ -737,7 +739,7 @@ def create_model(bert_config, is_training, input_ids, input_mask, segment_ids, n
   model = modeling.BertModel(
       config=bert_config, is_training=is_training, input_ids=input_ids, input_mask=input_mask,
       token_type_ids=segment_ids, use_one_hot_embeddings=use_one_hot_embeddings,
-      compute_dtype=compute_dtype)
+      compute_dtype=compute_dtype, skip_padding=skip_padding)
   return ner_logits(model.get_sequence_output(), num_labels, is_training)
 
 
@@ -762,7 +764,8 @@ def masked_loss(logits, label_ids, label_weights):
 
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, use_one_hot_embeddings, precision="fp32",
-                     fused_optimizer=False, keep_checkpoint_max=5, max_seq_length=None):
+                     fused_optimizer=False, keep_checkpoint_max=5, max_seq_length=None,
+                     skip_padding=False):
   """The model_fn for TPUEstimator: TRAIN (masked loss, AdamW) and PREDICT ({"logits"}).
 
   precision ("fp32", "bf16", "fp16") is BERT's compute dtype (create_model); precision,
@@ -770,7 +773,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
   loss scaling and a saver that also resumes fp32 / bf16 checkpoints). With max_seq_length
   (the features' --max_seq_length) the dropout masks (BERT's and the head's) are drawn at that
   length (modeling.full_length_dropout): a training batch padded to its longest window
-  (--padding=longest) drops what the max_length batch drops.
+  (--padding=longest) drops what the max_length batch drops. skip_padding: BERT computes the
+  real tokens only (create_model; not for TPU / XLA).
   """
   compute_dtype = modeling.get_compute_dtype(precision)
 
@@ -780,7 +784,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
           else contextlib.nullcontext()):
       logits = create_model(bert_config, is_training, features["input_ids"],
                             features["input_mask"], features["segment_ids"], num_labels,
-                            use_one_hot_embeddings, compute_dtype=compute_dtype)
+                            use_one_hot_embeddings, compute_dtype=compute_dtype,
+                            skip_padding=skip_padding)
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
     if mode == tf1.estimator.ModeKeys.TRAIN:
       loss = masked_loss(logits, features["label_ids"], features["label_weights"])
@@ -1535,6 +1540,7 @@ def _job_model_fn(bert_config, num_labels, num_train_steps, num_warmup_steps):
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu, max_seq_length=FLAGS.max_seq_length,
+      skip_padding=estimator_utils.skips_padding(FLAGS),
       **estimator_utils.precision_kwargs(FLAGS))
 
 

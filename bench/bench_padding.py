@@ -6,7 +6,9 @@ by side.
 The SST-2 slice in data/sst2_slice (train.tsv 2,000 and dev.tsv 500 movie-review sentences,
 mean 28 word pieces) is written once as run_classifier's official fixed-length TFRecord
 features at --max_seq_length, and read through run_classifier.file_based_input_fn_builder
-(the job's input pipeline, --padding=longest slicing each batch) into its model_fn:
+(the job's input pipeline, --padding=longest slicing each batch) into its model_fn (the short
+columns with BERT's skip_padding, run_classifier's default with longest: the encoder computes
+only the real tokens; --noskip_padding times them without):
 
   train     TRAIN mode (forward, backward, Adam), shuffled train.tsv, --train_batch_size;
   eval      PREDICT mode with the dev metrics' extra outputs (what --do_eval runs), dev.tsv,
@@ -78,6 +80,10 @@ def define_flags():
   flags.DEFINE_integer("rounds", 3, "Interleaved rounds.")
   flags.DEFINE_integer("batches_per_round", 8, "Training batches of each padding per round "
                        "(evaluation and prediction: one pass over dev.tsv).")
+  flags.DEFINE_bool("fused_optimizer", False, "Train with run_classifier's --fused_optimizer "
+                    "(every column alike).")
+  flags.DEFINE_bool("skip_padding", True, "The short columns' BERT skips the padding rows "
+                    "(run_classifier's default with --padding=longest).")
   flags.DEFINE_string("data_dir", os.path.join("data", "sst2_slice"),
                       "SST-2 layout directory (train.tsv, dev.tsv), relative to the repository.")
 
@@ -104,7 +110,9 @@ def make_runner(config, task, job, padding, record, batch_size):
   model_fn = rc.model_fn_builder(config, task.num_labels, None, learning_rate=2e-5,
                                  num_train_steps=10 ** 6, num_warmup_steps=0, use_tpu=False,
                                  use_one_hot_embeddings=False, extra_predictions=True,
-                                 max_seq_length=FLAGS.max_seq_length)
+                                 max_seq_length=FLAGS.max_seq_length,
+                                 fused_optimizer=FLAGS.fused_optimizer,
+                                 skip_padding=padding != "max_length" and FLAGS.skip_padding)
   return padding_harness.GraphRunner(input_fn, model_fn, training, batch_size)
 
 

@@ -5,10 +5,10 @@ with bucketed against fixed-length windows: examples/s and latency, side by side
 WNUT 2017 (the shared data's ner/wnut17: train 3,394 and dev 1,009 tweets) is written once as
 run_ner's fixed-length window TFRecords at --max_seq_length and read through
 run_ner.input_fn_builder (the job's input pipeline, --padding=longest slicing each batch) into
-its model_fn, random weights of the config:
+its model_fn, random weights of the config (with longest, BERT computes only the real tokens,
+as run_ner's default: modeling.BertModel's skip_padding):
 
-  train     TRAIN mode (forward, backward, Adam) on the train windows, --train_batch_size
-            (run_ner's training default stays max_length: dropout masks follow the shape);
+  train     TRAIN mode (forward, backward, Adam) on the train windows, --train_batch_size;
   predict   PREDICT mode on the dev windows, --predict_batch_size (what --do_eval and
             --do_predict run).
 
@@ -89,7 +89,8 @@ def make_runner(config, num_labels, job, padding, record, batch_size):
   model_fn = run_ner.model_fn_builder(config, num_labels, None, learning_rate=2e-5,
                                       num_train_steps=10 ** 6, num_warmup_steps=0,
                                       use_tpu=False, use_one_hot_embeddings=False,
-                                      max_seq_length=FLAGS.max_seq_length)
+                                      max_seq_length=FLAGS.max_seq_length,
+                                      skip_padding=padding == "longest")
   return padding_harness.GraphRunner(input_fn, model_fn, training, batch_size)
 
 

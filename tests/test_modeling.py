@@ -552,7 +552,8 @@ def test_full_length_dropout_masks_are_slices_of_the_full_length_mask():
       modeling.dropout(tf.ones([1, 5, 2]), 0.1, seq_axes=(1,))
 
 
-def _training_outputs(config, ids, mask, types, full_length, params=None, dtype=None):
+def _training_outputs(config, ids, mask, types, full_length, params=None, dtype=None,
+                      skip_padding=False):
   """BertModel(is_training=True) step-seeded (global step, graph seed 7): (every layer's output,
   the variables' values), under full_length_dropout(full_length) unless it is None."""
   with tf.Graph().as_default():
@@ -561,7 +562,8 @@ def _training_outputs(config, ids, mask, types, full_length, params=None, dtype=
     with (modeling.full_length_dropout(full_length) if full_length else
           contextlib.nullcontext()):
       model = modeling.BertModel(config, True, tf.constant(ids), tf.constant(mask),
-                                 tf.constant(types), compute_dtype=dtype)
+                                 tf.constant(types), compute_dtype=dtype,
+                                 skip_padding=skip_padding)
     with tf1.Session() as sess:
       sess.run(tf1.global_variables_initializer())
       if params is not None:
@@ -590,3 +592,55 @@ def test_full_length_dropout_bert_equals_official_masks_and_ignores_padding(dtyp
   for layer, (g, w) in enumerate(zip(short, want)):
     np.testing.assert_allclose(np.where(real, g, 0), np.where(real, w[:, :16], 0),
                                atol=1e-5, err_msg="layer %d" % layer)
+  # skip_padding (the real rows only, dropout masks gathered from the padded matrix's): the
+  # same at every real position, 0 at the padding of the encoder layers.
+  skipped, _ = _training_outputs(config, ids[:, :16], mask[:, :16], types[:, :16], 24, params,
+                                 skip_padding=True)
+  for layer, (g, w) in enumerate(zip(skipped, want)):
+    np.testing.assert_allclose(np.where(real, g, 0), np.where(real, w[:, :16], 0),
+                               atol=1e-5, err_msg="layer %d" % layer)
+    if layer:
+      assert not np.where(real, 0, g).any(), layer
+
+
+def _loss_and_gradients(config, ids, mask, skip_padding, full_length):
+  """A training BertModel's real-position loss, pooled outputs and gradients (graph seed 3)."""
+  with tf.Graph().as_default():
+    tf1.set_random_seed(3)
+    tf1.train.get_or_create_global_step()
+    with (modeling.full_length_dropout(full_length) if full_length else
+          contextlib.nullcontext()):
+      model = modeling.BertModel(config, True, tf.constant(ids), tf.constant(mask),
+                                 skip_padding=skip_padding)
+    real = tf.constant(mask[:, :, None], tf.float32)
+    pooled = model.get_pooled_output()
+    # A head's dropout on the sequence output: keyed on the op's name, which must not move.
+    sequence = modeling.dropout(model.get_sequence_output(), 0.3, seq_axes=(1,))
+    loss = (tf.reduce_sum(tf.square(sequence) * real) +
+            tf.reduce_sum(tf.square(pooled[:-1])))  # the last example is all padding
+    grads = [tf.convert_to_tensor(g) for g in tf.gradients(loss, tf1.trainable_variables())]
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      return sess.run([loss, pooled, grads])
+
+
+@pytest.mark.parametrize("layer_norm_type,residual_attention,full_length",
+                         [("post", "sum", 16), ("pre", "mean", None)])
+def test_skip_padding_equals_the_padded_model(layer_norm_type, residual_attention, full_length):
+  # BertModel(skip_padding=True) computes the real rows only; with dropout (step-seeded, with
+  # and without full_length_dropout) its loss, pooled outputs and every gradient equal the
+  # padded model's to float rounding. A masked position 0 still gets its row (the pooled
+  # output); an all-padding example's pooled output differs (nothing to attend to but zeros).
+  config = _config(residual_attention=residual_attention, layer_norm_type=layer_norm_type,
+                   hidden_dropout_prob=0.3, attention_probs_dropout_prob=0.3)
+  ids = np.random.RandomState(2).randint(1, 97, size=(4, 12)).astype(np.int32)
+  mask = (np.arange(12)[None, :] < np.array([[12], [5], [1], [0]])).astype(np.int32)
+  mask[1, 0] = 0
+  ids = ids * mask
+  want = _loss_and_gradients(config, ids, mask, False, full_length)
+  got = _loss_and_gradients(config, ids, mask, True, full_length)
+  np.testing.assert_allclose(got[0], want[0], rtol=1e-5)
+  np.testing.assert_allclose(got[1][:-1], want[1][:-1], atol=1e-5)
+  assert np.abs(got[1][-1] - want[1][-1]).max() > 1e-4
+  for g, w in zip(got[2], want[2]):
+    np.testing.assert_allclose(g, w, atol=1e-4, rtol=1e-4)

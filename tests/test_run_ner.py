@@ -540,6 +540,11 @@ def test_padding_buckets_and_trimmed_batches(tmp_path):
   assert eu.effective_padding(flags(use_tpu=True)) == "max_length"
   assert eu.effective_padding(flags(), default="max_length") == "max_length"
   assert eu.effective_padding(flags(padding="bucket"), training=True) == "bucket"
+  # BERT skips the padding rows with longest (the default) on CPU / GPU only.
+  assert eu.skips_padding(flags()) and eu.skips_padding(flags(padding="longest"))
+  for kw in (dict(use_xla=True), dict(use_tpu=True), dict(padding="max_length"),
+             dict(padding="bucket")):
+    assert not eu.skips_padding(flags(**kw)), kw
   eu.check_padding_flag(flags(padding="bucket"))
   for padding in ("longest", "bucket"):
     with pytest.raises(common.UsageError, match="--padding=%s: not with --use_tpu" % padding):
