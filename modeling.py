@@ -1521,8 +1521,8 @@ def transformer_model(input_tensor,
       [batch, heads, seq, seq]. Real positions' outputs equal the padded computation's to
       float rounding (dropout masks included: see dropout's token_rows); the outputs at padding
       positions are 0 (the padded computation leaves values there that the mask hides), and
-      so are the scores and probs of padding query rows' inputs. Dynamic shapes: not for
-      TPU or XLA.
+      the scores and probs of padding query rows differ (their queries are 0). Dynamic shapes:
+      not for TPU or XLA.
 
   Returns:
     float Tensor of shape [batch_size, seq_length, hidden_size], the final
