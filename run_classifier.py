@@ -1428,7 +1428,8 @@ def _run_job(task, bert_config, tokenizer, eval_weights=None):
                    training_padding() + (" (--group_by_length)" if FLAGS.group_by_length
                                          else ""),
                    estimator_utils.effective_padding(FLAGS),
-                   " (--use_tpu: static shapes)" if FLAGS.use_tpu else "")
+                   " (--use_tpu: static shapes)" if FLAGS.use_tpu else
+                   "; BERT skips the padding rows" if estimator_utils.skips_padding(FLAGS) else "")
   # Before anything is written there: a checkpoint of another model (or label list) in
   # --output_dir would otherwise fail deep inside the restore, after bert_config.json and
   # labels.txt were replaced.
