@@ -372,8 +372,9 @@ class BertModel(object):
       skip_padding: (ours) the encoder computes only the real tokens (input_mask's 1s, and
         position 0) instead of the whole padded [batch_size, seq_length]: attention alone runs
         in the padded layout (transformer_model's token_mask). The real positions' outputs
-        (pooled output included) equal the padded model's to float rounding; the sequence
-        and layer outputs are 0 at padding positions. Dynamic shapes: not for TPU or XLA.
+        (pooled output included, except an all-padding example's) equal the padded model's to
+        float rounding; the sequence and layer outputs are 0 at padding positions. Dynamic
+        shapes: not for TPU or XLA.
 
     Raises:
       ValueError: The config is invalid or one of the input tensor shapes
@@ -1180,8 +1181,9 @@ TokenRows = collections.namedtuple("TokenRows", ["indices", "total"])
 def real_token_rows(token_mask):
   """The rows of the real tokens in the [batch * seq, width] matrix of a padded batch.
 
-  Position 0 of every sequence counts as real even when masked (an all-padding example still
-  gets its [CLS] row, so the pooled output is computed as in the padded batch).
+  Position 0 of every sequence counts as real even when masked: the pooled output reads it,
+  and it equals the padded batch's as long as the sequence has a real token to attend to (an
+  all-padding example's attention sees only zeros, so its pooled output differs).
 
   Args:
     token_mask: int32 / bool Tensor [batch, seq], 1 at real tokens (BERT's input_mask).
