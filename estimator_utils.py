@@ -948,9 +948,9 @@ def skips_padding(flag_values):
   Returns:
     bool.
   """
-  if getattr(flag_values, "use_tpu", False) or getattr(flag_values, "use_xla", False):
-    return False
-  return flag_values.padding in (None, "longest")
+  # The padding in effect (max_length on TPU, bucket with --use_xla unless asked otherwise).
+  return (not getattr(flag_values, "use_xla", False) and
+          effective_padding(flag_values) == "longest")
 
 
 def effective_padding(flag_values, training=False, default="longest",

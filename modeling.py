@@ -700,7 +700,6 @@ def dropout(input_tensor, dropout_prob, seq_axes=None, seq_length=None, token_ro
   seed = seed_fn(input_tensor)
   if seed is None:
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
-  dtype = input_tensor.dtype.base_dtype
   if token_rows is not None:
     if seq_length is None:
       raise ValueError("dropout: token_rows needs seq_length")
@@ -712,27 +711,31 @@ def dropout(input_tensor, dropout_prob, seq_axes=None, seq_length=None, token_ro
                                       _DROPOUT_FULL_LENGTHS[-1], seq_length=seq_length,
                                       shape=full_shape)
       else:
-        keep = tf.random.stateless_uniform(full_shape, seed=seed,
-                                           dtype=tf.float32) >= dropout_prob
-      keep = tf.gather(keep, token_rows.indices)
-      scaled = input_tensor * tf.cast(1.0 / (1.0 - dropout_prob), dtype)
-      return tf.where(keep, scaled, tf.zeros_like(scaled))
+        keep = _stateless_keep_mask(full_shape, seed, dropout_prob)
+      return _apply_keep_mask(input_tensor, tf.gather(keep, token_rows.indices), dropout_prob)
   if _DROPOUT_FULL_LENGTHS and (seq_axes or seq_length is not None):
     # Named scope as stateless_dropout's: the ops after it keep their names (and so the
     # step seeds of later dropouts).
     with tf.name_scope("stateless_dropout"):
       keep = _full_length_keep_mask(input_tensor, dropout_prob, seed, _DROPOUT_FULL_LENGTHS[-1],
                                     seq_axes, seq_length)
-      # stateless_dropout's arithmetic: x * float(1 / (1 - rate)), then 0 where dropped.
-      scaled = input_tensor * tf.cast(1.0 / (1.0 - dropout_prob), dtype)
-      return tf.where(keep, scaled, tf.zeros_like(scaled))
-  if dtype == tf.float32:
+      return _apply_keep_mask(input_tensor, keep, dropout_prob)
+  if input_tensor.dtype.base_dtype == tf.float32:
     return tf.nn.experimental.stateless_dropout(input_tensor, rate=dropout_prob, seed=seed)
   # bfloat16 / float16: the float32 job's mask (stateless_dropout's own test on a float32
   # uniform draw), so the masks of a job do not depend on its --precision.
-  keep = tf.random.stateless_uniform(tf.shape(input_tensor), seed=seed,
-                                     dtype=tf.float32) >= dropout_prob
-  scaled = input_tensor * tf.cast(1.0 / (1.0 - dropout_prob), dtype)
+  keep = _stateless_keep_mask(tf.shape(input_tensor), seed, dropout_prob)
+  return _apply_keep_mask(input_tensor, keep, dropout_prob)
+
+
+def _stateless_keep_mask(shape, seed, dropout_prob):
+  """stateless_dropout's keep mask: bool [shape], its float32 uniform draw >= dropout_prob."""
+  return tf.random.stateless_uniform(shape, seed=seed, dtype=tf.float32) >= dropout_prob
+
+
+def _apply_keep_mask(input_tensor, keep, dropout_prob):
+  """stateless_dropout's arithmetic: x * float(1 / (1 - rate)), then 0 where keep is False."""
+  scaled = input_tensor * tf.cast(1.0 / (1.0 - dropout_prob), input_tensor.dtype.base_dtype)
   return tf.where(keep, scaled, tf.zeros_like(scaled))
 
 
