@@ -7,11 +7,11 @@ is skipped when it is complete (pre-training: train_summary_local.json at the re
 its evaluation written; fine-tuning: trained to its last step, evaluated and exported), so a
 stopped demo resumes where it stopped; pre-training itself resumes from its last checkpoint.
 SIGINT / SIGTERM stop the running stage cleanly (exit 130 / 143); a stage that fails stops the
-demo with one line naming it (exit 1). About 8 minutes on 2 quiet CPU cores (pre-training at
-~22 steps/s), more on a shared machine. Every stage is seeded (--seed): the same flags give the
+demo with one line naming it (exit 1). About 10 minutes on 2 quiet CPU cores (pre-training at
+~6 steps/s), more on a shared machine. Every stage is seeded (--seed): the same flags give the
 same report. docs/DEMO_RECIPE.md has the sweeps that chose the recipe (an 8,000-entry vocab built
-from the training text, sequences of 64, 9,000 steps at 1e-3; fine-tuning 10 epochs of batch 16 at
-1e-4) and the fill-mask prompts.
+from the 2.9 MB of training text, sequences of 64, 3,000 steps of batch 128 at 2e-3; fine-tuning 4
+epochs of batch 32 at 2e-4 on 9,065 sentences) and the fill-mask prompts.
 """
 
 from __future__ import absolute_import
@@ -62,15 +62,15 @@ def define_flags():
   flags.DEFINE_integer("max_seq_length", 64,
                        "Pre-training sequence length (the corpus' sentences are short: 64 "
                        "gives more updates per minute than 128).")
-  flags.DEFINE_integer("pretrain_steps", 9000, "Pre-training steps.")
-  flags.DEFINE_integer("pretrain_batch_size", 32, "Pre-training batch size.")
-  flags.DEFINE_float("pretrain_learning_rate", 1e-3, "Peak pre-training learning rate.")
+  flags.DEFINE_integer("pretrain_steps", 3000, "Pre-training steps.")
+  flags.DEFINE_integer("pretrain_batch_size", 128, "Pre-training batch size.")
+  flags.DEFINE_float("pretrain_learning_rate", 2e-3, "Peak pre-training learning rate.")
   flags.DEFINE_integer("pretrain_warmup_steps", None,
                        "Linear warm-up steps of pre-training (default: a tenth of the steps).")
-  flags.DEFINE_float("finetune_learning_rate", 1e-4,
+  flags.DEFINE_float("finetune_learning_rate", 2e-4,
                      "Peak fine-tuning learning rate (10% linear warm-up, then linear decay).")
-  flags.DEFINE_integer("finetune_epochs", 10, "Fine-tuning epochs on the sentiment slice.")
-  flags.DEFINE_integer("finetune_batch_size", 16, "Fine-tuning batch size.")
+  flags.DEFINE_integer("finetune_epochs", 4, "Fine-tuning epochs on the sentiment slice.")
+  flags.DEFINE_integer("finetune_batch_size", 32, "Fine-tuning batch size.")
   flags.DEFINE_bool("finetune", True, "Fine-tune and export a classifier after pre-training.")
   flags.DEFINE_integer("seed", 12345,
                        "Seed of every stage (data creation, initialisation, dropout, shuffling): "
@@ -324,7 +324,7 @@ def main(_):
   data_args = ["--vocab_file=%s" % vocab_file, "--do_lower_case=true",
                "--max_seq_length=%d" % seq, "--max_predictions_per_seq=%d" % preds,
                "--masked_lm_prob=0.15", "--random_seed=%d" % FLAGS.seed,
-               # In-process (a 1 MB corpus takes seconds): no forked pool.
+               # In-process (a 3 MB corpus takes seconds): no forked pool.
                "--num_workers=1"]
   # create_pretraining_data.py writes its summary JSON last: the stage's marker.
   timings["create data (train)"] = run_stage(

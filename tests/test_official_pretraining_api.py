@@ -27,7 +27,7 @@ import run_pretraining
 import tokenization
 
 HELDOUT = os.path.join(REPO_DIR, "data", "demo_corpus", "heldout.txt")
-TRAIN = os.path.join(REPO_DIR, "data", "demo_corpus", "train.txt")
+DEMO_TRAIN = os.path.join(REPO_DIR, "data", "demo_corpus", "train.txt")
 FEATURES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions", "masked_lm_ids",
             "masked_lm_weights", "next_sentence_labels")
 
@@ -39,11 +39,21 @@ def tokenizer():
 
 
 @pytest.fixture(scope="module")
-def train_instances(tokenizer):
+def train_text(tmp_path_factory):
+  """The 1 MB slice at the top of the demo's train.txt: its first 555 documents."""
+  with open(DEMO_TRAIN, encoding="utf-8") as f:
+    documents = f.read().split("\n\n")[:555]
+  path = tmp_path_factory.mktemp("official_pretraining_api") / "train.txt"
+  path.write_text("\n\n".join(documents) + "\n", encoding="utf-8")
+  return str(path)
+
+
+@pytest.fixture(scope="module")
+def train_instances(tokenizer, train_text):
   """The official call on ~0.9 MB of real text: about 2,800 instances."""
   rng = random.Random(12345)
   return create_pretraining_data.create_training_instances(
-      [TRAIN], tokenizer, 128, 1, 0.1, 0.15, 20, rng)
+      [train_text], tokenizer, 128, 1, 0.1, 0.15, 20, rng)
 
 
 def as_tuple(instance):
@@ -412,10 +422,10 @@ def test_masking_and_next_sentence_statistics(train_instances, tokenizer):
   assert all(t in vocab for x in train_instances for t in x.tokens)
 
 
-def test_short_seq_prob(tokenizer, train_instances):
+def test_short_seq_prob(tokenizer, train_text, train_instances):
   def lengths(short_seq_prob):
     instances = create_pretraining_data.create_training_instances(
-        [TRAIN], tokenizer, 128, 1, short_seq_prob, 0.15, 20, random.Random(12345))
+        [train_text], tokenizer, 128, 1, short_seq_prob, 0.15, 20, random.Random(12345))
     return np.array([len(x.tokens) for x in instances])
 
   never, always = lengths(0.0), lengths(1.0)
