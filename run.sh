@@ -2,7 +2,7 @@
 # Entry point for a fresh machine: sets up .venv (pinned stack) if needed, then runs a job.
 #   bash run.sh demo [flags]   end-to-end demo on the data shipped in data/ (run_demo.py)
 #   bash run.sh test [args]    the whole test suite: TF 2.15, then the newest-TF subset (with args:
-#                              pytest args for the TF 2.15 run only)
+#                              pytest args for the TF 2.15 run only; -n 0: no worker processes)
 #   bash run.sh test-latest    the tests of the library and serving path on the newest TF
 #   bash run.sh bench NAME     a benchmark in bench/ (e.g. bench_training_step)
 #   bash run.sh python ...     python inside the project's environment (TF 2.15, every script)
@@ -41,6 +41,10 @@ setup_env() {
   fi
 }
 
+# Test processes (pytest-xdist): the tests spend much of their time starting TensorFlow and
+# subprocesses, so two workers on 2 cores take about half the time of one (README "Tests"). At most 4
+# (each worker's TensorFlow jobs want memory); REALFORMER_TEST_WORKERS=0 runs them in this process.
+TEST_WORKERS="${REALFORMER_TEST_WORKERS:-$(n=$(nproc 2>/dev/null || echo 2); echo $(( n < 4 ? n : 4 )))}"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 export TF_ENABLE_ONEDNN_OPTS="${TF_ENABLE_ONEDNN_OPTS:-1}"
 # The newest-TF environment and the tests that must pass there (the library, the tools without a
@@ -62,16 +66,16 @@ case "$cmd" in
   test)
     setup_env
     if [ $# -gt 0 ]; then
-      exec .venv/bin/python -m pytest -q -p no:cacheprovider tests "$@"
+      exec .venv/bin/python -m pytest -q -p no:cacheprovider -n "$TEST_WORKERS" tests "$@"
     fi
-    .venv/bin/python -m pytest -q -p no:cacheprovider tests
+    .venv/bin/python -m pytest -q -p no:cacheprovider -n "$TEST_WORKERS" --durations=25 tests
     exec bash "$0" test-latest ;;
   test-latest)
     setup_env
     setup_env "$LATEST_VENV" requirements-tf-latest.txt
     echo "[test-latest] $("$LATEST_VENV/bin/python" -c 'import tensorflow as tf; print("TensorFlow", tf.__version__)' 2>/dev/null): ${LATEST_TESTS[*]}" >&2
     REALFORMER_TF215_PYTHON="$PWD/.venv/bin/python" \
-      exec "$LATEST_VENV/bin/python" -m pytest -q -p no:cacheprovider "${LATEST_TESTS[@]}" "$@" ;;
+      exec "$LATEST_VENV/bin/python" -m pytest -q -p no:cacheprovider -n "$TEST_WORKERS" "${LATEST_TESTS[@]}" "$@" ;;
   python-latest)
     setup_env "$LATEST_VENV" requirements-tf-latest.txt
     exec "$LATEST_VENV/bin/python" "$@" ;;
