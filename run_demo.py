@@ -6,6 +6,8 @@ Run with `bash run.sh demo` (sets up the environment first) or `python run_demo.
 is skipped when it is complete (pre-training: train_summary_local.json at the requested step and
 its evaluation written; fine-tuning: trained to its last step, evaluated and exported), so a
 stopped demo resumes where it stopped; pre-training itself resumes from its last checkpoint.
+An --output_dir holding a run of other flags or input files (demo_settings.json records them) is
+refused in one line: no stage reuses another run's outputs.
 SIGINT / SIGTERM stop the running stage cleanly (exit 130 / 143); a stage that fails stops the
 demo with one line naming it (exit 1). About 10 minutes on 2 quiet CPU cores (pre-training at
 ~6 steps/s), more on a shared machine. Every stage is seeded (--seed): the same flags give the
@@ -18,6 +20,7 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import hashlib
 import json
 import os
 import sys
@@ -219,6 +222,81 @@ def classifier_done(classifier_dir, export_dir):
   return True, "global_step %s, exported" % results.get("global_step")
 
 
+# In --output_dir: what its outputs were made from (demo_settings), and the outputs a demo writes.
+SETTINGS_FILE = "demo_settings.json"
+DEMO_OUTPUTS = ("vocab.txt", "domain_text.txt", "data", "pretrain", "sst2", "sst2_export",
+                "sst2_text_export", "report.md")
+# The demo's input files, recorded by the sha256 of their contents.
+INPUT_FILE_SETTINGS = ("train_text", "heldout_text", "bert_config_file", "vocab_file",
+                       "sentiment_dir/train.tsv", "sentiment_dir/dev.tsv")
+
+
+def file_digest(path):
+  """sha256 of a file's bytes (hex), or None when path is None or the file does not exist."""
+  if path is None or not os.path.isfile(path):
+    return None
+  digest = hashlib.sha256()
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def demo_settings(warmup_steps):
+  """What every output of a demo run depends on: the recipe's flags and the input files' bytes.
+
+  Args:
+    warmup_steps: the pre-training warm-up steps in effect (the flag or its default).
+
+  Returns:
+    dict: flag name -> value, input file flag -> sha256 of its contents (paths are left out:
+    the same data elsewhere is the same run).
+  """
+  settings = {name: getattr(FLAGS, name) for name in (
+      "residual_attention", "domain_adaptive", "max_seq_length", "pretrain_steps",
+      "pretrain_batch_size", "pretrain_learning_rate", "finetune_learning_rate",
+      "finetune_epochs", "finetune_batch_size", "seed")}
+  settings["pretrain_warmup_steps"] = warmup_steps
+  for name in INPUT_FILE_SETTINGS:
+    if name.startswith("sentiment_dir/"):
+      path = os.path.join(FLAGS.sentiment_dir, name.split("/", 1)[1])
+    else:
+      path = getattr(FLAGS, name)
+    settings[name] = file_digest(path)
+  return settings
+
+
+def check_output_dir_settings(output_dir, settings):
+  """Refuses an --output_dir that holds another demo run's outputs; records `settings` in it.
+
+  A stage counts as done when its outputs exist, so outputs of other settings or data (an
+  earlier recipe, another --train_text) would be reused as if they were this run's. The same
+  settings resume.
+
+  Args:
+    output_dir: --output_dir (exists).
+    settings: demo_settings() of this run.
+  """
+  path = os.path.join(output_dir, SETTINGS_FILE)
+  recorded = _read_json(path)
+  if recorded is None:
+    found = [name for name in DEMO_OUTPUTS if os.path.exists(os.path.join(output_dir, name))]
+    if found:
+      common.fail("--output_dir=%s holds a demo run's outputs (%s) but no %s (a run of an "
+                  "earlier version, or not a demo's): pass another --output_dir, or delete it "
+                  "to start over" % (output_dir, ", ".join(found), SETTINGS_FILE))
+    common.write_json_atomic(path, settings)
+    return
+  changed = [name for name in sorted(set(recorded) | set(settings))
+             if recorded.get(name) != settings.get(name)]
+  if changed:
+    shown = ["%s (other contents)" % name if name in INPUT_FILE_SETTINGS else
+             "%s %s -> %s" % (name, recorded.get(name), settings.get(name))
+             for name in changed]
+    common.fail("--output_dir=%s holds a demo run with other settings: %s; pass another "
+                "--output_dir, or delete it to start over" % (output_dir, ", ".join(shown)))
+
+
 def write_domain_text(train_tsv, output_path):
   """Writes the sentences of an SST-2-layout train.tsv as pre-training text, without labels.
 
@@ -297,6 +375,7 @@ def main(_):
   if FLAGS.vocab_file is None:
     vocab_size = _config_vocab_size(FLAGS.bert_config_file)
   os.makedirs(FLAGS.output_dir, exist_ok=True)
+  check_output_dir_settings(FLAGS.output_dir, demo_settings(warmup_steps))
   # SIGINT / SIGTERM: the running stage saves and stops, the demo exits 130 / 143.
   subprocess_utils.install_signal_forwarding()
   log_dir = _path("logs")
@@ -398,7 +477,7 @@ def main(_):
     classifier["text_export_dir"] = text_export_dir
     classifier["answers"] = ask_text_classifier(text_export_dir, CLASSIFIER_SENTENCES)
 
-  fill_mask_file = _path("fill_mask-%d.jsonl" % steps)  # keyed by step: a longer run refills
+  fill_mask_file = _path("fill_mask-%d.jsonl" % steps)  # named by the step it was filled at
   timings["fill-mask"] = run_stage(
       "fill mask",
       ["predict_masked.py", "--init_checkpoint=%s" % train_summary["checkpoint"],

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import REPO_DIR, tool_env
+from conftest import REPO_DIR, run_tool, tool_env
 import common
 import run_demo
 
@@ -83,6 +83,42 @@ def test_run_stage_skips_runs_and_fails_in_one_line(tmp_path, capsys):
   assert e.value.code == 1
   assert "error: stage 'pretrain' exited 0 but is not complete (no %s)" % marker in (
       capsys.readouterr().err)
+
+
+def test_output_dir_of_other_settings_or_data_is_refused(tmp_path):
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  settings = {"pretrain_steps": 3000, "seed": 12345, "train_text": "a" * 64, "vocab_file": None}
+  # A new directory records the settings; the same settings pass (a stopped run resumes).
+  run_demo.check_output_dir_settings(out, settings)
+  with open(os.path.join(out, run_demo.SETTINGS_FILE)) as f:
+    assert json.load(f) == settings
+  os.makedirs(os.path.join(out, "pretrain"))
+  run_demo.check_output_dir_settings(out, dict(settings))
+  # Another recipe or other data: one line naming what differs, nothing overwritten.
+  changed = dict(settings, pretrain_steps=9000, train_text="b" * 64)
+  with pytest.raises(common.UsageError) as e:
+    run_demo.check_output_dir_settings(out, changed)
+  assert str(e.value) == (
+      "--output_dir=%s holds a demo run with other settings: pretrain_steps 3000 -> 9000, "
+      "train_text (other contents); pass another --output_dir, or delete it to start over" % out)
+  with open(os.path.join(out, run_demo.SETTINGS_FILE)) as f:
+    assert json.load(f) == settings
+  # A demo's outputs without the settings file (an earlier version's run): refused too.
+  os.remove(os.path.join(out, run_demo.SETTINGS_FILE))
+  with pytest.raises(common.UsageError, match=r"holds a demo run's outputs \(pretrain\) but no "
+                     r"demo_settings.json"):
+    run_demo.check_output_dir_settings(out, settings)
+  assert not os.path.exists(os.path.join(out, run_demo.SETTINGS_FILE))
+
+
+def test_demo_settings_digest_the_input_files(tmp_path):
+  text = tmp_path / "train.txt"
+  text.write_bytes(b"some text\n")
+  assert run_demo.file_digest(str(text)) == (
+      "a23e5fdcd7b276bdd81aa1a0b7b963101863dd3f61ff57935f8c5ba462681ea6")
+  assert run_demo.file_digest(None) is None
+  assert run_demo.file_digest(str(tmp_path / "missing")) is None
 
 
 def test_domain_text_is_the_train_sentences_without_labels(tmp_path):
@@ -193,6 +229,12 @@ def test_demo_pipeline_is_deterministic(tmp_path):
     assert any(l.startswith("- \"a warm") for l in reports[-1]), reports[-1]
     assert any("(domain-adaptive)" in l for l in reports[-1]), reports[-1]
   assert reports[0] == reports[1]
+  # Rerun into a finished run's directory with another recipe: refused before any stage runs.
+  rerun = run_tool("run_demo.py", args + ["--output_dir=%s" % outs[0], "--pretrain_steps=4"],
+                   expect_rc=2)
+  assert "holds a demo run with other settings: pretrain_steps 3 -> 4; pass another" in (
+      rerun.stderr), rerun.stderr[-2000:]
+  assert "[demo]" not in rerun.stdout
   for name in ("pretrain/eval_results.json", "sst2/eval_results.json"):
     results = []
     for out in outs:
