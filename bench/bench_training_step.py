@@ -74,7 +74,9 @@ VARIANT_OPTIONS = ("xla", "fused", "bf16", "fp16", "nndropout", "tfrecord")
 
 def define_flags():
   """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
-  flags.DEFINE_list("configs", ["small", "tiny"], "Sizes (configs/bert_<size>_post_ln.json).")
+  flags.DEFINE_list("configs", ["small", "tiny"],
+                    "Sizes (configs/bert_<size>_post_ln.json), or config files (*.json, e.g. "
+                    "configs/bert_demo.json; a variant's LN:RESIDUAL replaces the file's).")
   flags.DEFINE_list("variants", ["official", "post:none", "post:sum", "post:mean", "pre:none"],
                     "official, or layer_norm_type:residual_attention[+option...] (options: %s)."
                     % ", ".join(VARIANT_OPTIONS))
@@ -247,12 +249,19 @@ def make_features(vocab_size, tfrecord):
 # Variants.
 
 
+def config_path(size):
+  """The config file of a --configs entry: a *.json path as given, else bert_<size>_post_ln."""
+  if size.endswith(".json"):
+    return size if os.path.isabs(size) else os.path.join(REPO_DIR, size)
+  return os.path.join(REPO_DIR, "configs", "bert_%s_post_ln.json" % size)
+
+
 @contextlib.contextmanager
 def _nn_dropout():
   """modeling.dropout as tf.nn.dropout while a graph is built (to measure the stateless cost)."""
   original = modeling.dropout
 
-  def nn_dropout(input_tensor, dropout_prob):
+  def nn_dropout(input_tensor, dropout_prob, **unused_kwargs):  # seq_axes, ...: mask shape only
     if not dropout_prob:
       return input_tensor
     return tf.nn.dropout(input_tensor, rate=dropout_prob)
@@ -271,8 +280,7 @@ class Variant(object):
     self.spec = spec
     self.times = []
     self.round_medians = []
-    config = modeling.BertConfig.from_json_file(
-        os.path.join(REPO_DIR, "configs", "bert_%s_post_ln.json" % size))
+    config = modeling.BertConfig.from_json_file(config_path(size))
     options = set()
     if spec != "official":
       base, _, extra = spec.partition("+")
@@ -656,10 +664,11 @@ def main(_):
     for size in FLAGS.configs:
       tfrecord = None
       if FLAGS.input == "tfrecord" or any("tfrecord" in spec for spec in specs):
-        tfrecord = os.path.join(tmp, "%s.tfrecord" % size)
-        write_tfrecord(tfrecord, 30522)
+        vocab_size = modeling.BertConfig.from_json_file(config_path(size)).vocab_size
+        tfrecord = os.path.join(tmp, "%s.tfrecord" % os.path.basename(size))
+        write_tfrecord(tfrecord, vocab_size)
         print("input pipeline alone (run_pretraining.input_fn_builder, batch %d): %.1f "
-              "batches/s" % (FLAGS.batch_size, time_input_pipeline(tfrecord, 30522)))
+              "batches/s" % (FLAGS.batch_size, time_input_pipeline(tfrecord, vocab_size)))
       variants = [Variant(size, spec, official, tfrecord) for spec in specs]
       for v in variants:
         v.run(FLAGS.warmup_steps, timed=False)
