@@ -251,15 +251,53 @@ def get_masked_lm_output(bert_config, input_tensor, output_weights, positions,
   # tensor has a value of 1.0 for every real prediction and 0.0 for the
   # padding predictions.
   # -log p(label), the official -sum(log_probs * one_hot(label)), read with a gather from the
-  # log_probs the metrics need anyway: no [n, vocab] one-hots. On CPU this is faster than both the
-  # one-hot product and sparse_softmax_cross_entropy_with_logits (bench_training_step.py
-  # --profile); equal up to float rounding (tests/test_run_pretraining.py checks it with NumPy).
-  per_example_loss = -tf.gather(log_probs, label_ids[:, None], axis=1, batch_dims=1)[:, 0]
+  # log_probs the metrics need anyway: no [n, vocab] one-hots; equal up to float rounding
+  # (tests/test_run_pretraining.py checks it with NumPy), and its gradient is the one autodiff
+  # gives, bit for bit, from fewer passes over [n, vocab] (label_log_probs).
+  per_example_loss = -label_log_probs(logits, log_probs, label_ids)
   numerator = tf.reduce_sum(label_weights * per_example_loss)
   denominator = tf.reduce_sum(label_weights) + 1e-5
   loss = numerator / denominator
 
   return (loss, per_example_loss, log_probs)
+
+
+def label_log_probs(logits, log_probs, label_ids):
+  """log_probs at the labels, with the gradient to the logits written out.
+
+  Autodiff of gather(log_softmax(logits)) scatters the gradient into a dense [n, vocab] zero
+  matrix (an UnsortedSegmentSum: the largest single op of the demo's CPU step) and then runs
+  log_softmax's backward, grad - sum(grad) * exp(log_probs), over it: five passes over
+  [n, vocab]. Each row of that grad has one non-zero, g at the label, so the result is
+  -g * exp(log_probs), plus g at the label: two passes and a scatter of n values. It is the
+  same float arithmetic (sum(grad) is g exactly, 0 - x is -x, g - x is g + -x): when the loss
+  is log_probs' only differentiable use (training: log_probs feed only metrics), the gradient
+  is autodiff's bit for bit, up to the sign of zeros (tests/test_run_pretraining.py;
+  bench/bench_demo_step.py compares the losses of every step); another use of log_probs keeps
+  its own autodiff gradient, added to this one (equal to rounding). The gradient is attached as
+  modeling.layer_norm attaches its own (an IdentityN whose gradient is overridden); eagerly,
+  autodiff gives the same values.
+
+  Args:
+    logits: float32 [n, vocab].
+    log_probs: float32 [n, vocab], tf.nn.log_softmax(logits).
+    label_ids: int [n].
+
+  Returns:
+    float32 [n]: log_probs[i, label_ids[i]].
+  """
+  label_ids = tf.cast(label_ids, tf.int32)
+  picked = tf.gather(log_probs, label_ids[:, None], axis=1, batch_dims=1)[:, 0]
+  rows = tf.stack([tf.range(tf.shape(label_ids)[0]), label_ids], axis=1)
+
+  def grad(unused_op, dpicked, *unused_grads):
+    """d(loss)/d(picked, logits): None for picked, so autodiff does not also go through it."""
+    dlogits = tf.exp(log_probs) * -dpicked[:, None]
+    return None, tf.tensor_scatter_nd_add(dlogits, rows, dpicked)
+
+  with tf1.get_default_graph().gradient_override_map(
+      {"IdentityN": modeling.register_gradient(grad)}):
+    return tf.identity_n([picked, logits])[0]
 
 
 def get_next_sentence_output(bert_config, input_tensor, labels):

@@ -215,12 +215,14 @@ def run_worker(spec):
     if not words or words[0] != "run":
       break
     times, losses = [], []
+    cpu_start = time.process_time()
     for _ in range(int(words[1])):
       start = time.perf_counter()
       _, loss = session.run(fetches)
       times.append(time.perf_counter() - start)
       losses.append(float(loss))
-    print(json.dumps({"times": times, "losses": losses}), flush=True)
+    print(json.dumps({"times": times, "losses": losses,
+                      "cpu": (time.process_time() - cpu_start) / len(times)}), flush=True)
   session.close()
 
 
@@ -260,7 +262,7 @@ class Worker(object):
                                  stderr=self.log or subprocess.DEVNULL, env=env, text=True,
                                  bufsize=1)
     self.info = None
-    self.times, self.losses, self.round_medians = [], [], []
+    self.times, self.losses, self.round_medians, self.round_cpu = [], [], [], []
 
   def read(self):
     """The worker's next JSON line (skipping anything else it printed)."""
@@ -280,6 +282,7 @@ class Worker(object):
     self.times.extend(result["times"])
     self.losses.extend(result["losses"])
     self.round_medians.append(float(np.median(result["times"])))
+    self.round_cpu.append(result["cpu"])
 
   def close(self):
     try:
@@ -360,16 +363,22 @@ def main(_):
     for w in workers:
       w.close()
   base = workers[0]
-  print("\n%-58s %8s %8s %8s %8s %9s %11s" % ("variant", "ms/step", "p90 ms", "steps/s",
-                                               "GFLOP/s", "vs first", "same losses"))
-  for w in workers:
+  print("\n%-3s %-46s %8s %8s %8s %8s %9s %8s %9s %9s" % (
+      "#", "variant", "ms/step", "p90 ms", "steps/s", "GFLOP/s", "vs first", "CPU ms",
+      "CPU ratio", "losses as"))
+  for i, w in enumerate(workers):
     median = float(np.median(w.times))
     ratio = float(np.median(np.array(w.round_medians) / np.array(base.round_medians)))
-    print("%-58s %8.1f %8.1f %8.2f %8.0f %9.3f %11s" % (
-        w.spec[:58], 1000 * median, 1000 * np.percentile(w.times, 90), 1 / median,
-        w.info["gflop"] / median, ratio, "yes" if w.losses == base.losses else "no"))
+    cpu_ratio = float(np.median(np.array(w.round_cpu) / np.array(base.round_cpu)))
+    same = next((str(j + 1) for j, other in enumerate(workers[:i])
+                 if other.losses == w.losses), "-")
+    print("%-3d %-46s %8.1f %8.1f %8.2f %8.0f %9.3f %8.1f %9.3f %9s" % (
+        i + 1, w.spec[:46], 1000 * median, 1000 * np.percentile(w.times, 90), 1 / median,
+        w.info["gflop"] / median, ratio, 1000 * np.median(w.round_cpu), cpu_ratio, same))
   print("(ms/step: median of %d steps; vs first: median over rounds of the round medians' ratio; "
-        "same losses: the loss of every step equal to the first variant's)" % len(base.times))
+        "CPU ms: the worker's CPU time per step (all threads; median over rounds), less "
+        "sensitive to other jobs than the wall time; losses as: the first variant above whose "
+        "loss at every step is the same, bit for bit)" % len(base.times))
   print("load average at the end: %s" % _load())
 
 

@@ -99,6 +99,39 @@ def test_masked_lm_and_next_sentence_losses_match_numpy():
   np.testing.assert_allclose(got[2], -nsp_lp[[0, 1], [0, 1]].mean(), rtol=1e-5)
 
 
+def test_label_log_probs_gradient_is_autodiffs_bit_for_bit():
+  # Its written-out gradient against autodiff through gather(log_softmax), with a padding
+  # prediction (weight 0); bit for bit when the loss is log_probs' only differentiable use (as
+  # in training), to rounding when another use of log_probs adds its own gradient.
+  rng = np.random.RandomState(3)
+  logits_value = (rng.randn(7, 50) * 4).astype(np.float32)
+  other_value = rng.randn(7, 50).astype(np.float32)
+  labels = [3, 49, 0, 3, 17, 8, 22]
+  with tf.Graph().as_default():
+    label_ids = tf.constant(labels)
+    weights = tf.constant([1, 1, 1, 0, 1, 1, 1], tf.float32)
+    logits = tf.constant(logits_value)
+    log_probs = tf.nn.log_softmax(logits)
+    other_use = 0.1 * tf.reduce_sum(log_probs * other_value)
+    fetches = []
+    for picked in (run_pretraining.label_log_probs(logits, log_probs, label_ids),
+                   tf.gather(log_probs, label_ids[:, None], axis=1, batch_dims=1)[:, 0]):
+      loss = -tf.reduce_sum(weights * picked) / (tf.reduce_sum(weights) + 1e-5)
+      fetches += [picked, tf.gradients(loss, [logits])[0],
+                  tf.gradients(loss + other_use, [logits])[0]]
+    with tf1.Session() as sess:
+      ours, ours_grad, ours_grad2, autodiff, autodiff_grad, autodiff_grad2 = sess.run(fetches)
+  want = logits_value - np.log(np.exp(logits_value).sum(-1, keepdims=True))
+  np.testing.assert_allclose(ours, want[np.arange(7), labels], atol=1e-5)
+  np.testing.assert_array_equal(ours, autodiff)
+  assert ours_grad.dtype == np.float32 and np.abs(ours_grad).max() > 0
+  # + 0.0 turns -0.0 into 0.0: the two may differ in the sign of zeros only.
+  np.testing.assert_array_equal((ours_grad + 0.0).view(np.int32),
+                                (autodiff_grad + 0.0).view(np.int32))
+  np.testing.assert_allclose(ours_grad2, autodiff_grad2, rtol=1e-6, atol=1e-8)
+  assert np.abs(ours_grad2 - ours_grad).max() > 1e-3  # the other use's gradient is there
+
+
 @pytest.mark.slow
 def test_end_to_end_train_and_eval_with_override(data_dir, tmp_path):
   out = tmp_path / "out"
