@@ -15,7 +15,14 @@ A variant is "base" or items joined by "+":
   input=tfrecord       batches from --input_file through run_pretraining.input_fn_builder (the
                        job's pipeline; default: one constant batch, as bench_training_step)
   dropout=nn           tf.nn.dropout instead of modeling.dropout's step-seeded stateless masks
+  fused=1 / xla=1      run_pretraining's --fused_optimizer / --use_xla (XLA clusters the
+                       element-wise ops, estimator_utils.XLA_CPU_FLAGS)
+  cpus=0[:1...]        run the worker on these CPUs only (sched_setaffinity before TensorFlow
+                       starts; e.g. cpus=0+intra=2+inter=2: two threads sharing one core)
   repo=PATH            import the model code from another checkout (a before / after of a fix)
+  batch=N / seq=N / preds=N / config=FILE
+                       this variant's batch size, sequence length, masked positions or config
+                       (default: the flags'; input=tfrecord needs --input_file of its seq / preds)
   NAME=VALUE           an environment variable of the worker (upper-case NAME), e.g.
                        TF_ENABLE_ONEDNN_OPTS=0, ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI,
                        ONEDNN_VERBOSE=1 (its lines go to the worker's log in --worker_log_dir)
@@ -54,6 +61,9 @@ import numpy as np
 
 FLAGS = flags.FLAGS
 ENV_ITEM = re.compile(r"^[A-Z][A-Z0-9_]*=")
+# Variant items that set a flag of the worker.
+VARIANT_FLAGS = {"batch": "batch_size", "seq": "seq_length", "preds": "max_predictions",
+                 "config": "bert_config_file"}
 CPU_FLAGS_OF_NOTE = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 
 
@@ -84,7 +94,7 @@ def define_flags():
 def parse_variant(spec):
   """A variant spec -> dict(env=..., intra=int, inter=int, input=str, dropout=str, repo=str)."""
   parsed = {"env": {}, "intra": 0, "inter": 0, "input": "constant", "dropout": "step",
-            "repo": None}
+            "repo": None, "flags": {}, "fused": False, "xla": False, "cpus": None}
   if spec == "base":
     return parsed
   for item in spec.split("+"):
@@ -99,8 +109,15 @@ def parse_variant(spec):
       parsed["input"] = value
     elif key == "dropout" and value == "nn":
       parsed["dropout"] = value
+    elif key in ("fused", "xla") and value in ("0", "1"):
+      parsed[key] = value == "1"
+    elif key == "cpus":
+      parsed["cpus"] = sorted(int(c) for c in value.split(":"))
     elif key == "repo":
       parsed["repo"] = os.path.abspath(value)
+    elif key in VARIANT_FLAGS:
+      parsed["flags"][VARIANT_FLAGS[key]] = (os.path.abspath(value) if key == "config"
+                                             else int(value))
     else:
       raise app.UsageError("--variants: unknown item %r in %r" % (item, spec))
   return parsed
@@ -173,6 +190,8 @@ def constant_features(vocab_size, seed):
 def run_worker(spec):
   """Builds the variant's step, then serves "run N" lines on stdin with a JSON line each."""
   variant = parse_variant(spec)
+  if variant["cpus"] is not None:
+    os.sched_setaffinity(0, variant["cpus"])
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   import modeling  # pylint: disable=g-import-not-at-top
   import run_pretraining  # pylint: disable=g-import-not-at-top
@@ -193,7 +212,8 @@ def run_worker(spec):
     with (_nn_dropout(modeling) if variant["dropout"] == "nn" else contextlib.nullcontext()):
       model_fn = run_pretraining.model_fn_builder(
           config, None, 2e-3, 3000, 300, use_tpu=False, use_one_hot_embeddings=False,
-          total_steps=3000, train_batch_size=FLAGS.batch_size)
+          total_steps=3000, train_batch_size=FLAGS.batch_size,
+          fused_optimizer=variant["fused"])
       spec_out = model_fn(features, None, tf1.estimator.ModeKeys.TRAIN,
                           {"batch_size": FLAGS.batch_size})
     gflop = matmul_gflop(graph)
@@ -203,6 +223,9 @@ def run_worker(spec):
                                      inter_op_parallelism_threads=variant["inter"])
     session_config.graph_options.rewrite_options.meta_optimizer_iterations = (
         session_config.graph_options.rewrite_options.ONE)
+    if variant["xla"]:
+      session_config.graph_options.optimizer_options.global_jit_level = (
+          tf1.OptimizerOptions.ON_1)
     session = tf1.Session(graph=graph, config=session_config)
     session.run(tf1.global_variables_initializer())
     fetches = [spec_out.train_op, spec_out.loss]
@@ -248,10 +271,16 @@ class Worker(object):
     env = dict(os.environ, **variant["env"])
     if variant["repo"]:
       env["BENCH_DEMO_STEP_REPO"] = variant["repo"]
+    if variant["xla"]:
+      # Read when TensorFlow starts, before the worker's code runs.
+      import estimator_utils  # pylint: disable=g-import-not-at-top
+      env["TF_XLA_FLAGS"] = " ".join(
+          [env.get("TF_XLA_FLAGS", "")] + list(estimator_utils.XLA_CPU_FLAGS)).strip()
     args = [sys.executable, os.path.abspath(__file__), "--worker=%s" % spec]
-    args += ["--%s=%s" % (name, getattr(FLAGS, name)) for name in (
+    args += ["--%s=%s" % (name, variant["flags"].get(name, getattr(FLAGS, name))) for name in (
         "bert_config_file", "batch_size", "seq_length", "max_predictions", "warmup_steps",
         "seed")]
+    self.batch_size = variant["flags"].get("batch_size", FLAGS.batch_size)
     if FLAGS.input_file:
       args.append("--input_file=%s" % FLAGS.input_file)
     self.log = None  # stderr, and the lines on stdout that are not the protocol's
@@ -351,11 +380,15 @@ def main(_):
     for w in workers:
       w.info = w.read()
     info = workers[0].info
-    print("%s, batch %d, seq %d, %d masked: %.2f GFLOP per step (matmuls, forward + backward); "
-          "TF %s; %d rounds x %d steps per variant, lockstep" % (
+    print("%s, batch %d, seq %d, %d masked (unless a variant says otherwise): %.2f GFLOP per "
+          "step (matmuls, forward + backward); TF %s; %d rounds x %d steps per variant, "
+          "lockstep" % (
               os.path.relpath(FLAGS.bert_config_file, REPO_DIR), FLAGS.batch_size,
               FLAGS.seq_length, FLAGS.max_predictions, info["gflop"], info["tf"], FLAGS.rounds,
               FLAGS.steps_per_round))
+    for w in workers:
+      if w.info["gflop"] != info["gflop"]:
+        print("  %s: %.2f GFLOP per step" % (w.spec, w.info["gflop"]))
     for _ in range(FLAGS.rounds):
       for w in workers:
         w.run(FLAGS.steps_per_round)
@@ -363,8 +396,8 @@ def main(_):
     for w in workers:
       w.close()
   base = workers[0]
-  print("\n%-3s %-46s %8s %8s %8s %8s %9s %8s %9s %9s" % (
-      "#", "variant", "ms/step", "p90 ms", "steps/s", "GFLOP/s", "vs first", "CPU ms",
+  print("\n%-3s %-64s %8s %8s %8s %8s %8s %9s %8s %9s %9s" % (
+      "#", "variant", "ms/step", "p90 ms", "steps/s", "ex/s", "GFLOP/s", "vs first", "CPU ms",
       "CPU ratio", "losses as"))
   for i, w in enumerate(workers):
     median = float(np.median(w.times))
@@ -372,9 +405,10 @@ def main(_):
     cpu_ratio = float(np.median(np.array(w.round_cpu) / np.array(base.round_cpu)))
     same = next((str(j + 1) for j, other in enumerate(workers[:i])
                  if other.losses == w.losses), "-")
-    print("%-3d %-46s %8.1f %8.1f %8.2f %8.0f %9.3f %8.1f %9.3f %9s" % (
-        i + 1, w.spec[:46], 1000 * median, 1000 * np.percentile(w.times, 90), 1 / median,
-        w.info["gflop"] / median, ratio, 1000 * np.median(w.round_cpu), cpu_ratio, same))
+    print("%-3d %-64s %8.1f %8.1f %8.2f %8.0f %8.0f %9.3f %8.1f %9.3f %9s" % (
+        i + 1, w.spec[-64:], 1000 * median, 1000 * np.percentile(w.times, 90), 1 / median,
+        w.batch_size / median, w.info["gflop"] / median, ratio, 1000 * np.median(w.round_cpu),
+        cpu_ratio, same))
   print("(ms/step: median of %d steps; vs first: median over rounds of the round medians' ratio; "
         "CPU ms: the worker's CPU time per step (all threads; median over rounds), less "
         "sensitive to other jobs than the wall time; losses as: the first variant above whose "
