@@ -369,8 +369,14 @@ class AdamWeightDecayOptimizer(tf1.train.Optimizer):
     learning_rate = tf.cast(self.learning_rate, dtype)
     decay = []
     if self._do_use_weight_decay(_variable_name(var.name)):
-      decay = [var.assign_sub(learning_rate * self.weight_decay_rate * var.read_value(),
-                              read_value=False)]
+      # After the gradient, which comes after the step's forward pass read var (as the unfused
+      # assign does): without this dependency the decay may run first, and the step's forward
+      # pass reads decayed weights in some runs and not in others. (tf.identity: in a tf.cond
+      # branch, gradient accumulation's, a control dependency on an outside tensor is dropped.)
+      grad = tf.identity(grad)
+      with tf.control_dependencies([grad]):
+        decay = [var.assign_sub(learning_rate * self.weight_decay_rate * var.read_value(),
+                                read_value=False)]
     with tf.control_dependencies(decay):
       # beta powers 0: no bias correction, as the official optimizer.
       zero = tf.constant(0.0, dtype)

@@ -319,7 +319,11 @@ class Worker(object):
       self.proc.stdin.close()
     except (BrokenPipeError, OSError):
       pass
-    self.proc.wait(timeout=60)
+    try:
+      self.proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:  # a worker slow to exit: its figures are in already
+      self.proc.kill()
+      self.proc.wait(timeout=60)
     if self.log:
       self.log.close()
 

@@ -162,6 +162,38 @@ def test_fused_adamw_matches_numpy_and_the_unfused_update(accumulation_steps):
     assert name + "/adam_m" in names and name + "/adam_v" in names
 
 
+def _ancestors(op):
+  """Every op that op waits for, through data and control edges."""
+  seen, todo = set(), [op]
+  while todo:
+    current = todo.pop()
+    for parent in [t.op for t in current.inputs] + list(current.control_inputs):
+      if parent not in seen:
+        seen.add(parent)
+        todo.append(parent)
+  return seen
+
+
+def test_fused_weight_decay_waits_for_the_forward_pass():
+  """The decay op of fused=True runs after the step's forward pass has read the weights.
+
+  Without that ordering the decay could run first in some steps and last in others, and the
+  same job gave other weights from run to run (bench/bench_demo_step.py: two workers of the
+  same variant with other losses). With gradient accumulation the update is a tf.cond branch
+  (a function here, not ops of this graph); the same dependency is made inside it."""
+  with tf.Graph().as_default():
+    x = tf.constant(np.random.RandomState(0).randn(4, 3).astype(np.float32))
+    kernel = tf1.get_variable("layer/dense/kernel", initializer=tf.ones([3, 2]))
+    forward = tf.matmul(x, kernel)
+    optimization.create_optimizer(tf.reduce_sum(tf.square(forward)), 0.1, 10, 0, False,
+                                  fused=True)
+    decays = [op for op in tf1.get_default_graph().get_operations()
+              if op.type == "AssignSubVariableOp" and op.inputs[0].op is kernel.op]
+    assert decays
+    for decay in decays:
+      assert forward.op in _ancestors(decay), decay.name
+
+
 def test_bad_loss_scale():
   with tf.Graph().as_default():
     w = tf1.get_variable("w", initializer=tf.ones([2]))
