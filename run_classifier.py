@@ -894,7 +894,7 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
     if padding != "max_length":
       d = d.map(lambda batch: estimator_utils.trim_batch_to_longest(batch, seq_length,
                                                                     buckets=buckets))
-    return d
+    return estimator_utils.without_autotune(d)
 
   return input_fn
 

@@ -402,7 +402,7 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
     d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features),
               num_parallel_calls=num_cpu_threads)
     d = d.batch(batch_size, drop_remainder=True)
-    return d.prefetch(2)
+    return estimator_utils.without_autotune(d.prefetch(2))
 
   return input_fn
 

@@ -781,6 +781,20 @@ def _padding_batches(path, padding, is_training, batch_size, steps, **kwargs):
   return out
 
 
+def test_input_pipelines_run_without_tf_data_autotuning(tmp_path, vocab_file):
+  # Closing a session waits for tf.data's autotuning thread to wake (up to 60 s after a few
+  # minutes of training): the pipelines turn it off (estimator_utils.without_autotune).
+  path, _ = _padding_records(tmp_path, vocab_file, "sst-2",
+                             os.path.join(REPO_DIR, "data", "sst2_slice"), "dev", 8)
+  for is_training, kwargs in ((True, {}), (True, {"group_by_length": True}),
+                              (False, {"sort_by_length": True}), (False, {})):
+    input_fn = rc.file_based_input_fn_builder(path, PADDING_SEQ, is_training, False,
+                                              padding="longest", **kwargs)
+    with tf.Graph().as_default():
+      dataset = input_fn({"batch_size": 4})
+      assert dataset.options().autotune.enabled is False, (is_training, kwargs)
+
+
 def test_group_by_length_batches_are_grouped_seeded_and_resumable(tmp_path, vocab_file):
   path, _ = _padding_records(tmp_path, vocab_file, "sst-2",
                              os.path.join(REPO_DIR, "data", "sst2_slice"), "dev", 40)

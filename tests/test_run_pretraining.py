@@ -132,6 +132,20 @@ def test_label_log_probs_gradient_is_autodiffs_bit_for_bit():
   assert np.abs(ours_grad2 - ours_grad).max() > 1e-3  # the other use's gradient is there
 
 
+def test_input_pipeline_runs_without_tf_data_autotuning(data_dir):
+  # Closing a session waits for tf.data's autotuning thread to wake (up to 60 s after a few
+  # minutes of training): the pipeline turns it off (estimator_utils.without_autotune).
+  for is_training in (True, False):
+    input_fn = run_pretraining.input_fn_builder([str(data_dir / "data.tfrecord")], SEQ, PREDS,
+                                                is_training, seed=1)
+    with tf.Graph().as_default():
+      dataset = input_fn({"batch_size": 4})
+      assert dataset.options().autotune.enabled is False, is_training
+      batch = tf1.data.make_one_shot_iterator(dataset).get_next()
+      with tf1.Session() as sess:
+        assert sess.run(batch)["input_ids"].shape == (4, SEQ)
+
+
 @pytest.mark.slow
 def test_end_to_end_train_and_eval_with_override(data_dir, tmp_path):
   out = tmp_path / "out"
