@@ -29,6 +29,16 @@ def _settings(tmp_path, **overrides):
   return rt8.Settings(**values)
 
 
+def _write_inputs(tmp_path):
+  """The input files _settings names: task and pre-training text, a Hugging Face directory."""
+  (tmp_path / "novels.txt").write_text("It was a dark night.\n")
+  (tmp_path / "plays.txt").write_text("To be.\n")
+  os.makedirs(str(tmp_path / "hf"), exist_ok=True)
+  for name, text in (("config.json", "{}"), ("vocab.txt", "[PAD]\n"),
+                     ("model.safetensors", "weights")):
+    (tmp_path / "hf" / name).write_text(text)
+
+
 def _write_json(path, obj):
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path, "w") as f:
@@ -224,13 +234,14 @@ def test_report_tables_and_settings_checks(tmp_path):
     with pytest.raises(common.UsageError, match=re.escape(message)):
       rt8.check_settings(_settings(tmp_path, **overrides), check_files=False)
   # The settings of the first invocation are kept: more seeds are fine, other steps are not.
+  _write_inputs(tmp_path)
   rt8.check_record(out, settings, write=True)
   rt8.check_record(out, settings._replace(seeds=[1, 2, 3, 4]), write=True)
-  with pytest.raises(common.UsageError, match=r"other settings \(finetune_steps\)"):
+  with pytest.raises(common.UsageError,
+                     match=r"other settings or input files: finetune_steps 120 -> 50;"):
     rt8.check_record(out, settings._replace(finetune_steps=50), write=True)
   with pytest.raises(common.UsageError, match="--task_input_file="):
-    os.makedirs(str(tmp_path / "hf"))
-    rt8.check_settings(settings)
+    rt8.check_settings(settings._replace(task_input_files=[str(tmp_path / "none.txt")]))
   assert rt8.bert_windows_available()
   assert os.path.exists(os.path.join(REPO_DIR, "etc_model", "reproduce_table8.py"))
 
