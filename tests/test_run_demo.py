@@ -288,6 +288,15 @@ def test_demo_pipeline_is_deterministic(tmp_path):
   assert ("holds a run of other settings or input files: pretrain_steps 3 -> 4; use a new "
           "--output_dir" in rerun.stderr), rerun.stderr[-2000:]
   assert "[demo]" not in rerun.stdout
+  # The same flags after the training text was edited in place: refused too (the finished
+  # stages were made from the old text).
+  train_text = tmp_path / "inputs" / "train.txt"
+  train_text.write_text(train_text.read_text() + "one more sentence .\n")
+  rerun = run_tool("run_demo.py", args + ["--output_dir=%s" % outs[0]], expect_rc=2)
+  assert last_error_line(rerun).startswith(
+      "error: --output_dir=%s holds a run of other settings or input files: --train_text file "
+      "%s: other contents" % (outs[0], train_text)), rerun.stderr[-2000:]
+  assert "[demo]" not in rerun.stdout
   for name in ("pretrain/eval_results.json", "sst2/eval_results.json"):
     results = []
     for out in outs:
