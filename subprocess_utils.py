@@ -176,22 +176,26 @@ def _cmdline(pid):
     return None
 
 
+def _proc_stat(pid):
+  """The fields of /proc/<pid>/stat from field 3 (state) on, or None when there is none."""
+  try:
+    with open("/proc/%d/stat" % pid) as f:
+      # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+      return f.read().rsplit(")", 1)[1].split()
+  except (OSError, IndexError, OverflowError):
+    return None
+
+
 def process_start_time(pid):
   """A process's start time (/proc/<pid>/stat field 22, clock ticks after boot), or None.
 
   With the pid it tells a process from a later one that reused its pid. None when the process
   does not exist (or is a zombie) or /proc cannot tell.
   """
-  try:
-    with open("/proc/%d/stat" % pid) as f:
-      # "pid (comm) state ppid ...": comm may hold spaces and parentheses; field 3 (state) is
-      # the first after it, so field 22 is the 20th.
-      fields = f.read().rsplit(")", 1)[1].split()
-  except (OSError, IndexError, OverflowError):
+  fields = _proc_stat(pid)
+  if not fields or len(fields) < 20 or fields[0] == "Z":
     return None
-  if len(fields) < 20 or fields[0] == "Z":
-    return None
-  return int(fields[19])
+  return int(fields[19])  # field 3 (state) is the first after comm, so field 22 is the 20th
 
 
 def _driver_record():
@@ -217,8 +221,8 @@ def driver_state(record):
   if record.get("driver_host") != socket.gethostname():
     return "elsewhere"
   started = process_start_time(pid)
-  if started is None and not common.pid_alive(pid):
-    return "dead"
+  if started is None and (os.path.isdir("/proc/self") or not common.pid_alive(pid)):
+    return "dead"  # gone, or a zombie (killed, not yet reaped by its parent)
   recorded = record.get("driver_start_time")
   if started is not None and recorded is not None and started != recorded:
     return "dead"  # another process has the pid now

@@ -151,7 +151,7 @@ def test_demo_settings_file_of_the_earlier_format_is_still_checked(tmp_path):
     run_demo.check_output_dir_settings(str(out), {"pretrain_steps": 3, "seed": 1}, inputs)
 
 
-def test_output_dir_that_is_a_file_and_a_running_demo_are_one_line_errors(tmp_path):
+def test_output_dir_that_is_a_file_is_a_one_line_error(tmp_path):
   args = _tiny_demo_inputs(tmp_path)
   a_file = tmp_path / "a_file"
   a_file.write_text("")
@@ -159,8 +159,12 @@ def test_output_dir_that_is_a_file_and_a_running_demo_are_one_line_errors(tmp_pa
   assert last_error_line(proc) == (
       "error: --output_dir=%s: is a file, expected a directory" % a_file), proc.stderr[-2000:]
   assert "Traceback" not in proc.stderr and "errno" not in proc.stderr, proc.stderr[-2000:]
-  # A demo running in the directory (its lock, held here by this process): the second demo
-  # fails in one line naming it and touches nothing there.
+
+
+def test_a_second_demo_into_a_running_demos_directory_is_refused(tmp_path):
+  """A demo running in the directory (its lock, held here by this process): the second demo
+  fails in one line naming it and touches nothing there (not the running stage's child)."""
+  args = _tiny_demo_inputs(tmp_path)
   out = tmp_path / "out"
   with common.OutputDirLock(str(out), "output_dir", label=run_demo.LOCK_LABEL):
     (out / "logs").mkdir()

@@ -222,6 +222,17 @@ def test_a_driver_pid_reused_by_another_process_counts_as_dead(tmp_path):
     assert subprocess_utils.stop_orphan(log, grace_s=5) == [child.pid]
     child.wait(timeout=10)
     assert not os.path.exists(record_path)
+    # A killed driver not yet reaped by its parent (a zombie) is dead too.
+    child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    other.kill()
+    deadline = time.time() + 10
+    while subprocess_utils.process_start_time(other.pid) is not None:
+      assert time.time() < deadline
+      time.sleep(0.05)
+    assert common.pid_alive(other.pid)  # unreaped: its pid still answers signal 0
+    write_record(started)
+    assert subprocess_utils.stop_orphan(log, grace_s=5) == [child.pid]
+    child.wait(timeout=10)
   finally:
     for proc in (child, other):
       if proc.poll() is None:
