@@ -426,6 +426,9 @@ class OutputDirLock(object):
 
   The lock (`<output_dir>/.lock-<label>`) holds the holder's pid and host. A second job fails
   with one line naming them; a lock left by a dead process on this host is taken over.
+  Acquiring creates the directory (an output directory that is a file, or lies under one, is a
+  one-line error naming the flag): take it before anything else a job does there (stale
+  temporaries, settings records, resume decisions).
 
   Usage:
     with common.OutputDirLock(output_dir, flag_name="output_dir"):
@@ -449,6 +452,8 @@ class OutputDirLock(object):
     """Takes the lock or fails with a one-line error naming the holder."""
     if "://" in self.output_dir:
       return self  # No atomic create on remote file systems: the lock is local-only.
+    # A file in the way is one line naming the flag, not "File exists (errno 17)".
+    check_output_dir(self.output_dir, self.flag_name)
     os.makedirs(self.output_dir, exist_ok=True)
     host = socket.gethostname()
     for _ in range(3):

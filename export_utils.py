@@ -23,6 +23,8 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import os
+
 import numpy as np
 import tensorflow as tf
 
@@ -48,23 +50,45 @@ def resolve_checkpoint(checkpoint_path, flag_name="init_checkpoint"):
   """Turns a checkpoint prefix or a model directory into a checkpoint prefix.
 
   Args:
-    checkpoint_path: a checkpoint prefix (".../model.ckpt-1000") or a directory with a
-      `checkpoint` file.
+    checkpoint_path: a checkpoint prefix (".../model.ckpt-1000"), a directory with a
+      `checkpoint` state file (its latest checkpoint), or a directory without one that holds
+      exactly one checkpoint (one `*.index`: the layout of Google's BERT releases,
+      bert_model.ckpt.index / .data-*, or a converted model).
     flag_name: the flag the path came from, for error messages.
 
   Returns:
-    The checkpoint prefix. Fails with a one-line error when there is none.
+    The checkpoint prefix. Fails with a one-line error when there is none (or, in a directory
+    without a state file, more than one).
   """
   if not checkpoint_path:
     common.fail("--%s: no checkpoint to export" % flag_name)
   if tf.io.gfile.isdir(checkpoint_path):
     latest = tf1.train.latest_checkpoint(checkpoint_path)
-    if not latest:
-      common.fail("--%s=%s: directory has no checkpoint" % (flag_name, checkpoint_path))
-    return latest
+    if latest:
+      return latest
+    if tf.io.gfile.exists(os.path.join(checkpoint_path, "checkpoint")):
+      # Not another checkpoint of the directory in place of the one the state file names.
+      common.fail("--%s=%s: its `checkpoint` state file names no checkpoint that exists" % (
+          flag_name, checkpoint_path))
+    return _only_checkpoint_in(checkpoint_path, flag_name)
   if not (tf.io.gfile.exists(checkpoint_path + ".index") or tf.io.gfile.exists(checkpoint_path)):
     common.fail("--%s=%s: no checkpoint there" % (flag_name, checkpoint_path))
   return checkpoint_path
+
+
+def _only_checkpoint_in(directory, flag_name):
+  """The one checkpoint prefix of a directory without a `checkpoint` state file."""
+  prefixes = sorted(path[:-len(".index")] for path in
+                    tf.io.gfile.glob(os.path.join(directory, "*.index")))
+  if len(prefixes) == 1:
+    return prefixes[0]
+  if not prefixes:
+    common.fail("--%s=%s: directory has no checkpoint" % (flag_name, directory))
+  common.fail("--%s=%s: directory has %d checkpoints (%s) and no `checkpoint` state file naming "
+              "one; pass the prefix of the one to use" % (
+                  flag_name, directory, len(prefixes),
+                  ", ".join(os.path.basename(p) for p in prefixes[:4]) +
+                  (", ..." if len(prefixes) > 4 else "")))
 
 
 def _range_checked(placeholders, bert_config):

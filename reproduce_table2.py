@@ -14,7 +14,9 @@ interrupted run resumes; SIGINT / SIGTERM stop the running child cleanly and exi
   2. create_pretraining_data.py on both texts (once, shared by every run).
   3. Timing probe (a few steps of Post-LN) -> estimated total time; when it exceeds
      --budget_hours, --num_train_steps is scaled down to fit (or the plan is refused when that
-     would leave fewer than a quarter of the steps). The plan is stored in plan.json.
+     would leave fewer than a quarter of the steps). The plan is stored in plan.json, with the
+     sha256 and size of every corpus file and of the vocab: a rerun with other flags, or after
+     an input file was edited in place, is refused in one line (use a new --output_dir).
   4. run_pretraining.py per (model, seed), one process for all steps (the LR schedule decays over
      the full --num_train_steps; run_pretraining resumes from its last checkpoint), saving a
      checkpoint every --eval_every steps.
@@ -558,22 +560,29 @@ def data_settings(settings):
   return {key: getattr(settings, key) for key in DATA_KEYS}
 
 
-def data_current(stats, settings, planned):
-  """Whether data_stats.json describes data made with `settings`.
+def data_current(stats, settings, planned, identities=None):
+  """Whether data_stats.json describes data made with `settings` from these input contents.
 
   Args:
     stats: data_stats.json contents (or None).
     settings: Settings.
-    planned: plan.json exists (its settings were already checked against `settings`).
+    planned: plan.json exists (its settings and inputs were already checked against these).
+    identities: reproduction.input_identities of input_files(settings) (None: not compared).
 
   Returns:
-    bool. A file without "settings" (older versions) counts only under a plan.
+    bool. A file without "settings" or "inputs" (older versions) counts only under a plan.
   """
   if not stats or "train_instances" not in stats or "heldout_instances" not in stats:
     return False
   if "settings" not in stats:
     return planned
-  return stats["settings"] == data_settings(settings)
+  if stats["settings"] != data_settings(settings):
+    return False
+  if identities is None:
+    return True
+  if "inputs" not in stats:
+    return planned
+  return stats["inputs"] == identities
 
 
 def corpus_files(corpus):
@@ -584,6 +593,20 @@ def corpus_files(corpus):
       common.fail("--corpus=%s: no .txt files" % corpus)
     return paths
   return common.expand_input_files(corpus, "corpus")
+
+
+def input_files(settings):
+  """The input files a reproduction reads: every corpus file and the vocab.
+
+  Args:
+    settings: Settings.
+
+  Returns:
+    list of reproduction.InputFile (their contents are recorded in plan.json and
+    data_stats.json: a file edited in place between two invocations is noticed).
+  """
+  return (reproduction.input_files("corpus", corpus_files(settings.corpus)) +
+          [reproduction.input_file("vocab_file", settings.vocab_file)])
 
 
 def create_tfrecords(runner, settings, data_dir, part, dupe_factor):
@@ -613,7 +636,7 @@ def create_tfrecords(runner, settings, data_dir, part, dupe_factor):
   return _read_json(text_input.summary_path_for(out))["instances"]
 
 
-def prepare_data(runner, settings, data_dir, log, planned=False):
+def prepare_data(runner, settings, data_dir, log, planned=False, identities=None):
   """Splits the corpus and creates the TFRecords (skipped when current). Returns data stats.
 
   Args:
@@ -622,6 +645,8 @@ def prepare_data(runner, settings, data_dir, log, planned=False):
     data_dir: <output_dir>/data.
     log: logging function.
     planned: plan.json exists (see data_current).
+    identities: reproduction.input_identities of input_files(settings): recorded in the stats,
+      and data made from other contents is made again.
 
   Returns:
     The data_stats.json dict.
@@ -630,10 +655,10 @@ def prepare_data(runner, settings, data_dir, log, planned=False):
   stats_path = os.path.join(data_dir, "data_stats.json")
   if _exists(stats_path):
     stats = _read_json(stats_path)
-    if data_current(stats, settings, planned):
+    if data_current(stats, settings, planned, identities):
       return stats
-    log("%s was made with other settings (e.g. by --plan_only); making the data again" %
-        stats_path)
+    log("%s was made with other settings or input contents (e.g. by --plan_only); making the "
+        "data again" % stats_path)
   paths = corpus_files(settings.corpus)
   start = time.time()
   stats = split_corpus(paths, os.path.join(data_dir, "train.txt"),
@@ -648,6 +673,8 @@ def prepare_data(runner, settings, data_dir, log, planned=False):
   stats["seconds"] = round(time.time() - start, 1)
   stats["corpus_files"] = paths
   stats["settings"] = data_settings(settings)
+  if identities is not None:
+    stats["inputs"] = identities
   common.write_json_atomic(stats_path, stats)
   return stats
 
@@ -778,7 +805,8 @@ def fit_plan_to_budget(probe, settings, budget_hours, budget_s, num_runs, analys
   return steps
 
 
-def new_plan(workspace, settings, options, heldout_instances, num_runs, start_time):
+def new_plan(workspace, settings, options, heldout_instances, num_runs, start_time,
+             identities=None):
   """The plan of a first invocation: the settings, and the steps that fit the budget.
 
   Args:
@@ -788,12 +816,14 @@ def new_plan(workspace, settings, options, heldout_instances, num_runs, start_ti
     heldout_instances: examples in the held-out set.
     num_runs: models x seeds.
     start_time: time.time() when this invocation started (the budget counts from it).
+    identities: reproduction.input_identities of input_files(settings).
 
   Returns:
-    The plan.json dict: requested (settings), num_train_steps, probe (or None).
+    The plan.json dict: requested (settings), inputs (their identities), num_train_steps,
+    probe (or None).
   """
   plan = {"requested": settings.as_dict(), "num_train_steps": settings.num_train_steps,
-          "probe": None}
+          "probe": None, "inputs": identities or {}}
   if options.budget_hours > 0 and not options.tiny_test:
     probe = timing_probe(workspace.runner, settings, workspace.config_paths["post_ln"],
                          workspace.data_dir, os.path.join(workspace.out_dir, "probe"))
@@ -805,16 +835,19 @@ def new_plan(workspace, settings, options, heldout_instances, num_runs, start_ti
   return plan
 
 
-def load_plan(plan_path, settings, out_dir):
-  """The plan of an earlier invocation, or None; fails when it asked for other settings.
+def load_plan(plan_path, settings, out_dir, inputs=(), identities=None):
+  """The plan of an earlier invocation, or None; fails when it asked for other settings or inputs.
 
   Args:
     plan_path: <output_dir>/plan.json.
     settings: Settings of this invocation.
     out_dir: --output_dir (named in the error).
+    inputs: input_files(settings).
+    identities: reproduction.input_identities(inputs) (default: computed here).
 
   Returns:
-    The plan.json dict, or None when there is none.
+    The plan.json dict, or None when there is none. A plan of an earlier version without input
+    identities gets this invocation's (written to plan_path; a warning says so).
   """
   if not _exists(plan_path):
     return None
@@ -824,10 +857,17 @@ def load_plan(plan_path, settings, out_dir):
                if k not in free and not k.startswith("_")}
   stored = {k: v for k, v in plan["requested"].items()
             if k not in free and not k.startswith("_")}
-  if stored != requested:
-    diff = sorted(k for k in set(stored) | set(requested) if stored.get(k) != requested.get(k))
-    common.fail("--output_dir=%s was planned with other settings (%s); use a new --output_dir "
-                "or the same flags" % (out_dir, ", ".join(diff)))
+  if identities is None:
+    identities = reproduction.input_identities(inputs)
+  changes = reproduction.settings_changes(stored, requested)
+  if "inputs" in plan:
+    changes += reproduction.input_changes(plan["inputs"], identities, inputs)
+  reproduction.refuse_changes(out_dir, changes)
+  if "inputs" not in plan:
+    sys.stderr.write("warning: %s records no input file contents (an earlier version): the "
+                     "input files as they are now are taken as the plan's\n" % plan_path)
+    plan["inputs"] = identities
+    common.write_json_atomic(plan_path, plan)
   return plan
 
 
@@ -1044,7 +1084,7 @@ def open_output_dir(out_dir):
   Returns:
     A Runner logging to <output_dir>/logs.
   """
-  tf.io.gfile.makedirs(out_dir)
+  # Creates the directory (a file in the way is one line naming --output_dir).
   common.OutputDirLock(out_dir, "output_dir", label="reproduce_table2").acquire()
   subprocess_utils.install_signal_forwarding()
   return Runner(os.path.join(out_dir, "logs"))
@@ -1072,21 +1112,26 @@ def main(_):
   log = lambda msg: tf1.logging.info(msg)
   settings, options = read_flags()
   out_dir = options.output_dir
+  # The lock first: nothing of the directory is read or written before it is ours.
   runner = open_output_dir(out_dir)
   data_dir = os.path.join(out_dir, "data")
   start_time = time.time()
 
-  # The plan: settings that every run must share. A resumed command must ask for the same.
+  # The plan: settings and input contents that every run must share. A resumed command must
+  # ask for the same.
   plan_path = os.path.join(out_dir, "plan.json")
-  plan = load_plan(plan_path, settings, out_dir)
-  data_stats = prepare_data(runner, settings, data_dir, log, planned=plan is not None)
+  inputs = input_files(settings)
+  identities = reproduction.input_identities(inputs)
+  plan = load_plan(plan_path, settings, out_dir, inputs, identities)
+  data_stats = prepare_data(runner, settings, data_dir, log, planned=plan is not None,
+                            identities=identities)
   settings = with_final_eval_steps(settings, data_stats["heldout_instances"])
   workspace = Workspace(runner, out_dir, data_dir,
                         write_model_configs(os.path.join(out_dir, "configs"), settings), log)
   runs = [(m, seed) for seed in settings.seeds for m in settings.models]
   if plan is None:
     plan = new_plan(workspace, settings, options, data_stats["heldout_instances"], len(runs),
-                    start_time)
+                    start_time, identities)
     if not options.plan_only:
       common.write_json_atomic(plan_path, plan)
   settings = settings._replace(num_train_steps=plan["num_train_steps"])

@@ -6,8 +6,10 @@ Run with `bash run.sh demo` (sets up the environment first) or `python run_demo.
 is skipped when it is complete (pre-training: train_summary_local.json at the requested step and
 its evaluation written; fine-tuning: trained to its last step, evaluated and exported), so a
 stopped demo resumes where it stopped; pre-training itself resumes from its last checkpoint.
-An --output_dir holding a run of other flags or input files (demo_settings.json records them) is
-refused in one line: no stage reuses another run's outputs.
+An --output_dir holding a run of other flags or input files (demo_settings.json records the flags
+and the sha256 of every input file, so an input edited in place is noticed too) is refused in
+one line: no stage reuses another run's outputs. One demo at a time per --output_dir (lock file
+.lock-run_demo): a second one fails in one line naming the running one.
 SIGINT / SIGTERM stop the running stage cleanly (exit 130 / 143); a stage that fails stops the
 demo with one line naming it (exit 1). About 10 minutes on 2 quiet CPU cores (pre-training at
 ~6 steps/s), more on a shared machine. Every stage is seeded (--seed): the same flags give the
@@ -20,7 +22,6 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
-import hashlib
 import json
 import os
 import sys
@@ -30,6 +31,7 @@ from absl import flags
 
 import common
 import estimator_utils
+import reproduction
 import subprocess_utils
 import text_input
 
@@ -226,75 +228,64 @@ def classifier_done(classifier_dir, export_dir):
 SETTINGS_FILE = "demo_settings.json"
 DEMO_OUTPUTS = ("vocab.txt", "domain_text.txt", "data", "pretrain", "sst2", "sst2_export",
                 "sst2_text_export", "report.md")
-# The demo's input files, recorded by the sha256 of their contents.
-INPUT_FILE_SETTINGS = ("train_text", "heldout_text", "bert_config_file", "vocab_file",
-                       "sentiment_dir/train.tsv", "sentiment_dir/dev.tsv")
-
-
-def file_digest(path):
-  """sha256 of a file's bytes (hex), or None when path is None or the file does not exist."""
-  if path is None or not os.path.isfile(path):
-    return None
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
+# The lock file's label in --output_dir (.lock-run_demo): one demo at a time writes there.
+LOCK_LABEL = "run_demo"
 
 
 def demo_settings(warmup_steps):
-  """What every output of a demo run depends on: the recipe's flags and the input files' bytes.
+  """The recipe's flags that every output of a demo run depends on.
 
   Args:
     warmup_steps: the pre-training warm-up steps in effect (the flag or its default).
 
   Returns:
-    dict: flag name -> value, input file flag -> sha256 of its contents (paths are left out:
-    the same data elsewhere is the same run).
+    dict: flag name -> value.
   """
   settings = {name: getattr(FLAGS, name) for name in (
       "residual_attention", "domain_adaptive", "max_seq_length", "pretrain_steps",
       "pretrain_batch_size", "pretrain_learning_rate", "finetune_learning_rate",
       "finetune_epochs", "finetune_batch_size", "seed")}
   settings["pretrain_warmup_steps"] = warmup_steps
-  for name in INPUT_FILE_SETTINGS:
-    if name.startswith("sentiment_dir/"):
-      path = os.path.join(FLAGS.sentiment_dir, name.split("/", 1)[1])
-    else:
-      path = getattr(FLAGS, name)
-    settings[name] = file_digest(path)
   return settings
 
 
-def check_output_dir_settings(output_dir, settings):
-  """Refuses an --output_dir that holds another demo run's outputs; records `settings` in it.
+def demo_inputs():
+  """The demo's input files (recorded by the sha256 of their contents, paths left out).
+
+  Returns:
+    list of reproduction.InputFile: --train_text, --heldout_text, --bert_config_file,
+    --vocab_file (when given) and the train.tsv / dev.tsv of --sentiment_dir that exist.
+  """
+  inputs = [reproduction.input_file(name, getattr(FLAGS, name))
+            for name in ("train_text", "heldout_text", "bert_config_file", "vocab_file")
+            if getattr(FLAGS, name) is not None]
+  for name in ("train.tsv", "dev.tsv"):
+    path = os.path.join(FLAGS.sentiment_dir, name)
+    if os.path.isfile(path):
+      inputs.append(reproduction.input_file("sentiment_dir", path, name))
+  return inputs
+
+
+def check_output_dir_settings(output_dir, settings, inputs):
+  """Refuses an --output_dir that holds another demo run's outputs; records this run in it.
 
   A stage counts as done when its outputs exist, so outputs of other settings or data (an
-  earlier recipe, another --train_text) would be reused as if they were this run's. The same
-  settings resume.
+  earlier recipe, another or edited --train_text) would be reused as if they were this run's.
+  The same settings and input contents resume.
 
   Args:
-    output_dir: --output_dir (exists).
+    output_dir: --output_dir (exists, locked).
     settings: demo_settings() of this run.
+    inputs: demo_inputs() of this run.
   """
-  path = os.path.join(output_dir, SETTINGS_FILE)
-  recorded = _read_json(path)
-  if recorded is None:
+  if not os.path.exists(os.path.join(output_dir, SETTINGS_FILE)):
     found = [name for name in DEMO_OUTPUTS if os.path.exists(os.path.join(output_dir, name))]
     if found:
       common.fail("--output_dir=%s holds a demo run's outputs (%s) but no %s (a run of an "
                   "earlier version, or not a demo's): pass another --output_dir, or delete it "
                   "to start over" % (output_dir, ", ".join(found), SETTINGS_FILE))
-    common.write_json_atomic(path, settings)
-    return
-  changed = [name for name in sorted(set(recorded) | set(settings))
-             if recorded.get(name) != settings.get(name)]
-  if changed:
-    shown = ["%s (other contents)" % name if name in INPUT_FILE_SETTINGS else
-             "%s %s -> %s" % (name, recorded.get(name), settings.get(name))
-             for name in changed]
-    common.fail("--output_dir=%s holds a demo run with other settings: %s; pass another "
-                "--output_dir, or delete it to start over" % (output_dir, ", ".join(shown)))
+  reproduction.check_settings_record(output_dir, settings, SETTINGS_FILE, write=True,
+                                     inputs=inputs)
 
 
 def write_domain_text(train_tsv, output_path):
@@ -374,8 +365,10 @@ def main(_):
       common.fail("--%s=%s: must be > 0" % (flag_name, getattr(FLAGS, flag_name)))
   if FLAGS.vocab_file is None:
     vocab_size = _config_vocab_size(FLAGS.bert_config_file)
-  os.makedirs(FLAGS.output_dir, exist_ok=True)
-  check_output_dir_settings(FLAGS.output_dir, demo_settings(warmup_steps))
+  # One demo per directory, before anything is read or written there: a second one would take
+  # the running demo's stage children for orphans and train in their place.
+  common.OutputDirLock(FLAGS.output_dir, "output_dir", label=LOCK_LABEL).acquire()
+  check_output_dir_settings(FLAGS.output_dir, demo_settings(warmup_steps), demo_inputs())
   # SIGINT / SIGTERM: the running stage saves and stops, the demo exits 130 / 143.
   subprocess_utils.install_signal_forwarding()
   log_dir = _path("logs")

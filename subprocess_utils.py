@@ -7,7 +7,10 @@ it half-way through a checkpoint write, and so the driver can stop everything th
 On SIGINT / SIGTERM the driver forwards the signal once to every running child's group, waits a
 bounded time for it to save and exit (the tools then exit 130 / 143 without writing their final
 results), kills what is left with SIGKILL, and finally exits 130 / 143 itself: an orphaned child
-racing with the rerun, or a stopped run recorded as finished, is what this prevents.
+racing with the rerun, or a stopped run recorded as finished, is what this prevents. A child
+left running by a SIGKILLed driver is stopped by the rerun only once that driver is verifiably
+dead (its pid, host and process start time are recorded beside the log): the child of a job
+that still runs is never touched.
 
 Usage (main thread of a driver):
 
@@ -24,6 +27,7 @@ import collections
 import json
 import os
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -172,12 +176,71 @@ def _cmdline(pid):
     return None
 
 
+def _proc_stat(pid):
+  """The fields of /proc/<pid>/stat from field 3 (state) on, or None when there is none."""
+  try:
+    with open("/proc/%d/stat" % pid) as f:
+      # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+      return f.read().rsplit(")", 1)[1].split()
+  except (OSError, IndexError, OverflowError):
+    return None
+
+
+def process_start_time(pid):
+  """A process's start time (/proc/<pid>/stat field 22, clock ticks after boot), or None.
+
+  With the pid it tells a process from a later one that reused its pid. None when the process
+  does not exist (or is a zombie) or /proc cannot tell.
+  """
+  fields = _proc_stat(pid)
+  if not fields or len(fields) < 20 or fields[0] == "Z":
+    return None
+  return int(fields[19])  # field 3 (state) is the first after comm, so field 22 is the 20th
+
+
+def _driver_record():
+  """This process as a child record names its driver: pid, host and start time."""
+  return {"driver_pid": os.getpid(), "driver_host": socket.gethostname(),
+          "driver_start_time": process_start_time(os.getpid())}
+
+
+def driver_state(record):
+  """Whether the driver that wrote a child record is gone, alive, or cannot be told.
+
+  Args:
+    record: a child record (run_child's .<log>.child.json).
+
+  Returns:
+    "dead" (no process of that pid, or one started at another time: the pid was reused),
+    "alive", "self" (this very process), "elsewhere" (another host: nothing to check here) or
+    "unknown" (a record of an earlier version, without the driver).
+  """
+  pid = record.get("driver_pid")
+  if not isinstance(pid, int):
+    return "unknown"
+  if record.get("driver_host") != socket.gethostname():
+    return "elsewhere"
+  started = process_start_time(pid)
+  if started is None and (os.path.isdir("/proc/self") or not common.pid_alive(pid)):
+    return "dead"  # gone, or a zombie (killed, not yet reaped by its parent)
+  recorded = record.get("driver_start_time")
+  if started is not None and recorded is not None and started != recorded:
+    return "dead"  # another process has the pid now
+  if pid == os.getpid():
+    return "self"
+  return "alive"
+
+
 def stop_orphan(log_path, grace_s=DEFAULT_GRACE_S, poll_s=0.1):
   """Stops a child that a killed (SIGKILL) driver left running for this log, if any.
 
-  run_child records each child's process group beside its log while it runs. A record still
-  there means the driver died without cleaning up; if that group still runs the same command,
-  it would race with the rerun (two trainings in one directory), so it is stopped first.
+  run_child records each child's process group beside its log while it runs, with the driver
+  that started it (pid, host, process start time). A record still there while its driver is
+  verifiably dead means the driver died without cleaning up; if that group still runs the same
+  command, it would race with the rerun (two trainings in one directory), so it is stopped
+  first. A record of a driver that is alive (another job writing this log) or that cannot be
+  checked (another host) is left alone: the call fails in one line instead (run_child starts
+  nothing then). A record of an earlier version names no driver: its child is stopped as before.
 
   Args:
     log_path: the log path the rerun will use.
@@ -193,10 +256,20 @@ def stop_orphan(log_path, grace_s=DEFAULT_GRACE_S, poll_s=0.1):
       record = json.load(f)
   except (OSError, ValueError):
     return []
+  if not isinstance(record, dict):
+    record = {}
+  state = driver_state(record)
+  if state in ("alive", "elsewhere"):
+    common.fail("%s: written by a running job (driver pid %s on host %s, child process group "
+                "%s); one job per output directory: wait for it to end or use another "
+                "directory" % (log_path, record.get("driver_pid"), record.get("driver_host"),
+                               record.get("pgid")))
   stopped = []
   pgid = record.get("pgid")
-  # The same pid running the same command: not an unrelated process that reused the pid.
-  if isinstance(pgid, int) and _cmdline(pgid) == record.get("cmd"):
+  # The same pid running the same command (since the same time): not an unrelated process that
+  # reused the pid.
+  if (isinstance(pgid, int) and _cmdline(pgid) == record.get("cmd") and
+      record.get("start_time") in (None, process_start_time(pgid))):
     _stderr("stopping process group %d (%s) left running by a killed earlier run\n" %
             (pgid, " ".join(record.get("cmd", []))[:200]))
     stopped = _stop_group(pgid, grace_s, poll_s)
@@ -215,6 +288,8 @@ def run_child(cmd, log_path, header=None, cwd=None, env=None, line_fn=None,
   forwarded once to the child's whole group; after grace_s seconds (or a second signal) the
   group is killed. Whatever the child left running in its group when it exited is stopped too,
   so no process of this run outlives the call. Nothing is started once a stop was requested.
+  A child that a killed driver left running for this log is stopped first; a child of a
+  driver that still runs (another job writing this log) is a one-line error (stop_orphan).
 
   Args:
     cmd: list of arguments.
@@ -253,7 +328,8 @@ def run_child(cmd, log_path, header=None, cwd=None, env=None, line_fn=None,
       return ChildResult(None, time.time() - start, None, "cannot start: %s" % e)
 
     with open(record_path, "w") as f:
-      json.dump({"pgid": proc.pid, "cmd": [str(part) for part in cmd]}, f)
+      json.dump(dict(_driver_record(), pgid=proc.pid, start_time=process_start_time(proc.pid),
+                     cmd=[str(part) for part in cmd]), f)
     reader = None
     if line_fn:
       def read_lines():

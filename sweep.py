@@ -16,7 +16,10 @@ resumable: a run whose eval_results.json exists and reached its last step is ski
 unfinished one resumes from its checkpoint (exactly: the result is the uninterrupted run's). On
 SIGINT / SIGTERM the running child is stopped (signal forwarded to its process group) and waited
 for, and the sweep exits 130 / 143. One sweep at a time per --output_dir (lock file
-.lock-sweep). Then, per task and setting, the median over seeds of every metric; the best
+.lock-sweep). sweep.json records the checkpoint, config and flags every run shares, and the
+contents of the input files (sha256 and size; the checkpoint's .index digest and data sizes): a
+rerun after one was edited in place is refused. Then, per task and setting, the median over
+seeds of every metric; the best
 setting is the one with the highest median task score; results.{md,csv,json} are written.
 
   python sweep.py --tasks=sst-2,mrpc,squad1.1 --glue_dir=glue --squad_dir=squad \
@@ -49,7 +52,9 @@ import tensorflow as tf
 
 import common
 import estimator_utils
+import export_utils
 import modeling
+import reproduction
 import subprocess_utils
 
 tf1 = tf.compat.v1
@@ -73,6 +78,7 @@ SCRIPTS = {"glue": "run_classifier.py", "squad": "run_squad.py", "ner": "run_ner
 
 RUN_LOG = "sweep_run.log"
 SWEEP_STATE = "sweep.json"
+LOCK_LABEL = "sweep"   # the lock file .lock-sweep in --output_dir
 FEATURE_CACHE_DIR = "feature_cache"
 SETTING_RE = re.compile(r"^bs(\d+)_lr([0-9.]+(?:e[+-]?\d+)?)_ep([0-9.]+)$")
 SEED_RE = re.compile(r"^seed(-?\d+)$")
@@ -757,20 +763,76 @@ def describe_plan(task_specs, grids, seeds, runs, log_fn=print, list_runs=False)
   return len(runs), len(todo_dirs)
 
 
-def check_sweep_state(output_dir, state, write):
-  """Refuses to mix runs of another checkpoint / config in one output_dir (sweep.json).
+def task_input_files(spec, data_dir, flag):
+  """The data files of a task the runs read, as the sweep's record names them.
+
+  Args:
+    spec: TaskSpec.
+    data_dir: the task's data directory.
+    flag: the flag that gave it (glue_dir, squad_dir, ner_dir or data_dirs).
+
+  Returns:
+    list of reproduction.InputFile labelled "task/<task>/<file name>" (of several accepted
+    names, the first that exists).
+  """
+  inputs = []
+  for names in spec.files:
+    names = (names,) if isinstance(names, str) else tuple(names)
+    found = [n for n in names if tf.io.gfile.exists(os.path.join(data_dir, n))][:1]
+    for name in found:
+      inputs.append(reproduction.InputFile("task/%s/%s" % (spec.name, name),
+                                           os.path.join(data_dir, name), flag, "file"))
+  return inputs
+
+
+def sweep_input_files(init_checkpoint, bert_config_file, vocab_file, task_specs, data_dirs,
+                      data_dir_flags):
+  """Every input file of a sweep: the checkpoint, its config and vocab, the tasks' data.
+
+  Args:
+    init_checkpoint: the resolved checkpoint prefix (a cheap identity: its .index digest and
+      data file sizes, see reproduction.checkpoint_identity).
+    bert_config_file: --bert_config_file.
+    vocab_file: --vocab_file.
+    task_specs: the TaskSpecs swept.
+    data_dirs: {task: data directory}.
+    data_dir_flags: parse_data_dirs(--data_dirs) (which flag gave a task's directory).
+
+  Returns:
+    list of reproduction.InputFile.
+  """
+  inputs = [reproduction.input_file("init_checkpoint", init_checkpoint, kind="checkpoint"),
+            reproduction.input_file("bert_config_file", bert_config_file),
+            reproduction.input_file("vocab_file", vocab_file)]
+  for spec in task_specs:
+    flag = "data_dirs" if spec.name in data_dir_flags else "%s_dir" % spec.family
+    inputs += task_input_files(spec, data_dirs[spec.name], flag)
+  return inputs
+
+
+def check_sweep_state(output_dir, state, write, inputs=()):
+  """Refuses to mix runs of another checkpoint / config / data in one output_dir (sweep.json).
 
   Args:
     output_dir: sweep directory.
     state: dict of what identifies the sweep (init_checkpoint, bert_config_file, ...,
       "max_seq_length": {task: length}).
     write: record the (merged) state.
+    inputs: sweep_input_files(...): their contents are recorded; a file edited in place since
+      the runs were made (the checkpoint's weights, a task's train.tsv, ...) is refused. Tasks
+      may be added to a sweep: only files both invocations read are compared.
   """
   path = os.path.join(output_dir, SWEEP_STATE)
   old = {}
   if tf.io.gfile.exists(path):
     with tf.io.gfile.GFile(path) as f:
       old = json.load(f)
+  current = reproduction.input_identities(inputs)
+  reproduction.refuse_changes(output_dir, reproduction.input_changes(
+      old.get("inputs", {}), current, inputs, partial=True))
+  if old and "inputs" not in old and inputs:
+    print("warning: %s records no input file contents (an earlier version): the input files as "
+          "they are now are taken as the sweep's" % path)
   for key in ("init_checkpoint", "bert_config_file", "residual_attention", "do_lower_case"):
     if key in old and old[key] != state[key]:
       common.fail("--%s=%s: --output_dir=%s holds runs made with %s=%s (%s); use another "
@@ -787,7 +849,8 @@ def check_sweep_state(output_dir, state, write):
                                                                  state["extra_flags"]))
   if write:
     tf.io.gfile.makedirs(output_dir)
-    common.write_json_atomic(path, dict(state, max_seq_length=lengths))
+    common.write_json_atomic(path, dict(state, max_seq_length=lengths,
+                                        inputs=dict(old.get("inputs", {}), **current)))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1125,6 +1188,7 @@ def main(_):
   estimator_utils.require_estimator()
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
+  common.check_output_dir(FLAGS.output_dir)
   if FLAGS.dry_run and FLAGS.aggregate_only:
     common.fail("--dry_run and --aggregate_only: choose one")
   task_names = []
@@ -1137,7 +1201,9 @@ def main(_):
     if not task_names:
       common.fail("--output_dir=%s: no task directories (%s)" % (FLAGS.output_dir,
                                                                   ", ".join(ALL_TASKS)))
-    return report(FLAGS.output_dir, task_names)
+    # It writes results.{md,csv,json}: not while a sweep runs there.
+    with common.OutputDirLock(FLAGS.output_dir, "output_dir", label=LOCK_LABEL):
+      return report(FLAGS.output_dir, task_names)
   if not task_names:
     common.fail("--tasks is required")
 
@@ -1146,8 +1212,11 @@ def main(_):
   common.require_file(FLAGS.vocab_file, "vocab_file")
   if not FLAGS.init_checkpoint:
     common.fail("--init_checkpoint is required")
-  if not checkpoint_exists(FLAGS.init_checkpoint):
+  if not checkpoint_exists(FLAGS.init_checkpoint) and not tf.io.gfile.isdir(FLAGS.init_checkpoint):
     common.fail("--init_checkpoint=%s: no checkpoint there" % FLAGS.init_checkpoint)
+  # Resolved once (a directory: its latest, or its one checkpoint without a state file): every
+  # run starts from the same weights, whose identity the sweep records.
+  init_checkpoint = export_utils.resolve_checkpoint(FLAGS.init_checkpoint, "init_checkpoint")
   data_dir_flags = parse_data_dirs(FLAGS.data_dirs)
   data_dirs = {spec.name: task_data_dir(spec, FLAGS.glue_dir, FLAGS.squad_dir, data_dir_flags,
                                        FLAGS.ner_dir)
@@ -1168,7 +1237,7 @@ def main(_):
     extra_flags = shlex.split(FLAGS.extra_flags or "")
   except ValueError as e:
     common.fail("--extra_flags=%s: %s" % (FLAGS.extra_flags, e))
-  opts = dict(init_checkpoint=FLAGS.init_checkpoint, bert_config_file=FLAGS.bert_config_file,
+  opts = dict(init_checkpoint=init_checkpoint, bert_config_file=FLAGS.bert_config_file,
               vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
               max_seq_length=max_seq_length, residual_attention=FLAGS.residual_attention,
               extra_flags=extra_flags, python=FLAGS.python,
@@ -1188,13 +1257,16 @@ def main(_):
            "do_lower_case": bool(FLAGS.do_lower_case), "extra_flags": FLAGS.extra_flags or "",
            "score_checkpoint": FLAGS.score_checkpoint,
            "max_seq_length": {spec.name: max_seq_length[spec.family] for spec in task_specs}}
+  inputs = sweep_input_files(init_checkpoint, FLAGS.bert_config_file, FLAGS.vocab_file,
+                             task_specs, data_dirs, data_dir_flags)
   if FLAGS.dry_run:
-    check_sweep_state(FLAGS.output_dir, state, write=False)
+    check_sweep_state(FLAGS.output_dir, state, write=False, inputs=inputs)
     describe_plan(task_specs, grids, seeds, runs, list_runs=True)
     return 0
-  # One sweep per directory: a second one would run the same runs into the same files.
-  with common.OutputDirLock(FLAGS.output_dir, "output_dir", label="sweep"):
-    check_sweep_state(FLAGS.output_dir, state, write=True)
+  # One sweep per directory: a second one would run the same runs into the same files. The
+  # lock before anything is read or written there.
+  with common.OutputDirLock(FLAGS.output_dir, "output_dir", label=LOCK_LABEL):
+    check_sweep_state(FLAGS.output_dir, state, write=True, inputs=inputs)
     describe_plan(task_specs, grids, seeds, runs)
     # SIGINT / SIGTERM: the running child is stopped and waited for, nothing is recorded as
     # done, and the sweep exits 130 / 143 (a rerun resumes).

@@ -10,7 +10,10 @@ windows (run_long_tasks --model=bert_windows) as the baseline users would otherw
 
 Stages (each skipped when its done marker <output_dir>/stages/<stage>.json exists, so a killed
 run resumes by rerunning the same command; SIGINT / SIGTERM stop the running child cleanly and
-exit 130 / 143):
+exit 130 / 143). <output_dir>/reproduce_table8.json keeps the settings of the first invocation
+and the sha256 and size of every input file (cheap identities of the BERT weights): a rerun with
+other flags, or after an input was edited in place, is refused in one line. --bert_checkpoint
+is resolved to one checkpoint prefix before any stage and every stage reads that one.
   bert              convert_hf_checkpoint.py of --hf_dir (or --bert_checkpoint as given), and
                     the BERT config cut to --num_layers layers (bert/bert_config_cut.json).
   long_tasks        etc_model.create_long_tasks: cloze / supporting TFRecords (data/long_tasks).
@@ -40,6 +43,7 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import glob
 import os
 import shutil
 import sys
@@ -51,6 +55,7 @@ import numpy as np
 
 import common
 import estimator_utils
+import export_utils
 import reproduction
 import subprocess_utils
 
@@ -75,7 +80,8 @@ PAPER_TABLE8 = [("WikiHop accuracy", 78.92, 79.21), ("HotpotQA supporting-fact F
                 ("OpenKP F1@3", 44.06, 44.27)]
 
 REPORT_NAME = "report.md"
-RECORD_NAME = "reproduce_table8.json"   # the settings of the first invocation
+RECORD_NAME = "reproduce_table8.json"   # the settings and input contents of the first invocation
+LOCK_LABEL = "reproduce_table8"          # the lock file .lock-reproduce_table8 in --output_dir
 STAGE_DIR = "stages"
 EVAL_RESULTS = "eval_results.json"
 TEST_RESULTS = "test_results.json"
@@ -88,7 +94,9 @@ def define_flags():
   flags.DEFINE_string("hf_dir", None, "Hugging Face BERT-architecture model converted in the "
                       "bert stage (default: checkpoints/all-MiniLM-L6-v2 of the shared data).")
   flags.DEFINE_string("bert_checkpoint", None, "A BERT checkpoint directory (bert_model.ckpt, "
-                      "bert_config.json, vocab.txt) used instead of converting --hf_dir.")
+                      "bert_config.json, vocab.txt: the layout of Google's BERT releases, or "
+                      "one with a `checkpoint` state file: its latest), or a checkpoint prefix "
+                      "in such a directory, used instead of converting --hf_dir.")
   flags.DEFINE_integer("num_layers", 2, "Layers of the BERT kept (its first ones) for every "
                        "system; 0: all.")
   flags.DEFINE_string("task_input_file", None, "Comma list of corpus files of the long tasks "
@@ -137,8 +145,13 @@ class Settings(collections.namedtuple("Settings", [
     "min_context_tokens", "local_radius", "window_length", "window_stride", "pretrain_steps",
     "pretrain_batch_size", "pretrain_learning_rate", "max_predictions_per_seq",
     "finetune_steps", "finetune_batch_size", "finetune_learning_rate", "eval_every_steps",
-    "predict_batch_size", "data_seed"])):
-  """What the reproduction runs (the flags of the same names; paths absolute, lists as lists)."""
+    "predict_batch_size", "data_seed", "bert_init_checkpoint"], defaults=(None,))):
+  """What the reproduction runs (the flags of the same names; paths absolute, lists as lists).
+
+  bert_checkpoint is the directory of --bert_checkpoint (config and vocab); bert_init_checkpoint
+  the checkpoint prefix resolved in it once, before any stage (resolve_bert_checkpoint), that
+  every stage reads; both None with --hf_dir (the bert stage converts it).
+  """
   __slots__ = ()
 
 
@@ -166,10 +179,11 @@ def settings_from_flags():
   except ValueError:
     common.fail("--seeds=%s: not a comma list of integers" % FLAGS.seeds)
   corpus = os.path.join(common.shared_data_dir(), "corpus")
+  bert_checkpoint, bert_init_checkpoint = resolve_bert_checkpoint(FLAGS.bert_checkpoint)
   settings = Settings(
       hf_dir=os.path.abspath(FLAGS.hf_dir or os.path.join(
           common.shared_data_dir(), "checkpoints", "all-MiniLM-L6-v2")),
-      bert_checkpoint=os.path.abspath(FLAGS.bert_checkpoint) if FLAGS.bert_checkpoint else None,
+      bert_checkpoint=bert_checkpoint, bert_init_checkpoint=bert_init_checkpoint,
       num_layers=FLAGS.num_layers,
       task_input_files=_abs_list(FLAGS.task_input_file, [os.path.join(
           corpus, "novels_austen_melville_wells_verne_dickens.txt")]),
@@ -189,6 +203,27 @@ def settings_from_flags():
       data_seed=FLAGS.data_seed)
   check_settings(settings)
   return settings
+
+
+def resolve_bert_checkpoint(path):
+  """--bert_checkpoint as (its directory, the checkpoint prefix every stage reads).
+
+  Resolved once, before any stage, by export_utils.resolve_checkpoint: a directory with a
+  `checkpoint` state file gives its latest, one without (Google's BERT releases:
+  bert_model.ckpt.index / .data-*) its one checkpoint, a prefix itself; anything else is one
+  line naming the flag.
+
+  Args:
+    path: --bert_checkpoint, or None (--hf_dir is converted instead).
+
+  Returns:
+    (absolute directory, absolute prefix), or (None, None).
+  """
+  if not path:
+    return None, None
+  prefix = os.path.abspath(export_utils.resolve_checkpoint(path, "bert_checkpoint"))
+  directory = os.path.abspath(path) if os.path.isdir(path) else os.path.dirname(prefix)
+  return directory, prefix
 
 
 def check_settings(settings, check_files=True):
@@ -259,9 +294,46 @@ def settings_record(settings):
   return record
 
 
+HF_FILES = ("config.json", "vocab.txt", "tokenizer.json", "model.safetensors.index.json")
+
+
+def bert_input_files(settings):
+  """The BERT files the stages read: --bert_checkpoint's, or those of --hf_dir converted.
+
+  The weights get a cheap identity (a checkpoint's .index digest and data file sizes, a
+  safetensors file's size and mtime; see reproduction.InputFile): they can be GBs and are
+  checked on every rerun.
+  """
+  if settings.bert_checkpoint:
+    return [reproduction.input_file("bert_checkpoint", settings.bert_init_checkpoint,
+                                    kind="checkpoint")] + [
+        reproduction.input_file("bert_checkpoint", os.path.join(settings.bert_checkpoint, name),
+                                name) for name in ("bert_config.json", "vocab.txt")]
+  inputs = [reproduction.input_file("hf_dir", os.path.join(settings.hf_dir, name), name)
+            for name in HF_FILES if os.path.isfile(os.path.join(settings.hf_dir, name))]
+  weights = sorted(glob.glob(os.path.join(settings.hf_dir, "*.safetensors")))
+  return inputs + [reproduction.input_file("hf_dir", path, os.path.basename(path), "weights")
+                   for path in weights]
+
+
+def input_files(settings):
+  """Every input file the stages read (recorded with the settings, see check_record)."""
+  inputs = bert_input_files(settings)
+  inputs += reproduction.input_files("task_input_file", settings.task_input_files)
+  if etc_residuals(settings) and settings.pretrain_steps:  # the pretraining_data stage
+    inputs += reproduction.input_files("pretraining_input_file",
+                                       settings.pretraining_input_files)
+  return inputs
+
+
 def check_record(out_dir, settings, write):
-  """Fails when out_dir was made with other settings; writes the record when it has none."""
-  reproduction.check_settings_record(out_dir, settings_record(settings), RECORD_NAME, write)
+  """Fails when out_dir was made with other settings or input contents; records them if new.
+
+  An input file edited in place since the first invocation is refused too: the finished stages
+  were made from its old contents.
+  """
+  reproduction.check_settings_record(out_dir, settings_record(settings), RECORD_NAME, write,
+                                     inputs=input_files(settings))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -280,8 +352,15 @@ def paths_of(out_dir):
 
 
 def bert_dir(settings, out_dir):
-  """The BERT checkpoint directory every system starts from."""
+  """The BERT directory every system starts from (its bert_config.json and vocab.txt)."""
   return settings.bert_checkpoint or paths_of(out_dir)["bert"]
+
+
+def bert_prefix(settings, out_dir):
+  """The BERT checkpoint prefix every stage reads: --bert_checkpoint's, resolved once before
+  any stage, or the one the bert stage converts --hf_dir into."""
+  return settings.bert_init_checkpoint or os.path.join(paths_of(out_dir)["bert"],
+                                                       "bert_model.ckpt")
 
 
 def lifted_dir(out_dir, residual_attention):
@@ -465,7 +544,7 @@ def pretraining_data_args(settings, out_dir):
 
 def lift_args(settings, out_dir, residual_attention):
   """etc_model.lift_bert_checkpoint flags: the same weights and seed for every system."""
-  return ["--bert_checkpoint=%s" % bert_dir(settings, out_dir),
+  return ["--bert_checkpoint=%s" % bert_prefix(settings, out_dir),
           "--bert_config_file=%s" % paths_of(out_dir)["bert_config_cut"],
           "--output_dir=%s" % lifted_dir(out_dir, residual_attention),
           "--local_radius=%d" % settings.local_radius,
@@ -524,8 +603,7 @@ def finetune_args(settings, out_dir, system, task, seed):
   else:
     args += ["--model=bert_windows",
              "--bert_config_file=%s" % paths_of(out_dir)["bert_config_cut"],
-             "--init_checkpoint=%s" % os.path.join(bert_dir(settings, out_dir),
-                                                   "bert_model.ckpt"),
+             "--init_checkpoint=%s" % bert_prefix(settings, out_dir),
              "--window_length=%d" % settings.window_length,
              "--window_stride=%d" % settings.window_stride]
   return args
@@ -547,8 +625,7 @@ def write_cut_config(settings, out_dir):
 def check_stage_outputs(settings, out_dir, stage):
   """Fails when a stage's tool exited 0 without the outputs the next stages read."""
   if stage.kind == "bert":
-    needed = [paths_of(out_dir)["bert_config_cut"],
-              os.path.join(bert_dir(settings, out_dir), "bert_model.ckpt.index")]
+    needed = [paths_of(out_dir)["bert_config_cut"], bert_prefix(settings, out_dir) + ".index"]
   elif stage.kind == "long_tasks":
     needed = [os.path.join(stage.output, "%s_%s.tfrecord" % (task, split))
               for task in settings.tasks for split in ("train", "dev", "test")]
@@ -995,17 +1072,17 @@ def main(_):
     common.fail("--dry_run and --report_only: give one of them")
   settings = settings_from_flags()
   out_dir = os.path.abspath(FLAGS.output_dir)
-  if FLAGS.dry_run:
-    if os.path.exists(os.path.join(out_dir, RECORD_NAME)):
-      check_record(out_dir, settings, write=False)
+  common.check_output_dir(out_dir)
+  if FLAGS.dry_run:  # reads, writes nothing: no lock
+    check_record(out_dir, settings, write=False)
     print("\n".join(plan_lines(settings, out_dir)))
     return
+  # The lock before anything is read or written there (the record, the report, a stage).
+  common.OutputDirLock(out_dir, "output_dir", label=LOCK_LABEL).acquire()
   if FLAGS.report_only:
     check_record(out_dir, settings, write=False)
     print("Wrote %s" % write_report(settings, out_dir))
     return
-  os.makedirs(out_dir, exist_ok=True)
-  common.OutputDirLock(out_dir, "output_dir", label="reproduce_table8").acquire()
   subprocess_utils.install_signal_forwarding()
   check_record(out_dir, settings, write=True)
   print("\n".join(plan_lines(settings, out_dir)))

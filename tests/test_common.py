@@ -190,3 +190,15 @@ def test_output_dir_lock_and_check_not_input(tmp_path):
     common.check_not_input(str(tmp_path / "a.txt"), [str(tmp_path / "b.txt"),
                                                      str(tmp_path / "a.txt")])
   common.check_not_input(str(tmp_path / "c.txt"), [str(tmp_path / "a.txt")])
+
+
+def test_output_dir_lock_on_a_file_names_the_flag(tmp_path):
+  a_file = tmp_path / "a_file"
+  a_file.write_text("")
+  with pytest.raises(common.UsageError, match="^--output_dir=%s: is a file, expected a "
+                     "directory$" % a_file):
+    common.OutputDirLock(str(a_file), "output_dir", label="run_demo").acquire()
+  with pytest.raises(common.UsageError, match="^--work_dir=%s/sub: %s is a file, not a "
+                     "directory$" % (a_file, a_file)):
+    common.OutputDirLock(str(a_file / "sub"), "work_dir").acquire()
+  assert a_file.read_text() == ""

@@ -11,6 +11,7 @@ import pytest
 from conftest import last_error_line, process_alive, REPO_DIR, run_tool, shared_path, start_tool
 import common
 import reproduce_table2 as rt
+import reproduction
 
 # One invocation of the --tiny_test job (4 models x 4 steps, analysis, report) on 2 shared cores.
 TINY_TEST_TIMEOUT_S = 600
@@ -162,6 +163,54 @@ def test_reports_name_inputs_without_absolute_paths(monkeypatch, tmp_path):
       "| Post-LN | `<output_dir>/runs/post_ln_s1/model.ckpt-4` |\nInput: "
       "<output_dir>/data/heldout.tfrecord; vocab data/vocab.txt, corpus "
       "$REALFORMER_SHARED_DATA/corpus.\n")
+
+
+def test_corpus_edited_in_place_is_refused_and_its_data_made_again(tmp_path, capsys):
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  (corpus / "a.txt").write_text("doc one .\n\ndoc two .\n")
+  (corpus / "b.txt").write_text("doc three .\n")
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("[PAD]\n")
+  settings = _settings(corpus=str(corpus), vocab_file=str(vocab))
+  inputs = rt.input_files(settings)
+  assert [f.label for f in inputs] == ["corpus/a.txt", "corpus/b.txt", "vocab_file"]
+  identities = reproduction.input_identities(inputs)
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  plan_path = os.path.join(out, "plan.json")
+  common.write_json_atomic(plan_path, {"requested": settings.as_dict(), "num_train_steps": 4,
+                                       "probe": None, "inputs": identities})
+  assert rt.load_plan(plan_path, settings, out, inputs)["inputs"] == identities
+  stats = {"train_instances": 10, "heldout_instances": 2, "settings": rt.data_settings(settings),
+           "inputs": identities}
+  assert rt.data_current(stats, settings, planned=False, identities=identities)
+  # A corpus file edited in place: the plan (runs trained on the old text) refuses in one
+  # line; data made by --plan_only from the old text is made again.
+  (corpus / "b.txt").write_text("doc three , edited .\n")
+  with pytest.raises(common.UsageError) as e:
+    rt.load_plan(plan_path, settings, out, inputs)
+  assert str(e.value) == (
+      "--output_dir=%s holds a run of other settings or input files: --corpus file %s: other "
+      "contents (21 bytes, was 12); use a new --output_dir, or rerun with the flags and input "
+      "files it was made with (restore an edited file)" % (out, corpus / "b.txt"))
+  edited = reproduction.input_identities(rt.input_files(settings))
+  assert not rt.data_current(stats, settings, planned=False, identities=edited)
+  # A file added to the corpus directory is a difference too.
+  (corpus / "b.txt").write_text("doc three .\n")
+  (corpus / "c.txt").write_text("doc four .\n")
+  with pytest.raises(common.UsageError, match="--corpus file .*c.txt: not an input of the "
+                     "recorded run"):
+    rt.load_plan(plan_path, settings, out, rt.input_files(settings))
+  os.remove(str(corpus / "c.txt"))
+  # A plan of an earlier version (no inputs): taken with the inputs as they are now.
+  common.write_json_atomic(plan_path, {"requested": settings.as_dict(), "num_train_steps": 4,
+                                       "probe": None})
+  assert rt.load_plan(plan_path, settings, out, inputs)["inputs"] == identities
+  assert "records no input file contents" in capsys.readouterr().err
+  assert json.load(open(plan_path))["inputs"] == identities
+  with pytest.raises(common.UsageError, match=r"learning_rate 0.0005 -> 0.001"):
+    rt.load_plan(plan_path, settings._replace(learning_rate=1e-3), out, inputs)
 
 
 def test_stale_data_and_analysis_are_redone(tmp_path):

@@ -14,7 +14,8 @@ import time
 
 import pytest
 
-from conftest import process_alive, REPO_DIR, run_tool, start_tool, TINY_BERT_CONFIG
+from conftest import last_error_line, process_alive, REPO_DIR, run_tool, start_tool
+from conftest import TINY_BERT_CONFIG
 from conftest import write_random_bert_checkpoint
 
 import common
@@ -529,6 +530,81 @@ def test_output_dir_of_another_checkpoint_is_refused(tmp_path):
     sweep.check_sweep_state(str(tmp_path), dict(state, init_checkpoint="/b/ckpt"), False)
   with pytest.raises(common.UsageError, match="holds sst-2 runs with max_seq_length=128"):
     sweep.check_sweep_state(str(tmp_path), dict(state, max_seq_length={"sst-2": 64}), False)
+
+
+def test_output_dir_of_edited_inputs_is_refused(tmp_path):
+  """sweep.json keeps the inputs' contents: a task's data or the checkpoint edited in place is
+  refused in one line; another task's files join the record."""
+  glue = tmp_path / "glue"
+  shutil.copytree(GLUE_FIXTURES, str(glue))
+  (tmp_path / "ckpt.index").write_text("index")
+  (tmp_path / "ckpt.data-00000-of-00001").write_text("weights")
+  (tmp_path / "bert_config.json").write_text("{}")
+  (tmp_path / "vocab.txt").write_text("[PAD]\n")
+  state = {"init_checkpoint": str(tmp_path / "ckpt"), "bert_config_file": "c.json",
+           "residual_attention": None, "do_lower_case": True, "extra_flags": "",
+           "max_seq_length": {"sst-2": 128}}
+
+  def inputs(*tasks):
+    specs = [sweep.ALL_TASKS[t] for t in tasks]
+    return sweep.sweep_input_files(
+        str(tmp_path / "ckpt"), str(tmp_path / "bert_config.json"), str(tmp_path / "vocab.txt"),
+        specs, {s.name: str(glue / s.dir_name) for s in specs}, {})
+
+  out = str(tmp_path / "out")
+  sweep.check_sweep_state(out, state, True, inputs("sst-2"))
+  recorded = json.loads(open(os.path.join(out, "sweep.json")).read())["inputs"]
+  assert sorted(recorded) == ["bert_config_file", "init_checkpoint", "task/sst-2/dev.tsv",
+                              "task/sst-2/train.tsv", "vocab_file"]
+  sweep.check_sweep_state(out, dict(state, max_seq_length={"mrpc": 128}), True, inputs("mrpc"))
+  assert "task/mrpc/train.tsv" in json.loads(open(os.path.join(out, "sweep.json")).read())[
+      "inputs"]
+  train = glue / "SST-2" / "train.tsv"
+  train.write_text(train.read_text() + "one more\t1\n")
+  with pytest.raises(common.UsageError) as e:
+    sweep.check_sweep_state(out, state, False, inputs("sst-2"))
+  assert str(e.value).startswith(
+      "--output_dir=%s holds a run of other settings or input files: --glue_dir file %s: other "
+      "contents" % (out, train))
+  # Other weights under the same checkpoint prefix (a new .index).
+  sweep.check_sweep_state(out, state, False, inputs("mrpc"))
+  (tmp_path / "ckpt.index").write_text("other index")
+  with pytest.raises(common.UsageError, match="--init_checkpoint checkpoint .*ckpt: other "
+                     r"weights \(its .index differs\)"):
+    sweep.check_sweep_state(out, state, False, inputs("mrpc"))
+
+
+@pytest.mark.slow
+def test_a_rerun_after_an_edit_in_place_is_refused(tmp_path, vocab_file):
+  """The sweep command end to end (fake runs): the first sweep records the data, the rerun
+  after train.tsv was edited in place stops before any run."""
+  state = tmp_path / "state"
+  state.mkdir()
+  fake = tmp_path / "fake_python"
+  fake.write_text("#!%s\n%s" % (sys.executable, FAKE_PYTHON))
+  fake.chmod(0o755)
+  glue = tmp_path / "glue"
+  shutil.copytree(GLUE_FIXTURES, str(glue))
+  (tmp_path / "ckpt.index").write_text("")
+  (tmp_path / "bert_config.json").write_text("{}")
+  out = tmp_path / "sweep"
+  args = ["--tasks=sst-2", "--glue_dir=%s" % glue, "--init_checkpoint=%s" % (tmp_path / "ckpt"),
+          "--bert_config_file=%s" % (tmp_path / "bert_config.json"),
+          "--vocab_file=%s" % vocab_file, "--output_dir=%s" % out, "--learning_rates=1e-5",
+          "--epochs=1", "--batch_sizes=4", "--seeds=1", "--python=%s" % fake]
+  env = {"FAKE_STATE_DIR": str(state)}
+  try:
+    run_tool("sweep.py", args, env=env, timeout=120)
+    train = glue / "SST-2" / "train.tsv"
+    train.write_text(train.read_text().replace("\t1\n", "\t0\n", 1))
+    (out / "sst-2" / "bs4_lr1e-5_ep1" / "seed1" / "eval_results.json").unlink()
+    proc = run_tool("sweep.py", args, env=env, expect_rc=2, timeout=120)
+  finally:
+    _kill_groups(state.glob("pids-*"))
+  assert last_error_line(proc).startswith(
+      "error: --output_dir=%s holds a run of other settings or input files: --glue_dir file %s: "
+      "other contents" % (out, train)), proc.stderr[-2000:]
+  assert "Plan:" not in proc.stdout and len(list(state.glob("pids-*"))) == 1
 
 
 @pytest.mark.slow

@@ -21,9 +21,11 @@ stop the running child cleanly and exit 130 / 143 without a final report):
      trained run without bleu.json is averaged and decoded again.
   3. <output_dir>/report.md (after each newly finished run, marked partial until all are; with
      --report_only from whatever is finished), its figure and curve CSV in
-     <output_dir>/report_images/. The settings of the first invocation are kept in
-     <output_dir>/reproduce_table7.json; a rerun with other training or decoding flags is
-     refused (more --variants or --seeds are fine).
+     <output_dir>/report_images/. The settings of the first invocation and the sha256 and size
+     of every data file it read are kept in <output_dir>/reproduce_table7.json; a rerun with
+     other training or decoding flags, or after a data file was edited in place, is refused
+     (more --variants or --seeds are fine). One invocation at a time writes there (lock file
+     .lock-reproduce_table7).
 
   python -m translation.reproduce_table7 --output_dir=output/table7
   python -m translation.reproduce_table7 --output_dir=output/table7 --plan_only  # status
@@ -76,7 +78,8 @@ PAPER_TABLE7 = collections.OrderedDict([
 PAPER_ADMIN_AUTHORS_RUN = 28.06
 
 REPORT_NAME = "report.md"
-RECORD_NAME = "reproduce_table7.json"   # the settings of the first invocation
+RECORD_NAME = "reproduce_table7.json"   # the settings and data contents of the first invocation
+LOCK_LABEL = "reproduce_table7"          # the lock file .lock-reproduce_table7 in --output_dir
 TRAIN_SUMMARY = "train_summary.json"
 EVAL_RESULTS = "eval_results.json"
 BLEU_JSON = "bleu.json"
@@ -258,15 +261,31 @@ def settings_record(settings):
   return record
 
 
+def input_files(settings):
+  """The data files a reproduction reads (train, val and the test set of --data_dir).
+
+  Args:
+    settings: Settings naming the data the user gave (with --tiny_test: the files the driver
+      copies the first lines of, not the copies).
+
+  Returns:
+    list of reproduction.InputFile.
+  """
+  paths = [path for pair in source_files(settings).values() for path in pair]
+  return reproduction.input_files("data_dir", paths)
+
+
 def check_record(out_dir, settings, write):
-  """Fails when out_dir was made with other settings; writes the record when it has none.
+  """Fails when out_dir was made with other settings or data contents; records them if new.
 
   Args:
     out_dir: --output_dir.
-    settings: Settings.
+    settings: Settings naming the data and --config_file the user gave (with --tiny_test: not
+      tiny_settings' copies, which derive from them).
     write: write the record if it is missing (not for --plan_only / --report_only).
   """
-  reproduction.check_settings_record(out_dir, settings_record(settings), RECORD_NAME, write)
+  reproduction.check_settings_record(out_dir, settings_record(settings), RECORD_NAME, write,
+                                     inputs=input_files(settings))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1009,25 +1028,25 @@ def main(_):
     common.fail("--plan_only and --report_only: give one of them")
   settings = settings_from_flags()
   out_dir = os.path.abspath(FLAGS.output_dir)
+  common.check_output_dir(out_dir)
   source_settings = settings
   if FLAGS.tiny_test:
     settings = tiny_settings(settings, out_dir)
-  if FLAGS.plan_only:
-    if os.path.exists(os.path.join(out_dir, RECORD_NAME)):
-      check_record(out_dir, settings, write=False)
+  if FLAGS.plan_only:  # reads, writes nothing: no lock
+    check_record(out_dir, source_settings, write=False)
     print("\n".join(plan_lines(settings, out_dir)))
     return
+  # The lock before anything is read or written there (the record, the tiny inputs, a stage).
+  common.OutputDirLock(out_dir, "output_dir", label=LOCK_LABEL).acquire()
   if FLAGS.report_only:
-    check_record(out_dir, settings, write=False)
+    check_record(out_dir, source_settings, write=False)
     print("Wrote %s" % write_report(settings, out_dir))
     return
 
-  os.makedirs(out_dir, exist_ok=True)
-  common.OutputDirLock(out_dir, "output_dir", label="reproduce_table7").acquire()
   subprocess_utils.install_signal_forwarding()
+  check_record(out_dir, source_settings, write=True)
   if FLAGS.tiny_test:
     write_tiny_inputs(source_settings, settings)
-  check_record(out_dir, settings, write=True)
   prepare_data(reproduction.Runner(os.path.join(out_dir, "logs")), settings, out_dir)
   print("\n".join(plan_lines(settings, out_dir)))
   sys.stdout.flush()
