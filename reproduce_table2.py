@@ -325,6 +325,9 @@ def model_config(size, layer_norm_type, residual_attention, vocab_size):
             "max_position_embeddings": 512, "type_vocab_size": 2, "vocab_size": vocab_size,
             "layer_norm_type": layer_norm_type, "residual_attention": residual_attention}
   config.update(SIZES[size])
+  if residual_attention != "none":
+    # The official RealFormer code reads only this key (and always uses residual attention).
+    config["use_running_mean"] = residual_attention == "mean"
   return config
 
 

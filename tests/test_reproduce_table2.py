@@ -10,6 +10,7 @@ import pytest
 
 from conftest import last_error_line, process_alive, REPO_DIR, run_tool, shared_path, start_tool
 import common
+import modeling
 import reproduce_table2 as rt
 import reproduction
 
@@ -60,6 +61,13 @@ def test_mean_std_and_configs():
   assert mean == pytest.approx(0.2) and std == pytest.approx(0.1414213562)
   cfg = rt.model_config("tiny", "pre", "none", 30522)
   assert (cfg["num_hidden_layers"], cfg["hidden_size"], cfg["layer_norm_type"]) == (2, 128, "pre")
+  assert "use_running_mean" not in cfg
+  # The official RealFormer code, which reads only use_running_mean, reads the same model.
+  assert rt.model_config("tiny", "post", "sum", 30522)["use_running_mean"] is False
+  assert rt.model_config("tiny", "post", "mean", 30522)["use_running_mean"] is True
+  for residual_attention in ("none", "sum", "mean"):
+    config = modeling.BertConfig.from_dict(rt.model_config("tiny", "post", residual_attention, 99))
+    assert config.residual_attention == residual_attention
 
 
 def test_bad_seeds_one_line_error(tmp_path):
