@@ -282,7 +282,8 @@ def test_data_tool_bad_flags_are_one_line_errors(data, tmp_path):
   base = ["-m", "etc_model.create_pretraining_data", "--input_file=%s" % data["text"],
           "--vocab_file=%s" % VOCAB, "--output_file=%s" % (tmp_path / "x.tfrecord")]
   result = run_tool(None, base + ["--global_token=[nope]", "--max_seq_length=64",
-                                  "--max_predictions_per_seq=10"], expect_rc=2)
+                                  "--max_global_seq_length=8", "--max_predictions_per_seq=10"],
+                    expect_rc=2)
   assert last_error_line(result) == "error: --global_token=[nope]: not in --vocab_file=%s" % VOCAB
   assert not os.listdir(tmp_path)
 
