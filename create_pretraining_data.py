@@ -30,11 +30,12 @@ run_pretraining.py, both ways), but:
 - A dead worker stops the run: a worker process that ends without answering (SIGKILL from the
   out-of-memory killer) is seen within half a second (OrderedPool); the run ends the other
   workers, removes the temporaries and exits 1 with one line naming the worker, its signal and
-  the chunk it held. The chunk is not retried: a worker killed for memory would most likely be
-  killed again, and the job's output must not depend on which process the kernel chose.
-- Bounded lengths: --max_seq_length is at most the model's position table (max_position_embeddings
-  of --bert_config_file, 512 without it) and --max_predictions_per_seq at most
-  --max_seq_length, checked before any work (one line, exit 2).
+  the chunk it was processing. The chunk is not retried: a worker killed for memory would most
+  likely be killed again, and the job's output must not depend on which process the kernel
+  chose.
+- Bounded lengths: --max_seq_length is at most the model's position table
+  (max_position_embeddings of --bert_config_file, 512 without it) and --max_predictions_per_seq
+  at most --max_seq_length, checked before any work (one line, exit 2).
 - Fast: instances are token ranges into one array per chunk (no per-token Python work), masking and
   the tf.train.Example serialization are vectorized with numpy over all instances of a chunk (the
   protobuf bytes are assembled directly; they parse to the same tf.train.Example as the official
@@ -1028,7 +1029,7 @@ class WorkerDied(Exception):
   Attributes:
     pid: the worker's process id.
     exitcode: its exit status as multiprocessing reports it (-N: killed by signal N), or None.
-    task_number: the task it held (the chunk index for create_pretraining_data), or None.
+    task_number: the task it was running (the chunk index here), or None (between tasks).
   """
 
   def __init__(self, pid, exitcode, task_number):
@@ -1074,11 +1075,12 @@ def _feed(connection, outbox):
       return
 
 
-def _worker_loop(task_reader, result_writer, fn, initializer, initargs):
+def _worker_loop(task_reader, result_writer, current, fn, initializer, initargs):
   """A worker process: initializer(*initargs), then fn(task) for each task until None.
 
   Messages: tasks (number, argument); results (number, True, fn(argument)) or
-  (number, False, exception).
+  (number, False, exception). `current` (shared memory, readable after this process is killed)
+  holds the number of the task being run, -1 between tasks.
   """
   initializer(*initargs)
   results = queue.Queue()
@@ -1092,10 +1094,13 @@ def _worker_loop(task_reader, result_writer, fn, initializer, initargs):
     if task is None:
       break
     number, argument = task
+    current.value = number
     try:
-      results.put((number, True, fn(argument)))
+      result = (number, True, fn(argument))
     except Exception as e:  # pylint: disable=broad-except
-      results.put((number, False, _sendable_error(e)))
+      result = (number, False, _sendable_error(e))
+    current.value = -1
+    results.put(result)
   results.put(None)
   sender.join()
 
@@ -1113,10 +1118,11 @@ def _sendable_error(error):
 class _Worker(object):
   """One worker process, the parent's ends of its two pipes and the tasks it holds."""
 
-  def __init__(self, process, tasks, results):
+  def __init__(self, process, tasks, results, current):
     self.process = process
     self.tasks = tasks
     self.results = results
+    self.current = current  # the task it runs, -1 between tasks (shared memory)
     self.held = collections.deque()  # task numbers sent and not answered, in order
     self.outbox = queue.Queue()
     self.sender = threading.Thread(target=_feed, args=(tasks, self.outbox), daemon=True)
@@ -1128,8 +1134,8 @@ class OrderedPool(object):
   multiprocessing.Pool cannot tell that a worker died: it starts a replacement and waits for
   ever for the lost task's result. Here each worker has its own pipes and its exit is seen
   (process sentinel, end of file on its pipe) within POLL_S seconds and raised as WorkerDied,
-  naming the worker and the task it held. At most max_in_flight tasks are out (sent and not yet
-  handed back), so memory stays flat whatever the number of tasks.
+  naming the worker and the task it was running. At most max_in_flight tasks are out (sent and
+  not yet handed back), so memory stays flat whatever the number of tasks.
 
   Usage:
     pool = OrderedPool(2, fn, initializer, initargs)
@@ -1158,13 +1164,15 @@ class OrderedPool(object):
       for _ in range(num_workers):
         task_reader, task_writer = ctx.Pipe(duplex=False)
         result_reader, result_writer = ctx.Pipe(duplex=False)
+        current = ctx.RawValue("q", -1)
         process = ctx.Process(target=_worker_loop, daemon=True,
-                              args=(task_reader, result_writer, fn, initializer, initargs))
+                              args=(task_reader, result_writer, current, fn, initializer,
+                                    initargs))
         process.start()
         # Only the worker keeps its ends: when it dies, its result pipe reads as ended.
         task_reader.close()
         result_writer.close()
-        self._workers.append(_Worker(process, task_writer, result_reader))
+        self._workers.append(_Worker(process, task_writer, result_reader, current))
       # Threads only once every worker is forked (a fork copies no thread, but their locks).
       for worker in self._workers:
         worker.sender.start()
@@ -1247,8 +1255,9 @@ class OrderedPool(object):
   def _died(self, worker):
     """Raises WorkerDied for `worker` (reaped first, for its exit status)."""
     worker.process.join(timeout=5)
+    current = worker.current.value
     raise WorkerDied(worker.process.pid, worker.process.exitcode,
-                     worker.held[0] if worker.held else None)
+                     current if current >= 0 else None)
 
   def close(self):
     """Ends the workers (SIGTERM, SIGKILL after 5 s), reaps them and closes the pipes."""

@@ -397,6 +397,8 @@ def main(_):
   for path in outputs + [os.path.join(FLAGS.output_dir, SUMMARY_NAME)]:
     for removed in common.remove_stale_temps(path):
       logging.info("removed %s (left by an earlier run)", removed)
+  logging.info("*** Reading %d input file(s); writing %s ***", len(input_files),
+               FLAGS.output_dir)
   # SIGINT / SIGTERM: stop at the next line, chapter or record, remove the temporary, exit
   # 130 / 143 without long_tasks.json.
   common.STOP_SIGNALS.install()

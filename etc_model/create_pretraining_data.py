@@ -446,12 +446,11 @@ def check_lengths(max_seq_length, max_global_seq_length, allow_long_inputs=False
     common.fail("--max_seq_length=%d: over %d, where every record padded to it costs memory and "
                 "time in proportion; pass --allow_long_inputs if it is meant" %
                 (max_seq_length, MAX_LONG_SEQ_LENGTH))
+  # (G <= L: the global positions fit the table when the long ones do.)
   table = config.max_absolute_position_embeddings if config is not None else 0
-  for name, value in (("max_seq_length", max_seq_length),
-                      ("max_global_seq_length", max_global_seq_length)):
-    if table and value > table:
-      common.fail("--%s=%d is longer than max_absolute_position_embeddings=%d in %s" %
-                  (name, value, table, config_file))
+  if table and max_seq_length > table:
+    common.fail("--max_seq_length=%d is longer than max_absolute_position_embeddings=%d in %s" %
+                (max_seq_length, table, config_file))
 
 
 def load_config(config_file, flag_name="etc_config_file"):
