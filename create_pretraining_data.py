@@ -1029,13 +1029,17 @@ class WorkerDied(Exception):
   Attributes:
     pid: the worker's process id.
     exitcode: its exit status as multiprocessing reports it (-N: killed by signal N), or None.
-    task_number: the task it was running (the chunk index here), or None (between tasks).
+    task_number: the task it was running (the chunk index here) or, when it ran none, the
+      first task sent to it and lost; None when it held no task.
+    running: whether it was running task_number (else it had not begun it, or its answer was
+      lost with it).
   """
 
-  def __init__(self, pid, exitcode, task_number):
+  def __init__(self, pid, exitcode, task_number, running=True):
     self.pid = pid
     self.exitcode = exitcode
     self.task_number = task_number
+    self.running = running
     super(WorkerDied, self).__init__(self.describe())
 
   def describe(self, task_name="task"):
@@ -1054,9 +1058,10 @@ class WorkerDied(Exception):
     else:
       how = "stopped answering"
     if self.task_number is None:
-      return "worker process %d %s between two %ss" % (self.pid, how, task_name)
-    return "worker process %d %s while processing %s %d" % (self.pid, how, task_name,
-                                                           self.task_number)
+      return "worker process %d %s while it held no %s" % (self.pid, how, task_name)
+    return "worker process %d %s %s %s %d" % (
+        self.pid, how, "while processing" if self.running else "before handing back", task_name,
+        self.task_number)
 
 
 def _feed(connection, outbox):
@@ -1256,8 +1261,18 @@ class OrderedPool(object):
     """Raises WorkerDied for `worker` (reaped first, for its exit status)."""
     worker.process.join(timeout=5)
     current = worker.current.value
+    if current >= 0:
+      raise WorkerDied(worker.process.pid, worker.process.exitcode, current)
+    # Between two tasks: the first task it held and did not answer is lost.
+    try:
+      while worker.results.poll():
+        number = worker.results.recv()[0]
+        if number in worker.held:
+          worker.held.remove(number)
+    except (EOFError, OSError):
+      pass
     raise WorkerDied(worker.process.pid, worker.process.exitcode,
-                     current if current >= 0 else None)
+                     worker.held[0] if worker.held else None, running=False)
 
   def close(self):
     """Ends the workers (SIGTERM, SIGKILL after 5 s), reaps them and closes the pipes."""

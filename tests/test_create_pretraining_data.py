@@ -1009,9 +1009,10 @@ def test_cli_killed_worker_stops_the_run_in_one_line(tmp_path, vocab_file):
   assert proc.returncode == 1, stderr[-2000:]
   last = [line for line in stderr.splitlines() if line.strip()][-1]
   assert re.match(
-      r"error: worker process %d died \(signal 9, SIGKILL: out of memory\?\) while processing "
-      r"chunk \d+ of --input_file=%s; nothing was written \(the temporary files were "
-      r"removed\); rerun, or use --num_workers=1 or a smaller --chunk_mb$" % (
+      r"error: worker process %d died \(signal 9, SIGKILL: out of memory\?\) "
+      r"(while processing|before handing back) chunk \d+ of --input_file=%s; nothing was written "
+      r"\(the temporary files were removed\); rerun, or use --num_workers=1 or a smaller "
+      r"--chunk_mb$" % (
           workers_pids[0], re.escape("%s/big.txt" % tmp_path)), last), last
   assert "Traceback" not in stderr
   assert os.listdir(out_dir) == []  # no output, no temporary
@@ -1078,6 +1079,35 @@ def test_pool_worker_killed_is_an_error_naming_it_and_its_task():
   assert str(died.value) == ("worker process %d died (signal 9, SIGKILL: out of memory?) while "
                              "processing task 3" % died.value.pid)
   assert not any(process_alive(pid) for pid in pids)
+
+
+def _half_second(x):
+  time.sleep(0.5)
+  return x
+
+
+def test_pool_worker_killed_from_outside_names_the_task_it_ran():
+  pool = cpd.OrderedPool(1, _half_second)
+  results = pool.imap(range(4), max_in_flight=2)
+  try:
+    assert next(results) == 0
+    time.sleep(0.2)  # well inside task 1
+    os.kill(pool.pids[0], signal.SIGKILL)
+    with pytest.raises(cpd.WorkerDied) as died:
+      next(results)
+  finally:
+    pool.close()
+  assert died.value.task_number == 1 and died.value.running
+  assert died.value.describe("chunk") == (
+      "worker process %d died (signal 9, SIGKILL: out of memory?) while processing chunk 1" %
+      died.value.pid)
+  # The other wordings: a task sent and not answered, no task, an exit status.
+  assert cpd.WorkerDied(12, -9, 4, running=False).describe("chunk") == (
+      "worker process 12 died (signal 9, SIGKILL: out of memory?) before handing back chunk 4")
+  assert cpd.WorkerDied(12, 1, None).describe("chunk") == (
+      "worker process 12 exited with status 1 while it held no chunk")
+  assert str(cpd.WorkerDied(12, -15, 2)) == (
+      "worker process 12 died (signal 15, SIGTERM) while processing task 2")
 
 
 def test_pool_passes_a_task_error_on_and_stops_on_request():
