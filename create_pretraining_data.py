@@ -1065,17 +1065,18 @@ class WorkerDied(Exception):
 
 
 def _feed(connection, outbox):
-  """Sends what is put in `outbox` over `connection` until None (a thread of either side).
+  """Sends the pickled messages put in `outbox` over `connection` until None (a thread).
 
   Whoever puts never waits on the pipe: the parent does not wait for a busy worker to take its
-  next task, and a worker goes on to its next task while the parent is busy writing.
+  next task, and a worker goes on to its next task while the parent is busy writing. Messages
+  are pickled by whoever puts them, so that a pickling error surfaces there, not in this thread.
   """
   while True:
     message = outbox.get()
     if message is None:
       return
     try:
-      connection.send(message)
+      connection.send_bytes(message)
     except OSError:  # the other side is gone (the pool sees a worker's end by its sentinel)
       return
 
@@ -1093,7 +1094,7 @@ def _worker_loop(task_reader, result_writer, current, fn, initializer, initargs)
   sender.start()
   while True:
     try:
-      task = task_reader.recv()
+      task = pickle.loads(task_reader.recv_bytes())
     except (EOFError, OSError):  # the parent is gone
       break
     if task is None:
@@ -1101,23 +1102,22 @@ def _worker_loop(task_reader, result_writer, current, fn, initializer, initargs)
     number, argument = task
     current.value = number
     try:
-      result = (number, True, fn(argument))
+      result = _pickled((number, True, fn(argument)))
     except Exception as e:  # pylint: disable=broad-except
-      result = (number, False, _sendable_error(e))
+      try:
+        result = _pickled((number, False, e))
+      except Exception:  # pylint: disable=broad-except
+        # An error that does not pickle reaches the parent as its traceback.
+        result = _pickled((number, False, RuntimeError("".join(
+            traceback.format_exception(type(e), e, e.__traceback__)))))
     current.value = -1
     results.put(result)
   results.put(None)
   sender.join()
 
 
-def _sendable_error(error):
-  """`error` if it can be pickled to the parent, else a RuntimeError with its traceback."""
-  try:
-    pickle.dumps(error)
-    return error
-  except Exception:  # pylint: disable=broad-except
-    return RuntimeError("".join(traceback.format_exception(type(error), error,
-                                                           error.__traceback__)))
+def _pickled(message):
+  return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 class _Worker(object):
@@ -1232,8 +1232,9 @@ class OrderedPool(object):
         raise Stopped()
 
   def _send(self, worker, number, task):
+    message = _pickled((number, task))
     worker.held.append(number)
-    worker.outbox.put((number, task))
+    worker.outbox.put(message)
 
   def _receive(self, done):
     """Waits up to POLL_S for results or a worker's end; adds results to `done`."""
@@ -1246,7 +1247,7 @@ class OrderedPool(object):
     for worker in self._workers:
       if worker.results in ready:
         try:
-          number, ok, value = worker.results.recv()
+          number, ok, value = pickle.loads(worker.results.recv_bytes())
         except (EOFError, OSError):  # ended, perhaps in the middle of a message
           self._died(worker)
         worker.held.remove(number)
@@ -1266,7 +1267,7 @@ class OrderedPool(object):
     # Between two tasks: the first task it held and did not answer is lost.
     try:
       while worker.results.poll():
-        number = worker.results.recv()[0]
+        number = pickle.loads(worker.results.recv_bytes())[0]
         if number in worker.held:
           worker.held.remove(number)
     except (EOFError, OSError):

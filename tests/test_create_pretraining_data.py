@@ -1045,6 +1045,10 @@ def _sleep(x):
   return x
 
 
+def _unpicklable(x):
+  return lambda: x
+
+
 def test_pool_results_in_order_with_bounded_tasks_out():
   pool = cpd.OrderedPool(2, _reverse_delay)
   read = []
@@ -1115,6 +1119,13 @@ def test_pool_passes_a_task_error_on_and_stops_on_request():
   try:
     with pytest.raises(common.UsageError, match="^task 2: refused$"):
       list(pool.imap(range(5), max_in_flight=2))
+  finally:
+    pool.close()
+  # A result that cannot be sent back is an error too (not a result waited for in vain).
+  pool = cpd.OrderedPool(1, _unpicklable)
+  try:
+    with pytest.raises(AttributeError, match="^Can't pickle local object"):
+      list(pool.imap(range(2), max_in_flight=2))
   finally:
     pool.close()
   pool = cpd.OrderedPool(2, _sleep)
