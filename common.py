@@ -145,8 +145,9 @@ def expand_input_files(patterns, flag_name="input_file"):
     flag_name: the flag the patterns came from, for error messages.
 
   Returns:
-    A list of file paths (never a writer's temporary, see temp_path). Fails if a pattern
-    matches nothing.
+    A list of file paths (never a writer's temporary, see temp_path). Fails with one line if a
+    pattern matches nothing or names a directory (a glob that matches one too: reading a
+    directory as a file fails deep inside TensorFlow).
   """
   if isinstance(patterns, str):
     patterns = [patterns]
@@ -166,6 +167,14 @@ def expand_input_files(patterns, flag_name="input_file"):
       matches = finished
       if not matches:
         fail("--%s: %s matches no file" % (flag_name, pattern))
+      for path in matches:
+        if tf.io.gfile.isdir(path):
+          example = path.rstrip("/") + "/*"
+          if path.rstrip("/") == pattern.rstrip("/"):
+            fail("--%s=%s: is a directory (give files or a glob like %s)" % (
+                flag_name, pattern, example))
+          fail("--%s=%s: matches the directory %s (give files or a glob like %s)" % (
+              flag_name, pattern, path, example))
       for path in matches:
         if path not in seen:
           seen.add(path)

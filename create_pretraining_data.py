@@ -22,10 +22,20 @@ run_pretraining.py, both ways), but:
 - Safe output: shards are written under hidden temporary names (`.NAME.tmp-<pid>`, which no glob
   `NAME*` matches) and renamed when complete; the summary is `NAME.summary.json` for
   --output_file=NAME.EXT (see summary_path_for: `--input_file=NAME.EXT*` never matches it).
-  SIGINT / SIGTERM stop the run after the current chunk, remove the temporaries and exit 130 /
-  143; after a SIGKILL a rerun removes the dead run's temporaries. There is no partial resume
-  (shards are written round-robin and renamed together at the end): a rerun starts over and,
-  the output being deterministic, writes the same bytes as an uninterrupted run.
+  SIGINT / SIGTERM stop the run within a second (polled at every line and document, and while
+  waiting for the workers), end the workers, remove the temporaries and exit 130 / 143; after a
+  SIGKILL a rerun removes the dead run's temporaries. There is no partial resume (shards are
+  written round-robin and renamed together at the end): a rerun starts over and, the output
+  being deterministic, writes the same bytes as an uninterrupted run.
+- A dead worker stops the run: a worker process that ends without answering (SIGKILL from the
+  out-of-memory killer) is seen within half a second (OrderedPool); the run ends the other
+  workers, removes the temporaries and exits 1 with one line naming the worker, its signal and
+  the chunk it was processing. The chunk is not retried: a worker killed for memory would most
+  likely be killed again, and the job's output must not depend on which process the kernel
+  chose.
+- Bounded lengths: --max_seq_length is at most the model's position table
+  (max_position_embeddings of --bert_config_file, 512 without it) and --max_predictions_per_seq
+  at most --max_seq_length, checked before any work (one line, exit 2).
 - Fast: instances are token ranges into one array per chunk (no per-token Python work), masking and
   the tf.train.Example serialization are vectorized with numpy over all instances of a chunk (the
   protobuf bytes are assembled directly; they parse to the same tf.train.Example as the official
@@ -76,12 +86,17 @@ import collections
 import gc
 import json
 import multiprocessing
+import multiprocessing.connection
 import os
+import pickle
+import queue
 import random
 import re
 import signal
 import sys
+import threading
 import time
+import traceback
 
 from absl import app
 from absl import flags
@@ -91,6 +106,7 @@ import tensorflow as tf
 
 import common
 import mlm_masking
+import model_config
 import text_input
 import tokenization
 
@@ -114,7 +130,13 @@ def define_flags():
   flags.DEFINE_bool(
       "do_whole_word_mask", False,
       "Whether to use whole word masking rather than per-WordPiece masking.")
-  flags.DEFINE_integer("max_seq_length", 128, "Maximum sequence length.")
+  flags.DEFINE_integer("max_seq_length", 128,
+                       "Maximum sequence length: at most the model's position table, "
+                       "max_position_embeddings of --bert_config_file (512 without it).")
+  flags.DEFINE_string("bert_config_file", None,
+                      "Optional: the config of the model the data is for. --max_seq_length is "
+                      "checked against its max_position_embeddings (without it: at most 512, "
+                      "the official configs' table) and the vocab ids against its vocab_size.")
   flags.DEFINE_integer("max_predictions_per_seq", 20,
                        "Maximum number of masked LM predictions per sequence.")
   flags.DEFINE_integer("random_seed", 12345, "Random seed for data generation.")
@@ -149,6 +171,10 @@ FEATURE_NAMES = ("input_ids", "input_mask", "segment_ids", "masked_lm_positions"
 # Whitespace tokens cached per worker by the tokenizer: the cache is cleared when full, so this
 # bounds its memory (a few MB per worker) while Zipf's law keeps the hit rate high.
 TOKENIZER_CACHE_SIZE = 1 << 15
+
+# The position table of the official BERT configs (and of every config in configs/): the bound
+# of --max_seq_length when no --bert_config_file says otherwise.
+DEFAULT_MAX_POSITION_EMBEDDINGS = 512
 
 # A document is split when a chunk holds this many times --chunk_mb without a document end.
 _HARD_CHUNK_FACTOR = 16
@@ -806,14 +832,17 @@ Settings = collections.namedtuple("Settings", [
 class ChunkProcessor(object):
   """Turns a chunk of raw text (whole documents) into serialized tf.train.Examples."""
 
-  def __init__(self, tokenizer, settings):
+  def __init__(self, tokenizer, settings, should_stop=None):
     """Builds the processor.
 
     Args:
       tokenizer: tokenization.FullTokenizer.
       settings: Settings.
+      should_stop: function() -> bool polled at every line and document (True raises Stopped),
+        or None (a pool's worker: the pool ends it).
     """
     self.settings = settings
+    self.should_stop = should_stop or (lambda: False)
     vocab = tokenizer.vocab
     for token in ("[CLS]", "[SEP]", "[MASK]"):
       if token not in vocab:
@@ -852,8 +881,11 @@ class ChunkProcessor(object):
     current = [0]
     had_text = False
     tokenize = self.tokenize_to_ids
+    should_stop = self.should_stop
     num_lines = 0
     for line in lines:
+      if should_stop():
+        raise Stopped()
       line = line.strip()
       if not line:
         if len(current) > 1:
@@ -903,6 +935,8 @@ class ChunkProcessor(object):
     pairs = []
     for _ in range(s.dupe_factor):
       for document_index in range(len(documents)):
+        if self.should_stop():
+          raise Stopped()
         _create_id_instances_from_document(documents, document_index, s.max_seq_length,
                                            s.short_seq_prob, rng, pairs)
     # Shuffle the instances of this chunk (all dupe_factor passes) together.
@@ -947,16 +981,16 @@ class ChunkProcessor(object):
 _WORKER = None
 
 
-def _init_worker(tokenizer, settings):
+def _init_worker(tokenizer, settings, should_stop=None):
   """Builds the per-process ChunkProcessor."""
   global _WORKER
-  _WORKER = ChunkProcessor(tokenizer, settings)
+  _WORKER = ChunkProcessor(tokenizer, settings, should_stop)
 
 
 def _init_pool_worker(tokenizer, settings):
-  """Pool initializer: signal set-up, then the per-process ChunkProcessor."""
+  """Worker set-up: signals, then the per-process ChunkProcessor."""
   # Ctrl-C reaches the whole process group: only the main process handles it (it stops the pool).
-  # SIGTERM (what pool.terminate sends) ends a worker at once, whatever the parent installed.
+  # SIGTERM (what the pool's close sends) ends a worker at once, whatever the parent installed.
   signal.signal(signal.SIGINT, signal.SIG_IGN)
   signal.signal(signal.SIGTERM, signal.SIG_DFL)
   _die_with_parent()
@@ -982,6 +1016,285 @@ def _process_chunk(args):
   records, stats = _WORKER.process(chunk_index, raw)
   lengths = [len(r) for r in records]
   return chunk_index, b"".join(records), lengths, dict(stats)
+
+
+# ---------------------------------------------------------------------------------------------
+# The worker pool: forked processes, results in task order, a dead worker stops the run.
+# ---------------------------------------------------------------------------------------------
+
+
+class WorkerDied(Exception):
+  """A worker process ended without answering (e.g. SIGKILL from the out-of-memory killer).
+
+  Attributes:
+    pid: the worker's process id.
+    exitcode: its exit status as multiprocessing reports it (-N: killed by signal N), or None.
+    task_number: the task it was running (the chunk index here) or, when it ran none, the
+      first task sent to it and lost; None when it held no task.
+    running: whether it was running task_number (else it had not begun it, or its answer was
+      lost with it).
+  """
+
+  def __init__(self, pid, exitcode, task_number, running=True):
+    self.pid = pid
+    self.exitcode = exitcode
+    self.task_number = task_number
+    self.running = running
+    super(WorkerDied, self).__init__(self.describe())
+
+  def describe(self, task_name="task"):
+    """E.g. "worker process 1234 died (signal 9, SIGKILL: out of memory?) while processing
+    task 17"."""
+    if self.exitcode is not None and self.exitcode < 0:
+      signum = -self.exitcode
+      try:
+        name = signal.Signals(signum).name
+      except ValueError:
+        name = "unknown signal"
+      how = "died (signal %d, %s%s)" % (signum, name,
+                                        ": out of memory?" if signum == signal.SIGKILL else "")
+    elif self.exitcode is not None:
+      how = "exited with status %d" % self.exitcode
+    else:
+      how = "stopped answering"
+    if self.task_number is None:
+      return "worker process %d %s while it held no %s" % (self.pid, how, task_name)
+    return "worker process %d %s %s %s %d" % (
+        self.pid, how, "while processing" if self.running else "before handing back", task_name,
+        self.task_number)
+
+
+def _feed(connection, outbox):
+  """Sends the pickled messages put in `outbox` over `connection` until None (a thread).
+
+  Whoever puts never waits on the pipe: the parent does not wait for a busy worker to take its
+  next task, and a worker goes on to its next task while the parent is busy writing. Messages
+  are pickled by whoever puts them, so that a pickling error surfaces there, not in this thread.
+  """
+  while True:
+    message = outbox.get()
+    if message is None:
+      return
+    try:
+      connection.send_bytes(message)
+    except OSError:  # the other side is gone (the pool sees a worker's end by its sentinel)
+      return
+
+
+def _worker_loop(task_reader, result_writer, current, fn, initializer, initargs):
+  """A worker process: initializer(*initargs), then fn(task) for each task until None.
+
+  Messages: tasks (number, argument); results (number, True, fn(argument)) or
+  (number, False, exception). `current` (shared memory, readable after this process is killed)
+  holds the number of the task being run, -1 between tasks.
+  """
+  initializer(*initargs)
+  results = queue.Queue()
+  sender = threading.Thread(target=_feed, args=(result_writer, results), daemon=True)
+  sender.start()
+  while True:
+    try:
+      task = pickle.loads(task_reader.recv_bytes())
+    except (EOFError, OSError):  # the parent is gone
+      break
+    if task is None:
+      break
+    number, argument = task
+    current.value = number
+    try:
+      result = _pickled((number, True, fn(argument)))
+    except Exception as e:  # pylint: disable=broad-except
+      try:
+        result = _pickled((number, False, e))
+      except Exception:  # pylint: disable=broad-except
+        # An error that does not pickle reaches the parent as its traceback.
+        result = _pickled((number, False, RuntimeError("".join(
+            traceback.format_exception(type(e), e, e.__traceback__)))))
+    current.value = -1
+    results.put(result)
+  results.put(None)
+  sender.join()
+
+
+def _pickled(message):
+  return pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+class _Worker(object):
+  """One worker process, the parent's ends of its two pipes and the tasks it holds."""
+
+  def __init__(self, process, tasks, results, current):
+    self.process = process
+    self.tasks = tasks
+    self.results = results
+    self.current = current  # the task it runs, -1 between tasks (shared memory)
+    self.held = collections.deque()  # task numbers sent and not answered, in order
+    self.outbox = queue.Queue()
+    self.sender = threading.Thread(target=_feed, args=(tasks, self.outbox), daemon=True)
+
+
+class OrderedPool(object):
+  """Forked worker processes that run fn over tasks and hand the results back in task order.
+
+  multiprocessing.Pool cannot tell that a worker died: it starts a replacement and waits for
+  ever for the lost task's result. Here each worker has its own pipes and its exit is seen
+  (process sentinel, end of file on its pipe) within POLL_S seconds and raised as WorkerDied,
+  naming the worker and the task it was running. At most max_in_flight tasks are out (sent and
+  not yet handed back), so memory stays flat whatever the number of tasks.
+
+  Usage:
+    pool = OrderedPool(2, fn, initializer, initargs)
+    try:
+      for result in pool.imap(tasks, max_in_flight=4, should_stop=...):
+        ...
+    finally:
+      pool.close()  # the workers are ended and reaped
+  """
+
+  POLL_S = 0.5
+
+  def __init__(self, num_workers, fn, initializer=lambda: None, initargs=()):
+    """Starts the workers (forked where the platform can: they inherit initargs unpickled).
+
+    Args:
+      num_workers: int >= 1.
+      fn: the task function (run in the workers).
+      initializer: run once in each worker first (with initargs).
+      initargs: tuple.
+    """
+    methods = multiprocessing.get_all_start_methods()
+    ctx = multiprocessing.get_context("fork" if "fork" in methods else None)
+    self._workers = []
+    try:
+      for _ in range(num_workers):
+        task_reader, task_writer = ctx.Pipe(duplex=False)
+        result_reader, result_writer = ctx.Pipe(duplex=False)
+        current = ctx.RawValue("q", -1)
+        process = ctx.Process(target=_worker_loop, daemon=True,
+                              args=(task_reader, result_writer, current, fn, initializer,
+                                    initargs))
+        process.start()
+        # Only the worker keeps its ends: when it dies, its result pipe reads as ended.
+        task_reader.close()
+        result_writer.close()
+        self._workers.append(_Worker(process, task_writer, result_reader, current))
+      # Threads only once every worker is forked (a fork copies no thread, but their locks).
+      for worker in self._workers:
+        worker.sender.start()
+    except BaseException:
+      self.close()
+      raise
+
+  @property
+  def pids(self):
+    """The worker process ids."""
+    return [worker.process.pid for worker in self._workers]
+
+  def imap(self, tasks, max_in_flight, should_stop=None):
+    """Yields fn(task) for each task, in order.
+
+    Args:
+      tasks: iterable of task arguments (read only as far as max_in_flight allows).
+      max_in_flight: int >= 1, the most tasks sent and not yet handed back.
+      should_stop: function() -> bool, polled while waiting; True raises Stopped.
+
+    Yields:
+      The results, in the order of `tasks`.
+
+    Raises:
+      WorkerDied: a worker ended (its task is lost: nothing more is yielded).
+      Stopped: should_stop() said so.
+      The exception fn raised for a task (a common.UsageError as it is).
+    """
+    should_stop = should_stop or (lambda: False)
+    tasks = iter(tasks)
+    done = {}  # task number -> result, received out of order
+    next_number = 0  # the next result to hand back
+    sent = 0
+    exhausted = False
+    while True:
+      while not exhausted and sent - next_number < max_in_flight:
+        task = next(tasks, _NO_TASK)
+        if task is _NO_TASK:
+          exhausted = True
+          break
+        self._send(min(self._workers, key=lambda w: len(w.held)), sent, task)
+        sent += 1
+      if next_number in done:
+        result = done.pop(next_number)
+        next_number += 1
+        yield result
+        continue
+      if exhausted and next_number == sent:
+        return
+      self._receive(done)
+      if should_stop():
+        raise Stopped()
+
+  def _send(self, worker, number, task):
+    message = _pickled((number, task))
+    worker.held.append(number)
+    worker.outbox.put(message)
+
+  def _receive(self, done):
+    """Waits up to POLL_S for results or a worker's end; adds results to `done`."""
+    by_wait_object = {}
+    for worker in self._workers:
+      by_wait_object[worker.results] = worker
+      by_wait_object[worker.process.sentinel] = worker
+    ready = multiprocessing.connection.wait(list(by_wait_object), self.POLL_S)
+    # Results first: a worker may have answered just before it was killed.
+    for worker in self._workers:
+      if worker.results in ready:
+        try:
+          number, ok, value = pickle.loads(worker.results.recv_bytes())
+        except (EOFError, OSError):  # ended, perhaps in the middle of a message
+          self._died(worker)
+        worker.held.remove(number)
+        if not ok:
+          raise value
+        done[number] = value
+    for worker in self._workers:
+      if worker.process.sentinel in ready:
+        self._died(worker)
+
+  def _died(self, worker):
+    """Raises WorkerDied for `worker` (reaped first, for its exit status)."""
+    worker.process.join(timeout=5)
+    current = worker.current.value
+    if current >= 0:
+      raise WorkerDied(worker.process.pid, worker.process.exitcode, current)
+    # Between two tasks: the first task it held and did not answer is lost.
+    try:
+      while worker.results.poll():
+        number = pickle.loads(worker.results.recv_bytes())[0]
+        if number in worker.held:
+          worker.held.remove(number)
+    except (EOFError, OSError):
+      pass
+    raise WorkerDied(worker.process.pid, worker.process.exitcode,
+                     worker.held[0] if worker.held else None, running=False)
+
+  def close(self):
+    """Ends the workers (SIGTERM, SIGKILL after 5 s), reaps them and closes the pipes."""
+    for worker in self._workers:
+      if worker.process.is_alive():
+        worker.process.terminate()
+    for worker in self._workers:
+      worker.process.join(timeout=5)
+      if worker.process.is_alive():
+        worker.process.kill()
+        worker.process.join()
+      # The sender thread ends on None, or on the broken pipe of its ended worker.
+      worker.outbox.put(None)
+      if worker.sender.is_alive():
+        worker.sender.join(timeout=5)
+      worker.tasks.close()
+      worker.results.close()
+    self._workers = []
+
+
+_NO_TASK = object()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1251,19 +1564,17 @@ def create_pretraining_data(input_files, output_files, tokenizer, settings, num_
   frozen = False
   try:
     if num_workers <= 1:
-      _init_worker(tokenizer, settings)
+      # In this process: the stop is polled inside a chunk too (a chunk may take seconds).
+      _init_worker(tokenizer, settings, should_stop)
       results = (_process_chunk(c) for c in chunks)
     else:
-      # Fork: the workers inherit the loaded tokenizer; they only run numpy/Python code.
-      ctx = multiprocessing.get_context("fork" if "fork" in multiprocessing.get_all_start_methods()
-                                        else None)
       # Objects that exist before the fork are never collected in the workers: keep the workers'
       # garbage collector from touching (and so copying) their pages.
       gc.freeze()
       frozen = True
-      pool = ctx.Pool(num_workers, initializer=_init_pool_worker,
-                      initargs=(tokenizer, settings))
-      results = _bounded_imap(pool, _process_chunk, chunks, 2 * num_workers, should_stop)
+      # Forked: the workers inherit the loaded tokenizer; they only run numpy/Python code.
+      pool = OrderedPool(num_workers, _process_chunk, _init_pool_worker, (tokenizer, settings))
+      results = pool.imap(chunks, 2 * num_workers, should_stop)
     for chunk_count, (_, blob, lengths, chunk_stats) in enumerate(results):
       if _fail_after_chunks is not None and chunk_count >= _fail_after_chunks:
         raise RuntimeError("simulated failure after %d chunks" % chunk_count)
@@ -1281,8 +1592,7 @@ def create_pretraining_data(input_files, output_files, tokenizer, settings, num_
     raise
   finally:
     if pool is not None:
-      pool.terminate()
-      pool.join()
+      pool.close()
     if frozen:
       gc.unfreeze()
   elapsed = time.time() - start
@@ -1314,39 +1624,6 @@ def create_pretraining_data(input_files, output_files, tokenizer, settings, num_
   return summary
 
 
-def _bounded_imap(pool, fn, iterable, max_in_flight, should_stop=None):
-  """Like pool.imap but with at most max_in_flight tasks queued (flat memory), results in order.
-
-  Args:
-    pool: multiprocessing Pool.
-    fn: the task function.
-    iterable: the task arguments.
-    max_in_flight: int.
-    should_stop: function() -> bool, polled while waiting (a worker killed by a signal never
-      answers: waiting without a poll would hang); True raises Stopped.
-
-  Yields:
-    fn(item) for each item, in order.
-  """
-  should_stop = should_stop or (lambda: False)
-
-  def wait(result):
-    while True:
-      try:
-        return result.get(timeout=0.5)
-      except multiprocessing.TimeoutError:
-        if should_stop():
-          raise Stopped()
-
-  in_flight = collections.deque()
-  for item in iterable:
-    in_flight.append(pool.apply_async(fn, (item,)))
-    if len(in_flight) >= max_in_flight:
-      yield wait(in_flight.popleft())
-  while in_flight:
-    yield wait(in_flight.popleft())
-
-
 def read_examples(paths):
   """Reads pre-training TFRecords back (for tests and inspection).
 
@@ -1372,7 +1649,8 @@ def read_examples(paths):
   return out
 
 
-def make_tokenizer(vocab_file, do_lower_case, spm_model_file=None):
+def make_tokenizer(vocab_file, do_lower_case, spm_model_file=None, vocab_size=None,
+                   config_name="bert_config"):
   """The checked tokenizer, with its word cache bounded to TOKENIZER_CACHE_SIZE (flat memory).
 
   tokenization.checked_tokenizer refuses (one line) a --do_lower_case that contradicts the
@@ -1383,24 +1661,57 @@ def make_tokenizer(vocab_file, do_lower_case, spm_model_file=None):
     vocab_file: WordPiece vocab (unused with spm_model_file).
     do_lower_case: bool.
     spm_model_file: SentencePiece model or None.
+    vocab_size: the model config's vocab_size: no id may reach it (None: not checked).
+    config_name: the config file that gave vocab_size, for the message.
 
   Returns:
     A tokenization.FullTokenizer.
   """
   tokenizer = tokenization.checked_tokenizer(vocab_file, do_lower_case,
-                                             spm_model_file=spm_model_file)
+                                             spm_model_file=spm_model_file,
+                                             vocab_size=vocab_size, config_name=config_name)
   # checked_tokenizer takes no cache size: each worker's cache would hold up to 500k words.
   if getattr(tokenizer, "_cache_size", 0) > TOKENIZER_CACHE_SIZE:
     tokenizer._cache_size = TOKENIZER_CACHE_SIZE  # pylint: disable=protected-access
   return tokenizer
 
 
+def check_lengths(max_seq_length, max_predictions_per_seq, bert_config_file=None):
+  """Fails with one line when a length is impossible for the model, before any work.
+
+  A sequence longer than the model's position table cannot be trained on (every example is
+  padded to max_seq_length: a huge value only makes the job grow until memory runs out). The
+  table is max_position_embeddings of bert_config_file or, without one, the 512 of the
+  official BERT configs.
+
+  Args:
+    max_seq_length: --max_seq_length.
+    max_predictions_per_seq: --max_predictions_per_seq (at most max_seq_length: one
+      prediction per token at most).
+    bert_config_file: --bert_config_file, or None.
+
+  Returns:
+    The modeling.BertConfig of bert_config_file, or None.
+  """
+  if max_seq_length < 5:
+    common.fail("--max_seq_length=%d: must be >= 5" % max_seq_length)
+  config = None
+  if bert_config_file:
+    config = model_config.load_config(bert_config_file, max_seq_length=max_seq_length)
+  elif max_seq_length > DEFAULT_MAX_POSITION_EMBEDDINGS:
+    common.fail("--max_seq_length=%d: longer than the %d positions of the official BERT configs; "
+                "pass --bert_config_file=<the model's config> to allow up to its "
+                "max_position_embeddings" % (max_seq_length, DEFAULT_MAX_POSITION_EMBEDDINGS))
+  if max_predictions_per_seq < 1:
+    common.fail("--max_predictions_per_seq=%d: must be >= 1" % max_predictions_per_seq)
+  if max_predictions_per_seq > max_seq_length:
+    common.fail("--max_predictions_per_seq=%d: must be <= --max_seq_length=%d" %
+                (max_predictions_per_seq, max_seq_length))
+  return config
+
+
 def _validate_flags():
   """Checks the numeric flags; fails with a one-line error."""
-  if FLAGS.max_seq_length < 5:
-    common.fail("--max_seq_length=%d: must be >= 5" % FLAGS.max_seq_length)
-  if FLAGS.max_predictions_per_seq < 1:
-    common.fail("--max_predictions_per_seq=%d: must be >= 1" % FLAGS.max_predictions_per_seq)
   if FLAGS.dupe_factor < 1:
     common.fail("--dupe_factor=%d: must be >= 1" % FLAGS.dupe_factor)
   if not 0.0 < FLAGS.masked_lm_prob <= 1.0:
@@ -1421,6 +1732,8 @@ def main(_):
   for name in ("input_file", "output_file"):
     if not getattr(FLAGS, name):
       common.fail("--%s is required" % name)
+  config = check_lengths(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq,
+                         FLAGS.bert_config_file)
   _validate_flags()
   if FLAGS.spm_model_file:
     common.require_file(FLAGS.spm_model_file, "spm_model_file")
@@ -1436,7 +1749,9 @@ def main(_):
                            [FLAGS.vocab_file, FLAGS.spm_model_file])
   check_text_inputs(input_files)
   try:
-    tokenizer = make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.spm_model_file)
+    tokenizer = make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.spm_model_file,
+                               vocab_size=config.vocab_size if config else None,
+                               config_name="--bert_config_file=%s" % FLAGS.bert_config_file)
   except (UnicodeDecodeError, ValueError, KeyError, IndexError) as e:
     if isinstance(e, common.UsageError):
       raise
@@ -1464,7 +1779,8 @@ def main(_):
         chunk_mb=FLAGS.chunk_mb, nsp_buffer_docs=FLAGS.nsp_buffer_docs,
         shuffle_buffer=FLAGS.shuffle_buffer, summary_path=summary_file, log_fn=logging.info,
         extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
-                        "do_lower_case": FLAGS.do_lower_case},
+                        "do_lower_case": FLAGS.do_lower_case,
+                        "bert_config_file": FLAGS.bert_config_file},
         max_bad_fraction=FLAGS.max_bad_fraction, max_line_chars=FLAGS.max_line_chars,
         stop_signals=common.STOP_SIGNALS)
   except Stopped:
@@ -1472,6 +1788,13 @@ def main(_):
         "stopped before the end; nothing was written and the temporary files were removed "
         "(rerun the same command to start again)")
     raise
+  except WorkerDied as e:
+    # Not a usage error (exit 1, as a full disk): the machine ran out of something.
+    sys.stderr.write("error: %s of --input_file=%s; nothing was written (the temporary files "
+                     "were removed); rerun, or use --num_workers=1 or a smaller --chunk_mb\n" % (
+                         e.describe("chunk"), FLAGS.input_file))
+    sys.stderr.flush()
+    sys.exit(1)
   printable = {k: v for k, v in summary.items() if k not in ("input_files", "output_files")}
   print(json.dumps(printable, indent=2, sort_keys=True))
   print("Wrote %d instances to %d file(s); summary: %s" % (

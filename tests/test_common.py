@@ -26,6 +26,24 @@ def test_expand_input_files_globs_and_comma_lists(tmp_path):
     common.expand_input_files(" , ")
 
 
+def test_expand_input_files_refuses_directories_in_one_line(tmp_path):
+  (tmp_path / "corpus").mkdir()
+  (tmp_path / "corpus" / "a.txt").write_text("x")
+  corpus = str(tmp_path / "corpus")
+  for given in (corpus, corpus + "/"):
+    with pytest.raises(common.UsageError) as error:
+      common.expand_input_files(given, "train_file")
+    assert str(error.value) == ("--train_file=%s: is a directory (give files or a glob like "
+                                "%s/*)" % (given, corpus))
+  assert common.expand_input_files(corpus + "/*") == [corpus + "/a.txt"]
+  (tmp_path / "corpus" / "sub").mkdir()
+  with pytest.raises(common.UsageError) as error:
+    common.expand_input_files(corpus + "/*")
+  assert str(error.value) == ("--input_file=%s/*: matches the directory %s/sub (give files or a "
+                              "glob like %s/sub/*)" % (corpus, corpus, corpus))
+  assert common.expand_input_files(corpus + "/*.txt") == [corpus + "/a.txt"]
+
+
 def test_require_file(tmp_path):
   with pytest.raises(common.UsageError, match="--vocab_file is required"):
     common.require_file("", "vocab_file")

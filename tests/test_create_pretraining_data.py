@@ -12,6 +12,7 @@ import gzip
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import last_error_line, process_alive, REPO_DIR, run_tool, shared_path, start_tool
+from conftest import TINY_BERT_CONFIG
 import common
 import create_pretraining_data as cpd
 import text_input
@@ -529,6 +531,68 @@ def test_cli_bad_inputs_one_line_exit_2(tmp_path, vocab_file):
   assert not os.path.exists(str(tmp_path / "o"))
 
 
+def test_lengths_bounded_by_the_position_table(tmp_path):
+  assert cpd.check_lengths(512, 20) is None
+  with pytest.raises(common.UsageError, match="^--max_seq_length=513: longer than the 512 "):
+    cpd.check_lengths(513, 20)
+  config = tmp_path / "bert_config.json"
+  config.write_text(json.dumps(dict(TINY_BERT_CONFIG, max_position_embeddings=1024)))
+  assert cpd.check_lengths(1024, 20, str(config)).max_position_embeddings == 1024
+  with pytest.raises(common.UsageError, match="^--max_seq_length=1025 is longer than "
+                     "max_position_embeddings=1024 in "):
+    cpd.check_lengths(1025, 20, str(config))
+  with pytest.raises(common.UsageError, match=r"^--max_predictions_per_seq=65: must be <= "
+                     "--max_seq_length=64$"):
+    cpd.check_lengths(64, 65)
+
+
+def test_cli_huge_lengths_refused_in_one_line_before_any_work(tmp_path, vocab_file):
+  # Before, --max_seq_length=100000000 grew to GBs over many minutes (each example is padded).
+  # (--max_predictions_per_seq: test_lengths_bounded_by_the_position_table.)
+  (tmp_path / "in.txt").write_text(make_text(20, 40))
+  out_dir = tmp_path / "out"
+  config = tmp_path / "bert_config.json"
+  config.write_text(json.dumps(TINY_BERT_CONFIG))  # 64 positions, 30,522 ids
+  small_vocab = tmp_path / "small_config.json"
+  small_vocab.write_text(json.dumps(dict(TINY_BERT_CONFIG, vocab_size=1000)))
+  base = ["--input_file=%s/in.txt" % tmp_path, "--output_file=%s/o.tfrecord" % out_dir,
+          "--vocab_file=" + vocab_file]
+  cases = [
+      (["--max_seq_length=100000000"],
+       "error: --max_seq_length=100000000: longer than the 512 positions of the official BERT "
+       "configs; pass --bert_config_file=<the model's config> to allow up to its "
+       "max_position_embeddings"),
+      (["--max_seq_length=65", "--bert_config_file=%s" % config],
+       "error: --max_seq_length=65 is longer than max_position_embeddings=64 in %s" % config),
+      (["--max_seq_length=64", "--bert_config_file=%s" % small_vocab],
+       "error: vocab file %s: has ids up to 30521 but vocab_size=1000 in --bert_config_file=%s; "
+       "use the vocab the model was trained with" % (vocab_file, small_vocab)),
+  ]
+  for args, line in cases:
+    start = time.time()
+    r = run_tool(SCRIPT, base + args, expect_rc=2, timeout=60)
+    assert last_error_line(r) == line
+    assert "Traceback" not in r.stderr and time.time() - start < 45
+    assert not out_dir.exists()
+
+
+def test_cli_directory_input_is_one_line(tmp_path, vocab_file):
+  (tmp_path / "corpus").mkdir()
+  (tmp_path / "corpus" / "a.txt").write_text(make_text(20, 41))
+  (tmp_path / "corpus" / "more").mkdir()
+  base = ["--output_file=%s/o.tfrecord" % tmp_path, "--vocab_file=" + vocab_file]
+  r = run_tool(SCRIPT, base + ["--input_file=%s/corpus" % tmp_path], expect_rc=2, timeout=120)
+  assert last_error_line(r) == ("error: --input_file=%s/corpus: is a directory (give files or a "
+                                "glob like %s/corpus/*)" % (tmp_path, tmp_path))
+  assert "Traceback" not in r.stderr
+  # A glob that matches a directory among the files: named too.
+  r = run_tool(SCRIPT, base + ["--input_file=%s/corpus/*" % tmp_path], expect_rc=2, timeout=120)
+  assert last_error_line(r) == (
+      "error: --input_file=%s/corpus/*: matches the directory %s/corpus/more (give files or a "
+      "glob like %s/corpus/more/*)" % (tmp_path, tmp_path, tmp_path))
+  assert sorted(os.listdir(tmp_path)) == ["corpus"]
+
+
 # ----------------------------------------------------------------------------------------------
 # Input policy (shared with build_vocab.py): gzip, undecodable share, over-long lines.
 # ----------------------------------------------------------------------------------------------
@@ -826,8 +890,8 @@ def _children(pid):
   return out
 
 
-def _start_and_wait_for_temps(args, out_dir, timeout=60):
-  proc = start_tool(SCRIPT, args)
+def _start_and_wait_for_temps(args, out_dir, timeout=60, **popen_kwargs):
+  proc = start_tool(SCRIPT, args, **popen_kwargs)
   deadline = time.time() + timeout
   while time.time() < deadline and proc.poll() is None:
     if any(common.is_temp_path(n) for n in os.listdir(out_dir)):
@@ -855,18 +919,25 @@ def _wait_for_children(pid, count, timeout=10):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig,workers", [(signal.SIGTERM, 2), (signal.SIGINT, 1)])
-def test_cli_signal_stops_cleanly(tmp_path, vocab_file, sig, workers):
+@pytest.mark.parametrize("sig,workers,to_group", [(signal.SIGTERM, 2, False),
+                                                 (signal.SIGINT, 1, False),
+                                                 (signal.SIGINT, 2, True)])
+def test_cli_signal_stops_cleanly(tmp_path, vocab_file, sig, workers, to_group):
   (tmp_path / "big.txt").write_text(make_text(4000, 30) * 2)
   out_dir = tmp_path / "out"
   out_dir.mkdir()
   out = str(out_dir / "s.tfrecord")
+  # to_group: Ctrl-C in a terminal signals the tool and its workers together.
   proc = _start_and_wait_for_temps(
       ["--input_file=%s/big.txt" % tmp_path, "--output_file=" + out, "--num_output_shards=2",
-       "--vocab_file=" + vocab_file, "--dupe_factor=10", "--num_workers=%d" % workers], out_dir)
+       "--vocab_file=" + vocab_file, "--dupe_factor=10", "--num_workers=%d" % workers], out_dir,
+      start_new_session=to_group)
   workers_pids = _wait_for_children(proc.pid, workers if workers > 1 else 0)
   time.sleep(0.3)
-  proc.send_signal(sig)
+  if to_group:
+    os.killpg(proc.pid, sig)
+  else:
+    proc.send_signal(sig)
   try:
     _, stderr = proc.communicate(timeout=60)
   except subprocess.TimeoutExpired:
@@ -913,3 +984,157 @@ def test_cli_kill_then_rerun_is_identical(tmp_path, tokenizer, vocab_file):
   for i in range(2):
     with open(cpd.output_paths(out, 2)[i], "rb") as a, open(cpd.output_paths(ref, 2)[i], "rb") as b:
       assert a.read() == b.read()
+
+
+@pytest.mark.slow
+def test_cli_killed_worker_stops_the_run_in_one_line(tmp_path, vocab_file):
+  # What the out-of-memory killer does to a worker. Before, multiprocessing.Pool started a
+  # replacement and the run waited for ever for the lost chunk.
+  (tmp_path / "big.txt").write_text(make_text(4000, 32) * 2)
+  out_dir = tmp_path / "out"
+  out_dir.mkdir()
+  proc = _start_and_wait_for_temps(
+      ["--input_file=%s/big.txt" % tmp_path, "--output_file=%s/k.tfrecord" % out_dir,
+       "--vocab_file=" + vocab_file, "--dupe_factor=40", "--num_workers=2"], out_dir)
+  workers_pids = _wait_for_children(proc.pid, 2)
+  assert len(workers_pids) == 2
+  os.kill(workers_pids[0], signal.SIGKILL)
+  try:
+    _, stderr = proc.communicate(timeout=30)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    proc.communicate(timeout=60)
+    pytest.fail("the run still waited 30 s after a worker was killed")
+  assert proc.returncode == 1, stderr[-2000:]
+  last = [line for line in stderr.splitlines() if line.strip()][-1]
+  assert re.match(
+      r"error: worker process %d died \(signal 9, SIGKILL: out of memory\?\) "
+      r"(while processing|before handing back) chunk \d+ of --input_file=%s; nothing was written "
+      r"\(the temporary files were removed\); rerun, or use --num_workers=1 or a smaller "
+      r"--chunk_mb$" % (
+          workers_pids[0], re.escape("%s/big.txt" % tmp_path)), last), last
+  assert "Traceback" not in stderr
+  assert os.listdir(out_dir) == []  # no output, no temporary
+  assert _pids_gone(workers_pids), "a worker outlived the run"
+
+
+# The pool on its own (task functions of this module run in forked workers).
+
+
+def _reverse_delay(x):
+  time.sleep(0.02 * (6 - x))
+  return x * x
+
+
+def _killed_on_3(x):
+  if x == 3:
+    os.kill(os.getpid(), signal.SIGKILL)
+  time.sleep(0.2)
+  return x
+
+
+def _refused_on_2(x):
+  if x == 2:
+    common.fail("task %d: refused" % x)
+  return x
+
+
+def _sleep(x):
+  time.sleep(30)
+  return x
+
+
+def _unpicklable(x):
+  return lambda: x
+
+
+def test_pool_results_in_order_with_bounded_tasks_out():
+  pool = cpd.OrderedPool(2, _reverse_delay)
+  read = []
+
+  def tasks():
+    for i in range(7):
+      read.append(i)
+      yield i
+
+  try:
+    got = []
+    for result in pool.imap(tasks(), max_in_flight=3):
+      got.append(result)
+      assert len(read) - len(got) <= 2  # at most 3 out, the one just handed back included
+    assert got == [i * i for i in range(7)]
+  finally:
+    pool.close()
+
+
+def test_pool_worker_killed_is_an_error_naming_it_and_its_task():
+  pool = cpd.OrderedPool(2, _killed_on_3)
+  pids = pool.pids
+  start = time.time()
+  try:
+    with pytest.raises(cpd.WorkerDied) as died:
+      list(pool.imap(range(8), max_in_flight=4))
+  finally:
+    pool.close()
+  assert time.time() - start < 10
+  assert died.value.pid in pids and died.value.exitcode == -signal.SIGKILL
+  assert died.value.task_number == 3
+  assert str(died.value) == ("worker process %d died (signal 9, SIGKILL: out of memory?) while "
+                             "processing task 3" % died.value.pid)
+  assert not any(process_alive(pid) for pid in pids)
+
+
+def _half_second(x):
+  time.sleep(0.5)
+  return x
+
+
+def test_pool_worker_killed_from_outside_names_the_task_it_ran():
+  pool = cpd.OrderedPool(1, _half_second)
+  results = pool.imap(range(4), max_in_flight=2)
+  try:
+    assert next(results) == 0
+    time.sleep(0.2)  # well inside task 1
+    os.kill(pool.pids[0], signal.SIGKILL)
+    with pytest.raises(cpd.WorkerDied) as died:
+      next(results)
+  finally:
+    pool.close()
+  assert died.value.task_number == 1 and died.value.running
+  assert died.value.describe("chunk") == (
+      "worker process %d died (signal 9, SIGKILL: out of memory?) while processing chunk 1" %
+      died.value.pid)
+  # The other wordings: a task sent and not answered, no task, an exit status.
+  assert cpd.WorkerDied(12, -9, 4, running=False).describe("chunk") == (
+      "worker process 12 died (signal 9, SIGKILL: out of memory?) before handing back chunk 4")
+  assert cpd.WorkerDied(12, 1, None).describe("chunk") == (
+      "worker process 12 exited with status 1 while it held no chunk")
+  assert str(cpd.WorkerDied(12, -15, 2)) == (
+      "worker process 12 died (signal 15, SIGTERM) while processing task 2")
+
+
+def test_pool_passes_a_task_error_on_and_stops_on_request():
+  pool = cpd.OrderedPool(2, _refused_on_2)
+  try:
+    with pytest.raises(common.UsageError, match="^task 2: refused$"):
+      list(pool.imap(range(5), max_in_flight=2))
+  finally:
+    pool.close()
+  # A result that cannot be sent back is an error too (not a result waited for in vain).
+  pool = cpd.OrderedPool(1, _unpicklable)
+  try:
+    with pytest.raises(AttributeError, match="^Can't pickle local object"):
+      list(pool.imap(range(2), max_in_flight=2))
+  finally:
+    pool.close()
+  pool = cpd.OrderedPool(2, _sleep)
+  pids = pool.pids
+  start = time.time()
+  try:
+    with pytest.raises(cpd.Stopped):
+      list(pool.imap(range(5), max_in_flight=2, should_stop=lambda: True))
+  finally:
+    pool.close()
+  # Polled while waiting; close ends the busy workers at once.
+  assert time.time() - start < 10
+  assert not any(process_alive(pid) for pid in pids)

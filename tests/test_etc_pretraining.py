@@ -7,6 +7,10 @@ import collections
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
@@ -14,7 +18,8 @@ import tensorflow as tf
 
 import common
 import create_pretraining_data as bert_data
-from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
+from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, shared_path
+from conftest import tool_env
 from conftest import write_random_bert_checkpoint
 from etc_model import cpc
 from etc_model import create_pretraining_data as etc_data
@@ -282,9 +287,101 @@ def test_data_tool_bad_flags_are_one_line_errors(data, tmp_path):
   base = ["-m", "etc_model.create_pretraining_data", "--input_file=%s" % data["text"],
           "--vocab_file=%s" % VOCAB, "--output_file=%s" % (tmp_path / "x.tfrecord")]
   result = run_tool(None, base + ["--global_token=[nope]", "--max_seq_length=64",
-                                  "--max_predictions_per_seq=10"], expect_rc=2)
+                                  "--max_global_seq_length=8", "--max_predictions_per_seq=10"],
+                    expect_rc=2)
   assert last_error_line(result) == "error: --global_token=[nope]: not in --vocab_file=%s" % VOCAB
   assert not os.listdir(tmp_path)
+
+
+def test_data_tool_lengths_bounded():
+  etc_data.check_lengths(65536, 256)
+  etc_data.check_lengths(70000, 70000, allow_long_inputs=True)
+  with pytest.raises(common.UsageError, match=r"^--max_seq_length=65537: over 65536, .* pass "
+                     "--allow_long_inputs if it is meant$"):
+    etc_data.check_lengths(65537, 256)
+  with pytest.raises(common.UsageError, match=r"^--max_global_seq_length=65: must be <= "
+                     r"--max_seq_length=64 \(every global token stands for at least one long "
+                     r"token\)$"):
+    etc_data.check_lengths(64, 65)
+  config = etc_modeling.EtcConfig.from_dict(dict(TINY_ETC_CONFIG,
+                                                 max_absolute_position_embeddings=128))
+  etc_data.check_lengths(128, 16, config=config, config_file="c.json")
+  with pytest.raises(common.UsageError, match="^--max_seq_length=129 is longer than "
+                     "max_absolute_position_embeddings=128 in c.json$"):
+    etc_data.check_lengths(129, 16, config=config, config_file="c.json")
+
+
+def test_data_tool_huge_lengths_refused_in_one_line_before_any_work(data, tmp_path):
+  # Before, --max_seq_length=100000000 on a 60 kB text grew to GBs and ignored SIGTERM.
+  # (G <= L: test_data_tool_lengths_bounded.)
+  config = tmp_path / "etc_config.json"
+  config.write_text(json.dumps(dict(TINY_ETC_CONFIG, max_absolute_position_embeddings=64)))
+  small_vocab = tmp_path / "small_vocab_config.json"
+  small_vocab.write_text(json.dumps(dict(TINY_ETC_CONFIG, vocab_size=1000)))
+  out_dir = tmp_path / "out"
+  base = ["-m", "etc_model.create_pretraining_data", "--input_file=%s" % data["text"],
+          "--vocab_file=%s" % VOCAB, "--output_file=%s" % (out_dir / "x.tfrecord"),
+          "--max_predictions_per_seq=10"]
+  cases = [
+      (["--max_seq_length=100000000"],
+       "error: --max_seq_length=100000000: over 65536, where every record padded to it costs "
+       "memory and time in proportion; pass --allow_long_inputs if it is meant"),
+      (["--max_seq_length=128", "--max_global_seq_length=8", "--etc_config_file=%s" % config],
+       "error: --max_seq_length=128 is longer than max_absolute_position_embeddings=64 in %s" %
+       config),
+      (["--max_seq_length=64", "--max_global_seq_length=8", "--etc_config_file=%s" % small_vocab],
+       "error: vocab file %s: has ids up to 30521 but vocab_size=1000 in --etc_config_file=%s; "
+       "use the vocab the model was trained with" % (VOCAB, small_vocab)),
+  ]
+  for args, line in cases:
+    start = time.time()
+    result = run_tool(None, base + args, expect_rc=2, timeout=60)
+    assert last_error_line(result) == line
+    assert "Traceback" not in result.stderr and time.time() - start < 45
+    assert not out_dir.exists()
+
+
+def _signal_after(proc, line_part, sig, delay_s, timeout=60):
+  """Sends `sig` delay_s seconds after the tool's stderr shows line_part; returns (seconds from
+  the signal to the exit, the stderr after line_part)."""
+  deadline = time.time() + timeout
+  while True:
+    line = proc.stderr.readline()
+    assert line or proc.poll() is None, "the tool ended before %r" % line_part
+    if line_part in line:
+      break
+    assert time.time() < deadline, "no %r after %d s" % (line_part, timeout)
+  time.sleep(delay_s)
+  assert proc.poll() is None, "the tool ended before it could be signalled"
+  proc.send_signal(sig)
+  sent = time.time()
+  try:
+    _, err = proc.communicate(timeout=120)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    proc.communicate(timeout=60)
+    raise
+  return time.time() - sent, err
+
+
+@pytest.mark.slow
+def test_data_tool_sigterm_inside_a_long_document_stops_within_seconds(tmp_path):
+  # One document of ~16 MB (no blank line). Before, the stop was polled between documents only,
+  # after the whole document was tokenised and written.
+  lines = [line for line in open(shared_path("sample_1mb.txt"), encoding="utf-8") if line.strip()]
+  (tmp_path / "one_document.txt").write_text("".join(lines) * 16, encoding="utf-8")
+  out_dir = tmp_path / "out"
+  # Run as a module (as the README says); every wait below has a timeout.
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "etc_model.create_pretraining_data",
+       "--input_file=%s" % (tmp_path / "one_document.txt"), "--vocab_file=%s" % VOCAB,
+       "--output_file=%s" % (out_dir / "long.tfrecord")],
+      cwd=REPO_DIR, env=tool_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  seconds, err = _signal_after(proc, "*** Reading 1 input file(s)", signal.SIGTERM, 1.0)
+  assert proc.returncode == 143, err[-2000:]
+  assert "interrupted (signal 15)" in err and "Traceback" not in err
+  assert seconds < 5, "%.1f s from SIGTERM to the exit" % seconds
+  assert os.listdir(out_dir) == []  # no output, no temporary, no summary
 
 
 def _info_nce_reference(queries, keys, valid):

@@ -181,7 +181,7 @@ def _aligned_lines(reader, path):
 def read_parallel(source_file, target_file, stats=None, strict=True,
                   max_line_chars=text_input.DEFAULT_MAX_LINE_CHARS,
                   max_bad_fraction=text_input.DEFAULT_MAX_BAD_FRACTION,
-                  progress_fn=None):
+                  progress_fn=None, should_stop=None):
   """Reads two line-aligned files; yields the usable pairs and counts the others.
 
   A pair is skipped (and counted in `stats`) when a side is empty (empty_source_lines,
@@ -200,11 +200,14 @@ def read_parallel(source_file, target_file, stats=None, strict=True,
     max_line_chars: longer lines are skipped (TextReader cuts them).
     max_bad_fraction: a file with a larger share of undecodable bytes is an error.
     progress_fn: called now and then with the MB of --source_file read so far.
+    should_stop: function() -> bool polled at every line read (skipped ones too); True raises
+      Stopped.
 
   Yields:
     (line_number, source, target): 0-based line number and the stripped sentences.
   """
   stats = collections.Counter() if stats is None else stats
+  should_stop = should_stop or (lambda: False)
   readers = [text_input.TextReader(max_line_chars, max_bad_fraction, flag_name=name)
              for name in ("source_file", "target_file")]
   sources = _aligned_lines(readers[0], source_file)
@@ -212,6 +215,8 @@ def read_parallel(source_file, target_file, stats=None, strict=True,
   done = object()
   number = 0
   while True:
+    if should_stop():
+      raise Stopped()
     source, target = next(sources, done), next(targets, done)
     if source is done or target is done:
       break
@@ -230,8 +235,8 @@ def read_parallel(source_file, target_file, stats=None, strict=True,
       continue
     yield number - 1, source, target
   # The longer file is read to its end: both counts are reported.
-  extra_source = (source is not done) + sum(1 for _ in sources)
-  extra_target = (target is not done) + sum(1 for _ in targets)
+  extra_source = (source is not done) + _count_lines(sources, should_stop)
+  extra_target = (target is not done) + _count_lines(targets, should_stop)
   stats["extra_source_lines"] += extra_source
   stats["extra_target_lines"] += extra_target
   stats["source_lines"] += number + extra_source
@@ -246,6 +251,16 @@ def read_parallel(source_file, target_file, stats=None, strict=True,
                 "line-aligned (nothing written); pass --allow_unequal_lines to keep the pairs "
                 "of the first %d lines" % (target_file, number + extra_target, source_file,
                                            number + extra_source, number))
+
+
+def _count_lines(lines, should_stop):
+  """The number of lines left in `lines`, polling should_stop at each (True raises Stopped)."""
+  count = 0
+  for _ in lines:
+    if should_stop():
+      raise Stopped()
+    count += 1
+  return count
 
 
 def translation_example(source_ids, target_ids):
@@ -312,14 +327,15 @@ def create_translation_data(source_file, target_file, sp, output_file,
     max_bad_fraction: a file with a larger share of undecodable bytes is an error.
     extra_settings: dict of more settings to record in the summary.
     log_fn: function(str) for progress lines (default: absl logging).
-    stop_signals: common.StopSignals polled between pairs (None: not polled); a stop raises
-      Stopped before anything is renamed into place.
+    stop_signals: common.StopSignals polled at every line pair read (None: not polled); a
+      stop raises Stopped before anything is renamed into place.
 
   Returns:
     The summary dict (the counters of _SUMMARY_INT_KEYS, line_count_mismatch, files,
     settings).
   """
   log_fn = log_fn or logging.info
+  should_stop = (lambda: stop_signals.stopped) if stop_signals is not None else (lambda: False)
   stats = collections.Counter()
   size_mb = tf.io.gfile.stat(source_file).length / 1e6
   meter = common.ProgressMeter(size_mb, unit="MB", log_fn=log_fn)
@@ -329,9 +345,7 @@ def create_translation_data(source_file, target_file, sp, output_file,
   def encoded():
     for _, source, target in read_parallel(source_file, target_file, stats, strict,
                                            max_line_chars, max_bad_fraction,
-                                           progress_fn=meter.update):
-      if stop_signals is not None and stop_signals.stopped:
-        raise Stopped()
+                                           progress_fn=meter.update, should_stop=should_stop):
       source_ids, target_ids = encode_pair(sp, source, target)
       if len(source_ids) > max_length or len(target_ids) > max_length:
         stats["over_long_pairs"] += 1

@@ -77,6 +77,32 @@ def test_encode_pair_appends_eos_and_keeps_case(spm_model):
   assert ctd.UNK_ID not in source_ids + target_ids and ctd.PAD_ID not in source_ids
 
 
+def test_read_parallel_polls_the_stop_at_every_line_pair(tmp_path):
+  # Skipped pairs (empty lines) and the extra lines of a longer file are polled too: a file of
+  # empty lines used to be read to its end after SIGTERM.
+  src = _write_lines(str(tmp_path / "s.txt"), [""] * 300 + ["a b"])
+  tgt = _write_lines(str(tmp_path / "t.txt"), ["A B"] * 301 + ["C D"] * 300)
+
+  def stop_after(polls):
+    calls = []
+
+    def should_stop():
+      calls.append(1)
+      return len(calls) > polls
+    return should_stop, calls
+
+  for polls in (10, 400):  # among the empty pairs; among the target's extra lines
+    should_stop, calls = stop_after(polls)
+    with pytest.raises(ctd.Stopped):
+      list(ctd.read_parallel(src, tgt, strict=False, should_stop=should_stop))
+    assert len(calls) == polls + 1
+  should_stop, calls = stop_after(10 ** 6)
+  stats = collections.Counter()
+  assert len(list(ctd.read_parallel(src, tgt, stats, strict=False,
+                                    should_stop=should_stop))) == 1
+  assert stats["extra_target_lines"] == 300 and stats["empty_pairs"] == 300
+
+
 def test_read_parallel_counts_empty_and_extra_lines(tmp_path):
   src = _write_lines(str(tmp_path / "s.txt"), ["a b", "", "c d", "e f", "g h", "i j"])
   tgt = _write_lines(str(tmp_path / "t.gz"), ["A B", "B", "  ", "E F", "G H"], gz=True)
