@@ -378,7 +378,7 @@ def _convert_single_example(ex_index, example, label_map, max_seq_length, tokeni
   """The conversion behind convert_single_example and main(): on ids, with a label map and
   regression labels.
 
-  By default (main(), and export_hub.pack_inputs which packs the same way) a text_b that is
+  By default (main(), and serving.pack_inputs which packs the same way) a text_b that is
   given but has no tokens (empty or white space) keeps the pair budget (max_seq_length - 3)
   and adds no second [SEP]; with empty_b_is_single (the official public function) it is a
   single sentence (max_seq_length - 2).

@@ -86,7 +86,7 @@ import tensorflow as tf
 import checkpoint_utils
 import common
 import estimator_utils
-import export_hub
+from realformer_tf import serving
 import export_utils
 import model_config
 import modeling
@@ -941,9 +941,9 @@ def split_text_graph(text, do_lower_case):
       end.flat_values - begin.flat_values, unit="BYTE"))
   normalized = tf.strings.regex_replace(words.flat_values, _DELETED, "")
   if do_lower_case:
-    normalized = export_hub.lower_text(normalized, strip_accents=True)
+    normalized = serving.lower_text(normalized, strip_accents=True)
   too_long = (tf.strings.length(normalized, unit="UTF8_CHAR") >
-              export_hub.MAX_CHARS_PER_WORD)
+              serving.MAX_CHARS_PER_WORD)
   normalized = tf.where(too_long, "[UNK]", normalized)
   kept = words.with_flat_values(tf.strings.length(normalized) > 0)
   normalized = words.with_flat_values(normalized)
@@ -1088,7 +1088,7 @@ class NerTagger(tf.Module):
     Args:
       bert_config: modeling.BertConfig.
       variables: dict name -> tf.Variable (export_utils.variables_from_checkpoint).
-      preprocessor: export_hub.BertPreprocessor of the vocab (its WordPiece tokenizer is used).
+      preprocessor: serving.BertPreprocessor of the vocab (its WordPiece tokenizer is used).
       labels: the model's BIO labels.
       scheme: the scheme the tags are written in.
       max_seq_length: window input length.
@@ -1116,7 +1116,7 @@ class NerTagger(tf.Module):
 
   def _logits(self, input_ids, input_mask, segment_ids):
     with export_utils.in_variables(self._variables):
-      outputs, _ = export_hub.encoder_graph(self._bert_config, {
+      outputs, _ = serving.encoder_graph(self._bert_config, {
           "input_word_ids": input_ids, "input_mask": input_mask, "input_type_ids": segment_ids})
       return ner_logits(outputs["sequence_output"], len(self._labels), False)
 
@@ -1235,12 +1235,12 @@ def export_ner(bert_config, checkpoint, export_dir, labels, scheme, vocab_file, 
   if list(shapes[bias]) != [len(labels)]:
     common.fail("--export_dir=%s: checkpoint %s has %d labels but labels.txt has %d" % (
         export_dir, checkpoint, shapes[bias][0], len(labels)))
-  preprocessor = export_hub.BertPreprocessor(vocab_file, do_lower_case, None, max_seq_length)
+  preprocessor = serving.BertPreprocessor(vocab_file, do_lower_case, None, max_seq_length)
 
   def build():
     inputs = {name: tf1.placeholder(tf.int32, [None, None])
-              for name in export_hub.ENCODER_INPUTS}
-    outputs, _ = export_hub.encoder_graph(bert_config, inputs)
+              for name in serving.ENCODER_INPUTS}
+    outputs, _ = serving.encoder_graph(bert_config, inputs)
     ner_logits(outputs["sequence_output"], len(labels), False)
   variables = export_utils.variables_from_checkpoint(export_utils.collect_variable_specs(build),
                                                      checkpoint)

@@ -54,7 +54,7 @@ import export_utils
 import model_config
 import modeling
 import sliding_window
-import squad_evaluate
+from realformer_tf import squad_scoring
 import tokenization
 
 tf1 = tf.compat.v1
@@ -1339,7 +1339,7 @@ def _predict(estimator, tokenizer, extra_results=None, record=None):
   if not eval_examples:
     common.fail("--predict_file=%s: no questions" % FLAGS.predict_file)
   # predictions.json is keyed by question id: questions sharing an id get one answer.
-  id_counts = squad_evaluate.warn_id_problems(
+  id_counts = squad_scoring.warn_id_problems(
       dataset_json["data"], None, "--predict_file=%s" % FLAGS.predict_file,
       duplicate_note="predictions.json keeps one answer per id (that of the last such "
       "question)")
@@ -1401,15 +1401,15 @@ def _predict(estimator, tokenizer, extra_results=None, record=None):
   for path in written:
     checkpoint_utils.write_sidecar(path, record)
 
-  if squad_evaluate.has_gold_answers(dataset_json):
+  if squad_scoring.has_gold_answers(dataset_json):
     if FLAGS.version_2_with_negative:
       # The threshold already applied to predictions.json, so EM/F1 are those of the file;
       # best_f1_thresh suggests a --null_score_diff_threshold.
-      results = squad_evaluate.evaluate_v2(
+      results = squad_scoring.evaluate_v2(
           dataset_json["data"], all_predictions, na_probs=scores_diff_json,
           na_prob_thresh=FLAGS.null_score_diff_threshold)
     else:
-      results = squad_evaluate.evaluate_v1(dataset_json["data"], all_predictions)
+      results = squad_scoring.evaluate_v1(dataset_json["data"], all_predictions)
     results["num_duplicate_question_ids"] = id_counts["num_duplicate_question_ids"]
     results.update(checkpoint=record["checkpoint"], checkpoint_step=record["global_step"])
     results.update(extra_results or {})

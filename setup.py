@@ -26,7 +26,7 @@ setuptools.setup(
         "average_checkpoints", "reproduction", "text_input", "mlm_masking",
     ],
     # Model families in their own folders (run as `python -m etc_model.TOOL`).
-    packages=["etc_model", "translation"],
+    packages=["realformer_tf", "etc_model", "translation"],
     install_requires=REQUIREMENTS,
     extras_require={"test": ["pytest==8.3.3"], "plots": ["matplotlib==3.9.2"]},
     license="Apache-2.0",

@@ -53,7 +53,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import export_hub
+from realformer_tf import serving
 import modeling
 import padding_harness
 import run_classifier as rc
@@ -123,8 +123,8 @@ def save_classifiers(config, tmp, vocab_file):
   dirs = {}
   for column, padding in (("max_length", "max_length"), ("longest", "bucket")):
     dirs[column] = os.path.join(tmp, "classifier_" + padding)
-    export_hub.export_classifier(config, None, dirs[column], vocab_file, True, None,
-                                 FLAGS.max_seq_length, label_list="0,1", padding=padding)
+    serving.export_classifier(config, None, dirs[column], vocab_file, True, None,
+                              FLAGS.max_seq_length, label_list="0,1", padding=padding)
   return dirs
 
 

@@ -4,7 +4,7 @@
 Builds a classifier checkpoint from an encoder checkpoint (default: the converted MiniLM,
 `python convert_hf_checkpoint.py --hf_dir=../shared/data/checkpoints/all-MiniLM-L6-v2
 --output_dir=out/minilm_tf`; else a random tiny model) plus a random 2-class head, exports it
-with export_hub.export_classifier, and times on the same raw sentences:
+with serving.export_classifier, and times on the same raw sentences:
 
   * SavedModel: loaded = tf.saved_model.load(path); loaded({"sentence": strings}) (tokenisation
     inside the graph), batch 1 latency and batch 32 throughput;
@@ -29,7 +29,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import export_hub
+from realformer_tf import serving
 import modeling
 import run_classifier
 import slim_checkpoint
@@ -159,8 +159,8 @@ def main(_):
     prefix, config, vocab_file, name = _make_checkpoint(work_dir)
     export_dir = os.path.join(work_dir, "export")
     start = time.time()
-    export_hub.export_classifier(config, prefix, export_dir, vocab_file, True, None,
-                                 FLAGS.seq_length, label_list="neg,pos")
+    serving.export_classifier(config, prefix, export_dir, vocab_file, True, None,
+                              FLAGS.seq_length, label_list="neg,pos")
     export_seconds = time.time() - start
     sm_latency, sm_throughput, sm_probs = _time_saved_model(export_dir)
     est_latency, est_throughput, est_probs = _time_estimator(prefix, config, vocab_file)

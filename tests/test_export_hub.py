@@ -15,7 +15,8 @@ import tensorflow as tf
 from conftest import REPO_DIR, last_error_line, run_tool, shared_path
 import checkpoint_utils
 import common
-import export_hub
+import export_utils
+from realformer_tf import serving
 import modeling
 import run_classifier
 import run_pretraining
@@ -74,7 +75,7 @@ def make_checkpoint(model_dir, config, inputs, num_labels=None, with_mlm=False,
   os.makedirs(model_dir, exist_ok=True)
   with tf.Graph().as_default():
     tf1.set_random_seed(0)
-    ph = {k: tf1.placeholder(tf.int32, [None, None]) for k in export_hub.ENCODER_INPUTS}
+    ph = {k: tf1.placeholder(tf.int32, [None, None]) for k in serving.ENCODER_INPUTS}
     fetch = {}
     if num_labels:
       ph_ids, ph_mask, ph_type = (ph["input_word_ids"], ph["input_mask"], ph["input_type_ids"])
@@ -230,7 +231,7 @@ def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer, is_multilabel=F
     with tf1.Session() as sess:
       tf1.train.Saver().restore(sess, prefix)
       ref_pair = sess.run(outputs, dict(zip(ph, [features["pair"][k] for k in
-                                                 export_hub.ENCODER_INPUTS])))
+                                                 serving.ENCODER_INPUTS])))
   return prefix, config, ref_single["outputs"], ref_pair
 
 
@@ -247,24 +248,24 @@ def exported(tmp_path_factory):
     prefix, ref = make_checkpoint(str(tmp_path / ("m%d" % i)), config, inputs,
                                   with_mlm=with_extras, positions=POSITIONS)
     path = str(tmp_path / ("hub%d" % i))
-    export_hub.export_encoder(config, prefix, path, with_mlm=with_extras,
-                              with_attention=with_extras)
+    serving.export_encoder(config, prefix, path, with_mlm=with_extras,
+                           with_attention=with_extras)
     assert os.path.exists(os.path.join(path, "saved_model.pb"))
     encoders.append(path)
     references.append(ref)
   preprocessor = str(tmp_path / "pre")
-  export_hub.export_preprocessor(preprocessor, VOCAB_FILE, True, None, seq_length=16)
+  serving.export_preprocessor(preprocessor, VOCAB_FILE, True, None, seq_length=16)
   preprocessor_bucket = str(tmp_path / "pre_bucket")
-  export_hub.export_preprocessor(preprocessor_bucket, VOCAB_FILE, True, None, seq_length=64,
-                                 padding="bucket")
+  serving.export_preprocessor(preprocessor_bucket, VOCAB_FILE, True, None, seq_length=64,
+                              padding="bucket")
   tokenizer = tokenization.FullTokenizer(VOCAB_FILE, True)
   classifiers, classifier_refs = {}, {}
   prefix, config, ref_single, ref_pair = _classifier_checkpoint(str(tmp_path), "cls", 3,
                                                                 tokenizer)
   classifier_refs["cls"] = (ref_single, ref_pair)
   classifiers["cls"] = str(tmp_path / "export_cls")
-  export_hub.export_classifier(config, prefix, classifiers["cls"], VOCAB_FILE, True, None,
-                               CLASSIFIER_SEQ)
+  serving.export_classifier(config, prefix, classifiers["cls"], VOCAB_FILE, True, None,
+                            CLASSIFIER_SEQ)
   # A multi-label run (issue 25.8): recognised from what its output directory records (the
   # feature cache's reader options, the tuned threshold for this checkpoint's step).
   prefix, config, ref_single, ref_pair = _classifier_checkpoint(str(tmp_path), "ml", 3,
@@ -279,14 +280,14 @@ def exported(tmp_path_factory):
   classifier_refs["ml"] = (ref_single, ref_pair, threshold, prefix)
   classifiers["ml"] = str(tmp_path / "export_ml")
   # --padding=max_length: the fixed-length model (cls above is bucketed, the default).
-  export_hub.export_classifier(config, prefix, classifiers["ml"], VOCAB_FILE, True, None,
-                               CLASSIFIER_SEQ, padding="max_length")
+  serving.export_classifier(config, prefix, classifiers["ml"], VOCAB_FILE, True, None,
+                            CLASSIFIER_SEQ, padding="max_length")
   # The regression head is checked in this process (saving works the same way).
   prefix, config, ref_single, ref_pair = _classifier_checkpoint(str(tmp_path), "reg", 1,
                                                                 tokenizer)
   classifier_refs["reg"] = (ref_single, ref_pair)
-  regressor, is_regression, _ = export_hub.build_classifier(
-      config, prefix, export_hub.BertPreprocessor(VOCAB_FILE, True, None, CLASSIFIER_SEQ))
+  regressor, is_regression, _ = serving.build_classifier(
+      config, prefix, serving.BertPreprocessor(VOCAB_FILE, True, None, CLASSIFIER_SEQ))
   assert is_regression
   ca, cb = tf.constant(CLASSIFIER_A), tf.constant(CLASSIFIER_B)
   regression = {"reg/single/" + k: v.numpy() for k, v in regressor({"sentence": ca}).items()}
@@ -357,11 +358,11 @@ def test_encoder_missing_variable_and_mlm_errors(tmp_path):
   config = _tiny_config()
   prefix, _ = make_checkpoint(str(tmp_path / "m"), config, _inputs())
   with pytest.raises(ValueError, match="cls/predictions"):
-    export_hub.build_encoder(config, prefix, with_mlm=True)
+    serving.build_encoder(config, prefix, with_mlm=True)
   with pytest.raises(ValueError, match="final_layer_norm"):
-    export_hub.build_encoder(_tiny_config(layer_norm_type="pre"), prefix)
+    serving.build_encoder(_tiny_config(layer_norm_type="pre"), prefix)
   with pytest.raises(ValueError, match="shape"):
-    export_hub.build_encoder(_tiny_config(vocab_size=100), prefix)
+    serving.build_encoder(_tiny_config(vocab_size=100), prefix)
   # A checkpoint of another model (issue 27): no trained weights, said in one line.
   with tf.Graph().as_default():
     tf1.Variable(tf.zeros([4, 4]), name="encoder/layer_0/kernel")
@@ -369,15 +370,15 @@ def test_encoder_missing_variable_and_mlm_errors(tmp_path):
       sess.run(tf1.global_variables_initializer())
       foreign = tf1.train.Saver().save(sess, str(tmp_path / "nmt" / "model.ckpt"))
   with pytest.raises(common.UsageError) as e:
-    export_hub.build_encoder(config, foreign)
+    serving.build_encoder(config, foreign)
   assert str(e.value).startswith("--init_checkpoint=%s: supplies none of the model's 39 "
                                  "variables" % foreign)
   # Random weights, only with --allow_random_eval (main() checks it): seeded, the model's own
   # initialisers, the same on every run.
   def build():
-    export_hub.encoder_graph(config, {k: tf1.placeholder(tf.int32, [None, None])
-                                      for k in export_hub.ENCODER_INPUTS})
-  first, second = [export_hub.model_variables(build, None) for _ in range(2)]
+    serving.encoder_graph(config, {k: tf1.placeholder(tf.int32, [None, None])
+                                      for k in serving.ENCODER_INPUTS})
+  first, second = [export_utils.model_variables(build, None) for _ in range(2)]
   assert len(first) == 39
   for name, variable in first.items():
     np.testing.assert_array_equal(variable.numpy(), second[name].numpy())
@@ -392,8 +393,8 @@ def test_round_robin_trimmer_equals_official_truncation():
   seq_length = 12  # budget 9 for pairs, 10 for singles
   seg_a = tf.ragged.constant([[100 + i for i in range(a)] for a, _ in cases], tf.int32)
   seg_b = tf.ragged.constant([[200 + i for i in range(b)] for _, b in cases], tf.int32)
-  packed = export_hub.pack_inputs([seg_a, seg_b], seq_length, 2, 3)
-  single = export_hub.pack_inputs([seg_a], seq_length, 2, 3)
+  packed = serving.pack_inputs([seg_a, seg_b], seq_length, 2, 3)
+  single = serving.pack_inputs([seg_a], seq_length, 2, 3)
   for k, (a, b) in enumerate(cases):
     ids_a, ids_b = [100 + i for i in range(a)], [200 + i for i in range(b)]
     run_classifier._truncate_seq_pair(ids_a, ids_b, seq_length - 3)
@@ -411,7 +412,7 @@ def test_round_robin_trimmer_equals_official_truncation():
 def test_tokenize_matches_full_tokenizer(vocab_file, do_lower_case):
   """Tricky text and the first 3,000 lines of the shared corpus sample: no mismatch."""
   reference = tokenization.FullTokenizer(vocab_file, do_lower_case)
-  preprocessor = export_hub.BertPreprocessor(vocab_file, do_lower_case, None, 128)
+  preprocessor = serving.BertPreprocessor(vocab_file, do_lower_case, None, 128)
   texts = list(TRICKY_BYTES)
   try:
     with open(shared_path("sample_1mb.txt"), "rb") as f:
@@ -482,7 +483,7 @@ def test_sentencepiece_preprocessor(tmp_path):
       control_symbols=["[CLS]", "[SEP]", "[MASK]"], character_coverage=1.0, minloglevel=2,
       num_threads=1)
   reference = tokenization.FullTokenizer(None, True, spm_model_file=model)
-  preprocessor = export_hub.BertPreprocessor(None, True, model, seq_length=24)
+  preprocessor = serving.BertPreprocessor(None, True, model, seq_length=24)
   assert (preprocessor.cls_id, preprocessor.sep_id) == (2, 3)
   texts = [t.encode("utf-8") for t in TRICKY] + [b"THE QUICK brown fox"]
   # Documented difference: tensorflow_text's SentencePiece op ends the text at a NUL character.
@@ -499,7 +500,7 @@ def test_sentencepiece_preprocessor(tmp_path):
     assert packed["input_word_ids"][i].numpy().tolist() == ids
     assert packed["input_mask"][i].numpy().tolist() == mask
   path = str(tmp_path / "pre")
-  export_hub.export_preprocessor(path, None, True, model, seq_length=24)
+  serving.export_preprocessor(path, None, True, model, seq_length=24)
   assert os.path.exists(os.path.join(path, "assets", "spm.model"))
 
 
@@ -519,7 +520,7 @@ def test_classifier_export_end_to_end(exported):
     np.testing.assert_allclose(got[name + "/one/probabilities"],
                                exported["classifier_refs"][name][0][1:2], atol=1e-5)
     with open(os.path.join(os.path.dirname(exported["classifier_refs"]["ml"][3]), os.pardir,
-                           "export_" + name, export_hub.EXPORT_INFO)) as f:
+                           "export_" + name, serving.EXPORT_INFO)) as f:
       assert json.load(f)["padding"] == {"cls": "bucket", "ml": "max_length"}[name]
   assert got["reg/widths"].tolist() == [16, 16, CLASSIFIER_SEQ, 16]
   names = np.array(["neg", "neutral", "pos"])
@@ -553,7 +554,7 @@ def test_multilabel_classifier_export(exported):
     assert "ml/%s/predicted_label" % kind not in got
   assert 0 < (np.concatenate([ref_single, ref_pair]) >= threshold).mean() < 1
   export_dir = os.path.join(os.path.dirname(os.path.dirname(prefix)), "export_ml")
-  with open(os.path.join(export_dir, export_hub.EXPORT_INFO)) as f:
+  with open(os.path.join(export_dir, serving.EXPORT_INFO)) as f:
     info = json.load(f)
   assert info["task_type"] == "multilabel" and info["labels"] == names
   assert info["threshold"] == threshold and info["label_separator"] == "|"
@@ -575,7 +576,7 @@ def test_classifier_task_from_run_records(tmp_path):
       prefix = tf1.train.Saver().save(sess, str(out / "model.ckpt"), global_step=7)
   step = checkpoint_utils.checkpoint_step(prefix)
   assert step == 7
-  task = export_hub.resolve_classifier_task(prefix)
+  task = serving.resolve_classifier_task(prefix)
   assert (task["task_type"], task["threshold"]) == ("classification", None)
   for kwargs, message in (
       (dict(task_type="regression"), "--task_type=regression: the checkpoint's head has 3 "
@@ -585,24 +586,24 @@ def test_classifier_task_from_run_records(tmp_path):
       (dict(task_type="multilabel", threshold=1.5), "--multilabel_threshold=1.5: must be in "
                                                     "[0, 1]")):
     with pytest.raises(common.UsageError) as e:
-      export_hub.resolve_classifier_task(prefix, **kwargs)
+      serving.resolve_classifier_task(prefix, **kwargs)
     assert str(e.value) == message
   # Multi-label evaluation results: the threshold it was evaluated with.
   (out / "eval_results.json").write_text(json.dumps({"eval_micro_f1": 0.5,
                                                      "eval_threshold": 0.4}))
-  task = export_hub.resolve_classifier_task(prefix)
+  task = serving.resolve_classifier_task(prefix)
   assert (task["task_type"], task["threshold"], task["label_separator"]) == (
       "multilabel", 0.4, ",")
   assert task["evidence"] == str(out / "eval_results.json")
   # A threshold tuned for another checkpoint is not used; one tuned for this one is.
   (out / "threshold.json").write_text(json.dumps({"threshold": 0.3, "checkpoint_step": -1}))
-  assert export_hub.resolve_classifier_task(prefix)["threshold"] == 0.4
+  assert serving.resolve_classifier_task(prefix)["threshold"] == 0.4
   (out / "threshold.json").write_text(json.dumps({"threshold": 0.3, "checkpoint_step": step}))
-  assert export_hub.resolve_classifier_task(prefix)["threshold"] == 0.3
-  assert export_hub.resolve_classifier_task(prefix, threshold=0.7)["threshold"] == 0.7
+  assert serving.resolve_classifier_task(prefix)["threshold"] == 0.3
+  assert serving.resolve_classifier_task(prefix, threshold=0.7)["threshold"] == 0.7
   # A --task_type that contradicts the run: one line.
   with pytest.raises(common.UsageError) as e:
-    export_hub.resolve_classifier_task(prefix, task_type="classification")
+    serving.resolve_classifier_task(prefix, task_type="classification")
   assert str(e.value) == ("--task_type=classification: the checkpoint's run was a multilabel "
                           "task (%s)" % (out / "threshold.json"))
   # A --keep_best copy (out/best/): the records and labels.txt of its run.
@@ -613,13 +614,13 @@ def test_classifier_task_from_run_records(tmp_path):
     if name.startswith(os.path.basename(prefix) + "."):
       os.link(str(out / name), str(best / name))
   (best / "best.json").write_text(json.dumps({"metric": "micro_f1", "step": step}))
-  task = export_hub.resolve_classifier_task(str(best / os.path.basename(prefix)))
+  task = serving.resolve_classifier_task(str(best / os.path.basename(prefix)))
   assert (task["task_type"], task["labels"], task["threshold"]) == (
       "multilabel", ["x", "y", "z"], 0.3)
   # Random weights (--allow_random_eval): the classes come from --label_list.
   with pytest.raises(common.UsageError, match="--label_list is required"):
-    export_hub.resolve_classifier_task(None)
-  task = export_hub.resolve_classifier_task(None, "a,b", task_type="multilabel")
+    serving.resolve_classifier_task(None)
+  task = serving.resolve_classifier_task(None, "a,b", task_type="multilabel")
   assert (task["num_labels"], task["labels"], task["threshold"]) == (2, ["a", "b"], 0.5)
 
 
@@ -627,12 +628,12 @@ def test_classifier_label_list_errors(tmp_path, vocab_file):
   config = _tiny_config()
   prefix, _ = make_checkpoint(str(tmp_path / "m"), config, _inputs(), num_labels=2)
   with pytest.raises(ValueError, match="3 labels"):
-    export_hub.read_label_names("a,b,c", prefix, 2)
-  assert export_hub.read_label_names(None, prefix, 2) == ["0", "1"]
+    serving.read_label_names("a,b,c", prefix, 2)
+  assert serving.read_label_names(None, prefix, 2) == ["0", "1"]
   encoder_prefix, _ = make_checkpoint(str(tmp_path / "e"), config, _inputs())
-  preprocessor = export_hub.BertPreprocessor(vocab_file, True, None, 16)
+  preprocessor = serving.BertPreprocessor(vocab_file, True, None, 16)
   with pytest.raises(ValueError, match="output_weights"):
-    export_hub.build_classifier(config, encoder_prefix, preprocessor)
+    serving.build_classifier(config, encoder_prefix, preprocessor)
 
 
 @pytest.mark.slow
@@ -651,7 +652,7 @@ def test_cli_several_modes_and_bad_flags(tmp_path, vocab_file):
     assert os.path.exists(os.path.join(out, mode, "saved_model.pb"))
   with open(os.path.join(out, "encoder", "bert_config.json")) as f:
     assert json.load(f)["residual_attention"] == "mean"
-  with open(os.path.join(out, "encoder", export_hub.EXPORT_INFO)) as f:
+  with open(os.path.join(out, "encoder", serving.EXPORT_INFO)) as f:
     info = json.load(f)
   assert (info["mode"], info["checkpoint"], info["global_step"]) == ("encoder", prefix, 0)
   # No trained weights (issue 27): one line naming the flag, before any work.
@@ -675,23 +676,23 @@ def test_export_never_deletes_what_it_did_not_write(tmp_path, vocab_file):
   # The model directory itself and its parent: refused, nothing deleted.
   for target in (model_dir, str(tmp_path)):
     with pytest.raises(ValueError, match="--export_dir=.*(would replace|holds checkpoints)"):
-      export_hub.export_encoder(config, prefix, target, overwrite=True)
+      serving.export_encoder(config, prefix, target, overwrite=True)
   assert sorted(os.listdir(model_dir)) == before
   # A directory of the user's own, and a file: refused even with overwrite.
   mine = tmp_path / "mine"
   mine.mkdir()
   (mine / "notes.txt").write_text("keep")
   with pytest.raises(ValueError, match="not written by this project"):
-    export_hub.export_preprocessor(str(mine), vocab_file, overwrite=True)
+    serving.export_preprocessor(str(mine), vocab_file, overwrite=True)
   assert (mine / "notes.txt").read_text() == "keep"
   (tmp_path / "f").write_text("x")
   with pytest.raises(ValueError, match="is a file"):
-    export_hub.export_preprocessor(str(tmp_path / "f"), vocab_file, overwrite=True)
+    serving.export_preprocessor(str(tmp_path / "f"), vocab_file, overwrite=True)
   # Our own export is replaced only with overwrite.
   out = str(tmp_path / "pre")
-  export_hub.export_preprocessor(out, vocab_file, seq_length=16)
+  serving.export_preprocessor(out, vocab_file, seq_length=16)
   with pytest.raises(ValueError, match="pass --overwrite"):
-    export_hub.export_preprocessor(out, vocab_file, seq_length=16)
-  export_hub.export_preprocessor(out, vocab_file, seq_length=16, overwrite=True)
+    serving.export_preprocessor(out, vocab_file, seq_length=16)
+  serving.export_preprocessor(out, vocab_file, seq_length=16, overwrite=True)
   assert os.path.exists(os.path.join(out, "saved_model.pb"))
   assert not [x for x in os.listdir(str(tmp_path)) if ".tmp-" in x]

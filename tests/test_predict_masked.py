@@ -27,7 +27,7 @@ import tensorflow as tf
 
 import common
 import convert_hf_checkpoint
-import export_hub
+from realformer_tf import serving
 import modeling
 import numpy_bert
 import predict_masked as pm
@@ -226,7 +226,7 @@ def test_word_piece_rules(tokenizer):
 def hub_encoder(model, tmp_path_factory):
   _, prefix, _, config = model
   path = str(tmp_path_factory.mktemp("hub") / "encoder")
-  export_hub.export_encoder(config, prefix, path, with_mlm=True)
+  serving.export_encoder(config, prefix, path, with_mlm=True)
   return path
 
 
@@ -304,7 +304,7 @@ def test_command_line_hub_encoder_matches_checkpoint(model, hub_encoder, tokeniz
   # masks only deliberately (issue 27).
   random_export = str(tmp_path / "random_encoder")
   shutil.copytree(hub_encoder, random_export)
-  info_path = os.path.join(random_export, export_hub.EXPORT_INFO)
+  info_path = os.path.join(random_export, serving.EXPORT_INFO)
   with open(info_path) as f:
     info = json.load(f)
   with open(info_path, "w") as f:

@@ -18,7 +18,7 @@ from conftest import last_error_line, write_random_bert_checkpoint
 import checkpoint_utils
 import classifier_outputs as co
 import common
-import export_hub
+from realformer_tf import serving
 import modeling
 import run_classifier as rc
 import tokenization
@@ -737,12 +737,12 @@ HOSTILE_TEXTS = [
 
 def test_raw_text_classifier_export_splits_as_basic_tokenizer():
   for lower in (True, False):
-    words = export_hub.wordpiece_words(tf.constant(HOSTILE_TEXTS), lower).to_list()
+    words = serving.wordpiece_words(tf.constant(HOSTILE_TEXTS), lower).to_list()
     basic = tokenization.BasicTokenizer(do_lower_case=lower)
     for text, got in zip(HOSTILE_TEXTS, words):
       assert [w.decode() for w in got] == basic.tokenize(text), (lower, text)
   # An empty batch: no rows.
-  assert export_hub.wordpiece_words(tf.constant([], tf.string), True).to_list() == []
+  assert serving.wordpiece_words(tf.constant([], tf.string), True).to_list() == []
 
 
 # ----------------------------------------------------------------------------------------------
