@@ -526,18 +526,22 @@ class _DistributedEstimatorAdapter(object):
     return getattr(self._estimator, name)
 
 
-def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None, allow_unmatched=None):
+def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None, allow_unmatched=None,
+                                encoder_scopes=None):
   """Loads `init_checkpoint` into the graph's variables; returns the TPU scaffold_fn or None.
 
-  Call it after the model's variables exist. A checkpoint that supplies none of them is one
-  line (checkpoint_utils.check_init_matches).
+  Call it after the model's variables exist. Shapes and dtypes must match, and the checkpoint
+  must supply every encoder variable of the model (checkpoint_utils.check_init_matches: a
+  checkpoint of another model is one line; task heads may start fresh).
 
   Args:
     init_checkpoint: checkpoint path or None.
     use_tpu: on TPU the restore must happen inside a scaffold function.
     tvars: variables to initialise (default: all trainable).
-    allow_unmatched: accept a checkpoint supplying none of `tvars`; None reads
-      --allow_unmatched_init (False when the flag is undefined, as for library callers).
+    allow_unmatched: accept a checkpoint lacking encoder variables (a WARNING counts them); None
+      reads --allow_unmatched_init (False when the flag is undefined, as for library callers).
+    encoder_scopes: the scope prefixes of the model's encoder (a
+      checkpoint_utils.ENCODER_SCOPES entry); None: every family's (the graph holds one).
 
   Returns:
     scaffold_fn for TPUEstimatorSpec (None when not needed).
@@ -554,7 +558,8 @@ def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None, allow_unma
   except ValueError as e:
     common.fail("--init_checkpoint=%s: %s" % (init_checkpoint, e))
   # A checkpoint of another model would otherwise train from random with only an INFO line.
-  checkpoint_utils.check_init_matches(init_checkpoint, assignment_map, len(tvars),
+  checkpoint_utils.check_init_matches(init_checkpoint, assignment_map, [v.name for v in tvars],
+                                      encoder_scopes=encoder_scopes,
                                       allow_unmatched=allow_unmatched)
   if use_tpu:
     def tpu_scaffold():
@@ -654,12 +659,13 @@ def write_eval_results(output_dir, results, name="eval_results"):
 
 
 def check_resume(output_dir, bert_config, label_list=None, extra_shapes=None,
-                 flag_name="output_dir"):
-  """Before a job writes into `output_dir`: fails if its checkpoint is of another model.
+                 flag_name="output_dir", training=True):
+  """Before a job writes into `output_dir`: fails if its checkpoint is not one this job resumes.
 
-  Resuming restores the latest checkpoint there; with a different config (or label list) that
-  restore fails deep inside TensorFlow after bert_config.json / labels.txt were already
-  overwritten. This compares first and leaves the directory untouched.
+  Resuming restores the latest checkpoint there; with a different config (or label list), or
+  from a checkpoint made for initialising (lifted, converted, slimmed: no optimizer state, no
+  global_step), that restore fails deep inside TensorFlow after bert_config.json / labels.txt
+  were already overwritten. This compares first and leaves the directory untouched.
 
   Args:
     output_dir: the job's model directory.
@@ -668,6 +674,7 @@ def check_resume(output_dir, bert_config, label_list=None, extra_shapes=None,
     extra_shapes: dict variable name -> shape of the job's other variables (e.g. the
       classifier's output_weights), or None.
     flag_name: the flag that named output_dir.
+    training: the job trains (its restore also needs the global_step and optimizer slots).
 
   Returns:
     The global step of the checkpoint found there, or None when there is none.
@@ -696,17 +703,23 @@ def check_resume(output_dir, bert_config, label_list=None, extra_shapes=None,
                 "--%s or the config it was trained with" % (
                     where, os.path.basename(latest), max(ckpt_layers) + 1,
                     bert_config.num_hidden_layers, flag_name))
+  check_resumable(where, latest, ckpt_shapes, want, flag_name, training)
   return _checkpoint_step(latest, ckpt_shapes)
 
 
-def check_resume_shapes(output_dir, want_shapes, flag_name="output_dir"):
-  """check_resume for any model: fails if output_dir's checkpoint has a variable of another shape.
+def check_resume_shapes(output_dir, want_shapes, flag_name="output_dir", training=True):
+  """check_resume for any model: fails if output_dir's checkpoint is not one this job resumes.
+
+  A variable of another shape, a variable of the job's model it lacks, and for a training job
+  a checkpoint without global_step or optimizer slots (one made for initialising) are each one
+  line (check_resumable).
 
   Args:
     output_dir: the job's model directory.
-    want_shapes: dict variable name -> shape the job's model builds (names absent from the
-      checkpoint are not compared).
+    want_shapes: dict variable name -> shape of variables the job's model builds (all of them,
+      or some: only these are compared).
     flag_name: the flag that named output_dir.
+    training: the job trains (its restore also needs the global_step and optimizer slots).
 
   Returns:
     The global step of the checkpoint found there, or None when there is none.
@@ -714,8 +727,50 @@ def check_resume_shapes(output_dir, want_shapes, flag_name="output_dir"):
   latest, ckpt_shapes = _latest_checkpoint_shapes(output_dir)
   if not latest:
     return None
-  _check_shapes("--%s=%s" % (flag_name, output_dir), latest, ckpt_shapes, want_shapes, flag_name)
+  where = "--%s=%s" % (flag_name, output_dir)
+  _check_shapes(where, latest, ckpt_shapes, want_shapes, flag_name)
+  check_resumable(where, latest, ckpt_shapes, want_shapes, flag_name, training)
   return _checkpoint_step(latest, ckpt_shapes)
+
+
+def check_resumable(where, latest, ckpt_shapes, want_shapes, flag_name="output_dir",
+                    training=True):
+  """One line when the Estimator could not restore checkpoint `latest` into this job's graph.
+
+  An evaluation restores every model variable; training also the global_step and the optimizer
+  slots (`<variable>/adam_m`, ...). A checkpoint made for initialising (etc_model.lift_bert_
+  checkpoint, convert_hf_checkpoint.py, slim_checkpoint.py, an official release) has none of
+  those: it belongs in --init_checkpoint, with a new output directory.
+
+  Args:
+    where: "--output_dir=DIR" for messages.
+    latest: the checkpoint prefix found there.
+    ckpt_shapes: its variable -> shape map.
+    want_shapes: dict variable name -> shape of (some of) the job's model variables.
+    flag_name: the flag that named the directory.
+    training: the job trains.
+  """
+  start_from = ("a new --%s with --init_checkpoint=%s to start from its weights" %
+                (flag_name, latest))
+  lacking = [name for name in sorted(want_shapes) if name not in ckpt_shapes]
+  if lacking:
+    common.fail("%s: its checkpoint %s is not one this job can resume: it lacks %s%s of this "
+                "job's model; use the config it was trained with, or %s" % (
+                    where, os.path.basename(latest), lacking[0],
+                    " and %d more" % (len(lacking) - 1) if len(lacking) > 1 else "", start_from))
+  if not training:
+    return
+  # A model variable's slots are named under it (optimization.py: <var>/adam_m, <var>/adam_v).
+  parents = {name.rsplit("/", 1)[0] for name in ckpt_shapes}
+  reason = None
+  if "global_step" not in ckpt_shapes:
+    reason = "it has no global_step"
+  elif want_shapes and not any(name in parents for name in want_shapes):
+    reason = "it has no optimizer slots"
+  if reason:
+    common.fail("%s: its checkpoint %s is not one this job can resume: %s (a checkpoint made for "
+                "initialising, e.g. lifted, converted or slimmed); use %s" % (
+                    where, os.path.basename(latest), reason, start_from))
 
 
 def _latest_checkpoint_shapes(output_dir):

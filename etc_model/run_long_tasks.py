@@ -351,6 +351,12 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
                          num_labels=num_labels)
 
 
+def encoder_scopes(config):
+  """The encoder an --init_checkpoint must supply: ETC's, or --model=bert_windows' BERT."""
+  family = "bert" if isinstance(config, bert_windows.BertWindowsConfig) else "etc"
+  return checkpoint_utils.ENCODER_SCOPES[family]
+
+
 def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, train_batch_size=None, fused_optimizer=False,
                      keep_checkpoint_max=5, att_implementation="auto", num_labels=None,
@@ -371,8 +377,9 @@ def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_ste
         task, config, features, is_training, use_one_hot_embeddings=use_tpu,
         att_implementation=att_implementation, num_labels=num_labels,
         compute_dtype=compute_dtype)
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu,
-                                                              tf1.trainable_variables())
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, tf1.trainable_variables(),
+        encoder_scopes=encoder_scopes(config))
     if mode == tf1.estimator.ModeKeys.TRAIN:
       train_op = estimator_utils.create_train_op(
           loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
@@ -654,10 +661,11 @@ def main(_):
   if not FLAGS.do_train:
     eval_weights = checkpoint_utils.require_eval_weights(
         "--do_eval" if FLAGS.do_eval else "--do_predict", FLAGS.output_dir,
-        FLAGS.init_checkpoint, list(shapes_fn()))
+        FLAGS.init_checkpoint, list(shapes_fn()), encoder_scopes=encoder_scopes(config))
   lock = common.OutputDirLock(FLAGS.output_dir).acquire()
-  # Compared before anything is written there: a resume with another model is one line.
-  resume_step = etc_estimator.check_resume(FLAGS.output_dir, shapes_fn)
+  # Compared before anything is written there: a resume with another model (or from a
+  # checkpoint made for initialising, e.g. a lifted one) is one line.
+  resume_step = etc_estimator.check_resume(FLAGS.output_dir, shapes_fn, training=FLAGS.do_train)
   training_eval.remove_stale_best_temps(FLAGS.output_dir)
   model_config.save_config(config, FLAGS.output_dir, name=(
       bert_windows.CONFIG_NAME if FLAGS.model == "bert_windows" else CONFIG_NAME))

@@ -645,11 +645,16 @@ def test_output_dir_file_and_lock_are_one_line_errors(tmp_path, tiny_model, voca
 # No trained weights, an --init_checkpoint of another model, --keep_best temporaries.
 
 
-def _foreign_checkpoint(prefix):
-  """A checkpoint of another model (translation-like names): none of BERT's variables."""
+def _foreign_checkpoint(prefix, extra=None):
+  """A checkpoint of another model (translation-like names): none of BERT's variables.
+
+  extra: {name: shape} of further variables (e.g. a task head's name the model shares).
+  """
   with tf.Graph().as_default():
     tf.compat.v1.get_variable("encoder/layer_0/attention/kernel", [4, 4])
     tf.compat.v1.get_variable("decoder/embeddings", [10, 4])
+    for name, shape in sorted((extra or {}).items()):
+      tf.compat.v1.get_variable(name, shape)
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       return tf.compat.v1.train.Saver().save(sess, prefix)
@@ -673,9 +678,10 @@ def test_no_trained_weights_and_foreign_init_checkpoint(tmp_path, tiny_model, vo
   proc = run_tool("run_classifier.py", _common_args("sst-2", data, config_file, out, vocab_file)
                   + ["--do_train", "--init_checkpoint=%s" % foreign], expect_rc=2)
   assert last_error_line(proc) == (
-      "error: --init_checkpoint=%s: supplies none of the model's 41 variables (a checkpoint of "
-      "another model?); pass --allow_unmatched_init to start from random weights anyway" %
-      foreign)
+      "error: --init_checkpoint=%s: supplies none of the model's 41 variables (missing: "
+      "bert/embeddings/word_embeddings, bert/embeddings/token_type_embeddings, "
+      "bert/embeddings/position_embeddings, ...); a checkpoint of another model or config? pass "
+      "--allow_unmatched_init to train the missing ones from random weights" % foreign)
   assert not [p for p in os.listdir(out) if p.startswith("model.ckpt")]
 
 
@@ -691,6 +697,15 @@ def test_require_eval_weights(tmp_path, tiny_model):
                                                allow_random_eval=False) == checkpoint
   with pytest.raises(common.UsageError, match="supplies none of the model's"):
     checkpoint_utils.require_eval_weights("--do_eval", out, foreign, names)
+  # A checkpoint of another family that fills the task head but no encoder variable.
+  heads_only = _foreign_checkpoint(str(tmp_path / "heads" / "model.ckpt"),
+                                   extra={"output_bias": [2]})
+  with pytest.raises(common.UsageError, match="supplies 1 of the model's 41 variables but none "
+                     "of its 37 encoder variables"):
+    checkpoint_utils.require_eval_weights("--do_eval", out, heads_only, names)
+  # Allowed: read (its head is all it gives).
+  assert checkpoint_utils.require_eval_weights("--do_eval", out, heads_only, names,
+                                               allow_unmatched=True) == heads_only
   with pytest.raises(common.UsageError, match="--init_checkpoint=%s: no checkpoint there" %
                      str(tmp_path / "typo")):
     checkpoint_utils.require_eval_weights("--do_eval", out, str(tmp_path / "typo"), names)

@@ -264,19 +264,46 @@ def test_learns_to_translate_its_training_pairs(nmt_data, tmp_path):
 def test_resume_check_compares_the_checkpoint_shapes(tmp_path):
   """estimator_utils.check_resume_shapes (run_translation.check_resume): step, or one line."""
   assert estimator_utils.check_resume_shapes(str(tmp_path / "none"), {}) is None
-  with tf.Graph().as_default():
-    tf1.get_variable("embeddings/word_embeddings", [10, 4])
-    step = tf1.train.get_or_create_global_step()
-    with tf1.Session() as sess:
-      sess.run(tf1.global_variables_initializer())
-      sess.run(step.assign(7))
-      tf1.train.Saver().save(sess, str(tmp_path / "model.ckpt"), global_step=7)
-  want = {"embeddings/word_embeddings": [10, 4], "not/in/the/checkpoint": [3]}
-  assert estimator_utils.check_resume_shapes(str(tmp_path), want) == 7
+
+  def save(directory, slots):
+    with tf.Graph().as_default():
+      tf1.get_variable("embeddings/word_embeddings", [10, 4])
+      if slots:
+        tf1.get_variable("embeddings/word_embeddings/adam_m", [10, 4])
+      step = tf1.train.get_or_create_global_step()
+      with tf1.Session() as sess:
+        sess.run(tf1.global_variables_initializer())
+        sess.run(step.assign(7))
+        return tf1.train.Saver().save(sess, str(directory / "model.ckpt"), global_step=7)
+
+  trained = save(tmp_path / "trained", slots=True)
+  want = {"embeddings/word_embeddings": [10, 4]}
+  assert estimator_utils.check_resume_shapes(str(tmp_path / "trained"), want) == 7
   with pytest.raises(common.UsageError, match=r"--output_dir=.*model.ckpt-7 has "
                      r"embeddings/word_embeddings of shape \[10, 4\] but this job's model "
                      r"needs \[10, 8\]"):
-    estimator_utils.check_resume_shapes(str(tmp_path), {"embeddings/word_embeddings": [10, 8]})
+    estimator_utils.check_resume_shapes(str(tmp_path / "trained"),
+                                        {"embeddings/word_embeddings": [10, 8]})
+  # A variable of the job's model that the checkpoint lacks: the restore would fail.
+  with pytest.raises(common.UsageError) as e:
+    estimator_utils.check_resume_shapes(str(tmp_path / "trained"),
+                                        dict(want, **{"decoder/layer_0/x": [3]}))
+  assert str(e.value) == (
+      "--output_dir=%s: its checkpoint model.ckpt-7 is not one this job can resume: it lacks "
+      "decoder/layer_0/x of this job's model; use the config it was trained with, or a new "
+      "--output_dir with --init_checkpoint=%s to start from its weights" %
+      (tmp_path / "trained", trained))
+  # No optimizer slots (an averaged or slimmed checkpoint): evaluation reads it, training
+  # cannot resume from it.
+  slim = save(tmp_path / "slim", slots=False)
+  assert estimator_utils.check_resume_shapes(str(tmp_path / "slim"), want, training=False) == 7
+  with pytest.raises(common.UsageError) as e:
+    estimator_utils.check_resume_shapes(str(tmp_path / "slim"), want)
+  assert str(e.value) == (
+      "--output_dir=%s: its checkpoint model.ckpt-7 is not one this job can resume: it has no "
+      "optimizer slots (a checkpoint made for initialising, e.g. lifted, converted or slimmed); "
+      "use a new --output_dir with --init_checkpoint=%s to start from its weights" %
+      (tmp_path / "slim", slim))
 
 
 def test_read_lines_splits_at_newlines_only(tmp_path):
