@@ -483,7 +483,7 @@ def main(_):
   # slots, or no heads) too.
   resume_step = estimator_utils.check_resume(FLAGS.output_dir, bert_config,
                                              extra_shapes=head_shapes(bert_config),
-                                             training=FLAGS.do_train)
+                                             restore=estimator_utils.restore_mode(FLAGS.do_train))
   if FLAGS.do_eval and not FLAGS.do_train:
     checkpoint_utils.require_trained_weights(
         "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],

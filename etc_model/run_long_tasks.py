@@ -665,7 +665,8 @@ def main(_):
   lock = common.OutputDirLock(FLAGS.output_dir).acquire()
   # Compared before anything is written there: a resume with another model (or from a
   # checkpoint made for initialising, e.g. a lifted one) is one line.
-  resume_step = etc_estimator.check_resume(FLAGS.output_dir, shapes_fn, training=FLAGS.do_train)
+  resume_step = etc_estimator.check_resume(
+      FLAGS.output_dir, shapes_fn, restore=estimator_utils.restore_mode(FLAGS.do_train))
   training_eval.remove_stale_best_temps(FLAGS.output_dir)
   model_config.save_config(config, FLAGS.output_dir, name=(
       bert_windows.CONFIG_NAME if FLAGS.model == "bert_windows" else CONFIG_NAME))

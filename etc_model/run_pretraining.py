@@ -553,7 +553,7 @@ def main(_):
       FLAGS.output_dir, lambda: variable_shapes(config, FLAGS.max_seq_length,
                                                 FLAGS.max_global_seq_length,
                                                 FLAGS.att_implementation),
-      training=FLAGS.do_train)
+      restore=estimator_utils.restore_mode(FLAGS.do_train))
   if FLAGS.do_eval and not FLAGS.do_train:
     checkpoint_utils.require_trained_weights(
         "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],

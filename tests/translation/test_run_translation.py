@@ -289,20 +289,20 @@ def test_resume_check_compares_the_checkpoint_shapes(tmp_path):
     estimator_utils.check_resume_shapes(str(tmp_path / "trained"),
                                         dict(want, **{"decoder/layer_0/x": [3]}))
   assert str(e.value) == (
-      "--output_dir=%s: its checkpoint model.ckpt-7 is not one this job can resume: it lacks "
+      "--output_dir=%s: its checkpoint model.ckpt-7 is not a checkpoint of this job: it lacks "
       "decoder/layer_0/x of this job's model; use the config it was trained with, or a new "
       "--output_dir with --init_checkpoint=%s to start from its weights" %
       (tmp_path / "trained", trained))
   # No optimizer slots (an averaged or slimmed checkpoint): evaluation reads it, training
   # cannot resume from it.
   slim = save(tmp_path / "slim", slots=False)
-  assert estimator_utils.check_resume_shapes(str(tmp_path / "slim"), want, training=False) == 7
+  assert estimator_utils.check_resume_shapes(str(tmp_path / "slim"), want, restore="estimator") == 7
   with pytest.raises(common.UsageError) as e:
     estimator_utils.check_resume_shapes(str(tmp_path / "slim"), want)
   assert str(e.value) == (
-      "--output_dir=%s: its checkpoint model.ckpt-7 is not one this job can resume: it has no "
-      "optimizer slots (a checkpoint made for initialising, e.g. lifted, converted or slimmed); "
-      "use a new --output_dir with --init_checkpoint=%s to start from its weights" %
+      "--output_dir=%s: its checkpoint model.ckpt-7 is not a checkpoint of this job: it has no "
+      "optimizer slots (a checkpoint made for initialising, e.g. lifted, converted or "
+      "slimmed); use a new --output_dir with --init_checkpoint=%s to start from its weights" %
       (tmp_path / "slim", slim))
 
 
