@@ -17,6 +17,7 @@ from conftest import TINY_BERT_CONFIG, kill_when, last_error_line, run_tool, sha
 from conftest import write_random_bert_checkpoint
 import checkpoint_utils
 import common
+import convert_hf_checkpoint
 import estimator_utils
 import numpy_nmt
 from translation import nmt_modeling
@@ -392,6 +393,42 @@ def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint):
       build(bert_checkpoint)
   with pytest.raises(common.UsageError, match=message):
     run_translation.check_init_checkpoint(config, bert_checkpoint)
+  # An encoder-only checkpoint (the decoder's variables dropped): the decoder would start from
+  # random weights, so it is refused too, unless --allow_unmatched_init.
+  reader = tf.train.load_checkpoint(prefix)
+  encoder_only = str(prefix) + "-encoder_only"
+  convert_hf_checkpoint.write_tf_checkpoint(
+      {name: reader.get_tensor(name) for name in values if not name.startswith("decoder/")},
+      encoder_only)
+  decoder = sorted(name for name in values if name.startswith("decoder/"))
+  with pytest.raises(common.UsageError, match=r"^--init_checkpoint=%s: supplies %d of the "
+                     r"model's %d variables but only %d of its %d encoder variables \(missing: "
+                     r"decoder/" % (re.escape(encoder_only), len(values) - len(decoder),
+                                    len(values), len(values) - len(decoder), len(values))):
+    run_translation.check_init_checkpoint(config, encoder_only)
+  with tf.Graph().as_default():
+    missing = checkpoint_utils.check_init_matches(
+        encoder_only, set(values) - set(decoder), values,
+        encoder_scopes=run_translation.ENCODER_SCOPES, allow_unmatched=True)
+  assert sorted(missing) == decoder
+
+
+@pytest.mark.slow
+def test_a_bert_init_checkpoint_is_refused_unless_allowed(nmt_data, bert_checkpoint, tmp_path):
+  out = tmp_path / "out"
+  result = run_tool("translation/run_translation.py", _train_args(
+      nmt_data, out, steps=1, extra=["--init_checkpoint=%s" % bert_checkpoint]), expect_rc=2)
+  last = last_error_line(result)
+  assert last.startswith("error: --init_checkpoint=%s: supplies none of the model's " %
+                         bert_checkpoint), last
+  assert last.endswith("pass --allow_unmatched_init to train the missing ones from random "
+                       "weights") and "Traceback" not in result.output
+  assert not out.exists() or not glob.glob(str(out / "model.ckpt*"))
+  result = run_tool("translation/run_translation.py", _train_args(
+      nmt_data, out, steps=1, extra=["--init_checkpoint=%s" % bert_checkpoint,
+                                     "--allow_unmatched_init"]))
+  assert "variables start from random weights (--allow_unmatched_init)" in result.output
+  assert json.loads((out / "train_summary.json").read_text())["global_step"] == 1
 
 
 def test_predict_output_never_replaces_an_input(nmt_data, model_dir, tmp_path):
