@@ -257,14 +257,14 @@ def test_an_unlifted_bert_checkpoint_and_a_lifted_output_dir_are_one_line(data, 
   lifted = lift.lift_bert_checkpoint(bert, str(tmp_path / "lifted"),
                                      etc_config_file=str(data["root"] / "etc_config.json"))
   listing = sorted(os.listdir(tmp_path / "lifted"))
-  for extra in ([], ["--init_checkpoint=%s" % lifted["output_checkpoint"]]):
-    result = run_tool(None, _train_args(data, tmp_path / "lifted", 2, extra), expect_rc=2)
-    assert last_error_line(result) == (
-        "error: --output_dir=%s: its checkpoint model.ckpt is not a checkpoint of this job: it "
-        "has no global_step (a checkpoint made for initialising, e.g. lifted, converted or "
-        "slimmed); use a new --output_dir with --init_checkpoint=%s to start from its weights" %
-        (tmp_path / "lifted", lifted["output_checkpoint"]))
-    assert "Traceback" not in result.output
+  result = run_tool(None, _train_args(data, tmp_path / "lifted", 2, [
+      "--init_checkpoint=%s" % lifted["output_checkpoint"]]), expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --output_dir=%s: its checkpoint model.ckpt is not a checkpoint of this job: it "
+      "has no global_step (a checkpoint made for initialising, e.g. lifted, converted or "
+      "slimmed); use a new --output_dir with --init_checkpoint=%s to start from its weights" %
+      (tmp_path / "lifted", lifted["output_checkpoint"]))
+  assert "Traceback" not in result.output
   assert sorted(os.listdir(tmp_path / "lifted")) == listing
 
 

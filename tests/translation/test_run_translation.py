@@ -363,7 +363,7 @@ def bert_checkpoint(tmp_path_factory):
   return write_random_bert_checkpoint(str(config_file), str(root / "bert_model.ckpt"))
 
 
-def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint):
+def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint, tmp_path):
   """Issue 25.1: the assignment map was built before the model existed (0 variables loaded)."""
   config = nmt_modeling.NmtConfig.from_dict(TINY_NMT_CONFIG)
   _, prefix, values = model_dir
@@ -396,7 +396,7 @@ def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint):
   # An encoder-only checkpoint (the decoder's variables dropped): the decoder would start from
   # random weights, so it is refused too, unless --allow_unmatched_init.
   reader = tf.train.load_checkpoint(prefix)
-  encoder_only = str(prefix) + "-encoder_only"
+  encoder_only = str(tmp_path / "encoder_only" / "model.ckpt")
   convert_hf_checkpoint.write_tf_checkpoint(
       {name: reader.get_tensor(name) for name in values if not name.startswith("decoder/")},
       encoder_only)
