@@ -12,7 +12,11 @@ and ends at num_train_steps. SIGTERM / SIGINT stop training cleanly after the cu
 save a checkpoint first, then the job exits 143 / 130 without evaluating or writing its summary
 (a stopped job never looks finished); after SIGKILL the steps since the last saved checkpoint
 (--save_checkpoints_steps) are redone. One job at a time may use an output_dir (a lock file
-there names the holder).
+there names the holder). An output_dir holding a checkpoint made for initialising (converted,
+slimmed, an official release: no optimizer slots or global_step) is one line before any work:
+pass it as --init_checkpoint with a new output_dir. An --init_checkpoint must supply every bert/
+variable (one of another model, e.g. an ETC checkpoint, is one line unless
+--allow_unmatched_init); the heads may start fresh.
 """
 
 from __future__ import absolute_import

@@ -30,10 +30,13 @@ or without CPC. The default 0 builds exactly the MLM-only graph. Same records as
 The training plumbing is the top-level run_pretraining.py's: estimator_utils' TPU / distribution
 / checkpoint flags and make_estimator, create_train_op (optimization.create_optimizer;
 --fused_optimizer, --gradient_accumulation_steps), --init_checkpoint through
-init_checkpoint_scaffold_fn (e.g. a checkpoint of `python -m etc_model.lift_bert_checkpoint`),
-exact resume (rerun the same command; a checkpoint of another model in --output_dir is a
-one-line error before anything is written), one job per --output_dir (lock file), SIGINT /
-SIGTERM: checkpoint, then exit 130 / 143 without evaluating or writing the summary.
+init_checkpoint_scaffold_fn (a checkpoint of `python -m etc_model.lift_bert_checkpoint`: one
+that leaves any of ETC's encoder variables uninitialised, e.g. a BERT checkpoint never lifted,
+is one line unless --allow_unmatched_init), exact resume (rerun the same command; a checkpoint
+of another model in --output_dir, or one made for initialising such as the lifted checkpoint's
+own directory, is a one-line error before anything is written), one job per --output_dir
+(lock file), SIGINT / SIGTERM: checkpoint, then exit 130 / 143 without evaluating or writing
+the summary.
 --precision=bf16 / fp16 runs ETC (etc_modeling.EtcModel's compute_dtype) and the MLM head in that
 dtype with float32 variables, softmaxes, LayerNorm statistics and residual-attention running
 sums; fp16 trains with dynamic loss scaling (estimator_utils.create_train_op). The checkpoints

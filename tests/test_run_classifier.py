@@ -18,6 +18,8 @@ from conftest import last_error_line, write_random_bert_checkpoint
 import checkpoint_utils
 import classifier_outputs as co
 import common
+import convert_hf_checkpoint
+import estimator_utils
 import export_hub
 import modeling
 import run_classifier as rc
@@ -724,6 +726,48 @@ def test_require_eval_weights(tmp_path, tiny_model):
   os.makedirs(out)
   trained = write_random_bert_checkpoint(config_file, os.path.join(out, "model.ckpt-3"))
   assert checkpoint_utils.require_eval_weights("--do_eval", out, foreign, names) == trained
+
+
+def test_fine_tuning_needs_the_encoder_but_not_a_pooler(tmp_path, tiny_model, monkeypatch):
+  """The official model_fn_builder as a library: a checkpoint converted without a pooler starts
+  the pooler (and the head) fresh with a WARNING; one lacking a layer variable is one line."""
+  config_file, _ = tiny_model
+  config = modeling.BertConfig.from_json_file(config_file)
+  encoder = {name: np.full(shape, 0.01, np.float32)
+             for name, shape in estimator_utils.bert_variable_shapes(config).items()}
+  no_pooler = {n: v for n, v in encoder.items() if not n.startswith("bert/pooler/")}
+  hf = str(tmp_path / "hf" / "model.ckpt")
+  convert_hf_checkpoint.write_tf_checkpoint(no_pooler, hf)
+  lacking = str(tmp_path / "lacking" / "model.ckpt")
+  convert_hf_checkpoint.write_tf_checkpoint(
+      {n: v for n, v in encoder.items() if n != "bert/encoder/layer_1/output/dense/kernel"},
+      lacking)
+  warnings = []
+  monkeypatch.setattr(checkpoint_utils.tf1.logging, "warning",
+                      lambda fmt, *args: warnings.append(fmt % args))
+
+  def build(init_checkpoint):
+    model_fn = rc.model_fn_builder(config, 2, init_checkpoint, learning_rate=1e-3,
+                                   num_train_steps=2, num_warmup_steps=0, use_tpu=False,
+                                   use_one_hot_embeddings=False)
+    with tf.Graph().as_default():
+      tf.compat.v1.train.get_or_create_global_step()
+      features = {name: tf.zeros([2, 8], tf.int32)
+                  for name in ("input_ids", "input_mask", "segment_ids")}
+      features["label_ids"] = tf.zeros([2], tf.int32)
+      model_fn(features, None, tf.estimator.ModeKeys.TRAIN, {})
+
+  build(hf)
+  assert warnings == ["--init_checkpoint=%s: has no bert/pooler variables: the model's 2 start "
+                      "from random weights (bert/pooler/dense/kernel, bert/pooler/dense/bias)" %
+                      hf]
+  with pytest.raises(common.UsageError) as e:
+    build(lacking)
+  assert str(e.value) == (
+      "--init_checkpoint=%s: supplies 38 of the model's 41 variables but only 38 of its 39 "
+      "encoder variables (missing: bert/encoder/layer_1/output/dense/kernel); a checkpoint of "
+      "another model or config? pass --allow_unmatched_init to train the missing ones from "
+      "random weights" % lacking)
 
 
 def test_keep_best_removes_stale_temporaries(tmp_path):
