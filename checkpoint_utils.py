@@ -224,10 +224,11 @@ def check_init_matches(init_checkpoint, loaded_names, model_variable_names, enco
                         "(--allow_unmatched_init)", where, problem, len(missing),
                         "encoder " if required else "")
   if optional_absent:
+    scopes = [s.rstrip("/") for s in OPTIONAL_ENCODER_SCOPES
+              if any(n.startswith(s) for n in optional_absent)]
     tf1.logging.warning("%s: has no %s variables: the model's %d start from random weights (%s)",
-                        where, " or ".join(s.rstrip("/") for s in OPTIONAL_ENCODER_SCOPES
-                                           if _in_scopes(optional_absent[0], (s,))),
-                        len(optional_absent), _listed(optional_absent))
+                        where, " or ".join(scopes), len(optional_absent),
+                        _listed(optional_absent))
   return missing + optional_absent
 
 

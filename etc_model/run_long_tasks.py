@@ -44,9 +44,10 @@ eval_history.jsonl, best/), exact resume (rerun the same command; a checkpoint o
 in --output_dir is one line before anything is written), one job per --output_dir (lock file),
 SIGINT / SIGTERM: checkpoint, exit 130 / 143 without results, --seed, progress lines,
 --allow_random_eval / --allow_unmatched_init (an --init_checkpoint must supply every variable of
-the encoder, ETC's or BERT's; the task head starts fresh). --precision=bf16 / fp16 runs the encoder (ETC's or
-BERT's) in that dtype with float32 variables (the same checkpoints in every precision), heads
-and losses float32; fp16 trains with dynamic loss scaling (estimator_utils.create_train_op).
+the encoder, ETC's or BERT's; the task head starts fresh). --precision=bf16 / fp16 runs the
+encoder (ETC's or BERT's) in that dtype with float32 variables (the same checkpoints in every
+precision), heads and losses float32; fp16 trains with dynamic loss scaling
+(estimator_utils.create_train_op).
 
 --padding=longest (the default of evaluation and prediction; training keeps max_length, as
 ETC draws its dropout masks over the batch's shape) cuts each batch to its longest real long

@@ -173,6 +173,40 @@ def test_init_checkpoint_scaffold_fn_applies_the_rule(tmp_path, monkeypatch):
   assert len(warnings) == 1 and "1 encoder variables start from random" in warnings[0]
 
 
+def test_check_resumable_by_what_the_job_restores():
+  """estimator_utils.check_resumable: training needs slots and global_step, the Estimator's
+  evaluation the global_step, an export the model variables alone."""
+  want = {"bert/w": [2], "cls/b": [3]}
+  trained = {"bert/w": [2], "bert/w/adam_m": [2], "bert/w/adam_v": [2], "cls/b": [3],
+             "global_step": []}
+  for restore in estimator_utils.RESTORE_MODES:
+    estimator_utils.check_resumable("--output_dir=d", "d/model.ckpt-5", trained, want,
+                                    restore=restore)
+  slim = {"bert/w": [2], "cls/b": [3], "global_step": []}
+  release = {"bert/w": [2], "cls/b": [3]}
+  converted = {"bert/w": [2]}
+  for ckpt, restore, reason in (
+      (slim, "train", "it has no optimizer slots (a checkpoint made for initialising"),
+      (release, "train", "it has no global_step (a checkpoint made for initialising"),
+      (release, "estimator", "it has no global_step (a checkpoint made for initialising"),
+      (converted, "variables", "it lacks cls/b of this job's model; use the config it was "
+                               "trained with, or")):
+    with pytest.raises(common.UsageError) as e:
+      estimator_utils.check_resumable("--output_dir=d", "d/model.ckpt", ckpt, want,
+                                      restore=restore)
+    assert str(e.value) == (
+        "--output_dir=d: its checkpoint model.ckpt is not a checkpoint of this job: %s%s a new "
+        "--output_dir with --init_checkpoint=d/model.ckpt to start from its weights" % (
+            reason, "" if restore == "variables" else ", e.g. lifted, converted or slimmed); use"))
+  estimator_utils.check_resumable("--output_dir=d", "d/model.ckpt", slim, want,
+                                  restore="estimator")
+  estimator_utils.check_resumable("--output_dir=d", "d/model.ckpt", release, want,
+                                  restore="variables")
+  assert estimator_utils.restore_mode(True) == "train"
+  assert estimator_utils.restore_mode(False) == "estimator"
+  assert estimator_utils.restore_mode(False, estimator_reads=False) == "variables"
+
+
 def test_checkpoint_files_protect_state_and_every_shard(tmp_path):
   run = tmp_path / "run"
   first = _save_checkpoint(run, 5)
