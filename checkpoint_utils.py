@@ -6,8 +6,10 @@ Shared by every tool that evaluates, predicts, extracts, exports or fine-tunes f
 - `define_trained_weights_flags` / `require_trained_weights`: evaluation, prediction, feature
   extraction and export from no trained weights stop before any work with one line, unless
   `--allow_random_eval` says it is deliberate (one flag name in every tool).
-- `check_init_matches`: an `--init_checkpoint` that supplies none of the model's variables (a
-  checkpoint of another model) is one line, unless `--allow_unmatched_init`.
+- `check_init_matches`: an `--init_checkpoint` that leaves any encoder variable of the model
+  uninitialised (a checkpoint of another model, e.g. a BERT checkpoint given to ETC) is one
+  line, unless `--allow_unmatched_init`; task heads and optimizer slots may start fresh. What
+  the encoder is, per model family: `ENCODER_SCOPES`.
 - `checkpoint_files`: the files a checkpoint prefix or directory resolves to (the `checkpoint`
   state file, every checkpoint's shards in that directory), for `common.check_not_input`.
 - `checkpoint_record`: {"checkpoint": path, "global_step": N}, written beside results so a result
@@ -21,6 +23,7 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import collections
 import os
 import re
 
@@ -33,6 +36,21 @@ tf1 = tf.compat.v1
 
 ALLOW_RANDOM_EVAL_FLAG = "allow_random_eval"
 ALLOW_UNMATCHED_INIT_FLAG = "allow_unmatched_init"
+
+# Per model family, the variable scopes of its encoder: the variables an --init_checkpoint must
+# supply. Everything else (task heads such as cls/..., output_weights, the long-task, NER and
+# SQuAD heads) may start fresh. Translation initialises the whole encoder-decoder.
+ENCODER_SCOPES = {
+    "bert": ("bert/",),  # BertModel: run_pretraining, run_classifier / ner / squad, bert_windows
+    "etc": ("etc_document_bert/",),  # etc_modeling.EtcModel's default name
+    "translation": ("embeddings/", "encoder/", "decoder/"),  # nmt_modeling.NmtModel
+}
+# Encoder scopes a checkpoint may leave out as a whole: BERT's pooler (a Hugging Face model
+# converted without one, convert_hf_checkpoint.py warns; SQuAD and NER build it but never use
+# it). A checkpoint holding part of one must supply all of it.
+OPTIONAL_ENCODER_SCOPES = ("bert/pooler/",)
+# How many missing names a message lists.
+_NAMES_SHOWN = 3
 
 # Files of a checkpoint directory that training state lives in: the state file, the graph, and
 # every checkpoint's shards (prefix.index, prefix.meta, prefix.data-00000-of-00001).
@@ -56,8 +74,9 @@ def define_trained_weights_flags(random_eval=True, unmatched_init=True):
   if unmatched_init:
     flags.DEFINE_bool(
         ALLOW_UNMATCHED_INIT_FLAG, False,
-        "Accept an --init_checkpoint that supplies none of the model's variables (normally an "
-        "error: it is a checkpoint of another model, and training would start from random).")
+        "Accept an --init_checkpoint that leaves some of the model's encoder variables "
+        "uninitialised (normally an error: it is a checkpoint of another model or config, and "
+        "those variables would start from random weights).")
 
 
 def _flag_value(name, default=False):
@@ -110,29 +129,107 @@ def require_trained_weights(action, weight_sources, allow_random_eval=None, give
   return None
 
 
-def check_init_matches(init_checkpoint, loaded_names, model_variable_count,
+def _variable_names(names):
+  """`names` without `:0` output suffixes (tf.Variable.name -> checkpoint name), once each.
+
+  The order is kept (a graph's creation order: embeddings first); a set comes out sorted.
+  """
+  if isinstance(names, (set, frozenset)):
+    names = sorted(names)
+  return list(collections.OrderedDict((re.sub(r":\d+$", "", n), None) for n in names))
+
+
+def _in_scopes(name, scopes):
+  return any(name.startswith(scope) for scope in scopes)
+
+
+def _listed(names):
+  """The first names of `names`, and ", ..." when there are more."""
+  return ", ".join(names[:_NAMES_SHOWN]) + (", ..." if len(names) > _NAMES_SHOWN else "")
+
+
+def encoder_variables(model_variable_names, loaded_names, encoder_scopes=None):
+  """The model's encoder variables an init checkpoint must supply, and the optional ones it lacks.
+
+  Args:
+    model_variable_names: the names of the job's model variables (`:0` suffixes allowed): only
+      variables the job's graph holds count.
+    loaded_names: the model variables the checkpoint supplies.
+    encoder_scopes: the scope prefixes of the model's encoder (an ENCODER_SCOPES entry); None
+      takes every family's (a graph holds one family's encoder).
+
+  Returns:
+    (required, optional_absent): the names the checkpoint must supply, and the names under an
+    OPTIONAL_ENCODER_SCOPES scope the checkpoint holds nothing of (they start from random
+    weights), both in the order of model_variable_names.
+  """
+  if encoder_scopes is None:
+    encoder_scopes = tuple(scope for scopes in ENCODER_SCOPES.values() for scope in scopes)
+  loaded = set(_variable_names(loaded_names))
+  encoder = [n for n in _variable_names(model_variable_names) if _in_scopes(n, encoder_scopes)]
+  absent = tuple(scope for scope in OPTIONAL_ENCODER_SCOPES
+                 if not any(n.startswith(scope) for n in loaded))
+  required = [n for n in encoder if not _in_scopes(n, absent)]
+  optional_absent = [n for n in encoder if _in_scopes(n, absent)]
+  return required, optional_absent
+
+
+def check_init_matches(init_checkpoint, loaded_names, model_variable_names, encoder_scopes=None,
                        allow_unmatched=None, flag_name="init_checkpoint"):
-  """Fails with one line when `init_checkpoint` supplies none of the model's variables.
+  """Fails with one line when `init_checkpoint` leaves an encoder variable of the model fresh.
+
+  The encoder (ENCODER_SCOPES: embeddings and layers, the pooler when the checkpoint has one;
+  translation's whole encoder-decoder) must come from the checkpoint; task heads and optimizer
+  slots may start from random weights. A model with no variable in an encoder scope (a library
+  caller's own model) only needs the checkpoint to supply some of its variables.
 
   Args:
     init_checkpoint: the checkpoint path given.
-    loaded_names: the model variables it supplies (an assignment map or any sized collection).
-    model_variable_count: how many variables the model has.
-    allow_unmatched: True to accept it; None reads --allow_unmatched_init.
+    loaded_names: the model variables it supplies (an assignment map or any collection).
+    model_variable_names: the names of the model's variables (`:0` suffixes allowed).
+    encoder_scopes: the encoder's scope prefixes (an ENCODER_SCOPES entry); None: every
+      family's.
+    allow_unmatched: True to accept missing encoder variables (a WARNING says how many start
+      from random weights); None reads --allow_unmatched_init.
     flag_name: the flag that named the checkpoint.
+
+  Returns:
+    The names of the encoder variables that start from random weights (optional ones the
+    checkpoint has none of, and with allow_unmatched the missing ones).
   """
-  if loaded_names or not model_variable_count:
-    return
-  if allow_unmatched is None:
-    allow_unmatched = _flag_value(ALLOW_UNMATCHED_INIT_FLAG)
-  if allow_unmatched:
-    tf1.logging.warning("--%s=%s supplies none of the model's %d variables; starting from "
-                        "random weights (--allow_unmatched_init)", flag_name, init_checkpoint,
-                        model_variable_count)
-    return
-  common.fail("--%s=%s: supplies none of the model's %d variables (a checkpoint of another "
-              "model?); pass --allow_unmatched_init to start from random weights anyway" %
-              (flag_name, init_checkpoint, model_variable_count))
+  names = _variable_names(model_variable_names)
+  loaded = set(_variable_names(loaded_names)) & set(names)
+  where = "--%s=%s" % (flag_name, init_checkpoint)
+  required, optional_absent = encoder_variables(names, loaded, encoder_scopes)
+  missing = [n for n in required if n not in loaded]
+  if not required:
+    # No known encoder in the graph: only a checkpoint supplying nothing is another model's.
+    missing = [] if loaded else names
+  if not loaded:
+    problem = "supplies none of the model's %d variables (missing: %s)" % (len(names),
+                                                                           _listed(missing))
+  else:
+    supplied = len(required) - len(missing)
+    problem = ("supplies %d of the model's %d variables but %s of its %d encoder variables "
+               "(missing: %s)" % (len(loaded), len(names),
+                                  "only %d" % supplied if supplied else "none", len(required),
+                                  _listed(missing)))
+  if missing:
+    if allow_unmatched is None:
+      allow_unmatched = _flag_value(ALLOW_UNMATCHED_INIT_FLAG)
+    if not allow_unmatched:
+      common.fail("%s: %s; a checkpoint of another model or config? pass --allow_unmatched_init "
+                  "to train the missing ones from random weights" % (where, problem))
+    tf1.logging.warning("%s: %s; %d %svariables start from random weights "
+                        "(--allow_unmatched_init)", where, problem, len(missing),
+                        "encoder " if required else "")
+  if optional_absent:
+    scopes = [s.rstrip("/") for s in OPTIONAL_ENCODER_SCOPES
+              if any(n.startswith(s) for n in optional_absent)]
+    tf1.logging.warning("%s: has no %s variables: the model's %d start from random weights (%s)",
+                        where, " or ".join(scopes), len(optional_absent),
+                        _listed(optional_absent))
+  return missing + optional_absent
 
 
 def checkpoint_files(path):
@@ -189,13 +286,13 @@ def checkpoint_record(prefix):
 
 
 def require_eval_weights(action, output_dir, init_checkpoint, model_variable_names,
-                         allow_random_eval=None, allow_unmatched=None):
+                         allow_random_eval=None, allow_unmatched=None, encoder_scopes=None):
   """Before an evaluation / prediction / export without training: the weights it will read.
 
   The latest checkpoint in `output_dir` (the Estimator restores it, whatever --init_checkpoint
-  says); else `init_checkpoint` when it supplies some of the model's variables (none: one line,
-  check_init_matches, unless --allow_unmatched_init); else one line (require_trained_weights)
-  unless --allow_random_eval.
+  says); else `init_checkpoint` when it supplies every encoder variable of the model (the rule of
+  check_init_matches; else one line, unless --allow_unmatched_init: then it is read when it
+  supplies any variable); else one line (require_trained_weights) unless --allow_random_eval.
 
   Args:
     action: what would run, as the user typed it ("--do_eval", "--do_predict/--export_dir").
@@ -203,8 +300,11 @@ def require_eval_weights(action, output_dir, init_checkpoint, model_variable_nam
     init_checkpoint: --init_checkpoint (prefix or directory), or None.
     model_variable_names: the names of the model's variables (BERT and its head).
     allow_random_eval: True to allow no weights; None reads --allow_random_eval.
-    allow_unmatched: True to take an init checkpoint supplying none of the variables as no
-      weights (instead of an error); None reads --allow_unmatched_init.
+    allow_unmatched: True to accept an init checkpoint lacking encoder variables (instead of an
+      error; one supplying none of the variables counts as no weights); None reads
+      --allow_unmatched_init.
+    encoder_scopes: the encoder's scope prefixes (an ENCODER_SCOPES entry); None: every
+      family's.
 
   Returns:
     The checkpoint prefix the job will read, or None (randomly initialised, allowed).
@@ -217,9 +317,11 @@ def require_eval_weights(action, output_dir, init_checkpoint, model_variable_nam
       common.fail("--init_checkpoint=%s: no checkpoint there" % init_checkpoint)
     prefix = (tf1.train.latest_checkpoint(init_checkpoint)
               if tf.io.gfile.isdir(init_checkpoint) else init_checkpoint)
-    names = set(model_variable_names)
-    matched = [n for n, _ in tf.train.list_variables(prefix) if n in names]
-    check_init_matches(init_checkpoint, matched, len(names), allow_unmatched=allow_unmatched)
+    names = _variable_names(model_variable_names)
+    wanted = set(names)
+    matched = [n for n, _ in tf.train.list_variables(prefix) if n in wanted]
+    check_init_matches(init_checkpoint, matched, names, encoder_scopes=encoder_scopes,
+                       allow_unmatched=allow_unmatched)
     if matched:
       return prefix
   require_trained_weights(action, [("output_dir", output_dir)],

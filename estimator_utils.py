@@ -527,18 +527,22 @@ class _DistributedEstimatorAdapter(object):
     return getattr(self._estimator, name)
 
 
-def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None, allow_unmatched=None):
+def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None, allow_unmatched=None,
+                                encoder_scopes=None):
   """Loads `init_checkpoint` into the graph's variables; returns the TPU scaffold_fn or None.
 
-  Call it after the model's variables exist. A checkpoint that supplies none of them is one
-  line (checkpoint_utils.check_init_matches).
+  Call it after the model's variables exist. Shapes and dtypes must match, and the checkpoint
+  must supply every encoder variable of the model (checkpoint_utils.check_init_matches: a
+  checkpoint of another model is one line; task heads may start fresh).
 
   Args:
     init_checkpoint: checkpoint path or None.
     use_tpu: on TPU the restore must happen inside a scaffold function.
     tvars: variables to initialise (default: all trainable).
-    allow_unmatched: accept a checkpoint supplying none of `tvars`; None reads
-      --allow_unmatched_init (False when the flag is undefined, as for library callers).
+    allow_unmatched: accept a checkpoint lacking encoder variables (a WARNING counts them); None
+      reads --allow_unmatched_init (False when the flag is undefined, as for library callers).
+    encoder_scopes: the scope prefixes of the model's encoder (a
+      checkpoint_utils.ENCODER_SCOPES entry); None: every family's (the graph holds one).
 
   Returns:
     scaffold_fn for TPUEstimatorSpec (None when not needed).
@@ -555,7 +559,8 @@ def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None, allow_unma
   except ValueError as e:
     common.fail("--init_checkpoint=%s: %s" % (init_checkpoint, e))
   # A checkpoint of another model would otherwise train from random with only an INFO line.
-  checkpoint_utils.check_init_matches(init_checkpoint, assignment_map, len(tvars),
+  checkpoint_utils.check_init_matches(init_checkpoint, assignment_map, [v.name for v in tvars],
+                                      encoder_scopes=encoder_scopes,
                                       allow_unmatched=allow_unmatched)
   if use_tpu:
     def tpu_scaffold():
@@ -655,12 +660,13 @@ def write_eval_results(output_dir, results, name="eval_results"):
 
 
 def check_resume(output_dir, bert_config, label_list=None, extra_shapes=None,
-                 flag_name="output_dir"):
-  """Before a job writes into `output_dir`: fails if its checkpoint is of another model.
+                 flag_name="output_dir", restore="train"):
+  """Before a job writes into `output_dir`: fails if its checkpoint is not one this job resumes.
 
-  Resuming restores the latest checkpoint there; with a different config (or label list) that
-  restore fails deep inside TensorFlow after bert_config.json / labels.txt were already
-  overwritten. This compares first and leaves the directory untouched.
+  The Estimator restores the latest checkpoint there; with a different config (or label list),
+  or from a checkpoint made for initialising (lifted, converted, slimmed: no optimizer slots, no
+  global_step), that restore fails deep inside TensorFlow after bert_config.json / labels.txt
+  were already overwritten. This compares first and leaves the directory untouched.
 
   Args:
     output_dir: the job's model directory.
@@ -669,6 +675,8 @@ def check_resume(output_dir, bert_config, label_list=None, extra_shapes=None,
     extra_shapes: dict variable name -> shape of the job's other variables (e.g. the
       classifier's output_weights), or None.
     flag_name: the flag that named output_dir.
+    restore: what the job restores from it (check_resumable): "train", "estimator" (evaluation
+      or prediction) or "variables" (an export reading the model variables alone).
 
   Returns:
     The global step of the checkpoint found there, or None when there is none.
@@ -697,17 +705,24 @@ def check_resume(output_dir, bert_config, label_list=None, extra_shapes=None,
                 "--%s or the config it was trained with" % (
                     where, os.path.basename(latest), max(ckpt_layers) + 1,
                     bert_config.num_hidden_layers, flag_name))
+  check_resumable(where, latest, ckpt_shapes, want, flag_name, restore)
   return _checkpoint_step(latest, ckpt_shapes)
 
 
-def check_resume_shapes(output_dir, want_shapes, flag_name="output_dir"):
-  """check_resume for any model: fails if output_dir's checkpoint has a variable of another shape.
+def check_resume_shapes(output_dir, want_shapes, flag_name="output_dir", restore="train"):
+  """check_resume for any model: fails if output_dir's checkpoint is not one this job resumes.
+
+  A variable of another shape, a variable of the job's model it lacks, and a checkpoint
+  without the global_step or optimizer slots the job restores (one made for initialising) are
+  each one line (check_resumable).
 
   Args:
     output_dir: the job's model directory.
-    want_shapes: dict variable name -> shape the job's model builds (names absent from the
-      checkpoint are not compared).
+    want_shapes: dict variable name -> shape of variables the job's model builds (all of them,
+      or some: only these are compared).
     flag_name: the flag that named output_dir.
+    restore: what the job restores from it (check_resumable): "train", "estimator" (evaluation
+      or prediction) or "variables" (an export reading the model variables alone).
 
   Returns:
     The global step of the checkpoint found there, or None when there is none.
@@ -715,8 +730,69 @@ def check_resume_shapes(output_dir, want_shapes, flag_name="output_dir"):
   latest, ckpt_shapes = _latest_checkpoint_shapes(output_dir)
   if not latest:
     return None
-  _check_shapes("--%s=%s" % (flag_name, output_dir), latest, ckpt_shapes, want_shapes, flag_name)
+  where = "--%s=%s" % (flag_name, output_dir)
+  _check_shapes(where, latest, ckpt_shapes, want_shapes, flag_name)
+  check_resumable(where, latest, ckpt_shapes, want_shapes, flag_name, restore)
   return _checkpoint_step(latest, ckpt_shapes)
+
+
+# What a job restores from the checkpoint in its output directory (check_resumable).
+RESTORE_MODES = ("train", "estimator", "variables")
+
+
+def restore_mode(do_train, estimator_reads=True):
+  """The check_resumable mode of a job: "train", else "estimator", else "variables".
+
+  Args:
+    do_train: the job trains.
+    estimator_reads: without training, the job evaluates or predicts with the Estimator (an
+      export alone reads only the model variables).
+  """
+  if do_train:
+    return "train"
+  return "estimator" if estimator_reads else "variables"
+
+
+def check_resumable(where, latest, ckpt_shapes, want_shapes, flag_name="output_dir",
+                    restore="train"):
+  """One line when checkpoint `latest` could not be restored into this job's graph.
+
+  Every job restores the model variables; the Estimator (training, evaluation, prediction) also
+  the global_step, and training the optimizer slots (`<variable>/adam_m`, ...). A checkpoint
+  made for initialising (etc_model.lift_bert_checkpoint, convert_hf_checkpoint.py,
+  slim_checkpoint.py, an official release) lacks some of those: it belongs in
+  --init_checkpoint, with a new output directory.
+
+  Args:
+    where: "--output_dir=DIR" for messages.
+    latest: the checkpoint prefix found there.
+    ckpt_shapes: its variable -> shape map.
+    want_shapes: dict variable name -> shape of (some of) the job's model variables.
+    flag_name: the flag that named the directory.
+    restore: one of RESTORE_MODES: "train", "estimator" (evaluation or prediction through the
+      Estimator) or "variables" (the model variables alone, e.g. an export).
+  """
+  if restore not in RESTORE_MODES:
+    raise ValueError("restore=%r: expected one of %s" % (restore, ", ".join(RESTORE_MODES)))
+  start_from = ("a new --%s with --init_checkpoint=%s to start from its weights" %
+                (flag_name, latest))
+  lacking = [name for name in sorted(want_shapes) if name not in ckpt_shapes]
+  if lacking:
+    common.fail("%s: its checkpoint %s is not a checkpoint of this job: it lacks %s%s of this "
+                "job's model; use the config it was trained with, or %s" % (
+                    where, os.path.basename(latest), lacking[0],
+                    " and %d more" % (len(lacking) - 1) if len(lacking) > 1 else "", start_from))
+  # A model variable's slots are named under it (optimization.py: <var>/adam_m, <var>/adam_v).
+  parents = {name.rsplit("/", 1)[0] for name in ckpt_shapes}
+  reason = None
+  if restore != "variables" and "global_step" not in ckpt_shapes:
+    reason = "it has no global_step"
+  elif restore == "train" and want_shapes and not any(name in parents for name in want_shapes):
+    reason = "it has no optimizer slots"
+  if reason:
+    common.fail("%s: its checkpoint %s is not a checkpoint of this job: %s (a checkpoint made for "
+                "initialising, e.g. lifted, converted or slimmed); use %s" % (
+                    where, os.path.basename(latest), reason, start_from))
 
 
 def _latest_checkpoint_shapes(output_dir):

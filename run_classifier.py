@@ -1435,7 +1435,8 @@ def _run_job(task, bert_config, tokenizer, eval_weights=None):
   # labels.txt were replaced.
   resume_step = estimator_utils.check_resume(
       FLAGS.output_dir, bert_config, label_list=None if task.is_regression else task.labels,
-      extra_shapes=head_shapes(task, bert_config))
+      extra_shapes=head_shapes(task, bert_config),
+      restore=estimator_utils.restore_mode(FLAGS.do_train, FLAGS.do_eval or FLAGS.do_predict))
   tf.io.gfile.makedirs(FLAGS.output_dir)
   cache_args = dict(tokenizer=tokenizer, task=task, max_seq_length=FLAGS.max_seq_length,
                     vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,

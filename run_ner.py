@@ -1463,7 +1463,8 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
   # --output_dir would otherwise fail deep inside the restore.
   resume_step = estimator_utils.check_resume(
       FLAGS.output_dir, bert_config, label_list=labels,
-      extra_shapes=head_shapes(len(labels), bert_config))
+      extra_shapes=head_shapes(len(labels), bert_config),
+      restore=estimator_utils.restore_mode(FLAGS.do_train, FLAGS.do_eval or FLAGS.do_predict))
   tf.io.gfile.makedirs(FLAGS.output_dir)
   convert = dict(tokenizer=tokenizer, label_map=label_map, max_seq_length=FLAGS.max_seq_length,
                  doc_stride=doc_stride)

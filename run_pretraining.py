@@ -12,7 +12,11 @@ and ends at num_train_steps. SIGTERM / SIGINT stop training cleanly after the cu
 save a checkpoint first, then the job exits 143 / 130 without evaluating or writing its summary
 (a stopped job never looks finished); after SIGKILL the steps since the last saved checkpoint
 (--save_checkpoints_steps) are redone. One job at a time may use an output_dir (a lock file
-there names the holder).
+there names the holder). An output_dir holding a checkpoint made for initialising (converted,
+slimmed, an official release: no optimizer slots or global_step) is one line before any work:
+pass it as --init_checkpoint with a new output_dir. An --init_checkpoint must supply every bert/
+variable (one of another model, e.g. an ETC checkpoint, is one line unless
+--allow_unmatched_init); the heads may start fresh.
 """
 
 from __future__ import absolute_import
@@ -374,6 +378,25 @@ weights_digest = pretraining_utils.weights_digest
 WeightsDigestHook = pretraining_utils.WeightsDigestHook
 
 
+def head_shapes(bert_config):
+  """{variable name: shape} of the masked-LM and next-sentence heads (for check_resume).
+
+  Built in a scratch graph (nothing is computed): an ALBERT-style embedding_size or a Pre-LN
+  config changes them as model_fn's heads.
+  """
+  with tf.Graph().as_default():
+    input_ids = tf1.placeholder(tf.int32, [1, 2])
+    model = modeling.BertModel(bert_config, False, input_ids)
+    body = {v.op.name for v in tf1.global_variables()}
+    positions = tf1.placeholder(tf.int32, [1, 1])
+    get_masked_lm_output(bert_config, model.get_sequence_output(), model.get_embedding_table(),
+                         positions, positions, tf1.placeholder(tf.float32, [1, 1]))
+    get_next_sentence_output(bert_config, model.get_pooled_output(),
+                             tf1.placeholder(tf.int32, [1, 1]))
+    return {v.op.name: v.shape.as_list() for v in tf1.global_variables()
+            if v.op.name not in body}
+
+
 def _check_flags():
   if not FLAGS.do_train and not FLAGS.do_eval:
     common.fail("at least one of --do_train or --do_eval must be true")
@@ -460,7 +483,11 @@ def main(_):
   label = pretraining_utils.task_label()
   lock = common.OutputDirLock(FLAGS.output_dir, label=label).acquire()
   # Compared before anything is written there: a resume with another model is one line.
-  resume_step = estimator_utils.check_resume(FLAGS.output_dir, bert_config)
+  # A checkpoint made for initialising (converted, slimmed, an official release: no optimizer
+  # slots, or no heads) too.
+  resume_step = estimator_utils.check_resume(FLAGS.output_dir, bert_config,
+                                             extra_shapes=head_shapes(bert_config),
+                                             restore=estimator_utils.restore_mode(FLAGS.do_train))
   if FLAGS.do_eval and not FLAGS.do_train:
     checkpoint_utils.require_trained_weights(
         "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],

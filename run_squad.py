@@ -1487,7 +1487,9 @@ def _run_job(bert_config, tokenizer, eval_weights=None):
   # Before anything is written there: a checkpoint of another model in --output_dir would
   # otherwise fail deep inside the restore, after bert_config.json was replaced.
   resume_step = estimator_utils.check_resume(FLAGS.output_dir, bert_config,
-                                             extra_shapes=head_shapes(bert_config))
+                                             extra_shapes=head_shapes(bert_config),
+                                             restore=estimator_utils.restore_mode(
+                                                 FLAGS.do_train, FLAGS.do_predict))
   tf1.gfile.MakeDirs(FLAGS.output_dir)
 
   train_examples = num_train_steps = num_warmup_steps = None

@@ -129,13 +129,16 @@ def load_config(config_file, residual_attention=None, max_seq_length=None,
   return config
 
 
-def check_resume(output_dir, want_shapes_fn):
+def check_resume(output_dir, want_shapes_fn, restore="train"):
   """check_resume_shapes, and a checkpoint with model variables this job lacks (more layers).
 
   Args:
     output_dir: the job's model directory.
     want_shapes_fn: returns {variable name: shape} of this job's model (called only when
       output_dir holds a checkpoint: it builds a graph).
+    restore: what the job restores (estimator_utils.check_resumable: "train" needs the
+      global_step and optimizer slots a checkpoint made for initialising lacks, e.g.
+      etc_model.lift_bert_checkpoint's; "estimator" the global_step).
 
   Returns:
     The global step of the checkpoint in output_dir, or None.
@@ -145,7 +148,7 @@ def check_resume(output_dir, want_shapes_fn):
   if not latest:
     return None
   want_shapes = want_shapes_fn()
-  step = estimator_utils.check_resume_shapes(output_dir, want_shapes)
+  step = estimator_utils.check_resume_shapes(output_dir, want_shapes, restore=restore)
   names = tf1.train.NewCheckpointReader(latest).get_variable_to_shape_map()
   # Not a slot of a variable of ours (<var>/adam_m, <var>/grad_accum): another model's.
   extra = sorted(n for n in names if n.split("/")[0] in MODEL_SCOPES and

@@ -43,9 +43,11 @@ As run_classifier: --eval_every_steps / --early_stopping_patience / --keep_best 
 eval_history.jsonl, best/), exact resume (rerun the same command; a checkpoint of another model
 in --output_dir is one line before anything is written), one job per --output_dir (lock file),
 SIGINT / SIGTERM: checkpoint, exit 130 / 143 without results, --seed, progress lines,
---allow_random_eval / --allow_unmatched_init. --precision=bf16 / fp16 runs the encoder (ETC's or
-BERT's) in that dtype with float32 variables (the same checkpoints in every precision), heads
-and losses float32; fp16 trains with dynamic loss scaling (estimator_utils.create_train_op).
+--allow_random_eval / --allow_unmatched_init (an --init_checkpoint must supply every variable of
+the encoder, ETC's or BERT's; the task head starts fresh). --precision=bf16 / fp16 runs the
+encoder (ETC's or BERT's) in that dtype with float32 variables (the same checkpoints in every
+precision), heads and losses float32; fp16 trains with dynamic loss scaling
+(estimator_utils.create_train_op).
 
 --padding=longest (the default of evaluation and prediction; training keeps max_length, as
 ETC draws its dropout masks over the batch's shape) cuts each batch to its longest real long
@@ -351,6 +353,12 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
                          num_labels=num_labels)
 
 
+def encoder_scopes(config):
+  """The encoder an --init_checkpoint must supply: ETC's, or --model=bert_windows' BERT."""
+  family = "bert" if isinstance(config, bert_windows.BertWindowsConfig) else "etc"
+  return checkpoint_utils.ENCODER_SCOPES[family]
+
+
 def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, train_batch_size=None, fused_optimizer=False,
                      keep_checkpoint_max=5, att_implementation="auto", num_labels=None,
@@ -371,8 +379,9 @@ def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_ste
         task, config, features, is_training, use_one_hot_embeddings=use_tpu,
         att_implementation=att_implementation, num_labels=num_labels,
         compute_dtype=compute_dtype)
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu,
-                                                              tf1.trainable_variables())
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, tf1.trainable_variables(),
+        encoder_scopes=encoder_scopes(config))
     if mode == tf1.estimator.ModeKeys.TRAIN:
       train_op = estimator_utils.create_train_op(
           loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
@@ -654,10 +663,12 @@ def main(_):
   if not FLAGS.do_train:
     eval_weights = checkpoint_utils.require_eval_weights(
         "--do_eval" if FLAGS.do_eval else "--do_predict", FLAGS.output_dir,
-        FLAGS.init_checkpoint, list(shapes_fn()))
+        FLAGS.init_checkpoint, list(shapes_fn()), encoder_scopes=encoder_scopes(config))
   lock = common.OutputDirLock(FLAGS.output_dir).acquire()
-  # Compared before anything is written there: a resume with another model is one line.
-  resume_step = etc_estimator.check_resume(FLAGS.output_dir, shapes_fn)
+  # Compared before anything is written there: a resume with another model (or from a
+  # checkpoint made for initialising, e.g. a lifted one) is one line.
+  resume_step = etc_estimator.check_resume(
+      FLAGS.output_dir, shapes_fn, restore=estimator_utils.restore_mode(FLAGS.do_train))
   training_eval.remove_stale_best_temps(FLAGS.output_dir)
   model_config.save_config(config, FLAGS.output_dir, name=(
       bert_windows.CONFIG_NAME if FLAGS.model == "bert_windows" else CONFIG_NAME))

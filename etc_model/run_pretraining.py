@@ -30,10 +30,13 @@ or without CPC. The default 0 builds exactly the MLM-only graph. Same records as
 The training plumbing is the top-level run_pretraining.py's: estimator_utils' TPU / distribution
 / checkpoint flags and make_estimator, create_train_op (optimization.create_optimizer;
 --fused_optimizer, --gradient_accumulation_steps), --init_checkpoint through
-init_checkpoint_scaffold_fn (e.g. a checkpoint of `python -m etc_model.lift_bert_checkpoint`),
-exact resume (rerun the same command; a checkpoint of another model in --output_dir is a
-one-line error before anything is written), one job per --output_dir (lock file), SIGINT /
-SIGTERM: checkpoint, then exit 130 / 143 without evaluating or writing the summary.
+init_checkpoint_scaffold_fn (a checkpoint of `python -m etc_model.lift_bert_checkpoint`: one
+that leaves any of ETC's encoder variables uninitialised, e.g. a BERT checkpoint never lifted,
+is one line unless --allow_unmatched_init), exact resume (rerun the same command; a checkpoint
+of another model in --output_dir, or one made for initialising such as the lifted checkpoint's
+own directory, is a one-line error before anything is written), one job per --output_dir
+(lock file), SIGINT / SIGTERM: checkpoint, then exit 130 / 143 without evaluating or writing
+the summary.
 --precision=bf16 / fp16 runs ETC (etc_modeling.EtcModel's compute_dtype) and the MLM head in that
 dtype with float32 variables, softmaxes, LayerNorm statistics and residual-attention running
 sums; fp16 trains with dynamic loss scaling (estimator_utils.create_train_op). The checkpoints
@@ -75,6 +78,10 @@ SCRIPT = "etc_model.run_pretraining"
 CONFIG_NAME = "etc_config.json"
 # The shared estimator_utils.MODEL_FN_FLAGS this script implements.
 SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
+# --cpc_max_sentences_per_seq / --cpc_max_sentence_length when not given, as far as the
+# record's global / long lengths allow.
+DEFAULT_CPC_MAX_SENTENCES = 32
+DEFAULT_CPC_MAX_SENTENCE_LENGTH = 64
 
 
 def define_flags():
@@ -114,12 +121,15 @@ def define_flags():
                      "Weight of ETC's CPC loss on the global tokens (0: off, MLM only).")
   flags.DEFINE_float("cpc_sentence_mask_rate", 0.1,
                      "CPC: fraction of a record's sentences masked (rounded up).")
-  flags.DEFINE_integer("cpc_max_sentences_per_seq", 32,
+  flags.DEFINE_integer("cpc_max_sentences_per_seq", None,
                        "CPC: at most this many masked sentences a record (<= "
-                       "--max_global_seq_length).")
-  flags.DEFINE_integer("cpc_max_sentence_length", 64,
+                       "--max_global_seq_length: each takes a global token's slot). Default: "
+                       "min(%d, --max_global_seq_length)." % DEFAULT_CPC_MAX_SENTENCES)
+  flags.DEFINE_integer("cpc_max_sentence_length", None,
                        "CPC: a masked sentence is encoded alone from its first this many tokens "
-                       "(the lone pass encodes batch * --cpc_max_sentences_per_seq * this).")
+                       "(the lone pass encodes batch * --cpc_max_sentences_per_seq * this; <= "
+                       "--max_seq_length). Default: min(%d, --max_seq_length)." %
+                       DEFAULT_CPC_MAX_SENTENCE_LENGTH)
   flags.DEFINE_integer("cpc_mask_token_id", None,
                        "CPC: the id the masked sentences' tokens become. Default: the [MASK] id "
                        "the data's summary records (etc_model.create_pretraining_data writes "
@@ -350,7 +360,9 @@ def model_fn_builder(config, init_checkpoint, learning_rate, num_train_steps, nu
           config, features, is_training, use_one_hot_embeddings=use_tpu,
           att_implementation=att_implementation, compute_dtype=compute_dtype)
     tvars = tf1.trainable_variables()
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars)
+    # ETC's encoder must come from the checkpoint (a lifted one); the MLM head may be new.
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, tvars, encoder_scopes=checkpoint_utils.ENCODER_SCOPES["etc"])
     if mode == tf1.estimator.ModeKeys.TRAIN:
       train_op = estimator_utils.create_train_op(
           loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
@@ -457,7 +469,8 @@ def cpc_options_from_flags(flag_values, vocab_size, data_mask_id=None):
 
   Args:
     flag_values: FLAGS (cpc_loss_weight, cpc_sentence_mask_rate, cpc_max_sentences_per_seq,
-      cpc_max_sentence_length, cpc_mask_token_id, max_seq_length, max_global_seq_length).
+      cpc_max_sentence_length, cpc_mask_token_id, max_seq_length, max_global_seq_length); the
+      two maxima None: DEFAULT_CPC_MAX_SENTENCES / _SENTENCE_LENGTH, at most G / L.
     vocab_size: the model's vocab_size (the mask id must be below it).
     data_mask_id: the [MASK] id the data's summary records (data_mask_token_id), or None.
 
@@ -473,10 +486,14 @@ def cpc_options_from_flags(flag_values, vocab_size, data_mask_id=None):
   if not 0.0 < rate <= 1.0:
     common.fail("--cpc_sentence_mask_rate=%s: must be in (0, 1]" % rate)
   sentences = flag_values.cpc_max_sentences_per_seq
+  if sentences is None:  # each masked sentence needs a global token's slot
+    sentences = min(DEFAULT_CPC_MAX_SENTENCES, flag_values.max_global_seq_length)
   if not 1 <= sentences <= flag_values.max_global_seq_length:
     common.fail("--cpc_max_sentences_per_seq=%d: must be in [1, --max_global_seq_length=%d]" %
                 (sentences, flag_values.max_global_seq_length))
   length = flag_values.cpc_max_sentence_length
+  if length is None:
+    length = min(DEFAULT_CPC_MAX_SENTENCE_LENGTH, flag_values.max_seq_length)
   if not 1 <= length <= flag_values.max_seq_length:
     common.fail("--cpc_max_sentence_length=%d: must be in [1, --max_seq_length=%d]" %
                 (length, flag_values.max_seq_length))
@@ -534,8 +551,12 @@ def main(_):
   label = pretraining_utils.task_label()
   lock = common.OutputDirLock(FLAGS.output_dir, label=label).acquire()
   # Compared before anything is written there: a resume with another model is one line.
-  resume_step = etc_estimator.check_resume(FLAGS.output_dir, lambda: variable_shapes(
-      config, FLAGS.max_seq_length, FLAGS.max_global_seq_length, FLAGS.att_implementation))
+  # A checkpoint made for initialising (a lifted one: no optimizer slots) too.
+  resume_step = etc_estimator.check_resume(
+      FLAGS.output_dir, lambda: variable_shapes(config, FLAGS.max_seq_length,
+                                                FLAGS.max_global_seq_length,
+                                                FLAGS.att_implementation),
+      restore=estimator_utils.restore_mode(FLAGS.do_train))
   if FLAGS.do_eval and not FLAGS.do_train:
     checkpoint_utils.require_trained_weights(
         "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],

@@ -17,7 +17,11 @@ import pytest
 import tensorflow as tf
 
 import common
+import convert_hf_checkpoint
 import create_pretraining_data as bert_data
+import estimator_utils
+import modeling
+import run_pretraining as bert_run
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, shared_path
 from conftest import tool_env
 from conftest import write_random_bert_checkpoint
@@ -223,6 +227,64 @@ def test_train_from_a_lifted_checkpoint_then_a_rerun_resumes_and_evaluates(data,
   # CPC's metrics beside MLM's (a softmax over the batch's masked sentences).
   assert 0.0 <= results["cpc_accuracy"] <= 1.0 and 0.0 < results["cpc_loss"] < 50, results
   assert not (out / ".lock-local").exists()
+
+
+def _bert_pretraining_checkpoint(prefix):
+  """A BERT pre-training checkpoint never lifted to ETC: bert/*, cls/predictions/*,
+  cls/seq_relationship/* (random values), bert_config.json beside it; returns the prefix."""
+  os.makedirs(os.path.dirname(prefix))
+  with open(os.path.join(os.path.dirname(prefix), "bert_config.json"), "w") as f:
+    json.dump(TINY_BERT_CONFIG, f)
+  config = modeling.BertConfig.from_dict(TINY_BERT_CONFIG)
+  shapes = dict(estimator_utils.bert_variable_shapes(config), **bert_run.head_shapes(config))
+  rng = np.random.RandomState(0)
+  convert_hf_checkpoint.write_tf_checkpoint(
+      {name: (0.02 * rng.randn(*shape)).astype(np.float32) for name, shape in shapes.items()},
+      prefix)
+  return prefix
+
+
+def test_an_unlifted_bert_checkpoint_and_a_lifted_output_dir_are_one_line(data, tmp_path):
+  bert = _bert_pretraining_checkpoint(str(tmp_path / "bert" / "model.ckpt"))
+  out = tmp_path / "out"
+  # Only the masked-LM head's 5 variables match: ETC used to train from random weights.
+  result = run_tool(None, _train_args(data, out, 2, ["--init_checkpoint=%s" % bert]),
+                    expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --init_checkpoint=%s: supplies 5 of the model's 59 variables but none of its 54 "
+      "encoder variables (missing: etc_document_bert/token_emb_lookup/embedding_table, "
+      "etc_document_bert/segment_emb_lookup/embedding_table, etc_document_bert/"
+      "long_emb_layer_norm/beta, ...); a checkpoint of another model or config? pass "
+      "--allow_unmatched_init to train the missing ones from random weights" % bert)
+  assert "Traceback" not in result.output
+  assert not [name for name in os.listdir(out) if name.startswith("model.ckpt")]
+  # The lifted checkpoint's own directory as --output_dir: no optimizer slots to resume.
+  lifted = lift.lift_bert_checkpoint(bert, str(tmp_path / "lifted"),
+                                     etc_config_file=str(data["root"] / "etc_config.json"))
+  listing = sorted(os.listdir(tmp_path / "lifted"))
+  result = run_tool(None, _train_args(data, tmp_path / "lifted", 2, [
+      "--init_checkpoint=%s" % lifted["output_checkpoint"]]), expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --output_dir=%s: its checkpoint model.ckpt is not a checkpoint of this job: it "
+      "has no global_step (a checkpoint made for initialising, e.g. lifted, converted or "
+      "slimmed); use a new --output_dir with --init_checkpoint=%s to start from its weights" %
+      (tmp_path / "lifted", lifted["output_checkpoint"]))
+  assert "Traceback" not in result.output
+  assert sorted(os.listdir(tmp_path / "lifted")) == listing
+
+
+@pytest.mark.slow
+def test_allow_unmatched_init_and_cpc_with_its_defaults_at_a_small_g(data, tmp_path):
+  bert = _bert_pretraining_checkpoint(str(tmp_path / "bert" / "model.ckpt"))
+  out = tmp_path / "out"
+  # G = 8 < 32: the default --cpc_max_sentences_per_seq follows G.
+  result = run_tool(None, _train_args(data, out, 1, [
+      "--init_checkpoint=%s" % bert, "--allow_unmatched_init", "--cpc_loss_weight=0.1"]))
+  assert ("; 54 encoder variables start from random weights (--allow_unmatched_init)" in
+          result.output), result.output[-3000:]
+  summary = json.loads((out / "train_summary_local.json").read_text())
+  assert summary["global_step"] == 1
+  assert summary["cpc"]["max_sentences"] == G and summary["cpc"]["max_sentence_length"] == L
 
 
 def test_lifting_copies_the_bert_mlm_head_onto_the_head_pretraining_builds():
@@ -485,6 +547,13 @@ def test_cpc_flags_are_checked_in_one_line():
                                         30522) is None
   assert etc_run.cpc_options_from_flags(flag_values(**good), 30522) == etc_run.CpcOptions(
       1.0, 0.1, G, L, 103)
+  # Not given: as many as G and L allow, up to 32 sentences of 64 tokens.
+  unset_maxima = dict(good, cpc_max_sentences_per_seq=None, cpc_max_sentence_length=None)
+  assert etc_run.cpc_options_from_flags(flag_values(**unset_maxima), 30522) == (
+      etc_run.CpcOptions(1.0, 0.1, G, L, 103))
+  assert etc_run.cpc_options_from_flags(flag_values(**dict(
+      unset_maxima, max_global_seq_length=256, max_seq_length=4096)), 30522) == (
+          etc_run.CpcOptions(1.0, 0.1, 32, 64, 103))
   for change, message in (
       ({"cpc_loss_weight": -1.0},
        "--cpc_loss_weight=-1.0: must be a finite number >= 0 (0: no CPC loss)"),

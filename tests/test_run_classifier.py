@@ -18,6 +18,8 @@ from conftest import last_error_line, write_random_bert_checkpoint
 import checkpoint_utils
 import classifier_outputs as co
 import common
+import convert_hf_checkpoint
+import estimator_utils
 from realformer_tf import serving
 import modeling
 import run_classifier as rc
@@ -645,11 +647,16 @@ def test_output_dir_file_and_lock_are_one_line_errors(tmp_path, tiny_model, voca
 # No trained weights, an --init_checkpoint of another model, --keep_best temporaries.
 
 
-def _foreign_checkpoint(prefix):
-  """A checkpoint of another model (translation-like names): none of BERT's variables."""
+def _foreign_checkpoint(prefix, extra=None):
+  """A checkpoint of another model (translation-like names): none of BERT's variables.
+
+  extra: {name: shape} of further variables (e.g. a task head's name the model shares).
+  """
   with tf.Graph().as_default():
     tf.compat.v1.get_variable("encoder/layer_0/attention/kernel", [4, 4])
     tf.compat.v1.get_variable("decoder/embeddings", [10, 4])
+    for name, shape in sorted((extra or {}).items()):
+      tf.compat.v1.get_variable(name, shape)
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       return tf.compat.v1.train.Saver().save(sess, prefix)
@@ -673,9 +680,10 @@ def test_no_trained_weights_and_foreign_init_checkpoint(tmp_path, tiny_model, vo
   proc = run_tool("run_classifier.py", _common_args("sst-2", data, config_file, out, vocab_file)
                   + ["--do_train", "--init_checkpoint=%s" % foreign], expect_rc=2)
   assert last_error_line(proc) == (
-      "error: --init_checkpoint=%s: supplies none of the model's 41 variables (a checkpoint of "
-      "another model?); pass --allow_unmatched_init to start from random weights anyway" %
-      foreign)
+      "error: --init_checkpoint=%s: supplies none of the model's 41 variables (missing: "
+      "bert/embeddings/word_embeddings, bert/embeddings/token_type_embeddings, "
+      "bert/embeddings/position_embeddings, ...); a checkpoint of another model or config? pass "
+      "--allow_unmatched_init to train the missing ones from random weights" % foreign)
   assert not [p for p in os.listdir(out) if p.startswith("model.ckpt")]
 
 
@@ -691,6 +699,15 @@ def test_require_eval_weights(tmp_path, tiny_model):
                                                allow_random_eval=False) == checkpoint
   with pytest.raises(common.UsageError, match="supplies none of the model's"):
     checkpoint_utils.require_eval_weights("--do_eval", out, foreign, names)
+  # A checkpoint of another family that fills the task head but no encoder variable.
+  heads_only = _foreign_checkpoint(str(tmp_path / "heads" / "model.ckpt"),
+                                   extra={"output_bias": [2]})
+  with pytest.raises(common.UsageError, match="supplies 1 of the model's 41 variables but none "
+                     "of its 37 encoder variables"):
+    checkpoint_utils.require_eval_weights("--do_eval", out, heads_only, names)
+  # Allowed: read (its head is all it gives).
+  assert checkpoint_utils.require_eval_weights("--do_eval", out, heads_only, names,
+                                               allow_unmatched=True) == heads_only
   with pytest.raises(common.UsageError, match="--init_checkpoint=%s: no checkpoint there" %
                      str(tmp_path / "typo")):
     checkpoint_utils.require_eval_weights("--do_eval", out, str(tmp_path / "typo"), names)
@@ -709,6 +726,48 @@ def test_require_eval_weights(tmp_path, tiny_model):
   os.makedirs(out)
   trained = write_random_bert_checkpoint(config_file, os.path.join(out, "model.ckpt-3"))
   assert checkpoint_utils.require_eval_weights("--do_eval", out, foreign, names) == trained
+
+
+def test_fine_tuning_needs_the_encoder_but_not_a_pooler(tmp_path, tiny_model, monkeypatch):
+  """The official model_fn_builder as a library: a checkpoint converted without a pooler starts
+  the pooler (and the head) fresh with a WARNING; one lacking a layer variable is one line."""
+  config_file, _ = tiny_model
+  config = modeling.BertConfig.from_json_file(config_file)
+  encoder = {name: np.full(shape, 0.01, np.float32)
+             for name, shape in estimator_utils.bert_variable_shapes(config).items()}
+  no_pooler = {n: v for n, v in encoder.items() if not n.startswith("bert/pooler/")}
+  hf = str(tmp_path / "hf" / "model.ckpt")
+  convert_hf_checkpoint.write_tf_checkpoint(no_pooler, hf)
+  lacking = str(tmp_path / "lacking" / "model.ckpt")
+  convert_hf_checkpoint.write_tf_checkpoint(
+      {n: v for n, v in encoder.items() if n != "bert/encoder/layer_1/output/dense/kernel"},
+      lacking)
+  warnings = []
+  monkeypatch.setattr(checkpoint_utils.tf1.logging, "warning",
+                      lambda fmt, *args: warnings.append(fmt % args))
+
+  def build(init_checkpoint):
+    model_fn = rc.model_fn_builder(config, 2, init_checkpoint, learning_rate=1e-3,
+                                   num_train_steps=2, num_warmup_steps=0, use_tpu=False,
+                                   use_one_hot_embeddings=False)
+    with tf.Graph().as_default():
+      tf.compat.v1.train.get_or_create_global_step()
+      features = {name: tf.zeros([2, 8], tf.int32)
+                  for name in ("input_ids", "input_mask", "segment_ids")}
+      features["label_ids"] = tf.zeros([2], tf.int32)
+      model_fn(features, None, tf.estimator.ModeKeys.TRAIN, {})
+
+  build(hf)
+  assert warnings == ["--init_checkpoint=%s: has no bert/pooler variables: the model's 2 start "
+                      "from random weights (bert/pooler/dense/kernel, bert/pooler/dense/bias)" %
+                      hf]
+  with pytest.raises(common.UsageError) as e:
+    build(lacking)
+  assert str(e.value) == (
+      "--init_checkpoint=%s: supplies 38 of the model's 41 variables but only 38 of its 39 "
+      "encoder variables (missing: bert/encoder/layer_1/output/dense/kernel); a checkpoint of "
+      "another model or config? pass --allow_unmatched_init to train the missing ones from "
+      "random weights" % lacking)
 
 
 def test_keep_best_removes_stale_temporaries(tmp_path):

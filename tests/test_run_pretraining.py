@@ -12,6 +12,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, start_tool
+import convert_hf_checkpoint
+import estimator_utils
 import modeling
 import run_pretraining
 
@@ -222,6 +224,82 @@ def test_sigterm_saves_then_exits_143_without_results_and_a_second_job_is_refuse
   run_tool("run_pretraining.py", _train_args(data_dir, out, stopped_at + 2, ["--do_train"]))
   summary = json.loads((out / "train_summary_local.json").read_text())
   assert summary["global_step"] == summary["num_train_steps"] == stopped_at + 2
+
+
+def _write_checkpoint(shapes, prefix, seed=0):
+  """A checkpoint of random float32 values of `shapes` ({name: shape}); returns the prefix."""
+  rng = np.random.RandomState(seed)
+  convert_hf_checkpoint.write_tf_checkpoint(
+      {name: (0.02 * rng.randn(*shape)).astype(np.float32) for name, shape in shapes.items()},
+      prefix)
+  return prefix
+
+
+def _etc_pretraining_checkpoint(prefix):
+  """An ETC pre-training checkpoint: ETC's encoder and the masked-LM head BERT shares."""
+  config = modeling.BertConfig.from_dict(TINY_CONFIG)
+  shapes = {name: shape for name, shape in run_pretraining.head_shapes(config).items()
+            if name.startswith("cls/predictions/")}
+  shapes.update({"etc_document_bert/token_emb_lookup/embedding_table": [30522, 32],
+                 "etc_document_bert/global_local_transformer_layers/long_fused_att_layer_0/"
+                 "layer_norm_0/gamma": [32]})
+  return _write_checkpoint(shapes, prefix)
+
+
+def test_an_init_checkpoint_of_another_model_is_one_line(data_dir, tmp_path):
+  # An ETC pre-training checkpoint fills the 5 variables of the shared masked-LM head and none
+  # of BERT's: it used to train a random BERT after an INFO line.
+  etc = _etc_pretraining_checkpoint(str(tmp_path / "etc" / "model.ckpt"))
+  out = tmp_path / "out"
+  result = run_tool("run_pretraining.py", _train_args(
+      data_dir, out, 2, ["--do_train", "--init_checkpoint=%s" % etc]), expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --init_checkpoint=%s: supplies 5 of the model's 46 variables but none of its 37 "
+      "encoder variables (missing: bert/embeddings/word_embeddings, bert/embeddings/"
+      "token_type_embeddings, bert/embeddings/position_embeddings, ...); a checkpoint of another "
+      "model or config? pass --allow_unmatched_init to train the missing ones from random "
+      "weights" % etc)
+  assert "Traceback" not in result.output
+  assert not [name for name in os.listdir(out) if name.startswith("model.ckpt")]
+
+
+def test_an_output_dir_holding_a_checkpoint_made_for_initialising_is_one_line(data_dir, tmp_path):
+  config = modeling.BertConfig.from_dict(TINY_CONFIG)
+  encoder = estimator_utils.bert_variable_shapes(config)
+  # A converted Hugging Face model (the encoder only) and an official-style release (encoder
+  # and heads, no optimizer slots, no global_step): both go in --init_checkpoint.
+  converted = _write_checkpoint(encoder, str(tmp_path / "converted" / "model.ckpt"))
+  release = _write_checkpoint(dict(encoder, **run_pretraining.head_shapes(config)),
+                              str(tmp_path / "release" / "bert_model.ckpt"))
+  for prefix, action, problem in (
+      (converted, "--do_train", "it lacks cls/predictions/output_bias and 6 more of this job's "
+                                "model; use the config it was trained with, or"),
+      (release, "--do_train", "it has no global_step (a checkpoint made for initialising, e.g. "
+                              "lifted, converted or slimmed); use"),
+      (release, "--do_eval", "it has no global_step (a checkpoint made for initialising, e.g. "
+                             "lifted, converted or slimmed); use")):
+    directory = os.path.dirname(prefix)
+    listing = sorted(os.listdir(directory))
+    result = run_tool("run_pretraining.py", _train_args(data_dir, directory, 2, [action]),
+                      expect_rc=2)
+    assert last_error_line(result) == (
+        "error: --output_dir=%s: its checkpoint %s is not a checkpoint of this job: %s a new "
+        "--output_dir with --init_checkpoint=%s to start from its weights" % (
+            directory, os.path.basename(prefix), problem, prefix)), action
+    assert "Traceback" not in result.output
+    assert sorted(os.listdir(directory)) == listing
+
+
+def test_allow_unmatched_init_trains_the_missing_variables_from_random(data_dir, tmp_path):
+  etc = _etc_pretraining_checkpoint(str(tmp_path / "etc" / "model.ckpt"))
+  out = tmp_path / "out"
+  result = run_tool("run_pretraining.py", _train_args(
+      data_dir, out, 2, ["--do_train", "--init_checkpoint=%s" % etc, "--allow_unmatched_init"]))
+  assert ("WARNING:tensorflow:--init_checkpoint=%s: supplies 5 of the model's 46 variables but "
+          "none of its 37 encoder variables" % etc) in result.output
+  assert "; 37 encoder variables start from random weights (--allow_unmatched_init)" in (
+      result.output)
+  assert json.loads((out / "train_summary_local.json").read_text())["global_step"] == 2
 
 
 @pytest.mark.slow

@@ -58,6 +58,8 @@ CONFIG_NAME = decoding.CONFIG_NAME  # nmt_config.json
 PROFILE_NAME = "admin_profile.json"
 SUMMARY_NAME = "train_summary.json"
 BLEU_NAME = "bleu.json"
+# An --init_checkpoint initialises the whole encoder-decoder (e.g. an averaged checkpoint).
+ENCODER_SCOPES = checkpoint_utils.ENCODER_SCOPES["translation"]
 TRANSLATIONS_NAME = "translations.txt"
 # Decoding cuts longer sources (--max_source_length): twice training's default --max_length.
 DEFAULT_MAX_SOURCE_LENGTH = decoding.DEFAULT_MAX_SOURCE_LENGTH
@@ -173,13 +175,15 @@ def check_init_checkpoint(config, init_checkpoint):
   """Before any work: one line when --init_checkpoint cannot initialise the model.
 
   The checks of estimator_utils.init_checkpoint_scaffold_fn (the one model_fn runs), on the
-  model built in a scratch graph: shapes and dtypes, and a checkpoint supplying none of the
-  model's variables (another model's, e.g. a BERT checkpoint) unless --allow_unmatched_init.
+  model built in a scratch graph: shapes and dtypes, and a checkpoint lacking any of the
+  encoder-decoder's variables (another model's, e.g. a BERT checkpoint, or another config's)
+  unless --allow_unmatched_init.
   """
   with tf.Graph().as_default():
     ids = tf1.placeholder(tf.int32, [None, None])
     nmt_modeling.NmtModel(config, True, ids, ids)
-    estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu=False)
+    estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu=False,
+                                                encoder_scopes=ENCODER_SCOPES)
 
 
 # ----------------------------------------------------------------------------- model_fn
@@ -204,13 +208,15 @@ def model_fn_builder(config, init_checkpoint=None, admin_profile=None, learning_
       predictions = translate_graph(config, source_ids, beam_size, length_penalty,
                                     max_decode_length)
       predictions["example_index"] = features["example_index"]
-      scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
+      scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+          init_checkpoint, use_tpu, encoder_scopes=ENCODER_SCOPES)
       return tf1.estimator.tpu.TPUEstimatorSpec(mode=mode, predictions=predictions,
                                                 scaffold_fn=scaffold_fn)
     is_training = mode == tf1.estimator.ModeKeys.TRAIN
     model = nmt_modeling.NmtModel(config, is_training, source_ids,
                                   features["target_input_ids"], admin_profile=admin_profile)
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, encoder_scopes=ENCODER_SCOPES)
     loss, nll_sum, num_tokens = nmt_modeling.label_smoothed_loss(
         model.logits, features["target_ids"], label_smoothing if is_training else 0.0)
     if is_training:

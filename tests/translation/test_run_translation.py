@@ -17,6 +17,7 @@ from conftest import TINY_BERT_CONFIG, kill_when, last_error_line, run_tool, sha
 from conftest import write_random_bert_checkpoint
 import checkpoint_utils
 import common
+import convert_hf_checkpoint
 import estimator_utils
 import numpy_nmt
 from translation import nmt_modeling
@@ -264,19 +265,46 @@ def test_learns_to_translate_its_training_pairs(nmt_data, tmp_path):
 def test_resume_check_compares_the_checkpoint_shapes(tmp_path):
   """estimator_utils.check_resume_shapes (run_translation.check_resume): step, or one line."""
   assert estimator_utils.check_resume_shapes(str(tmp_path / "none"), {}) is None
-  with tf.Graph().as_default():
-    tf1.get_variable("embeddings/word_embeddings", [10, 4])
-    step = tf1.train.get_or_create_global_step()
-    with tf1.Session() as sess:
-      sess.run(tf1.global_variables_initializer())
-      sess.run(step.assign(7))
-      tf1.train.Saver().save(sess, str(tmp_path / "model.ckpt"), global_step=7)
-  want = {"embeddings/word_embeddings": [10, 4], "not/in/the/checkpoint": [3]}
-  assert estimator_utils.check_resume_shapes(str(tmp_path), want) == 7
+
+  def save(directory, slots):
+    with tf.Graph().as_default():
+      tf1.get_variable("embeddings/word_embeddings", [10, 4])
+      if slots:
+        tf1.get_variable("embeddings/word_embeddings/adam_m", [10, 4])
+      step = tf1.train.get_or_create_global_step()
+      with tf1.Session() as sess:
+        sess.run(tf1.global_variables_initializer())
+        sess.run(step.assign(7))
+        return tf1.train.Saver().save(sess, str(directory / "model.ckpt"), global_step=7)
+
+  trained = save(tmp_path / "trained", slots=True)
+  want = {"embeddings/word_embeddings": [10, 4]}
+  assert estimator_utils.check_resume_shapes(str(tmp_path / "trained"), want) == 7
   with pytest.raises(common.UsageError, match=r"--output_dir=.*model.ckpt-7 has "
                      r"embeddings/word_embeddings of shape \[10, 4\] but this job's model "
                      r"needs \[10, 8\]"):
-    estimator_utils.check_resume_shapes(str(tmp_path), {"embeddings/word_embeddings": [10, 8]})
+    estimator_utils.check_resume_shapes(str(tmp_path / "trained"),
+                                        {"embeddings/word_embeddings": [10, 8]})
+  # A variable of the job's model that the checkpoint lacks: the restore would fail.
+  with pytest.raises(common.UsageError) as e:
+    estimator_utils.check_resume_shapes(str(tmp_path / "trained"),
+                                        dict(want, **{"decoder/layer_0/x": [3]}))
+  assert str(e.value) == (
+      "--output_dir=%s: its checkpoint model.ckpt-7 is not a checkpoint of this job: it lacks "
+      "decoder/layer_0/x of this job's model; use the config it was trained with, or a new "
+      "--output_dir with --init_checkpoint=%s to start from its weights" %
+      (tmp_path / "trained", trained))
+  # No optimizer slots (an averaged or slimmed checkpoint): evaluation reads it, training
+  # cannot resume from it.
+  slim = save(tmp_path / "slim", slots=False)
+  assert estimator_utils.check_resume_shapes(str(tmp_path / "slim"), want, restore="estimator") == 7
+  with pytest.raises(common.UsageError) as e:
+    estimator_utils.check_resume_shapes(str(tmp_path / "slim"), want)
+  assert str(e.value) == (
+      "--output_dir=%s: its checkpoint model.ckpt-7 is not a checkpoint of this job: it has no "
+      "optimizer slots (a checkpoint made for initialising, e.g. lifted, converted or "
+      "slimmed); use a new --output_dir with --init_checkpoint=%s to start from its weights" %
+      (tmp_path / "slim", slim))
 
 
 def test_read_lines_splits_at_newlines_only(tmp_path):
@@ -335,7 +363,7 @@ def bert_checkpoint(tmp_path_factory):
   return write_random_bert_checkpoint(str(config_file), str(root / "bert_model.ckpt"))
 
 
-def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint):
+def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint, tmp_path):
   """Issue 25.1: the assignment map was built before the model existed (0 variables loaded)."""
   config = nmt_modeling.NmtConfig.from_dict(TINY_NMT_CONFIG)
   _, prefix, values = model_dir
@@ -365,6 +393,42 @@ def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint):
       build(bert_checkpoint)
   with pytest.raises(common.UsageError, match=message):
     run_translation.check_init_checkpoint(config, bert_checkpoint)
+  # An encoder-only checkpoint (the decoder's variables dropped): the decoder would start from
+  # random weights, so it is refused too, unless --allow_unmatched_init.
+  reader = tf.train.load_checkpoint(prefix)
+  encoder_only = str(tmp_path / "encoder_only" / "model.ckpt")
+  convert_hf_checkpoint.write_tf_checkpoint(
+      {name: reader.get_tensor(name) for name in values if not name.startswith("decoder/")},
+      encoder_only)
+  decoder = sorted(name for name in values if name.startswith("decoder/"))
+  with pytest.raises(common.UsageError, match=r"^--init_checkpoint=%s: supplies %d of the "
+                     r"model's %d variables but only %d of its %d encoder variables \(missing: "
+                     r"decoder/" % (re.escape(encoder_only), len(values) - len(decoder),
+                                    len(values), len(values) - len(decoder), len(values))):
+    run_translation.check_init_checkpoint(config, encoder_only)
+  with tf.Graph().as_default():
+    missing = checkpoint_utils.check_init_matches(
+        encoder_only, set(values) - set(decoder), values,
+        encoder_scopes=run_translation.ENCODER_SCOPES, allow_unmatched=True)
+  assert sorted(missing) == decoder
+
+
+@pytest.mark.slow
+def test_a_bert_init_checkpoint_is_refused_unless_allowed(nmt_data, bert_checkpoint, tmp_path):
+  out = tmp_path / "out"
+  result = run_tool("translation/run_translation.py", _train_args(
+      nmt_data, out, steps=1, extra=["--init_checkpoint=%s" % bert_checkpoint]), expect_rc=2)
+  last = last_error_line(result)
+  assert last.startswith("error: --init_checkpoint=%s: supplies none of the model's " %
+                         bert_checkpoint), last
+  assert last.endswith("pass --allow_unmatched_init to train the missing ones from random "
+                       "weights") and "Traceback" not in result.output
+  assert not out.exists() or not glob.glob(str(out / "model.ckpt*"))
+  result = run_tool("translation/run_translation.py", _train_args(
+      nmt_data, out, steps=1, extra=["--init_checkpoint=%s" % bert_checkpoint,
+                                     "--allow_unmatched_init"]))
+  assert "variables start from random weights (--allow_unmatched_init)" in result.output
+  assert json.loads((out / "train_summary.json").read_text())["global_step"] == 1
 
 
 def test_predict_output_never_replaces_an_input(nmt_data, model_dir, tmp_path):
