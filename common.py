@@ -449,6 +449,7 @@ class OutputDirLock(object):
     self.flag_name = flag_name
     self.path = os.path.join(output_dir, ".lock-%s" % label)
     self.held = False
+    self.created = False
 
   def _read_holder(self):
     try:
@@ -463,6 +464,8 @@ class OutputDirLock(object):
       return self  # No atomic create on remote file systems: the lock is local-only.
     # A file in the way is one line naming the flag, not "File exists (errno 17)".
     check_output_dir(self.output_dir, self.flag_name)
+    # A job that stops before writing anything leaves no empty directory behind (release).
+    self.created = not os.path.isdir(self.output_dir)
     os.makedirs(self.output_dir, exist_ok=True)
     host = socket.gethostname()
     for _ in range(3):
@@ -496,7 +499,8 @@ class OutputDirLock(object):
                                                          self.path))
 
   def release(self):
-    """Removes the lock if this process holds it."""
+    """Removes the lock if this process holds it, and the directory if acquire made it and
+    nothing was written there."""
     if self.held:
       self.held = False
       if self._read_holder().get("pid") == os.getpid():
@@ -504,6 +508,11 @@ class OutputDirLock(object):
           os.remove(self.path)
         except FileNotFoundError:
           pass
+        if self.created:
+          try:
+            os.rmdir(self.output_dir)
+          except OSError:
+            pass  # Not empty: the job wrote there.
 
   def __enter__(self):
     return self.acquire()

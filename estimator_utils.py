@@ -890,23 +890,6 @@ def decode_record(record, name_to_features):
   return example
 
 
-# TEMPORARY aliases (moved to realformer_tf.batch_padding).
-PADDING_CHOICES = batch_padding.PADDING_CHOICES
-PADDING_MODES = batch_padding.PADDING_MODES
-PADDING_MULTIPLE = batch_padding.PADDING_MULTIPLE
-PADDING_SMALLEST_BUCKET = batch_padding.PADDING_SMALLEST_BUCKET
-SERVING_SMALLEST_BUCKET = batch_padding.SERVING_SMALLEST_BUCKET
-padding_buckets = batch_padding.padding_buckets
-padded_length = batch_padding.padded_length
-trim_batch_to_longest = batch_padding.trim_batch_to_longest
-PADDING_CHOICES_HELP = batch_padding.PADDING_CHOICES_HELP
-PADDING_DEFAULT_HELP = batch_padding.PADDING_DEFAULT_HELP
-define_padding_flag = batch_padding.define_padding_flag
-check_padding_flag = batch_padding.check_padding_flag
-skips_padding = batch_padding.skips_padding
-effective_padding = batch_padding.effective_padding
-
-
 def tfrecord_input_fn(input_file, name_to_features, is_training, drop_remainder, seed=None,
                       skip_batches=0, num_parallel_calls=None, padding="max_length",
                       seq_names=("input_ids", "input_mask", "segment_ids")):
@@ -924,17 +907,17 @@ def tfrecord_input_fn(input_file, name_to_features, is_training, drop_remainder,
     skip_batches: batches to skip on resume (training only).
     num_parallel_calls: parallel record decoding (None: sequential).
     padding: "max_length": every batch [batch, max_seq_length]; "longest": each batch sliced to
-      its longest example (trim_batch_to_longest over input_mask); "bucket": that rounded up
-      to padding_buckets(max_seq_length).
+      its longest example (batch_padding.trim_batch_to_longest over input_mask); "bucket":
+      that rounded up to batch_padding.padding_buckets(max_seq_length).
     seq_names: with padding "longest" / "bucket", the [max_seq_length] features to slice.
 
   Returns:
     input_fn(params) -> tf.data.Dataset of feature dicts, batch params["batch_size"].
   """
-  if padding not in PADDING_MODES:
-    raise ValueError("padding=%r: not one of %s" % (padding, PADDING_MODES))
+  if padding not in batch_padding.PADDING_MODES:
+    raise ValueError("padding=%r: not one of %s" % (padding, batch_padding.PADDING_MODES))
   max_length = name_to_features["input_mask"].shape[0]
-  buckets = padding_buckets(max_length) if padding == "bucket" else None
+  buckets = batch_padding.padding_buckets(max_length) if padding == "bucket" else None
 
   def input_fn(params):
     batch_size = params["batch_size"]
@@ -949,8 +932,8 @@ def tfrecord_input_fn(input_file, name_to_features, is_training, drop_remainder,
               num_parallel_calls=num_parallel_calls)
     d = d.batch(batch_size=batch_size, drop_remainder=drop_remainder)
     if padding != "max_length":
-      d = d.map(lambda batch: trim_batch_to_longest(batch, max_length, seq_names=seq_names,
-                                                    buckets=buckets))
+      d = d.map(lambda batch: batch_padding.trim_batch_to_longest(
+          batch, max_length, seq_names=seq_names, buckets=buckets))
     return d
 
   return input_fn

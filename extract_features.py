@@ -60,11 +60,11 @@ Large inputs are streamed: the input is read --batch_size lines at a time, and t
 and embedding rows are written as they are computed (under temporary names, renamed when
 complete), with progress (lines/s and time remaining).
 
---padding=longest | max_length | bucket (estimator_utils.define_padding_flag; default longest):
+--padding=longest | max_length | bucket (batch_padding.define_padding_flag; default longest):
 how long a batch's sequences are. longest: the batch's longest line rounded up to a multiple of
 8 (at most --max_seq_length); max_length: every batch to --max_seq_length (the official full
 padding); bucket: the longest line rounded up to 32, 64, ... or --max_seq_length
-(estimator_utils.padding_buckets: few shapes, for XLA). Padding is masked out of attention and
+(batch_padding.padding_buckets: few shapes, for XLA). Padding is masked out of attention and
 never written, so the outputs of the three are the same up to float32 round-off (a few ulps;
 measured < 1e-6); the shorter paddings compute less. The summary says how many positions were
 computed for how many word pieces.
@@ -88,7 +88,7 @@ import tensorflow as tf
 
 import checkpoint_utils
 import common
-import estimator_utils
+from realformer_tf import batch_padding
 import export_utils
 import model_config
 import modeling
@@ -153,15 +153,15 @@ def define_flags():
       "Sentence embedding of --embeddings_file, from the mean of the --layers outputs: mean "
       "(over the real tokens, padding excluded; the default) or cls (the [CLS] vector).")
   checkpoint_utils.define_trained_weights_flags(random_eval=True, unmatched_init=False)
-  estimator_utils.define_padding_flag(
+  batch_padding.define_padding_flag(
       default_help="Default: longest (--use_tpu is ignored: this tool runs on the local "
                    "CPU/GPU).")
 
 
 def resolve_padding(flag_values):
-  """--padding of a run: the flag, longest by default (one of estimator_utils.PADDING_MODES).
+  """--padding of a run: the flag, longest by default (one of batch_padding.PADDING_MODES).
 
-  No TPU rule applies (estimator_utils.check_padding_flag refuses longest / bucket with
+  No TPU rule applies (batch_padding.check_padding_flag refuses longest / bucket with
   --use_tpu): this tool accepts --use_tpu only to run official command lines, and ignores it.
 
   Args:
@@ -171,9 +171,9 @@ def resolve_padding(flag_values):
     str.
   """
   padding = getattr(flag_values, "padding", None) or "longest"
-  if padding not in estimator_utils.PADDING_MODES:
+  if padding not in batch_padding.PADDING_MODES:
     common.fail("--padding=%s: must be one of %s" % (
-        padding, ", ".join(estimator_utils.PADDING_MODES)))
+        padding, ", ".join(batch_padding.PADDING_MODES)))
   return padding
 
 

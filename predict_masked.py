@@ -51,12 +51,12 @@ temporary name, renamed when complete), one per sentence:
 `line` is the 1-based line of --input_file (or the 1-based index of the --text flag) and
 `position` the index of the [MASK] in `tokens` (0 is [CLS]), as masked_lm_positions.
 
---padding=longest | max_length | bucket (estimator_utils.define_padding_flag; default longest):
+--padding=longest | max_length | bucket (batch_padding.define_padding_flag; default longest):
 how long a batch's sequences are, with --init_checkpoint and --hub_encoder alike. longest: the
 batch's longest sentence rounded up to a multiple of 8 (at most --max_seq_length); max_length:
 every batch to --max_seq_length (the official full padding; by default the model's
 max_position_embeddings, so slow); bucket: the longest rounded up to 32, 64, ... or
---max_seq_length (estimator_utils.padding_buckets: few shapes). Padding is masked out of
+--max_seq_length (batch_padding.padding_buckets: few shapes). Padding is masked out of
 attention, so the probabilities are the same to float32 round-off (< 1e-5) whichever is used;
 batches and the output order are the same too. The summary line says how many positions were
 computed for how many word pieces.
@@ -87,7 +87,7 @@ import tensorflow as tf
 
 import checkpoint_utils
 import common
-import estimator_utils
+from realformer_tf import batch_padding
 from realformer_tf import serving
 import export_utils
 from realformer_tf import batch_inference
@@ -139,7 +139,7 @@ def define_flags():
   flags.DEFINE_integer("batch_size", 32, "Sentences per forward pass.")
   model_config.define_model_override_flags()
   checkpoint_utils.define_trained_weights_flags(random_eval=True, unmatched_init=False)
-  estimator_utils.define_padding_flag(
+  batch_padding.define_padding_flag(
       default_help="Default: longest (max_length pads every batch to --max_seq_length, by "
                    "default the model's max_position_embeddings).")
 
@@ -649,8 +649,8 @@ def setup(fv, with_probabilities=False):
     common.fail("--batch_size=%d: must be >= 1" % fv.batch_size)
   if fv.max_seq_length is not None and fv.max_seq_length < 3:
     common.fail("--max_seq_length=%d: must be >= 3 ([CLS] [MASK] [SEP])" % fv.max_seq_length)
-  estimator_utils.check_padding_flag(fv)
-  padding = estimator_utils.effective_padding(fv)
+  batch_padding.check_padding_flag(fv)
+  padding = batch_padding.effective_padding(fv)
   hub_dir = getattr(fv, "hub_encoder", None)
   allow_random_eval = bool(getattr(fv, "allow_random_eval", False))
   if fv.init_checkpoint and hub_dir:

@@ -115,6 +115,7 @@ import classifier_outputs
 import classifier_tasks
 import common
 import estimator_utils
+from realformer_tf import batch_padding
 import export_utils
 import feature_cache
 import model_config
@@ -261,7 +262,7 @@ def _define_extension_flags():
       "most the window, max_seq_length - 2, or - 3 with a text_b).")
   flags.DEFINE_enum("window_pooling", "mean", ["mean", "max"],
                     "--long_document=window: how a document's window logits are pooled.")
-  estimator_utils.define_padding_flag(extra_help=(
+  batch_padding.define_padding_flag(extra_help=(
       "Evaluation and prediction with longest or bucket also sort the examples by length "
       "within windows of %d batches (batches of similar lengths: less padding) and put the "
       "outputs back in the file's order." % SORT_WINDOW_BATCHES))
@@ -837,9 +838,9 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
     shuffle_buffer: (ours) training shuffle buffer (records); the official 100 by default.
     padding: (ours) "max_length" (official): every batch [batch, seq_length]; "longest": each
       batch sliced to its longest example rounded up to a multiple of 8
-      (estimator_utils.trim_batch_to_longest): the same batches in the same order, outputs
+      (batch_padding.trim_batch_to_longest): the same batches in the same order, outputs
       equal to float rounding, less compute on padding; "bucket": that length rounded up to
-      estimator_utils.padding_buckets(seq_length) (few shapes, for XLA). Not for TPU (static
+      batch_padding.padding_buckets(seq_length) (few shapes, for XLA). Not for TPU (static
       shapes).
     group_by_length: (ours) training: batches of examples of similar length
       (length_grouped_batches over the shuffled stream; skip_batches counts its batches).
@@ -852,9 +853,9 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
   Returns:
     input_fn(params) -> tf.data.Dataset of int32 feature dicts, batch params["batch_size"].
   """
-  if padding not in estimator_utils.PADDING_MODES:
-    raise ValueError("padding=%r: not one of %s" % (padding, estimator_utils.PADDING_MODES))
-  buckets = estimator_utils.padding_buckets(seq_length) if padding == "bucket" else None
+  if padding not in batch_padding.PADDING_MODES:
+    raise ValueError("padding=%r: not one of %s" % (padding, batch_padding.PADDING_MODES))
+  buckets = batch_padding.padding_buckets(seq_length) if padding == "bucket" else None
   if group_by_length and not is_training:
     raise ValueError("group_by_length: only for training (evaluation keeps the file's order)")
   if sort_by_length and (is_training or drop_remainder):
@@ -892,8 +893,8 @@ def file_based_input_fn_builder(input_file, seq_length, is_training, drop_remain
       else:
         d = d.batch(batch_size=batch_size, drop_remainder=drop_remainder)
     if padding != "max_length":
-      d = d.map(lambda batch: estimator_utils.trim_batch_to_longest(batch, seq_length,
-                                                                    buckets=buckets))
+      d = d.map(lambda batch: batch_padding.trim_batch_to_longest(batch, seq_length,
+                                                                  buckets=buckets))
     return d
 
   return input_fn
@@ -1262,7 +1263,7 @@ def _check_flags():
 def _check_extension_flags():
   """One-line errors for the evaluation-during-training, multi-label, class-weight and
   long-document flags (those that need no task)."""
-  estimator_utils.check_padding_flag(FLAGS)
+  batch_padding.check_padding_flag(FLAGS)
   if getattr(FLAGS, "group_by_length", False) and not FLAGS.do_train:
     common.fail("--group_by_length: groups training batches; it needs --do_train")
   training_eval.check_flags(FLAGS)
@@ -1397,17 +1398,17 @@ def main(_):
     # Checked before any training, so that a bad target costs nothing (and again at export).
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
                             export_protected_paths())
-  eval_weights = None
-  if not FLAGS.do_train:
-    # Scores of a randomly initialised model would look like a result: no trained weights is
-    # one line (unless --allow_random_eval), before any work.
-    eval_weights = checkpoint_utils.require_eval_weights(
-        _eval_actions(), FLAGS.output_dir, FLAGS.init_checkpoint,
-        model_variable_names(bert_config))
-  # One job per directory: two training jobs would interleave checkpoints and overwrite each
-  # other's results, and an evaluation beside a training job would score whichever
-  # intermediate checkpoint happens to be the latest.
+  # One job per directory, taken before the directory's checkpoint is read: two training jobs
+  # would interleave checkpoints and overwrite each other's results, and an evaluation beside a
+  # training job would score whichever intermediate checkpoint happens to be the latest.
   with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+    eval_weights = None
+    if not FLAGS.do_train:
+      # Scores of a randomly initialised model would look like a result: no trained weights is
+      # one line (unless --allow_random_eval), before any work.
+      eval_weights = checkpoint_utils.require_eval_weights(
+          _eval_actions(), FLAGS.output_dir, FLAGS.init_checkpoint,
+          model_variable_names(bert_config))
     _run_job(task, bert_config, tokenizer, eval_weights)
 
 
@@ -1427,9 +1428,9 @@ def _run_job(task, bert_config, tokenizer, eval_weights=None):
   tf1.logging.info("Padding: training %s, evaluation / prediction %s%s",
                    training_padding() + (" (--group_by_length)" if FLAGS.group_by_length
                                          else ""),
-                   estimator_utils.effective_padding(FLAGS),
+                   batch_padding.effective_padding(FLAGS),
                    " (--use_tpu: static shapes)" if FLAGS.use_tpu else
-                   "; BERT skips the padding rows" if estimator_utils.skips_padding(FLAGS) else "")
+                   "; BERT skips the padding rows" if batch_padding.skips_padding(FLAGS) else "")
   # Before anything is written there: a checkpoint of another model (or label list) in
   # --output_dir would otherwise fail deep inside the restore, after bert_config.json and
   # labels.txt were replaced.
@@ -1547,7 +1548,7 @@ def _job_model_fn(task, bert_config, num_train_steps, num_warmup_steps, class_we
       is_multilabel=task.is_multilabel,
       class_weights=class_weights,
       max_seq_length=FLAGS.max_seq_length,
-      skip_padding=estimator_utils.skips_padding(FLAGS),
+      skip_padding=batch_padding.skips_padding(FLAGS),
       **estimator_utils.precision_kwargs(FLAGS))
 
 
@@ -1891,7 +1892,7 @@ def training_padding():
   """--padding of the training input: longest (bucket with --use_xla, max_length on TPU), as
   evaluation's: model_fn draws dropout masks at --max_seq_length (modeling.full_length_dropout),
   so the weights equal a max_length run's to float rounding."""
-  return estimator_utils.effective_padding(FLAGS, training=True, full_length_dropout=True)
+  return batch_padding.effective_padding(FLAGS, training=True, full_length_dropout=True)
 
 
 def _chunk_skip_batches(step):
@@ -1935,7 +1936,7 @@ def _inference_input(task, task_file, examples, cache_args, batch_size, purpose)
   Returns:
     (cache dict of cached_features, input_fn).
   """
-  padding = estimator_utils.effective_padding(FLAGS)
+  padding = batch_padding.effective_padding(FLAGS)
   cache = cached_features(
       examples, _task_file_path(task_file),
       os.path.join(FLAGS.output_dir, task_file.cache_name + ".tf_record"),

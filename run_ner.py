@@ -56,7 +56,7 @@ the whole pipeline in the graph: words split on white space and punctuation as
 tokenization.BasicTokenizer does (tensorflow-text, as export_hub.py's preprocessor), WordPiece,
 the same windows and max-context choice, the model, and the conlleval reading of the predicted
 tags; a request's windows run at the length of its longest window rounded up to a bucket (16,
-32, 64, ... or max_seq_length: estimator_utils.padding_buckets), with the fixed-length export's
+32, 64, ... or max_seq_length: batch_padding.padding_buckets), with the fixed-length export's
 outputs to float rounding (--padding=max_length exports the fixed-length model).
 Outputs, padded per batch: words, word_starts, word_ends (character offsets into the text,
 end exclusive), tags (in the training files' scheme), word_logits, num_words; entities (the text
@@ -86,6 +86,7 @@ import tensorflow as tf
 import checkpoint_utils
 import common
 import estimator_utils
+from realformer_tf import batch_padding
 from realformer_tf import serving
 import export_utils
 import model_config
@@ -159,7 +160,7 @@ def define_flags():
                     "Replace an earlier export of ours at --export_dir (never anything else).")
   flags.DEFINE_bool("output_word_logits", False,
                     "With --do_predict: also write word_logits.npz (per-word logits).")
-  estimator_utils.define_padding_flag()
+  batch_padding.define_padding_flag()
   estimator_utils.define_estimator_flags()
   model_config.define_model_override_flags()
 
@@ -666,7 +667,7 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=N
     seed: shuffle seed.
     skip_batches: batches a resumed job already trained on (estimator_utils.resume_skip_batches).
     padding: "max_length": every batch [batch, seq_length]; "longest": each batch sliced to its
-      longest window (estimator_utils.trim_batch_to_longest), labels and weights too.
+      longest window (batch_padding.trim_batch_to_longest), labels and weights too.
 
   Returns:
     input_fn(params) -> tf.data.Dataset of int32 / float32 feature dicts.
@@ -1095,14 +1096,14 @@ class NerTagger(tf.Module):
       doc_stride: pieces between window starts.
       do_lower_case: lower-case and strip accents.
       padding: "bucket": a request's windows are cut to their longest, rounded up to one of
-        estimator_utils.padding_buckets (from SERVING_SMALLEST_BUCKET); "max_length": every
+        batch_padding.padding_buckets (from SERVING_SMALLEST_BUCKET); "max_length": every
         window max_seq_length.
     """
     super(NerTagger, self).__init__()
     if padding not in ("bucket", "max_length"):
       raise ValueError("padding=%r: bucket or max_length" % padding)
-    self._buckets = estimator_utils.padding_buckets(
-        max_seq_length, estimator_utils.SERVING_SMALLEST_BUCKET) if padding == "bucket" else None
+    self._buckets = batch_padding.padding_buckets(
+        max_seq_length, batch_padding.SERVING_SMALLEST_BUCKET) if padding == "bucket" else None
     self._bert_config = bert_config
     self._variables = variables
     self.preprocessor = preprocessor
@@ -1139,8 +1140,8 @@ class NerTagger(tf.Module):
     if self._buckets:
       # Only padding is cut: the logits of every real position (all that is read below) are
       # the fixed-length ones to float rounding.
-      inputs = estimator_utils.trim_batch_to_longest(windows, self._max_seq_length,
-                                                     buckets=self._buckets)
+      inputs = batch_padding.trim_batch_to_longest(windows, self._max_seq_length,
+                                                   buckets=self._buckets)
     logits = self._logits(inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
     best_window, best_position = max_context_graph(
         windows, tf.shape(piece_ids.flat_values)[0])
@@ -1295,7 +1296,7 @@ def _check_flags():
     common.fail("--max_seq_length=%d: must be at least 3 ([CLS] a piece [SEP])" %
                 FLAGS.max_seq_length)
   window_and_stride()
-  estimator_utils.check_padding_flag(FLAGS)
+  batch_padding.check_padding_flag(FLAGS)
   for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
     if getattr(FLAGS, name) < 1:
       common.fail("--%s=%d: must be >= 1" % (name, getattr(FLAGS, name)))
@@ -1368,21 +1369,21 @@ def main(_):
     # Checked before any training, so that a bad target costs nothing (and again at export).
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
                             export_protected_paths())
-  eval_weights = None
-  if not FLAGS.do_train:
-    # Scores of a randomly initialised model would look like a result: no trained weights is
-    # one line (unless --allow_random_eval), before any work.
-    actions = "/".join(name for name, on in (("--do_eval", FLAGS.do_eval),
-                                             ("--do_predict", FLAGS.do_predict),
-                                             ("--export_dir", FLAGS.export_dir)) if on)
-    eval_weights = checkpoint_utils.require_eval_weights(
-        actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config))
-  # Every input is read and checked before anything is written.
-  inputs = read_inputs(paths)
-  # One job per directory: two training jobs would interleave checkpoints and results, and an
-  # evaluation beside a training job would score whichever intermediate checkpoint happens to
-  # be the latest.
+  # One job per directory, taken before the directory's checkpoint or labels are read: two
+  # training jobs would interleave checkpoints and results, and an evaluation beside a training
+  # job would score whichever intermediate checkpoint happens to be the latest.
   with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+    eval_weights = None
+    if not FLAGS.do_train:
+      # Scores of a randomly initialised model would look like a result: no trained weights is
+      # one line (unless --allow_random_eval), before any work.
+      actions = "/".join(name for name, on in (("--do_eval", FLAGS.do_eval),
+                                               ("--do_predict", FLAGS.do_predict),
+                                               ("--export_dir", FLAGS.export_dir)) if on)
+      eval_weights = checkpoint_utils.require_eval_weights(
+          actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config))
+    # Every input is read and checked before anything is written.
+    inputs = read_inputs(paths)
     _run_job(bert_config, tokenizer, inputs, eval_weights)
 
 
@@ -1541,7 +1542,7 @@ def _job_model_fn(bert_config, num_labels, num_train_steps, num_warmup_steps):
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu, max_seq_length=FLAGS.max_seq_length,
-      skip_padding=estimator_utils.skips_padding(FLAGS),
+      skip_padding=batch_padding.skips_padding(FLAGS),
       **estimator_utils.precision_kwargs(FLAGS))
 
 
@@ -1582,8 +1583,8 @@ def _train(bert_config, model_fn, inputs, doc_stride, train_features, num_train_
   train_file = os.path.join(FLAGS.output_dir, "train.tf_record")
   write_features(train_features, train_file)
   _write_model_files(bert_config, inputs.labels, inputs.scheme, doc_stride)
-  train_padding = estimator_utils.effective_padding(FLAGS, training=True,
-                                                    full_length_dropout=True)
+  train_padding = batch_padding.effective_padding(FLAGS, training=True,
+                                                  full_length_dropout=True)
   tf1.logging.info("***** Running training *****")
   tf1.logging.info("  Num windows = %d, batch size = %d, steps = %d (warm-up %d), "
                    "--padding=%s", len(train_features), FLAGS.train_batch_size,
@@ -1738,7 +1739,7 @@ def _predict_file(model_fn, conll, batch_size, split, convert, num_labels):
                                              FLAGS.train_batch_size, FLAGS.eval_batch_size,
                                              predict_batch_size=batch_size,
                                              supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-  padding = estimator_utils.effective_padding(FLAGS)
+  padding = batch_padding.effective_padding(FLAGS)
   input_fn = input_fn_builder(record, FLAGS.max_seq_length, is_training=False,
                               drop_remainder=FLAGS.use_tpu, padding=padding)
   tf1.logging.info("***** Predicting %s: %d windows (--padding=%s) *****", conll.path,

@@ -50,6 +50,7 @@ import tensorflow as tf
 import checkpoint_utils
 import common
 import estimator_utils
+from realformer_tf import batch_padding
 import export_utils
 import model_config
 import modeling
@@ -132,7 +133,7 @@ def define_flags():
   flags.DEFINE_bool("output_raw_logits", False,
                     "With --do_predict: also write raw_logits.npz (unique_ids, start_logits, "
                     "end_logits per feature) to --output_dir, e.g. for ensembling.")
-  estimator_utils.define_padding_flag(
+  batch_padding.define_padding_flag(
       default_help="Default: max_length. SQuAD windows are mostly full (a context longer than "
       "the window fills it), so longest saves compute only on short contexts; and the "
       "official n-best search ranks every computed position, padding included: under "
@@ -853,7 +854,7 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=N
 
   Our additions to the official arguments: seed (shuffle order), skip_batches (the batches
   a resumed job already trained on; see estimator_utils.resume_skip_batches) and padding
-  ("longest": each batch sliced to its longest window, estimator_utils.trim_batch_to_longest).
+  ("longest": each batch sliced to its longest window, batch_padding.trim_batch_to_longest).
   """
 
   name_to_features = {
@@ -1306,7 +1307,7 @@ def validate_flags_or_throw(bert_config):
     common.require_file(FLAGS.train_file, "train_file")
   if FLAGS.do_predict:
     common.require_file(FLAGS.predict_file, "predict_file")
-  estimator_utils.check_padding_flag(FLAGS)
+  batch_padding.check_padding_flag(FLAGS)
   if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
     common.fail("--max_seq_length=%d must be greater than --max_query_length (%d) + 3" %
                 (FLAGS.max_seq_length, FLAGS.max_query_length))
@@ -1358,7 +1359,7 @@ def _predict(estimator, tokenizer, extra_results=None, record=None):
       seq_length=FLAGS.max_seq_length,
       is_training=False,
       drop_remainder=False,
-      padding=estimator_utils.effective_padding(FLAGS, default="max_length"))
+      padding=batch_padding.effective_padding(FLAGS, default="max_length"))
 
   all_results = []
   meter = common.ProgressMeter(num_features, unit="features", min_interval_s=10.0)
@@ -1460,18 +1461,18 @@ def main(_):
     # Checked before any training, so that a bad target costs nothing (and again at export).
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
                             export_protected_paths())
-  eval_weights = None
-  if not FLAGS.do_train:
-    # Scores of a randomly initialised model would look like a result: no trained weights is
-    # one line (unless --allow_random_eval), before any work.
-    actions = "/".join(name for name, on in (("--do_predict", FLAGS.do_predict),
-                                             ("--export_dir", FLAGS.export_dir)) if on)
-    eval_weights = checkpoint_utils.require_eval_weights(
-        actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config))
-  # One job per directory: two training jobs would interleave checkpoints and overwrite each
-  # other's results, and a prediction beside a training job would score whichever
-  # intermediate checkpoint happens to be the latest.
+  # One job per directory, taken before the directory's checkpoint is read: two training jobs
+  # would interleave checkpoints and overwrite each other's results, and a prediction beside a
+  # training job would score whichever intermediate checkpoint happens to be the latest.
   with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+    eval_weights = None
+    if not FLAGS.do_train:
+      # Scores of a randomly initialised model would look like a result: no trained weights is
+      # one line (unless --allow_random_eval), before any work.
+      actions = "/".join(name for name, on in (("--do_predict", FLAGS.do_predict),
+                                               ("--export_dir", FLAGS.export_dir)) if on)
+      eval_weights = checkpoint_utils.require_eval_weights(
+          actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config))
     _run_job(bert_config, tokenizer, eval_weights)
 
 
@@ -1617,7 +1618,7 @@ def _train(estimator, train_record_file, num_train_steps, resume_step):
       drop_remainder=True,
       seed=FLAGS.seed,
       skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
-      padding=estimator_utils.effective_padding(FLAGS, training=True))
+      padding=batch_padding.effective_padding(FLAGS, training=True))
   # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
   # 130 / 143 below without writing any result that would make it look finished.
   estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,

@@ -220,3 +220,20 @@ def test_output_dir_lock_on_a_file_names_the_flag(tmp_path):
                      "directory$" % (a_file, a_file)):
     common.OutputDirLock(str(a_file / "sub"), "work_dir").acquire()
   assert a_file.read_text() == ""
+
+
+def test_output_dir_lock_leaves_no_empty_directory_it_made(tmp_path):
+  # A job that stops before writing anything (a refused flag, no weights) leaves nothing.
+  new_dir = tmp_path / "new"
+  with common.OutputDirLock(str(new_dir)):
+    assert new_dir.is_dir()
+  assert not new_dir.exists()
+  # What the job wrote stays, and a directory that existed before is never removed.
+  with common.OutputDirLock(str(new_dir)):
+    (new_dir / "result.json").write_text("{}")
+  assert os.listdir(str(new_dir)) == ["result.json"]
+  existing = tmp_path / "existing"
+  existing.mkdir()
+  with common.OutputDirLock(str(existing)):
+    pass
+  assert existing.is_dir()

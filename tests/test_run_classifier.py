@@ -687,6 +687,19 @@ def test_no_trained_weights_and_foreign_init_checkpoint(tmp_path, tiny_model, vo
   assert not [p for p in os.listdir(out) if p.startswith("model.ckpt")]
 
 
+def test_a_second_job_is_refused_before_reading_the_output_dir(tmp_path, tiny_model, vocab_file):
+  # The lock comes before anything is read there: an evaluation beside a running job must not
+  # pick the running job's latest checkpoint (or say it has none).
+  config_file, _ = tiny_model
+  data = os.path.join(FIXTURES, "SST-2")
+  out = tmp_path / "out"
+  with common.OutputDirLock(str(out)):
+    proc = run_tool("run_classifier.py", _common_args("sst-2", data, config_file, out, vocab_file)
+                    + ["--do_eval"], expect_rc=2)
+  assert last_error_line(proc).startswith(
+      "error: --output_dir=%s: in use by another job (pid %d" % (out, os.getpid()))
+
+
 def test_require_eval_weights(tmp_path, tiny_model):
   """Which weights an evaluation without training reads, or why none (in-process)."""
   config_file, checkpoint = tiny_model

@@ -691,6 +691,15 @@ def main(_):
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
   common.check_output_dir(FLAGS.output_dir)
+  # Every job takes the lock, evaluation-only ones too, before the directory's config or
+  # checkpoint is read: beside a running training job an evaluation would score (and write
+  # results for) whichever checkpoint happens to be the latest.
+  with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+    _checked_run()
+
+
+def _checked_run():
+  """main's checks of the inputs and the directory (under its lock), then the job."""
   config = load_nmt_config(FLAGS.output_dir, FLAGS.config_file,
                            {"residual_attention": FLAGS.residual_attention,
                             "layer_norm_type": FLAGS.layer_norm_type})
@@ -726,10 +735,7 @@ def main(_):
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
                             [FLAGS.output_dir])
   common.STOP_SIGNALS.install()
-  # Every job takes the lock, evaluation-only ones too: beside a running training job an
-  # evaluation would score (and write results for) whichever checkpoint happens to be the latest.
-  with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
-    _run(config, sp, train_files, dev_files, checkpoint)
+  _run(config, sp, train_files, dev_files, checkpoint)
 
 
 def _run(config, sp, train_files, dev_files, checkpoint):
