@@ -24,6 +24,7 @@ from conftest import last_error_line, write_random_bert_checkpoint
 import common
 import export_utils
 import modeling
+from realformer_tf import batch_padding
 import ner_metrics as nm
 import run_ner
 import run_squad
@@ -492,7 +493,7 @@ def test_sweep_knows_ner(tmp_path):
 def test_padding_buckets_and_trimmed_batches(tmp_path):
   """--padding=longest / bucket slice every window feature (labels and weights too) to the
   batch's longest window, rounded up to a multiple of 8 or to a bucket; defaults and TPU."""
-  eu = run_ner.estimator_utils
+  eu = batch_padding
   assert eu.padding_buckets(128) == [32, 64, 128]
   assert eu.padding_buckets(384) == [32, 64, 128, 256, 384]
   assert eu.padding_buckets(64) == [32, 64] and eu.padding_buckets(33) == [32, 33]
