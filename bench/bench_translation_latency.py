@@ -34,9 +34,9 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import build_vocab
 import common
 import export_utils
+from realformer_tf import vocab_building
 from translation import export_translation
 from translation import nmt_modeling
 
@@ -106,7 +106,7 @@ def _random_model(work_dir):
   with open(text, "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")
   spm_model = os.path.join(work_dir, "spm.model")
-  build_vocab.build_sentencepiece([text], RANDOM_MODEL_VOCAB, spm_model, do_lower_case=False,
+  vocab_building.build_sentencepiece([text], RANDOM_MODEL_VOCAB, spm_model, do_lower_case=False,
                                   log_fn=lambda s: None, id_layout="nmt")
   config = nmt_modeling.NmtConfig.from_dict(dict(RANDOM_MODEL, vocab_size=RANDOM_MODEL_VOCAB))
   with tf.Graph().as_default():

@@ -10,7 +10,7 @@ transparently). Each pair becomes one tf.train.Example with two variable-length 
 No padding and no bos: translation_input.py adds the decoder input (bos + pieces), pads and
 batches. The SentencePiece model (--spm_model) must have pad=0, unk=1, bos=2, eos=3; when it does
 not exist and --train_spm_vocab_size=N is given, a joint model of N pieces is trained on the
-source and target text first (build_vocab.build_sentencepiece with the "nmt" id layout: case
+source and target text first (vocab_building.build_sentencepiece with the "nmt" id layout: case
 preserved, one thread, deterministic) and written to --spm_model, so a rerun reuses it.
 
   python -m translation.create_translation_data \\
@@ -55,8 +55,8 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-import build_vocab
 import common
+from realformer_tf import vocab_building
 import text_input
 
 FLAGS = flags.FLAGS
@@ -455,7 +455,7 @@ def _spm_model(input_files, log_fn):
   common.remove_stale_temps(path)
   if os.path.dirname(path):
     tf.io.gfile.makedirs(os.path.dirname(path))
-  build_vocab.build_sentencepiece(
+  vocab_building.build_sentencepiece(
       input_files, size, path, do_lower_case=False, algorithm=FLAGS.spm_algorithm,
       log_fn=log_fn, max_line_chars=FLAGS.max_line_chars,
       max_bad_fraction=FLAGS.max_bad_fraction, id_layout="nmt",

@@ -11,9 +11,9 @@ import pytest
 import tensorflow as tf
 
 from conftest import last_error_line, run_tool, shared_path
-import build_vocab
 import common
 import create_pretraining_data
+from realformer_tf import vocab_building
 from translation import create_translation_data as ctd
 from translation import translation_input
 
@@ -44,7 +44,7 @@ def spm_model(tmp_path_factory):
   src = _write_lines(str(directory / "train.en"), _sentences(WORDS_SRC, 300, 1))
   tgt = _write_lines(str(directory / "train.de"), _sentences(WORDS_TGT, 300, 2))
   path = str(directory / "joint.model")
-  build_vocab.build_sentencepiece([src, tgt], 60, path, do_lower_case=False, id_layout="nmt",
+  vocab_building.build_sentencepiece([src, tgt], 60, path, do_lower_case=False, id_layout="nmt",
                                   log_fn=lambda s: None)
   return path
 
@@ -56,7 +56,7 @@ def test_load_spm_checks_the_translation_ids(spm_model, tmp_path):
   # A BERT-layout model ([PAD]=0 [UNK]=1, no bos/eos) is refused with one line.
   src = _write_lines(str(tmp_path / "t.txt"), _sentences(WORDS_SRC, 200, 3))
   bert_model = str(tmp_path / "bert.model")
-  build_vocab.build_sentencepiece([src], 36, bert_model, do_lower_case=False,
+  vocab_building.build_sentencepiece([src], 36, bert_model, do_lower_case=False,
                                   log_fn=lambda s: None)
   with pytest.raises(common.UsageError, match=r"special ids bos=-1 eos=-1 pad=0 unk=1, the "
                      r"translation model needs bos=2 eos=3 pad=0 unk=1"):

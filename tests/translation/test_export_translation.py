@@ -17,8 +17,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import last_error_line, run_tool, shared_path
-import build_vocab
 import common
+from realformer_tf import vocab_building
 from translation import create_translation_data
 from translation import export_translation
 from translation import nmt_modeling
@@ -106,7 +106,7 @@ def tiny_model(tmp_path_factory):
   text = work / "train.txt"
   text.write_text("\n".join(en + de) + "\n", encoding="utf-8")
   spm_model = str(work / "spm.model")
-  build_vocab.build_sentencepiece([str(text)], SPM_VOCAB_SIZE, spm_model, do_lower_case=False,
+  vocab_building.build_sentencepiece([str(text)], SPM_VOCAB_SIZE, spm_model, do_lower_case=False,
                                   log_fn=lambda s: None, id_layout="nmt")
   config = nmt_modeling.NmtConfig.from_dict(dict(TINY_NMT_CONFIG, vocab_size=SPM_VOCAB_SIZE))
   model_dir = work / "model"
