@@ -29,10 +29,10 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
+from realformer_tf import checkpoint_slimming
 from realformer_tf import serving
 import modeling
 import run_classifier
-import slim_checkpoint
 import tokenization
 
 tf1 = tf.compat.v1
@@ -82,7 +82,7 @@ def _make_checkpoint(work_dir):
   model_dir = os.path.join(work_dir, "classifier")
   os.makedirs(model_dir, exist_ok=True)
   out = os.path.join(model_dir, "model.ckpt")
-  slim_checkpoint.write_checkpoint(values, out)
+  checkpoint_slimming.write_checkpoint(values, out)
   with open(os.path.join(model_dir, "bert_config.json"), "w") as f:
     f.write(config.to_json_string())
   return out, config, vocab_file, name
