@@ -22,9 +22,9 @@ Outputs in --output_dir (each written under a hidden temporary name and renamed 
     label and split, and the majority-class baselines per split.
 A rerun with the same flags writes byte-identical files (nothing depends on time or order of
 work). Bad flags and missing files: one line (exit 2); the lengths are bounded as in
-etc_model.create_pretraining_data (G <= L, L <= 65,536 unless --allow_long_inputs). SIGINT /
-SIGTERM (polled at every line, chapter and record) stop the run, remove the file being written
-and exit 130 / 143 without long_tasks.json; a rerun starts over.
+etc_model.create_pretraining_data (etc_records.check_lengths: G <= L, L <= 65,536 unless
+--allow_long_inputs). SIGINT / SIGTERM (polled at every line, chapter and record) stop the run,
+remove the file being written and exit 130 / 143 without long_tasks.json; a rerun starts over.
 """
 
 from __future__ import absolute_import
@@ -42,9 +42,9 @@ from absl import logging
 import tensorflow as tf
 
 import common
-import create_pretraining_data as bert_data
+from realformer_tf import pretraining_data
 import text_input
-from etc_model import create_pretraining_data as etc_data
+from etc_model import etc_records
 from etc_model import long_tasks
 
 FLAGS = flags.FLAGS
@@ -84,7 +84,7 @@ def define_flags():
   flags.DEFINE_float("dev_fraction", 0.1, "Share of each book's chapters for dev.")
   flags.DEFINE_float("test_fraction", 0.1, "Share of each book's chapters for test.")
   flags.DEFINE_integer("random_seed", 12345, "Seed of the splits and of every example.")
-  etc_data.define_length_flags()
+  etc_records.define_length_flags()
   text_input.define_input_flags()
 
 
@@ -98,13 +98,13 @@ def read_text_documents(input_files, reader, should_stop=_never):
   Args:
     input_files: text files.
     reader: text_input.TextReader.
-    should_stop: function() -> bool polled at every line; True raises bert_data.Stopped.
+    should_stop: function() -> bool polled at every line; True raises pretraining_data.Stopped.
   """
   for path in input_files:
     document = []
     for raw in reader.read_lines(path):
       if should_stop():
-        raise bert_data.Stopped()
+        raise pretraining_data.Stopped()
       line = raw.decode("utf-8", errors="replace").strip()
       if line:
         document.append(line)
@@ -123,7 +123,7 @@ def build_examples(input_files, tokenizer, settings, should_stop=_never):
     tokenizer: tokenization.FullTokenizer.
     settings: dict of the flags' values and token ids (see main).
     should_stop: function() -> bool polled at every line and chapter; True raises
-      bert_data.Stopped.
+      pretraining_data.Stopped.
 
   Returns:
     (chapters, splits, examples, labels): examples[task][split] is a list of feature dicts;
@@ -142,7 +142,7 @@ def build_examples(input_files, tokenizer, settings, should_stop=_never):
   tokenized = []
   for chapter in chapters:
     if should_stop():
-      raise bert_data.Stopped()
+      raise pretraining_data.Stopped()
     tokenized.append(long_tasks.tokenize_chapter(chapter, tokenize, settings["min_name_count"]))
   examples = {task: {split: [] for split in SPLITS} for task in TASKS}
   kind = settings.get("classify_label", "book")
@@ -153,7 +153,7 @@ def build_examples(input_files, tokenizer, settings, should_stop=_never):
             for split in SPLITS}
   for chapter, (_, sentences), split in zip(chapters, tokenized, splits):
     if should_stop():
-      raise bert_data.Stopped()
+      raise pretraining_data.Stopped()
     examples["cloze"][split].extend(long_tasks.make_cloze_examples(
         chapter, sentences, settings, settings["random_seed"]))
     others = [d for d in donors[split] if d[0] is not chapter]
@@ -176,14 +176,14 @@ def write_records(path, examples, should_stop=_never):
   """Writes serialized examples to `path` atomically (temporary name, then rename).
 
   should_stop is polled at every example; True removes the temporary and raises
-  bert_data.Stopped.
+  pretraining_data.Stopped.
   """
   tmp_path = common.temp_path(path)
   try:
     with tf.io.TFRecordWriter(tmp_path) as writer:
       for example in examples:
         if should_stop():
-          raise bert_data.Stopped()
+          raise pretraining_data.Stopped()
         writer.write(long_tasks.serialize(example))
     tf.io.gfile.rename(tmp_path, path, overwrite=True)
   finally:
@@ -288,7 +288,7 @@ def create_long_tasks(input_files, output_dir, tokenizer, settings, extra_settin
     settings: dict (see main).
     extra_settings: more settings to record (vocab_file, ...).
     should_stop: function() -> bool polled at every line, chapter and record; True raises
-      bert_data.Stopped (the record file being written is removed, long_tasks.json is not
+      pretraining_data.Stopped (the record file being written is removed, long_tasks.json is not
       written: the directory does not look finished).
 
   Returns:
@@ -330,8 +330,8 @@ def _validate_flags():
   for name in ("input_file", "output_dir"):
     if not getattr(FLAGS, name):
       common.fail("--%s is required" % name)
-  etc_data.check_lengths(FLAGS.max_seq_length, FLAGS.max_global_seq_length,
-                         FLAGS.allow_long_inputs)
+  etc_records.check_lengths(FLAGS.max_seq_length, FLAGS.max_global_seq_length,
+                            FLAGS.allow_long_inputs)
   for name in ("max_candidate_pieces", "min_name_count", "inserted_sentences"):
     if getattr(FLAGS, name) < 1:
       common.fail("--%s=%d: must be >= 1" % (name, getattr(FLAGS, name)))
@@ -367,7 +367,7 @@ def main(_):
     common.check_not_input(path, input_files + [FLAGS.vocab_file], "output_dir")
   text_input.check_text_inputs(input_files)
   try:
-    tokenizer = bert_data.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    tokenizer = pretraining_data.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
   except (UnicodeDecodeError, ValueError, KeyError, IndexError) as e:
     if isinstance(e, common.UsageError):
       raise
@@ -407,7 +407,7 @@ def main(_):
         input_files, FLAGS.output_dir, tokenizer, settings,
         extra_settings={"vocab_file": FLAGS.vocab_file, "do_lower_case": FLAGS.do_lower_case},
         should_stop=lambda: common.STOP_SIGNALS.stopped)
-  except bert_data.Stopped:
+  except pretraining_data.Stopped:
     common.STOP_SIGNALS.exit_if_stopped(
         "stopped before the end; long_tasks.json was not written and the temporary file was "
         "removed (rerun the same command to start again)")

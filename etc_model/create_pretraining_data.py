@@ -6,9 +6,10 @@
       --max_seq_length=4096 --max_global_seq_length=256 --max_predictions_per_seq=640
 
 Input: the format of the top-level create_pretraining_data.py (one sentence per line, a blank
-line between documents; gzip read decompressed), read by its `TextReader` (undecodable-byte
-limit, over-long lines cut) and tokenised by its checked tokenizer (`make_tokenizer`, i.e.
-tokenization.checked_tokenizer). Each input file starts a new document.
+line between documents; gzip read decompressed), read by the shared `text_input.TextReader`
+(undecodable-byte limit, over-long lines cut) and tokenised by the top-level pipeline's checked
+tokenizer (`realformer_tf.pretraining_data.make_tokenizer`, i.e. tokenization.checked_tokenizer).
+Each input file starts a new document.
 
 Records (ETC's long-input layout, `etc_inputs.make_sentence_global_inputs`): the sentences of
 the corpus are packed in order into long inputs of --max_seq_length word pieces with one global
@@ -33,14 +34,14 @@ ids with etc_inputs' TF ops, which keeps a record at about 3 * L + G + 3 * P num
   global_breakpoints [G]   1 at the last global token of each packed document piece
   masked_lm_positions [P], masked_lm_ids [P], masked_lm_weights [P] (float)
 
-Lengths, checked before any work (one line, exit 2): G <= L (a global token stands for at
-least one long token); L <= MAX_LONG_SEQ_LENGTH (65,536) unless --allow_long_inputs (ETC's
-relative positions set no bound of their own, and every record is padded to L); with
---etc_config_file of absolute positions, L and G fit max_absolute_position_embeddings (and the
-vocab ids fit its vocab_size).
+Lengths, checked before any work (one line, exit 2; etc_records.check_lengths): G <= L (a global
+token stands for at least one long token); L <= MAX_LONG_SEQ_LENGTH (65,536) unless
+--allow_long_inputs (ETC's relative positions set no bound of their own, and every record is
+padded to L); with --etc_config_file of absolute positions, L and G fit
+max_absolute_position_embeddings (and the vocab ids fit its vocab_size).
 
 Output: one TFRecord file written under a hidden temporary name and renamed when complete, and
-the counted summary `NAME.summary.json` (top-level `summary_path_for`). The text streams through
+the counted summary `NAME.summary.json` (`text_input.summary_path_for`). The text streams through
 one line at a time and one record is held at a time (a document of any size included), so
 memory does not grow with the input. SIGINT / SIGTERM (polled at every sentence and record)
 stop the run, remove the temporary and exit 130 / 143; a rerun starts over (same bytes).
@@ -63,25 +64,14 @@ import numpy as np
 import tensorflow as tf
 
 import common
-import create_pretraining_data as bert_data
 import mlm_masking
+from realformer_tf import pretraining_data
 import text_input
 from etc_model import etc_inputs
 from etc_model import etc_modeling
+from etc_model import etc_records
 
 FLAGS = flags.FLAGS
-
-FEATURE_NAMES = ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
-                 "global_breakpoints", "masked_lm_positions", "masked_lm_ids",
-                 "masked_lm_weights")
-LONG_FEATURES = ("token_ids", "sentence_ids", "long_breakpoints")
-GLOBAL_FEATURES = ("global_token_ids", "global_breakpoints")
-PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
-
-# The longest --max_seq_length the ETC data tools take without --allow_long_inputs: 16 times the
-# official 4096. ETC's relative positions set no bound of their own, and every record is padded to
-# the length, so a mistyped value only makes a job grow until memory runs out.
-MAX_LONG_SEQ_LENGTH = 65536
 
 _SUMMARY_INT_KEYS = ("documents", "lines", "sentences", "long_sentences_split", "records",
                      "long_tokens", "global_tokens", "masked_tokens", "masked_as_mask",
@@ -114,15 +104,8 @@ def define_flags():
                       "Optional: the ETC config of the model the data is for. With absolute "
                       "positions (max_absolute_position_embeddings > 0) the lengths must fit "
                       "its table; the vocab ids must fit its vocab_size.")
-  define_length_flags()
+  etc_records.define_length_flags()
   text_input.define_input_flags()
-
-
-def define_length_flags():
-  """Defines --allow_long_inputs (the ETC data tools' flag that lifts MAX_LONG_SEQ_LENGTH)."""
-  flags.DEFINE_bool("allow_long_inputs", False,
-                    "Allow --max_seq_length over %d (every record is padded to it: the job's "
-                    "memory and time grow with it)." % MAX_LONG_SEQ_LENGTH)
 
 
 class LongRecordPacker(object):
@@ -230,7 +213,7 @@ def serialize_record(record, positions, label_ids, num_masked):
   weights = np.zeros([len(positions)], np.float32)
   weights[:num_masked] = 1.0
   features = collections.OrderedDict()
-  for name in LONG_FEATURES + GLOBAL_FEATURES:
+  for name in etc_records.LONG_FEATURES + etc_records.GLOBAL_FEATURES:
     features[name] = _int_feature(record[name])
   features["masked_lm_positions"] = _int_feature(positions)
   features["masked_lm_ids"] = _int_feature(label_ids)
@@ -319,11 +302,11 @@ def _pass_records(input_files, tokenizer, reader, packer, should_stop):
   """Yields the records of one pass over the input, polling should_stop at every sentence.
 
   Raises:
-    bert_data.Stopped: should_stop() said so.
+    pretraining_data.Stopped: should_stop() said so.
   """
   for sentence in read_sentences(input_files, tokenizer, reader, packer.stats):
     if should_stop():
-      raise bert_data.Stopped()
+      raise pretraining_data.Stopped()
     if sentence is None:
       packer.end_document()
       continue
@@ -379,7 +362,7 @@ def create_pretraining_data(input_files, output_file, tokenizer, settings, summa
           meter.update((done_before + reader.disk_bytes_done) / 1e6,
                        extra="(%d records)" % (stats["records"] + pass_stats["records"]))
           if should_stop():
-            raise bert_data.Stopped()
+            raise pretraining_data.Stopped()
         # Records and tokens count every pass; the input (documents, lines, ...) once.
         for key in ("records", "long_tokens", "global_tokens"):
           stats[key] += pass_stats.pop(key, 0)
@@ -391,7 +374,7 @@ def create_pretraining_data(input_files, output_file, tokenizer, settings, summa
     if not stats["records"]:
       common.fail("--input_file=%s: no text in it (no record written)" % ",".join(input_files))
     tf.io.gfile.rename(tmp_path, output_file, overwrite=True)
-  except bert_data.Stopped:
+  except pretraining_data.Stopped:
     return None
   finally:
     if tf.io.gfile.exists(tmp_path):
@@ -416,41 +399,7 @@ def create_pretraining_data(input_files, output_file, tokenizer, settings, summa
 
 def read_examples(path):
   """Reads the records back as dicts of numpy arrays (for tests and inspection)."""
-  return bert_data.read_examples(path)
-
-
-def check_lengths(max_seq_length, max_global_seq_length, allow_long_inputs=False,
-                  config=None, config_file=None):
-  """Fails with one line when the long or global input length is impossible, before any work.
-
-  A global token stands for a sentence of at least one long token, so G <= L. L is at most
-  MAX_LONG_SEQ_LENGTH unless allow_long_inputs (ETC's relative positions set no bound; a record
-  costs memory and time in proportion to L). With a config of absolute positions, both lengths
-  fit its table (max_absolute_position_embeddings).
-
-  Args:
-    max_seq_length: --max_seq_length (L).
-    max_global_seq_length: --max_global_seq_length (G).
-    allow_long_inputs: --allow_long_inputs.
-    config: an etc_modeling.EtcConfig, or None.
-    config_file: the file it came from, for messages.
-  """
-  for name, value in (("max_seq_length", max_seq_length),
-                      ("max_global_seq_length", max_global_seq_length)):
-    if value < 1:
-      common.fail("--%s=%d: must be >= 1" % (name, value))
-  if max_global_seq_length > max_seq_length:
-    common.fail("--max_global_seq_length=%d: must be <= --max_seq_length=%d (every global token "
-                "stands for at least one long token)" % (max_global_seq_length, max_seq_length))
-  if max_seq_length > MAX_LONG_SEQ_LENGTH and not allow_long_inputs:
-    common.fail("--max_seq_length=%d: over %d, where every record padded to it costs memory and "
-                "time in proportion; pass --allow_long_inputs if it is meant" %
-                (max_seq_length, MAX_LONG_SEQ_LENGTH))
-  # (G <= L: the global positions fit the table when the long ones do.)
-  table = config.max_absolute_position_embeddings if config is not None else 0
-  if table and max_seq_length > table:
-    common.fail("--max_seq_length=%d is longer than max_absolute_position_embeddings=%d in %s" %
-                (max_seq_length, table, config_file))
+  return pretraining_data.read_examples(path)
 
 
 def load_config(config_file, flag_name="etc_config_file"):
@@ -470,8 +419,8 @@ def _validate_flags():
     if not getattr(FLAGS, name):
       common.fail("--%s is required" % name)
   config = load_config(FLAGS.etc_config_file) if FLAGS.etc_config_file else None
-  check_lengths(FLAGS.max_seq_length, FLAGS.max_global_seq_length, FLAGS.allow_long_inputs,
-                config, FLAGS.etc_config_file)
+  etc_records.check_lengths(FLAGS.max_seq_length, FLAGS.max_global_seq_length,
+                            FLAGS.allow_long_inputs, config, FLAGS.etc_config_file)
   for name in ("max_predictions_per_seq", "dupe_factor"):
     if getattr(FLAGS, name) < 1:
       common.fail("--%s=%d: must be >= 1" % (name, getattr(FLAGS, name)))
@@ -497,7 +446,7 @@ def main(_):
                                       input_files, [FLAGS.vocab_file, FLAGS.spm_model_file])
   text_input.check_text_inputs(input_files)
   try:
-    tokenizer = bert_data.make_tokenizer(
+    tokenizer = pretraining_data.make_tokenizer(
         FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.spm_model_file,
         vocab_size=config.vocab_size if config else None,
         config_name="--etc_config_file=%s" % FLAGS.etc_config_file)

@@ -18,15 +18,15 @@ import tensorflow as tf
 
 import common
 import estimator_utils
-from etc_model import create_pretraining_data as etc_data
 from etc_model import etc_inputs
 from etc_model import etc_modeling
+from etc_model import etc_records
 
 tf1 = tf.compat.v1
 
 # The features every ETC record stores: [L] long ones and [G] global ones.
-LONG_FEATURES = etc_data.LONG_FEATURES
-GLOBAL_FEATURES = etc_data.GLOBAL_FEATURES
+LONG_FEATURES = etc_records.LONG_FEATURES
+GLOBAL_FEATURES = etc_records.GLOBAL_FEATURES
 # Variable scopes of the model and its heads (a checkpoint variable under them that this job's
 # model lacks belongs to another model).
 MODEL_SCOPES = ("etc_document_bert", "cls")

@@ -66,9 +66,9 @@ import pretraining_utils
 import text_input
 import run_pretraining as bert_pretraining
 from etc_model import cpc
-from etc_model import create_pretraining_data as etc_data
 from etc_model import etc_estimator
 from etc_model import etc_modeling
+from etc_model import etc_records
 
 tf1 = tf.compat.v1
 
@@ -175,9 +175,9 @@ def input_fn_builder(input_files, config, max_seq_length, max_global_seq_length,
     input_fn(params) -> tf.data.Dataset of feature dicts with batch params["batch_size"].
   """
   name_to_features = {}
-  for name in etc_data.LONG_FEATURES:
+  for name in etc_records.LONG_FEATURES:
     name_to_features[name] = tf.io.FixedLenFeature([max_seq_length], tf.int64)
-  for name in etc_data.GLOBAL_FEATURES:
+  for name in etc_records.GLOBAL_FEATURES:
     name_to_features[name] = tf.io.FixedLenFeature([max_global_seq_length], tf.int64)
   name_to_features["masked_lm_positions"] = tf.io.FixedLenFeature([max_predictions_per_seq],
                                                                   tf.int64)
@@ -516,11 +516,11 @@ def _expected_lengths():
   long_flag = "--max_seq_length=%d" % FLAGS.max_seq_length
   global_flag = "--max_global_seq_length=%d" % FLAGS.max_global_seq_length
   pred_flag = "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq
-  expected = {name: (FLAGS.max_seq_length, long_flag) for name in etc_data.LONG_FEATURES}
+  expected = {name: (FLAGS.max_seq_length, long_flag) for name in etc_records.LONG_FEATURES}
   expected.update({name: (FLAGS.max_global_seq_length, global_flag)
-                   for name in etc_data.GLOBAL_FEATURES})
+                   for name in etc_records.GLOBAL_FEATURES})
   expected.update({name: (FLAGS.max_predictions_per_seq, pred_flag)
-                   for name in etc_data.PREDICTION_FEATURES})
+                   for name in etc_records.PREDICTION_FEATURES})
   return expected
 
 

@@ -1,4 +1,5 @@
-"""Tests for create_pretraining_data.py: masking statistics, layout, determinism, format, bad input.
+"""Tests for create_pretraining_data.py (its pipeline: realformer_tf/pretraining_data.py, its pool:
+realformer_tf/ordered_pool.py): masking statistics, layout, determinism, format, bad input.
 
 The official algorithm (google-research/bert create_pretraining_data.py) is re-implemented here on
 plain lists as an independent reference; the fast version is compared with it statistically (the
@@ -26,6 +27,8 @@ from conftest import last_error_line, process_alive, REPO_DIR, run_tool, shared_
 from conftest import TINY_BERT_CONFIG
 import common
 import create_pretraining_data as cpd
+from realformer_tf import ordered_pool
+from realformer_tf import pretraining_data
 import text_input
 import tokenization
 
@@ -60,7 +63,7 @@ def settings(**kw):
   base = dict(max_seq_length=64, max_predictions_per_seq=10, random_seed=7, dupe_factor=3,
               masked_lm_prob=0.15, short_seq_prob=0.1, do_whole_word_mask=False)
   base.update(kw)
-  return cpd.Settings(**base)
+  return pretraining_data.Settings(**base)
 
 
 def run(tmp_path, tokenizer, text, name="out.tfrecord", num_workers=1, **kw):
@@ -70,9 +73,9 @@ def run(tmp_path, tokenizer, text, name="out.tfrecord", num_workers=1, **kw):
   out = str(tmp_path / name)
   opts = {k: kw.pop(k) for k in ("chunk_mb", "nsp_buffer_docs", "shuffle_buffer",
                                   "max_line_chars", "max_bad_fraction") if k in kw}
-  summary = cpd.create_pretraining_data([str(inp)], [out], tokenizer, settings(**kw),
-                                        num_workers=num_workers, log_fn=lambda s: None,
-                                        summary_path=cpd.summary_path_for(out), **opts)
+  summary = pretraining_data.create_pretraining_data([str(inp)], [out], tokenizer, settings(**kw),
+                                                     num_workers=num_workers, log_fn=lambda s: None,
+                                                     summary_path=cpd.summary_path_for(out), **opts)
   return out, summary
 
 
@@ -176,9 +179,9 @@ def original_tokens(ex):
 
 
 def _truncated_pair(tokens_a, tokens_b, max_num_tokens, rng):
-  """Truncated copies of a pair, with the id pipeline's draws (cpd._truncation)."""
-  front_a, back_a, front_b, back_b = cpd._truncation(len(tokens_a), len(tokens_b),
-                                                     max_num_tokens, rng)
+  """Truncated copies of a pair, with the id pipeline's draws (pretraining_data._truncation)."""
+  front_a, back_a, front_b, back_b = pretraining_data._truncation(len(tokens_a), len(tokens_b),
+                                                                  max_num_tokens, rng)
   return (tokens_a[front_a:len(tokens_a) - back_a], tokens_b[front_b:len(tokens_b) - back_b])
 
 
@@ -229,7 +232,7 @@ def test_instances_match_official_statistics():
   for _ in range(passes):
     for d in range(len(docs)):
       out = []
-      cpd._create_id_instances_from_document(bounds_docs, d, 64, 0.1, our_rng, out)
+      pretraining_data._create_id_instances_from_document(bounds_docs, d, 64, 0.1, our_rng, out)
       for a_start, len_a, b_start, len_b, is_random in out:
         assert len_a >= 1 and len_b >= 1 and len_a + len_b <= 61
         a_tokens = flat[a_start:a_start + len_a]
@@ -253,7 +256,7 @@ def test_instances_match_official_statistics():
 
 def test_masking_statistics(tmp_path, tokenizer):
   out, summary = run(tmp_path, tokenizer, make_text(150, 1), dupe_factor=4)
-  examples = cpd.read_examples(out)
+  examples = pretraining_data.read_examples(out)
   assert len(examples) == summary["instances"] > 1500
   vocab = tokenizer.vocab
   cls_id, sep_id, mask_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]
@@ -309,7 +312,7 @@ def test_whole_word_masking(tmp_path, tokenizer):
                  do_whole_word_mask=wwm)
     split_groups = 0
     counts, ref_counts = [], []
-    for ex in cpd.read_examples(out):
+    for ex in pretraining_data.read_examples(out):
       length = int(ex["input_mask"].sum())
       k = int(ex["masked_lm_weights"].sum())
       masked = set(ex["masked_lm_positions"][:k].tolist())
@@ -338,7 +341,7 @@ def test_whole_word_masking(tmp_path, tokenizer):
 
 def test_layout_and_nsp_balance(tmp_path, tokenizer):
   out, summary = run(tmp_path, tokenizer, make_text(200, 4), dupe_factor=2)
-  examples = cpd.read_examples(out)
+  examples = pretraining_data.read_examples(out)
   sep_id = tokenizer.vocab["[SEP]"]
   labels = []
   for ex in examples:
@@ -365,7 +368,7 @@ def test_tfrecord_spec_and_official_parser(tmp_path, tokenizer):
   record = next(iter(tf.data.TFRecordDataset(out))).numpy()
   example = tf.train.Example.FromString(record)
   feats = example.features.feature
-  assert sorted(feats.keys()) == sorted(cpd.FEATURE_NAMES)
+  assert sorted(feats.keys()) == sorted(pretraining_data.FEATURE_NAMES)
   lengths = {"input_ids": 64, "input_mask": 64, "segment_ids": 64, "masked_lm_positions": 10,
              "masked_lm_ids": 10, "masked_lm_weights": 10, "next_sentence_labels": 1}
   for name, n in lengths.items():
@@ -377,7 +380,7 @@ def test_tfrecord_spec_and_official_parser(tmp_path, tokenizer):
           for name, n in lengths.items()}
   dataset = tf.data.TFRecordDataset(out).map(lambda r: tf.io.parse_single_example(r, spec))
   count = sum(1 for _ in dataset)
-  assert count == len(cpd.read_examples(out))
+  assert count == len(pretraining_data.read_examples(out))
 
 
 def test_serializer_equals_tf_example():
@@ -391,7 +394,7 @@ def test_serializer_equals_tf_example():
   mids = rng.integers(0, 30522, (n, pred))
   w = rng.integers(0, 2, (n, pred)).astype(np.float32)
   nsl = rng.integers(0, 2, n)
-  records = cpd.ExampleSerializer().serialize_batch(ids, mask, seg, pos, mids, w, nsl)
+  records = pretraining_data.ExampleSerializer().serialize_batch(ids, mask, seg, pos, mids, w, nsl)
   for i, record in enumerate(records):
     def ints(v):
       return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(x) for x in v]))
@@ -428,20 +431,20 @@ def test_undecodable_bytes_counted_not_fatal(tmp_path, tokenizer):
   legit = "a real replacement char \ufffd stays.\n".encode("utf-8")  # not counted
   out, summary = run(tmp_path, tokenizer, text + b"\n" + bad + legit + b"\n" + text)
   assert summary["lines_with_undecodable_bytes"] == 2
-  assert summary["instances"] == len(cpd.read_examples(out)) > 0
+  assert summary["instances"] == len(pretraining_data.read_examples(out)) > 0
   assert summary["documents"] == 21
 
 
 def test_empty_and_one_sentence_documents(tmp_path, tokenizer):
   out, summary = run(tmp_path, tokenizer, b"", name="empty.tfrecord")
   assert summary["instances"] == 0 and summary["documents"] == 0
-  assert os.path.exists(out) and cpd.read_examples(out) == []
+  assert os.path.exists(out) and pretraining_data.read_examples(out) == []
   # Blank-only lines, control-only lines (no tokens), and one-line documents.
   text = "\n\n   \n" + "\x07\x08\n\n" + "\n\n".join("the whale %d said." % i for i in range(40))
   out, summary = run(tmp_path, tokenizer, text, name="one.tfrecord", dupe_factor=2)
   assert summary["documents"] == 40 and summary["one_sentence_documents"] == 40
   assert summary["empty_documents_skipped"] == 1
-  examples = cpd.read_examples(out)
+  examples = pretraining_data.read_examples(out)
   # As in the official script, a one-segment chunk gets a random B.
   assert len(examples) == 80 and all(ex["next_sentence_labels"][0] == 1 for ex in examples)
 
@@ -451,7 +454,7 @@ def test_very_long_line_and_chunking(tmp_path, tokenizer):
   text = make_text(5, 8) + "\n" + long_line + "\n" + make_text(5, 9)
   out, summary = run(tmp_path, tokenizer, text, dupe_factor=1, chunk_mb=0.001)
   assert summary["documents"] == 11
-  assert all(int(ex["input_mask"].sum()) <= 64 for ex in cpd.read_examples(out))
+  assert all(int(ex["input_mask"].sum()) <= 64 for ex in pretraining_data.read_examples(out))
 
 
 def test_failure_leaves_no_finished_file(tmp_path, tokenizer):
@@ -459,9 +462,9 @@ def test_failure_leaves_no_finished_file(tmp_path, tokenizer):
   inp.write_text(make_text(300, 10))
   out = str(tmp_path / "fail.tfrecord")
   with pytest.raises(RuntimeError):
-    cpd.create_pretraining_data([str(inp)], [out + "-a", out + "-b"], tokenizer, settings(),
-                                chunk_mb=0.004, log_fn=lambda s: None,
-                                summary_path=out + ".summary.json", _fail_after_chunks=2)
+    pretraining_data.create_pretraining_data(
+        [str(inp)], [out + "-a", out + "-b"], tokenizer, settings(), chunk_mb=0.004,
+        log_fn=lambda s: None, summary_path=out + ".summary.json", _fail_after_chunks=2)
   assert os.listdir(tmp_path) == ["in.txt"]
 
 
@@ -474,7 +477,7 @@ def test_summary_json(tmp_path, tokenizer):
   nonblank = [l for l in text.split("\n") if l.strip()]
   assert saved["documents"] == 60 and saved["lines"] == len(nonblank)
   assert saved["input_tokens"] == sum(len(tokenizer.tokenize(l)) for l in nonblank)
-  assert saved["instances"] == len(cpd.read_examples(out))
+  assert saved["instances"] == len(pretraining_data.read_examples(out))
   assert saved["settings"]["dupe_factor"] == 2 and saved["settings"]["max_seq_length"] == 64
   for key in ("masked_fraction", "nsp_random_fraction", "elapsed_s", "mb_per_s",
               "lines_with_undecodable_bytes", "empty_documents_skipped", "one_sentence_documents",
@@ -486,7 +489,7 @@ def test_summary_json(tmp_path, tokenizer):
 def test_shared_sample(tmp_path, tokenizer):
   sample = shared_path("sample_1mb.txt")
   out = str(tmp_path / "sample.tfrecord")
-  summary = cpd.create_pretraining_data([sample], [out], tokenizer, settings(
+  summary = pretraining_data.create_pretraining_data([sample], [out], tokenizer, settings(
       max_seq_length=128, max_predictions_per_seq=20, dupe_factor=1), log_fn=lambda s: None)
   assert summary["documents"] == 616 and summary["lines_with_undecodable_bytes"] == 0
   assert 0.145 < summary["masked_fraction"] < 0.16
@@ -508,7 +511,7 @@ def test_cli_sharded_output(tmp_path, vocab_file):
   shards = sorted(glob.glob(out + "-*"))
   assert [os.path.basename(s) for s in shards] == [
       "data.tfrecord-%05d-of-00003" % i for i in range(3)]
-  counts = [len(cpd.read_examples(s)) for s in shards]
+  counts = [len(pretraining_data.read_examples(s)) for s in shards]
   # The summary is out/data.summary.json: `--input_file=<output_file>*` never picks it up.
   assert sorted(glob.glob(out + "*")) == shards
   with open(str(tmp_path / "out" / "data.summary.json")) as f:
@@ -653,7 +656,8 @@ def test_long_line_split_in_pipeline(tmp_path, tokenizer):
   nonblank = [l for l in text.split("\n") if l.strip()]
   assert summary["lines"] == len(nonblank) - 1 + 7
   # The long line and the first document after it form one document (no blank line between).
-  assert summary["documents"] == 10 and summary["instances"] == len(cpd.read_examples(out))
+  assert summary["documents"] == 10
+  assert summary["instances"] == len(pretraining_data.read_examples(out))
 
 
 def test_gzip_input_same_output_as_plain(tmp_path, tokenizer):
@@ -664,8 +668,9 @@ def test_gzip_input_same_output_as_plain(tmp_path, tokenizer):
   outputs = []
   for name, inp in (("p.tfrecord", plain), ("g.tfrecord", gz)):
     out = str(tmp_path / name)
-    summary = cpd.create_pretraining_data([str(inp)], [out], tokenizer, settings(dupe_factor=2),
-                                          chunk_mb=0.004, log_fn=lambda s: None)
+    summary = pretraining_data.create_pretraining_data(
+        [str(inp)], [out], tokenizer, settings(dupe_factor=2), chunk_mb=0.004,
+        log_fn=lambda s: None)
     outputs.append((open(out, "rb").read(), summary))
   (plain_bytes, plain_summary), (gz_bytes, gz_summary) = outputs
   assert gz_bytes == plain_bytes and gz_summary["instances"] == plain_summary["instances"] > 100
@@ -686,8 +691,9 @@ def test_undecodable_input_refused(tmp_path, tokenizer, kind):
   out = str(tmp_path / "o.tfrecord")
   # Before the fix: rc 0 and instances made of replacement characters.
   with pytest.raises(common.UsageError) as e:
-    cpd.create_pretraining_data([str(inp)], [out], tokenizer, settings(), log_fn=lambda s: None,
-                                summary_path=cpd.summary_path_for(out))
+    pretraining_data.create_pretraining_data([str(inp)], [out], tokenizer, settings(),
+                                             log_fn=lambda s: None,
+                                             summary_path=cpd.summary_path_for(out))
   message = str(e.value)
   assert message.startswith("--input_file: %s: " % inp) and "\n" not in message
   if kind == "corrupt_gzip":
@@ -721,9 +727,10 @@ def test_bad_fraction_threshold(tmp_path, tokenizer):
   out = str(tmp_path / "o.tfrecord")
   with pytest.raises(common.UsageError, match=r"^--input_file: %s: %.1f%% of its %d bytes \(120\)"
                      % (inp, 100 * bad_share, len(data))):
-    cpd.create_pretraining_data([str(inp)], [out], tokenizer, settings(), log_fn=lambda s: None)
-  summary = cpd.create_pretraining_data([str(inp)], [out], tokenizer, settings(),
-                                        log_fn=lambda s: None, max_bad_fraction=0.05)
+    pretraining_data.create_pretraining_data([str(inp)], [out], tokenizer, settings(),
+                                             log_fn=lambda s: None)
+  summary = pretraining_data.create_pretraining_data([str(inp)], [out], tokenizer, settings(),
+                                                     log_fn=lambda s: None, max_bad_fraction=0.05)
   assert summary["undecodable_bytes"] == 120 and summary["lines_with_undecodable_bytes"] == 40
 
 
@@ -785,7 +792,7 @@ def test_summary_never_matched_by_output_glob(tmp_path, names):
   summary = cpd.summary_path_for(",".join(outputs))
   assert os.path.dirname(summary) == os.path.dirname(outputs[0])
   os.makedirs(os.path.dirname(summary), exist_ok=True)
-  for path in outputs + [summary] + cpd.output_paths(outputs[0], 3):
+  for path in outputs + [summary] + pretraining_data.output_paths(outputs[0], 3):
     open(path, "w").close()
   for path in outputs:
     assert summary not in glob.glob(path + "*")
@@ -801,8 +808,8 @@ def _dead_pid():
 
 def test_temporaries_hidden_and_stale_ones_removed(tmp_path):
   out = str(tmp_path / "x.tfrecord")
-  shards = cpd.output_paths(out, 2)
-  writer = cpd.ShardWriter(shards, 0, 1)
+  shards = pretraining_data.output_paths(out, 2)
+  writer = pretraining_data.ShardWriter(shards, 0, 1)
   writer.add(b"record")
   # While writing: nothing matches the README's glob NAME-* (nor NAME*).
   assert glob.glob(out + "*") == []
@@ -820,7 +827,8 @@ def test_temporaries_hidden_and_stale_ones_removed(tmp_path):
     (tmp_path / name).write_text("partial")
   (tmp_path / "x.tfrecord.summary.json").write_text(json.dumps(
       {"instances": 1, "input_files": [], "output_files": [], "settings": {}}))
-  removed = cpd.remove_stale_outputs([out], shards, cpd.summary_path_for(out), log_fn=lambda s: 0)
+  removed = pretraining_data.remove_stale_outputs([out], shards, cpd.summary_path_for(out),
+                                                  log_fn=lambda s: 0)
   assert sorted(os.path.basename(p) for p in removed) == sorted(
       stale + ["x.tfrecord.summary.json"])
   assert sorted(os.listdir(tmp_path)) == sorted(keep)
@@ -829,13 +837,13 @@ def test_temporaries_hidden_and_stale_ones_removed(tmp_path):
 def test_case_mismatch_and_duplicate_vocab_refused(tmp_path, vocab_file):
   # Before the fix: --do_lower_case=False with the uncased vocab was accepted (8.8% [UNK]).
   with pytest.raises(common.UsageError, match="^--do_lower_case=False: vocab .* no upper-case"):
-    cpd.make_tokenizer(vocab_file, False)
-  tok = cpd.make_tokenizer(vocab_file, True)
+    pretraining_data.make_tokenizer(vocab_file, False)
+  tok = pretraining_data.make_tokenizer(vocab_file, True)
   assert tok.tokenize("The Lighthouse") == ["the", "lighthouse"]
   dup = tmp_path / "dup_vocab.txt"
   dup.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nsea\nthe\n")
   with pytest.raises(common.UsageError, match="'the' is on line 6 and again on line 8"):
-    cpd.make_tokenizer(str(dup), True)
+    pretraining_data.make_tokenizer(str(dup), True)
 
 
 # CLI: refusals before anything is written, signals, kill and rerun.
@@ -864,8 +872,8 @@ def test_cli_glob_with_earlier_output_refused(tmp_path, tokenizer, vocab_file):
   (tmp_path / "in").mkdir()
   (tmp_path / "in" / "a.txt").write_text(make_text(20, 18))
   out = str(tmp_path / "in" / "old.tfrecord-00001-of-00002")
-  cpd.create_pretraining_data([str(tmp_path / "in" / "a.txt")], [out], tokenizer, settings(),
-                              log_fn=lambda s: None)
+  pretraining_data.create_pretraining_data([str(tmp_path / "in" / "a.txt")], [out], tokenizer,
+                                           settings(), log_fn=lambda s: None)
   r = run_tool(SCRIPT, ["--input_file=%s/in/*" % tmp_path,
                         "--output_file=%s/new.tfrecord" % tmp_path, "--vocab_file=" + vocab_file],
                expect_rc=2, timeout=120)
@@ -979,10 +987,12 @@ def test_cli_kill_then_rerun_is_identical(tmp_path, tokenizer, vocab_file):
                                          "k.tfrecord-00001-of-00002"]
   # Same bytes as an uninterrupted run with the same settings (made in-process).
   ref = str(tmp_path / "ref.tfrecord")
-  cpd.create_pretraining_data([str(tmp_path / "in.txt")], cpd.output_paths(ref, 2), tokenizer,
-                              settings(dupe_factor=8), chunk_mb=0.05, log_fn=lambda s: None)
+  pretraining_data.create_pretraining_data(
+      [str(tmp_path / "in.txt")], pretraining_data.output_paths(ref, 2), tokenizer,
+      settings(dupe_factor=8), chunk_mb=0.05, log_fn=lambda s: None)
   for i in range(2):
-    with open(cpd.output_paths(out, 2)[i], "rb") as a, open(cpd.output_paths(ref, 2)[i], "rb") as b:
+    with open(pretraining_data.output_paths(out, 2)[i], "rb") as a, \
+        open(pretraining_data.output_paths(ref, 2)[i], "rb") as b:
       assert a.read() == b.read()
 
 
@@ -1049,7 +1059,7 @@ def _unpicklable(x):
 
 
 def test_pool_results_in_order_with_bounded_tasks_out():
-  pool = cpd.OrderedPool(2, _reverse_delay)
+  pool = ordered_pool.OrderedPool(2, _reverse_delay)
   read = []
 
   def tasks():
@@ -1068,11 +1078,11 @@ def test_pool_results_in_order_with_bounded_tasks_out():
 
 
 def test_pool_worker_killed_is_an_error_naming_it_and_its_task():
-  pool = cpd.OrderedPool(2, _killed_on_3)
+  pool = ordered_pool.OrderedPool(2, _killed_on_3)
   pids = pool.pids
   start = time.time()
   try:
-    with pytest.raises(cpd.WorkerDied) as died:
+    with pytest.raises(ordered_pool.WorkerDied) as died:
       list(pool.imap(range(8), max_in_flight=4))
   finally:
     pool.close()
@@ -1090,13 +1100,13 @@ def _half_second(x):
 
 
 def test_pool_worker_killed_from_outside_names_the_task_it_ran():
-  pool = cpd.OrderedPool(1, _half_second)
+  pool = ordered_pool.OrderedPool(1, _half_second)
   results = pool.imap(range(4), max_in_flight=2)
   try:
     assert next(results) == 0
     time.sleep(0.2)  # well inside task 1
     os.kill(pool.pids[0], signal.SIGKILL)
-    with pytest.raises(cpd.WorkerDied) as died:
+    with pytest.raises(ordered_pool.WorkerDied) as died:
       next(results)
   finally:
     pool.close()
@@ -1105,33 +1115,33 @@ def test_pool_worker_killed_from_outside_names_the_task_it_ran():
       "worker process %d died (signal 9, SIGKILL: out of memory?) while processing chunk 1" %
       died.value.pid)
   # The other wordings: a task sent and not answered, no task, an exit status.
-  assert cpd.WorkerDied(12, -9, 4, running=False).describe("chunk") == (
+  assert ordered_pool.WorkerDied(12, -9, 4, running=False).describe("chunk") == (
       "worker process 12 died (signal 9, SIGKILL: out of memory?) before handing back chunk 4")
-  assert cpd.WorkerDied(12, 1, None).describe("chunk") == (
+  assert ordered_pool.WorkerDied(12, 1, None).describe("chunk") == (
       "worker process 12 exited with status 1 while it held no chunk")
-  assert str(cpd.WorkerDied(12, -15, 2)) == (
+  assert str(ordered_pool.WorkerDied(12, -15, 2)) == (
       "worker process 12 died (signal 15, SIGTERM) while processing task 2")
 
 
 def test_pool_passes_a_task_error_on_and_stops_on_request():
-  pool = cpd.OrderedPool(2, _refused_on_2)
+  pool = ordered_pool.OrderedPool(2, _refused_on_2)
   try:
     with pytest.raises(common.UsageError, match="^task 2: refused$"):
       list(pool.imap(range(5), max_in_flight=2))
   finally:
     pool.close()
   # A result that cannot be sent back is an error too (not a result waited for in vain).
-  pool = cpd.OrderedPool(1, _unpicklable)
+  pool = ordered_pool.OrderedPool(1, _unpicklable)
   try:
     with pytest.raises(AttributeError, match="^Can't pickle local object"):
       list(pool.imap(range(2), max_in_flight=2))
   finally:
     pool.close()
-  pool = cpd.OrderedPool(2, _sleep)
+  pool = ordered_pool.OrderedPool(2, _sleep)
   pids = pool.pids
   start = time.time()
   try:
-    with pytest.raises(cpd.Stopped):
+    with pytest.raises(ordered_pool.Stopped):
       list(pool.imap(range(5), max_in_flight=2, should_stop=lambda: True))
   finally:
     pool.close()

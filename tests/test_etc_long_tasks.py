@@ -11,11 +11,11 @@ import time
 import numpy as np
 import pytest
 
-import create_pretraining_data as bert_data
 import tokenization
 from conftest import REPO_DIR, last_error_line, run_tool, shared_path, tool_env
 from etc_model import create_long_tasks
 from etc_model import long_tasks
+from realformer_tf import pretraining_data
 
 L, G = 128, 16
 
@@ -157,7 +157,7 @@ def _corpus(path):
 def test_rerun_is_byte_identical_and_counted(tmp_path, vocab_file):
   corpus = str(tmp_path / "corpus.txt")
   _corpus(corpus)
-  tokenizer = bert_data.make_tokenizer(vocab_file, True)
+  tokenizer = pretraining_data.make_tokenizer(vocab_file, True)
   settings = _settings(tokenizer, max_seq_length=64, max_global_seq_length=12)
   contents = []
   for run in ("a", "b"):
@@ -173,8 +173,8 @@ def test_rerun_is_byte_identical_and_counted(tmp_path, vocab_file):
   assert summary["chapters_per_split"]["total"] == {"train": 6, "dev": 4, "test": 4}
   for task in ("cloze", "supporting", "classify"):
     for split in ("train", "dev", "test"):
-      records = bert_data.read_examples(os.path.join(str(tmp_path / "a"),
-                                                     "%s_%s.tfrecord" % (task, split)))
+      records = pretraining_data.read_examples(os.path.join(str(tmp_path / "a"),
+                                                            "%s_%s.tfrecord" % (task, split)))
       assert len(records) == summary["examples"][task][split]
   assert summary["examples"]["cloze"]["train"] > 0
   assert summary["examples"]["supporting"]["train"] > 0
@@ -285,7 +285,7 @@ def test_directory_input_is_one_line(tmp_path, vocab_file):
 def test_stop_request_leaves_no_temporary_and_no_summary(tmp_path, vocab_file):
   corpus = str(tmp_path / "corpus.txt")
   _corpus(corpus)
-  tokenizer = bert_data.make_tokenizer(vocab_file, True)
+  tokenizer = pretraining_data.make_tokenizer(vocab_file, True)
   settings = _settings(tokenizer, max_seq_length=64, max_global_seq_length=12)
   out = str(tmp_path / "out")
   polls = []
@@ -300,7 +300,7 @@ def test_stop_request_leaves_no_temporary_and_no_summary(tmp_path, vocab_file):
       calls.append(1)
       return len(calls) > polls_before_stop  # pylint: disable=cell-var-from-loop
 
-    with pytest.raises(bert_data.Stopped):
+    with pytest.raises(pretraining_data.Stopped):
       create_long_tasks.create_long_tasks([corpus], out, tokenizer, settings,
                                           should_stop=should_stop)
     left = sorted(os.listdir(out)) if os.path.exists(out) else []

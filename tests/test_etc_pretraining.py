@@ -18,7 +18,6 @@ import tensorflow as tf
 
 import common
 import convert_hf_checkpoint
-import create_pretraining_data as bert_data
 import estimator_utils
 import modeling
 import run_pretraining as bert_run
@@ -30,8 +29,10 @@ from etc_model import create_pretraining_data as etc_data
 from etc_model import etc_estimator
 from etc_model import etc_inputs
 from etc_model import etc_modeling
+from etc_model import etc_records
 from etc_model import lift_bert_checkpoint as lift
 from etc_model import run_pretraining as etc_run
+from realformer_tf import pretraining_data
 
 tf1 = tf.compat.v1
 VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
@@ -64,7 +65,7 @@ def data(tmp_path_factory):
   root = tmp_path_factory.mktemp("etc_pretrain")
   text = root / "text.txt"
   text.write_text("\n\n".join("\n".join(doc) for doc in _corpus()) + "\n")
-  tokenizer = bert_data.make_tokenizer(VOCAB, True)
+  tokenizer = pretraining_data.make_tokenizer(VOCAB, True)
   summary = etc_data.create_pretraining_data(
       [str(text)], str(root / "data.tfrecord"), tokenizer, SETTINGS,
       summary_path=str(root / "data.summary.json"), log_fn=lambda line: None)
@@ -90,7 +91,7 @@ def test_records_pack_every_sentence_in_order_with_official_masking(data, tmp_pa
   counts = collections.Counter()
   stream, pieces, doc_ends = [], [], 0
   for rec in records:
-    assert set(rec) == set(etc_data.FEATURE_NAMES)
+    assert set(rec) == set(etc_records.FEATURE_NAMES)
     ids = rec["token_ids"].copy()
     n = int(rec["masked_lm_weights"].sum())
     positions = rec["masked_lm_positions"][:n]
@@ -356,21 +357,21 @@ def test_data_tool_bad_flags_are_one_line_errors(data, tmp_path):
 
 
 def test_data_tool_lengths_bounded():
-  etc_data.check_lengths(65536, 256)
-  etc_data.check_lengths(70000, 70000, allow_long_inputs=True)
+  etc_records.check_lengths(65536, 256)
+  etc_records.check_lengths(70000, 70000, allow_long_inputs=True)
   with pytest.raises(common.UsageError, match=r"^--max_seq_length=65537: over 65536, .* pass "
                      "--allow_long_inputs if it is meant$"):
-    etc_data.check_lengths(65537, 256)
+    etc_records.check_lengths(65537, 256)
   with pytest.raises(common.UsageError, match=r"^--max_global_seq_length=65: must be <= "
                      r"--max_seq_length=64 \(every global token stands for at least one long "
                      r"token\)$"):
-    etc_data.check_lengths(64, 65)
+    etc_records.check_lengths(64, 65)
   config = etc_modeling.EtcConfig.from_dict(dict(TINY_ETC_CONFIG,
                                                  max_absolute_position_embeddings=128))
-  etc_data.check_lengths(128, 16, config=config, config_file="c.json")
+  etc_records.check_lengths(128, 16, config=config, config_file="c.json")
   with pytest.raises(common.UsageError, match="^--max_seq_length=129 is longer than "
                      "max_absolute_position_embeddings=128 in c.json$"):
-    etc_data.check_lengths(129, 16, config=config, config_file="c.json")
+    etc_records.check_lengths(129, 16, config=config, config_file="c.json")
 
 
 def test_data_tool_huge_lengths_refused_in_one_line_before_any_work(data, tmp_path):

@@ -458,16 +458,17 @@ def _top_pieces(tokenizer, lines, n):
 
 @pytest.mark.slow
 def test_tiny_pretrained_model_predicts_frequent_pieces(tmp_path, tokenizer):
-  import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
+  from realformer_tf import pretraining_data  # pylint: disable=g-import-not-at-top
   with open(DEMO_TRAIN, encoding="utf-8") as f:
     lines = f.read().splitlines()[:4000]
   text = tmp_path / "train.txt"
   text.write_text("\n".join(lines) + "\n")
   record = str(tmp_path / "train.tfrecord")
-  cpd.create_pretraining_data(
+  pretraining_data.create_pretraining_data(
       [str(text)], [record], tokenizer,
-      cpd.Settings(max_seq_length=32, max_predictions_per_seq=5, random_seed=3, dupe_factor=1,
-                   masked_lm_prob=0.15, short_seq_prob=0.1, do_whole_word_mask=False),
+      pretraining_data.Settings(max_seq_length=32, max_predictions_per_seq=5, random_seed=3,
+                                dupe_factor=1, masked_lm_prob=0.15, short_seq_prob=0.1,
+                                do_whole_word_mask=False),
       log_fn=lambda s: None)
   config_file = tmp_path / "bert_config.json"
   config_file.write_text(json.dumps(CONFIG))
