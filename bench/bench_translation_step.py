@@ -34,11 +34,11 @@ import tensorflow as tf
 import common
 import reproduction
 import subprocess_utils
-from translation import create_translation_data
 from translation import nmt_modeling
 from translation import reproduce_table7
 from translation import run_translation
 from translation import translation_input
+from translation import translation_records
 
 tf1 = tf.compat.v1
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -90,7 +90,7 @@ def read_batches(train_file, max_tokens, num_batches):
     list of {"source_ids", "target_input_ids", "target_ids": int32 [batch, length]}.
   """
   input_fn = translation_input.input_fn_builder([train_file], max_tokens,
-                                                create_translation_data.DEFAULT_MAX_LENGTH, True)
+                                                translation_records.DEFAULT_MAX_LENGTH, True)
   with tf.Graph().as_default():
     features = tf1.data.make_one_shot_iterator(input_fn({})).get_next()
     with tf1.Session() as sess:

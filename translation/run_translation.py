@@ -44,12 +44,12 @@ import common
 import estimator_utils
 import export_utils
 import optimization
-from translation import create_translation_data
 from translation import decoding
-from translation import export_translation
 from translation import nmt_modeling
 from translation import translation_input
 from translation import translation_metrics
+from translation import translation_records
+from translation import translation_serving
 
 tf1 = tf.compat.v1
 FLAGS = flags.FLAGS
@@ -705,7 +705,7 @@ def _checked_run():
                             "layer_norm_type": FLAGS.layer_norm_type})
   sp = None
   if FLAGS.spm_model:
-    sp = create_translation_data.load_spm(FLAGS.spm_model)
+    sp = translation_records.load_spm(FLAGS.spm_model)
     if sp.GetPieceSize() != config.vocab_size:
       common.fail("--spm_model=%s: %d pieces, the model's vocab_size is %d" % (
           FLAGS.spm_model, sp.GetPieceSize(), config.vocab_size))
@@ -758,11 +758,11 @@ def _run(config, sp, train_files, dev_files, checkpoint):
   for write in final:
     write()
   if FLAGS.export_dir:
-    export_translation.export(config, checkpoint, FLAGS.spm_model, FLAGS.export_dir,
-                              beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
-                              max_decode_length=FLAGS.max_decode_length,
-                              max_source_length=FLAGS.max_source_length,
-                              overwrite=FLAGS.overwrite, protected_paths=[FLAGS.output_dir])
+    translation_serving.export(config, checkpoint, FLAGS.spm_model, FLAGS.export_dir,
+                               beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
+                               max_decode_length=FLAGS.max_decode_length,
+                               max_source_length=FLAGS.max_source_length,
+                               overwrite=FLAGS.overwrite, protected_paths=[FLAGS.output_dir])
 
 
 if __name__ == "__main__":

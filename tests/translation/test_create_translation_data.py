@@ -1,4 +1,5 @@
-"""Tests for create_translation_data.py and translation_input.py (TFRecords -> token batches)."""
+"""Tests for create_translation_data.py, translation_records.py and translation_input.py
+(TFRecords -> token batches)."""
 
 import collections
 import gzip
@@ -16,6 +17,7 @@ import create_pretraining_data
 from realformer_tf import vocab_building
 from translation import create_translation_data as ctd
 from translation import translation_input
+from translation import translation_records
 
 WORDS_SRC = ["A", "man", "dog", "runs", "in", "the", "park", "Two", "women", "sit", "on", "a",
              "bench", "."]
@@ -50,7 +52,7 @@ def spm_model(tmp_path_factory):
 
 
 def test_load_spm_checks_the_translation_ids(spm_model, tmp_path):
-  sp = ctd.load_spm(spm_model)
+  sp = translation_records.load_spm(spm_model)
   assert [sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()] == [0, 1, 2, 3]
   assert [sp.id_to_piece(i) for i in range(4)] == ["<pad>", "<unk>", "<s>", "</s>"]
   # A BERT-layout model ([PAD]=0 [UNK]=1, no bos/eos) is refused with one line.
@@ -60,21 +62,23 @@ def test_load_spm_checks_the_translation_ids(spm_model, tmp_path):
                                   log_fn=lambda s: None)
   with pytest.raises(common.UsageError, match=r"special ids bos=-1 eos=-1 pad=0 unk=1, the "
                      r"translation model needs bos=2 eos=3 pad=0 unk=1"):
-    ctd.load_spm(bert_model)
+    translation_records.load_spm(bert_model)
   with pytest.raises(common.UsageError, match="not a SentencePiece model"):
-    ctd.load_spm(src)
+    translation_records.load_spm(src)
   with pytest.raises(common.UsageError, match="file does not exist"):
-    ctd.load_spm(str(tmp_path / "missing.model"))
+    translation_records.load_spm(str(tmp_path / "missing.model"))
 
 
 def test_encode_pair_appends_eos_and_keeps_case(spm_model):
-  sp = ctd.load_spm(spm_model)
-  source_ids, target_ids = ctd.encode_pair(sp, "Two women sit", "Zwei Frauen sitzen")
+  sp = translation_records.load_spm(spm_model)
+  source_ids, target_ids = translation_records.encode_pair(sp, "Two women sit",
+                                                           "Zwei Frauen sitzen")
   assert source_ids == sp.encode("Two women sit") + [3]
   assert target_ids == sp.encode("Zwei Frauen sitzen") + [3]
   assert sp.decode(source_ids[:-1]) == "Two women sit"
   assert sp.decode(target_ids[:-1]) == "Zwei Frauen sitzen"
-  assert ctd.UNK_ID not in source_ids + target_ids and ctd.PAD_ID not in source_ids
+  assert translation_records.UNK_ID not in source_ids + target_ids
+  assert translation_records.PAD_ID not in source_ids
 
 
 def test_read_parallel_polls_the_stop_at_every_line_pair(tmp_path):
@@ -141,9 +145,10 @@ def test_cut_lines_stay_aligned(tmp_path, read_block):
 
 
 def test_create_translation_data_writes_and_counts(spm_model, tmp_path):
-  sp = ctd.load_spm(spm_model)
+  sp = translation_records.load_spm(spm_model)
   long_source = "Two women sit on a bench in the park ."
-  assert len(long_source) < 39 and len(ctd.encode_pair(sp, long_source, "")[0]) > 12
+  assert len(long_source) < 39
+  assert len(translation_records.encode_pair(sp, long_source, "")[0]) > 12
   source = ["A man runs", long_source, "", "A dog", "the park", "x" * 40]
   target = ["Ein Mann läuft", "Zwei Frauen", "Ein Hund", "", "Park", "Bank"]
   src = _write_lines(str(tmp_path / "s.en"), source)
@@ -165,8 +170,8 @@ def test_create_translation_data_writes_and_counts(spm_model, tmp_path):
   records = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(out)]
   got = [(list(e.features.feature["source_ids"].int64_list.value),
           list(e.features.feature["target_ids"].int64_list.value)) for e in records]
-  assert got == [ctd.encode_pair(sp, "A man runs", "Ein Mann läuft"),
-                 ctd.encode_pair(sp, "the park", "Park")]
+  assert got == [translation_records.encode_pair(sp, "A man runs", "Ein Mann läuft"),
+                 translation_records.encode_pair(sp, "the park", "Park")]
   assert summary["source_tokens"] == sum(len(s) for s, _ in got)
   # An output that is a TFRecord is refused as text input (create_pretraining_data's check).
   with pytest.raises(common.UsageError, match="TFRecord"):
@@ -188,7 +193,7 @@ def test_create_translation_data_on_multi30k(tmp_path):
       "--source_file=" + src, "--target_file=" + tgt, "--spm_model=" + model,
       "--train_spm_vocab_size=500", "--output_file=" + out, "--allow_unequal_lines"])
   assert "Wrote 200 pairs of 200 lines" in proc.stdout
-  sp = ctd.load_spm(model)
+  sp = translation_records.load_spm(model)
   assert sp.get_piece_size() == 500
   # Case preserved: capitalised pieces exist and every sentence decodes back unchanged.
   assert any(sp.id_to_piece(i).lstrip("\u2581")[:1].isupper() for i in range(4, 500))
@@ -198,7 +203,7 @@ def test_create_translation_data_on_multi30k(tmp_path):
   for batch in examples:
     for i, index in enumerate(batch["example_index"].numpy()):
       ids = [t for t in batch["target_ids"][i].numpy().tolist() if t]
-      assert ids[-1] == ctd.EOS_ID
+      assert ids[-1] == translation_records.EOS_ID
       decoded[int(index)] = sp.decode(ids[:-1])
   assert [decoded[i] for i in range(200)] == [" ".join(l.split()) for l in lines["de"]]
   with open(create_pretraining_data.summary_path_for(out)) as f:
@@ -280,7 +285,7 @@ def examples_file(tmp_path_factory):
     tgt = rng.randint(4, 400, rng.randint(0, 30)).tolist() + [3]
     pairs.append((src, tgt))
   path = str(tmp_path_factory.mktemp("tfrecord") / "pairs.tfrecord")
-  assert ctd.write_translation_tfrecord(pairs, path) == NUM_EXAMPLES
+  assert translation_records.write_translation_tfrecord(pairs, path) == NUM_EXAMPLES
   return path, pairs
 
 
@@ -429,6 +434,6 @@ def test_check_translation_tfrecords(examples_file, tmp_path):
   with pytest.raises(common.UsageError, match=r"holds id \d+, outside \[1, vocab_size=100\)"):
     translation_input.check_translation_tfrecords([path], vocab_size=100)
   bad = str(tmp_path / "bad.tfrecord")
-  ctd.write_translation_tfrecord([([5, 6], [7, 3])], bad)
+  translation_records.write_translation_tfrecord([([5, 6], [7, 3])], bad)
   with pytest.raises(common.UsageError, match="source_ids does not end with eos"):
     translation_input.check_translation_tfrecords([bad])

@@ -23,6 +23,7 @@ import numpy_nmt
 from translation import nmt_modeling
 from translation import run_translation
 from translation import translation_input
+from translation import translation_records
 
 tf1 = tf.compat.v1
 
@@ -458,7 +459,7 @@ def test_predict_output_never_replaces_an_input(nmt_data, model_dir, tmp_path):
 
 def test_encode_sources_cuts_over_long_sources(nmt_data):
   """Issue 25.7: one very long line is cut to --max_source_length ids (pieces + eos), counted."""
-  sp = run_translation.create_translation_data.load_spm(str(nmt_data / "spm.model"))
+  sp = translation_records.load_spm(str(nmt_data / "spm.model"))
   lines = ["A man rides a bike.", "A dog runs in the park. " * 4000]
   ids, cut = run_translation.encode_sources(sp, lines, 16)
   assert cut == 1 and len(ids[1]) == 16
