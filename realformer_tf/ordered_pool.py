@@ -95,6 +95,10 @@ def _worker_loop(task_reader, result_writer, current, fn, initializer, initargs)
   (number, False, exception). `current` (shared memory, readable after this process is killed)
   holds the number of the task being run, -1 between tasks.
   """
+  # A forked worker inherits the parent's handlers (e.g. a job's stop-at-a-safe-point handler):
+  # SIGTERM, which close() sends, must end it at once whatever the parent installed; the
+  # initializer may set its own.
+  signal.signal(signal.SIGTERM, signal.SIG_DFL)
   initializer(*initargs)
   results = queue.Queue()
   sender = threading.Thread(target=_feed, args=(result_writer, results), daemon=True)
