@@ -22,13 +22,9 @@ stopping, the best checkpoint), class weights, multi-label tasks, long documents
 padding, mixed precision, exports, and your own DataProcessor (--processor, or
 register_processor() and run() from your own script).
 
-This file holds the official library API (the official signatures and results; our additions
-are keyword arguments with defaults) and the job; the library code it calls is in
-classifier_tasks (examples, DataProcessors, tasks), realformer_tf.classifier_features
-(features, windows, their cache and input pipelines), realformer_tf.classifier_model (the head,
-the SavedModel export), realformer_tf.classifier_inference (scoring a checkpoint),
-classifier_outputs (dev metrics, submission files) and training_eval (evaluation during
-training).
+As a library, this module keeps the official API (InputExample, DataProcessor,
+convert_single_example, model_fn_builder, ...: docs/fine_tuning.md, "run_classifier as a
+library").
 """
 
 from __future__ import absolute_import
@@ -433,7 +429,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
     use_one_hot_embeddings: one-hot embedding lookups (TPU).
     is_regression: (ours) single output with MSE loss.
     extra_predictions: (ours) PREDICT also returns per_example_loss, label_ids, logits and
-      is_real_example (main() computes the dev metrics from them and pools windows' logits).
+      is_real_example (the job computes the dev metrics from them and pools windows' logits).
     is_multilabel: (ours) sigmoid per label (create_model); EVAL reports eval_loss only.
     class_weights: (ours) per-class loss weights (create_model).
     precision: (ours) "fp32", "bf16" or "fp16": BERT's compute dtype (create_model); fp16
