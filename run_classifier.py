@@ -1060,11 +1060,14 @@ def _job_class_weights(task, train_examples, settings):
 
 
 def _training_examples_if_any(task, data_dir):
-  """The training examples when the task's training set can be read (else None)."""
+  """The training examples when the task's training set can be read (else None: no
+  --data_dir, or no training file in it)."""
+  if not data_dir:
+    return None
   path = _task_file_path(data_dir, task.train)
   if path is not None and not tf.io.gfile.exists(path):
     return None
-  return classifier_tasks.task_examples(task, task.train, data_dir, "train") if data_dir else None
+  return classifier_tasks.task_examples(task, task.train, data_dir, "train")
 
 
 def _job_model_fn(task, bert_config, num_train_steps, num_warmup_steps, class_weights,

@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, start_tool
-from conftest import write_random_bert_checkpoint
+from conftest import last_error_line, write_random_bert_checkpoint
 
 import classifier_outputs as co
 import classifier_tasks as ct
@@ -324,6 +324,21 @@ def test_stride_and_task_flag_errors(monkeypatch):
   monkeypatch.setattr(rc, "FLAGS", _flags(class_weights="auto"))
   with pytest.raises(common.UsageError, match="only for single-label classification"):
     rc._check_task_flags(ct.get_task("sts-b"))
+
+
+def test_auto_class_weights_without_data_dir_is_one_line(tmp_path, tiny):
+  # An export-only job needs no --data_dir; --class_weights=auto then has no training labels to
+  # count: one line, as when --data_dir has no training file.
+  config, checkpoint = tiny
+  proc = run_tool("run_classifier.py", [
+      "--task_name=sst-2", "--vocab_file=%s" % VOCAB, "--bert_config_file=%s" % config,
+      "--init_checkpoint=%s" % checkpoint, "--output_dir=%s" % (tmp_path / "out"),
+      "--export_dir=%s" % (tmp_path / "export"), "--max_seq_length=32",
+      "--class_weights=auto"], expect_rc=2)
+  assert last_error_line(proc) == (
+      "error: --class_weights=auto: needs the training labels (the task's training set is "
+      "missing or empty)")
+  assert "Traceback" not in proc.output and not (tmp_path / "export").exists()
 
 
 # ----------------------------------------------------------------------------------------------
