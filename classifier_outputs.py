@@ -60,8 +60,9 @@ def dev_metrics(task, outputs, num_examples, threshold=0.5, tune_threshold=False
   return results
 
 
-# Length-sorted prediction batches (run_classifier.length_sorted_batches) carry each record's
-# 0-based index in its TFRecord file through the model_fn's predictions under this name.
+# Length-sorted prediction batches (realformer_tf.classifier_features.length_sorted_batches)
+# carry each record's 0-based index in its TFRecord file through the model_fn's predictions under
+# this name.
 EXAMPLE_INDEX = "example_index"
 
 

@@ -1,8 +1,11 @@
 """run_classifier: GLUE readers on fixtures in the exact GLUE layouts, features, cache, and tiny
 end-to-end train / eval / predict / export runs (subprocesses) for both head types."""
 
+import ast
+import importlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -17,13 +20,17 @@ from conftest import last_error_line, write_random_bert_checkpoint
 
 import checkpoint_utils
 import classifier_outputs as co
+import classifier_tasks as ct
 import common
 import convert_hf_checkpoint
 import estimator_utils
+import feature_cache as fc
+from realformer_tf import classifier_model as cm
 from realformer_tf import serving
 import modeling
 import run_classifier as rc
 import tokenization
+import training_eval as te
 
 FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "glue")
 
@@ -32,9 +39,9 @@ GLUE_DIRS = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": "STS-B",
 
 
 def _read(task_name, file_name, split):
-  task = rc.get_task(task_name)
+  task = ct.get_task(task_name)
   task_file = {f.file_name: f for f in [task.train] + task.dev + task.test}[file_name]
-  return rc.read_examples(task, task_file, os.path.join(FIXTURES, GLUE_DIRS[task_name]), split)
+  return ct.read_examples(task, task_file, os.path.join(FIXTURES, GLUE_DIRS[task_name]), split)
 
 
 # (task, file, split, examples, skipped, first text_a prefix, first text_b prefix, labels)
@@ -127,7 +134,7 @@ def test_qqp_malformed_lines_are_skipped_and_counted():
 
 
 def test_mnli_columns_and_labels():
-  task = rc.get_task("MNLI")
+  task = ct.get_task("MNLI")
   assert task.labels == ["contradiction", "entailment", "neutral"]
   assert [f.file_name for f in task.dev] == ["dev_matched.tsv", "dev_mismatched.tsv"]
   assert [f.name for f in task.test] == ["MNLI-m.tsv", "MNLI-mm.tsv"]
@@ -145,9 +152,9 @@ def test_bad_label_names_file_and_line(tmp_path):
   lines = (tmp_path / "train.tsv").read_text().splitlines(True)
   lines[3] = "a fine film\tpositive\n"
   (tmp_path / "train.tsv").write_text("".join(lines))
-  task = rc.get_task("sst-2")
+  task = ct.get_task("sst-2")
   with pytest.raises(common.UsageError) as e:
-    rc.read_examples(task, task.train, str(tmp_path), "train")
+    ct.read_examples(task, task.train, str(tmp_path), "train")
   message = str(e.value)
   assert "train.tsv:4:" in message and "'positive'" in message and "\n" not in message
 
@@ -157,22 +164,22 @@ def test_bad_regression_label_and_wrong_header(tmp_path):
   lines = open(src).read().splitlines(True)
   lines[2] = lines[2].rsplit("\t", 1)[0] + "\thigh\n"
   (tmp_path / "train.tsv").write_text("".join(lines))
-  task = rc.get_task("sts-b")
+  task = ct.get_task("sts-b")
   with pytest.raises(common.UsageError, match=r"train\.tsv:3: label 'high' is not a number"):
-    rc.read_examples(task, task.train, str(tmp_path), "train")
+    ct.read_examples(task, task.train, str(tmp_path), "train")
   # An MNLI dev file given where train.tsv (12 columns) is expected.
   shutil.copy(os.path.join(FIXTURES, "MNLI", "dev_matched.tsv"), tmp_path / "train.tsv")
-  task = rc.get_task("mnli")
+  task = ct.get_task("mnli")
   with pytest.raises(common.UsageError, match=r"header has 16 column\(s\).*has 12"):
-    rc.read_examples(task, task.train, str(tmp_path), "train")
+    ct.read_examples(task, task.train, str(tmp_path), "train")
 
 
 def test_unknown_task_is_one_line_error():
   with pytest.raises(common.UsageError, match="--task_name=superglue: unknown task"):
-    rc.get_task("superglue")
-  assert rc.get_task("XNLI").processor.language == "zh"  # the official script's XNLI task
-  assert rc.get_task("SST2").name == "sst-2"
-  assert rc.get_task("STS-B").is_regression
+    ct.get_task("superglue")
+  assert ct.get_task("XNLI").processor.language == "zh"  # the official script's XNLI task
+  assert ct.get_task("SST2").name == "sst-2"
+  assert ct.get_task("STS-B").is_regression
 
 
 def test_tsv_task_by_name_and_index(tmp_path):
@@ -180,22 +187,22 @@ def test_tsv_task_by_name_and_index(tmp_path):
       "id\tquestion\tanswer\tlabel\n1\tq one\ta one\tyes\n2\tq two\ta two\tno\n"
       "3\tq three\ta three\tmaybe\n4\tbroken\n")
   (tmp_path / "test.tsv").write_text("id\tquestion\tanswer\n7\tq\ta\n8\tr\tb\n")
-  task = rc.make_tsv_task("question", "answer", "label", has_header=True)
-  assert rc.resolve_tsv_labels(task, str(tmp_path), str(tmp_path)) == ["maybe", "no", "yes"]
-  examples, stats = rc.read_examples(task, task.train, str(tmp_path), "train")
+  task = ct.make_tsv_task("question", "answer", "label", has_header=True)
+  assert ct.resolve_tsv_labels(task, str(tmp_path), str(tmp_path)) == ["maybe", "no", "yes"]
+  examples, stats = ct.read_examples(task, task.train, str(tmp_path), "train")
   assert [(e.text_a, e.text_b, e.label) for e in examples] == [
       ("q one", "a one", "yes"), ("q two", "a two", "no"), ("q three", "a three", "maybe")]
   assert stats.skipped_columns == 1
-  examples, _ = rc.read_examples(task, task.test[0], str(tmp_path), "test")
+  examples, _ = ct.read_examples(task, task.test[0], str(tmp_path), "test")
   assert [(e.text_a, e.index) for e in examples] == [("q", "0"), ("r", "1")]
   # No header: 0-based indices; regression.
   (tmp_path / "train.tsv").write_text("0.5\tfirst text\n-1.25\tsecond text\n")
-  task = rc.make_tsv_task("1", None, "0", has_header=False, task_type="regression")
-  examples, _ = rc.read_examples(task, task.train, str(tmp_path), "train")
+  task = ct.make_tsv_task("1", None, "0", has_header=False, task_type="regression")
+  examples, _ = ct.read_examples(task, task.train, str(tmp_path), "train")
   assert [(e.text_a, e.label) for e in examples] == [("first text", 0.5),
                                                       ("second text", -1.25)]
   with pytest.raises(common.UsageError, match="--text_a_column=question: a column name needs"):
-    rc.make_tsv_task("question", None, "0", has_header=False)
+    ct.make_tsv_task("question", None, "0", has_header=False)
 
 
 def test_convert_single_example_matches_official_layout(vocab_file):
@@ -221,34 +228,34 @@ def test_convert_single_example_matches_official_layout(vocab_file):
 def test_feature_cache_key_changes(tmp_path, vocab_file):
   data = tmp_path / "train.tsv"
   data.write_text("sentence\tlabel\nfine\t1\n")
-  task = rc.get_task("sst-2")
-  base = rc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels, None)[1]
-  assert base == rc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels,
+  task = ct.get_task("sst-2")
+  base = fc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels, None)[1]
+  assert base == fc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels,
                                       None)[1]
-  assert base != rc.feature_cache_key(str(data), vocab_file, True, 64, task, task.labels,
+  assert base != fc.feature_cache_key(str(data), vocab_file, True, 64, task, task.labels,
                                       None)[1]
-  assert base != rc.feature_cache_key(str(data), vocab_file, False, 128, task, task.labels,
+  assert base != fc.feature_cache_key(str(data), vocab_file, False, 128, task, task.labels,
                                       None)[1]
-  assert base != rc.feature_cache_key(str(data), vocab_file, True, 128, rc.get_task("cola"),
+  assert base != fc.feature_cache_key(str(data), vocab_file, True, 128, ct.get_task("cola"),
                                       task.labels, None)[1]
-  assert base != rc.feature_cache_key(str(data), vocab_file, True, 128, task, ["1", "0"],
+  assert base != fc.feature_cache_key(str(data), vocab_file, True, 128, task, ["1", "0"],
                                       None)[1]
   data.write_text("sentence\tlabel\nfine!\t1\n")  # size changes
-  assert base != rc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels,
+  assert base != fc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels,
                                       None)[1]
 
 
 def test_submission_formatting(tmp_path):
-  sts = rc.get_task("sts-b")
-  assert rc.format_prediction(sts, {"predictions": 5.7}) == "5.000"
-  assert rc.format_prediction(sts, {"predictions": -0.2}) == "0.000"
-  assert rc.format_prediction(sts, {"predictions": 3.14159}) == "3.142"
-  mnli = rc.get_task("mnli")
-  assert rc.format_prediction(mnli, {"probabilities": np.array([0.1, 0.2, 0.7])}) == "neutral"
+  sts = ct.get_task("sts-b")
+  assert co.format_prediction(sts, {"predictions": 5.7}) == "5.000"
+  assert co.format_prediction(sts, {"predictions": -0.2}) == "0.000"
+  assert co.format_prediction(sts, {"predictions": 3.14159}) == "3.142"
+  mnli = ct.get_task("mnli")
+  assert co.format_prediction(mnli, {"probabilities": np.array([0.1, 0.2, 0.7])}) == "neutral"
   examples = [rc.InputExample("test-0", "a", index="0"), rc.InputExample("test-1", "b",
                                                                           index="1")]
   path = str(tmp_path / "MNLI-m.tsv")
-  rc.write_submission(path, mnli, examples, [{"probabilities": [0.9, 0.05, 0.05]},
+  co.write_submission(path, mnli, examples, [{"probabilities": [0.9, 0.05, 0.05]},
                                              {"probabilities": [0.1, 0.8, 0.1]}])
   assert open(path).read() == "index\tprediction\n0\tcontradiction\n1\tentailment\n"
 
@@ -437,8 +444,8 @@ def test_one_line_errors(tmp_path, tiny_model, vocab_file):
 
 def test_crlf_line_ends_and_blank_lines(tmp_path):
   (tmp_path / "dev.tsv").write_bytes(b"sentence\tlabel\r\ngood \xff film\t1\r\n\r\nbad\t0")
-  task = rc.get_task("sst-2")
-  examples, stats = rc.read_examples(task, task.dev[0], str(tmp_path), "dev")
+  task = ct.get_task("sst-2")
+  examples, stats = ct.read_examples(task, task.dev[0], str(tmp_path), "dev")
   assert [(e.text_a, e.label) for e in examples] == [("good  film", "1"), ("bad", "0")]
   assert (stats.blank, stats.skipped_columns) == (1, 0)
 
@@ -473,8 +480,8 @@ def test_own_tsv_pair_task_end_to_end(tmp_path, tiny_model, vocab_file):
       "--text_a_column=premise", "--text_b_column=hypothesis", "--label_column=verdict",
       "--init_checkpoint=%s" % checkpoint, "--do_train", "--do_eval"], expect_rc=2)
   assert "dev.tsv:2" in log and "maybe" in log
-  assert not out2.exists() or not [
-      p for p in os.listdir(out2) if p.startswith(("model.ckpt", "train.tf_record"))]
+  # Nothing written: the output directory lock removes the directory it made.
+  assert not out2.exists()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -704,7 +711,7 @@ def test_a_second_job_is_refused_before_reading_the_output_dir(tmp_path, tiny_mo
 def test_require_eval_weights(tmp_path, tiny_model):
   """Which weights an evaluation without training reads, or why none (in-process)."""
   config_file, checkpoint = tiny_model
-  names = rc.model_variable_names(modeling.BertConfig.from_json_file(config_file))
+  names = cm.model_variable_names(modeling.BertConfig.from_json_file(config_file))
   assert {"output_weights", "output_bias", "bert/embeddings/word_embeddings"} <= names
   out = str(tmp_path / "out")
   foreign = _foreign_checkpoint(str(tmp_path / "nmt" / "model.ckpt-7"))
@@ -785,7 +792,7 @@ def test_fine_tuning_needs_the_encoder_but_not_a_pooler(tmp_path, tiny_model, mo
 
 
 def test_keep_best_removes_stale_temporaries(tmp_path):
-  best = tmp_path / rc.BEST_DIR
+  best = tmp_path / te.BEST_DIR
   best.mkdir()
   dead = 2 ** 22 + 12345  # above pid_max: no such process
   kept = ["best.json", "checkpoint", "model.ckpt-4.index", ".best.json.tmp-1"]  # pid 1 lives
@@ -793,10 +800,10 @@ def test_keep_best_removes_stale_temporaries(tmp_path):
            ".model.ckpt-6.data-00000-of-00001.tmp-%d" % dead]
   for name in kept + stale:
     (best / name).write_text("x")
-  removed = rc.remove_stale_best_temps(str(tmp_path))
+  removed = te.remove_stale_best_temps(str(tmp_path))
   assert sorted(os.path.basename(p) for p in removed) == sorted(stale)
   assert sorted(os.listdir(best)) == sorted(kept)
-  assert rc.remove_stale_best_temps(str(tmp_path / "none")) == []
+  assert te.remove_stale_best_temps(str(tmp_path / "none")) == []
 
 
 # Control characters and separators: the raw-text classifier export (export_hub) must split
@@ -827,9 +834,9 @@ PADDING_SEQ = 64  # TINY_CONFIG's max_position_embeddings
 
 def _padding_records(tmp_path, vocab_file, task_name, data_dir, split, limit):
   """The official fixed-length TFRecord of real ragged text; returns (path, task)."""
-  task = rc.get_task(task_name)
+  task = ct.get_task(task_name)
   task_file = {"train": task.train, "dev": task.dev[0]}[split]
-  examples = rc.task_examples(task, task_file, data_dir, split)[:limit]
+  examples = ct.task_examples(task, task_file, data_dir, split)[:limit]
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
   path = str(tmp_path / ("%s_%s.tf_record" % (task.name, split)))
   rc.file_based_convert_examples_to_features(examples, task.labels, PADDING_SEQ, tokenizer, path)
@@ -960,7 +967,7 @@ def test_padding_longest_equals_max_length(tmp_path, vocab_file, task_name, data
   for w, g in zip(want, got):
     for name in ("logits", "probabilities", "per_example_loss"):
       np.testing.assert_allclose(g[name], w[name], rtol=1e-5, atol=1e-5)
-  metrics = [rc.dev_metrics(task, [dict(zip(o, v)) for o in outs for v in zip(*o.values())],
+  metrics = [co.dev_metrics(task, [dict(zip(o, v)) for o in outs for v in zip(*o.values())],
                             limit) for outs in (want, got)]
   assert metrics[0].keys() == metrics[1].keys()
   for name in metrics[0]:
@@ -993,7 +1000,7 @@ def test_padding_longest_trains_the_same_weights(tmp_path, vocab_file):
   # Same shuffled batches in the same order; dropout on (0.3), its masks drawn at
   # --max_seq_length (modeling.full_length_dropout): the weights after a few Adam steps equal
   # the fixed-length run's (so training's default padding is longest: run_classifier's
-  # training_padding).
+  # JobSettings.train_padding).
   config = modeling.BertConfig.from_dict(dict(TINY_CONFIG, hidden_dropout_prob=0.3,
                                               attention_probs_dropout_prob=0.3))
   path, task = _padding_records(tmp_path, vocab_file, "sst-2",
@@ -1007,3 +1014,109 @@ def test_padding_longest_trains_the_same_weights(tmp_path, vocab_file):
   assert want.keys() == got.keys()
   for name in want:
     np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+# ----------------------------------------------------------------------------------------------
+# The module: the official API and the job; flags read in main; moved names named.
+
+# Functions of run_classifier.py that may read FLAGS: main, the flag definitions and checks, run()
+# and job_settings (which builds the JobSettings the job reads).
+FLAG_READERS = re.compile(r"^(main|define_flags|run|job_settings|_check\w*_flags)$")
+# The official google-research/bert names a user's code imports from run_classifier.
+OFFICIAL_NAMES = (
+    "InputExample", "PaddingInputExample", "InputFeatures", "DataProcessor", "XnliProcessor",
+    "MnliProcessor", "MrpcProcessor", "ColaProcessor", "convert_single_example",
+    "convert_examples_to_features", "file_based_convert_examples_to_features",
+    "file_based_input_fn_builder", "input_fn_builder", "create_model", "model_fn_builder",
+    "_truncate_seq_pair", "flags", "FLAGS")
+# Ours, documented for users' scripts (docs/fine_tuning.md).
+USER_NAMES = ("register_processor", "run", "define_flags")
+
+
+def _flag_reads(source):
+  """[(top-level definition, line)] of every read of FLAGS (or flags.FLAGS) in `source`, the
+  module-level `FLAGS = flags.FLAGS` aside; "<module>" for module-level statements."""
+  reads = []
+  for node in ast.parse(source).body:
+    owner = getattr(node, "name", "<module>")
+    defines_flags = (isinstance(node, ast.Assign) and
+                     [getattr(t, "id", None) for t in node.targets] == ["FLAGS"])
+    for sub in ast.walk(node):
+      if defines_flags:
+        break
+      if (isinstance(sub, ast.Name) and sub.id == "FLAGS" and isinstance(sub.ctx, ast.Load) or
+          isinstance(sub, ast.Attribute) and sub.attr == "FLAGS"):
+        reads.append((owner, sub.lineno))
+  return reads
+
+
+def test_only_main_and_the_flag_checks_read_flags():
+  with open(os.path.join(REPO_DIR, "run_classifier.py"), encoding="utf-8") as f:
+    reads = _flag_reads(f.read())
+  assert {owner for owner, _ in reads} >= {"main", "_check_flags", "_check_task_flags"}
+  outside = ["%s (line %d)" % read for read in reads if not FLAG_READERS.match(read[0])]
+  assert not outside, "FLAGS read outside main and the flag checks: " + ", ".join(outside)
+
+
+def test_flag_read_check_sees_nested_functions_and_module_level_reads():
+  source = textwrap.dedent("""\
+      FLAGS = flags.FLAGS
+
+      def main(_):
+        return FLAGS.output_dir
+
+      def _run_job(settings):
+        def step():
+          return FLAGS.do_train
+        return step
+
+      class _Inference(object):
+        def evaluate(self):
+          return flags.FLAGS.eval_batch_size
+
+      BATCH = FLAGS.train_batch_size
+      """)
+  reads = _flag_reads(source)
+  assert reads == [("main", 4), ("_run_job", 8), ("_Inference", 13), ("<module>", 15)]
+  assert [owner for owner, _ in reads if not FLAG_READERS.match(owner)] == [
+      "_run_job", "_Inference", "<module>"]
+
+
+def test_library_modules_read_no_flags():
+  package = os.path.join(REPO_DIR, "realformer_tf")
+  for name in sorted(os.listdir(package)):
+    if name.endswith(".py"):
+      with open(os.path.join(package, name), encoding="utf-8") as f:
+        assert _flag_reads(f.read()) == [], name
+
+
+def test_official_and_user_names_are_there():
+  for name in OFFICIAL_NAMES + USER_NAMES:
+    assert name not in rc.MOVED and getattr(rc, name) is not None, name
+  assert rc.FLAGS is rc.flags.FLAGS
+  assert issubclass(rc.MrpcProcessor, rc.DataProcessor)
+
+
+def test_moved_names_fail_with_one_line_naming_the_new_place():
+  # The aliases this module had, every one in the table.
+  assert {"Layout", "TaskFile", "Task", "GLUE_TASKS", "normalize_task_name", "make_tsv_task",
+          "get_task", "read_examples", "feature_cache_key", "dev_metrics", "HISTORY_FILE",
+          "EvalHistory", "document_windows", "cached_features", "export_classifier",
+          "_Inference", "train_shuffle_buffer", "head_shapes"} <= set(rc.MOVED)
+  for name, place in sorted(rc.MOVED.items()):
+    message = "run_classifier.%s moved to %s" % (name, place)
+    with pytest.raises(AttributeError) as e:
+      getattr(rc, name)
+    assert str(e.value) == message
+    assert not hasattr(rc, name)
+    namespace = {}
+    with pytest.raises(ImportError) as e:
+      exec("from run_classifier import %s" % name, namespace)  # pylint: disable=exec-used
+    assert str(e.value) == message
+    # The new place holds the name.
+    module, _, attr = place.rpartition(".")
+    assert hasattr(importlib.import_module(module), attr), place
+  with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+    rc.no_such_name  # pylint: disable=pointless-statement
+  assert rc.MOVED["get_task"] == "classifier_tasks.get_task"
+  assert rc.MOVED["_Inference"] == "realformer_tf.classifier_inference.Inference"
