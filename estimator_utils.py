@@ -17,11 +17,9 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
-import ast
 import glob
 import json
 import os
-import re
 import sys
 import time
 
@@ -75,7 +73,7 @@ DISTRIBUTION_STRATEGIES = ("none", "mirrored", "multi_worker_mirrored")
 # never ignores one silently.
 MODEL_FN_FLAGS = {"precision": "fp32", "fused_optimizer": False}
 # Each tool declares the ones its model_fn implements in a module-level
-# SUPPORTED_MODEL_FN_FLAGS tuple; the error names the tools that do (scripts_supporting).
+# SUPPORTED_MODEL_FN_FLAGS tuple; the error names the tools that do (TOOLS_SUPPORTING).
 SUPPORTED_FLAGS_NAME = "SUPPORTED_MODEL_FN_FLAGS"
 # What --use_xla adds to TF_XLA_FLAGS on a machine without GPUs: auto-clustering on the CPU
 # (off by default in TensorFlow), and only of fusible element-wise / reduction ops, which keeps
@@ -181,51 +179,19 @@ def check_supported(flag_values, supported=(), script=None):
     if name not in supported and value != off:
       shown = ("--%s" % name) if value is True else ("--%s=%s" % (name, value))
       common.fail("%s: not supported by %s yet (it is by %s)" % (
-          shown, script, ", ".join(scripts_supporting(name)) or "no tool"))
+          shown, script, ", ".join(TOOLS_SUPPORTING.get(name, ())) or "no tool"))
 
 
-def _declared_supported_flags(path):
-  """The SUPPORTED_MODEL_FN_FLAGS tuple a module's source assigns (None when it has none)."""
-  try:
-    with open(path, encoding="utf-8") as f:
-      source = f.read()
-  except (OSError, UnicodeDecodeError):
-    return None
-  match = re.search(r"^%s = (\([^)]*\))" % SUPPORTED_FLAGS_NAME, source, re.M)
-  if not match:
-    return None
-  try:
-    return tuple(ast.literal_eval(match.group(1)))
-  except (ValueError, SyntaxError):
-    return None
-
-
-def scripts_supporting(name):
-  """The tools whose model_fn implements a shared flag, found from their declarations.
-
-  Reads (without importing) the top-level modules beside this one and those of its packages
-  (folders with an __init__.py, e.g. etc_model/), and keeps those whose module-level
-  SUPPORTED_MODEL_FN_FLAGS names the flag: nothing to keep up to date when a tool adds one.
-
-  Args:
-    name: a key of MODEL_FN_FLAGS, e.g. "precision".
-
-  Returns:
-    list of str: "run_classifier.py" for a top-level script, "etc_model.run_pretraining" for a
-    package's module (as it is run: python -m), sorted.
-  """
-  root = os.path.dirname(os.path.abspath(__file__))
-  found = []
-  for path in sorted(glob.glob(os.path.join(root, "*.py"))):
-    if name in (_declared_supported_flags(path) or ()):
-      found.append(os.path.basename(path))
-  for init in sorted(glob.glob(os.path.join(root, "*", "__init__.py"))):
-    package = os.path.dirname(init)
-    for path in sorted(glob.glob(os.path.join(package, "*.py"))):
-      if name in (_declared_supported_flags(path) or ()):
-        found.append("%s.%s" % (os.path.basename(package),
-                                os.path.splitext(os.path.basename(path))[0]))
-  return found
+# The tools whose model_fn implements each shared flag, as they are run (for the error a tool
+# gives when it does not). tests/test_precision.py checks this against every tool's
+# SUPPORTED_MODEL_FN_FLAGS.
+TOOLS_SUPPORTING = {
+    "precision": ("run_classifier.py", "run_ner.py", "run_pretraining.py", "run_squad.py",
+                  "etc_model.run_long_tasks", "etc_model.run_pretraining"),
+    "fused_optimizer": ("run_classifier.py", "run_ner.py", "run_pretraining.py",
+                        "run_squad.py", "etc_model.run_long_tasks",
+                        "etc_model.run_pretraining"),
+}
 
 
 def precision_kwargs(flag_values):

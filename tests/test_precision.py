@@ -321,15 +321,29 @@ def test_unsupported_script_flags_fail_in_one_line(tmp_path):
       "etc_model.run_pretraining)")
 
 
-def test_supporting_scripts_come_from_their_declarations():
-  """The scripts an unsupported-flag error names are those declaring the flag (no list to
-  keep up to date): a package's modules (etc_model.run_pretraining) are found too."""
-  assert "run_classifier.py" in estimator_utils.scripts_supporting("precision")
-  assert set(run_classifier.SUPPORTED_MODEL_FN_FLAGS) == {"precision", "fused_optimizer"}
-  fused = estimator_utils.scripts_supporting("fused_optimizer")
-  assert "etc_model.run_pretraining" in fused
-  assert "etc_model.run_pretraining" in estimator_utils.scripts_supporting("precision")
-  assert not any("run_translation" in name for name in fused)  # it declares none
+def test_supporting_tools_table_matches_their_declarations():
+  """The tools an unsupported-flag error names are exactly those whose model_fn declares the
+  flag in SUPPORTED_MODEL_FN_FLAGS (every command at the root and in the model families)."""
+  import ast  # pylint: disable=g-import-not-at-top
+  import glob  # pylint: disable=g-import-not-at-top
+  declared = {name: set() for name in estimator_utils.MODEL_FN_FLAGS}
+  paths = glob.glob(os.path.join(REPO_DIR, "*.py")) + glob.glob(
+      os.path.join(REPO_DIR, "*", "*.py"))
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      tree = ast.parse(f.read())
+    for node in tree.body:
+      if (isinstance(node, ast.Assign) and len(node.targets) == 1 and
+          getattr(node.targets[0], "id", None) == "SUPPORTED_MODEL_FN_FLAGS"):
+        package = os.path.basename(os.path.dirname(path))
+        module = os.path.splitext(os.path.basename(path))[0]
+        tool = os.path.basename(path) if os.path.dirname(path) == REPO_DIR else (
+            "%s.%s" % (package, module))
+        for flag in ast.literal_eval(node.value):
+          declared[flag].add(tool)
+  assert {name: set(tools) for name, tools in estimator_utils.TOOLS_SUPPORTING.items()} == declared
+  assert "run_classifier.py" in declared["precision"]
+  assert not any("run_translation" in name for name in declared["fused_optimizer"])
 
 
 def test_etc_long_tasks_encoder_in_compute_dtype_variables_and_loss_float32():
