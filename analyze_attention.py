@@ -89,10 +89,10 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import common
-import export_utils
-import glue_metrics
-from glue_metrics import rankdata
+from realformer_tf import common
+from realformer_tf import export_utils
+from realformer_tf import glue_metrics
+from realformer_tf.glue_metrics import rankdata
 import modeling
 import tokenization
 

@@ -43,8 +43,8 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import common
-import export_utils
+from realformer_tf import common
+from realformer_tf import export_utils
 from realformer_tf import checkpoint_slimming
 
 tf1 = tf.compat.v1

@@ -93,11 +93,11 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-import common
-import model_config
+from realformer_tf import common
+from realformer_tf import model_config
 from realformer_tf import ordered_pool
 from realformer_tf import pretraining_data
-import text_input
+from realformer_tf import text_input
 import tokenization
 
 

@@ -71,10 +71,10 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import export_utils
-import model_config
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import export_utils
+from realformer_tf import model_config
 from realformer_tf import serving
 import tokenization
 

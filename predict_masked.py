@@ -85,13 +85,13 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import checkpoint_utils
-import common
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
 from realformer_tf import batch_padding
 from realformer_tf import serving
-import export_utils
+from realformer_tf import export_utils
 from realformer_tf import batch_inference
-import model_config
+from realformer_tf import model_config
 import modeling
 import tokenization
 

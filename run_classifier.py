@@ -43,19 +43,19 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-import checkpoint_utils
-import classifier_outputs
-import classifier_tasks
-import common
-import estimator_utils
-import model_config
+from realformer_tf import checkpoint_utils
+from realformer_tf import classifier_outputs
+from realformer_tf import classifier_tasks
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import model_config
 import modeling
 from realformer_tf import batch_padding
 from realformer_tf import classifier_features
 from realformer_tf import classifier_inference
 from realformer_tf import classifier_model
 import tokenization
-import training_eval
+from realformer_tf import training_eval
 
 tf1 = tf.compat.v1
 
@@ -605,45 +605,45 @@ def convert_examples_to_features(examples, label_list, max_seq_length, tokenizer
 # new place.
 
 MOVED = {
-    "Layout": "classifier_tasks.Layout",
-    "TaskFile": "classifier_tasks.TaskFile",
-    "Task": "classifier_tasks.Task",
-    "MultiLabelMap": "classifier_tasks.MultiLabelMap",
-    "GLUE_TASKS": "classifier_tasks.GLUE_TASKS",
-    "TASK_NAMES": "classifier_tasks.TASK_NAMES",
-    "normalize_task_name": "classifier_tasks.normalize_task_name",
-    "make_tsv_task": "classifier_tasks.make_tsv_task",
-    "load_processor_class": "classifier_tasks.load_processor_class",
-    "make_processor_task": "classifier_tasks.make_processor_task",
-    "get_task": "classifier_tasks.get_task",
-    "ReadStats": "classifier_tasks.ReadStats",
-    "read_tsv_lines": "classifier_tasks.read_tsv_lines",
-    "read_examples": "classifier_tasks.read_examples",
-    "split_multilabel": "classifier_tasks.split_multilabel",
-    "task_examples": "classifier_tasks.task_examples",
-    "collect_labels": "classifier_tasks.collect_labels",
-    "resolve_tsv_labels": "classifier_tasks.resolve_tsv_labels",
-    "resolve_class_weights": "classifier_tasks.resolve_class_weights",
-    "auto_class_weights": "classifier_tasks.auto_class_weights",
-    "_PROCESSORS": "classifier_tasks.PROCESSORS",
-    "FEATURE_CACHE_VERSION": "feature_cache.FEATURE_CACHE_VERSION",
-    "feature_cache_key": "feature_cache.feature_cache_key",
-    "examples_digest": "feature_cache.examples_digest",
-    "HISTORY_FILE": "training_eval.HISTORY_FILE",
-    "HISTORY_SUMMARY_DIR": "training_eval.HISTORY_SUMMARY_DIR",
-    "BEST_DIR": "training_eval.BEST_DIR",
-    "BEST_FILE": "training_eval.BEST_FILE",
-    "EvalHistory": "training_eval.EvalHistory",
-    "read_best_checkpoint": "training_eval.read_best_checkpoint",
-    "remove_stale_best_temps": "training_eval.remove_stale_best_temps",
-    "save_best_checkpoint": "training_eval.save_best_checkpoint",
-    "dev_metrics": "classifier_outputs.dev_metrics",
-    "pool_window_outputs": "classifier_outputs.pool_window_outputs",
-    "predicted_labels": "classifier_outputs.predicted_labels",
-    "format_prediction": "classifier_outputs.format_prediction",
-    "write_submission": "classifier_outputs.write_submission",
-    "write_test_results": "classifier_outputs.write_test_results",
-    "DocWindow": "sliding_window.Window",
+    "Layout": "realformer_tf.classifier_tasks.Layout",
+    "TaskFile": "realformer_tf.classifier_tasks.TaskFile",
+    "Task": "realformer_tf.classifier_tasks.Task",
+    "MultiLabelMap": "realformer_tf.classifier_tasks.MultiLabelMap",
+    "GLUE_TASKS": "realformer_tf.classifier_tasks.GLUE_TASKS",
+    "TASK_NAMES": "realformer_tf.classifier_tasks.TASK_NAMES",
+    "normalize_task_name": "realformer_tf.classifier_tasks.normalize_task_name",
+    "make_tsv_task": "realformer_tf.classifier_tasks.make_tsv_task",
+    "load_processor_class": "realformer_tf.classifier_tasks.load_processor_class",
+    "make_processor_task": "realformer_tf.classifier_tasks.make_processor_task",
+    "get_task": "realformer_tf.classifier_tasks.get_task",
+    "ReadStats": "realformer_tf.classifier_tasks.ReadStats",
+    "read_tsv_lines": "realformer_tf.classifier_tasks.read_tsv_lines",
+    "read_examples": "realformer_tf.classifier_tasks.read_examples",
+    "split_multilabel": "realformer_tf.classifier_tasks.split_multilabel",
+    "task_examples": "realformer_tf.classifier_tasks.task_examples",
+    "collect_labels": "realformer_tf.classifier_tasks.collect_labels",
+    "resolve_tsv_labels": "realformer_tf.classifier_tasks.resolve_tsv_labels",
+    "resolve_class_weights": "realformer_tf.classifier_tasks.resolve_class_weights",
+    "auto_class_weights": "realformer_tf.classifier_tasks.auto_class_weights",
+    "_PROCESSORS": "realformer_tf.classifier_tasks.PROCESSORS",
+    "FEATURE_CACHE_VERSION": "realformer_tf.feature_cache.FEATURE_CACHE_VERSION",
+    "feature_cache_key": "realformer_tf.feature_cache.feature_cache_key",
+    "examples_digest": "realformer_tf.feature_cache.examples_digest",
+    "HISTORY_FILE": "realformer_tf.training_eval.HISTORY_FILE",
+    "HISTORY_SUMMARY_DIR": "realformer_tf.training_eval.HISTORY_SUMMARY_DIR",
+    "BEST_DIR": "realformer_tf.training_eval.BEST_DIR",
+    "BEST_FILE": "realformer_tf.training_eval.BEST_FILE",
+    "EvalHistory": "realformer_tf.training_eval.EvalHistory",
+    "read_best_checkpoint": "realformer_tf.training_eval.read_best_checkpoint",
+    "remove_stale_best_temps": "realformer_tf.training_eval.remove_stale_best_temps",
+    "save_best_checkpoint": "realformer_tf.training_eval.save_best_checkpoint",
+    "dev_metrics": "realformer_tf.classifier_outputs.dev_metrics",
+    "pool_window_outputs": "realformer_tf.classifier_outputs.pool_window_outputs",
+    "predicted_labels": "realformer_tf.classifier_outputs.predicted_labels",
+    "format_prediction": "realformer_tf.classifier_outputs.format_prediction",
+    "write_submission": "realformer_tf.classifier_outputs.write_submission",
+    "write_test_results": "realformer_tf.classifier_outputs.write_test_results",
+    "DocWindow": "realformer_tf.sliding_window.Window",
     "_convert_single_example": "realformer_tf.classifier_features.convert_example",
     "document_windows": "realformer_tf.classifier_features.document_windows",
     "window_length_for": "realformer_tf.classifier_features.window_length_for",
@@ -1220,7 +1220,7 @@ def _train(task, bert_config, model_fn, train_cache, num_train_steps, num_warmup
     tf1.logging.info("Training done: %d steps in %s%s", num_train_steps,
                      common.format_duration(time.time() - start),
                      " (%.2f steps/s)" % hook.last_rate if hook.last_rate else "")
-    # The target beside global_step: a reader (sweep.py) can check the step was reached.
+    # The target beside global_step: a reader (paper/sweep.py) can check the step was reached.
     summary = {"num_train_steps": num_train_steps}
   summary["train_seconds"] = round(time.time() - start, 1)
   return summary

@@ -29,11 +29,11 @@ import sys
 from absl import app
 from absl import flags
 
-import common
-import estimator_utils
-import reproduction
-import subprocess_utils
-import text_input
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import reproduction
+from realformer_tf import subprocess_utils
+from realformer_tf import text_input
 
 REPO_DIR = os.path.dirname(os.path.abspath(__file__))
 

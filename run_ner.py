@@ -83,16 +83,16 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import estimator_utils
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
 from realformer_tf import batch_padding
 from realformer_tf import serving
-import export_utils
-import model_config
+from realformer_tf import export_utils
+from realformer_tf import model_config
 import modeling
-import ner_metrics
-import sliding_window
+from realformer_tf import ner_metrics
+from realformer_tf import sliding_window
 import tokenization
 
 tf1 = tf.compat.v1
@@ -1604,7 +1604,7 @@ def _train(bert_config, model_fn, inputs, doc_stride, train_features, num_train_
   estimator.train(input_fn=input_fn, max_steps=num_train_steps,
                   hooks=[hook, estimator_utils.StopOnSignalHook()])
   common.STOP_SIGNALS.exit_if_stopped()
-  # The target beside global_step: a reader (sweep.py) can check the step was reached.
+  # The target beside global_step: a reader (paper/sweep.py) can check the step was reached.
   return {"train_seconds": round(time.time() - start, 1), "num_train_steps": num_train_steps}
 
 

@@ -47,14 +47,14 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import estimator_utils
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
 from realformer_tf import batch_padding
-import export_utils
-import model_config
+from realformer_tf import export_utils
+from realformer_tf import model_config
 import modeling
-import sliding_window
+from realformer_tf import sliding_window
 from realformer_tf import squad_scoring
 import tokenization
 
@@ -1609,7 +1609,7 @@ def _train(estimator, train_record_file, num_train_steps, resume_step):
 
   Returns:
     {"global_step", "num_train_steps"}: the step reached and the target, for eval_results (a
-    reader such as sweep.py can check they agree).
+    reader such as paper/sweep.py can check they agree).
   """
   train_input_fn = input_fn_builder(
       input_file=train_record_file,

@@ -30,7 +30,7 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 from realformer_tf import checkpoint_slimming
 
 tf1 = tf.compat.v1

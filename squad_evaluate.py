@@ -24,7 +24,7 @@ import sys
 from absl import app
 from absl import flags
 
-import common
+from realformer_tf import common
 from realformer_tf import squad_scoring
 
 def _load_json(path, label):

@@ -53,7 +53,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import classifier_tasks
+from realformer_tf import classifier_tasks
 from realformer_tf import serving
 import modeling
 import padding_harness

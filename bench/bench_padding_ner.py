@@ -40,9 +40,9 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 from realformer_tf import serving
-import export_utils
+from realformer_tf import export_utils
 import modeling
 import padding_harness
 import run_ner

@@ -34,8 +34,8 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import common
-import export_utils
+from realformer_tf import common
+from realformer_tf import export_utils
 from realformer_tf import vocab_building
 from translation import nmt_modeling
 from translation import translation_serving

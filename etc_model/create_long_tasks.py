@@ -41,9 +41,9 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 from realformer_tf import pretraining_data
-import text_input
+from realformer_tf import text_input
 from etc_model import etc_records
 from etc_model import long_tasks
 

@@ -63,10 +63,10 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import common
-import mlm_masking
+from realformer_tf import common
+from realformer_tf import mlm_masking
 from realformer_tf import pretraining_data
-import text_input
+from realformer_tf import text_input
 from etc_model import etc_inputs
 from etc_model import etc_modeling
 from etc_model import etc_records

@@ -16,8 +16,8 @@ import os
 
 import tensorflow as tf
 
-import common
-import estimator_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
 from etc_model import etc_inputs
 from etc_model import etc_modeling
 from etc_model import etc_records

@@ -18,7 +18,7 @@ from __future__ import print_function
 
 from absl import flags
 
-import common
+from realformer_tf import common
 
 # The features of a pre-training record, in the order written.
 FEATURE_NAMES = ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",

@@ -62,9 +62,9 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 from realformer_tf import serving
-import export_utils
+from realformer_tf import export_utils
 import tokenization
 from etc_model import etc_estimator
 from etc_model import etc_inputs

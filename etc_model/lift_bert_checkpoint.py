@@ -50,8 +50,8 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-import common
-import export_utils
+from realformer_tf import common
+from realformer_tf import export_utils
 import modeling
 from realformer_tf import checkpoint_slimming
 from etc_model import etc_modeling

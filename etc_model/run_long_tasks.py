@@ -72,13 +72,13 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import estimator_utils
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
 from realformer_tf import batch_padding
-import model_config
+from realformer_tf import model_config
 import modeling
-import training_eval
+from realformer_tf import training_eval
 from etc_model import bert_windows
 from etc_model import etc_estimator
 from etc_model import etc_modeling

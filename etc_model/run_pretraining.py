@@ -57,13 +57,13 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import estimator_utils
-import model_config
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import model_config
 import modeling
-import pretraining_utils
-import text_input
+from realformer_tf import pretraining_utils
+from realformer_tf import text_input
 import run_pretraining as bert_pretraining
 from etc_model import cpc
 from etc_model import etc_estimator

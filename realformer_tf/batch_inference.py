@@ -20,8 +20,8 @@ import os
 import numpy as np
 import tensorflow as tf
 
-import checkpoint_utils
-import common
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
 import modeling
 from realformer_tf import batch_padding
 

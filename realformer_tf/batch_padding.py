@@ -15,7 +15,7 @@ from __future__ import print_function
 from absl import flags
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 
 PADDING_CHOICES = ("longest", "max_length")
 # Every --padding of the scripts that define it through define_padding_flag: bucket is longest

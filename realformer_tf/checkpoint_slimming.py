@@ -16,8 +16,8 @@ import re
 import numpy as np
 import tensorflow as tf
 
-import common
-import export_utils
+from realformer_tf import common
+from realformer_tf import export_utils
 
 tf1 = tf.compat.v1
 

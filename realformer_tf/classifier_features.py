@@ -26,11 +26,11 @@ import os
 import numpy as np
 import tensorflow as tf
 
-import classifier_outputs
-import classifier_tasks
-import common
-import feature_cache
-import sliding_window
+from realformer_tf import classifier_outputs
+from realformer_tf import classifier_tasks
+from realformer_tf import common
+from realformer_tf import feature_cache
+from realformer_tf import sliding_window
 import tokenization
 
 tf1 = tf.compat.v1

@@ -13,7 +13,7 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
-import classifier_outputs
+from realformer_tf import classifier_outputs
 
 
 class Inference(object):

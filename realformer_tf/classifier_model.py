@@ -19,9 +19,9 @@ import os
 
 import tensorflow as tf
 
-import common
-import estimator_utils
-import export_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import export_utils
 import modeling
 
 tf1 = tf.compat.v1

@@ -29,10 +29,10 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import common
-import mlm_masking
+from realformer_tf import common
+from realformer_tf import mlm_masking
 from realformer_tf import ordered_pool
-import text_input
+from realformer_tf import text_input
 import tokenization
 
 # The features of every example written (the official ones, ExampleSerializer's order).

@@ -24,10 +24,10 @@ import os
 
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import export_utils
-import model_config
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import export_utils
+from realformer_tf import model_config
 import modeling
 from realformer_tf import batch_padding
 import tokenization

@@ -32,8 +32,8 @@ import io
 from absl import logging
 import tensorflow as tf
 
-import common
-import text_input
+from realformer_tf import common
+from realformer_tf import text_input
 import tokenization
 
 # Longer words are [UNK] for WordpieceTokenizer, so they are not learned from.

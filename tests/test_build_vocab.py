@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-import common
+from realformer_tf import common
 from realformer_tf import vocab_building
 import tokenization
 from conftest import last_error_line, run_tool, shared_path

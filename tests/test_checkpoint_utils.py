@@ -9,9 +9,9 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR
-import checkpoint_utils
-import common
-import estimator_utils
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
 
 
 def _save_checkpoint(directory, step, names=("bert/w",)):
@@ -230,7 +230,7 @@ def test_storage_errors_are_one_line_naming_the_file(tmp_path):
   script = (
       "import errno, sys\n"
       "sys.path.insert(0, %r)\n"
-      "import common\n"
+      "from realformer_tf import common\n"
       "def main(argv):\n"
       "  with common.atomic_output(%r) as f:\n"
       "    f.write('x')\n"

@@ -7,9 +7,9 @@ import types
 import pytest
 import tensorflow as tf
 
-import common
-import estimator_utils
-import model_config
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import model_config
 
 
 def test_expand_input_files_globs_and_comma_lists(tmp_path):

@@ -25,11 +25,11 @@ import tensorflow as tf
 
 from conftest import last_error_line, process_alive, REPO_DIR, run_tool, shared_path, start_tool
 from conftest import TINY_BERT_CONFIG
-import common
+from realformer_tf import common
 import create_pretraining_data as cpd
 from realformer_tf import ordered_pool
 from realformer_tf import pretraining_data
-import text_input
+from realformer_tf import text_input
 import tokenization
 
 SCRIPT = "create_pretraining_data.py"

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 from conftest import REPO_DIR, last_error_line, run_tool, tool_env
 from etc_model import etc_inputs
 from etc_model import etc_modeling

@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 import convert_hf_checkpoint
-import estimator_utils
+from realformer_tf import estimator_utils
 import modeling
 import run_pretraining as bert_run
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, shared_path

@@ -1,4 +1,4 @@
-"""Tests for etc_model/reproduce_table8.py, stages stubbed: plan, resume, best median, report."""
+"""Tests for paper/reproduce_table8.py, stages stubbed: plan, resume, best median, report."""
 
 import json
 import os
@@ -7,8 +7,8 @@ import re
 import pytest
 
 from conftest import REPO_DIR
-import common
-from etc_model import reproduce_table8 as rt8
+from realformer_tf import common
+from paper import reproduce_table8 as rt8
 
 MACHINE_PATH = re.compile(r"(?<![\w.:/<])/(?:work|home|root|Users|tmp)/[\w.-]+")
 
@@ -320,7 +320,7 @@ def test_dry_run_with_a_bert_release_directory(tmp_path):
   release = str(tmp_path / "bert")
   _google_bert(release)
   _write_inputs(tmp_path)
-  proc = run_tool("etc_model/reproduce_table8.py", [
+  proc = run_tool("paper/reproduce_table8.py", [
       "--output_dir=%s" % (tmp_path / "out"), "--bert_checkpoint=%s" % release,
       "--task_input_file=%s" % (tmp_path / "novels.txt"),
       "--pretraining_input_file=%s" % (tmp_path / "plays.txt"), "--dry_run"])

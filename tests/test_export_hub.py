@@ -13,9 +13,9 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR, last_error_line, run_tool, shared_path
-import checkpoint_utils
-import common
-import export_utils
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import export_utils
 from realformer_tf import serving
 import modeling
 import run_classifier

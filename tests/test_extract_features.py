@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 import extract_features as ef
 import modeling
 import numpy_bert

@@ -24,8 +24,8 @@ import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, write_random_bert_checkpoint
 
-import classifier_tasks
-import common
+from realformer_tf import classifier_tasks
+from realformer_tf import common
 import modeling
 import run_classifier
 import run_pretraining

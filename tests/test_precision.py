@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
 from conftest import write_random_bert_checkpoint
-import estimator_utils
+from realformer_tf import estimator_utils
 import modeling
 import optimization
 import run_classifier
@@ -310,7 +310,7 @@ def test_float16_running_sum_of_24_layers_loses_the_scores():
 
 def test_unsupported_script_flags_fail_in_one_line(tmp_path):
   """A script whose model_fn does not implement --precision says so instead of ignoring it."""
-  code = ("import sys; sys.argv = ['run_other.py']; import estimator_utils, common\n"
+  code = ("import sys; sys.argv = ['run_other.py']; from realformer_tf import estimator_utils, common\n"
           "from absl import flags\nestimator_utils.define_estimator_flags()\n"
           "flags.FLAGS(['run_other.py', '--precision=bf16'])\n"
           "common.run_main(lambda argv: estimator_utils.check_supported(flags.FLAGS, ()), [])\n")
@@ -387,7 +387,7 @@ def test_dropout_masks_do_not_depend_on_precision(precision):
 XLA_CODE = r"""
 import sys
 sys.path.insert(0, "tests")
-import estimator_utils
+from realformer_tf import estimator_utils
 estimator_utils.set_xla_cpu_flags()  # what define_estimator_flags does before app.run
 import numpy as np, tensorflow as tf
 import test_precision as T
@@ -434,7 +434,7 @@ def test_use_xla_clusters_and_trains_like_without():
 
 
 def test_use_xla_fails_when_tensorflow_read_its_flags_before():
-  code = ("import sys; sys.argv = ['x.py']; import estimator_utils, common\n"
+  code = ("import sys; sys.argv = ['x.py']; from realformer_tf import estimator_utils, common\n"
           "import tensorflow as tf\n"
           "with tf.Graph().as_default(), tf.compat.v1.Session() as s: s.run(tf.constant(1))\n"
           "class F: use_xla = True\n"
@@ -452,7 +452,7 @@ def test_use_xla_fails_when_tensorflow_read_its_flags_before():
      "--precision=fp16 (dynamic loss scaling) is not supported with"),
 ])
 def test_flag_combinations_refused_in_one_line(flags_given, message):
-  code = ("import sys; sys.argv = ['x.py']; import estimator_utils, common\n"
+  code = ("import sys; sys.argv = ['x.py']; from realformer_tf import estimator_utils, common\n"
           "from absl import flags\nestimator_utils.define_estimator_flags()\n"
           "flags.FLAGS(['x.py'] + %r)\n"
           "check = lambda argv: estimator_utils.validate_estimator_flags(flags.FLAGS)\n"

@@ -25,7 +25,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 import convert_hf_checkpoint
 from realformer_tf import serving
 import modeling

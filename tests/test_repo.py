@@ -36,7 +36,10 @@ def test_setup_installs_every_top_level_module():
   listed = _setup_list("py_modules")
   assert modules - listed == set(), "modules setup.py does not install"
   assert listed - modules == set(), "setup.py lists modules that do not exist"
-  assert _setup_list("packages") == _packages(), "setup.py packages != the package folders"
+  # paper/ (the paper's experiment drivers) runs from a checkout: it reads the repository's
+  # data, configs and reports.
+  assert _setup_list("packages") == _packages() - {"paper"}, (
+      "setup.py packages != the package folders")
 
 
 def _tracked_text_files():
@@ -76,7 +79,7 @@ def test_no_machine_paths_in_tracked_files():
 ALLOWED_PRIVATE_IMPORTS = frozenset()
 # --processor=module:Class imports the user's module from the current directory (a user's
 # file, not the repository): the one sys.path edit allowed (classifier_tasks.load_processor_class).
-ALLOWED_SYS_PATH_EDITS = {"classifier_tasks"}
+ALLOWED_SYS_PATH_EDITS = {"realformer_tf.classifier_tasks"}
 
 
 @functools.lru_cache(maxsize=None)

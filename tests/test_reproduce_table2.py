@@ -1,4 +1,4 @@
-"""Tests for reproduce_table2.py: corpus split, budget planning, --tiny_test end to end."""
+"""Tests for paper/reproduce_table2.py: corpus split, budget planning, --tiny_test end to end."""
 
 import json
 import os
@@ -9,10 +9,10 @@ import time
 import pytest
 
 from conftest import last_error_line, process_alive, REPO_DIR, run_tool, shared_path, start_tool
-import common
+from realformer_tf import common
 import modeling
-import reproduce_table2 as rt
-import reproduction
+from paper import reproduce_table2 as rt
+from realformer_tf import reproduction
 
 # One invocation of the --tiny_test job (4 models x 4 steps, analysis, report) on 2 shared cores.
 TINY_TEST_TIMEOUT_S = 600
@@ -71,7 +71,7 @@ def test_mean_std_and_configs():
 
 
 def test_bad_seeds_one_line_error(tmp_path):
-  proc = run_tool("reproduce_table2.py", ["--output_dir=%s" % tmp_path, "--seeds=1,1"],
+  proc = run_tool("paper/reproduce_table2.py", ["--output_dir=%s" % tmp_path, "--seeds=1,1"],
                   expect_rc=2)
   assert proc.returncode == 2
   assert last_error_line(proc).startswith("error: --seeds=1,1")
@@ -107,7 +107,7 @@ def test_tiny_test_end_to_end_and_resume(tmp_path):
   report = tmp_path / "docs" / "REPRODUCTION.md"
   args = ["--tiny_test", "--corpus=%s" % corpus, "--output_dir=%s" % out,
           "--report=%s" % report]
-  proc = run_tool("reproduce_table2.py", args, timeout=TINY_TEST_TIMEOUT_S)
+  proc = run_tool("paper/reproduce_table2.py", args, timeout=TINY_TEST_TIMEOUT_S)
   assert proc.returncode == 0, proc.stderr[-3000:]
   text = report.read_text()
   assert "| model | MLM accuracy (%) | MLM loss | NSP accuracy (%)" in text
@@ -131,7 +131,7 @@ def test_tiny_test_end_to_end_and_resume(tmp_path):
   end = text.index(rt.JUDGEMENT_END) + len(rt.JUDGEMENT_END)
   human = rt.JUDGEMENT_BEGIN + "\nOur verdict: nothing reproduces at 4 steps.\n" + rt.JUDGEMENT_END
   report.write_text(text[:begin] + human + text[end:])
-  proc = run_tool("reproduce_table2.py", args, timeout=TINY_TEST_TIMEOUT_S)
+  proc = run_tool("paper/reproduce_table2.py", args, timeout=TINY_TEST_TIMEOUT_S)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "Training " not in proc.stderr
   rewritten = report.read_text()
@@ -139,7 +139,7 @@ def test_tiny_test_end_to_end_and_resume(tmp_path):
   assert "| Small (paper) | 61.57 | 61.67 | 61.70 | +0.13 |" in rewritten
   assert sorted(os.listdir(out / "logs")) == logs_before
   # Asking for other settings in the same output_dir is refused.
-  proc = run_tool("reproduce_table2.py", args + ["--learning_rate=1e-3"], expect_rc=2)
+  proc = run_tool("paper/reproduce_table2.py", args + ["--learning_rate=1e-3"], expect_rc=2)
   assert proc.returncode == 2 and "learning_rate" in last_error_line(proc)
 
 
@@ -149,7 +149,7 @@ def test_shared_data_dir_default_and_env(monkeypatch, tmp_path):
   monkeypatch.setenv("REALFORMER_SHARED_DATA", str(tmp_path / "x" / ".." / "data"))
   assert common.shared_data_dir() == str(tmp_path / "data")
   # No machine path is written into the tool itself.
-  source = open(os.path.join(REPO_DIR, "reproduce_table2.py")).read()
+  source = open(os.path.join(REPO_DIR, "paper/reproduce_table2.py")).read()
   assert "/work/" not in source and "/home/" not in source
 
 
@@ -252,7 +252,8 @@ def test_stale_data_and_analysis_are_redone(tmp_path):
 
 RUNNER_DRIVER = """
 import sys
-import reproduce_table2 as rt, subprocess_utils
+from paper import reproduce_table2 as rt
+from realformer_tf import subprocess_utils
 subprocess_utils.install_signal_forwarding()
 rt.Runner(sys.argv[1]).run("child", sys.argv[2], [sys.argv[3]])
 print("not reached")

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import common
-import export_utils
-import reproduction
+from realformer_tf import common
+from realformer_tf import export_utils
+from realformer_tf import reproduction
 
 
 def _save_checkpoint(prefix, value):

@@ -18,19 +18,19 @@ import tensorflow as tf
 from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, shared_path, start_tool
 from conftest import last_error_line, write_random_bert_checkpoint
 
-import checkpoint_utils
-import classifier_outputs as co
-import classifier_tasks as ct
-import common
+from realformer_tf import checkpoint_utils
+from realformer_tf import classifier_outputs as co
+from realformer_tf import classifier_tasks as ct
+from realformer_tf import common
 import convert_hf_checkpoint
-import estimator_utils
-import feature_cache as fc
+from realformer_tf import estimator_utils
+from realformer_tf import feature_cache as fc
 from realformer_tf import classifier_model as cm
 from realformer_tf import serving
 import modeling
 import run_classifier as rc
 import tokenization
-import training_eval as te
+from realformer_tf import training_eval as te
 
 FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "glue")
 
@@ -1118,5 +1118,5 @@ def test_moved_names_fail_with_one_line_naming_the_new_place():
     assert hasattr(importlib.import_module(module), attr), place
   with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
     rc.no_such_name  # pylint: disable=pointless-statement
-  assert rc.MOVED["get_task"] == "classifier_tasks.get_task"
+  assert rc.MOVED["get_task"] == "realformer_tf.classifier_tasks.get_task"
   assert rc.MOVED["_Inference"] == "realformer_tf.classifier_inference.Inference"

@@ -19,16 +19,16 @@ import tensorflow as tf
 from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, start_tool
 from conftest import last_error_line, write_random_bert_checkpoint
 
-import classifier_outputs as co
-import classifier_tasks as ct
-import common
-import glue_metrics as gm
+from realformer_tf import classifier_outputs as co
+from realformer_tf import classifier_tasks as ct
+from realformer_tf import common
+from realformer_tf import glue_metrics as gm
 import modeling
 from realformer_tf import classifier_features as cf
 import run_classifier as rc
-import sliding_window as sw
+from realformer_tf import sliding_window as sw
 import tokenization
-import training_eval as te
+from realformer_tf import training_eval as te
 
 VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
 SST2_SLICE = os.path.join(REPO_DIR, "data", "sst2_slice")

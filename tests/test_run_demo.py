@@ -13,8 +13,8 @@ import time
 import pytest
 
 from conftest import last_error_line, REPO_DIR, run_tool, tool_env
-import common
-import reproduction
+from realformer_tf import common
+from realformer_tf import reproduction
 import run_demo
 
 
@@ -195,7 +195,8 @@ def test_domain_text_is_the_train_sentences_without_labels(tmp_path):
 
 DRIVER = """
 import sys
-import run_demo, subprocess_utils
+import run_demo
+from realformer_tf import subprocess_utils
 subprocess_utils.install_signal_forwarding()
 child = ("import signal, sys, time\\n"
          "signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))\\n"

@@ -21,14 +21,14 @@ import tensorflow as tf
 from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, shared_path, start_tool
 from conftest import last_error_line, write_random_bert_checkpoint
 
-import common
-import export_utils
+from realformer_tf import common
+from realformer_tf import export_utils
 import modeling
 from realformer_tf import batch_padding
-import ner_metrics as nm
+from realformer_tf import ner_metrics as nm
 import run_ner
 import run_squad
-import sweep
+from paper import sweep
 import tokenization
 
 FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "ner")

@@ -13,7 +13,7 @@ import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, start_tool
 import convert_hf_checkpoint
-import estimator_utils
+from realformer_tf import estimator_utils
 import modeling
 import run_pretraining
 

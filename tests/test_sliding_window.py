@@ -5,7 +5,7 @@ import collections
 from realformer_tf import classifier_features
 import run_ner
 import run_squad
-import sliding_window
+from realformer_tf import sliding_window
 
 
 def official_doc_spans(num_tokens, max_tokens_for_doc, doc_stride):

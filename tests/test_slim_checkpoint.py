@@ -8,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 from conftest import last_error_line, run_tool
-import estimator_utils
-import export_utils
+from realformer_tf import estimator_utils
+from realformer_tf import export_utils
 import modeling
 import optimization
 from realformer_tf import checkpoint_slimming

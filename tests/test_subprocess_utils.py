@@ -14,8 +14,8 @@ import time
 import pytest
 
 from conftest import process_alive, REPO_DIR, tool_env
-import common
-import subprocess_utils
+from realformer_tf import common
+from realformer_tf import subprocess_utils
 
 
 def _wait_for(path, timeout=30):
@@ -98,7 +98,7 @@ def test_a_child_that_ignores_the_signal_is_killed_after_the_grace_period(tmp_pa
 
 DRIVER = """
 import sys
-import common, subprocess_utils
+from realformer_tf import common, subprocess_utils
 subprocess_utils.install_signal_forwarding()
 # The child ignores SIGINT: only the second signal (kill now) ends it before the 60 s grace.
 result = subprocess_utils.run_child(
@@ -142,7 +142,7 @@ def test_driver_exits_130_on_sigint_and_its_child_is_gone(tmp_path):
 ORPHANING_DRIVER = """
 import sys
 sys.path.insert(0, sys.argv[1])
-import common, subprocess_utils
+from realformer_tf import common, subprocess_utils
 subprocess_utils.run_child([sys.executable, "-c", "import os, time; open(%r, 'w').write(str(os.getpid())); time.sleep(120)" % sys.argv[3]], sys.argv[2], stop_signals=common.StopSignals())
 """
 

@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from conftest import REPO_DIR, last_error_line, run_tool, tool_env
 import convert_hf_checkpoint
-import estimator_utils
+from realformer_tf import estimator_utils
 import numpy_bert
 
 TF215_PYTHON_ENV = "REALFORMER_TF215_PYTHON"

@@ -57,9 +57,9 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 from realformer_tf import vocab_building
-import text_input
+from realformer_tf import text_input
 from translation import translation_records
 
 FLAGS = flags.FLAGS

@@ -16,8 +16,8 @@ from __future__ import print_function
 from absl import flags
 import tensorflow as tf
 
-import common
-import export_utils
+from realformer_tf import common
+from realformer_tf import export_utils
 from translation import beam_search
 from translation import nmt_modeling
 

@@ -34,8 +34,8 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-import common
-import export_utils
+from realformer_tf import common
+from realformer_tf import export_utils
 from translation import decoding
 from translation import translation_serving
 

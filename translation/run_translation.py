@@ -39,10 +39,10 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import estimator_utils
-import export_utils
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import export_utils
 import optimization
 from translation import decoding
 from translation import nmt_modeling

@@ -18,7 +18,7 @@ import os
 
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 
 # The ids of docs/NMT_MODEL.md.
 PAD_ID = 0

@@ -40,8 +40,8 @@ import os
 
 import tensorflow as tf
 
-import common
-import export_utils
+from realformer_tf import common
+from realformer_tf import export_utils
 from translation import decoding
 from translation import nmt_modeling
 from translation import translation_records

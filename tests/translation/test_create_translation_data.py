@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import last_error_line, run_tool, shared_path
-import common
+from realformer_tf import common
 import create_pretraining_data
 from realformer_tf import vocab_building
 from translation import create_translation_data as ctd

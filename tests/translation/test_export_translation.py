@@ -18,7 +18,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import last_error_line, run_tool, shared_path
-import common
+from realformer_tf import common
 from realformer_tf import vocab_building
 from translation import nmt_modeling
 from translation import run_translation

@@ -13,9 +13,9 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR, run_tool, shared_path, start_tool
-import common
-import reproduction
-from translation import reproduce_table7 as rt7
+from realformer_tf import common
+from realformer_tf import reproduction
+from paper import reproduce_table7 as rt7
 
 MACHINE_PATH = re.compile(r"(?<![\w.:/])/(?:work|home|root|Users|tmp)/[\w.-]+")
 TARGET = 952   # steps of a fake run (7 epochs of 136 batches)
@@ -360,7 +360,7 @@ def test_tiny_test_end_to_end_with_a_kill_and_a_rerun(tmp_path):
   out = tmp_path / "t7"
   args = ["--tiny_test", "--data_dir=%s" % data, "--output_dir=%s" % out]
   train_log = out / "runs" / "admin_seed1" / "train.log"
-  proc = start_tool("translation/reproduce_table7.py", args)
+  proc = start_tool("paper/reproduce_table7.py", args)
   try:
     deadline = time.time() + 120
     while not (train_log.exists() and "train: step" in train_log.read_text(errors="replace")):
@@ -378,7 +378,7 @@ def test_tiny_test_end_to_end_with_a_kill_and_a_rerun(tmp_path):
   assert not (out / "runs" / "admin_seed1" / "bleu.json").exists()
   data_log = (out / "logs" / "create_train.log").stat().st_mtime
 
-  proc = run_tool("translation/reproduce_table7.py", args, timeout=300)
+  proc = run_tool("paper/reproduce_table7.py", args, timeout=300)
   assert (out / "logs" / "create_train.log").stat().st_mtime == data_log   # data kept
   assert "Wrote %s" % (out / "report.md") in proc.stdout
   for run in ("admin_seed1", "realformer_mean_seed1"):

@@ -15,10 +15,10 @@ import tensorflow as tf
 
 from conftest import TINY_BERT_CONFIG, kill_when, last_error_line, run_tool, shared_path
 from conftest import write_random_bert_checkpoint
-import checkpoint_utils
-import common
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
 import convert_hf_checkpoint
-import estimator_utils
+from realformer_tf import estimator_utils
 import numpy_nmt
 from translation import nmt_modeling
 from translation import run_translation

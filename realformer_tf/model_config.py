@@ -16,7 +16,7 @@ import os
 from absl import flags
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 import modeling
 
 tf1 = tf.compat.v1

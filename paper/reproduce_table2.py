@@ -27,9 +27,9 @@ interrupted run resumes; SIGINT / SIGTERM stop the running child cleanly and exi
      attention analyses, and the paper's numbers to compare against. The prose judgement is left
      as a marked placeholder for a human.
 
-  python reproduce_table2.py --output_dir=table2_out            # default plan, ~3 h on 2 cores
-  python reproduce_table2.py --output_dir=table2_out --plan_only
-  python reproduce_table2.py --tiny_test --output_dir=t2test --report=t2test/R.md
+  python -m paper.reproduce_table2 --output_dir=table2_out            # default plan, ~3 h on 2 cores
+  python -m paper.reproduce_table2 --output_dir=table2_out --plan_only
+  python -m paper.reproduce_table2 --tiny_test --output_dir=t2test --report=t2test/R.md
 """
 
 from __future__ import absolute_import
@@ -49,11 +49,11 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import common
-import estimator_utils
-import reproduction
-import subprocess_utils
-import text_input
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import reproduction
+from realformer_tf import subprocess_utils
+from realformer_tf import text_input
 
 tf1 = tf.compat.v1
 
@@ -61,7 +61,7 @@ REPO_DIR = common.REPO_DIR
 DEFAULT_REPORT = os.path.join(REPO_DIR, "docs", "REPRODUCTION.md")
 
 
-# The driver helpers shared with translation/reproduce_table7.py live in reproduction.py; the
+# The driver helpers shared with paper/reproduce_table7.py live in reproduction.py; the
 # names stay importable from here.
 display_path = reproduction.display_path
 portable_text = reproduction.portable_text
@@ -1232,7 +1232,7 @@ def _header_lines(invocation_seconds):
   """The report's title and its wall-time line."""
   return [
       "# Reproducing Table 2 at CPU scale\n",
-      "Written by `reproduce_table2.py` (data sections; the judgement block is written by a "
+      "Written by `paper/reproduce_table2.py` (data sections; the judgement block is written by a "
       "human and kept when the report is rewritten). Wall time: %s over %d invocation(s) "
       "(%s).\n" % (common.format_duration(sum(invocation_seconds)), len(invocation_seconds),
                    ", ".join(common.format_duration(x) for x in invocation_seconds)),

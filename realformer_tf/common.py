@@ -20,8 +20,9 @@ import time
 import tensorflow as tf
 
 
-# The repository (this file's directory) and the environment variable that moves the shared data.
-REPO_DIR = os.path.dirname(os.path.abspath(__file__))
+# The repository (the parent of this package's directory) and the environment variable that
+# moves the shared data.
+REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHARED_DATA_ENV = "REALFORMER_SHARED_DATA"
 
 

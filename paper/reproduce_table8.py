@@ -33,9 +33,9 @@ until all are done): for each system and task the median over seeds of the dev-s
 beside the most-frequent / most-recent baselines, sum - none against the seeds' spread, and the
 run time of every stage.
 
-  python -m etc_model.reproduce_table8 --output_dir=output/table8
-  python -m etc_model.reproduce_table8 --output_dir=output/table8 --dry_run      # the stages
-  python -m etc_model.reproduce_table8 --output_dir=output/table8 --report_only
+  python -m paper.reproduce_table8 --output_dir=output/table8
+  python -m paper.reproduce_table8 --output_dir=output/table8 --dry_run      # the stages
+  python -m paper.reproduce_table8 --output_dir=output/table8 --report_only
 """
 
 from __future__ import absolute_import
@@ -53,11 +53,11 @@ from absl import app
 from absl import flags
 import numpy as np
 
-import common
-import estimator_utils
-import export_utils
-import reproduction
-import subprocess_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import export_utils
+from realformer_tf import reproduction
+from realformer_tf import subprocess_utils
 
 REPO_DIR = common.REPO_DIR
 FLAGS = flags.FLAGS
@@ -1035,7 +1035,7 @@ def report_text(settings, out_dir, results=None):
   done = sum(len(per) for per in results.values())
   total = len(finetune_order(settings))
   header = ["# Reproducing Table 8 (long inputs, ETC) at CPU scale\n",
-            "Written by `etc_model/reproduce_table8.py` from `<output_dir>/runs/<system>_<task>_"
+            "Written by `paper/reproduce_table8.py` from `<output_dir>/runs/<system>_<task>_"
             "seed<seed>/` (eval_results.json, test_results.json) and the stage markers.\n"]
   if done == total:
     header.append("All %d fine-tuning runs finished.\n" % total)
@@ -1065,7 +1065,7 @@ def write_report(settings, out_dir):
 
 def main(_):
   # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
-  estimator_utils.require_estimator(script="-m etc_model.reproduce_table8")
+  estimator_utils.require_estimator(script="-m paper.reproduce_table8")
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
   if FLAGS.dry_run and FLAGS.report_only:

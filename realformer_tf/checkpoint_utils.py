@@ -30,7 +30,7 @@ import re
 from absl import flags
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 
 tf1 = tf.compat.v1
 

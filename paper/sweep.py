@@ -22,11 +22,11 @@ rerun after one was edited in place is refused. Then, per task and setting, the 
 seeds of every metric; the best
 setting is the one with the highest median task score; results.{md,csv,json} are written.
 
-  python sweep.py --tasks=sst-2,mrpc,squad1.1 --glue_dir=glue --squad_dir=squad \
+  python -m paper.sweep --tasks=sst-2,mrpc,squad1.1 --glue_dir=glue --squad_dir=squad \
     --init_checkpoint=bert_model.ckpt --bert_config_file=bert_config.json \
     --vocab_file=vocab.txt --output_dir=out/sweep [--residual_attention=sum] \
     [--extra_flags="--use_tpu=true --tpu_name=x"] [--dry_run] [--aggregate_only]
-  python sweep.py --tasks=ner --ner_dir=ner/wnut17 ...   (train / dev files as run_ner.py names
+  python -m paper.sweep --tasks=ner --ner_dir=ner/wnut17 ...   (train / dev files as run_ner.py names
     them: train.conll, dev.conll, ...)
 """
 
@@ -50,18 +50,18 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import common
-import estimator_utils
-import export_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import export_utils
 import modeling
-import reproduction
-import subprocess_utils
+from realformer_tf import reproduction
+from realformer_tf import subprocess_utils
 
 tf1 = tf.compat.v1
 
 FLAGS = flags.FLAGS
 
-REPO_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO_DIR = common.REPO_DIR
 
 # The paper's grids (section 4.1.2): GLUE and SQuAD differ in batch sizes and learning rates.
 PAPER_GRIDS = {
@@ -142,7 +142,7 @@ OTHER_TASKS = collections.OrderedDict((spec.name, spec) for spec in [
                "eng.testa")]),
 ])
 
-# Every task sweep.py runs: the paper's (TASKS), then the others.
+# Every task paper/sweep.py runs: the paper's (TASKS), then the others.
 ALL_TASKS = collections.OrderedDict(list(TASKS.items()) + list(OTHER_TASKS.items()))
 
 GLUE_OVERALL_TASKS = [name for name, spec in TASKS.items() if spec.overall_entries]

@@ -26,8 +26,8 @@ import time
 from absl import flags
 import tensorflow as tf
 
-import checkpoint_utils
-import common
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
 from realformer_tf import batch_padding
 import modeling
 import optimization

@@ -21,7 +21,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 
 tf1 = tf.compat.v1
 

@@ -14,8 +14,8 @@ from __future__ import print_function
 
 import numpy as np
 
-import common
-import glue_metrics
+from realformer_tf import common
+from realformer_tf import glue_metrics
 
 
 def dev_metrics(task, outputs, num_examples, threshold=0.5, tune_threshold=False):

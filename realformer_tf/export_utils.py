@@ -28,7 +28,7 @@ import os
 import numpy as np
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 
 tf1 = tf.compat.v1
 

@@ -29,7 +29,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 
 FLAGS = flags.FLAGS
 

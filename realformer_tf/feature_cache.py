@@ -5,7 +5,7 @@ run_classifier writes each split's features once to output_dir/<split>.tf_record
 <split>.tf_record.json holding a key: the input file's size and mtime (or the examples' digest
 for a DataProcessor), the vocab, case, length, task, labels, padding and windowing. A later job
 (or an evaluation during training) with the same key reuses the file; any change rewrites it.
-sweep.py copies the caches between runs of the same data.
+paper/sweep.py copies the caches between runs of the same data.
 """
 
 from __future__ import absolute_import
@@ -20,8 +20,8 @@ import time
 
 import tensorflow as tf
 
-import classifier_tasks
-import common
+from realformer_tf import classifier_tasks
+from realformer_tf import common
 
 tf1 = tf.compat.v1
 

@@ -1,6 +1,6 @@
 # coding=utf-8
-"""What the drivers that resume share (reproduce_table2.py, translation/reproduce_table7.py,
-etc_model/reproduce_table8.py, sweep.py, run_demo.py).
+"""What the drivers that resume share (paper/reproduce_table2.py, paper/reproduce_table7.py,
+paper/reproduce_table8.py, paper/sweep.py, run_demo.py).
 
 Runner (the repository's tools as logged child processes, stopped cleanly with the driver),
 how a report names a file without this machine's paths (display_path, portable_text), the
@@ -25,8 +25,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-import common
-import subprocess_utils
+from realformer_tf import common
+from realformer_tf import subprocess_utils
 
 REPO_DIR = common.REPO_DIR
 RESUME_MESSAGE = "reproduction stopped; rerun the same command to resume"

@@ -27,10 +27,10 @@ stop the running child cleanly and exit 130 / 143 without a final report):
      (more --variants or --seeds are fine). One invocation at a time writes there (lock file
      .lock-reproduce_table7).
 
-  python -m translation.reproduce_table7 --output_dir=output/table7
-  python -m translation.reproduce_table7 --output_dir=output/table7 --plan_only  # status
-  python -m translation.reproduce_table7 --output_dir=output/table7 --report_only
-  python -m translation.reproduce_table7 --tiny_test --output_dir=/tmp/t7   # CI-sized
+  python -m paper.reproduce_table7 --output_dir=output/table7
+  python -m paper.reproduce_table7 --output_dir=output/table7 --plan_only  # status
+  python -m paper.reproduce_table7 --output_dir=output/table7 --report_only
+  python -m paper.reproduce_table7 --tiny_test --output_dir=/tmp/t7   # CI-sized
 """
 
 from __future__ import absolute_import
@@ -52,22 +52,17 @@ from absl import app
 from absl import flags
 import numpy as np
 
-import common
-import estimator_utils
-import reproduction
-import subprocess_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import reproduction
+from realformer_tf import subprocess_utils
+from translation import nmt_modeling
 
 REPO_DIR = common.REPO_DIR
 FLAGS = flags.FLAGS
 
 # variant -> (label, layer_norm_type, residual_attention).
-VARIANTS = collections.OrderedDict([
-    ("admin", ("ADMIN", "admin", "none")),
-    ("realformer_mean", ("RealFormer (mean)", "admin", "mean")),
-    ("realformer_sum", ("RealFormer (sum)", "admin", "sum")),
-    ("pre_ln", ("Pre-LN", "pre", "none")),
-    ("post_ln", ("Post-LN", "post", "none")),
-])
+VARIANTS = nmt_modeling.TABLE7_VARIANTS
 DEFAULT_VARIANTS = "admin,realformer_mean,realformer_sum,pre_ln"
 # Runs go in groups of this many variants, each group over all seeds (see run_order).
 VARIANT_GROUP = 2
@@ -725,7 +720,7 @@ def _header_lines(settings, results):
   lines = [
       "# Reproducing Table 7 (machine translation) at CPU scale: Multi30K %s→%s\n" % (
           settings.source_language, settings.target_language),
-      "Written by `translation/reproduce_table7.py` from the run directories `<output_dir>/runs/"
+      "Written by `paper/reproduce_table7.py` from the run directories `<output_dir>/runs/"
       "<variant>_seed<seed>/` (bleu.json, eval_results.json, train_summary.json, event files).\n",
   ]
   if done == total:

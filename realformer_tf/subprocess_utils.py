@@ -1,7 +1,7 @@
 # coding=utf-8
 """Runs the repository's tools as child processes that stop cleanly with their parent.
 
-The drivers (sweep.py, reproduce_table2.py, run_demo.py) run long jobs as subprocesses. Each
+The drivers (paper/sweep.py, paper/reproduce_table2.py, run_demo.py) run long jobs as subprocesses. Each
 child gets its own process group (so a terminal's Ctrl-C or a `kill` of the driver does not hit
 it half-way through a checkpoint write, and so the driver can stop everything the child started).
 On SIGINT / SIGTERM the driver forwards the signal once to every running child's group, waits a
@@ -32,7 +32,7 @@ import subprocess
 import threading
 import time
 
-import common
+from realformer_tf import common
 
 # Seconds a child may take to save and exit after the forwarded signal before SIGKILL: a
 # checkpoint of a large model takes a while, an endless wait must not happen.

@@ -25,8 +25,8 @@ import sys
 import numpy as np
 import tensorflow as tf
 
-import common
-import glue_metrics
+from realformer_tf import common
+from realformer_tf import glue_metrics
 import tokenization
 
 tf1 = tf.compat.v1
