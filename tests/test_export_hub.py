@@ -266,7 +266,7 @@ def exported(tmp_path_factory):
   classifiers["cls"] = str(tmp_path / "export_cls")
   serving.export_classifier(config, prefix, classifiers["cls"], VOCAB_FILE, True, None,
                             CLASSIFIER_SEQ)
-  # A multi-label run (issue 25.8): recognised from what its output directory records (the
+  # A multi-label run: recognised from what its output directory records (the
   # feature cache's reader options, the tuned threshold for this checkpoint's step).
   prefix, config, ref_single, ref_pair = _classifier_checkpoint(str(tmp_path), "ml", 3,
                                                                 tokenizer, is_multilabel=True)
@@ -363,7 +363,7 @@ def test_encoder_missing_variable_and_mlm_errors(tmp_path):
     serving.build_encoder(_tiny_config(layer_norm_type="pre"), prefix)
   with pytest.raises(ValueError, match="shape"):
     serving.build_encoder(_tiny_config(vocab_size=100), prefix)
-  # A checkpoint of another model (issue 27): no trained weights, said in one line.
+  # A checkpoint of another model: no trained weights, said in one line.
   with tf.Graph().as_default():
     tf1.Variable(tf.zeros([4, 4]), name="encoder/layer_0/kernel")
     with tf1.Session() as sess:
@@ -538,7 +538,7 @@ def test_classifier_export_end_to_end(exported):
 
 @pytest.mark.slow
 def test_multilabel_classifier_export(exported):
-  """Issue 25.8: a multi-label run exports sigmoid probabilities and its tuned threshold (it
+  """A multi-label run exports sigmoid probabilities and its tuned threshold (it
   was exported as a softmax single-label classifier)."""
   got = exported["got"]
   ref_single, ref_pair, threshold, prefix = exported["classifier_refs"]["ml"]
@@ -563,7 +563,7 @@ def test_multilabel_classifier_export(exported):
 
 
 def test_classifier_task_from_run_records(tmp_path):
-  """What a run_classifier output directory records decides the head (issue 25.8)."""
+  """What a run_classifier output directory records decides the head."""
   out = tmp_path / "out"
   out.mkdir()
   # Only the head's shapes are read.
@@ -655,7 +655,7 @@ def test_cli_several_modes_and_bad_flags(tmp_path, vocab_file):
   with open(os.path.join(out, "encoder", serving.EXPORT_INFO)) as f:
     info = json.load(f)
   assert (info["mode"], info["checkpoint"], info["global_step"]) == ("encoder", prefix, 0)
-  # No trained weights (issue 27): one line naming the flag, before any work.
+  # No trained weights: one line naming the flag, before any work.
   bad = run_tool("export_hub.py", ["--mode=encoder", "--export_dir=%s" % (tmp_path / "new"),
                                    "--bert_config_file=%s" % os.path.join(
                                        os.path.dirname(prefix), "bert_config.json")],

@@ -389,3 +389,35 @@ def test_test_file_names_are_unique():
       if name.endswith(".py"):
         assert name not in seen, "%s in both %s and %s" % (name, seen[name], root)
         seen[name] = root
+
+
+# ------------------------------------------------------------------------------------------------
+# The product speaks of features: no ticket numbers and no words about how the work was organised.
+
+PROCESS_WORDS = re.compile(
+    r"\bissues? #?\d+|\bissue:|\b(?:first|second|third|next|last|this|previous) slice\b"
+    r"|\b(?:this|previous|earlier|last|next) session\b|\bhelper-\d+\b|\bhostile-input campaign\b",
+    re.IGNORECASE)
+
+
+def _process_words(lines):
+  return [(number, line) for number, line in enumerate(lines, 1) if PROCESS_WORDS.search(line)]
+
+
+def test_no_process_words_in_tracked_files():
+  found = []
+  for name in _tracked_text_files():
+    path = os.path.join(REPO_DIR, name)
+    if not os.path.isfile(path) or name.startswith("data/") or name == "tests/test_repo.py":
+      continue
+    with open(path, encoding="utf-8", errors="replace") as f:
+      found.extend("%s:%d: %s" % (name, number, line.strip()[:120])
+                   for number, line in _process_words(f))
+  assert not found, "\n".join(found)
+
+
+def test_process_word_check_sees_tickets_and_work_slices():
+  lines = ["# fixed in issue 23", "(issue 25.8)", "Issue #7", "the next slice adds it",
+           "on the previous session's machine", "a 1 MB slice of text", "x[:, :length] slice",
+           "a tf.Session", "session_config(flag_values)"]
+  assert [number for number, _ in _process_words(lines)] == [1, 2, 3, 4, 5]

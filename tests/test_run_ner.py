@@ -925,7 +925,7 @@ def test_bad_flags_and_inputs_are_one_line_errors(wnut, tmp_path):
   assert last.startswith("error: %s:1: tag 'B-city' has entity type 'city', which is not one "
                          "of the model's (" % (data / "dev.conll")), last
   assert "Traceback" not in proc.output and not (tmp_path / "out").exists()
-  # Evaluation / export from no trained weights: one line before any work (issue 27).
+  # Evaluation / export from no trained weights: one line before any work.
   no_weights = [a for a in base if not a.startswith("--init_checkpoint=")]
   proc = run_tool("run_ner.py", no_weights + ["--do_eval", "--export_dir=%s" % (
       tmp_path / "export")], expect_rc=2)

@@ -1,4 +1,5 @@
-"""The library and the serving path on the newest TensorFlow (issue: "Which TensorFlow").
+"""The library and the serving path on the newest TensorFlow (docs/compatibility.md, "Which
+TensorFlow").
 
 These tests run in both environments:
 - TF 2.15 (`.venv`): the Estimator is there and the scripts do not refuse to run.

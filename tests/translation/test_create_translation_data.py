@@ -122,7 +122,7 @@ def test_read_parallel_counts_empty_and_extra_lines(tmp_path):
   stats = collections.Counter()
   assert len(list(ctd.read_parallel(tgt, src, stats, strict=False))) == 3
   assert stats["extra_target_lines"] == 1 and stats["target_lines"] == 6
-  # Misaligned files are an error by default (issue 25.11: one deleted line shifts every pair).
+  # Misaligned files are an error by default (one deleted line shifts every pair).
   with pytest.raises(common.UsageError, match=r"^--target_file=.*t\.gz: has 5 lines but "
                      r"--source_file=.*s\.txt has 6: the files are not line-aligned"):
     list(ctd.read_parallel(src, tgt))
@@ -228,7 +228,7 @@ def _mismatched_files(tmp_path):
 
 
 def test_cli_line_count_mismatch_is_an_error_and_writes_nothing(spm_model, tmp_path):
-  """Without a flag (issue 25.11: it only warned) and with the old --strict: one line."""
+  """Misaligned files, without a flag and with the old --strict: one line."""
   src, tgt = _mismatched_files(tmp_path)
   args = ["--source_file=" + src, "--target_file=" + tgt, "--spm_model=" + spm_model,
           "--output_file=" + str(tmp_path / "o.tfrecord")]
@@ -238,7 +238,7 @@ def test_cli_line_count_mismatch_is_an_error_and_writes_nothing(spm_model, tmp_p
       "line-aligned (nothing written); pass --allow_unequal_lines to keep the pairs of the "
       "first 1 lines" % (tgt, src))
   assert sorted(os.listdir(str(tmp_path))) == ["s.txt", "t.txt"]  # nothing written
-  # The same file as source and target (issue 25.13), before anything is read.
+  # The same file as source and target, before anything is read.
   proc = run_tool("translation/create_translation_data.py",
                   args[:1] + ["--target_file=" + src] + args[2:], expect_rc=2)
   assert last_error_line(proc) == ("error: --target_file=%s: is also --source_file; give the "

@@ -114,7 +114,7 @@ def tiny_model(tmp_path_factory):
   model_dir.mkdir()
   (model_dir / run_translation.CONFIG_NAME).write_text(config.to_json_string())
   prefix = write_random_nmt_checkpoint(config, str(model_dir / "model.ckpt"))
-  # The last sentence is far over MAX_SOURCE_LENGTH: the export cuts it (issue 25.7).
+  # The last sentence is far over MAX_SOURCE_LENGTH: the export cuts it.
   sentences = (_first_lines(shared_path("nmt", "multi30k", "val.en.gz"), 5) +
                _first_lines(shared_path("nmt", "multi30k", "val.de.gz"), 2) +
                ["", "Zwei Männer, 日本 und ein Hund!", " ".join(en[:40])])

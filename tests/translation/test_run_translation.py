@@ -101,17 +101,17 @@ def test_train_eval_predict_end_to_end(trained_run):
   results = json.loads((out / "eval_results.json").read_text())
   assert np.isclose(results["eval_perplexity"], np.exp(results["eval_nll_per_token"]))
   assert results["eval_nll_per_token"] < np.log(300)  # better than uniform after 12 steps
-  # Every result says which weights produced it (issue 27): path and global step.
+  # Every result says which weights produced it: path and global step.
   record = {"checkpoint": str(out / "model.ckpt-12"), "global_step": 12}
   assert {k: results[k] for k in record} == record
-  decoded = out / "decoded" / "translations.txt"  # its directory was created (issue 25.2)
+  decoded = out / "decoded" / "translations.txt"  # its directory was created
   translations = decoded.read_text(encoding="utf-8").splitlines()
   assert len(translations) == 13
   assert json.loads((out / "decoded" / "translations.txt.checkpoint.json").read_text()) == record
   bleu = json.loads((out / "bleu.json").read_text())
   assert {"bleu", "chrf", "tokenized_compound_split_bleu"} <= set(bleu)
   assert bleu["num_sentences"] == 13 and {k: bleu[k] for k in record} == record
-  # The 13th source is cut to --max_source_length (issue 25.7), counted.
+  # The 13th source is cut to --max_source_length, counted.
   assert bleu["max_source_length"] == 64
   assert bleu["num_sources_cut_at_max_source_length"] == 1
   profile = json.loads((out / "admin_profile.json").read_text())
@@ -204,7 +204,7 @@ def test_one_line_errors(nmt_data, tmp_path):
   proc = run_tool("translation/run_translation.py", _train_args(nmt_data, tmp_path / "o2") +
                   ["--config_file=%s" % bad_key], expect_rc=2)
   assert "unknown NMT config key 'num_layers'" in last_error_line(proc)
-  # No trained weights (issue 27): one line naming the flag to give, before any work.
+  # No trained weights: one line naming the flag to give, before any work.
   proc = run_tool("translation/run_translation.py", [
       "--do_predict", "--output_dir=%s" % (tmp_path / "o3"),
       "--config_file=%s" % (nmt_data / "tiny.json"), spm,
@@ -321,7 +321,7 @@ def test_read_lines_splits_at_newlines_only(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Which weights a job reads (issues 25 and 27), on a random checkpoint: no training job.
+# Which weights a job reads, on a random checkpoint: no training job.
 # ---------------------------------------------------------------------------------------------
 def _save_noisy_nmt_checkpoint(config, prefix, global_step, seed=5):
   """Saves the model's variables with noise on their initial values; returns (prefix, values).
@@ -365,7 +365,7 @@ def bert_checkpoint(tmp_path_factory):
 
 
 def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint, tmp_path):
-  """Issue 25.1: the assignment map was built before the model existed (0 variables loaded)."""
+  """The assignment map was built before the model existed (0 variables loaded)."""
   config = nmt_modeling.NmtConfig.from_dict(TINY_NMT_CONFIG)
   _, prefix, values = model_dir
 
@@ -385,7 +385,7 @@ def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint, tm
   assert sorted(got) == sorted(values)
   for name, value in values.items():
     np.testing.assert_array_equal(got[name], value, err_msg=name)
-  # A BERT checkpoint supplies none of the variables (issue 25.6): one line, in model_fn and in
+  # A BERT checkpoint supplies none of the variables: one line, in model_fn and in
   # the check main runs before any work.
   message = r"^--init_checkpoint=%s: supplies none of the model's %d variables" % (
       re.escape(bert_checkpoint), len(values))
@@ -433,7 +433,7 @@ def test_a_bert_init_checkpoint_is_refused_unless_allowed(nmt_data, bert_checkpo
 
 
 def test_predict_output_never_replaces_an_input(nmt_data, model_dir, tmp_path):
-  """Issue 25.2: --predict_output_file replaced the source, references, spm model, checkpoint."""
+  """--predict_output_file may replace none of the source, references, spm model, checkpoint."""
   out, prefix, _ = model_dir
   fv = types.SimpleNamespace(
       output_dir=str(out), predict_source_file=str(nmt_data / "test.en"),
@@ -458,7 +458,7 @@ def test_predict_output_never_replaces_an_input(nmt_data, model_dir, tmp_path):
 
 
 def test_encode_sources_cuts_over_long_sources(nmt_data):
-  """Issue 25.7: one very long line is cut to --max_source_length ids (pieces + eos), counted."""
+  """One very long line is cut to --max_source_length ids (pieces + eos), counted."""
   sp = translation_records.load_spm(str(nmt_data / "spm.model"))
   lines = ["A man rides a bike.", "A dog runs in the park. " * 4000]
   ids, cut = run_translation.encode_sources(sp, lines, 16)
