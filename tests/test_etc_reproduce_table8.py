@@ -243,7 +243,7 @@ def test_report_tables_and_settings_checks(tmp_path):
   with pytest.raises(common.UsageError, match="--task_input_file="):
     rt8.check_settings(settings._replace(task_input_files=[str(tmp_path / "none.txt")]))
   assert rt8.bert_windows_available()
-  assert os.path.exists(os.path.join(REPO_DIR, "etc_model", "reproduce_table8.py"))
+  assert os.path.exists(os.path.join(REPO_DIR, "paper", "reproduce_table8.py"))
 
 
 def test_an_input_edited_in_place_is_refused(tmp_path):
