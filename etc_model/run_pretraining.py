@@ -106,8 +106,13 @@ def define_flags():
   flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
   flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
   flags.DEFINE_integer("num_train_steps", 100000, "Number of optimizer updates.")
-  flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup updates.")
-  flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+  flags.DEFINE_integer(
+      "num_warmup_steps", None,
+      "Number of warmup updates. Default: min(10000, a tenth of --num_train_steps).")
+  flags.DEFINE_integer(
+      "max_eval_steps", None,
+      "Evaluate this many batches of a repeating --eval_input_file. Default: every record once "
+      "(full batches: a last partial one is not scored, and eval_results says how many were).")
   flags.DEFINE_integer(
       "gradient_accumulation_steps", 1,
       "Micro-batches of --train_batch_size averaged per optimizer update (the global step "
@@ -157,7 +162,7 @@ def masked_lm_head_config(config):
 
 def input_fn_builder(input_files, config, max_seq_length, max_global_seq_length,
                      max_predictions_per_seq, is_training, num_cpu_threads=4, seed=None,
-                     skip_batches=0):
+                     skip_batches=0, repeat=True):
   """Creates an `input_fn` for TPUEstimator over the ETC pre-training records.
 
   Args:
@@ -170,6 +175,7 @@ def input_fn_builder(input_files, config, max_seq_length, max_global_seq_length,
     num_cpu_threads: parallel readers / decoders.
     seed: shuffle seed.
     skip_batches: batches already consumed by a resumed job (see estimator_utils).
+    repeat: (evaluation) repeat the records for ever; False reads each record once.
 
   Returns:
     input_fn(params) -> tf.data.Dataset of feature dicts with batch params["batch_size"].
@@ -199,7 +205,9 @@ def input_fn_builder(input_files, config, max_seq_length, max_global_seq_length,
       if skip_batches:
         d = d.skip(skip_batches * batch_size)
     else:
-      d = tf.data.TFRecordDataset(input_files).repeat()
+      d = tf.data.TFRecordDataset(input_files)
+      if repeat:
+        d = d.repeat()
     d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features),
               num_parallel_calls=num_cpu_threads)
     d = d.batch(batch_size, drop_remainder=True)
@@ -431,10 +439,13 @@ def _check_flags():
       common.fail("--%s is required" % name)
   for name in ("max_seq_length", "max_global_seq_length", "max_predictions_per_seq",
                "train_batch_size", "eval_batch_size", "num_train_steps",
-               "gradient_accumulation_steps", "max_eval_steps"):
+               "gradient_accumulation_steps"):
     if getattr(FLAGS, name) < 1:
       common.fail("--%s must be >= 1, got %d" % (name, getattr(FLAGS, name)))
-  if FLAGS.num_warmup_steps < 0 or FLAGS.num_warmup_steps > FLAGS.num_train_steps:
+  if FLAGS.max_eval_steps is not None and FLAGS.max_eval_steps < 1:
+    common.fail("--max_eval_steps must be >= 1, got %d" % FLAGS.max_eval_steps)
+  if FLAGS.num_warmup_steps is not None and not (
+      0 <= FLAGS.num_warmup_steps <= FLAGS.num_train_steps):
     common.fail("--num_warmup_steps=%d must be in [0, --num_train_steps=%d]" %
                 (FLAGS.num_warmup_steps, FLAGS.num_train_steps))
 
@@ -568,11 +579,18 @@ def main(_):
                    FLAGS.max_global_seq_length)
 
   total_steps = FLAGS.num_train_steps * FLAGS.gradient_accumulation_steps
+  num_warmup_steps = FLAGS.num_warmup_steps
+  if num_warmup_steps is None:
+    num_warmup_steps = pretraining_utils.default_warmup_steps(FLAGS.num_train_steps)
+    if FLAGS.do_train:
+      tf1.logging.info("Warm-up: %d of %d steps (--num_warmup_steps default: min(%d, a tenth))",
+                       num_warmup_steps, FLAGS.num_train_steps,
+                       pretraining_utils.OFFICIAL_WARMUP_STEPS)
   digest_hook = pretraining_utils.WeightsDigestHook()
   progress_hook = estimator_utils.ProgressHook(total_steps, FLAGS.train_batch_size)
   model_fn = model_fn_builder(
       config=config, init_checkpoint=FLAGS.init_checkpoint, learning_rate=FLAGS.learning_rate,
-      num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_warmup_steps,
+      num_train_steps=FLAGS.num_train_steps, num_warmup_steps=num_warmup_steps,
       use_tpu=FLAGS.use_tpu, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
       total_steps=total_steps, train_batch_size=FLAGS.train_batch_size,
       extra_hooks=[digest_hook], progress_hook=progress_hook,
@@ -626,11 +644,18 @@ def main(_):
     tf1.logging.info("Training done: %s", json.dumps(summary, sort_keys=True))
 
   if FLAGS.do_eval and pretraining_utils.is_chief():
+    # By default every record once, in full batches (ETC's side inputs take static shapes);
+    # --max_eval_steps: that many batches of the repeated records.
     eval_input_fn = input_fn_builder(
         eval_files, config, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
-        FLAGS.max_predictions_per_seq, is_training=False)
+        FLAGS.max_predictions_per_seq, is_training=False,
+        repeat=FLAGS.max_eval_steps is not None)
     result = estimator.evaluate(input_fn=eval_input_fn, steps=FLAGS.max_eval_steps)
     common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
+    result.update(pretraining_utils.eval_counts(eval_files, FLAGS.eval_batch_size,
+                                                FLAGS.max_eval_steps, True))
+    tf1.logging.info("Evaluated %d examples (%d records in --eval_input_file)",
+                     result["eval_examples"], result["eval_records"])
     estimator_utils.write_eval_results(FLAGS.output_dir, result)
   lock.release()
 

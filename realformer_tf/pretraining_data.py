@@ -19,6 +19,7 @@ from __future__ import print_function
 
 import collections
 import gc
+import json
 import os
 import random
 import re
@@ -817,6 +818,8 @@ def create_pretraining_data(input_files, output_files, tokenizer, settings, num_
       "mb_per_s": round(total_bytes / 1e6 / elapsed, 3) if elapsed > 0 else 0.0,
       "input_files": list(input_files),
       "output_files": list(output_files),
+      # The ids' range: run_pretraining checks a new model's vocab_size against it.
+      "vocab_size": len(tokenizer.vocab),
       "settings": dict(settings._asdict(), num_workers=num_workers, chunk_mb=chunk_mb,
                        nsp_buffer_docs=nsp_buffer_docs, shuffle_buffer=shuffle_buffer,
                        max_bad_fraction=max_bad_fraction, max_line_chars=max_line_chars,
@@ -877,3 +880,31 @@ def make_tokenizer(vocab_file, do_lower_case, spm_model_file=None, vocab_size=No
   if getattr(tokenizer, "_cache_size", 0) > TOKENIZER_CACHE_SIZE:
     tokenizer._cache_size = TOKENIZER_CACHE_SIZE  # pylint: disable=protected-access
   return tokenizer
+
+
+_SHARD_SUFFIX = re.compile(r"-\d{5}-of-\d{5}$")
+
+
+def data_summary(tfrecord_path):
+  """The summary create_pretraining_data.py wrote beside a TFRecord file (a shard too).
+
+  Args:
+    tfrecord_path: one input file of the training command.
+
+  Returns:
+    The summary dict, or None when there is none (data made by another tool).
+  """
+  candidates = [tfrecord_path]
+  unsharded = _SHARD_SUFFIX.sub("", tfrecord_path)
+  if unsharded != tfrecord_path:
+    candidates.insert(0, unsharded)
+  for candidate in candidates:
+    path = text_input.summary_path_for(candidate)
+    if tf.io.gfile.exists(path):
+      try:
+        with tf.io.gfile.GFile(path) as f:
+          summary = json.load(f)
+      except (ValueError, tf.errors.OpError):
+        return None
+      return summary if isinstance(summary, dict) else None
+  return None

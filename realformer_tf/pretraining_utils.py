@@ -4,8 +4,9 @@
 The parts of a pre-training job that do not depend on the model: who this process is in a
 TF_CONFIG cluster (task_label, is_chief), the training loop (train_to_step, through
 train_and_evaluate under multi_worker_mirrored), the weights digest every worker writes in its
-summary (weights_digest, WeightsDigestHook) and the MLM accuracy of one batch for training
-summaries.
+summary (weights_digest, WeightsDigestHook), the MLM accuracy of one batch for training
+summaries, the default warm-up (default_warmup_steps) and what an evaluation scored
+(eval_counts).
 """
 
 from __future__ import absolute_import
@@ -126,3 +127,33 @@ def train_to_step(estimator, train_input_fn, total_steps, distribution_strategy=
     tf1.estimator.train_and_evaluate(estimator.estimator, train_spec, eval_spec)
   else:
     estimator.train(input_fn=train_input_fn, max_steps=total_steps)
+
+
+# The official default of --num_warmup_steps: what a long run warms up for.
+OFFICIAL_WARMUP_STEPS = 10000
+
+
+def default_warmup_steps(num_train_steps):
+  """--num_warmup_steps when not given: the official 10,000, or a tenth of a shorter run."""
+  return min(OFFICIAL_WARMUP_STEPS, num_train_steps // 10)
+
+
+def eval_counts(eval_files, batch_size, max_eval_steps, drop_remainder):
+  """How many examples an evaluation scored, and how many records its files hold.
+
+  Args:
+    eval_files: the evaluation TFRecords.
+    batch_size: --eval_batch_size.
+    max_eval_steps: --max_eval_steps (None: every record once).
+    drop_remainder: a last partial batch was dropped (TPU).
+
+  Returns:
+    {"eval_examples": N, "eval_records": M}: with --max_eval_steps N counts repeated records
+    again (N may exceed M).
+  """
+  records = sum(1 for path in eval_files for _ in tf1.io.tf_record_iterator(path))
+  if max_eval_steps is not None:
+    examples = max_eval_steps * batch_size
+  else:
+    examples = records // batch_size * batch_size if drop_remainder else records
+  return {"eval_examples": examples, "eval_records": records}

@@ -16,6 +16,7 @@ import convert_hf_checkpoint
 from realformer_tf import estimator_utils
 import modeling
 import run_pretraining
+from realformer_tf import pretraining_utils
 
 tf1 = tf.compat.v1
 VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
@@ -330,3 +331,71 @@ def test_resume_and_eval_mistakes_are_one_line_errors(data_dir, tmp_path):
   result = run_tool("run_pretraining.py", _train_args(data_dir, tmp_path / "afile", 2,
                                                       ["--do_train"]), expect_rc=2)
   assert "is a file" in last_error_line(result)
+
+
+def test_default_warmup_is_official_for_long_runs_and_a_tenth_for_short_ones():
+  assert pretraining_utils.default_warmup_steps(1000000) == 10000
+  assert pretraining_utils.default_warmup_steps(100000) == 10000
+  assert pretraining_utils.default_warmup_steps(3000) == 300
+  assert pretraining_utils.default_warmup_steps(5) == 0
+
+
+def test_eval_counts_every_record_once_or_the_repeated_steps(data_dir):
+  files = [str(data_dir / "data.tfrecord")]
+  records = sum(1 for _ in tf1.io.tf_record_iterator(files[0]))
+  assert records % 8  # the last batch is partial: counted, or dropped on TPU
+  assert pretraining_utils.eval_counts(files, 8, None, False) == {
+      "eval_examples": records, "eval_records": records}
+  assert pretraining_utils.eval_counts(files, 8, None, True)["eval_examples"] == records // 8 * 8
+  assert pretraining_utils.eval_counts(files, 8, 100, False) == {
+      "eval_examples": 800, "eval_records": records}
+
+
+@pytest.mark.slow
+def test_a_short_run_with_defaults_warms_up_and_evaluates_each_record_once(data_dir, tmp_path):
+  out = tmp_path / "out"
+  args = [a for a in _train_args(data_dir, out, 6, ["--do_train", "--do_eval"])
+          if not a.startswith("--num_warmup_steps")]
+  result = run_tool("run_pretraining.py", args)
+  assert "Warm-up: 0 of 6 steps" in result.output
+  results = json.loads((out / "eval_results.json").read_text())
+  records = sum(1 for _ in tf1.io.tf_record_iterator(str(data_dir / "data.tfrecord")))
+  assert results["eval_examples"] == results["eval_records"] == records
+  assert "eval_examples = %d" % records in (out / "eval_results.txt").read_text()
+
+
+def test_a_config_vocab_size_other_than_the_datas_is_one_line(data_dir, tmp_path):
+  # The data was made with data/vocab.txt (30,522 entries, recorded in its summary).
+  summary = json.loads((data_dir / "data.summary.json").read_text())
+  assert summary["vocab_size"] == 30522
+  big = tmp_path / "big_config.json"
+  big.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=40000)))
+  args = [a.replace(str(data_dir / "bert_config.json"), str(big))
+          for a in _train_args(data_dir, tmp_path / "out", 2, ["--do_train"])]
+  result = run_tool("run_pretraining.py", args, expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --input_file: %s was made with a 30522-entry vocab, but --bert_config_file=%s has "
+      "vocab_size 40000 (an embedding 1.3x too big); pass --vocab_size=30522 (or a larger "
+      "--vocab_size on purpose, e.g. a multiple of 128 for TPU)" % (data_dir / "data.tfrecord",
+                                                                    big))
+  assert not (tmp_path / "out").exists()
+  small = tmp_path / "small_config.json"
+  small.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=1000)))
+  args = [a.replace(str(data_dir / "bert_config.json"), str(small))
+          for a in _train_args(data_dir, tmp_path / "out", 2, ["--do_train", "--vocab_size=30000"])]
+  result = run_tool("run_pretraining.py", args, expect_rc=2)
+  assert "30522-entry vocab, but the model's vocab_size is 30000 (--vocab_size)" in (
+      last_error_line(result))
+
+
+@pytest.mark.slow
+def test_vocab_size_flag_sets_the_models_size(data_dir, tmp_path):
+  big = tmp_path / "template.json"
+  big.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=40000)))
+  out = tmp_path / "out"
+  args = [a.replace(str(data_dir / "bert_config.json"), str(big))
+          for a in _train_args(data_dir, out, 2, ["--do_train", "--vocab_size=30592"])]
+  run_tool("run_pretraining.py", args)  # a larger size given on purpose (a multiple of 128)
+  assert json.loads((out / "bert_config.json").read_text())["vocab_size"] == 30592
+  shapes = dict(tf.train.list_variables(str(out)))
+  assert shapes["bert/embeddings/word_embeddings"] == [30592, 32]
