@@ -92,7 +92,7 @@ def _check_flags():
     common.fail("--min_frequency=%d: must be >= 1" % FLAGS.min_frequency)
   if FLAGS.max_input_bytes < 0:
     common.fail("--max_input_bytes=%d: must be >= 0" % FLAGS.max_input_bytes)
-  text_input.validate_input_flags()
+  text_input.validate_input_flags(FLAGS.max_bad_fraction, FLAGS.max_line_chars)
   if FLAGS.model_type == "sentencepiece" and not FLAGS.spm_model_prefix:
     common.fail("--spm_model_prefix is required with --model_type=sentencepiece")
 

@@ -600,7 +600,7 @@ def _validate_flags():
     common.fail("--nsp_buffer_docs=%d: must be >= 2" % FLAGS.nsp_buffer_docs)
   if FLAGS.chunk_mb <= 0:
     common.fail("--chunk_mb=%g: must be > 0" % FLAGS.chunk_mb)
-  validate_input_flags()
+  validate_input_flags(FLAGS.max_bad_fraction, FLAGS.max_line_chars)
 
 
 def main(_):

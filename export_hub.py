@@ -158,7 +158,8 @@ def main(_):
     else:
       # No trained weights: one line naming the flag, unless --allow_random_eval.
       checkpoint_utils.require_trained_weights("export_hub.py --mode=%s" % FLAGS.mode,
-                                               [("init_checkpoint", None)])
+                                               [("init_checkpoint", None)],
+                                               allow_random_eval=FLAGS.allow_random_eval)
     bert_config = serving.resolve_bert_config(FLAGS.bert_config_file, checkpoint, FLAGS)
     if checkpoint and not any(name.startswith("bert/")
                               for name, _ in tf.train.list_variables(checkpoint)):

@@ -410,7 +410,7 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
                      num_warmup_steps, use_tpu, use_one_hot_embeddings, is_regression=False,
                      extra_predictions=False, is_multilabel=False, class_weights=None,
                      precision="fp32", fused_optimizer=False, keep_checkpoint_max=5,
-                     max_seq_length=None, skip_padding=False):
+                     max_seq_length=None, skip_padding=False, allow_unmatched_init=False):
   """Returns `model_fn` closure for TPUEstimator (official).
 
   TRAIN: Adam with warm-up (optimization.create_optimizer). EVAL: eval_metrics eval_accuracy and
@@ -473,7 +473,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
           use_one_hot_embeddings, is_regression, is_multilabel=is_multilabel,
           class_weights=class_weights, compute_dtype=compute_dtype, skip_padding=skip_padding)
 
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, allow_unmatched=allow_unmatched_init)
 
     if mode == tf1.estimator.ModeKeys.TRAIN:
       train_op = estimator_utils.create_train_op(
@@ -696,8 +697,8 @@ def _called_by_import_from(frame):
 
 JobSettings = collections.namedtuple("JobSettings", [
     # Inputs and outputs.
-    "data_dir", "output_dir", "init_checkpoint", "bert_config_file", "vocab_file",
-    "spm_model_file", "do_lower_case", "export_dir", "overwrite",
+    "data_dir", "output_dir", "init_checkpoint", "allow_unmatched_init", "bert_config_file",
+    "vocab_file", "spm_model_file", "do_lower_case", "export_dir", "overwrite",
     # What the job does.
     "do_train", "do_eval", "do_predict",
     # Sizes and the training schedule.
@@ -732,6 +733,7 @@ def job_settings(flag_values):
       data_dir=flag_values.data_dir,
       output_dir=flag_values.output_dir,
       init_checkpoint=flag_values.init_checkpoint,
+      allow_unmatched_init=flag_values.allow_unmatched_init,
       bert_config_file=flag_values.bert_config_file,
       vocab_file=flag_values.vocab_file,
       spm_model_file=flag_values.spm_model_file,
@@ -915,7 +917,8 @@ def main(_):
       # one line (unless --allow_random_eval), before any work.
       eval_weights = checkpoint_utils.require_eval_weights(
           _eval_actions(settings), FLAGS.output_dir, FLAGS.init_checkpoint,
-          classifier_model.model_variable_names(bert_config))
+          classifier_model.model_variable_names(bert_config),
+          allow_random_eval=FLAGS.allow_random_eval, allow_unmatched=FLAGS.allow_unmatched_init)
     _run_job(task, bert_config, tokenizer, settings, eval_weights)
 
 
@@ -1088,6 +1091,7 @@ def _job_model_fn(task, bert_config, num_train_steps, num_warmup_steps, class_we
       class_weights=class_weights,
       max_seq_length=settings.max_seq_length,
       skip_padding=settings.skip_padding,
+      allow_unmatched_init=settings.allow_unmatched_init,
       **settings.precision_kwargs)
 
 

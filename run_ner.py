@@ -766,7 +766,7 @@ def masked_loss(logits, label_ids, label_weights):
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, use_one_hot_embeddings, precision="fp32",
                      fused_optimizer=False, keep_checkpoint_max=5, max_seq_length=None,
-                     skip_padding=False):
+                     skip_padding=False, allow_unmatched_init=False):
   """The model_fn for TPUEstimator: TRAIN (masked loss, AdamW) and PREDICT ({"logits"}).
 
   precision ("fp32", "bf16", "fp16") is BERT's compute dtype (create_model); precision,
@@ -787,7 +787,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
                             features["input_mask"], features["segment_ids"], num_labels,
                             use_one_hot_embeddings, compute_dtype=compute_dtype,
                             skip_padding=skip_padding)
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, allow_unmatched=allow_unmatched_init)
     if mode == tf1.estimator.ModeKeys.TRAIN:
       loss = masked_loss(logits, features["label_ids"], features["label_weights"])
       train_op = estimator_utils.create_train_op(
@@ -1381,7 +1382,8 @@ def main(_):
                                                ("--do_predict", FLAGS.do_predict),
                                                ("--export_dir", FLAGS.export_dir)) if on)
       eval_weights = checkpoint_utils.require_eval_weights(
-          actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config))
+          actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config),
+          allow_random_eval=FLAGS.allow_random_eval, allow_unmatched=FLAGS.allow_unmatched_init)
     # Every input is read and checked before anything is written.
     inputs = read_inputs(paths)
     _run_job(bert_config, tokenizer, inputs, eval_weights)
@@ -1543,6 +1545,7 @@ def _job_model_fn(bert_config, num_labels, num_train_steps, num_warmup_steps):
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu, max_seq_length=FLAGS.max_seq_length,
       skip_padding=batch_padding.skips_padding(FLAGS),
+      allow_unmatched_init=FLAGS.allow_unmatched_init,
       **estimator_utils.precision_kwargs(FLAGS))
 
 

@@ -106,7 +106,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
                      num_warmup_steps, use_tpu, use_one_hot_embeddings,
                      gradient_accumulation_steps=1, total_steps=None, train_batch_size=None,
                      extra_hooks=(), progress_hook=None, precision="fp32",
-                     fused_optimizer=False, keep_checkpoint_max=5):
+                     fused_optimizer=False, keep_checkpoint_max=5, allow_unmatched_init=False):
   """Returns `model_fn` closure for TPUEstimator (MLM + NSP).
 
   extra_hooks are added to the training hooks off TPU (e.g. a WeightsDigestHook); progress_hook
@@ -151,7 +151,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
     total_loss = masked_lm_loss + next_sentence_loss
 
     tvars = tf1.trainable_variables()
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars)
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, tvars, allow_unmatched=allow_unmatched_init)
 
     output_spec = None
     if mode == tf1.estimator.ModeKeys.TRAIN:
@@ -554,7 +555,7 @@ def main(_):
   if FLAGS.do_eval and not FLAGS.do_train:
     checkpoint_utils.require_trained_weights(
         "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],
-        give_flag="init_checkpoint")
+        allow_random_eval=FLAGS.allow_random_eval, give_flag="init_checkpoint")
   model_config.save_config(bert_config, FLAGS.output_dir)
   tf1.logging.info("*** Input files: %d (%s%s)", len(input_files), input_files[0],
                    ", ..." if len(input_files) > 1 else "")
@@ -575,6 +576,7 @@ def main(_):
   model_fn = model_fn_builder(
       bert_config=bert_config,
       init_checkpoint=FLAGS.init_checkpoint,
+      allow_unmatched_init=FLAGS.allow_unmatched_init,
       learning_rate=FLAGS.learning_rate,
       num_train_steps=FLAGS.num_train_steps,
       num_warmup_steps=num_warmup_steps,

@@ -787,7 +787,7 @@ def compute_span_loss(logits, positions):
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, use_one_hot_embeddings, precision="fp32",
-                     fused_optimizer=False, keep_checkpoint_max=5):
+                     fused_optimizer=False, keep_checkpoint_max=5, allow_unmatched_init=False):
   """Returns the `model_fn` closure for TPUEstimator (TRAIN and PREDICT modes).
 
   Our additions: precision ("fp32", "bf16", "fp16") is BERT's compute dtype (create_model);
@@ -818,7 +818,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
         use_one_hot_embeddings=use_one_hot_embeddings,
         compute_dtype=compute_dtype)
 
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, allow_unmatched=allow_unmatched_init)
 
     if mode == tf1.estimator.ModeKeys.TRAIN:
       start_loss = compute_span_loss(start_logits, features["start_positions"])
@@ -1472,7 +1473,8 @@ def main(_):
       actions = "/".join(name for name, on in (("--do_predict", FLAGS.do_predict),
                                                ("--export_dir", FLAGS.export_dir)) if on)
       eval_weights = checkpoint_utils.require_eval_weights(
-          actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config))
+          actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config),
+          allow_random_eval=FLAGS.allow_random_eval, allow_unmatched=FLAGS.allow_unmatched_init)
     _run_job(bert_config, tokenizer, eval_weights)
 
 
@@ -1562,6 +1564,7 @@ def _job_estimator(bert_config, num_train_steps, num_warmup_steps):
       num_warmup_steps=num_warmup_steps,
       use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu,
+      allow_unmatched_init=FLAGS.allow_unmatched_init,
       **estimator_utils.precision_kwargs(FLAGS))
 
   # If TPU is not available, this will fall back to normal Estimator on CPU or GPU.

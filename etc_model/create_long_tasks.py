@@ -352,7 +352,7 @@ def _validate_flags():
   if FLAGS.dev_fraction + FLAGS.test_fraction >= 1.0:
     common.fail("--dev_fraction=%g: plus --test_fraction=%g leaves no training chapters" %
                 (FLAGS.dev_fraction, FLAGS.test_fraction))
-  text_input.validate_input_flags()
+  text_input.validate_input_flags(FLAGS.max_bad_fraction, FLAGS.max_line_chars)
 
 
 def main(_):

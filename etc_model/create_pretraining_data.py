@@ -429,7 +429,7 @@ def _validate_flags():
                 (FLAGS.max_predictions_per_seq, FLAGS.max_seq_length))
   if not 0.0 < FLAGS.masked_lm_prob <= 1.0:
     common.fail("--masked_lm_prob=%g: must be in (0, 1]" % FLAGS.masked_lm_prob)
-  text_input.validate_input_flags()
+  text_input.validate_input_flags(FLAGS.max_bad_fraction, FLAGS.max_line_chars)
   return config
 
 

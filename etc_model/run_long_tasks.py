@@ -363,7 +363,7 @@ def encoder_scopes(config):
 def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, train_batch_size=None, fused_optimizer=False,
                      keep_checkpoint_max=5, att_implementation="auto", num_labels=None,
-                     precision="fp32", max_global_seq_length=None):
+                     precision="fp32", max_global_seq_length=None, allow_unmatched_init=False):
   """Returns the `model_fn` closure for TPUEstimator (TRAIN, EVAL: the loss, PREDICT).
 
   precision ("fp32", "bf16", "fp16") is the encoder's compute dtype (build_model); "fp16"
@@ -382,7 +382,7 @@ def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_ste
         compute_dtype=compute_dtype)
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
         init_checkpoint, use_tpu, tf1.trainable_variables(),
-        encoder_scopes=encoder_scopes(config))
+        encoder_scopes=encoder_scopes(config), allow_unmatched=allow_unmatched_init)
     if mode == tf1.estimator.ModeKeys.TRAIN:
       train_op = estimator_utils.create_train_op(
           loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
@@ -666,7 +666,8 @@ def main(_):
   if not FLAGS.do_train:
     eval_weights = checkpoint_utils.require_eval_weights(
         "--do_eval" if FLAGS.do_eval else "--do_predict", FLAGS.output_dir,
-        FLAGS.init_checkpoint, list(shapes_fn()), encoder_scopes=encoder_scopes(config))
+        FLAGS.init_checkpoint, list(shapes_fn()), allow_random_eval=FLAGS.allow_random_eval,
+        allow_unmatched=FLAGS.allow_unmatched_init, encoder_scopes=encoder_scopes(config))
   # Compared before anything is written there: a resume with another model (or from a
   # checkpoint made for initialising, e.g. a lifted one) is one line.
   resume_step = etc_estimator.check_resume(
@@ -699,6 +700,7 @@ def main(_):
   model_fn = model_fn_builder(
       FLAGS.task, config, FLAGS.init_checkpoint, FLAGS.learning_rate, num_train_steps,
       num_warmup_steps, FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
+      allow_unmatched_init=FLAGS.allow_unmatched_init,
       att_implementation=layout_for(FLAGS.att_implementation, FLAGS.max_seq_length),
       num_labels=len(label_names) if label_names else None,
       max_global_seq_length=FLAGS.max_global_seq_length,

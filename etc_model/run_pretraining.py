@@ -340,7 +340,7 @@ def model_fn_builder(config, init_checkpoint, learning_rate, num_train_steps, nu
                      use_tpu, gradient_accumulation_steps=1, total_steps=None,
                      train_batch_size=None, extra_hooks=(), progress_hook=None,
                      fused_optimizer=False, keep_checkpoint_max=5, att_implementation="auto",
-                     precision="fp32", cpc_options=None):
+                     precision="fp32", cpc_options=None, allow_unmatched_init=False):
   """Returns the `model_fn` closure for TPUEstimator (masked LM on the long tokens).
 
   The arguments are those of the top-level run_pretraining.model_fn_builder (config an
@@ -370,7 +370,8 @@ def model_fn_builder(config, init_checkpoint, learning_rate, num_train_steps, nu
     tvars = tf1.trainable_variables()
     # ETC's encoder must come from the checkpoint (a lifted one); the MLM head may be new.
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
-        init_checkpoint, use_tpu, tvars, encoder_scopes=checkpoint_utils.ENCODER_SCOPES["etc"])
+        init_checkpoint, use_tpu, tvars, encoder_scopes=checkpoint_utils.ENCODER_SCOPES["etc"],
+        allow_unmatched=allow_unmatched_init)
     if mode == tf1.estimator.ModeKeys.TRAIN:
       train_op = estimator_utils.create_train_op(
           loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
@@ -571,7 +572,7 @@ def main(_):
   if FLAGS.do_eval and not FLAGS.do_train:
     checkpoint_utils.require_trained_weights(
         "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],
-        give_flag="init_checkpoint")
+        allow_random_eval=FLAGS.allow_random_eval, give_flag="init_checkpoint")
   model_config.save_config(config, FLAGS.output_dir, name=CONFIG_NAME)
   tf1.logging.info("*** Model: ETC %d layers, hidden %d, local_radius %d, residual_attention=%s; "
                    "L=%d, G=%d", config.num_hidden_layers, config.hidden_size,
@@ -590,6 +591,7 @@ def main(_):
   progress_hook = estimator_utils.ProgressHook(total_steps, FLAGS.train_batch_size)
   model_fn = model_fn_builder(
       config=config, init_checkpoint=FLAGS.init_checkpoint, learning_rate=FLAGS.learning_rate,
+      allow_unmatched_init=FLAGS.allow_unmatched_init,
       num_train_steps=FLAGS.num_train_steps, num_warmup_steps=num_warmup_steps,
       use_tpu=FLAGS.use_tpu, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
       total_steps=total_steps, train_batch_size=FLAGS.train_batch_size,

@@ -79,17 +79,6 @@ def define_trained_weights_flags(random_eval=True, unmatched_init=True):
         "those variables would start from random weights).")
 
 
-def _flag_value(name, default=False):
-  """The parsed value of absl flag `name`, or `default` when it is undefined or unparsed.
-
-  Library callers (code written for the official scripts) never parse our flags.
-  """
-  try:
-    return getattr(flags.FLAGS, name)
-  except (AttributeError, flags.UnparsedFlagAccessError):
-    return default
-
-
 def is_checkpoint(path):
   """Whether `path` is a checkpoint prefix or a directory whose state file names one."""
   if not path:
@@ -99,14 +88,14 @@ def is_checkpoint(path):
   return tf.io.gfile.exists(path + ".index") or tf1.train.checkpoint_exists(path)
 
 
-def require_trained_weights(action, weight_sources, allow_random_eval=None, give_flag=None):
+def require_trained_weights(action, weight_sources, allow_random_eval=False, give_flag=None):
   """Stops with one line unless one of `weight_sources` holds a checkpoint.
 
   Args:
     action: what would run, as the user typed it (e.g. "--do_eval", "extract_features").
     weight_sources: list of (flag_name, path) pairs the job would take weights from, in order;
       a path counts when it is a checkpoint prefix or a directory with a checkpoint.
-    allow_random_eval: True to allow it anyway; None reads --allow_random_eval.
+    allow_random_eval: True to allow it anyway (the command passes --allow_random_eval).
     give_flag: the flag to name in the message (default: the first source's flag).
 
   Returns:
@@ -115,8 +104,6 @@ def require_trained_weights(action, weight_sources, allow_random_eval=None, give
   for flag_name, path in weight_sources:
     if is_checkpoint(path):
       return flag_name, path
-  if allow_random_eval is None:
-    allow_random_eval = _flag_value(ALLOW_RANDOM_EVAL_FLAG)
   if allow_random_eval:
     tf1.logging.warning("%s from randomly initialised weights (--allow_random_eval)", action)
     return None
@@ -175,7 +162,7 @@ def encoder_variables(model_variable_names, loaded_names, encoder_scopes=None):
 
 
 def check_init_matches(init_checkpoint, loaded_names, model_variable_names, encoder_scopes=None,
-                       allow_unmatched=None, flag_name="init_checkpoint"):
+                       allow_unmatched=False, flag_name="init_checkpoint"):
   """Fails with one line when `init_checkpoint` leaves an encoder variable of the model fresh.
 
   The encoder (ENCODER_SCOPES: embeddings and layers, the pooler when the checkpoint has one;
@@ -190,7 +177,7 @@ def check_init_matches(init_checkpoint, loaded_names, model_variable_names, enco
     encoder_scopes: the encoder's scope prefixes (an ENCODER_SCOPES entry); None: every
       family's.
     allow_unmatched: True to accept missing encoder variables (a WARNING says how many start
-      from random weights); None reads --allow_unmatched_init.
+      from random weights; the command passes --allow_unmatched_init).
     flag_name: the flag that named the checkpoint.
 
   Returns:
@@ -215,8 +202,6 @@ def check_init_matches(init_checkpoint, loaded_names, model_variable_names, enco
                                   "only %d" % supplied if supplied else "none", len(required),
                                   _listed(missing)))
   if missing:
-    if allow_unmatched is None:
-      allow_unmatched = _flag_value(ALLOW_UNMATCHED_INIT_FLAG)
     if not allow_unmatched:
       common.fail("%s: %s; a checkpoint of another model or config? pass --allow_unmatched_init "
                   "to train the missing ones from random weights" % (where, problem))
@@ -286,7 +271,7 @@ def checkpoint_record(prefix):
 
 
 def require_eval_weights(action, output_dir, init_checkpoint, model_variable_names,
-                         allow_random_eval=None, allow_unmatched=None, encoder_scopes=None):
+                         allow_random_eval=False, allow_unmatched=False, encoder_scopes=None):
   """Before an evaluation / prediction / export without training: the weights it will read.
 
   The latest checkpoint in `output_dir` (the Estimator restores it, whatever --init_checkpoint
@@ -299,10 +284,9 @@ def require_eval_weights(action, output_dir, init_checkpoint, model_variable_nam
     output_dir: the job's model directory.
     init_checkpoint: --init_checkpoint (prefix or directory), or None.
     model_variable_names: the names of the model's variables (BERT and its head).
-    allow_random_eval: True to allow no weights; None reads --allow_random_eval.
+    allow_random_eval: True to allow no weights (--allow_random_eval).
     allow_unmatched: True to accept an init checkpoint lacking encoder variables (instead of an
-      error; one supplying none of the variables counts as no weights); None reads
-      --allow_unmatched_init.
+      error; one supplying none of the variables counts as no weights; --allow_unmatched_init).
     encoder_scopes: the encoder's scope prefixes (an ENCODER_SCOPES entry); None: every
       family's.
 

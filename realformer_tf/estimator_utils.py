@@ -493,7 +493,7 @@ class _DistributedEstimatorAdapter(object):
     return getattr(self._estimator, name)
 
 
-def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None, allow_unmatched=None,
+def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None, allow_unmatched=False,
                                 encoder_scopes=None):
   """Loads `init_checkpoint` into the graph's variables; returns the TPU scaffold_fn or None.
 
@@ -505,8 +505,8 @@ def init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars=None, allow_unma
     init_checkpoint: checkpoint path or None.
     use_tpu: on TPU the restore must happen inside a scaffold function.
     tvars: variables to initialise (default: all trainable).
-    allow_unmatched: accept a checkpoint lacking encoder variables (a WARNING counts them); None
-      reads --allow_unmatched_init (False when the flag is undefined, as for library callers).
+    allow_unmatched: accept a checkpoint lacking encoder variables (a WARNING counts them): the
+      command's --allow_unmatched_init, passed down through its model_fn_builder.
     encoder_scopes: the scope prefixes of the model's encoder (a
       checkpoint_utils.ENCODER_SCOPES entry); None: every family's (the graph holds one).
 

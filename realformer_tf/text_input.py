@@ -31,7 +31,6 @@ import tensorflow as tf
 
 from realformer_tf import common
 
-FLAGS = flags.FLAGS
 
 # Defaults of --max_bad_fraction and --max_line_chars.
 DEFAULT_MAX_BAD_FRACTION = 0.01
@@ -272,12 +271,17 @@ def define_input_flags():
       "this length (counted in the summary), so that memory stays flat.")
 
 
-def validate_input_flags():
-  """Checks the flags of define_input_flags; fails with a one-line error."""
-  if not 0.0 <= FLAGS.max_bad_fraction <= 1.0:
-    common.fail("--max_bad_fraction=%g: must be in [0, 1]" % FLAGS.max_bad_fraction)
-  if FLAGS.max_line_chars < 1:
-    common.fail("--max_line_chars=%d: must be >= 1" % FLAGS.max_line_chars)
+def validate_input_flags(max_bad_fraction, max_line_chars):
+  """Checks the values of the flags of define_input_flags; fails with a one-line error.
+
+  Args:
+    max_bad_fraction: float, --max_bad_fraction.
+    max_line_chars: int, --max_line_chars.
+  """
+  if not 0.0 <= max_bad_fraction <= 1.0:
+    common.fail("--max_bad_fraction=%g: must be in [0, 1]" % max_bad_fraction)
+  if max_line_chars < 1:
+    common.fail("--max_line_chars=%d: must be >= 1" % max_line_chars)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -320,7 +320,7 @@ def _check_flags():
   if 0 < FLAGS.train_spm_vocab_size < 5:
     common.fail("--train_spm_vocab_size=%d: must be > 4 (pad, unk, bos, eos and pieces)" %
                 FLAGS.train_spm_vocab_size)
-  text_input.validate_input_flags()
+  text_input.validate_input_flags(FLAGS.max_bad_fraction, FLAGS.max_line_chars)
 
 
 def _same_file(path_a, path_b):

@@ -171,19 +171,20 @@ def load_nmt_config(output_dir, config_file, overrides):
 
 
 # ----------------------------------------------------------------------------- checkpoints
-def check_init_checkpoint(config, init_checkpoint):
+def check_init_checkpoint(config, init_checkpoint, allow_unmatched=False):
   """Before any work: one line when --init_checkpoint cannot initialise the model.
 
   The checks of estimator_utils.init_checkpoint_scaffold_fn (the one model_fn runs), on the
   model built in a scratch graph: shapes and dtypes, and a checkpoint lacking any of the
   encoder-decoder's variables (another model's, e.g. a BERT checkpoint, or another config's)
-  unless --allow_unmatched_init.
+  unless allow_unmatched (--allow_unmatched_init).
   """
   with tf.Graph().as_default():
     ids = tf1.placeholder(tf.int32, [None, None])
     nmt_modeling.NmtModel(config, True, ids, ids)
     estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu=False,
-                                                encoder_scopes=ENCODER_SCOPES)
+                                                encoder_scopes=ENCODER_SCOPES,
+                                                allow_unmatched=allow_unmatched)
 
 
 # ----------------------------------------------------------------------------- model_fn
@@ -191,7 +192,8 @@ def model_fn_builder(config, init_checkpoint=None, admin_profile=None, learning_
                      num_train_steps=None, num_warmup_steps=0, lr_schedule="linear",
                      label_smoothing=0.1, gradient_accumulation_steps=1, clip_norm=0.0,
                      adam_beta2=0.98, adam_epsilon=1e-8, weight_decay=0.0, use_tpu=False,
-                     beam_size=4, length_penalty=0.6, max_decode_length=128):
+                     beam_size=4, length_penalty=0.6, max_decode_length=128,
+                     allow_unmatched_init=False):
   """The model_fn for (TPU)Estimator: TRAIN, EVAL (loss, perplexity) and PREDICT (beam search).
 
   Features: "source_ids" int32 [batch, src]; TRAIN / EVAL also "target_input_ids" and
@@ -209,14 +211,16 @@ def model_fn_builder(config, init_checkpoint=None, admin_profile=None, learning_
                                     max_decode_length)
       predictions["example_index"] = features["example_index"]
       scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
-          init_checkpoint, use_tpu, encoder_scopes=ENCODER_SCOPES)
+          init_checkpoint, use_tpu, encoder_scopes=ENCODER_SCOPES,
+          allow_unmatched=allow_unmatched_init)
       return tf1.estimator.tpu.TPUEstimatorSpec(mode=mode, predictions=predictions,
                                                 scaffold_fn=scaffold_fn)
     is_training = mode == tf1.estimator.ModeKeys.TRAIN
     model = nmt_modeling.NmtModel(config, is_training, source_ids,
                                   features["target_input_ids"], admin_profile=admin_profile)
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
-        init_checkpoint, use_tpu, encoder_scopes=ENCODER_SCOPES)
+        init_checkpoint, use_tpu, encoder_scopes=ENCODER_SCOPES,
+        allow_unmatched=allow_unmatched_init)
     loss, nll_sum, num_tokens = nmt_modeling.label_smoothed_loss(
         model.logits, features["target_ids"], label_smoothing if is_training else 0.0)
     if is_training:
@@ -365,6 +369,7 @@ def train(config, train_files, resume_step):
     f.write(config.to_json_string())
   model_fn = model_fn_builder(
       config, init_checkpoint=FLAGS.init_checkpoint, admin_profile=admin_profile,
+      allow_unmatched_init=FLAGS.allow_unmatched_init,
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=FLAGS.warmup_steps, lr_schedule=FLAGS.lr_schedule,
       label_smoothing=FLAGS.label_smoothing,
@@ -626,7 +631,8 @@ def resolve_checkpoint_flag(config):
                   "--checkpoint" % (FLAGS.export_dir, ", ".join(
                       "--%s=%s" % (name, path) for name, path in sources if path)))
     found = checkpoint_utils.require_trained_weights(
-        " and ".join(_weights_actions()), sources, give_flag="checkpoint")
+        " and ".join(_weights_actions()), sources, allow_random_eval=FLAGS.allow_random_eval,
+        give_flag="checkpoint")
     if found is None:
       return None
     flag_name, path = found
@@ -712,7 +718,7 @@ def _checked_run():
   if FLAGS.init_checkpoint and not tf1.train.checkpoint_exists(FLAGS.init_checkpoint):
     common.fail("--init_checkpoint=%s: no checkpoint there" % FLAGS.init_checkpoint)
   if FLAGS.do_train and FLAGS.init_checkpoint:
-    check_init_checkpoint(config, FLAGS.init_checkpoint)
+    check_init_checkpoint(config, FLAGS.init_checkpoint, FLAGS.allow_unmatched_init)
   # Which weights evaluation, decoding and export read: none, or another model's, stops here.
   checkpoint = None
   if _weights_actions():
