@@ -198,6 +198,17 @@ for name, path in args["classifiers"].items():
                   ("short", m({"sentence": ca[:2]})),
                   ("one", m.signatures["serving_single"](sentence=ca[1:2]))):
     for k, v in o.items(): out["%s/%s/%s" % (name, kind, k)] = v.numpy()
+  out[name + "/signatures"] = np.array(sorted(m.signatures))
+  # serving_ids: run_classifier's int32 features of the same texts.
+  ids_fn = m.signatures["serving_ids"]
+  for kind, features in args["features"].items():
+    inputs = {k: tf.constant(np.array(v, np.int32)) for k, v in features.items()}
+    for k, v in ids_fn(**inputs).items(): out["%s/ids_%s/%s" % (name, kind, k)] = v.numpy()
+  try:
+    ids_fn(**dict(inputs, segment_ids=inputs["segment_ids"] + 2))
+    out[name + "/ids_bad_segment"] = np.array("accepted")
+  except tf.errors.InvalidArgumentError as e:
+    out[name + "/ids_bad_segment"] = np.array(e.message)
 np.savez(sys.argv[0].replace(".py", ".npz"), **out)
 """
 
@@ -207,9 +218,9 @@ CLASSIFIER_SEQ = 24
 POSITIONS = np.array([[1, 3], [2, 0], [0, 1]], np.int32)
 
 
-def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer, is_multilabel=False):
-  """A run_classifier-style checkpoint; returns (prefix, config, reference single, pair)."""
-  config = _tiny_config("sum", "pre")
+def _classifier_features(tokenizer):
+  """run_classifier's features of CLASSIFIER_A (single) and CLASSIFIER_A + B (pair) at
+  CLASSIFIER_SEQ: {kind: {input_word_ids, input_mask, input_type_ids: int32 arrays}}."""
   features = {}
   for kind, texts_b in (("single", [None] * len(CLASSIFIER_A)), ("pair", CLASSIFIER_B)):
     rows = [_official_features(tokenizer, a, b, CLASSIFIER_SEQ)
@@ -217,6 +228,13 @@ def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer, is_multilabel=F
     features[kind] = {"input_word_ids": np.array([r[0] for r in rows], np.int32),
                       "input_mask": np.array([r[1] for r in rows], np.int32),
                       "input_type_ids": np.array([r[2] for r in rows], np.int32)}
+  return features
+
+
+def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer, is_multilabel=False):
+  """A run_classifier-style checkpoint; returns (prefix, config, reference single, pair)."""
+  config = _tiny_config("sum", "pre")
+  features = _classifier_features(tokenizer)
   model_dir = os.path.join(tmp_dir, name)
   prefix, ref_single = make_checkpoint(model_dir, config, features["single"],
                                        num_labels=num_labels, is_multilabel=is_multilabel)
@@ -294,6 +312,9 @@ def exported(tmp_path_factory):
   regression.update({"reg/pair/" + k: v.numpy()
                      for k, v in regressor({"sentence": ca, "sentence2": cb}).items()})
   regression["reg/short/predictions"] = regressor({"sentence": ca[:2]})["predictions"].numpy()
+  for kind, features in _classifier_features(tokenizer).items():
+    regression["reg/ids_%s/predictions" % kind] = regressor.serve_ids(
+        *[tf.constant(features[name]) for name in serving.ENCODER_INPUTS])["predictions"].numpy()
   # The length a request is packed to: its longest input's bucket (16 or CLASSIFIER_SEQ).
   regression["reg/widths"] = np.array([
       regressor.encoder_inputs(request)["input_mask"].shape[1] for request in (
@@ -305,7 +326,11 @@ def exported(tmp_path_factory):
       "positions": POSITIONS.tolist(), "preprocessor": preprocessor, "a": texts_a,
       "preprocessor_bucket": preprocessor_bucket,
       "b": list(reversed(texts_a)), "seq": 20, "classifiers": classifiers,
-      "ca": CLASSIFIER_A, "cb": CLASSIFIER_B}))
+      "ca": CLASSIFIER_A, "cb": CLASSIFIER_B,
+      # serving_ids takes them under run_classifier's names.
+      "features": {kind: {id_name: features[encoder_name].tolist() for id_name, encoder_name
+                          in zip(serving.ID_INPUTS, serving.ENCODER_INPUTS)}
+                   for kind, features in _classifier_features(tokenizer).items()}}))
   run_fresh(CHILD, tmp_path)
   got = dict(np.load(str(tmp_path / "child.npz"), allow_pickle=True))
   got.update(regression)
@@ -523,6 +548,18 @@ def test_classifier_export_end_to_end(exported):
                            "export_" + name, serving.EXPORT_INFO)) as f:
       assert json.load(f)["padding"] == {"cls": "bucket", "ml": "max_length"}[name]
   assert got["reg/widths"].tolist() == [16, 16, CLASSIFIER_SEQ, 16]
+  # serving_ids beside them: the same model on run_classifier's int32 features, with the
+  # outputs of run_classifier's former integer export.
+  for name in ("cls", "ml"):
+    assert got[name + "/signatures"].tolist() == ["serving_default", "serving_ids",
+                                                  "serving_pair", "serving_single"]
+    assert "segment_ids must be in [0, type_vocab_size=2)" in str(
+        got[name + "/ids_bad_segment"]), got[name + "/ids_bad_segment"]
+  ref_single, ref_pair = exported["classifier_refs"]["cls"]
+  for kind, ref in (("single", ref_single), ("pair", ref_pair)):
+    np.testing.assert_allclose(got["cls/ids_%s/probabilities" % kind], ref, atol=1e-5)
+    assert got["cls/ids_%s/predicted_label" % kind].tolist() == ref.argmax(-1).tolist()
+    assert not [k for k in got if k.startswith("cls/ids_%s/" % kind) and "name" in k]
   names = np.array(["neg", "neutral", "pos"])
   assert [x.decode() for x in got["cls/pair/predicted_label_name"]] == list(
       names[ref_pair.argmax(-1)])
@@ -533,6 +570,8 @@ def test_classifier_export_end_to_end(exported):
   np.testing.assert_allclose(got["reg/single/predictions"], ref_single, atol=1e-5)
   np.testing.assert_allclose(got["reg/pair/predictions"], ref_pair, atol=1e-5)
   np.testing.assert_allclose(got["reg/short/predictions"], ref_single[:2], atol=1e-5)
+  np.testing.assert_allclose(got["reg/ids_single/predictions"], ref_single, atol=1e-5)
+  np.testing.assert_allclose(got["reg/ids_pair/predictions"], ref_pair, atol=1e-5)
   assert "reg/single/probabilities" not in got
 
 
@@ -552,6 +591,10 @@ def test_multilabel_classifier_export(exported):
     assert [x.decode() for x in got["ml/%s/predicted_label_names" % kind]] == [
         "|".join(n for n, c in zip(names, row) if c) for row in chosen]
     assert "ml/%s/predicted_label" % kind not in got
+  for kind, ref in (("single", ref_single), ("pair", ref_pair)):
+    np.testing.assert_allclose(got["ml/ids_%s/probabilities" % kind], ref, atol=1e-5)
+    assert got["ml/ids_%s/predicted_labels" % kind].tolist() == (ref >= threshold).astype(
+        int).tolist()
   assert 0 < (np.concatenate([ref_single, ref_pair]) >= threshold).mean() < 1
   export_dir = os.path.join(os.path.dirname(os.path.dirname(prefix)), "export_ml")
   with open(os.path.join(export_dir, serving.EXPORT_INFO)) as f:
