@@ -600,8 +600,8 @@ def recorded_classifier_task(checkpoint_path):
   run_classifier.py writes, beside its checkpoints: feature caches `<split>.tf_record.json`
   whose inputs.reader_options hold --task_type and --label_separator (--task_name=tsv);
   threshold.json (multi-label --tune_threshold); eval_results.json (eval_threshold and
-  eval_micro_f1 only for multi-label tasks); best/best.json (the main metric, micro_f1 for
-  multi-label).
+  eval_micro_f1 only for multi-label tasks; long_document, doc_stride and window_pooling for
+  --long_document=window); best/best.json (the main metric, micro_f1 for multi-label).
 
   Args:
     checkpoint_path: resolved checkpoint prefix.
@@ -609,10 +609,11 @@ def recorded_classifier_task(checkpoint_path):
   Returns:
     dict: task_type ("multilabel", "regression", "classification" or None when nothing says),
     evidence (the file that says so), label_separator (or None), tuned (threshold.json's dict
-    or None), eval_threshold (float or None).
+    or None), eval_threshold (float or None), windowing (--long_document=window: dict of
+    doc_stride, window_pooling and path; else None).
   """
   found = {"task_type": None, "evidence": None, "label_separator": None, "tuned": None,
-           "eval_threshold": None}
+           "eval_threshold": None, "windowing": None}
 
   def note(task_type, path):
     if found["task_type"] is None or (task_type == "multilabel" and
@@ -639,6 +640,11 @@ def recorded_classifier_task(checkpoint_path):
       if found["eval_threshold"] is None and isinstance(results.get("eval_threshold"),
                                                         (int, float)):
         found["eval_threshold"] = float(results["eval_threshold"])
+    if (results and results.get("long_document") == "window" and found["windowing"] is None and
+        isinstance(results.get("doc_stride"), int) and
+        results.get("window_pooling") in WINDOW_POOLINGS):
+      found["windowing"] = {"doc_stride": results["doc_stride"],
+                            "window_pooling": results["window_pooling"], "path": path}
     path = os.path.join(directory, "best", "best.json")
     best = _read_json(path) if tf.io.gfile.exists(path) else None
     if best and best.get("metric") == "micro_f1":
@@ -721,6 +727,54 @@ def resolve_classifier_task(checkpoint_path, label_list=None, task_type=None, th
       common.fail("--multilabel_threshold=%g: must be in [0, 1]" % threshold)
     task.update(threshold=float(threshold), threshold_source=source)
   return task
+
+
+def resolve_windowing(checkpoint_path, seq_length, pair_input=False, long_document=None,
+                      doc_stride=None, window_pooling=None):
+  """How a classifier export treats texts longer than seq_length: truncate, or windows.
+
+  --long_document, else what the checkpoint's run records (eval_results.json of a
+  --long_document=window run: its stride and pooling), else truncate. The stride defaults to
+  the run's, else half a window, as run_classifier's; one larger than the window would skip
+  text and is refused, as there.
+
+  Args:
+    checkpoint_path: resolved checkpoint prefix, or None.
+    seq_length: the export's sequence length.
+    pair_input: serving_default takes sentence pairs (the window is what text_b leaves).
+    long_document: --long_document ("truncate" / "window") or None (the run's).
+    doc_stride: --doc_stride or None.
+    window_pooling: --window_pooling or None.
+
+  Returns:
+    (doc_stride or None for truncation, window pooling, where the windowing comes from).
+  """
+  recorded = recorded_classifier_task(checkpoint_path)["windowing"] if checkpoint_path else None
+  mode = long_document or ("window" if recorded else "truncate")
+  if mode == "truncate":
+    for name, value in (("doc_stride", doc_stride), ("window_pooling", window_pooling)):
+      if value is not None:
+        common.fail("--%s=%s: only with --long_document=window" % (name, value))
+    return None, "mean", "--long_document=truncate" if long_document else "default"
+  recorded = recorded or {}
+  window = seq_length - 2
+  if pair_input:
+    window = (seq_length - 3) - (seq_length - 3) // 2
+  if window < 1:
+    common.fail("--long_document=window: --seq_length=%d leaves no room for a window" %
+                seq_length)
+  source = "flags"
+  if doc_stride is None:
+    doc_stride = recorded.get("doc_stride") or max(1, window // 2)
+    source = recorded.get("path") or "default"
+  if doc_stride < 1:
+    common.fail("--doc_stride=%d: must be >= 1" % doc_stride)
+  if doc_stride > window:
+    common.fail("--doc_stride=%d%s: larger than the window (%d tokens of text_a at "
+                "--seq_length=%d), which would skip text between windows" % (
+                    doc_stride, "" if source == "flags" else " (%s)" % source, window,
+                    seq_length))
+  return doc_stride, window_pooling or recorded.get("window_pooling") or "mean", source
 
 
 def read_label_names(label_list, checkpoint_path, num_labels):

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from conftest import REPO_DIR, last_error_line, run_tool, shared_path
 from realformer_tf import checkpoint_utils
+from realformer_tf import classifier_features
 from realformer_tf import common
 from realformer_tf import export_utils
 from realformer_tf import serving
@@ -411,6 +412,36 @@ def test_encoder_missing_variable_and_mlm_errors(tmp_path):
   assert 0.01 < first["bert/embeddings/word_embeddings"].numpy().std() < 0.03   # stddev 0.02
 
 
+def test_document_windows_equal_run_classifier_windows():
+  """The graph's windows (serving.document_windows) are classifier_features'
+  (convert_example_to_windows: text_b cut to (seq - 3) // 2 tokens in every window, text_a
+  windowed in what is left), for every stride, with and without a text_b, empty texts too."""
+  rng = np.random.RandomState(0)
+  for seq in (4, 5, 9, 24):
+    for pair in (False, True):
+      for stride in range(1, seq + 2):
+        lengths_a = [0, 1] + rng.randint(0, 3 * seq, size=6).tolist()
+        lengths_b = [3, 0] + rng.randint(0, seq, size=6).tolist()
+        texts_a = [list(range(100 * i, 100 * i + n)) for i, n in enumerate(lengths_a)]
+        texts_b = [list(range(-100 * i - n, -100 * i)) for i, n in enumerate(lengths_b)]
+        ragged_b = tf.RaggedTensor.from_row_lengths(
+            tf.constant(sum(texts_b, []), tf.int32), lengths_b) if pair else None
+        windows_a, windows_b, documents = serving.document_windows(
+            tf.RaggedTensor.from_row_lengths(tf.constant(sum(texts_a, []), tf.int32),
+                                             lengths_a), ragged_b, seq, stride)
+        want_a, want_b, want_documents = [], [], []
+        for i, (a, b) in enumerate(zip(texts_a, texts_b)):
+          b = b[:(seq - 3) // 2] if pair else None
+          window_length = classifier_features.window_length_for(seq, pair) - len(b or [])
+          for window in classifier_features.document_windows(len(a), window_length, stride):
+            want_a.append(a[window.start:window.start + window.length])
+            want_b.append(b)
+            want_documents.append(i)
+        assert windows_a.to_list() == want_a, (seq, pair, stride)
+        assert documents.numpy().tolist() == want_documents
+        assert windows_b is None if not pair else windows_b.to_list() == want_b
+
+
 def test_round_robin_trimmer_equals_official_truncation():
   """pack_inputs keeps exactly the tokens run_classifier._truncate_seq_pair keeps."""
   import tensorflow_text  # pylint: disable=unused-import
@@ -667,6 +698,37 @@ def test_classifier_task_from_run_records(tmp_path):
   assert (task["num_labels"], task["labels"], task["threshold"]) == (2, ["a", "b"], 0.5)
 
 
+def test_classifier_windowing_from_run_records(tmp_path):
+  """export_hub's --long_document: the flags, else what a --long_document=window run records
+  (eval_results.json), else truncation; bad strides are one line."""
+  out = tmp_path / "out"
+  out.mkdir()
+  prefix = str(out / "model.ckpt-7")
+  assert serving.resolve_windowing(prefix, 24) == (None, "mean", "default")
+  assert serving.resolve_windowing(prefix, 24, long_document="window") == (11, "mean", "default")
+  # A pair: the window is what text_b leaves, (24 - 3) - (24 - 3) // 2 = 11.
+  assert serving.resolve_windowing(prefix, 24, True, "window")[0] == 5
+  (out / "eval_results.json").write_text(json.dumps(
+      {"eval_accuracy": 0.5, "long_document": "window", "doc_stride": 8,
+       "window_pooling": "max"}))
+  assert serving.resolve_windowing(prefix, 24) == (8, "max", str(out / "eval_results.json"))
+  assert serving.resolve_windowing(prefix, 24, doc_stride=4, window_pooling="mean") == (
+      4, "mean", "flags")
+  assert serving.resolve_windowing(prefix, 24, long_document="truncate")[0] is None
+  for kwargs, message in (
+      (dict(long_document="truncate", doc_stride=4),
+       "--doc_stride=4: only with --long_document=window"),
+      (dict(doc_stride=23), "--doc_stride=23: larger than the window (22 tokens of text_a at "
+                            "--seq_length=24), which would skip text between windows"),
+      (dict(doc_stride=0), "--doc_stride=0: must be >= 1")):
+    with pytest.raises(common.UsageError) as e:
+      serving.resolve_windowing(prefix, 24, **kwargs)
+    assert str(e.value) == message
+  with pytest.raises(common.UsageError, match=r"--doc_stride=8 \(.*eval_results.json\): larger "
+                                              r"than the window \(6 tokens"):
+    serving.resolve_windowing(prefix, 8)
+
+
 def test_classifier_label_list_errors(tmp_path, vocab_file):
   config = _tiny_config()
   prefix, _ = make_checkpoint(str(tmp_path / "m"), config, _inputs(), num_labels=2)
@@ -708,6 +770,31 @@ def test_cli_several_modes_and_bad_flags(tmp_path, vocab_file):
   assert "--allow_random_eval" in last_error_line(bad)
   assert not os.path.exists(str(tmp_path / "new"))
   assert not [x for x in os.listdir(out) if ".tmp-" in x]
+
+
+@pytest.mark.slow
+def test_cli_classifier_windows_as_the_run_did(tmp_path, vocab_file):
+  """A --long_document=window run's directory: export_hub --mode=classifier windows and pools
+  as it did (from eval_results.json), and says so in export_info.json."""
+  config = _tiny_config()
+  prefix, _ = make_checkpoint(str(tmp_path / "run"), config, _inputs(), num_labels=2)
+  (tmp_path / "run" / "eval_results.json").write_text(json.dumps(
+      {"eval_accuracy": 0.5, "long_document": "window", "doc_stride": 5,
+       "window_pooling": "max"}))
+  export = tmp_path / "export"
+  proc = run_tool("export_hub.py", ["--mode=classifier", "--init_checkpoint=%s" % prefix,
+                                    "--vocab_file=%s" % vocab_file, "--seq_length=16",
+                                    "--export_dir=%s" % export], timeout=180)
+  assert "Long texts: windows 5 tokens apart, max-pooled (%s)" % (
+      tmp_path / "run" / "eval_results.json") in proc.output
+  info = json.loads((export / serving.EXPORT_INFO).read_text())
+  assert (info["long_document"], info["doc_stride"], info["window_pooling"]) == (
+      "window", 5, "max")
+  assert info["id_outputs"] == ["predicted_label", "probabilities"]
+  bad = run_tool("export_hub.py", ["--mode=encoder", "--init_checkpoint=%s" % prefix,
+                                   "--doc_stride=4", "--export_dir=%s" % (tmp_path / "e")],
+                 expect_rc=2, timeout=120)
+  assert last_error_line(bad) == "error: --doc_stride: only for --mode=classifier"
 
 
 def test_export_never_deletes_what_it_did_not_write(tmp_path, vocab_file):

@@ -20,6 +20,7 @@ from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, shared_path, start_to
 from conftest import last_error_line, write_random_bert_checkpoint
 
 from realformer_tf import checkpoint_utils
+from realformer_tf import classifier_features as cf
 from realformer_tf import classifier_outputs as co
 from realformer_tf import classifier_tasks as ct
 from realformer_tf import common
@@ -571,6 +572,78 @@ def test_own_tsv_pair_task_end_to_end(tmp_path, tiny_model, vocab_file):
   assert "dev.tsv:2" in log and "maybe" in log
   # Nothing written: the output directory lock removes the directory it made.
   assert not out2.exists()
+
+
+def _sentencepiece_model(tmp_path):
+  """A small SentencePiece model with BERT's special pieces (as build_vocab.py writes)."""
+  import sentencepiece as spm  # pylint: disable=g-import-not-at-top
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("\n".join("the quick brown fox jumps over the lazy dog %d times ." % i
+                               for i in range(200)))
+  model = str(tmp_path / "spm.model")
+  spm.SentencePieceTrainer.train(
+      input=str(corpus), model_prefix=model[:-len(".model")], vocab_size=60,
+      pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]",
+      control_symbols=["[CLS]", "[SEP]", "[MASK]"], character_coverage=1.0, minloglevel=2,
+      num_threads=1)
+  return model
+
+
+@pytest.mark.slow
+def test_export_of_a_windowed_pair_task_with_sentencepiece(tmp_path):
+  """--long_document=window on a pair task, tokenised by SentencePiece: the raw-text signature
+  windows and max-pools in the graph as run_classifier's prediction does (its windows, the
+  model's logits, classifier_outputs.pool_window_outputs); serving_ids scores one window."""
+  seq, stride = 16, 3
+  config = modeling.BertConfig.from_dict(TINY_CONFIG)
+  task = ct.get_task("mrpc")
+  model = _sentencepiece_model(tmp_path)
+  tokenizer = tokenization.FullTokenizer(None, True, spm_model_file=model)
+  texts_a = ["the quick brown fox jumps over the lazy dog 7 times . " * 3, "the dog", ""]
+  texts_b = ["the lazy dog", "", "fox " * 20]
+  features, windows = [], []
+  for i, (a, b) in enumerate(zip(texts_a, texts_b)):
+    example = rc.InputExample("x-%d" % i, a, b, label="0")
+    doc = cf.convert_example_to_windows(i, example, {"0": 0, "1": 1}, seq, tokenizer, stride)
+    features.extend(doc)
+    windows.append(len(doc))
+  assert windows[0] > 3 and windows[1:] == [1, 1]
+  ids = {name: np.array([getattr(f, name) for f in features], np.int32)
+         for name in serving.ID_INPUTS}
+  # A run_classifier checkpoint and the Estimator's logits of every window.
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(5)
+    ph = {name: tf.compat.v1.placeholder(tf.int32, [None, seq]) for name in serving.ID_INPUTS}
+    _, _, logits, _ = cm.create_model(config, False, ph["input_ids"], ph["input_mask"],
+                                      ph["segment_ids"], None, 2, False)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      window_logits = sess.run(logits, {ph[k]: v for k, v in ids.items()})
+      prefix = tf.compat.v1.train.Saver().save(sess, str(tmp_path / "out" / "model.ckpt"))
+  pooled = co.pool_window_outputs(
+      task, [{"logits": l, "label_ids": 0, "is_real_example": True} for l in window_logits],
+      windows, pooling="max")
+  export = tmp_path / "export"
+  cm.export_classifier(task, config, str(export), prefix, seq, spm_model_file=model,
+                       doc_stride=stride, window_pooling="max")
+  loaded = tf.saved_model.load(str(export))
+  text = loaded.signatures["serving_default"](sentence=tf.constant(texts_a),
+                                              sentence2=tf.constant(texts_b))
+  np.testing.assert_allclose(text["probabilities"].numpy(),
+                             [p["probabilities"] for p in pooled], atol=1e-5)
+  one_window = loaded.signatures["serving_ids"](**{k: tf.constant(v) for k, v in ids.items()})
+  np.testing.assert_allclose(one_window["probabilities"].numpy(),
+                             tf.nn.softmax(window_logits).numpy(), atol=1e-5)
+  # Beside the SavedModel: the SentencePiece model (no vocab.txt), the windowing.
+  assert (export / "spm.model").read_bytes() == open(model, "rb").read()
+  assert not (export / "vocab.txt").exists()
+  exported = json.loads((export / "classifier_config.json").read_text())
+  assert exported["spm_model_file"] == "spm.model"
+  assert exported["signatures"]["serving_default"] == ["sentence", "sentence2"]
+  assert (exported["doc_stride"], exported["window_pooling"]) == (stride, "max")
+  info = json.loads((export / serving.EXPORT_INFO).read_text())
+  assert (info["long_document"], info["doc_stride"], info["window_pooling"]) == (
+      "window", stride, "max")
 
 
 def _readme_block(language, must_contain):
