@@ -1,12 +1,14 @@
 # coding=utf-8
 """TF2 SavedModels of BERT / RealFormer in the TF-Hub BERT layout, and their raw-text parts.
 
-The library behind export_hub.py (and the raw-text exports of run_ner, predict_masked and
-etc_model.export_long_model): encoder (`BertEncoder`, `BertMaskedLM`), preprocessor
-(`BertPreprocessor`: tensorflow-text WordPiece / SentencePiece whose ids equal
-tokenization.FullTokenizer, `pack_inputs`) and raw-text classifier (`BertClassifier`) tf.Modules,
-the `export_*` functions that save them atomically with export_info.json, and the readers of
-what a run_classifier output directory records about its task.
+The library behind export_hub.py and run_classifier.py --export_dir (and the raw-text exports
+of run_ner, predict_masked and etc_model.export_long_model): encoder (`BertEncoder`,
+`BertMaskedLM`), preprocessor (`BertPreprocessor`: tensorflow-text WordPiece / SentencePiece whose
+ids equal tokenization.FullTokenizer, `pack_inputs`) and classifier (`BertClassifier`: raw text
+in, long texts truncated or windowed and pooled as run_classifier does (`document_windows`,
+`pool_windows`), and run_classifier's int32 features in as `serving_ids`) tf.Modules, the
+`export_*` functions that save them atomically with export_info.json, and the readers of what a
+run_classifier output directory records about its task.
 
 The models are tf.Modules whose tf.functions run the modeling.py graph code (tf.compat.v1
 variable scopes) with a custom getter that hands out tf.Variables created from the checkpoint,
