@@ -193,7 +193,8 @@ def _define_extension_flags():
       "long_document", "truncate", ["truncate", "window"],
       "Texts longer than --max_seq_length: truncate (official), or window: split text_a into "
       "windows --doc_stride tokens apart; every window of a training document carries its "
-      "label, eval / predict pool a document's window logits (--window_pooling).")
+      "label, eval / predict (and the --export_dir model's raw-text signatures) pool a "
+      "document's window logits (--window_pooling).")
   flags.DEFINE_integer(
       "doc_stride", None,
       "--long_document=window: tokens between window starts (default: half the window; at "
