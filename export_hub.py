@@ -33,6 +33,14 @@ Three kinds of SavedModel (--mode, several comma-separated modes in one call wri
                 --multilabel_threshold flag, else the one --tune_threshold saved for this
                 checkpoint (threshold.json), else the --multilabel_threshold the run was
                 evaluated with (eval_results.json), else 0.5; export_info.json says which.
+                `serving_ids` takes run_classifier's int32 features instead (`input_ids`,
+                `input_mask`, `segment_ids` [batch, --seq_length]) -> `probabilities` and
+                `predicted_label` (regression: `predictions`; multi-label: `probabilities`,
+                `predicted_labels`): the signature of a client that tokenises itself.
+                Texts longer than --seq_length are truncated, or with --long_document=window
+                (the default for a run that records it in eval_results.json) cut into windows
+                --doc_stride tokens apart whose logits are pooled (--window_pooling), as
+                run_classifier evaluates; serving_ids scores the one window it is given.
 
 Usage:
   python export_hub.py --mode=encoder --bert_config_file=bert_config.json \
@@ -126,6 +134,18 @@ def define_flags():
                      "Classifier, multi-label: a label is predicted when its probability is >= "
                      "this (default: the run's tuned threshold.json for this checkpoint, else "
                      "the threshold it was evaluated with, else 0.5).")
+  flags.DEFINE_enum("long_document", None, ["truncate", "window"],
+                    "Classifier: texts longer than --seq_length are truncated, or (window) cut "
+                    "into windows --doc_stride tokens apart whose logits are pooled "
+                    "(--window_pooling), as run_classifier --long_document=window evaluates "
+                    "(default: what the run's eval_results.json records, else truncate). "
+                    "serving_ids always scores the one window it is given.")
+  flags.DEFINE_integer("doc_stride", None,
+                       "Classifier, --long_document=window: tokens between window starts "
+                       "(default: the run's, else half a window).")
+  flags.DEFINE_enum("window_pooling", None, list(serving.WINDOW_POOLINGS),
+                    "Classifier, --long_document=window: how a text's window logits are pooled "
+                    "(default: the run's, else mean).")
   model_config.define_model_override_flags()
   checkpoint_utils.define_trained_weights_flags(random_eval=True, unmatched_init=False)
 
@@ -144,7 +164,8 @@ def main(_):
   if FLAGS.seq_length < 3:
     common.fail("--seq_length=%d: needs room for [CLS] and [SEP]" % FLAGS.seq_length)
   if "classifier" not in modes:
-    for name in ("task_type", "multilabel_threshold"):
+    for name in ("task_type", "multilabel_threshold", "long_document", "doc_stride",
+                 "window_pooling"):
       if getattr(FLAGS, name) is not None:
         common.fail("--%s: only for --mode=classifier" % name)
 
@@ -152,6 +173,7 @@ def main(_):
     return FLAGS.export_dir if len(modes) == 1 else os.path.join(FLAGS.export_dir, mode)
 
   checkpoint = bert_config = task = None
+  doc_stride, window_pooling = None, "mean"
   if "encoder" in modes or "classifier" in modes:
     if FLAGS.init_checkpoint:
       checkpoint = export_utils.resolve_checkpoint(FLAGS.init_checkpoint)
@@ -186,6 +208,12 @@ def main(_):
     # The task (a multi-label run!) is known before any export.
     task = serving.resolve_classifier_task(checkpoint, FLAGS.label_list, FLAGS.task_type,
                                            FLAGS.multilabel_threshold)
+    doc_stride, window_pooling, source = serving.resolve_windowing(
+        checkpoint, FLAGS.seq_length, FLAGS.pair_input, FLAGS.long_document, FLAGS.doc_stride,
+        FLAGS.window_pooling)
+    if doc_stride is not None:
+      tf1.logging.info("Long texts: windows %d tokens apart, %s-pooled (%s)", doc_stride,
+                       window_pooling, source)
   for mode in modes:
     if mode == "encoder":
       serving.export_encoder(bert_config, checkpoint, out_dir(mode), FLAGS.with_mlm,
@@ -198,7 +226,8 @@ def main(_):
       serving.export_classifier(bert_config, checkpoint, out_dir(mode), FLAGS.vocab_file,
                                 FLAGS.do_lower_case, FLAGS.spm_model_file, FLAGS.seq_length,
                                 FLAGS.label_list, FLAGS.pair_input, FLAGS.overwrite, task,
-                                protected, padding=FLAGS.padding or "bucket")
+                                protected, padding=FLAGS.padding or "bucket",
+                                doc_stride=doc_stride, window_pooling=window_pooling)
 
 
 if __name__ == "__main__":

@@ -136,10 +136,14 @@ def _define_task_flags():
                       "SentencePiece model; when given it replaces --vocab_file's WordPiece.")
   flags.DEFINE_string(
       "export_dir", None,
-      "Write a SavedModel here (serving_default: int32 input_ids/input_mask/segment_ids "
-      "[batch, max_seq_length] -> probabilities and predicted_label, or predictions for "
-      "regression), from the trained model, else the latest checkpoint in --output_dir, else "
-      "--init_checkpoint.")
+      "Write the classifier here as a SavedModel that takes raw text: serving_default "
+      "(strings `sentence`, and `sentence2` for a pair task; the tokenizer of --vocab_file / "
+      "--spm_model_file is in the graph) -> probabilities, predicted_label, "
+      "predicted_label_name, label_names (regression: predictions); serving_ids takes int32 "
+      "input_ids/input_mask/segment_ids [batch, max_seq_length] instead. Weights: the best "
+      "checkpoint with --keep_best, else the latest in --output_dir, else --init_checkpoint "
+      "(docs/fine_tuning.md, \"Exporting a classifier\"; export_hub.py --mode=classifier "
+      "builds the same from an --output_dir later).")
   flags.DEFINE_bool(
       "overwrite", False,
       "Replace an earlier export of ours at --export_dir (never anything else: another "
@@ -189,7 +193,8 @@ def _define_extension_flags():
       "long_document", "truncate", ["truncate", "window"],
       "Texts longer than --max_seq_length: truncate (official), or window: split text_a into "
       "windows --doc_stride tokens apart; every window of a training document carries its "
-      "label, eval / predict pool a document's window logits (--window_pooling).")
+      "label, eval / predict (and the --export_dir model's raw-text signatures) pool a "
+      "document's window logits (--window_pooling).")
   flags.DEFINE_integer(
       "doc_stride", None,
       "--long_document=window: tokens between window starts (default: half the window; at "
@@ -998,17 +1003,20 @@ def _run_job(task, bert_config, tokenizer, settings, eval_weights=None):
              settings.output_dir)
   if settings.export_dir:
     common.STOP_SIGNALS.exit_if_stopped()
-    classifier_config = {}
-    if doc_stride is not None:
-      classifier_config.update(long_document="window", doc_stride=doc_stride,
-                               window_pooling=settings.window_pooling)
+    threshold_source = None
+    if task.is_multilabel:
+      threshold_source = "--multilabel_threshold"
+      if settings.tune_threshold:
+        threshold_source = "%s (tuned on dev)" % os.path.join(settings.output_dir,
+                                                             THRESHOLD_FILE)
     classifier_model.export_classifier(
         task, bert_config, settings.export_dir,
         scored_checkpoint or settings.init_checkpoint, settings.max_seq_length,
         vocab_file=settings.vocab_file, spm_model_file=settings.spm_model_file,
         do_lower_case=settings.do_lower_case, overwrite=settings.overwrite,
         protected_paths=export_protected_paths(settings), threshold=threshold,
-        extra_config=classifier_config)
+        doc_stride=doc_stride, window_pooling=settings.window_pooling,
+        threshold_source=threshold_source)
 
 
 def _task_file_path(data_dir, task_file):

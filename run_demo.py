@@ -201,6 +201,11 @@ def pretrain_done(pretrain_dir, num_steps):
   return True, "%d steps, evaluated" % num_steps
 
 
+# Written by the raw-text classifier export (serving.EXPORT_INFO), not by the integer-only
+# export of earlier versions, which the fine-tuning stage then replaces (--overwrite).
+RAW_TEXT_EXPORT_FILE = "export_info.json"
+
+
 def classifier_done(classifier_dir, export_dir):
   """Whether fine-tuning trained to its last step, was evaluated, and was exported.
 
@@ -221,10 +226,13 @@ def classifier_done(classifier_dir, export_dir):
                                                                target)
   if not os.path.exists(os.path.join(export_dir, common.EXPORT_MARKER)):
     return False, "evaluated, not exported"
+  if not os.path.exists(os.path.join(export_dir, RAW_TEXT_EXPORT_FILE)):
+    return False, "exported by an earlier version (integer inputs only)"
   return True, "global_step %s, exported" % results.get("global_step")
 
 
-# In --output_dir: what its outputs were made from (demo_settings), and the outputs a demo writes.
+# In --output_dir: what its outputs were made from (demo_settings), and the outputs a demo writes
+# (sst2_text_export: earlier versions' separate raw-text export).
 SETTINGS_FILE = "demo_settings.json"
 DEMO_OUTPUTS = ("vocab.txt", "domain_text.txt", "data", "pretrain", "sst2", "sst2_export",
                 "sst2_text_export", "report.md")
@@ -456,19 +464,11 @@ def main(_):
          "--learning_rate=%g" % FLAGS.finetune_learning_rate,
          "--num_train_epochs=%d" % FLAGS.finetune_epochs, "--save_checkpoints_steps=100000",
          "--seed=%d" % FLAGS.seed,
-         "--export_dir=%s" % export_dir],
+         "--export_dir=%s" % export_dir, "--overwrite"],
         lambda: classifier_done(classifier_dir, export_dir), log_dir)
     classifier = _read_json(os.path.join(classifier_dir, "eval_results.json"))
     classifier["export_dir"] = export_dir
-    text_export_dir = _path("sst2_text_export")
-    timings["raw-text export"] = run_stage(
-        "export raw-text classifier",
-        ["export_hub.py", "--mode=classifier", "--init_checkpoint=%s" % classifier_dir,
-         "--vocab_file=%s" % vocab_file, "--do_lower_case=true", "--seq_length=64",
-         "--export_dir=%s" % text_export_dir],
-        lambda: file_done(os.path.join(text_export_dir, common.EXPORT_MARKER)), log_dir)
-    classifier["text_export_dir"] = text_export_dir
-    classifier["answers"] = ask_text_classifier(text_export_dir, CLASSIFIER_SENTENCES)
+    classifier["answers"] = ask_text_classifier(export_dir, CLASSIFIER_SENTENCES)
 
   fill_mask_file = _path("fill_mask-%d.jsonl" % steps)  # named by the step it was filled at
   timings["fill-mask"] = run_stage(
@@ -511,7 +511,7 @@ def ask_text_classifier(export_dir, sentences):
   """The exported raw-text classifier's answers: [(sentence, label name, probability)].
 
   Args:
-    export_dir: an export_hub.py --mode=classifier SavedModel.
+    export_dir: a raw-text classifier SavedModel (run_classifier.py --export_dir).
     sentences: raw sentences.
 
   Returns:
@@ -548,8 +548,8 @@ def _report(config, pretrain_eval, train_summary, classifier, timings, fill_mask
   if classifier:
     lines += ["| sentiment fine-tuning (data/sst2_slice dev) | value |", "|---|---|",
               "| accuracy | %.2f%% |" % (100 * classifier.get("eval_accuracy", float("nan"))),
-              "| exported SavedModel | %s |" % _shown(classifier["export_dir"]),
-              "| raw-text SavedModel | %s |" % _shown(classifier.get("text_export_dir")), ""]
+              "| exported SavedModel (raw text; `serving_ids`: token ids) | %s |" % _shown(
+                  classifier["export_dir"]), ""]
     if classifier.get("answers"):
       lines += ["The raw-text classifier (label 1 = positive) answers:", ""]
       lines += ["- \"%s\" -> %s (p=%.3f)" % answer for answer in classifier["answers"]]

@@ -5,9 +5,11 @@
 head (output_weights / output_bias, float32 in every precision) over modeling.BertModel's pooled
 output, with a softmax, a sigmoid per label (multi-label) or one regression output, and the
 losses (class weights for single-label classification). `head_shapes` and
-`model_variable_names` name its variables (resume and eval-weights checks), `serving_build_fn`
-and `export_classifier` write the integer-input SavedModel of `run_classifier.py --export_dir`
-with its labels and configs. No flag is read here.
+`model_variable_names` name its variables (resume and eval-weights checks); `export_classifier`
+writes the SavedModel of `run_classifier.py --export_dir` (serving.export_classifier: raw text
+in by default, the integer inputs as `serving_ids`) with its labels and configs;
+`serving_build_fn` is the TF1 graph of the former integer-only export, the reference of
+`serving_ids`. No flag is read here.
 """
 
 from __future__ import absolute_import
@@ -22,6 +24,7 @@ import tensorflow as tf
 from realformer_tf import common
 from realformer_tf import estimator_utils
 from realformer_tf import export_utils
+from realformer_tf import serving
 import modeling
 
 tf1 = tf.compat.v1
@@ -137,12 +140,16 @@ def model_variable_names(bert_config):
 
 
 # ----------------------------------------------------------------------------------------------
-# The integer-input SavedModel (--export_dir).
+# The SavedModel of --export_dir: raw text (serving.BertClassifier) and the integer inputs.
 
 
 def serving_build_fn(bert_config, num_labels, is_regression, is_multilabel=False,
                      threshold=0.5):
   """Returns build_fn(placeholders) -> serving outputs, for export_utils.export_saved_model.
+
+  The TF1 graph of the integer-input SavedModel run_classifier exported before its export
+  became serving.BertClassifier (whose `serving_ids` signature has these inputs and outputs):
+  kept as the reference that signature is tested against.
 
   Outputs: `probabilities` float32 [batch, num_labels] and `predicted_label` int32 [batch]; for
   regression `predictions` float32 [batch]; for multi-label `probabilities` (a sigmoid per
@@ -176,10 +183,53 @@ def serving_build_fn(bert_config, num_labels, is_regression, is_multilabel=False
   return build_fn
 
 
+def task_has_text_b(task):
+  """Whether the task's training layout has a second text (a sentence-pair task); False for a
+  DataProcessor, whose layout is unknown."""
+  layout = task.train.layout
+  return layout is not None and layout.text_b is not None
+
+
+def serving_task(task, threshold=0.5, threshold_source=None):
+  """The task as serving.export_classifier takes it (serving.resolve_classifier_task's dict).
+
+  Args:
+    task: classifier_tasks.Task.
+    threshold: multi-label: the probability from which a label is predicted.
+    threshold_source: multi-label: where the threshold comes from (export_info.json).
+
+  Returns:
+    dict: task_type, num_labels, labels, threshold, threshold_source, label_separator, evidence.
+  """
+  if task.is_regression:
+    task_type = "regression"
+  elif task.is_multilabel:
+    task_type = "multilabel"
+  else:
+    task_type = "classification"
+  multilabel = task_type == "multilabel"
+  return {"task_type": task_type, "num_labels": task.num_labels,
+          "labels": None if task.is_regression else list(task.labels),
+          "threshold": float(threshold) if multilabel else None,
+          "threshold_source": (threshold_source or "--multilabel_threshold") if multilabel
+                              else None,
+          "label_separator": task.label_separator if multilabel else None,
+          "evidence": "run_classifier.py --task_name=%s" % task.name}
+
+
 def export_classifier(task, bert_config, export_dir, checkpoint, max_seq_length, vocab_file=None,
                       spm_model_file=None, do_lower_case=True, overwrite=False,
-                      protected_paths=(), threshold=0.5, extra_config=None):
-  """Writes the classifier as a SavedModel (serving_default) plus labels and configs.
+                      protected_paths=(), threshold=0.5, extra_config=None, doc_stride=None,
+                      window_pooling="mean", threshold_source=None, padding="bucket"):
+  """Writes the classifier SavedModel (serving.export_classifier) plus labels and configs.
+
+  One SavedModel, two ways in: `serving_default` takes raw text (`sentence`, and `sentence2`
+  for a sentence-pair task; the tokenizer is in the graph) -> probabilities, predicted_label,
+  predicted_label_name, label_names; `serving_single` / `serving_pair` always; and
+  `serving_ids` takes the int32 features a client made itself (input_ids, input_mask,
+  segment_ids [batch, max_seq_length]) -> probabilities and predicted_label (regression:
+  predictions; multi-label: probabilities, predicted_labels), the outputs of the integer
+  SavedModel this export used to be. Float32 whatever precision trained the model.
 
   Args:
     task: classifier_tasks.Task (labels, regression or not).
@@ -187,24 +237,33 @@ def export_classifier(task, bert_config, export_dir, checkpoint, max_seq_length,
     export_dir: SavedModel directory; an existing one only if it is an earlier export of ours
       and overwrite is set (anything else is refused, see common.check_export_dir).
     checkpoint: checkpoint prefix or directory holding bert/* and output_weights/output_bias.
-    max_seq_length: the sequence length of the int32 inputs.
-    vocab_file: copied into the export for tokenising (WordPiece).
-    spm_model_file: noted in classifier_config.json.
-    do_lower_case: noted in classifier_config.json.
+    max_seq_length: the packed length of raw text and the length of the int32 inputs.
+    vocab_file: WordPiece vocab (the graph's tokenizer; also copied beside the SavedModel).
+    spm_model_file: SentencePiece model instead (the graph's tokenizer; copied beside).
+    do_lower_case: lower-case the text (the graph's tokenizer; noted in
+      classifier_config.json).
     overwrite: replace an earlier export of ours at export_dir.
     protected_paths: paths export_dir must not be or contain (output_dir, inputs).
     threshold: multi-label tasks: the probability from which `predicted_labels` is 1.
-    extra_config: more keys for classifier_config.json (e.g. the long-document windowing the
-      model was trained with: the SavedModel scores one window).
+    extra_config: more keys for classifier_config.json.
+    doc_stride: (ours) --long_document=window's stride: the raw-text signatures window long
+      texts and pool the window logits in the graph; `serving_ids` scores the one window it is
+      given (classifier_config.json records the windowing). None: long texts are truncated.
+    window_pooling: (ours) with doc_stride: "mean" or "max".
+    threshold_source: (ours) multi-label: where the threshold comes from (export_info.json).
+    padding: (ours) the raw-text signatures' padding: "bucket" (a request packed to its
+      longest text, rounded up to 16, 32, ...: the same outputs to float rounding) or
+      "max_length".
 
   Returns:
-    The checkpoint that was exported.
+    The checkpoint prefix that was exported.
   """
   if not checkpoint:
     common.fail("--export_dir=%s: nothing to export: no checkpoint in --output_dir and no "
                 "--init_checkpoint" % export_dir)
-  input_specs = {name: (tf.int32, [None, max_seq_length])
-                 for name in ("input_ids", "input_mask", "segment_ids")}
+  checkpoint = export_utils.resolve_checkpoint(checkpoint)
+  pair_input = task_has_text_b(task)
+  text_inputs = ["sentence", "sentence2"] if pair_input else ["sentence"]
   if task.is_regression:
     outputs = ["predictions"]
   elif task.is_multilabel:
@@ -216,22 +275,32 @@ def export_classifier(task, bert_config, export_dir, checkpoint, max_seq_length,
       "labels": task.labels, "max_seq_length": max_seq_length,
       "do_lower_case": bool(do_lower_case),
       "spm_model_file": os.path.basename(spm_model_file) if spm_model_file else None,
-      "outputs": outputs}
+      # `outputs` are those of serving_ids (the integer export's), as before it had the others.
+      "outputs": outputs,
+      "signatures": {"serving_default": text_inputs, "serving_single": ["sentence"],
+                     "serving_pair": ["sentence", "sentence2"],
+                     serving.ID_SIGNATURE: list(serving.ID_INPUTS)}}
   if task.is_multilabel:
     classifier_config.update(is_multilabel=True, threshold=float(threshold),
                              label_separator=task.label_separator)
+  if doc_stride is not None:
+    # The raw-text signatures window and pool; an id client windows and pools itself.
+    classifier_config.update(
+        long_document="window", doc_stride=int(doc_stride), window_pooling=window_pooling,
+        windowed_signatures=["serving_default", "serving_pair", "serving_single"],
+        one_window_signatures=[serving.ID_SIGNATURE])
   classifier_config.update(extra_config or {})
-  extra_files = {
-      "bert_config.json": bert_config.to_json_string(),
-      "classifier_config.json": json.dumps(classifier_config, indent=2) + "\n",
-  }
-  if not task.is_regression:
-    extra_files["labels.txt"] = "".join(label + "\n" for label in task.labels)
-  if vocab_file and not spm_model_file:
+  extra_files = {"classifier_config.json": json.dumps(classifier_config, indent=2) + "\n"}
+  if spm_model_file:
+    with tf.io.gfile.GFile(spm_model_file, "rb") as f:
+      extra_files[os.path.basename(spm_model_file)] = f.read()
+  elif vocab_file:
     with tf.io.gfile.GFile(vocab_file) as f:
       extra_files["vocab.txt"] = f.read()
-  return export_utils.export_saved_model(
-      serving_build_fn(bert_config, task.num_labels, task.is_regression,
-                       is_multilabel=task.is_multilabel, threshold=threshold), checkpoint,
-      export_dir, input_specs, extra_files=extra_files, overwrite=overwrite,
-      protected_paths=protected_paths, bert_config=bert_config)
+  serving.export_classifier(
+      bert_config, checkpoint, export_dir, vocab_file=vocab_file, do_lower_case=do_lower_case,
+      spm_model_file=spm_model_file, seq_length=max_seq_length, pair_input=pair_input,
+      overwrite=overwrite, task=serving_task(task, threshold, threshold_source),
+      protected_paths=protected_paths, padding=padding, doc_stride=doc_stride,
+      window_pooling=window_pooling, extra_files=extra_files)
+  return checkpoint

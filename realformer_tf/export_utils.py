@@ -91,25 +91,29 @@ def _only_checkpoint_in(directory, flag_name):
                   (", ..." if len(prefixes) > 4 else "")))
 
 
-def _range_checked(placeholders, bert_config):
-  """Placeholders, with input_ids / segment_ids passed through range assertions.
+def range_checked(inputs, bert_config):
+  """The id inputs, with input_ids / segment_ids passed through range assertions.
+
+  A request whose ids lie outside the model's tables fails with an InvalidArgumentError naming
+  the input (a segment id >= type_vocab_size would otherwise select no embedding at all). Used
+  by export_saved_model's graph and by serving.BertClassifier's `serving_ids` signature.
 
   Args:
-    placeholders: dict name -> placeholder.
+    inputs: dict name -> int tensor (placeholders, or a tf.function's arguments).
     bert_config: modeling.BertConfig or None (no checks).
 
   Returns:
-    dict name -> tensor, to give to the model builder (signature inputs stay the placeholders).
+    dict name -> tensor, to give to the model builder (signature inputs stay the originals).
   """
   if bert_config is None:
-    return placeholders
+    return inputs
   limits = {"input_ids": ("vocab_size", bert_config.vocab_size),
             "segment_ids": ("type_vocab_size", bert_config.type_vocab_size)}
-  checked = dict(placeholders)
+  checked = dict(inputs)
   for name, (limit_name, limit) in limits.items():
-    if name not in placeholders:
+    if name not in inputs:
       continue
-    tensor = placeholders[name]
+    tensor = inputs[name]
     message = "%s must be in [0, %s=%d)" % (name, limit_name, limit)
     asserts = [tf1.debugging.assert_non_negative(tensor, message=message),
                tf1.debugging.assert_less(tensor, tf.cast(limit, tensor.dtype), message=message)]
@@ -157,7 +161,7 @@ def export_saved_model(build_fn, checkpoint_path, export_dir, input_specs, extra
     for name in sorted(input_specs):
       dtype, shape = input_specs[name]
       placeholders[name] = tf1.placeholder(dtype, shape=shape, name=name)
-    outputs = build_fn(_range_checked(placeholders, bert_config))
+    outputs = build_fn(range_checked(placeholders, bert_config))
     if not outputs:
       common.fail("export_saved_model: build_fn returned no outputs")
 

@@ -1,12 +1,14 @@
 # coding=utf-8
 """TF2 SavedModels of BERT / RealFormer in the TF-Hub BERT layout, and their raw-text parts.
 
-The library behind export_hub.py (and the raw-text exports of run_ner, predict_masked and
-etc_model.export_long_model): encoder (`BertEncoder`, `BertMaskedLM`), preprocessor
-(`BertPreprocessor`: tensorflow-text WordPiece / SentencePiece whose ids equal
-tokenization.FullTokenizer, `pack_inputs`) and raw-text classifier (`BertClassifier`) tf.Modules,
-the `export_*` functions that save them atomically with export_info.json, and the readers of
-what a run_classifier output directory records about its task.
+The library behind export_hub.py and run_classifier.py --export_dir (and the raw-text exports
+of run_ner, predict_masked and etc_model.export_long_model): encoder (`BertEncoder`,
+`BertMaskedLM`), preprocessor (`BertPreprocessor`: tensorflow-text WordPiece / SentencePiece whose
+ids equal tokenization.FullTokenizer, `pack_inputs`) and classifier (`BertClassifier`: raw text
+in, long texts truncated or windowed and pooled as run_classifier does (`document_windows`,
+`pool_windows`), and run_classifier's int32 features in as `serving_ids`) tf.Modules, the
+`export_*` functions that save them atomically with export_info.json, and the readers of what a
+run_classifier output directory records about its task.
 
 The models are tf.Modules whose tf.functions run the modeling.py graph code (tf.compat.v1
 variable scopes) with a custom getter that hands out tf.Variables created from the checkpoint,
@@ -46,6 +48,14 @@ RANDOM_WEIGHTS_SEED = export_utils.RANDOM_WEIGHTS_SEED
 # run_classifier.py's default --multilabel_threshold.
 DEFAULT_MULTILABEL_THRESHOLD = 0.5
 ENCODER_INPUTS = ("input_word_ids", "input_mask", "input_type_ids")
+
+# A classifier export's signature for clients that tokenise themselves: int32 ID_INPUTS
+# [batch, seq_length] (run_classifier's features) -> the outputs of run_classifier's former
+# integer-input SavedModel.
+ID_SIGNATURE = "serving_ids"
+ID_INPUTS = ("input_ids", "input_mask", "segment_ids")
+# --long_document=window: how a text's window logits are pooled (run_classifier's choices).
+WINDOW_POOLINGS = ("mean", "max")
 
 # Official WordpieceTokenizer.max_input_chars_per_word: longer words become [UNK].
 MAX_CHARS_PER_WORD = 200
@@ -592,8 +602,8 @@ def recorded_classifier_task(checkpoint_path):
   run_classifier.py writes, beside its checkpoints: feature caches `<split>.tf_record.json`
   whose inputs.reader_options hold --task_type and --label_separator (--task_name=tsv);
   threshold.json (multi-label --tune_threshold); eval_results.json (eval_threshold and
-  eval_micro_f1 only for multi-label tasks); best/best.json (the main metric, micro_f1 for
-  multi-label).
+  eval_micro_f1 only for multi-label tasks; long_document, doc_stride and window_pooling for
+  --long_document=window); best/best.json (the main metric, micro_f1 for multi-label).
 
   Args:
     checkpoint_path: resolved checkpoint prefix.
@@ -601,10 +611,11 @@ def recorded_classifier_task(checkpoint_path):
   Returns:
     dict: task_type ("multilabel", "regression", "classification" or None when nothing says),
     evidence (the file that says so), label_separator (or None), tuned (threshold.json's dict
-    or None), eval_threshold (float or None).
+    or None), eval_threshold (float or None), windowing (--long_document=window: dict of
+    doc_stride, window_pooling and path; else None).
   """
   found = {"task_type": None, "evidence": None, "label_separator": None, "tuned": None,
-           "eval_threshold": None}
+           "eval_threshold": None, "windowing": None}
 
   def note(task_type, path):
     if found["task_type"] is None or (task_type == "multilabel" and
@@ -631,6 +642,11 @@ def recorded_classifier_task(checkpoint_path):
       if found["eval_threshold"] is None and isinstance(results.get("eval_threshold"),
                                                         (int, float)):
         found["eval_threshold"] = float(results["eval_threshold"])
+    if (results and results.get("long_document") == "window" and found["windowing"] is None and
+        isinstance(results.get("doc_stride"), int) and
+        results.get("window_pooling") in WINDOW_POOLINGS):
+      found["windowing"] = {"doc_stride": results["doc_stride"],
+                            "window_pooling": results["window_pooling"], "path": path}
     path = os.path.join(directory, "best", "best.json")
     best = _read_json(path) if tf.io.gfile.exists(path) else None
     if best and best.get("metric") == "micro_f1":
@@ -715,6 +731,54 @@ def resolve_classifier_task(checkpoint_path, label_list=None, task_type=None, th
   return task
 
 
+def resolve_windowing(checkpoint_path, seq_length, pair_input=False, long_document=None,
+                      doc_stride=None, window_pooling=None):
+  """How a classifier export treats texts longer than seq_length: truncate, or windows.
+
+  --long_document, else what the checkpoint's run records (eval_results.json of a
+  --long_document=window run: its stride and pooling), else truncate. The stride defaults to
+  the run's, else half a window, as run_classifier's; one larger than the window would skip
+  text and is refused, as there.
+
+  Args:
+    checkpoint_path: resolved checkpoint prefix, or None.
+    seq_length: the export's sequence length.
+    pair_input: serving_default takes sentence pairs (the window is what text_b leaves).
+    long_document: --long_document ("truncate" / "window") or None (the run's).
+    doc_stride: --doc_stride or None.
+    window_pooling: --window_pooling or None.
+
+  Returns:
+    (doc_stride or None for truncation, window pooling, where the windowing comes from).
+  """
+  recorded = recorded_classifier_task(checkpoint_path)["windowing"] if checkpoint_path else None
+  mode = long_document or ("window" if recorded else "truncate")
+  if mode == "truncate":
+    for name, value in (("doc_stride", doc_stride), ("window_pooling", window_pooling)):
+      if value is not None:
+        common.fail("--%s=%s: only with --long_document=window" % (name, value))
+    return None, "mean", "--long_document=truncate" if long_document else "default"
+  recorded = recorded or {}
+  window = seq_length - 2
+  if pair_input:
+    window = (seq_length - 3) - (seq_length - 3) // 2
+  if window < 1:
+    common.fail("--long_document=window: --seq_length=%d leaves no room for a window" %
+                seq_length)
+  source = "flags"
+  if doc_stride is None:
+    doc_stride = recorded.get("doc_stride") or max(1, window // 2)
+    source = recorded.get("path") or "default"
+  if doc_stride < 1:
+    common.fail("--doc_stride=%d: must be >= 1" % doc_stride)
+  if doc_stride > window:
+    common.fail("--doc_stride=%d%s: larger than the window (%d tokens of text_a at "
+                "--seq_length=%d), which would skip text between windows" % (
+                    doc_stride, "" if source == "flags" else " (%s)" % source, window,
+                    seq_length))
+  return doc_stride, window_pooling or recorded.get("window_pooling") or "mean", source
+
+
 def read_label_names(label_list, checkpoint_path, num_labels):
   """Label names: --label_list, else labels.txt beside the checkpoint (run_classifier), else ids.
 
@@ -744,12 +808,84 @@ def read_label_names(label_list, checkpoint_path, num_labels):
   return names
 
 
+def document_windows(tokens_a, tokens_b, seq_length, doc_stride):
+  """run_classifier's --long_document=window over tokenized texts, as TF ops.
+
+  classifier_features.convert_example_to_windows in a graph: text_b (when given) is cut to
+  (seq_length - 3) // 2 tokens and kept in every window; text_a is cut into windows of
+  seq_length - 2 tokens (with a text_b: seq_length - 3 - its length), doc_stride apart (capped
+  at the window), the last one ending at the text's end (sliding_window.windows; an empty text
+  is one empty window).
+
+  Args:
+    tokens_a: int32 RaggedTensor [batch, (tokens)].
+    tokens_b: int32 RaggedTensor [batch, (tokens)], or None (single texts).
+    seq_length: Python int, the packed length (>= 4).
+    doc_stride: Python int >= 1, tokens between window starts.
+
+  Returns:
+    (windows_a int32 RaggedTensor [windows, (tokens)]; windows_b, the window's document's
+    text_b [windows, (tokens)], or None; documents int32 [windows]: the batch row each window
+    comes from, ascending).
+  """
+  num_tokens = tokens_a.row_lengths()
+  if tokens_b is not None:
+    tokens_b = tokens_b[:, :(seq_length - 3) // 2]
+    window_length = (seq_length - 3) - tokens_b.row_lengths()
+  else:
+    window_length = tf.fill(tf.shape(num_tokens), tf.constant(seq_length - 2, num_tokens.dtype))
+  step = tf.minimum(window_length, doc_stride)
+  # A text that fits is one window; else windows start at 0, step, 2 step, ... until one
+  # reaches the end.
+  num_windows = tf.where(num_tokens <= window_length, tf.ones_like(num_tokens),
+                         (num_tokens - window_length + step - 1) // step + 1)
+  documents = tf.repeat(tf.range(tf.size(num_tokens, out_type=num_tokens.dtype)), num_windows)
+  starts = tf.ragged.range(num_windows).flat_values * tf.gather(step, documents)
+  lengths = tf.minimum(tf.gather(num_tokens, documents) - starts,
+                       tf.gather(window_length, documents))
+  offsets = tf.gather(tokens_a.row_starts(), documents) + starts
+  positions = tf.ragged.range(offsets, offsets + lengths).flat_values
+  windows_a = tf.RaggedTensor.from_row_lengths(tf.gather(tokens_a.flat_values, positions),
+                                               lengths)
+  windows_b = None if tokens_b is None else tf.gather(tokens_b, documents)
+  return windows_a, windows_b, tf.cast(documents, tf.int32)
+
+
+def pool_windows(logits, documents, num_documents, pooling):
+  """A document's window logits pooled per class, as classifier_outputs.pool_window_outputs.
+
+  Args:
+    logits: float32 [windows, num_labels].
+    documents: int32 [windows], the document of each window (every document has one or more).
+    num_documents: int32 scalar.
+    pooling: "mean" or "max".
+
+  Returns:
+    float32 [num_documents, num_labels].
+  """
+  if pooling == "mean":
+    return tf.math.unsorted_segment_mean(logits, documents, num_documents)
+  return tf.math.unsorted_segment_max(logits, documents, num_documents)
+
+
+def _token_ids(tokens):
+  """[batch, (words), (pieces)] (WordPiece) or [batch, (pieces)] -> int32 [batch, (tokens)]."""
+  if tokens.shape.rank == 3:
+    tokens = tokens.merge_dims(-2, -1)
+  return tf.cast(tokens, tf.int32)
+
+
 class BertClassifier(tf.Module):
-  """The raw-text classifier SavedModel: preprocessor + encoder + run_classifier's head."""
+  """The classifier SavedModel: preprocessor + encoder + run_classifier's head.
+
+  Raw text in (serving_default / serving_single / serving_pair), and the integer inputs of a
+  client that tokenises itself (ID_SIGNATURE, `serving_ids`): one model, one set of weights.
+  """
 
   def __init__(self, bert_config, variables, preprocessor, label_names, is_regression,
                is_multilabel=False, threshold=DEFAULT_MULTILABEL_THRESHOLD,
-               label_separator=",", padding="bucket"):
+               label_separator=",", padding="bucket", doc_stride=None,
+               window_pooling="mean"):
     """Wraps existing variables (bert/*, output_weights, output_bias).
 
     Args:
@@ -766,10 +902,23 @@ class BertClassifier(tf.Module):
         batch_padding.padding_buckets(seq_length, SERVING_SMALLEST_BUCKET) (only padding is
         cut: the outputs equal the fixed-length ones to float rounding); "max_length": to the
         preprocessor's seq_length.
+      doc_stride: (ours) None: a text longer than seq_length is truncated (run_classifier's
+        --long_document=truncate); else the raw-text signatures cut text_a into windows this
+        many tokens apart and pool their logits (--long_document=window, document_windows).
+        The id signature always scores the one window it is given.
+      window_pooling: with doc_stride, how a text's window logits are pooled: "mean" or "max".
     """
     super(BertClassifier, self).__init__()
     if padding not in ("max_length", "bucket"):
       raise ValueError("padding=%r: max_length or bucket" % padding)
+    if window_pooling not in WINDOW_POOLINGS:
+      raise ValueError("window_pooling=%r: one of %s" % (window_pooling, WINDOW_POOLINGS))
+    if doc_stride is not None:
+      if doc_stride < 1:
+        common.fail("--doc_stride=%d: must be >= 1" % doc_stride)
+      if preprocessor.seq_length < 4:
+        common.fail("--long_document=window: a sequence length of %d leaves a sentence pair "
+                    "no room for a window" % preprocessor.seq_length)
     self._buckets = batch_padding.padding_buckets(
         preprocessor.seq_length, batch_padding.SERVING_SMALLEST_BUCKET) if (
             padding == "bucket") else None
@@ -778,43 +927,70 @@ class BertClassifier(tf.Module):
     self.preprocessor = preprocessor
     self.is_regression = is_regression
     self.is_multilabel = bool(is_multilabel)
+    self.doc_stride = doc_stride
+    self.window_pooling = window_pooling
     self.label_names = tf.Variable(label_names or [""], trainable=False, name="label_names")
     if self.is_multilabel:
       self.threshold = tf.Variable(float(threshold), trainable=False, name="threshold")
       self.label_separator = label_separator
 
-  def _head(self, encoder_inputs):
-    """run_classifier.create_model's head in inference mode on the pooled output."""
+  def _logits(self, encoder_inputs):
+    """run_classifier.create_model's logits in inference mode: float32 [batch, num_labels]."""
     with export_utils.in_variables(self._variables):
       outputs, _ = encoder_graph(self._bert_config, encoder_inputs)
       output_weights = tf1.get_variable("output_weights")
       output_bias = tf1.get_variable("output_bias")
-    logits = tf.nn.bias_add(
+    return tf.nn.bias_add(
         tf.matmul(outputs["pooled_output"], output_weights, transpose_b=True), output_bias)
+
+  def _id_outputs(self, logits):
+    """The id signature's outputs (run_classifier's integer export): probabilities and
+    predicted_label; regression: predictions; multi-label: probabilities, predicted_labels."""
     if self.is_regression:
       return {"predictions": tf.squeeze(logits, axis=-1)}
-    names = tf.convert_to_tensor(self.label_names)
     if self.is_multilabel:
-      # As run_classifier's multi-label head and export: independent sigmoids, a label is
-      # predicted at probability >= threshold; the names joined as in its predictions.tsv.
+      # As run_classifier's multi-label head: independent sigmoids, a label is predicted at
+      # probability >= threshold.
       probabilities = tf.nn.sigmoid(logits)
-      chosen = probabilities >= tf.convert_to_tensor(self.threshold)
-      batch_size = tf.shape(probabilities)[0]
-      tiled = tf.tile(names[tf.newaxis, :], [batch_size, 1])
       return {"probabilities": probabilities,
-              "predicted_labels": tf.cast(chosen, tf.int32),
-              "predicted_label_names": tf.strings.reduce_join(
-                  tf.ragged.boolean_mask(tiled, chosen), axis=-1,
-                  separator=self.label_separator),
-              "label_names": tiled}
+              "predicted_labels": tf.cast(
+                  probabilities >= tf.convert_to_tensor(self.threshold), tf.int32)}
     probabilities = tf.nn.softmax(logits, axis=-1)
-    predicted = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
-    batch_size = tf.shape(probabilities)[0]
     return {"probabilities": probabilities,
-            "predicted_label": predicted,
-            "predicted_label_name": tf.gather(names, predicted),
-            # Tiled to [batch, num_labels] so every output has the batch dimension first.
-            "label_names": tf.tile(names[tf.newaxis, :], [batch_size, 1])}
+            "predicted_label": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+
+  def _outputs(self, logits):
+    """The raw-text signatures' outputs: the id outputs and the labels by name."""
+    outputs = self._id_outputs(logits)
+    if self.is_regression:
+      return outputs
+    names = tf.convert_to_tensor(self.label_names)
+    # Tiled to [batch, num_labels] so every output has the batch dimension first.
+    tiled = tf.tile(names[tf.newaxis, :], [tf.shape(logits)[0], 1])
+    outputs["label_names"] = tiled
+    if self.is_multilabel:
+      # The names joined as in run_classifier's predictions.tsv.
+      outputs["predicted_label_names"] = tf.strings.reduce_join(
+          tf.ragged.boolean_mask(tiled, outputs["predicted_labels"] > 0), axis=-1,
+          separator=self.label_separator)
+    else:
+      outputs["predicted_label_name"] = tf.gather(names, outputs["predicted_label"])
+    return outputs
+
+  def _packed(self, inputs):
+    """(encoder inputs of every row, the text of each row or None): see encoder_inputs."""
+    segments = [_token_ids(self.preprocessor.tokenize(inputs["sentence"]))]
+    if "sentence2" in inputs:
+      segments.append(_token_ids(self.preprocessor.tokenize(inputs["sentence2"])))
+    documents = None
+    if self.doc_stride is not None:
+      windows_a, windows_b, documents = document_windows(
+          segments[0], segments[1] if len(segments) == 2 else None, self.preprocessor.seq_length,
+          self.doc_stride)
+      segments = [windows_a] + ([windows_b] if windows_b is not None else [])
+    packed = pack_inputs(segments, self.preprocessor.seq_length, self.preprocessor.cls_id,
+                         self.preprocessor.sep_id, buckets=self._buckets)
+    return packed, documents
 
   def encoder_inputs(self, inputs):
     """The packed encoder inputs of a request (run eagerly or inside __call__'s graph).
@@ -823,19 +999,21 @@ class BertClassifier(tf.Module):
       inputs: dict with string `sentence` [batch] and optional `sentence2` [batch].
 
     Returns:
-      dict of int32 input_word_ids, input_mask, input_type_ids [batch, length]: length is
-      seq_length, or with padding "bucket" the bucket of the request's longest packed input.
+      dict of int32 input_word_ids, input_mask, input_type_ids [rows, length]: a row per text
+      (with doc_stride: per window); length is seq_length, or with padding "bucket" the bucket
+      of the request's longest packed input.
     """
-    segments = [self.preprocessor.tokenize(inputs["sentence"])]
-    if "sentence2" in inputs:
-      segments.append(self.preprocessor.tokenize(inputs["sentence2"]))
-    return pack_inputs(segments, self.preprocessor.seq_length, self.preprocessor.cls_id,
-                       self.preprocessor.sep_id, buckets=self._buckets)
+    return self._packed(inputs)[0]
 
   @tf.function
   def __call__(self, inputs):
     """inputs: dict with string `sentence` [batch] and optional `sentence2` [batch]."""
-    return self._head(self.encoder_inputs(inputs))
+    encoder_inputs, documents = self._packed(inputs)
+    logits = self._logits(encoder_inputs)
+    if documents is not None:
+      logits = pool_windows(logits, documents, tf.shape(inputs["sentence"])[0],
+                            self.window_pooling)
+    return self._outputs(logits)
 
   @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="sentence")])
   def serve_single(self, sentence):
@@ -846,15 +1024,41 @@ class BertClassifier(tf.Module):
   def serve_pair(self, sentence, sentence2):
     return self({"sentence": sentence, "sentence2": sentence2})
 
+  @tf.function
+  def serve_ids(self, input_ids, input_mask, segment_ids):
+    """The id signature: run_classifier's integer SavedModel, on the same weights.
+
+    Args:
+      input_ids: int32 [batch, seq_length] (tokenization.FullTokenizer +
+        run_classifier.convert_single_example); ids outside [0, vocab_size) fail the request.
+      input_mask: int32 [batch, seq_length].
+      segment_ids: int32 [batch, seq_length]; outside [0, type_vocab_size) fails the request.
+
+    Returns:
+      probabilities [batch, num_labels] and predicted_label [batch] (regression: predictions
+      [batch]; multi-label: probabilities and predicted_labels [batch, num_labels]).
+    """
+    checked = export_utils.range_checked(
+        {"input_ids": input_ids, "input_mask": input_mask, "segment_ids": segment_ids},
+        self._bert_config)
+    return self._id_outputs(self._logits({"input_word_ids": checked["input_ids"],
+                                          "input_mask": checked["input_mask"],
+                                          "input_type_ids": checked["segment_ids"]}))
+
   def signatures(self, pair_input):
+    """serving_default (pair_input: serving_pair, else serving_single), serving_single,
+    serving_pair and ID_SIGNATURE."""
     single = self.serve_single.get_concrete_function()
     pair = self.serve_pair.get_concrete_function()
+    ids = self.serve_ids.get_concrete_function(
+        *[tf.TensorSpec([None, self.preprocessor.seq_length], tf.int32, name=name)
+          for name in ID_INPUTS])
     return {"serving_default": pair if pair_input else single,
-            "serving_single": single, "serving_pair": pair}
+            "serving_single": single, "serving_pair": pair, ID_SIGNATURE: ids}
 
 
 def build_classifier(bert_config, checkpoint_path, preprocessor, label_list=None, task=None,
-                     padding="bucket"):
+                     padding="bucket", doc_stride=None, window_pooling="mean"):
   """Creates the classifier module from a run_classifier checkpoint.
 
   Args:
@@ -866,6 +1070,8 @@ def build_classifier(bert_config, checkpoint_path, preprocessor, label_list=None
     task: resolve_classifier_task's dict, or None to resolve it here (from the records of the
       checkpoint's run: a multi-label run gives a multi-label classifier).
     padding: BertClassifier's ("bucket" or "max_length").
+    doc_stride: BertClassifier's (None: truncate long texts; else windows this far apart).
+    window_pooling: BertClassifier's ("mean" or "max").
 
   Returns:
     (BertClassifier, is_regression, label names).
@@ -894,7 +1100,7 @@ def build_classifier(bert_config, checkpoint_path, preprocessor, label_list=None
       is_multilabel=task["task_type"] == "multilabel",
       threshold=task["threshold"] if task["threshold"] is not None
       else DEFAULT_MULTILABEL_THRESHOLD, label_separator=task["label_separator"] or ",",
-      padding=padding)
+      padding=padding, doc_stride=doc_stride, window_pooling=window_pooling)
   return classifier, is_regression, names
 
 
@@ -947,8 +1153,13 @@ def export_preprocessor(export_dir, vocab_file=None, do_lower_case=True, spm_mod
 def export_classifier(bert_config, checkpoint_path, export_dir, vocab_file=None,
                       do_lower_case=True, spm_model_file=None, seq_length=128, label_list=None,
                       pair_input=False, overwrite=False, task=None, protected_paths=(),
-                      padding="bucket"):
-  """Writes the raw-text classifier SavedModel (and export_info.json). Returns the directory.
+                      padding="bucket", doc_stride=None, window_pooling="mean",
+                      extra_files=None):
+  """Writes the classifier SavedModel (and export_info.json). Returns the directory.
+
+  Signatures: serving_default (raw text: `sentence`, with pair_input also `sentence2`),
+  serving_single, serving_pair, and ID_SIGNATURE (`serving_ids`: int32 input_ids, input_mask,
+  segment_ids [batch, seq_length], the outputs of run_classifier's former integer export).
 
   Args:
     bert_config: modeling.BertConfig.
@@ -957,7 +1168,7 @@ def export_classifier(bert_config, checkpoint_path, export_dir, vocab_file=None,
     vocab_file: WordPiece vocab (or spm_model_file).
     do_lower_case: lower-case the text.
     spm_model_file: SentencePiece model or None.
-    seq_length: sequence length of the packed inputs.
+    seq_length: sequence length of the packed inputs (and of the id signature's inputs).
     label_list: comma-separated label names or None.
     pair_input: serving_default takes sentence pairs.
     overwrite: replace an earlier export of ours.
@@ -966,6 +1177,10 @@ def export_classifier(bert_config, checkpoint_path, export_dir, vocab_file=None,
     protected_paths: more paths the export must never replace.
     padding: (ours) "bucket" (a request packed to its longest, bucketed) or "max_length" (to
       seq_length); see BertClassifier.
+    doc_stride: (ours) None (long texts truncated) or the stride of the raw-text signatures'
+      windows (run_classifier --long_document=window); see BertClassifier.
+    window_pooling: (ours) with doc_stride: "mean" or "max".
+    extra_files: (ours) more files beside the SavedModel, {name: str or bytes}.
   """
   protected = [checkpoint_path, vocab_file, spm_model_file] + list(protected_paths)
   common.check_export_dir(export_dir, "export_dir", overwrite, protected)
@@ -976,21 +1191,28 @@ def export_classifier(bert_config, checkpoint_path, export_dir, vocab_file=None,
     classifier_head_size(checkpoint_path)
   task = task or resolve_classifier_task(checkpoint_path, label_list)
   preprocessor = BertPreprocessor(vocab_file, do_lower_case, spm_model_file, seq_length)
-  classifier, is_regression, names = build_classifier(bert_config, checkpoint_path,
-                                                      preprocessor, label_list, task,
-                                                      padding=padding)
-  outputs = sorted(classifier.serve_single.get_concrete_function().structured_outputs)
+  classifier, is_regression, names = build_classifier(
+      bert_config, checkpoint_path, preprocessor, label_list, task, padding=padding,
+      doc_stride=doc_stride, window_pooling=window_pooling)
+  signatures = classifier.signatures(pair_input)
+  windowing = {}
+  if doc_stride is not None:
+    windowing = dict(long_document="window", doc_stride=int(doc_stride),
+                     window_pooling=window_pooling)
   extra = {"bert_config.json": bert_config.to_json_string(),
            EXPORT_INFO: export_info(
                "classifier", checkpoint_path, task_type=task["task_type"], labels=names,
                threshold=task["threshold"], threshold_source=task["threshold_source"],
                label_separator=task["label_separator"], task_evidence=task["evidence"],
-               outputs=outputs, seq_length=int(seq_length), pair_input=bool(pair_input),
-               padding=padding)}
+               outputs=sorted(signatures["serving_single"].structured_outputs),
+               id_signature=ID_SIGNATURE,
+               id_outputs=sorted(signatures[ID_SIGNATURE].structured_outputs),
+               seq_length=int(seq_length), pair_input=bool(pair_input), padding=padding,
+               **windowing)}
   if names:
     extra["labels.txt"] = "".join(name + "\n" for name in names)
-  export_utils.save_atomically(classifier, export_dir, classifier.signatures(pair_input), extra,
-                               overwrite, protected)
+  extra.update(extra_files or {})
+  export_utils.save_atomically(classifier, export_dir, signatures, extra, overwrite, protected)
   if is_regression:
     what = "regressor"
   elif task["task_type"] == "multilabel":
@@ -998,6 +1220,6 @@ def export_classifier(bert_config, checkpoint_path, export_dir, vocab_file=None,
         ", ".join(names), task["threshold"], task["threshold_source"])
   else:
     what = "classifier (labels %s)" % ", ".join(names)
-  tf1.logging.info("Exported %s from %s to %s", what, checkpoint_path or "random weights",
-                   export_dir)
+  tf1.logging.info("Exported %s from %s to %s (signatures %s)", what,
+                   checkpoint_path or "random weights", export_dir, ", ".join(sorted(signatures)))
   return export_dir

@@ -14,6 +14,7 @@ import tensorflow as tf
 
 from conftest import REPO_DIR, last_error_line, run_tool, shared_path
 from realformer_tf import checkpoint_utils
+from realformer_tf import classifier_features
 from realformer_tf import common
 from realformer_tf import export_utils
 from realformer_tf import serving
@@ -198,6 +199,17 @@ for name, path in args["classifiers"].items():
                   ("short", m({"sentence": ca[:2]})),
                   ("one", m.signatures["serving_single"](sentence=ca[1:2]))):
     for k, v in o.items(): out["%s/%s/%s" % (name, kind, k)] = v.numpy()
+  out[name + "/signatures"] = np.array(sorted(m.signatures))
+  # serving_ids: run_classifier's int32 features of the same texts.
+  ids_fn = m.signatures["serving_ids"]
+  for kind, features in args["features"].items():
+    inputs = {k: tf.constant(np.array(v, np.int32)) for k, v in features.items()}
+    for k, v in ids_fn(**inputs).items(): out["%s/ids_%s/%s" % (name, kind, k)] = v.numpy()
+  try:
+    ids_fn(**dict(inputs, segment_ids=inputs["segment_ids"] + 2))
+    out[name + "/ids_bad_segment"] = np.array("accepted")
+  except tf.errors.InvalidArgumentError as e:
+    out[name + "/ids_bad_segment"] = np.array(e.message)
 np.savez(sys.argv[0].replace(".py", ".npz"), **out)
 """
 
@@ -207,9 +219,9 @@ CLASSIFIER_SEQ = 24
 POSITIONS = np.array([[1, 3], [2, 0], [0, 1]], np.int32)
 
 
-def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer, is_multilabel=False):
-  """A run_classifier-style checkpoint; returns (prefix, config, reference single, pair)."""
-  config = _tiny_config("sum", "pre")
+def _classifier_features(tokenizer):
+  """run_classifier's features of CLASSIFIER_A (single) and CLASSIFIER_A + B (pair) at
+  CLASSIFIER_SEQ: {kind: {input_word_ids, input_mask, input_type_ids: int32 arrays}}."""
   features = {}
   for kind, texts_b in (("single", [None] * len(CLASSIFIER_A)), ("pair", CLASSIFIER_B)):
     rows = [_official_features(tokenizer, a, b, CLASSIFIER_SEQ)
@@ -217,6 +229,13 @@ def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer, is_multilabel=F
     features[kind] = {"input_word_ids": np.array([r[0] for r in rows], np.int32),
                       "input_mask": np.array([r[1] for r in rows], np.int32),
                       "input_type_ids": np.array([r[2] for r in rows], np.int32)}
+  return features
+
+
+def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer, is_multilabel=False):
+  """A run_classifier-style checkpoint; returns (prefix, config, reference single, pair)."""
+  config = _tiny_config("sum", "pre")
+  features = _classifier_features(tokenizer)
   model_dir = os.path.join(tmp_dir, name)
   prefix, ref_single = make_checkpoint(model_dir, config, features["single"],
                                        num_labels=num_labels, is_multilabel=is_multilabel)
@@ -294,6 +313,9 @@ def exported(tmp_path_factory):
   regression.update({"reg/pair/" + k: v.numpy()
                      for k, v in regressor({"sentence": ca, "sentence2": cb}).items()})
   regression["reg/short/predictions"] = regressor({"sentence": ca[:2]})["predictions"].numpy()
+  for kind, features in _classifier_features(tokenizer).items():
+    regression["reg/ids_%s/predictions" % kind] = regressor.serve_ids(
+        *[tf.constant(features[name]) for name in serving.ENCODER_INPUTS])["predictions"].numpy()
   # The length a request is packed to: its longest input's bucket (16 or CLASSIFIER_SEQ).
   regression["reg/widths"] = np.array([
       regressor.encoder_inputs(request)["input_mask"].shape[1] for request in (
@@ -305,7 +327,11 @@ def exported(tmp_path_factory):
       "positions": POSITIONS.tolist(), "preprocessor": preprocessor, "a": texts_a,
       "preprocessor_bucket": preprocessor_bucket,
       "b": list(reversed(texts_a)), "seq": 20, "classifiers": classifiers,
-      "ca": CLASSIFIER_A, "cb": CLASSIFIER_B}))
+      "ca": CLASSIFIER_A, "cb": CLASSIFIER_B,
+      # serving_ids takes them under run_classifier's names.
+      "features": {kind: {id_name: features[encoder_name].tolist() for id_name, encoder_name
+                          in zip(serving.ID_INPUTS, serving.ENCODER_INPUTS)}
+                   for kind, features in _classifier_features(tokenizer).items()}}))
   run_fresh(CHILD, tmp_path)
   got = dict(np.load(str(tmp_path / "child.npz"), allow_pickle=True))
   got.update(regression)
@@ -384,6 +410,36 @@ def test_encoder_missing_variable_and_mlm_errors(tmp_path):
     np.testing.assert_array_equal(variable.numpy(), second[name].numpy())
   assert np.all(first["bert/embeddings/LayerNorm/gamma"].numpy() == 1.0)
   assert 0.01 < first["bert/embeddings/word_embeddings"].numpy().std() < 0.03   # stddev 0.02
+
+
+def test_document_windows_equal_run_classifier_windows():
+  """The graph's windows (serving.document_windows) are classifier_features'
+  (convert_example_to_windows: text_b cut to (seq - 3) // 2 tokens in every window, text_a
+  windowed in what is left), for every stride, with and without a text_b, empty texts too."""
+  rng = np.random.RandomState(0)
+  for seq in (4, 5, 9, 24):
+    for pair in (False, True):
+      for stride in range(1, seq + 2):
+        lengths_a = [0, 1] + rng.randint(0, 3 * seq, size=6).tolist()
+        lengths_b = [3, 0] + rng.randint(0, seq, size=6).tolist()
+        texts_a = [list(range(100 * i, 100 * i + n)) for i, n in enumerate(lengths_a)]
+        texts_b = [list(range(-100 * i - n, -100 * i)) for i, n in enumerate(lengths_b)]
+        ragged_b = tf.RaggedTensor.from_row_lengths(
+            tf.constant(sum(texts_b, []), tf.int32), lengths_b) if pair else None
+        windows_a, windows_b, documents = serving.document_windows(
+            tf.RaggedTensor.from_row_lengths(tf.constant(sum(texts_a, []), tf.int32),
+                                             lengths_a), ragged_b, seq, stride)
+        want_a, want_b, want_documents = [], [], []
+        for i, (a, b) in enumerate(zip(texts_a, texts_b)):
+          b = b[:(seq - 3) // 2] if pair else None
+          window_length = classifier_features.window_length_for(seq, pair) - len(b or [])
+          for window in classifier_features.document_windows(len(a), window_length, stride):
+            want_a.append(a[window.start:window.start + window.length])
+            want_b.append(b)
+            want_documents.append(i)
+        assert windows_a.to_list() == want_a, (seq, pair, stride)
+        assert documents.numpy().tolist() == want_documents
+        assert windows_b is None if not pair else windows_b.to_list() == want_b
 
 
 def test_round_robin_trimmer_equals_official_truncation():
@@ -523,6 +579,18 @@ def test_classifier_export_end_to_end(exported):
                            "export_" + name, serving.EXPORT_INFO)) as f:
       assert json.load(f)["padding"] == {"cls": "bucket", "ml": "max_length"}[name]
   assert got["reg/widths"].tolist() == [16, 16, CLASSIFIER_SEQ, 16]
+  # serving_ids beside them: the same model on run_classifier's int32 features, with the
+  # outputs of run_classifier's former integer export.
+  for name in ("cls", "ml"):
+    assert got[name + "/signatures"].tolist() == ["serving_default", "serving_ids",
+                                                  "serving_pair", "serving_single"]
+    assert "segment_ids must be in [0, type_vocab_size=2)" in str(
+        got[name + "/ids_bad_segment"]), got[name + "/ids_bad_segment"]
+  ref_single, ref_pair = exported["classifier_refs"]["cls"]
+  for kind, ref in (("single", ref_single), ("pair", ref_pair)):
+    np.testing.assert_allclose(got["cls/ids_%s/probabilities" % kind], ref, atol=1e-5)
+    assert got["cls/ids_%s/predicted_label" % kind].tolist() == ref.argmax(-1).tolist()
+    assert not [k for k in got if k.startswith("cls/ids_%s/" % kind) and "name" in k]
   names = np.array(["neg", "neutral", "pos"])
   assert [x.decode() for x in got["cls/pair/predicted_label_name"]] == list(
       names[ref_pair.argmax(-1)])
@@ -533,6 +601,8 @@ def test_classifier_export_end_to_end(exported):
   np.testing.assert_allclose(got["reg/single/predictions"], ref_single, atol=1e-5)
   np.testing.assert_allclose(got["reg/pair/predictions"], ref_pair, atol=1e-5)
   np.testing.assert_allclose(got["reg/short/predictions"], ref_single[:2], atol=1e-5)
+  np.testing.assert_allclose(got["reg/ids_single/predictions"], ref_single, atol=1e-5)
+  np.testing.assert_allclose(got["reg/ids_pair/predictions"], ref_pair, atol=1e-5)
   assert "reg/single/probabilities" not in got
 
 
@@ -552,6 +622,10 @@ def test_multilabel_classifier_export(exported):
     assert [x.decode() for x in got["ml/%s/predicted_label_names" % kind]] == [
         "|".join(n for n, c in zip(names, row) if c) for row in chosen]
     assert "ml/%s/predicted_label" % kind not in got
+  for kind, ref in (("single", ref_single), ("pair", ref_pair)):
+    np.testing.assert_allclose(got["ml/ids_%s/probabilities" % kind], ref, atol=1e-5)
+    assert got["ml/ids_%s/predicted_labels" % kind].tolist() == (ref >= threshold).astype(
+        int).tolist()
   assert 0 < (np.concatenate([ref_single, ref_pair]) >= threshold).mean() < 1
   export_dir = os.path.join(os.path.dirname(os.path.dirname(prefix)), "export_ml")
   with open(os.path.join(export_dir, serving.EXPORT_INFO)) as f:
@@ -624,6 +698,37 @@ def test_classifier_task_from_run_records(tmp_path):
   assert (task["num_labels"], task["labels"], task["threshold"]) == (2, ["a", "b"], 0.5)
 
 
+def test_classifier_windowing_from_run_records(tmp_path):
+  """export_hub's --long_document: the flags, else what a --long_document=window run records
+  (eval_results.json), else truncation; bad strides are one line."""
+  out = tmp_path / "out"
+  out.mkdir()
+  prefix = str(out / "model.ckpt-7")
+  assert serving.resolve_windowing(prefix, 24) == (None, "mean", "default")
+  assert serving.resolve_windowing(prefix, 24, long_document="window") == (11, "mean", "default")
+  # A pair: the window is what text_b leaves, (24 - 3) - (24 - 3) // 2 = 11.
+  assert serving.resolve_windowing(prefix, 24, True, "window")[0] == 5
+  (out / "eval_results.json").write_text(json.dumps(
+      {"eval_accuracy": 0.5, "long_document": "window", "doc_stride": 8,
+       "window_pooling": "max"}))
+  assert serving.resolve_windowing(prefix, 24) == (8, "max", str(out / "eval_results.json"))
+  assert serving.resolve_windowing(prefix, 24, doc_stride=4, window_pooling="mean") == (
+      4, "mean", "flags")
+  assert serving.resolve_windowing(prefix, 24, long_document="truncate")[0] is None
+  for kwargs, message in (
+      (dict(long_document="truncate", doc_stride=4),
+       "--doc_stride=4: only with --long_document=window"),
+      (dict(doc_stride=23), "--doc_stride=23: larger than the window (22 tokens of text_a at "
+                            "--seq_length=24), which would skip text between windows"),
+      (dict(doc_stride=0), "--doc_stride=0: must be >= 1")):
+    with pytest.raises(common.UsageError) as e:
+      serving.resolve_windowing(prefix, 24, **kwargs)
+    assert str(e.value) == message
+  with pytest.raises(common.UsageError, match=r"--doc_stride=8 \(.*eval_results.json\): larger "
+                                              r"than the window \(6 tokens"):
+    serving.resolve_windowing(prefix, 8)
+
+
 def test_classifier_label_list_errors(tmp_path, vocab_file):
   config = _tiny_config()
   prefix, _ = make_checkpoint(str(tmp_path / "m"), config, _inputs(), num_labels=2)
@@ -665,6 +770,31 @@ def test_cli_several_modes_and_bad_flags(tmp_path, vocab_file):
   assert "--allow_random_eval" in last_error_line(bad)
   assert not os.path.exists(str(tmp_path / "new"))
   assert not [x for x in os.listdir(out) if ".tmp-" in x]
+
+
+@pytest.mark.slow
+def test_cli_classifier_windows_as_the_run_did(tmp_path, vocab_file):
+  """A --long_document=window run's directory: export_hub --mode=classifier windows and pools
+  as it did (from eval_results.json), and says so in export_info.json."""
+  config = _tiny_config()
+  prefix, _ = make_checkpoint(str(tmp_path / "run"), config, _inputs(), num_labels=2)
+  (tmp_path / "run" / "eval_results.json").write_text(json.dumps(
+      {"eval_accuracy": 0.5, "long_document": "window", "doc_stride": 5,
+       "window_pooling": "max"}))
+  export = tmp_path / "export"
+  proc = run_tool("export_hub.py", ["--mode=classifier", "--init_checkpoint=%s" % prefix,
+                                    "--vocab_file=%s" % vocab_file, "--seq_length=16",
+                                    "--export_dir=%s" % export], timeout=180)
+  assert "Long texts: windows 5 tokens apart, max-pooled (%s)" % (
+      tmp_path / "run" / "eval_results.json") in proc.output
+  info = json.loads((export / serving.EXPORT_INFO).read_text())
+  assert (info["long_document"], info["doc_stride"], info["window_pooling"]) == (
+      "window", 5, "max")
+  assert info["id_outputs"] == ["predicted_label", "probabilities"]
+  bad = run_tool("export_hub.py", ["--mode=encoder", "--init_checkpoint=%s" % prefix,
+                                   "--doc_stride=4", "--export_dir=%s" % (tmp_path / "e")],
+                 expect_rc=2, timeout=120)
+  assert last_error_line(bad) == "error: --doc_stride: only for --mode=classifier"
 
 
 def test_export_never_deletes_what_it_did_not_write(tmp_path, vocab_file):

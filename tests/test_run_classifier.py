@@ -6,6 +6,7 @@ import importlib
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -19,11 +20,13 @@ from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, shared_path, start_to
 from conftest import last_error_line, write_random_bert_checkpoint
 
 from realformer_tf import checkpoint_utils
+from realformer_tf import classifier_features as cf
 from realformer_tf import classifier_outputs as co
 from realformer_tf import classifier_tasks as ct
 from realformer_tf import common
 import convert_hf_checkpoint
 from realformer_tf import estimator_utils
+from realformer_tf import export_utils
 from realformer_tf import feature_cache as fc
 from realformer_tf import classifier_model as cm
 from realformer_tf import serving
@@ -293,30 +296,69 @@ def _common_args(task, data, config_file, output_dir, vocab_file, seq=32):
           "--predict_batch_size=2", "--learning_rate=1e-3", "--num_train_epochs=2"]
 
 
-RELOAD_SCRIPT = textwrap.dedent("""
+# Run in a fresh TF2 process: calls signatures of exported SavedModels, prints the outputs.
+SERVE_SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np
     import tensorflow as tf
-    export_dir, record, seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    loaded = tf.saved_model.load(export_dir)
-    fn = loaded.signatures["serving_default"]
-    spec = {k: tf.io.FixedLenFeature([seq], tf.int64)
-            for k in ("input_ids", "input_mask", "segment_ids")}
-    feats = {k: [] for k in spec}
-    for r in tf.data.TFRecordDataset(record):
-      ex = tf.io.parse_single_example(r, spec)
-      for k in spec:
-        feats[k].append(ex[k].numpy())
-    inputs = {k: tf.constant(np.stack(v).astype(np.int32)) for k, v in feats.items()}
-    out = fn(**inputs)
-    print("RESULT " + json.dumps({k: v.numpy().tolist() for k, v in out.items()}))
+    import tensorflow_text  # registers the raw-text signatures' ops
+    loaded, results = {}, {}
+    for name, (export_dir, signature, inputs) in json.load(open(sys.argv[1])).items():
+      if export_dir not in loaded:
+        loaded[export_dir] = tf.saved_model.load(export_dir)
+      args = {k: tf.constant(v) if k.startswith("sentence") else
+                 tf.constant(np.array(v, np.int32)) for k, v in inputs.items()}
+      out = loaded[export_dir].signatures[signature](**args)
+      results[name] = {k: v.numpy().tolist() for k, v in out.items()}
+    print("RESULT " + json.dumps(results, default=lambda b: b.decode("utf-8")))
 """)
 
 
-def _reload_export(export_dir, record, seq):
-  proc = run_tool(None, ["-c", RELOAD_SCRIPT, export_dir, record, seq], timeout=120)
+def _serve(tmp_path, calls):
+  """Calls exported signatures in a fresh TF2 process.
+
+  Args:
+    tmp_path: where the calls file goes.
+    calls: {name: (export_dir, signature name, {input name: list})}; inputs named sentence*
+      are strings, the others int32.
+
+  Returns:
+    {name: {output name: numpy array (strings decoded)}}.
+  """
+  calls_file = tmp_path / "serve_calls.json"
+  calls_file.write_text(json.dumps({k: [str(v[0]), v[1], v[2]] for k, v in calls.items()}))
+  proc = run_tool(None, ["-c", SERVE_SCRIPT, calls_file], timeout=180)
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
-  return json.loads(line[len("RESULT "):])
+  return {name: {k: np.array(v) for k, v in outputs.items()}
+          for name, outputs in json.loads(line[len("RESULT "):]).items()}
+
+
+def _record_features(record, seq):
+  """The int32 features of a run_classifier TFRecord: {input_ids, input_mask, segment_ids}."""
+  spec = {k: tf.io.FixedLenFeature([seq], tf.int64) for k in serving.ID_INPUTS}
+  rows = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(str(record))]
+  return {k: [row[k].numpy().tolist() for row in rows] for k in spec}
+
+
+def _former_integer_export(config_file, checkpoint, export_dir, seq, num_labels,
+                           is_regression=False):
+  """The integer-only SavedModel run_classifier exported before (the reference of serving_ids)."""
+  config = modeling.BertConfig.from_json_file(str(config_file))
+  specs = {name: (tf.int32, [None, seq]) for name in serving.ID_INPUTS}
+  export_utils.export_saved_model(
+      cm.serving_build_fn(config, num_labels, is_regression), str(checkpoint), str(export_dir),
+      specs, bert_config=config)
+  return export_dir
+
+
+def _test_texts(task_name, split="test"):
+  """(text_a list, text_b list or None) of a GLUE fixture split, as run_classifier reads it."""
+  task = ct.get_task(task_name)
+  task_file = {"test": task.test[0], "dev": task.dev[0], "train": task.train}[split]
+  examples = ct.task_examples(task, task_file, os.path.join(FIXTURES, GLUE_DIRS[task_name]),
+                              split)
+  texts_b = [e.text_b for e in examples]
+  return [e.text_a for e in examples], (None if texts_b[0] is None else texts_b)
 
 
 def _read_floats(path):
@@ -356,11 +398,32 @@ def test_classification_train_eval_predict_export(tmp_path, tiny_model, vocab_fi
   assert json.loads((export / "bert_config.json").read_text())["hidden_size"] == 32
   assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
-  # The export, loaded in a fresh TF2 process, gives Estimator.predict's outputs.
-  served = _reload_export(str(export), str(out / "predict.tf_record"), 32)
-  np.testing.assert_allclose(np.array(served["probabilities"]), estimator_probs, atol=1e-5)
-  assert served["predicted_label"] == np.argmax(estimator_probs, axis=1).tolist()
-  assert [l.split("\t")[1] for l in lines[1:]] == [str(x) for x in served["predicted_label"]]
+  # The export, loaded in a fresh TF2 process: raw text (serving_default, the tokenizer in the
+  # graph) and the features (serving_ids) give Estimator.predict's outputs, and serving_ids
+  # gives the former integer-only export's.
+  assert {"classifier_config.json", "vocab.txt", serving.EXPORT_INFO} <= set(os.listdir(export))
+  config = json.loads((export / "classifier_config.json").read_text())
+  assert config["signatures"]["serving_default"] == ["sentence"]
+  assert config["outputs"] == ["probabilities", "predicted_label"]
+  info = json.loads((export / serving.EXPORT_INFO).read_text())
+  assert (info["checkpoint"], info["seq_length"], info["padding"]) == (
+      str(out / "model.ckpt-4"), 32, "bucket")
+  former = _former_integer_export(config_file, out / "model.ckpt-4", tmp_path / "former", 32, 2)
+  features = _record_features(out / "predict.tf_record", 32)
+  texts, _ = _test_texts("sst-2")
+  served = _serve(tmp_path, {
+      "text": (export, "serving_default", {"sentence": texts}),
+      "ids": (export, "serving_ids", features),
+      "former": (former, "serving_default", features)})
+  for name in ("text", "ids", "former"):
+    np.testing.assert_allclose(served[name]["probabilities"], estimator_probs, atol=1e-5)
+  np.testing.assert_allclose(served["ids"]["probabilities"], served["former"]["probabilities"],
+                             atol=1e-6)
+  assert set(served["ids"]) == set(served["former"]) == {"probabilities", "predicted_label"}
+  assert served["ids"]["predicted_label"].tolist() == np.argmax(estimator_probs, axis=1).tolist()
+  assert served["former"]["predicted_label"].tolist() == served["ids"]["predicted_label"].tolist()
+  assert [l.split("\t")[1] for l in lines[1:]] == served["text"]["predicted_label_name"].tolist()
+  assert served["text"]["label_names"].tolist() == [["0", "1"]] * 3
 
   # Second run: the cached dev features are reused; a new max_seq_length rebuilds them.
   eval_record = out / "eval.tf_record"
@@ -400,9 +463,24 @@ def test_regression_train_eval_predict_export(tmp_path, tiny_model, vocab_file):
     shown = float(line.split("\t")[1])
     assert 0.0 <= shown <= 5.0 and line.split("\t")[1] == "%.3f" % min(5.0, max(0.0, value))
   assert not (export / "labels.txt").exists()
-  served = _reload_export(str(export), str(out / "predict.tf_record"), 32)
-  assert set(served) == {"predictions"}
-  np.testing.assert_allclose(np.array(served["predictions"]), raw, atol=1e-5)
+  # A pair task: serving_default takes sentence and sentence2.
+  texts_a, texts_b = _test_texts("sts-b")
+  features = _record_features(out / "predict.tf_record", 32)
+  former = _former_integer_export(config_file, tf.train.latest_checkpoint(str(out)),
+                                  tmp_path / "former", 32, 1, is_regression=True)
+  served = _serve(tmp_path, {
+      "text": (export, "serving_default", {"sentence": texts_a, "sentence2": texts_b}),
+      "pair": (export, "serving_pair", {"sentence": texts_a, "sentence2": texts_b}),
+      "ids": (export, "serving_ids", features),
+      "former": (former, "serving_default", features)})
+  for name in ("text", "pair", "ids", "former"):
+    assert set(served[name]) == {"predictions"}, name
+    np.testing.assert_allclose(served[name]["predictions"], raw, atol=1e-5)
+  np.testing.assert_allclose(served["ids"]["predictions"], served["former"]["predictions"],
+                             atol=1e-6)
+  config = json.loads((export / "classifier_config.json").read_text())
+  assert config["signatures"]["serving_default"] == ["sentence", "sentence2"]
+  assert config["outputs"] == ["predictions"] and config["is_regression"]
 
 
 @pytest.mark.slow
@@ -463,16 +541,28 @@ def test_own_tsv_pair_task_end_to_end(tmp_path, tiny_model, vocab_file):
     (data / name).write_text(header + "".join(
         "%d\t%s\t%s\t%s\n" % (i, a, b, y) for i, (a, b, y) in enumerate(subset)))
   (data / "test.tsv").write_text(header + "7\tgreat fun\tgo see it\t\n")
-  out = tmp_path / "out"
+  out, export = tmp_path / "out", tmp_path / "export"
   _run(_common_args("tsv", str(data), config_file, out, vocab_file) + [
       "--init_checkpoint=%s" % checkpoint, "--text_a_column=premise",
       "--text_b_column=hypothesis", "--label_column=verdict", "--do_train", "--do_eval",
-      "--do_predict"])
+      "--do_predict", "--export_dir=%s" % export])
   results = json.loads((out / "eval_results.json").read_text())
   assert results["eval_num_examples"] == 3 and 0.0 <= results["eval_accuracy"] <= 1.0
   lines = (out / "predictions.tsv").read_text().splitlines()
   assert lines[0] == "index\tprediction" and len(lines) == 2
   assert lines[1].split("\t")[1] in ("no", "yes")
+  # The export of a pair task: serving_default takes both texts, answers by label name.
+  served = _serve(tmp_path, {
+      "default": (export, "serving_default", {"sentence": ["great fun"],
+                                              "sentence2": ["go see it"]}),
+      "single": (export, "serving_single", {"sentence": ["great fun"]})})
+  np.testing.assert_allclose(served["default"]["probabilities"],
+                             _read_floats(str(out / "test_results.tsv")), atol=1e-5)
+  assert served["default"]["predicted_label_name"].tolist() == [lines[1].split("\t")[1]]
+  assert served["single"]["label_names"].tolist() == [["no", "yes"]]
+  config = json.loads((export / "classifier_config.json").read_text())
+  assert config["signatures"]["serving_default"] == ["sentence", "sentence2"]
+  assert json.loads((export / serving.EXPORT_INFO).read_text())["pair_input"] is True
   # A label outside the train labels is an error naming the file and line, before training.
   (data / "dev.tsv").write_text(header + "0\ta\tb\tmaybe\n")
   out2 = tmp_path / "out2"
@@ -482,6 +572,122 @@ def test_own_tsv_pair_task_end_to_end(tmp_path, tiny_model, vocab_file):
   assert "dev.tsv:2" in log and "maybe" in log
   # Nothing written: the output directory lock removes the directory it made.
   assert not out2.exists()
+
+
+def _sentencepiece_model(tmp_path):
+  """A small SentencePiece model with BERT's special pieces (as build_vocab.py writes)."""
+  import sentencepiece as spm  # pylint: disable=g-import-not-at-top
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("\n".join("the quick brown fox jumps over the lazy dog %d times ." % i
+                               for i in range(200)))
+  model = str(tmp_path / "spm.model")
+  spm.SentencePieceTrainer.train(
+      input=str(corpus), model_prefix=model[:-len(".model")], vocab_size=60,
+      pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]",
+      control_symbols=["[CLS]", "[SEP]", "[MASK]"], character_coverage=1.0, minloglevel=2,
+      num_threads=1)
+  return model
+
+
+@pytest.mark.slow
+def test_export_of_a_windowed_pair_task_with_sentencepiece(tmp_path):
+  """--long_document=window on a pair task, tokenised by SentencePiece: the raw-text signature
+  windows and max-pools in the graph as run_classifier's prediction does (its windows, the
+  model's logits, classifier_outputs.pool_window_outputs); serving_ids scores one window."""
+  seq, stride = 16, 3
+  config = modeling.BertConfig.from_dict(TINY_CONFIG)
+  task = ct.get_task("mrpc")
+  model = _sentencepiece_model(tmp_path)
+  tokenizer = tokenization.FullTokenizer(None, True, spm_model_file=model)
+  texts_a = ["the quick brown fox jumps over the lazy dog 7 times . " * 3, "the dog", ""]
+  texts_b = ["the lazy dog", "", "fox " * 20]
+  features, windows = [], []
+  for i, (a, b) in enumerate(zip(texts_a, texts_b)):
+    example = rc.InputExample("x-%d" % i, a, b, label="0")
+    doc = cf.convert_example_to_windows(i, example, {"0": 0, "1": 1}, seq, tokenizer, stride)
+    features.extend(doc)
+    windows.append(len(doc))
+  assert windows[0] > 3 and windows[1:] == [1, 1]
+  ids = {name: np.array([getattr(f, name) for f in features], np.int32)
+         for name in serving.ID_INPUTS}
+  # A run_classifier checkpoint and the Estimator's logits of every window.
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(5)
+    ph = {name: tf.compat.v1.placeholder(tf.int32, [None, seq]) for name in serving.ID_INPUTS}
+    _, _, logits, _ = cm.create_model(config, False, ph["input_ids"], ph["input_mask"],
+                                      ph["segment_ids"], None, 2, False)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      window_logits = sess.run(logits, {ph[k]: v for k, v in ids.items()})
+      prefix = tf.compat.v1.train.Saver().save(sess, str(tmp_path / "out" / "model.ckpt"))
+  pooled = co.pool_window_outputs(
+      task, [{"logits": l, "label_ids": 0, "is_real_example": True} for l in window_logits],
+      windows, pooling="max")
+  export = tmp_path / "export"
+  cm.export_classifier(task, config, str(export), prefix, seq, spm_model_file=model,
+                       doc_stride=stride, window_pooling="max")
+  loaded = tf.saved_model.load(str(export))
+  text = loaded.signatures["serving_default"](sentence=tf.constant(texts_a),
+                                              sentence2=tf.constant(texts_b))
+  np.testing.assert_allclose(text["probabilities"].numpy(),
+                             [p["probabilities"] for p in pooled], atol=1e-5)
+  one_window = loaded.signatures["serving_ids"](**{k: tf.constant(v) for k, v in ids.items()})
+  np.testing.assert_allclose(one_window["probabilities"].numpy(),
+                             tf.nn.softmax(window_logits).numpy(), atol=1e-5)
+  # Beside the SavedModel: the SentencePiece model (no vocab.txt), the windowing.
+  assert (export / "spm.model").read_bytes() == open(model, "rb").read()
+  assert not (export / "vocab.txt").exists()
+  exported = json.loads((export / "classifier_config.json").read_text())
+  assert exported["spm_model_file"] == "spm.model"
+  assert exported["signatures"]["serving_default"] == ["sentence", "sentence2"]
+  assert (exported["doc_stride"], exported["window_pooling"]) == (stride, "max")
+  info = json.loads((export / serving.EXPORT_INFO).read_text())
+  assert (info["long_document"], info["doc_stride"], info["window_pooling"]) == (
+      "window", stride, "max")
+
+
+def _readme_block(language, must_contain):
+  """The one ```language block of README.md that contains every string of must_contain."""
+  with open(os.path.join(REPO_DIR, "README.md")) as f:
+    blocks = re.findall(r"```%s\n(.*?)```" % language, f.read(), re.S)
+  found = [b for b in blocks if all(text in b for text in must_contain)]
+  assert len(found) == 1, "README.md: %d %s blocks with %s" % (len(found), language,
+                                                                must_contain)
+  return found[0]
+
+
+@pytest.mark.slow
+def test_readme_raw_text_example_runs_as_written(tmp_path, tiny_model, vocab_file):
+  """README "Your own data": its run_classifier command (plus sizes for the tiny model) makes
+  the export its Python lines load; those lines, verbatim, answer in a fresh TF process."""
+  python = _readme_block("python", ['signatures["serving_default"]', "predicted_label_name"])
+  command = _readme_block("bash", ["run_classifier.py", "--export_dir="])
+  words = shlex.split(command.replace("\\\n", " "))
+  args = [w for w in words[words.index("run_classifier.py") + 1:] if w.startswith("--")]
+  flag = dict(a[2:].split("=", 1) for a in args if "=" in a)
+  # What the README's conversion step leaves (models/my_bert), made from the tiny model.
+  config_file, checkpoint = tiny_model
+  model_dir = tmp_path / os.path.dirname(flag["init_checkpoint"])
+  model_dir.mkdir(parents=True)
+  shutil.copy(config_file, str(tmp_path / flag["bert_config_file"]))
+  shutil.copy(vocab_file, str(tmp_path / flag["vocab_file"]))
+  for path in tf.io.gfile.glob(checkpoint + ".*"):
+    shutil.copy(path, str(model_dir / (os.path.basename(flag["init_checkpoint"]) +
+                                       path[len(checkpoint):])))
+  data = tmp_path / flag["data_dir"]
+  data.mkdir()
+  rows = [("a warm, funny film", "positive"), ("a dull mess", "negative"),
+          ("wonderfully acted", "positive"), ("lifeless and boring", "negative")]
+  for name in ("train.tsv", "dev.tsv"):
+    (data / name).write_text("%s\t%s\n" % (flag["text_a_column"], flag["label_column"]) +
+                             "".join("%s\t%s\n" % row for row in rows))
+  run_tool("run_classifier.py", args + ["--max_seq_length=32", "--train_batch_size=4",
+                                        "--num_train_epochs=1"], cwd=str(tmp_path))
+  assert python.count(flag["export_dir"]) == 1  # the Python lines load that export
+  printed = run_tool(None, ["-c", python], cwd=str(tmp_path)).stdout.strip().splitlines()[-1]
+  match = re.fullmatch(r"\[b'(negative|positive)'\] \[\[([0-9.e-]+) +([0-9.e-]+)\]\]", printed)
+  assert match, printed
+  assert float(match.group(2)) + float(match.group(3)) == pytest.approx(1.0, abs=1e-5)
 
 
 # ----------------------------------------------------------------------------------------------

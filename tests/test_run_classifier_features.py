@@ -555,8 +555,9 @@ RELOAD = textwrap.dedent("""
     import json, sys
     import numpy as np
     import tensorflow as tf
-    export_dir, record, seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    fn = tf.saved_model.load(export_dir).signatures["serving_default"]
+    import tensorflow_text  # registers the raw-text signatures' ops
+    export_dir, record, seq, texts_file = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    loaded = tf.saved_model.load(export_dir)
     spec = {k: tf.io.FixedLenFeature([seq], tf.int64)
             for k in ("input_ids", "input_mask", "segment_ids")}
     feats = {k: [] for k in spec}
@@ -564,15 +565,26 @@ RELOAD = textwrap.dedent("""
       ex = tf.io.parse_single_example(r, spec)
       for k in spec:
         feats[k].append(ex[k].numpy())
-    out = fn(**{k: tf.constant(np.stack(v).astype(np.int32)) for k, v in feats.items()})
-    print("RESULT " + json.dumps({k: v.numpy().tolist() for k, v in out.items()}))
+    ids = loaded.signatures["serving_ids"](
+        **{k: tf.constant(np.stack(v).astype(np.int32)) for k, v in feats.items()})
+    text = loaded.signatures["serving_default"](
+        sentence=tf.constant(json.load(open(texts_file))))
+    print("RESULT " + json.dumps({name: {k: v.numpy().tolist() for k, v in out.items()}
+                                  for name, out in (("ids", ids), ("text", text))},
+                                 default=lambda b: b.decode("utf-8")))
 """)
 
 
-def _serve(export_dir, record, seq):
-  proc = run_tool(None, ["-c", RELOAD, export_dir, record, seq], timeout=120)
+def _serve(export_dir, record, seq, texts):
+  """The export in a fresh TF2 process: serving_ids on the record's features and
+  serving_default on the raw texts; {"ids": outputs, "text": outputs} (numpy arrays)."""
+  texts_file = os.path.join(os.path.dirname(record), "served_texts.json")
+  with open(texts_file, "w") as f:
+    json.dump(list(texts), f)
+  proc = run_tool(None, ["-c", RELOAD, export_dir, record, seq, texts_file], timeout=120)
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
-  return {k: np.array(v) for k, v in json.loads(line[len("RESULT "):]).items()}
+  return {name: {k: np.array(v) for k, v in outputs.items()}
+          for name, outputs in json.loads(line[len("RESULT "):]).items()}
 
 
 def _float_rows(path):
@@ -634,12 +646,22 @@ def test_multilabel_end_to_end(tmp_path, tiny):
   for line, row in zip(lines, probabilities):
     got = line.split("\t")[1]
     assert got == "|".join(l for l, p in zip(labels, row) if p >= tuned)
-  served = _serve(str(export), str(out / "predict.tf_record"), 32)
-  np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5)
-  np.testing.assert_array_equal(served["predicted_labels"], served["probabilities"] >= tuned)
+  # The export: the raw sentences (serving_default) and their features (serving_ids).
+  served = _serve(str(export), str(out / "predict.tf_record"), 32,
+                  [text for text, _ in _multilabel_rows("dev.tsv", 30)])
+  for name in ("ids", "text"):
+    np.testing.assert_allclose(served[name]["probabilities"], probabilities, atol=1e-5)
+    np.testing.assert_array_equal(served[name]["predicted_labels"],
+                                  served[name]["probabilities"] >= tuned)
+  assert set(served["ids"]) == {"probabilities", "predicted_labels"}
+  assert served["text"]["predicted_label_names"].tolist() == [l.split("\t")[1] for l in lines]
   exported = json.loads((export / "classifier_config.json").read_text())
   assert exported["threshold"] == tuned and exported["outputs"] == ["probabilities",
                                                                      "predicted_labels"]
+  info = json.loads((export / "export_info.json").read_text())
+  assert (info["task_type"], info["threshold"], info["label_separator"]) == (
+      "multilabel", tuned, "|")
+  assert info["threshold_source"] == "%s (tuned on dev)" % (out / "threshold.json")
 
 
 def _dialogue_task(data, train_docs, dev_docs):
@@ -691,11 +713,15 @@ def test_long_documents_windowed_end_to_end(tmp_path, tiny):
   assert results["eval_num_windows"] == sum(windows) > 12
   assert (results["long_document"], results["doc_stride"],
           results["window_pooling"]) == ("window", 16, "mean")
-  # Pooled probabilities: softmax of the mean window logits. The integer SavedModel scores
-  # one window; softmax(mean of log p) over a document's windows is the same thing.
-  served = _serve(str(export), str(out / "predict.tf_record"), 24)["probabilities"]
+  # Pooled probabilities: softmax of the mean window logits. serving_ids scores one window;
+  # softmax(mean of log p) over a document's windows is the same thing. The raw-text
+  # signature windows and pools in the graph: the pooled probabilities themselves.
+  texts = [line.split("\t")[0] for line in (data / "test.tsv").read_text().splitlines()[1:]]
+  both = _serve(str(export), str(out / "predict.tf_record"), 24, texts)
+  served = both["ids"]["probabilities"]
   assert served.shape == (sum(windows), 2)
   pooled = _float_rows(str(out / "test_results.tsv"))
+  np.testing.assert_allclose(both["text"]["probabilities"], pooled, atol=1e-5)
   start = 0
   for i, count in enumerate(windows):
     mean_log = np.mean(np.log(served[start:start + count]), axis=0)
@@ -708,4 +734,8 @@ def test_long_documents_windowed_end_to_end(tmp_path, tiny):
   # Accuracy from the pooled predictions.
   assert results["eval_accuracy"] == pytest.approx(
       np.mean([p == label for p, (_, label) in zip(predictions, dev)]))
-  assert json.loads((export / "classifier_config.json").read_text())["doc_stride"] == 16
+  exported = json.loads((export / "classifier_config.json").read_text())
+  assert (exported["long_document"], exported["doc_stride"], exported["window_pooling"]) == (
+      "window", 16, "mean")
+  assert exported["one_window_signatures"] == ["serving_ids"]
+  assert both["text"]["predicted_label_name"].tolist() == predictions

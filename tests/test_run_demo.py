@@ -52,6 +52,10 @@ def test_classifier_done_checks_step_and_export(tmp_path):
          {"eval_accuracy": 0.6, "global_step": 9, "num_train_steps": 9})
   assert run_demo.classifier_done(cls, export) == (False, "evaluated, not exported")
   _write(tmp_path / "export" / common.EXPORT_MARKER, {})
+  # An earlier version's integer-only export: the stage runs again (and replaces it).
+  assert run_demo.classifier_done(cls, export) == (
+      False, "exported by an earlier version (integer inputs only)")
+  _write(tmp_path / "export" / "export_info.json", {"mode": "classifier"})
   assert run_demo.classifier_done(cls, export) == (True, "global_step 9, exported")
 
 
@@ -285,6 +289,8 @@ def test_demo_pipeline_is_deterministic(tmp_path):
       reports.append(_comparable(f.read(), out))
     assert any(l.startswith("| MLM accuracy |") for l in reports[-1]), reports[-1]
     assert any(l.startswith("- \"a warm") for l in reports[-1]), reports[-1]
+    # One export answers: run_classifier's, raw text in.
+    assert not os.path.exists(os.path.join(out, "sst2_text_export"))
     assert any("(domain-adaptive)" in l for l in reports[-1]), reports[-1]
   assert reports[0] == reports[1]
   # Rerun into a finished run's directory with another recipe: refused before any stage runs.
