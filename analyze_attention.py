@@ -89,10 +89,10 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import common
-import export_utils
-import glue_metrics
-from glue_metrics import rankdata
+from realformer_tf import common
+from realformer_tf import export_utils
+from realformer_tf import glue_metrics
+from realformer_tf.glue_metrics import rankdata
 import modeling
 import tokenization
 
@@ -1085,6 +1085,8 @@ def main(_):
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
   common.check_output_dir(FLAGS.output_dir, "output_dir")
+  # One analysis per directory: two would leave a mix of each other's report, plots and tables.
+  common.OutputDirLock(FLAGS.output_dir, "output_dir").acquire()
   if bool(FLAGS.input_text) == bool(FLAGS.input_tfrecord):
     common.fail("--input_text or --input_tfrecord: give exactly one of them")
   for name in ("num_examples", "batch_size", "max_seq_length", "max_tokens_per_head"):

@@ -43,9 +43,9 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import common
-import export_utils
-import slim_checkpoint
+from realformer_tf import common
+from realformer_tf import export_utils
+from realformer_tf import checkpoint_slimming
 
 tf1 = tf.compat.v1
 
@@ -256,7 +256,7 @@ def write_averaged_checkpoint(prefixes, output_dir, include_optimizer=False, ove
   with common.atomic_directory(output_dir, "output_dir", overwrite, prefixes,
                                holds_checkpoints=True) as tmp_dir:
     tf.io.gfile.makedirs(tmp_dir)
-    slim_checkpoint.write_checkpoint(values, os.path.join(tmp_dir, name))
+    checkpoint_slimming.write_checkpoint(values, os.path.join(tmp_dir, name))
     # The state file must name the final location: relative names do. TensorFlow rewrites a
     # relative name against a relative save_dir (giving "../../model.ckpt-N" for out/avg), so
     # the directory is made absolute and the name stays as it is.

@@ -44,7 +44,7 @@ from absl import app
 from absl import flags
 import numpy as np
 
-import common
+from realformer_tf import common
 
 FLAGS = flags.FLAGS
 
@@ -579,7 +579,7 @@ def convert_forward(hf_dir, output_dir, hidden_act=None, allow_eps_mismatch=Fals
 
 def _resolve_checkpoint(path):
   """--tf_checkpoint as a prefix: a prefix, a directory's latest, or its bert_model.ckpt."""
-  import export_utils  # pylint: disable=g-import-not-at-top
+  from realformer_tf import export_utils  # pylint: disable=g-import-not-at-top
   if not path:
     common.fail("--tf_checkpoint is required with --reverse")
   if os.path.isdir(path) and os.path.exists(os.path.join(path, CKPT_NAME + ".index")) and \

@@ -60,11 +60,11 @@ Large inputs are streamed: the input is read --batch_size lines at a time, and t
 and embedding rows are written as they are computed (under temporary names, renamed when
 complete), with progress (lines/s and time remaining).
 
---padding=longest | max_length | bucket (estimator_utils.define_padding_flag; default longest):
+--padding=longest | max_length | bucket (batch_padding.define_padding_flag; default longest):
 how long a batch's sequences are. longest: the batch's longest line rounded up to a multiple of
 8 (at most --max_seq_length); max_length: every batch to --max_seq_length (the official full
 padding); bucket: the longest line rounded up to 32, 64, ... or --max_seq_length
-(estimator_utils.padding_buckets: few shapes, for XLA). Padding is masked out of attention and
+(batch_padding.padding_buckets: few shapes, for XLA). Padding is masked out of attention and
 never written, so the outputs of the three are the same up to float32 round-off (a few ulps;
 measured < 1e-6); the shorter paddings compute less. The summary says how many positions were
 computed for how many word pieces.
@@ -77,10 +77,7 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
-import contextlib
-import errno
 import json
-import os
 import re
 import sys
 
@@ -89,12 +86,13 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import estimator_utils
-import export_utils
-import model_config
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import batch_padding
+from realformer_tf import export_utils
+from realformer_tf import model_config
 import modeling
+from realformer_tf import batch_inference
 import tokenization
 
 tf1 = tf.compat.v1
@@ -106,8 +104,6 @@ POOLING_TYPES = ("mean", "cls")
 # The official pair separator: the last " ||| " of the stripped line.
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
 
-# The graph-level seed of a --allow_random_eval model (same random weights on every run).
-RANDOM_WEIGHTS_SEED = 12345
 
 
 def define_flags():
@@ -157,15 +153,15 @@ def define_flags():
       "Sentence embedding of --embeddings_file, from the mean of the --layers outputs: mean "
       "(over the real tokens, padding excluded; the default) or cls (the [CLS] vector).")
   checkpoint_utils.define_trained_weights_flags(random_eval=True, unmatched_init=False)
-  estimator_utils.define_padding_flag(
+  batch_padding.define_padding_flag(
       default_help="Default: longest (--use_tpu is ignored: this tool runs on the local "
                    "CPU/GPU).")
 
 
 def resolve_padding(flag_values):
-  """--padding of a run: the flag, longest by default (one of estimator_utils.PADDING_MODES).
+  """--padding of a run: the flag, longest by default (one of batch_padding.PADDING_MODES).
 
-  No TPU rule applies (estimator_utils.check_padding_flag refuses longest / bucket with
+  No TPU rule applies (batch_padding.check_padding_flag refuses longest / bucket with
   --use_tpu): this tool accepts --use_tpu only to run official command lines, and ignores it.
 
   Args:
@@ -175,9 +171,9 @@ def resolve_padding(flag_values):
     str.
   """
   padding = getattr(flag_values, "padding", None) or "longest"
-  if padding not in estimator_utils.PADDING_MODES:
+  if padding not in batch_padding.PADDING_MODES:
     common.fail("--padding=%s: must be one of %s" % (
-        padding, ", ".join(estimator_utils.PADDING_MODES)))
+        padding, ", ".join(batch_padding.PADDING_MODES)))
   return padding
 
 
@@ -308,29 +304,6 @@ def convert_line(text_a, text_b, tokenizer, max_seq_length):
   return tokens, tokenizer.convert_tokens_to_ids(tokens), input_type_ids, truncated
 
 
-def pad_batch(ids_list, type_ids_list, length=None):
-  """Pads a batch to `length` (or to its longest example).
-
-  Args:
-    ids_list: list of B lists of word piece ids.
-    type_ids_list: list of B lists of segment ids (same lengths).
-    length: the padded length S (at least the longest example's), or None: the longest.
-
-  Returns:
-    (input_ids, input_mask, input_type_ids): int32 arrays [B, S]; padding has id 0, mask 0 and
-    segment 0 (as the official zero-padding).
-  """
-  seq = length or max(len(ids) for ids in ids_list)
-  input_ids = np.zeros([len(ids_list), seq], np.int32)
-  input_mask = np.zeros([len(ids_list), seq], np.int32)
-  input_type_ids = np.zeros([len(ids_list), seq], np.int32)
-  for i, (ids, type_ids) in enumerate(zip(ids_list, type_ids_list)):
-    input_ids[i, :len(ids)] = ids
-    input_mask[i, :len(ids)] = 1
-    input_type_ids[i, :len(ids)] = type_ids
-  return input_ids, input_mask, input_type_ids
-
-
 def json_line(line_index, tokens, layer_values, layer_indexes):
   """One official-format JSON line.
 
@@ -352,28 +325,6 @@ def json_line(line_index, tokens, layer_values, layer_indexes):
   return json.dumps({"linex_index": line_index, "features": features}) + "\n"
 
 
-def trimmed_inputs(inputs, padding, max_seq_length):
-  """The model's inputs under --padding: `inputs` sliced to the batch's padded length.
-
-  Args:
-    inputs: dict input_ids / input_mask / input_type_ids -> int32 [batch, max_seq_length]
-      Tensors (zero-padded), graph or eager.
-    padding: "longest", "max_length" or "bucket" (resolve_padding).
-    max_seq_length: their length.
-
-  Returns:
-    dict like inputs, [batch, S]: S = max_seq_length for max_length, else the longest
-    example's length rounded up (estimator_utils.trim_batch_to_longest; padding_buckets for
-    bucket).
-  """
-  if padding == "max_length":
-    return dict(inputs)
-  buckets = estimator_utils.padding_buckets(max_seq_length) if padding == "bucket" else None
-  return estimator_utils.trim_batch_to_longest(
-      inputs, max_seq_length, seq_names=("input_ids", "input_mask", "input_type_ids"),
-      buckets=buckets)
-
-
 def build_graph(bert_config, layer_indexes, want_layers, pooling, use_one_hot_embeddings=False,
                 padding="longest", max_seq_length=None):
   """Builds the inference graph (no dropout) in the current default graph.
@@ -385,7 +336,7 @@ def build_graph(bert_config, layer_indexes, want_layers, pooling, use_one_hot_em
     pooling: None (no embeddings), "mean" or "cls".
     use_one_hot_embeddings: passed to BertModel.
     padding: --padding: the fed [batch, max_seq_length] inputs are sliced to the batch's
-      padded length in the graph (trimmed_inputs); "max_length" keeps them whole.
+      padded length in the graph (batch_inference.trimmed_inputs); "max_length" keeps them whole.
     max_seq_length: the fed length (needed unless padding is max_length).
 
   Returns:
@@ -397,7 +348,7 @@ def build_graph(bert_config, layer_indexes, want_layers, pooling, use_one_hot_em
   """
   placeholders = {name: tf1.placeholder(tf.int32, [None, None], name=name)
                   for name in ("input_ids", "input_mask", "input_type_ids")}
-  inputs = trimmed_inputs(placeholders, padding, max_seq_length)
+  inputs = batch_inference.trimmed_inputs(placeholders, padding, max_seq_length)
   model = modeling.BertModel(
       config=bert_config, is_training=False, input_ids=inputs["input_ids"],
       input_mask=inputs["input_mask"], token_type_ids=inputs["input_type_ids"],
@@ -424,159 +375,6 @@ def build_graph(bert_config, layer_indexes, want_layers, pooling, use_one_hot_em
   return placeholders, fetches
 
 
-def checkpoint_saver(checkpoint, flag_name="init_checkpoint"):
-  """A Saver that restores every global variable of the default graph from `checkpoint`.
-
-  Variables of the checkpoint that the graph lacks (classifier heads, optimizer slots,
-  global_step) are ignored; a graph variable the checkpoint lacks, or one with another shape
-  or dtype there, is a one-line error (before any input is read). A checkpoint that supplies
-  none of them (another model's, e.g. a translation checkpoint) says so: it holds no trained
-  weights for this model.
-
-  Args:
-    checkpoint: checkpoint prefix.
-    flag_name: the flag that named it, for messages.
-
-  Returns:
-    tf.compat.v1.train.Saver; call .restore(sess, checkpoint).
-  """
-  variables = tf1.global_variables()
-  try:
-    assignment_map, loaded = modeling.get_assignment_map_from_checkpoint(variables, checkpoint)
-  except ValueError as e:
-    common.fail(str(e))
-  if variables and not loaded:
-    common.fail("--%s=%s: supplies none of the model's %d variables (a checkpoint of another "
-                "model?), so there are no trained weights to use; give a checkpoint of this "
-                "model (random weights only deliberately: --allow_random_eval and no --%s)" %
-                (flag_name, checkpoint, len(variables), flag_name))
-  missing = [v.op.name for v in variables if v.op.name not in loaded]
-  if missing:
-    common.fail("--%s=%s: lacks %d variable(s) the model needs (wrong "
-                "--bert_config_file or --layer_norm_type?): %s" %
-                (flag_name, checkpoint, len(missing), ", ".join(missing[:5])))
-  by_name = {v.op.name: v for v in variables}
-  return tf1.train.Saver(var_list={name: by_name[name] for name in assignment_map})
-
-
-def weights_loader(checkpoint):
-  """How a Session of the default graph gets its weights: restored, or a random initialisation.
-
-  Call in the graph after the model is built. For random weights (--allow_random_eval) the
-  graph's seed should be set before the model (tf1.set_random_seed(RANDOM_WEIGHTS_SEED)), so
-  every run draws the same weights.
-
-  Args:
-    checkpoint: checkpoint prefix, or None for random weights.
-
-  Returns:
-    function(sess) that loads the weights.
-  """
-  if checkpoint is None:
-    init = tf1.global_variables_initializer()
-    return lambda sess: sess.run(init)
-  saver = checkpoint_saver(checkpoint)
-  return lambda sess: saver.restore(sess, checkpoint)
-
-
-def _named_error(error, path):
-  """`error` (raised while writing `path`) as an OSError naming `path` (common.run_main prints
-  it as one line), unless it already names a file."""
-  named = common.with_file_name(error, path)
-  if named is not error or (isinstance(error, OSError) and error.filename):
-    return named
-  if isinstance(error, OSError):
-    return OSError(error.errno, error.strerror or str(error), path)
-  # A tf.io.gfile error that is no storage error (permission, missing directory, ...).
-  codes = {tf.errors.PermissionDeniedError: errno.EACCES, tf.errors.NotFoundError: errno.ENOENT}
-  message = str(getattr(error, "message", error)).splitlines()[0]
-  return OSError(codes.get(type(error), 0), message, path)
-
-
-class _NamedWriter(object):
-  """A file object whose write errors name the final output path."""
-
-  def __init__(self, f, path):
-    self._f = f
-    self.path = path
-
-  def write(self, data):
-    try:
-      return self._f.write(data)
-    except (OSError, tf.errors.OpError) as e:
-      raise _named_error(e, self.path) from e
-
-  def close(self):
-    try:
-      self._f.close()
-    except (OSError, tf.errors.OpError) as e:
-      raise _named_error(e, self.path) from e
-
-
-@contextlib.contextmanager
-def atomic_outputs(outputs):
-  """Writes several files under temporary names; renames them all only when all are complete.
-
-  common.atomic_output for a group of outputs that belong together (features and embeddings,
-  a result and its checkpoint sidecar): on any error (or Ctrl-C) inside the block, every
-  temporary is removed and no final name appears; one output is never renamed into place while
-  another failed. Errors name the output file (one line through common.run_main).
-
-  Args:
-    outputs: list of (path, mode) pairs, mode "w" or "wb"; a None path is skipped.
-
-  Yields:
-    List of writable file objects (None for a None path), in the order of `outputs`.
-  """
-  entries = []
-  try:
-    for path, mode in outputs:
-      if not path:
-        entries.append(None)
-        continue
-      common.remove_stale_temps(path)
-      parent = os.path.dirname(path)
-      tmp = common.temp_path(path)
-      try:
-        if parent:
-          tf.io.gfile.makedirs(parent)
-        f = tf.io.gfile.GFile(tmp, mode)
-        entries.append((path, tmp, _NamedWriter(f, path)))
-        f.write("" if "b" not in mode else b"")   # the file exists even when nothing follows
-      except (OSError, tf.errors.OpError) as e:
-        raise _named_error(e, path) from e
-    yield [entry[2] if entry else None for entry in entries]
-    for entry in entries:
-      if entry:
-        entry[2].close()
-    renamed = []
-    try:
-      for entry in entries:
-        if entry:
-          path, tmp, _ = entry
-          try:
-            tf.io.gfile.rename(tmp, path, overwrite=True)
-          except (OSError, tf.errors.OpError) as e:
-            raise _named_error(e, path) from e
-          renamed.append(path)
-    except BaseException:
-      # All or nothing: a group that could not be completed is not left half in place.
-      for path in renamed:
-        if tf.io.gfile.exists(path):
-          tf.io.gfile.remove(path)
-      raise
-  finally:
-    for entry in entries:
-      if entry:
-        path, tmp, writer = entry
-        try:
-          writer._f.close()  # pylint: disable=protected-access
-        except (OSError, tf.errors.OpError):
-          pass
-        if tf.io.gfile.exists(tmp):
-          tf.io.gfile.remove(tmp)
-
-
 def _write_npy_header(f, num_rows, width):
   """Writes a .npy (version 1.0) header for a C-order float32 array [num_rows, width]."""
   np.lib.format.write_array_header_1_0(
@@ -591,8 +389,8 @@ def extract_features(input_file, checkpoint, bert_config, tokenizer, layer_index
   """Streams `input_file` through the model, writing JSON lines and/or embeddings.
 
   Both outputs (and their `.checkpoint.json` sidecars) are written under temporary names
-  beside their final ones and renamed together when all are complete (atomic_outputs); nothing
-  but the current batch is held in memory.
+  beside their final ones and renamed together when all are complete
+  (batch_inference.atomic_outputs); nothing but the current batch is held in memory.
 
   Args:
     input_file: text file, one example per line (see the module docstring).
@@ -621,11 +419,11 @@ def extract_features(input_file, checkpoint, bert_config, tokenizer, layer_index
   graph = tf.Graph()
   with graph.as_default():
     if checkpoint is None:
-      tf1.set_random_seed(RANDOM_WEIGHTS_SEED)
+      tf1.set_random_seed(batch_inference.RANDOM_WEIGHTS_SEED)
     placeholders, fetches = build_graph(
         bert_config, layer_indexes, bool(output_file), pooling if embeddings_file else None,
         use_one_hot_embeddings, padding, max_seq_length)
-    load_weights = weights_loader(checkpoint)
+    load_weights = batch_inference.weights_loader(checkpoint)
   graph.finalize()
   num_lines = count_lines(input_file)
   if not num_lines:
@@ -639,10 +437,10 @@ def extract_features(input_file, checkpoint, bert_config, tokenizer, layer_index
     load_weights(sess)
     # On any error (or Ctrl-C) every temporary is removed and no final name appears; the
     # outputs are renamed into place together, only when all are complete.
-    with atomic_outputs([(output_file, "w"), (embeddings_file, "wb"),
-                         (output_file and checkpoint_utils.sidecar_path(output_file), "w"),
-                         (embeddings_file and checkpoint_utils.sidecar_path(embeddings_file),
-                          "w")]) as writers:
+    with batch_inference.atomic_outputs([
+        (output_file, "w"), (embeddings_file, "wb"),
+        (output_file and checkpoint_utils.sidecar_path(output_file), "w"),
+        (embeddings_file and checkpoint_utils.sidecar_path(embeddings_file), "w")]) as writers:
       jsonl_writer, npy_writer = writers[:2]
       if npy_writer:
         # The row count is known from the first pass, so the header goes first and the rows
@@ -651,9 +449,10 @@ def extract_features(input_file, checkpoint, bert_config, tokenizer, layer_index
 
       def run_batch(batch):
         line_indexes, tokens_list, ids_list, type_ids_list = zip(*batch)
-        # Fed at the full length; the graph slices to --padding's length (trimmed_inputs).
-        input_ids, input_mask, input_type_ids = pad_batch(ids_list, type_ids_list,
-                                                          max_seq_length)
+        # Fed at the full length; the graph slices to --padding's length
+        # (batch_inference.trimmed_inputs).
+        input_ids, input_mask, input_type_ids = batch_inference.pad_batch(
+            ids_list, type_ids_list, max_seq_length)
         out = sess.run(fetches, {placeholders["input_ids"]: input_ids,
                                  placeholders["input_mask"]: input_mask,
                                  placeholders["input_type_ids"]: input_type_ids})
@@ -704,58 +503,6 @@ def _checkpoint_prefix(path):
   if m and tf.io.gfile.exists(m.group(1) + ".index"):
     return m.group(1)
   return path
-
-
-def resolve_config_file(bert_config_file, init_checkpoint, checkpoint):
-  """--bert_config_file, or bert_config.json in the checkpoint's directory.
-
-  Args:
-    bert_config_file: the flag (may be empty).
-    init_checkpoint: the --init_checkpoint flag (a prefix or a directory), or None (random
-      weights: then --bert_config_file is required).
-    checkpoint: the resolved checkpoint prefix (None with init_checkpoint None).
-
-  Returns:
-    The config file path (existence is checked by model_config.load_config).
-  """
-  if bert_config_file:
-    return bert_config_file
-  if not init_checkpoint:
-    common.fail("--bert_config_file is required (no --init_checkpoint to find it beside)")
-  directory = (init_checkpoint if tf.io.gfile.isdir(init_checkpoint)
-               else os.path.dirname(checkpoint))
-  candidate = os.path.join(directory, "bert_config.json")
-  if not tf.io.gfile.exists(candidate):
-    common.fail("--bert_config_file is required: there is no bert_config.json beside "
-                "--init_checkpoint=%s" % init_checkpoint)
-  return candidate
-
-
-def check_outputs(outputs, inputs):
-  """Fails with one line if an output (or its .checkpoint.json sidecar) would replace an input,
-  is a directory, lies under a file, or is another output.
-
-  Args:
-    outputs: list of (path or None, flag name).
-    inputs: every file the job reads (checkpoint_utils.checkpoint_files included).
-  """
-  seen = {}
-  for path, flag_name in outputs:
-    if not path:
-      continue
-    for target in (path, checkpoint_utils.sidecar_path(path)):
-      common.check_output_path(target, flag_name)
-      if tf.io.gfile.isdir(target):
-        common.fail("--%s=%s: %s is a directory, expected a file name" %
-                    (flag_name, path, target))
-      common.check_not_input(target, inputs, flag_name)
-      what = "--%s" % flag_name if target == path else "the sidecar of --%s" % flag_name
-      real = os.path.realpath(target)
-      if real in seen:
-        common.fail("--%s=%s: %sis also %s; give different files" %
-                    (flag_name, path, "" if target == path else "its sidecar %s " % target,
-                     seen[real]))
-      seen[real] = what
 
 
 def _has_a_line(input_file):
@@ -809,7 +556,8 @@ def run(flag_values, log_fn=None):
     checkpoint_utils.require_trained_weights(
         "extract_features", [("init_checkpoint", None)],
         allow_random_eval=bool(getattr(fv, "allow_random_eval", False)))
-  config_file = resolve_config_file(fv.bert_config_file, fv.init_checkpoint, checkpoint)
+  config_file = batch_inference.resolve_config_file(fv.bert_config_file, fv.init_checkpoint,
+                                                    checkpoint)
   bert_config = model_config.load_config(config_file, fv, fv.max_seq_length)
   layer_indexes = parse_layers(fv.layers, bert_config.num_hidden_layers)
 
@@ -819,7 +567,8 @@ def run(flag_values, log_fn=None):
     inputs += (checkpoint_utils.checkpoint_files(fv.init_checkpoint) +
                checkpoint_utils.checkpoint_files(checkpoint) +
                tf.io.gfile.glob(checkpoint + ".*"))
-  check_outputs([(output_file, "output_file"), (embeddings_file, "embeddings_file")], inputs)
+  batch_inference.check_outputs(
+      [(output_file, "output_file"), (embeddings_file, "embeddings_file")], inputs)
   if not _has_a_line(fv.input_file):
     common.fail("--input_file=%s: is empty (no line to extract features from)" % fv.input_file)
 

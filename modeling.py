@@ -83,6 +83,33 @@ _IGNORED_OFFICIAL_KEYS = frozenset([
     "directionality", "pooler_fc_size", "pooler_num_attention_heads", "pooler_num_fc_layers",
     "pooler_size_per_head", "pooler_type"])
 
+def residual_attention_of_running_mean(use_running_mean, residual_attention, source):
+  """The residual_attention that the official RealFormer code's `use_running_mean` means.
+
+  The official code always uses residual attention: true is the running mean, false the running
+  sum.
+
+  Args:
+    use_running_mean: the official switch (must be a bool).
+    residual_attention: the residual_attention given beside it, or None when not given.
+    source: where the values came from (a file name), for error messages.
+
+  Returns:
+    "mean" or "sum".
+
+  Raises:
+    ValueError: not a bool, or it contradicts an explicit "sum" / "mean".
+  """
+  if not isinstance(use_running_mean, bool):
+    raise ValueError("%s: key 'use_running_mean' must be true or false, got %r" %
+                     (source, use_running_mean))
+  implied = "mean" if use_running_mean else "sum"
+  if residual_attention not in (None, implied):
+    raise ValueError("%s: key 'use_running_mean'=%s contradicts 'residual_attention'=%r" %
+                     (source, str(use_running_mean).lower(), residual_attention))
+  return implied
+
+
 # Name of the extra LayerNorm on top of a Pre-LN encoder.
 FINAL_LAYER_NORM_SCOPE = "final_layer_norm"
 
@@ -103,7 +130,8 @@ class BertConfig(object):
                type_vocab_size=16,
                initializer_range=0.02,
                residual_attention="none",
-               layer_norm_type="post"):
+               layer_norm_type="post",
+               use_running_mean=None):
     """Constructs BertConfig.
 
     Args:
@@ -124,7 +152,19 @@ class BertConfig(object):
         weight matrices.
       residual_attention: "none", "sum" or "mean" (see module docstring).
       layer_norm_type: "post" or "pre" (see module docstring).
+      use_running_mean: the official RealFormer code's switch, whose residual attention is
+        always on: True means residual_attention "mean", False "sum"; None (default) leaves
+        `residual_attention` as given. A value that contradicts an explicit non-default
+        `residual_attention` is a ValueError.
+
+    Raises:
+      ValueError: `use_running_mean` contradicts `residual_attention`.
     """
+    if use_running_mean is not None:
+      # "none" is the default here, so it cannot tell a given "none" from no value.
+      residual_attention = residual_attention_of_running_mean(
+          use_running_mean, None if residual_attention == "none" else residual_attention,
+          "BertConfig")
     self.vocab_size = vocab_size
     self.hidden_size = hidden_size
     self.num_hidden_layers = num_hidden_layers
@@ -164,16 +204,8 @@ class BertConfig(object):
     for key in _IGNORED_OFFICIAL_KEYS:
       values.pop(key, None)
     if "use_running_mean" in values:
-      use_running_mean = values.pop("use_running_mean")
-      if not isinstance(use_running_mean, bool):
-        raise ValueError("%s: key 'use_running_mean' must be true or false, got %r" %
-                         (source, use_running_mean))
-      implied = "mean" if use_running_mean else "sum"
-      given = values.get("residual_attention", implied)
-      if given != implied:
-        raise ValueError("%s: key 'use_running_mean'=%s contradicts 'residual_attention'=%r" %
-                         (source, str(use_running_mean).lower(), given))
-      values["residual_attention"] = implied
+      values["residual_attention"] = residual_attention_of_running_mean(
+          values.pop("use_running_mean"), values.get("residual_attention"), source)
     return config_from_checked_dict(cls, values, source)
 
   @classmethod
@@ -220,9 +252,23 @@ class BertConfig(object):
           "%s: key 'hidden_size' (%d) is not a multiple of 'num_attention_heads' (%d)" %
           (source, self.hidden_size, self.num_attention_heads))
 
+  @property
+  def use_running_mean(self):
+    """The official RealFormer code's switch: True for "mean", False for "sum", None for "none"
+    (the official code has no switch for no residual attention)."""
+    if self.residual_attention == "none":
+      return None
+    return self.residual_attention == "mean"
+
   def to_dict(self):
-    """Serializes this instance to a Python dictionary."""
+    """Serializes this instance to a Python dictionary.
+
+    With residual attention on, the dict also holds the official RealFormer code's
+    `use_running_mean`, so that code reads a saved "mean" config as mean, not as its default sum.
+    """
     output = copy.deepcopy(self.__dict__)
+    if self.use_running_mean is not None:
+      output["use_running_mean"] = self.use_running_mean
     return output
 
   def to_json_string(self):

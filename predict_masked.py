@@ -51,12 +51,12 @@ temporary name, renamed when complete), one per sentence:
 `line` is the 1-based line of --input_file (or the 1-based index of the --text flag) and
 `position` the index of the [MASK] in `tokens` (0 is [CLS]), as masked_lm_positions.
 
---padding=longest | max_length | bucket (estimator_utils.define_padding_flag; default longest):
+--padding=longest | max_length | bucket (batch_padding.define_padding_flag; default longest):
 how long a batch's sequences are, with --init_checkpoint and --hub_encoder alike. longest: the
 batch's longest sentence rounded up to a multiple of 8 (at most --max_seq_length); max_length:
 every batch to --max_seq_length (the official full padding; by default the model's
 max_position_embeddings, so slow); bucket: the longest rounded up to 32, 64, ... or
---max_seq_length (estimator_utils.padding_buckets: few shapes). Padding is masked out of
+--max_seq_length (batch_padding.padding_buckets: few shapes). Padding is masked out of
 attention, so the probabilities are the same to float32 round-off (< 1e-5) whichever is used;
 batches and the output order are the same too. The summary line says how many positions were
 computed for how many word pieces.
@@ -85,13 +85,13 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import estimator_utils
-import export_hub
-import export_utils
-import extract_features
-import model_config
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import batch_padding
+from realformer_tf import serving
+from realformer_tf import export_utils
+from realformer_tf import batch_inference
+from realformer_tf import model_config
 import modeling
 import tokenization
 
@@ -139,7 +139,7 @@ def define_flags():
   flags.DEFINE_integer("batch_size", 32, "Sentences per forward pass.")
   model_config.define_model_override_flags()
   checkpoint_utils.define_trained_weights_flags(random_eval=True, unmatched_init=False)
-  estimator_utils.define_padding_flag(
+  batch_padding.define_padding_flag(
       default_help="Default: longest (max_length pads every batch to --max_seq_length, by "
                    "default the model's max_position_embeddings).")
 
@@ -293,7 +293,7 @@ def build_graph(bert_config, top_k, with_probabilities=False, padding="longest",
     top_k: candidates per position.
     with_probabilities: also fetch the whole softmax.
     padding: --padding: the fed [batch, max_seq_length] inputs are sliced to the batch's padded
-      length in the graph (extract_features.trimmed_inputs); "max_length" keeps them whole.
+      length in the graph (batch_inference.trimmed_inputs); "max_length" keeps them whole.
     max_seq_length: the fed length (needed unless padding is max_length).
 
   Returns:
@@ -305,7 +305,7 @@ def build_graph(bert_config, top_k, with_probabilities=False, padding="longest",
   placeholders = {name: tf1.placeholder(tf.int32, [None, None], name=name)
                   for name in ("input_ids", "input_mask", "input_type_ids",
                                "masked_lm_positions")}
-  inputs = extract_features.trimmed_inputs(placeholders, padding, max_seq_length)
+  inputs = batch_inference.trimmed_inputs(placeholders, padding, max_seq_length)
   model = modeling.BertModel(
       config=bert_config, is_training=False, input_ids=inputs["input_ids"],
       input_mask=inputs["input_mask"], token_type_ids=inputs["input_type_ids"],
@@ -343,7 +343,7 @@ def probabilities_and_top_k(logits, top_k, with_probabilities=False):
 
 def _feed(examples, max_seq_length):
   """A batch zero-padded to max_seq_length (--padding then slices it: trimmed_inputs)."""
-  input_ids, input_mask, input_type_ids = extract_features.pad_batch(
+  input_ids, input_mask, input_type_ids = batch_inference.pad_batch(
       [e.ids for e in examples], [[0] * len(e.ids) for e in examples], max_seq_length)
   return {"input_ids": input_ids, "input_mask": input_mask, "input_type_ids": input_type_ids,
           "masked_lm_positions": pad_positions([e.positions for e in examples])}
@@ -370,10 +370,10 @@ class CheckpointPredictor(object):
     self.graph = tf.Graph()
     with self.graph.as_default():
       if checkpoint is None:
-        tf1.set_random_seed(extract_features.RANDOM_WEIGHTS_SEED)
+        tf1.set_random_seed(batch_inference.RANDOM_WEIGHTS_SEED)
       self.placeholders, self.fetches = build_graph(bert_config, top_k, with_probabilities,
                                                     padding, self.max_seq_length)
-      load_weights = extract_features.weights_loader(checkpoint)
+      load_weights = batch_inference.weights_loader(checkpoint)
     self.graph.finalize()
     self.session = tf1.Session(graph=self.graph)
     with self.graph.as_default():
@@ -423,7 +423,7 @@ class HubPredictor(object):
   def predict(self, examples):
     """Runs one batch. Returns NumPy arrays as CheckpointPredictor.predict."""
     max_seq_length = self.max_seq_length or max(len(e.ids) for e in examples)
-    feed = extract_features.trimmed_inputs(
+    feed = batch_inference.trimmed_inputs(
         {name: tf.constant(value) for name, value in _feed(examples, max_seq_length).items()},
         self.padding, max_seq_length)
     self.positions += len(examples) * int(feed["input_ids"].shape[1])
@@ -649,8 +649,8 @@ def setup(fv, with_probabilities=False):
     common.fail("--batch_size=%d: must be >= 1" % fv.batch_size)
   if fv.max_seq_length is not None and fv.max_seq_length < 3:
     common.fail("--max_seq_length=%d: must be >= 3 ([CLS] [MASK] [SEP])" % fv.max_seq_length)
-  estimator_utils.check_padding_flag(fv)
-  padding = estimator_utils.effective_padding(fv)
+  batch_padding.check_padding_flag(fv)
+  padding = batch_padding.effective_padding(fv)
   hub_dir = getattr(fv, "hub_encoder", None)
   allow_random_eval = bool(getattr(fv, "allow_random_eval", False))
   if fv.init_checkpoint and hub_dir:
@@ -679,13 +679,13 @@ def setup(fv, with_probabilities=False):
   elif fv.init_checkpoint:
     checkpoint = export_utils.resolve_checkpoint(fv.init_checkpoint)
     check_mlm_head(checkpoint)
-    config_file = extract_features.resolve_config_file(fv.bert_config_file, fv.init_checkpoint,
-                                                       checkpoint)
+    config_file = batch_inference.resolve_config_file(fv.bert_config_file, fv.init_checkpoint,
+                                                      checkpoint)
     model_dir = (fv.init_checkpoint if tf.io.gfile.isdir(fv.init_checkpoint)
                  else os.path.dirname(checkpoint) or ".")
     record = checkpoint_utils.checkpoint_record(checkpoint)
   else:   # --allow_random_eval
-    config_file = extract_features.resolve_config_file(fv.bert_config_file, None, None)
+    config_file = batch_inference.resolve_config_file(fv.bert_config_file, None, None)
     model_dir = None
   bert_config = model_config.load_config(config_file, None if hub_dir else fv,
                                             fv.max_seq_length)
@@ -715,7 +715,7 @@ def setup(fv, with_probabilities=False):
     if hub_dir:
       inputs += [hub_dir] + [os.path.join(root, name)
                              for root, _, names in tf.io.gfile.walk(hub_dir) for name in names]
-    extract_features.check_outputs([(output_file, "output_file")], inputs)
+    batch_inference.check_outputs([(output_file, "output_file")], inputs)
 
   examples = make_examples(read_sentences(fv.input_file, texts), tokenizer, max_seq_length)
   if hub_dir:
@@ -747,7 +747,7 @@ def hub_encoder_record(hub_dir, allow_random_eval=False):
   Returns:
     dict checkpoint / global_step (None when unknown or random).
   """
-  info = export_hub.read_export_info(hub_dir)
+  info = serving.read_export_info(hub_dir)
   if info is None:
     return {"checkpoint": None, "global_step": None}
   record = {"checkpoint": info.get("checkpoint"), "global_step": info.get("global_step")}
@@ -756,7 +756,7 @@ def hub_encoder_record(hub_dir, allow_random_eval=False):
       common.fail("--hub_encoder=%s: was exported from random weights (its %s names no "
                   "checkpoint), so it would fill masks with a randomly initialised model; give "
                   "an encoder exported from a trained checkpoint, or pass --allow_random_eval "
-                  "to do that deliberately" % (hub_dir, export_hub.EXPORT_INFO))
+                  "to do that deliberately" % (hub_dir, serving.EXPORT_INFO))
     tf1.logging.warning("--hub_encoder=%s: random weights (--allow_random_eval)", hub_dir)
   return record
 
@@ -782,7 +782,7 @@ def run(fv, out=None, log_fn=None):
     if output_file:
       # On any error (or Ctrl-C) the temporaries are removed and no final name appears; the
       # output and its sidecar are renamed into place together.
-      writer, sidecar = stack.enter_context(extract_features.atomic_outputs(
+      writer, sidecar = stack.enter_context(batch_inference.atomic_outputs(
           [(output_file, "w"), (checkpoint_utils.sidecar_path(output_file), "w")]))
     records_iter = predict(predictor, examples, tokenizer.inv_vocab, fv.batch_size, log_fn)
     for example, record in zip(examples, records_iter):

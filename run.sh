@@ -5,35 +5,39 @@
 #                              pytest args for the TF 2.15 run only; -n 0: no worker processes)
 #   bash run.sh test-latest    the tests of the library and serving path on the newest TF
 #   bash run.sh bench NAME     a benchmark in bench/ (e.g. bench_training_step)
-#   bash run.sh python ...     python inside the project's environment (TF 2.15, every script)
+#   bash run.sh python ...     python inside the project's environment (TF 2.15, every command)
 #   bash run.sh python-latest ...  python with the newest TF (library, tools without Estimator)
+# Paths you pass are taken from where you stand; a command named by its file (run_classifier.py)
+# is found in this repository when it is not in your directory. Or activate the environment:
+# `source .venv/bin/activate`, then `python run_classifier.py ...` or `python -m etc_model.TOOL`.
 set -euo pipefail
-cd "$(dirname "$0")"
+REPO_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 PYTHON_BIN="${PYTHON_BIN:-python3.11}"
 command -v "$PYTHON_BIN" >/dev/null 2>&1 || PYTHON_BIN=python3
 
 # setup_env [VENV REQUIREMENTS]: the TF 2.15 environment (.venv, requirements.txt) by default.
+# Both are names inside the repository.
 setup_env() {
-  local venv="${1:-.venv}" requirements="${2:-requirements.txt}"
+  local venv="$REPO_DIR/${1:-.venv}" requirements="$REPO_DIR/${2:-requirements.txt}"
   local stamp="$venv/.requirements.sha"
   local want
   want=$(sha256sum "$requirements" | cut -d' ' -f1)
   if [ ! -x "$venv/bin/python" ]; then
-    echo "[setup] creating $venv with $($PYTHON_BIN --version 2>&1)" >&2
+    echo "[setup] creating ${venv#"$REPO_DIR"/} with $($PYTHON_BIN --version 2>&1)" >&2
     "$PYTHON_BIN" -m venv "$venv"
   fi
   if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    echo "[setup] installing $requirements into $venv (first run only)" >&2
+    echo "[setup] installing ${requirements#"$REPO_DIR"/} into ${venv#"$REPO_DIR"/} (first run only)" >&2
     "$venv/bin/python" -m pip install -q --disable-pip-version-check -r "$requirements" >&2
     echo "$want" > "$stamp"
   fi
-  # The repository root on the environment's path: `python translation/...` style runs and
-  # imports from any directory find the top-level modules.
+  # The repository root on the environment's path: `python -m etc_model.TOOL` and imports of
+  # the repository's modules work from any directory.
   local site
   site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  [ "$(cat "$site/realformer_repo.pth" 2>/dev/null)" = "$PWD" ] || echo "$PWD" > "$site/realformer_repo.pth"
-  [ "$venv" = .venv ] || return 0
+  [ "$(cat "$site/realformer_repo.pth" 2>/dev/null)" = "$REPO_DIR" ] || echo "$REPO_DIR" > "$site/realformer_repo.pth"
+  [ "$venv" = "$REPO_DIR/.venv" ] || return 0
   # TensorFlow 2.15 turns oneDNN on only for AVX-512 CPUs; on AVX2 CPUs it makes training ~1.4x
   # faster (bench/bench_training_step.py). Default it on for every python of this .venv.
   if [ ! -f "$site/realformer_onednn.pth" ]; then
@@ -41,14 +45,31 @@ setup_env() {
   fi
 }
 
+# python_args ARGS...: ARGS, with a first argument naming a .py file that is not in the current
+# directory but is in the repository (run_classifier.py, translation/run_translation.py) replaced
+# by the repository's file. Every other path stays relative to where the user stands.
+python_args() {
+  if [ $# -gt 0 ] && [[ "$1" == *.py ]] && [ ! -e "$1" ] && [ -f "$REPO_DIR/$1" ]; then
+    local script="$REPO_DIR/$1"
+    shift
+    set -- "$script" "$@"
+  fi
+  PYTHON_ARGS=("$@")
+}
+
+usage() {
+  sed -n '2,/^set -euo/p' "$REPO_DIR/run.sh" | sed '$d' | sed 's/^# \{0,1\}//'
+}
+
 # Test processes (pytest-xdist): the tests spend much of their time starting TensorFlow and
-# subprocesses, so two workers on 2 cores take about half the time of one (README "Tests"). At most 4
-# (each worker's TensorFlow jobs want memory); REALFORMER_TEST_WORKERS=0 runs them in this process.
+# subprocesses, so two workers on 2 cores take about half the time of one (docs/testing.md). At
+# most 4 (each worker's TensorFlow jobs want memory); REALFORMER_TEST_WORKERS=0 runs them in this
+# process.
 TEST_WORKERS="${REALFORMER_TEST_WORKERS:-$(n=$(nproc 2>/dev/null || echo 2); echo $(( n < 4 ? n : 4 )))}"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 export TF_ENABLE_ONEDNN_OPTS="${TF_ENABLE_ONEDNN_OPTS:-1}"
 # The newest-TF environment and the tests that must pass there (the library, the tools without a
-# training loop, SavedModels exported on TF 2.15): README "Which TensorFlow".
+# training loop, SavedModels exported on TF 2.15): docs/compatibility.md.
 LATEST_VENV=.venv-tf-latest
 LATEST_TESTS=(tests/test_tf_versions.py tests/test_modeling.py tests/test_tokenization.py
               tests/test_optimization.py tests/test_convert_hf_checkpoint.py
@@ -62,31 +83,38 @@ shift || true
 case "$cmd" in
   demo)
     setup_env
-    exec .venv/bin/python run_demo.py "$@" ;;
+    exec "$REPO_DIR/.venv/bin/python" "$REPO_DIR/run_demo.py" "$@" ;;
   test)
     setup_env
+    cd "$REPO_DIR"
     if [ $# -gt 0 ]; then
       exec .venv/bin/python -m pytest -q -p no:cacheprovider -n "$TEST_WORKERS" tests "$@"
     fi
     .venv/bin/python -m pytest -q -p no:cacheprovider -n "$TEST_WORKERS" --durations=25 tests
-    exec bash "$0" test-latest ;;
+    exec bash "$REPO_DIR/run.sh" test-latest ;;
   test-latest)
     setup_env
     setup_env "$LATEST_VENV" requirements-tf-latest.txt
+    cd "$REPO_DIR"
     echo "[test-latest] $("$LATEST_VENV/bin/python" -c 'import tensorflow as tf; print("TensorFlow", tf.__version__)' 2>/dev/null): ${LATEST_TESTS[*]}" >&2
-    REALFORMER_TF215_PYTHON="$PWD/.venv/bin/python" \
+    REALFORMER_TF215_PYTHON="$REPO_DIR/.venv/bin/python" \
       exec "$LATEST_VENV/bin/python" -m pytest -q -p no:cacheprovider -n "$TEST_WORKERS" "${LATEST_TESTS[@]}" "$@" ;;
   python-latest)
     setup_env "$LATEST_VENV" requirements-tf-latest.txt
-    exec "$LATEST_VENV/bin/python" "$@" ;;
+    python_args "$@"
+    exec "$REPO_DIR/$LATEST_VENV/bin/python" "${PYTHON_ARGS[@]}" ;;
   bench)
     setup_env
     name="${1:?usage: bash run.sh bench NAME [flags]}"; shift
-    exec .venv/bin/python "bench/${name%.py}.py" "$@" ;;
+    exec "$REPO_DIR/.venv/bin/python" "$REPO_DIR/bench/${name%.py}.py" "$@" ;;
   python)
     setup_env
-    exec .venv/bin/python "$@" ;;
+    python_args "$@"
+    exec "$REPO_DIR/.venv/bin/python" "${PYTHON_ARGS[@]}" ;;
+  help|-h|--help)
+    usage ;;
   *)
-    sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
-    [ "$cmd" = help ] || exit 2 ;;
+    echo "run.sh: unknown command '$cmd'" >&2
+    usage >&2
+    exit 2 ;;
 esac

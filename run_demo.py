@@ -6,12 +6,14 @@ Run with `bash run.sh demo` (sets up the environment first) or `python run_demo.
 is skipped when it is complete (pre-training: train_summary_local.json at the requested step and
 its evaluation written; fine-tuning: trained to its last step, evaluated and exported), so a
 stopped demo resumes where it stopped; pre-training itself resumes from its last checkpoint.
-An --output_dir holding a run of other flags or input files (demo_settings.json records them) is
-refused in one line: no stage reuses another run's outputs.
+An --output_dir holding a run of other flags or input files (demo_settings.json records the flags
+and the sha256 of every input file, so an input edited in place is noticed too) is refused in
+one line: no stage reuses another run's outputs. One demo at a time per --output_dir (lock file
+.lock-run_demo): a second one fails in one line naming the running one.
 SIGINT / SIGTERM stop the running stage cleanly (exit 130 / 143); a stage that fails stops the
 demo with one line naming it (exit 1). About 10 minutes on 2 quiet CPU cores (pre-training at
 ~6 steps/s), more on a shared machine. Every stage is seeded (--seed): the same flags give the
-same report. docs/DEMO_RECIPE.md has the sweeps that chose the recipe (an 8,000-entry vocab built
+same report. docs/demo.md has the sweeps that chose the recipe (an 8,000-entry vocab built
 from the 2.9 MB of training text, sequences of 64, 3,000 steps of batch 128 at 2e-3; fine-tuning 4
 epochs of batch 32 at 2e-4 on 9,065 sentences) and the fill-mask prompts.
 """
@@ -20,7 +22,6 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
-import hashlib
 import json
 import os
 import sys
@@ -28,10 +29,11 @@ import sys
 from absl import app
 from absl import flags
 
-import common
-import estimator_utils
-import subprocess_utils
-import text_input
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import reproduction
+from realformer_tf import subprocess_utils
+from realformer_tf import text_input
 
 REPO_DIR = os.path.dirname(os.path.abspath(__file__))
 
@@ -61,7 +63,7 @@ def define_flags():
                     "Domain-adaptive pre-training: add the sentences of --sentiment_dir's "
                     "train.tsv (text only: no labels, never dev.tsv), each as its own document, "
                     "to the pre-training text (and to the text the vocab is built from).")
-  # The recipe (docs/DEMO_RECIPE.md has the sweep that chose it).
+  # The recipe (docs/demo.md has the sweep that chose it).
   flags.DEFINE_integer("max_seq_length", 64,
                        "Pre-training sequence length (the corpus' sentences are short: 64 "
                        "gives more updates per minute than 128).")
@@ -92,7 +94,7 @@ FLAGS = flags.FLAGS
 
 # Shown at the end of the demo: what the pre-trained model fills in, and what the exported
 # raw-text classifier answers. The fill-mask prompts were chosen, before any model's answers
-# were seen, for a content word that the training text cues strongly (docs/DEMO_RECIPE.md has
+# were seen, for a content word that the training text cues strongly (docs/demo.md has
 # the counts): "became the X of" is "father" 67 times of 70, "sons and X" "daughters" 18 of
 # 21, "the X of egypt" "land" 18 of 22, "bore a X" "son" 12 of 15.
 FILL_MASK_SENTENCES = ("he lived many years , and became the [MASK] of three sons .",
@@ -207,6 +209,11 @@ def pretrain_done(pretrain_dir, num_steps):
   return True, "%d steps, evaluated" % num_steps
 
 
+# Written by the raw-text classifier export (serving.EXPORT_INFO), not by the integer-only
+# export of earlier versions, which the fine-tuning stage then replaces (--overwrite).
+RAW_TEXT_EXPORT_FILE = "export_info.json"
+
+
 def classifier_done(classifier_dir, export_dir):
   """Whether fine-tuning trained to its last step, was evaluated, and was exported.
 
@@ -227,38 +234,28 @@ def classifier_done(classifier_dir, export_dir):
                                                                target)
   if not os.path.exists(os.path.join(export_dir, common.EXPORT_MARKER)):
     return False, "evaluated, not exported"
+  if not os.path.exists(os.path.join(export_dir, RAW_TEXT_EXPORT_FILE)):
+    return False, "exported by an earlier version (integer inputs only)"
   return True, "global_step %s, exported" % results.get("global_step")
 
 
-# In --output_dir: what its outputs were made from (demo_settings), and the outputs a demo writes.
+# In --output_dir: what its outputs were made from (demo_settings), and the outputs a demo writes
+# (sst2_text_export: earlier versions' separate raw-text export).
 SETTINGS_FILE = "demo_settings.json"
 DEMO_OUTPUTS = ("vocab.txt", "domain_text.txt", "pretrain_config.json", "data", "pretrain",
                 "sst2", "sst2_export", "sst2_text_export", "report.md")
-# The demo's input files, recorded by the sha256 of their contents.
-INPUT_FILE_SETTINGS = ("train_text", "heldout_text", "bert_config_file", "vocab_file",
-                       "sentiment_dir/train.tsv", "sentiment_dir/dev.tsv")
-
-
-def file_digest(path):
-  """sha256 of a file's bytes (hex), or None when path is None or the file does not exist."""
-  if path is None or not os.path.isfile(path):
-    return None
-  digest = hashlib.sha256()
-  with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
+# The lock file's label in --output_dir (.lock-run_demo): one demo at a time writes there.
+LOCK_LABEL = "run_demo"
 
 
 def demo_settings(warmup_steps):
-  """What every output of a demo run depends on: the recipe's flags and the input files' bytes.
+  """The recipe's flags that every output of a demo run depends on.
 
   Args:
     warmup_steps: the pre-training warm-up steps in effect (the flag or its default).
 
   Returns:
-    dict: flag name -> value, input file flag -> sha256 of its contents (paths are left out:
-    the same data elsewhere is the same run).
+    dict: flag name -> value.
   """
   settings = {name: getattr(FLAGS, name) for name in (
       "residual_attention", "domain_adaptive", "max_seq_length", "pretrain_steps",
@@ -266,44 +263,46 @@ def demo_settings(warmup_steps):
       "pretrain_fused_optimizer", "finetune_learning_rate", "finetune_epochs",
       "finetune_batch_size", "seed")}
   settings["pretrain_warmup_steps"] = warmup_steps
-  for name in INPUT_FILE_SETTINGS:
-    if name.startswith("sentiment_dir/"):
-      path = os.path.join(FLAGS.sentiment_dir, name.split("/", 1)[1])
-    else:
-      path = getattr(FLAGS, name)
-    settings[name] = file_digest(path)
   return settings
 
 
-def check_output_dir_settings(output_dir, settings):
-  """Refuses an --output_dir that holds another demo run's outputs; records `settings` in it.
+def demo_inputs():
+  """The demo's input files (recorded by the sha256 of their contents, paths left out).
+
+  Returns:
+    list of reproduction.InputFile: --train_text, --heldout_text, --bert_config_file,
+    --vocab_file (when given) and the train.tsv / dev.tsv of --sentiment_dir that exist.
+  """
+  inputs = [reproduction.input_file(name, getattr(FLAGS, name))
+            for name in ("train_text", "heldout_text", "bert_config_file", "vocab_file")
+            if getattr(FLAGS, name) is not None]
+  for name in ("train.tsv", "dev.tsv"):
+    path = os.path.join(FLAGS.sentiment_dir, name)
+    if os.path.isfile(path):
+      inputs.append(reproduction.input_file("sentiment_dir", path, name))
+  return inputs
+
+
+def check_output_dir_settings(output_dir, settings, inputs):
+  """Refuses an --output_dir that holds another demo run's outputs; records this run in it.
 
   A stage counts as done when its outputs exist, so outputs of other settings or data (an
-  earlier recipe, another --train_text) would be reused as if they were this run's. The same
-  settings resume.
+  earlier recipe, another or edited --train_text) would be reused as if they were this run's.
+  The same settings and input contents resume.
 
   Args:
-    output_dir: --output_dir (exists).
+    output_dir: --output_dir (exists, locked).
     settings: demo_settings() of this run.
+    inputs: demo_inputs() of this run.
   """
-  path = os.path.join(output_dir, SETTINGS_FILE)
-  recorded = _read_json(path)
-  if recorded is None:
+  if not os.path.exists(os.path.join(output_dir, SETTINGS_FILE)):
     found = [name for name in DEMO_OUTPUTS if os.path.exists(os.path.join(output_dir, name))]
     if found:
       common.fail("--output_dir=%s holds a demo run's outputs (%s) but no %s (a run of an "
                   "earlier version, or not a demo's): pass another --output_dir, or delete it "
                   "to start over" % (output_dir, ", ".join(found), SETTINGS_FILE))
-    common.write_json_atomic(path, settings)
-    return
-  changed = [name for name in sorted(set(recorded) | set(settings))
-             if recorded.get(name) != settings.get(name)]
-  if changed:
-    shown = ["%s (other contents)" % name if name in INPUT_FILE_SETTINGS else
-             "%s %s -> %s" % (name, recorded.get(name), settings.get(name))
-             for name in changed]
-    common.fail("--output_dir=%s holds a demo run with other settings: %s; pass another "
-                "--output_dir, or delete it to start over" % (output_dir, ", ".join(shown)))
+  reproduction.check_settings_record(output_dir, settings, SETTINGS_FILE, write=True,
+                                     inputs=inputs)
 
 
 def write_domain_text(train_tsv, output_path):
@@ -400,8 +399,10 @@ def main(_):
     common.fail("--pretrain_dropout=%s: must be in [0, 1)" % FLAGS.pretrain_dropout)
   if FLAGS.vocab_file is None:
     vocab_size = _config_vocab_size(FLAGS.bert_config_file)
-  os.makedirs(FLAGS.output_dir, exist_ok=True)
-  check_output_dir_settings(FLAGS.output_dir, demo_settings(warmup_steps))
+  # One demo per directory, before anything is read or written there: a second one would take
+  # the running demo's stage children for orphans and train in their place.
+  common.OutputDirLock(FLAGS.output_dir, "output_dir", label=LOCK_LABEL).acquire()
+  check_output_dir_settings(FLAGS.output_dir, demo_settings(warmup_steps), demo_inputs())
   # SIGINT / SIGTERM: the running stage saves and stops, the demo exits 130 / 143.
   subprocess_utils.install_signal_forwarding()
   log_dir = _path("logs")
@@ -498,19 +499,11 @@ def main(_):
          "--learning_rate=%g" % FLAGS.finetune_learning_rate,
          "--num_train_epochs=%d" % FLAGS.finetune_epochs, "--save_checkpoints_steps=100000",
          "--seed=%d" % FLAGS.seed,
-         "--export_dir=%s" % export_dir],
+         "--export_dir=%s" % export_dir, "--overwrite"],
         lambda: classifier_done(classifier_dir, export_dir), log_dir)
     classifier = _read_json(os.path.join(classifier_dir, "eval_results.json"))
     classifier["export_dir"] = export_dir
-    text_export_dir = _path("sst2_text_export")
-    timings["raw-text export"] = run_stage(
-        "export raw-text classifier",
-        ["export_hub.py", "--mode=classifier", "--init_checkpoint=%s" % classifier_dir,
-         "--vocab_file=%s" % vocab_file, "--do_lower_case=true", "--seq_length=64",
-         "--export_dir=%s" % text_export_dir],
-        lambda: file_done(os.path.join(text_export_dir, common.EXPORT_MARKER)), log_dir)
-    classifier["text_export_dir"] = text_export_dir
-    classifier["answers"] = ask_text_classifier(text_export_dir, CLASSIFIER_SENTENCES)
+    classifier["answers"] = ask_text_classifier(export_dir, CLASSIFIER_SENTENCES)
 
   fill_mask_file = _path("fill_mask-%d.jsonl" % steps)  # named by the step it was filled at
   timings["fill-mask"] = run_stage(
@@ -554,7 +547,7 @@ def ask_text_classifier(export_dir, sentences):
   """The exported raw-text classifier's answers: [(sentence, label name, probability)].
 
   Args:
-    export_dir: an export_hub.py --mode=classifier SavedModel.
+    export_dir: a raw-text classifier SavedModel (run_classifier.py --export_dir).
     sentences: raw sentences.
 
   Returns:
@@ -593,8 +586,8 @@ def _report(config, pretrain_eval, train_summary, classifier, timings, fill_mask
   if classifier:
     lines += ["| sentiment fine-tuning (data/sst2_slice dev) | value |", "|---|---|",
               "| accuracy | %.2f%% |" % (100 * classifier.get("eval_accuracy", float("nan"))),
-              "| exported SavedModel | %s |" % _shown(classifier["export_dir"]),
-              "| raw-text SavedModel | %s |" % _shown(classifier.get("text_export_dir")), ""]
+              "| exported SavedModel (raw text; `serving_ids`: token ids) | %s |" % _shown(
+                  classifier["export_dir"]), ""]
     if classifier.get("answers"):
       lines += ["The raw-text classifier (label 1 = positive) answers:", ""]
       lines += ["- \"%s\" -> %s (p=%.3f)" % answer for answer in classifier["answers"]]

@@ -56,7 +56,7 @@ the whole pipeline in the graph: words split on white space and punctuation as
 tokenization.BasicTokenizer does (tensorflow-text, as export_hub.py's preprocessor), WordPiece,
 the same windows and max-context choice, the model, and the conlleval reading of the predicted
 tags; a request's windows run at the length of its longest window rounded up to a bucket (16,
-32, 64, ... or max_seq_length: estimator_utils.padding_buckets), with the fixed-length export's
+32, 64, ... or max_seq_length: batch_padding.padding_buckets), with the fixed-length export's
 outputs to float rounding (--padding=max_length exports the fixed-length model).
 Outputs, padded per batch: words, word_starts, word_ends (character offsets into the text,
 end exclusive), tags (in the training files' scheme), word_logits, num_words; entities (the text
@@ -83,15 +83,16 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import estimator_utils
-import export_hub
-import export_utils
-import model_config
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import batch_padding
+from realformer_tf import serving
+from realformer_tf import export_utils
+from realformer_tf import model_config
 import modeling
-import ner_metrics
-import sliding_window
+from realformer_tf import ner_metrics
+from realformer_tf import sliding_window
 import tokenization
 
 tf1 = tf.compat.v1
@@ -159,7 +160,7 @@ def define_flags():
                     "Replace an earlier export of ours at --export_dir (never anything else).")
   flags.DEFINE_bool("output_word_logits", False,
                     "With --do_predict: also write word_logits.npz (per-word logits).")
-  estimator_utils.define_padding_flag()
+  batch_padding.define_padding_flag()
   estimator_utils.define_estimator_flags()
   model_config.define_model_override_flags()
 
@@ -666,7 +667,7 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=N
     seed: shuffle seed.
     skip_batches: batches a resumed job already trained on (estimator_utils.resume_skip_batches).
     padding: "max_length": every batch [batch, seq_length]; "longest": each batch sliced to its
-      longest window (estimator_utils.trim_batch_to_longest), labels and weights too.
+      longest window (batch_padding.trim_batch_to_longest), labels and weights too.
 
   Returns:
     input_fn(params) -> tf.data.Dataset of int32 / float32 feature dicts.
@@ -765,7 +766,7 @@ def masked_loss(logits, label_ids, label_weights):
 def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, use_one_hot_embeddings, precision="fp32",
                      fused_optimizer=False, keep_checkpoint_max=5, max_seq_length=None,
-                     skip_padding=False):
+                     skip_padding=False, allow_unmatched_init=False):
   """The model_fn for TPUEstimator: TRAIN (masked loss, AdamW) and PREDICT ({"logits"}).
 
   precision ("fp32", "bf16", "fp16") is BERT's compute dtype (create_model); precision,
@@ -786,7 +787,8 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
                             features["input_mask"], features["segment_ids"], num_labels,
                             use_one_hot_embeddings, compute_dtype=compute_dtype,
                             skip_padding=skip_padding)
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, allow_unmatched=allow_unmatched_init)
     if mode == tf1.estimator.ModeKeys.TRAIN:
       loss = masked_loss(logits, features["label_ids"], features["label_weights"])
       train_op = estimator_utils.create_train_op(
@@ -941,9 +943,9 @@ def split_text_graph(text, do_lower_case):
       end.flat_values - begin.flat_values, unit="BYTE"))
   normalized = tf.strings.regex_replace(words.flat_values, _DELETED, "")
   if do_lower_case:
-    normalized = export_hub.lower_text(normalized, strip_accents=True)
+    normalized = serving.lower_text(normalized, strip_accents=True)
   too_long = (tf.strings.length(normalized, unit="UTF8_CHAR") >
-              export_hub.MAX_CHARS_PER_WORD)
+              serving.MAX_CHARS_PER_WORD)
   normalized = tf.where(too_long, "[UNK]", normalized)
   kept = words.with_flat_values(tf.strings.length(normalized) > 0)
   normalized = words.with_flat_values(normalized)
@@ -1088,21 +1090,21 @@ class NerTagger(tf.Module):
     Args:
       bert_config: modeling.BertConfig.
       variables: dict name -> tf.Variable (export_utils.variables_from_checkpoint).
-      preprocessor: export_hub.BertPreprocessor of the vocab (its WordPiece tokenizer is used).
+      preprocessor: serving.BertPreprocessor of the vocab (its WordPiece tokenizer is used).
       labels: the model's BIO labels.
       scheme: the scheme the tags are written in.
       max_seq_length: window input length.
       doc_stride: pieces between window starts.
       do_lower_case: lower-case and strip accents.
       padding: "bucket": a request's windows are cut to their longest, rounded up to one of
-        estimator_utils.padding_buckets (from SERVING_SMALLEST_BUCKET); "max_length": every
+        batch_padding.padding_buckets (from SERVING_SMALLEST_BUCKET); "max_length": every
         window max_seq_length.
     """
     super(NerTagger, self).__init__()
     if padding not in ("bucket", "max_length"):
       raise ValueError("padding=%r: bucket or max_length" % padding)
-    self._buckets = estimator_utils.padding_buckets(
-        max_seq_length, estimator_utils.SERVING_SMALLEST_BUCKET) if padding == "bucket" else None
+    self._buckets = batch_padding.padding_buckets(
+        max_seq_length, batch_padding.SERVING_SMALLEST_BUCKET) if padding == "bucket" else None
     self._bert_config = bert_config
     self._variables = variables
     self.preprocessor = preprocessor
@@ -1116,7 +1118,7 @@ class NerTagger(tf.Module):
 
   def _logits(self, input_ids, input_mask, segment_ids):
     with export_utils.in_variables(self._variables):
-      outputs, _ = export_hub.encoder_graph(self._bert_config, {
+      outputs, _ = serving.encoder_graph(self._bert_config, {
           "input_word_ids": input_ids, "input_mask": input_mask, "input_type_ids": segment_ids})
       return ner_logits(outputs["sequence_output"], len(self._labels), False)
 
@@ -1139,8 +1141,8 @@ class NerTagger(tf.Module):
     if self._buckets:
       # Only padding is cut: the logits of every real position (all that is read below) are
       # the fixed-length ones to float rounding.
-      inputs = estimator_utils.trim_batch_to_longest(windows, self._max_seq_length,
-                                                     buckets=self._buckets)
+      inputs = batch_padding.trim_batch_to_longest(windows, self._max_seq_length,
+                                                   buckets=self._buckets)
     logits = self._logits(inputs["input_ids"], inputs["input_mask"], inputs["segment_ids"])
     best_window, best_position = max_context_graph(
         windows, tf.shape(piece_ids.flat_values)[0])
@@ -1235,12 +1237,12 @@ def export_ner(bert_config, checkpoint, export_dir, labels, scheme, vocab_file, 
   if list(shapes[bias]) != [len(labels)]:
     common.fail("--export_dir=%s: checkpoint %s has %d labels but labels.txt has %d" % (
         export_dir, checkpoint, shapes[bias][0], len(labels)))
-  preprocessor = export_hub.BertPreprocessor(vocab_file, do_lower_case, None, max_seq_length)
+  preprocessor = serving.BertPreprocessor(vocab_file, do_lower_case, None, max_seq_length)
 
   def build():
     inputs = {name: tf1.placeholder(tf.int32, [None, None])
-              for name in export_hub.ENCODER_INPUTS}
-    outputs, _ = export_hub.encoder_graph(bert_config, inputs)
+              for name in serving.ENCODER_INPUTS}
+    outputs, _ = serving.encoder_graph(bert_config, inputs)
     ner_logits(outputs["sequence_output"], len(labels), False)
   variables = export_utils.variables_from_checkpoint(export_utils.collect_variable_specs(build),
                                                      checkpoint)
@@ -1295,7 +1297,7 @@ def _check_flags():
     common.fail("--max_seq_length=%d: must be at least 3 ([CLS] a piece [SEP])" %
                 FLAGS.max_seq_length)
   window_and_stride()
-  estimator_utils.check_padding_flag(FLAGS)
+  batch_padding.check_padding_flag(FLAGS)
   for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
     if getattr(FLAGS, name) < 1:
       common.fail("--%s=%d: must be >= 1" % (name, getattr(FLAGS, name)))
@@ -1368,21 +1370,22 @@ def main(_):
     # Checked before any training, so that a bad target costs nothing (and again at export).
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
                             export_protected_paths())
-  eval_weights = None
-  if not FLAGS.do_train:
-    # Scores of a randomly initialised model would look like a result: no trained weights is
-    # one line (unless --allow_random_eval), before any work.
-    actions = "/".join(name for name, on in (("--do_eval", FLAGS.do_eval),
-                                             ("--do_predict", FLAGS.do_predict),
-                                             ("--export_dir", FLAGS.export_dir)) if on)
-    eval_weights = checkpoint_utils.require_eval_weights(
-        actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config))
-  # Every input is read and checked before anything is written.
-  inputs = read_inputs(paths)
-  # One job per directory: two training jobs would interleave checkpoints and results, and an
-  # evaluation beside a training job would score whichever intermediate checkpoint happens to
-  # be the latest.
+  # One job per directory, taken before the directory's checkpoint or labels are read: two
+  # training jobs would interleave checkpoints and results, and an evaluation beside a training
+  # job would score whichever intermediate checkpoint happens to be the latest.
   with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+    eval_weights = None
+    if not FLAGS.do_train:
+      # Scores of a randomly initialised model would look like a result: no trained weights is
+      # one line (unless --allow_random_eval), before any work.
+      actions = "/".join(name for name, on in (("--do_eval", FLAGS.do_eval),
+                                               ("--do_predict", FLAGS.do_predict),
+                                               ("--export_dir", FLAGS.export_dir)) if on)
+      eval_weights = checkpoint_utils.require_eval_weights(
+          actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config),
+          allow_random_eval=FLAGS.allow_random_eval, allow_unmatched=FLAGS.allow_unmatched_init)
+    # Every input is read and checked before anything is written.
+    inputs = read_inputs(paths)
     _run_job(bert_config, tokenizer, inputs, eval_weights)
 
 
@@ -1463,7 +1466,8 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
   # --output_dir would otherwise fail deep inside the restore.
   resume_step = estimator_utils.check_resume(
       FLAGS.output_dir, bert_config, label_list=labels,
-      extra_shapes=head_shapes(len(labels), bert_config))
+      extra_shapes=head_shapes(len(labels), bert_config),
+      restore=estimator_utils.restore_mode(FLAGS.do_train, FLAGS.do_eval or FLAGS.do_predict))
   tf.io.gfile.makedirs(FLAGS.output_dir)
   convert = dict(tokenizer=tokenizer, label_map=label_map, max_seq_length=FLAGS.max_seq_length,
                  doc_stride=doc_stride)
@@ -1540,7 +1544,8 @@ def _job_model_fn(bert_config, num_labels, num_train_steps, num_warmup_steps):
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu, max_seq_length=FLAGS.max_seq_length,
-      skip_padding=estimator_utils.skips_padding(FLAGS),
+      skip_padding=batch_padding.skips_padding(FLAGS),
+      allow_unmatched_init=FLAGS.allow_unmatched_init,
       **estimator_utils.precision_kwargs(FLAGS))
 
 
@@ -1581,8 +1586,8 @@ def _train(bert_config, model_fn, inputs, doc_stride, train_features, num_train_
   train_file = os.path.join(FLAGS.output_dir, "train.tf_record")
   write_features(train_features, train_file)
   _write_model_files(bert_config, inputs.labels, inputs.scheme, doc_stride)
-  train_padding = estimator_utils.effective_padding(FLAGS, training=True,
-                                                    full_length_dropout=True)
+  train_padding = batch_padding.effective_padding(FLAGS, training=True,
+                                                  full_length_dropout=True)
   tf1.logging.info("***** Running training *****")
   tf1.logging.info("  Num windows = %d, batch size = %d, steps = %d (warm-up %d), "
                    "--padding=%s", len(train_features), FLAGS.train_batch_size,
@@ -1602,7 +1607,7 @@ def _train(bert_config, model_fn, inputs, doc_stride, train_features, num_train_
   estimator.train(input_fn=input_fn, max_steps=num_train_steps,
                   hooks=[hook, estimator_utils.StopOnSignalHook()])
   common.STOP_SIGNALS.exit_if_stopped()
-  # The target beside global_step: a reader (sweep.py) can check the step was reached.
+  # The target beside global_step: a reader (paper/sweep.py) can check the step was reached.
   return {"train_seconds": round(time.time() - start, 1), "num_train_steps": num_train_steps}
 
 
@@ -1737,7 +1742,7 @@ def _predict_file(model_fn, conll, batch_size, split, convert, num_labels):
                                              FLAGS.train_batch_size, FLAGS.eval_batch_size,
                                              predict_batch_size=batch_size,
                                              supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-  padding = estimator_utils.effective_padding(FLAGS)
+  padding = batch_padding.effective_padding(FLAGS)
   input_fn = input_fn_builder(record, FLAGS.max_seq_length, is_training=False,
                               drop_remainder=FLAGS.use_tpu, padding=padding)
   tf1.logging.info("***** Predicting %s: %d windows (--padding=%s) *****", conll.path,

@@ -12,7 +12,11 @@ and ends at num_train_steps. SIGTERM / SIGINT stop training cleanly after the cu
 save a checkpoint first, then the job exits 143 / 130 without evaluating or writing its summary
 (a stopped job never looks finished); after SIGKILL the steps since the last saved checkpoint
 (--save_checkpoints_steps) are redone. One job at a time may use an output_dir (a lock file
-there names the holder).
+there names the holder). An output_dir holding a checkpoint made for initialising (converted,
+slimmed, an official release: no optimizer slots or global_step) is one line before any work:
+pass it as --init_checkpoint with a new output_dir. An --init_checkpoint must supply every bert/
+variable (one of another model, e.g. an ETC checkpoint, is one line unless
+--allow_unmatched_init); the heads may start fresh.
 """
 
 from __future__ import absolute_import
@@ -27,12 +31,13 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import estimator_utils
-import model_config
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import model_config
 import modeling
-import pretraining_utils
+from realformer_tf import pretraining_data
+from realformer_tf import pretraining_utils
 
 tf1 = tf.compat.v1
 
@@ -66,8 +71,20 @@ def define_flags():
   flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
   flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
   flags.DEFINE_integer("num_train_steps", 100000, "Number of optimizer updates.")
-  flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup updates.")
-  flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+  flags.DEFINE_integer(
+      "num_warmup_steps", None,
+      "Number of warmup updates. Default: min(10000, a tenth of --num_train_steps), so long "
+      "runs keep the official 10,000 and short ones warm up for a tenth of their steps.")
+  flags.DEFINE_integer(
+      "max_eval_steps", None,
+      "Evaluate this many batches of a repeating --eval_input_file (the official meaning, whose "
+      "default was 100). Default: every record once.")
+  flags.DEFINE_integer(
+      "vocab_size", None,
+      "The model's vocab_size, instead of --bert_config_file's (e.g. a config template over "
+      "data made with your own vocab). Training from scratch, a vocab_size that differs from "
+      "the data's vocab (as create_pretraining_data.py recorded it) is an error unless given "
+      "here (a larger one on purpose, e.g. a multiple of 128 for TPU).")
   flags.DEFINE_integer(
       "gradient_accumulation_steps", 1,
       "Micro-batches of --train_batch_size averaged per optimizer update (the effective batch "
@@ -89,7 +106,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
                      num_warmup_steps, use_tpu, use_one_hot_embeddings,
                      gradient_accumulation_steps=1, total_steps=None, train_batch_size=None,
                      extra_hooks=(), progress_hook=None, precision="fp32",
-                     fused_optimizer=False, keep_checkpoint_max=5):
+                     fused_optimizer=False, keep_checkpoint_max=5, allow_unmatched_init=False):
   """Returns `model_fn` closure for TPUEstimator (MLM + NSP).
 
   extra_hooks are added to the training hooks off TPU (e.g. a WeightsDigestHook); progress_hook
@@ -134,7 +151,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
     total_loss = masked_lm_loss + next_sentence_loss
 
     tvars = tf1.trainable_variables()
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars)
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, tvars, allow_unmatched=allow_unmatched_init)
 
     output_spec = None
     if mode == tf1.estimator.ModeKeys.TRAIN:
@@ -336,7 +354,8 @@ gather_indexes = modeling.gather_indexes
 
 
 def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_training,
-                     num_cpu_threads=4, seed=None, skip_batches=0):
+                     num_cpu_threads=4, seed=None, skip_batches=0, repeat=True,
+                     drop_remainder=True):
   """Creates an `input_fn` closure to be passed to TPUEstimator.
 
   Args:
@@ -349,6 +368,9 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
     skip_batches: batches of the training stream already consumed (the step a resumed job
       starts at), so that with a seed a resumed job sees exactly the batches the
       uninterrupted one would have.
+    repeat: (evaluation) repeat the records for ever, as the official code does for its fixed
+      number of eval steps; False reads each record once.
+    drop_remainder: drop a last partial batch (training always; evaluation on TPU).
 
   Returns:
     input_fn(params) -> tf.data.Dataset of feature dicts with batch params["batch_size"].
@@ -391,9 +413,10 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
         d = d.skip(skip_batches * batch_size)
     else:
       d = tf.data.TFRecordDataset(input_files)
-      # Since we evaluate for a fixed number of steps we don't want to encounter
-      # out-of-range exceptions.
-      d = d.repeat()
+      if repeat:
+        # Since we evaluate for a fixed number of steps we don't want to encounter
+        # out-of-range exceptions.
+        d = d.repeat()
 
     # We must `drop_remainder` on training because the TPU requires fixed
     # size dimensions. For eval, we assume we are evaluating on the CPU or GPU
@@ -401,7 +424,7 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
     # every sample.
     d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features),
               num_parallel_calls=num_cpu_threads)
-    d = d.batch(batch_size, drop_remainder=True)
+    d = d.batch(batch_size, drop_remainder=drop_remainder or is_training)
     return estimator_utils.without_autotune(d.prefetch(2))
 
   return input_fn
@@ -410,6 +433,25 @@ def input_fn_builder(input_files, max_seq_length, max_predictions_per_seq, is_tr
 # Moved to pretraining_utils (shared with etc_model/run_pretraining.py); kept under these names.
 weights_digest = pretraining_utils.weights_digest
 WeightsDigestHook = pretraining_utils.WeightsDigestHook
+
+
+def head_shapes(bert_config):
+  """{variable name: shape} of the masked-LM and next-sentence heads (for check_resume).
+
+  Built in a scratch graph (nothing is computed): an ALBERT-style embedding_size or a Pre-LN
+  config changes them as model_fn's heads.
+  """
+  with tf.Graph().as_default():
+    input_ids = tf1.placeholder(tf.int32, [1, 2])
+    model = modeling.BertModel(bert_config, False, input_ids)
+    body = {v.op.name for v in tf1.global_variables()}
+    positions = tf1.placeholder(tf.int32, [1, 1])
+    get_masked_lm_output(bert_config, model.get_sequence_output(), model.get_embedding_table(),
+                         positions, positions, tf1.placeholder(tf.float32, [1, 1]))
+    get_next_sentence_output(bert_config, model.get_pooled_output(),
+                             tf1.placeholder(tf.int32, [1, 1]))
+    return {v.op.name: v.shape.as_list() for v in tf1.global_variables()
+            if v.op.name not in body}
 
 
 def _check_flags():
@@ -422,9 +464,50 @@ def _check_flags():
                "eval_batch_size", "num_train_steps", "gradient_accumulation_steps"):
     if getattr(FLAGS, name) < 1:
       common.fail("--%s must be >= 1, got %d" % (name, getattr(FLAGS, name)))
-  if FLAGS.num_warmup_steps < 0 or FLAGS.num_warmup_steps > FLAGS.num_train_steps:
+  if FLAGS.num_warmup_steps is not None and not (
+      0 <= FLAGS.num_warmup_steps <= FLAGS.num_train_steps):
     common.fail("--num_warmup_steps=%d must be in [0, --num_train_steps=%d]" %
                 (FLAGS.num_warmup_steps, FLAGS.num_train_steps))
+  for name in ("max_eval_steps", "vocab_size"):
+    if getattr(FLAGS, name) is not None and getattr(FLAGS, name) < 1:
+      common.fail("--%s must be >= 1, got %d" % (name, getattr(FLAGS, name)))
+
+
+def check_data_vocab_size(bert_config, input_files, vocab_size_flag, config_file):
+  """Fails with one line when a model trained from scratch does not fit its data's vocab.
+
+  The data's vocab size is what create_pretraining_data.py recorded in its summary beside the
+  TFRecords (data without one is not checked). A config vocab_size above it would train an
+  embedding table with rows no id reaches (a config template over your own, smaller vocab);
+  one below it cannot embed the data's ids.
+
+  Args:
+    bert_config: the model's BertConfig (--vocab_size applied).
+    input_files: the training TFRecords.
+    vocab_size_flag: --vocab_size (None when the config's value is used): a larger size given
+      here is deliberate.
+    config_file: --bert_config_file, for the message.
+  """
+  sizes = {}
+  for path in input_files:
+    summary = pretraining_data.data_summary(path)
+    if summary and isinstance(summary.get("vocab_size"), int):
+      sizes.setdefault(summary["vocab_size"], path)
+  if not sizes:
+    return
+  data_size = max(sizes)
+  where = "--input_file: %s was made with a %d-entry vocab" % (sizes[data_size], data_size)
+  model_size = bert_config.vocab_size
+  if model_size < data_size:
+    common.fail("%s, but the model's vocab_size is %d (%s): its ids would not fit; pass "
+                "--vocab_size=%d" % (where, model_size, "--vocab_size" if vocab_size_flag
+                                     else "--bert_config_file=%s" % config_file,
+                                     data_size))
+  if model_size > data_size and vocab_size_flag is None:
+    common.fail("%s, but --bert_config_file=%s has vocab_size %d (an embedding %.1fx too big); "
+                "pass --vocab_size=%d (or a larger --vocab_size on purpose, e.g. a multiple of "
+                "128 for TPU)" % (where, config_file, model_size,
+                                  model_size / float(data_size), data_size))
 
 
 def _check_vocab_ids(input_files, bert_config, records_per_file=64):
@@ -485,6 +568,8 @@ def main(_):
 
   bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS,
                                             max_seq_length=FLAGS.max_seq_length)
+  if FLAGS.vocab_size:
+    bert_config.vocab_size = FLAGS.vocab_size
   input_files = common.expand_input_files(FLAGS.input_file, "input_file")
   estimator_utils.check_tfrecord_lengths(input_files, _expected_lengths(), "input_file")
   eval_files = input_files
@@ -498,11 +583,17 @@ def main(_):
   label = pretraining_utils.task_label()
   lock = common.OutputDirLock(FLAGS.output_dir, label=label).acquire()
   # Compared before anything is written there: a resume with another model is one line.
-  resume_step = estimator_utils.check_resume(FLAGS.output_dir, bert_config)
+  # A checkpoint made for initialising (converted, slimmed, an official release: no optimizer
+  # slots, or no heads) too.
+  resume_step = estimator_utils.check_resume(FLAGS.output_dir, bert_config,
+                                             extra_shapes=head_shapes(bert_config),
+                                             restore=estimator_utils.restore_mode(FLAGS.do_train))
+  if FLAGS.do_train and not resume_step and not FLAGS.init_checkpoint:
+    check_data_vocab_size(bert_config, input_files, FLAGS.vocab_size, FLAGS.bert_config_file)
   if FLAGS.do_eval and not FLAGS.do_train:
     checkpoint_utils.require_trained_weights(
         "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],
-        give_flag="init_checkpoint")
+        allow_random_eval=FLAGS.allow_random_eval, give_flag="init_checkpoint")
   model_config.save_config(bert_config, FLAGS.output_dir)
   tf1.logging.info("*** Input files: %d (%s%s)", len(input_files), input_files[0],
                    ", ..." if len(input_files) > 1 else "")
@@ -511,14 +602,22 @@ def main(_):
                    bert_config.residual_attention, bert_config.layer_norm_type)
 
   total_steps = FLAGS.num_train_steps * FLAGS.gradient_accumulation_steps
+  num_warmup_steps = FLAGS.num_warmup_steps
+  if num_warmup_steps is None:
+    num_warmup_steps = pretraining_utils.default_warmup_steps(FLAGS.num_train_steps)
+    if FLAGS.do_train:
+      tf1.logging.info("Warm-up: %d of %d steps (--num_warmup_steps default: min(%d, a tenth))",
+                       num_warmup_steps, FLAGS.num_train_steps,
+                       pretraining_utils.OFFICIAL_WARMUP_STEPS)
   digest_hook = WeightsDigestHook()
   progress_hook = estimator_utils.ProgressHook(total_steps, FLAGS.train_batch_size)
   model_fn = model_fn_builder(
       bert_config=bert_config,
       init_checkpoint=FLAGS.init_checkpoint,
+      allow_unmatched_init=FLAGS.allow_unmatched_init,
       learning_rate=FLAGS.learning_rate,
       num_train_steps=FLAGS.num_train_steps,
-      num_warmup_steps=FLAGS.num_warmup_steps,
+      num_warmup_steps=num_warmup_steps,
       use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu,
       gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
@@ -584,13 +683,22 @@ def main(_):
   if FLAGS.do_eval and pretraining_utils.is_chief():
     tf1.logging.info("***** Running evaluation *****")
     tf1.logging.info("  Batch size = %d", FLAGS.eval_batch_size)
+    # By default every record once (a last partial batch too, except on TPU, whose batches
+    # have a static shape); --max_eval_steps: that many batches of the repeated records.
+    eval_once = FLAGS.max_eval_steps is None
     eval_input_fn = input_fn_builder(
         input_files=eval_files,
         max_seq_length=FLAGS.max_seq_length,
         max_predictions_per_seq=FLAGS.max_predictions_per_seq,
-        is_training=False)
+        is_training=False,
+        repeat=not eval_once,
+        drop_remainder=FLAGS.use_tpu or not eval_once)
     result = estimator.evaluate(input_fn=eval_input_fn, steps=FLAGS.max_eval_steps)
     common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
+    result.update(pretraining_utils.eval_counts(eval_files, FLAGS.eval_batch_size,
+                                                FLAGS.max_eval_steps, FLAGS.use_tpu))
+    tf1.logging.info("Evaluated %d examples (%d records in --eval_input_file)",
+                     result["eval_examples"], result["eval_records"])
     estimator_utils.write_eval_results(FLAGS.output_dir, result)
   lock.release()
 

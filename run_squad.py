@@ -47,14 +47,15 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import estimator_utils
-import export_utils
-import model_config
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import batch_padding
+from realformer_tf import export_utils
+from realformer_tf import model_config
 import modeling
-import sliding_window
-import squad_evaluate
+from realformer_tf import sliding_window
+from realformer_tf import squad_scoring
 import tokenization
 
 tf1 = tf.compat.v1
@@ -132,7 +133,7 @@ def define_flags():
   flags.DEFINE_bool("output_raw_logits", False,
                     "With --do_predict: also write raw_logits.npz (unique_ids, start_logits, "
                     "end_logits per feature) to --output_dir, e.g. for ensembling.")
-  estimator_utils.define_padding_flag(
+  batch_padding.define_padding_flag(
       default_help="Default: max_length. SQuAD windows are mostly full (a context longer than "
       "the window fills it), so longest saves compute only on short contexts; and the "
       "official n-best search ranks every computed position, padding included: under "
@@ -786,7 +787,7 @@ def compute_span_loss(logits, positions):
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, use_one_hot_embeddings, precision="fp32",
-                     fused_optimizer=False, keep_checkpoint_max=5):
+                     fused_optimizer=False, keep_checkpoint_max=5, allow_unmatched_init=False):
   """Returns the `model_fn` closure for TPUEstimator (TRAIN and PREDICT modes).
 
   Our additions: precision ("fp32", "bf16", "fp16") is BERT's compute dtype (create_model);
@@ -817,7 +818,8 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
         use_one_hot_embeddings=use_one_hot_embeddings,
         compute_dtype=compute_dtype)
 
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, allow_unmatched=allow_unmatched_init)
 
     if mode == tf1.estimator.ModeKeys.TRAIN:
       start_loss = compute_span_loss(start_logits, features["start_positions"])
@@ -853,7 +855,7 @@ def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=N
 
   Our additions to the official arguments: seed (shuffle order), skip_batches (the batches
   a resumed job already trained on; see estimator_utils.resume_skip_batches) and padding
-  ("longest": each batch sliced to its longest window, estimator_utils.trim_batch_to_longest).
+  ("longest": each batch sliced to its longest window, batch_padding.trim_batch_to_longest).
   """
 
   name_to_features = {
@@ -1306,7 +1308,7 @@ def validate_flags_or_throw(bert_config):
     common.require_file(FLAGS.train_file, "train_file")
   if FLAGS.do_predict:
     common.require_file(FLAGS.predict_file, "predict_file")
-  estimator_utils.check_padding_flag(FLAGS)
+  batch_padding.check_padding_flag(FLAGS)
   if FLAGS.max_seq_length <= FLAGS.max_query_length + 3:
     common.fail("--max_seq_length=%d must be greater than --max_query_length (%d) + 3" %
                 (FLAGS.max_seq_length, FLAGS.max_query_length))
@@ -1339,7 +1341,7 @@ def _predict(estimator, tokenizer, extra_results=None, record=None):
   if not eval_examples:
     common.fail("--predict_file=%s: no questions" % FLAGS.predict_file)
   # predictions.json is keyed by question id: questions sharing an id get one answer.
-  id_counts = squad_evaluate.warn_id_problems(
+  id_counts = squad_scoring.warn_id_problems(
       dataset_json["data"], None, "--predict_file=%s" % FLAGS.predict_file,
       duplicate_note="predictions.json keeps one answer per id (that of the last such "
       "question)")
@@ -1358,7 +1360,7 @@ def _predict(estimator, tokenizer, extra_results=None, record=None):
       seq_length=FLAGS.max_seq_length,
       is_training=False,
       drop_remainder=False,
-      padding=estimator_utils.effective_padding(FLAGS, default="max_length"))
+      padding=batch_padding.effective_padding(FLAGS, default="max_length"))
 
   all_results = []
   meter = common.ProgressMeter(num_features, unit="features", min_interval_s=10.0)
@@ -1401,15 +1403,15 @@ def _predict(estimator, tokenizer, extra_results=None, record=None):
   for path in written:
     checkpoint_utils.write_sidecar(path, record)
 
-  if squad_evaluate.has_gold_answers(dataset_json):
+  if squad_scoring.has_gold_answers(dataset_json):
     if FLAGS.version_2_with_negative:
       # The threshold already applied to predictions.json, so EM/F1 are those of the file;
       # best_f1_thresh suggests a --null_score_diff_threshold.
-      results = squad_evaluate.evaluate_v2(
+      results = squad_scoring.evaluate_v2(
           dataset_json["data"], all_predictions, na_probs=scores_diff_json,
           na_prob_thresh=FLAGS.null_score_diff_threshold)
     else:
-      results = squad_evaluate.evaluate_v1(dataset_json["data"], all_predictions)
+      results = squad_scoring.evaluate_v1(dataset_json["data"], all_predictions)
     results["num_duplicate_question_ids"] = id_counts["num_duplicate_question_ids"]
     results.update(checkpoint=record["checkpoint"], checkpoint_step=record["global_step"])
     results.update(extra_results or {})
@@ -1460,18 +1462,19 @@ def main(_):
     # Checked before any training, so that a bad target costs nothing (and again at export).
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
                             export_protected_paths())
-  eval_weights = None
-  if not FLAGS.do_train:
-    # Scores of a randomly initialised model would look like a result: no trained weights is
-    # one line (unless --allow_random_eval), before any work.
-    actions = "/".join(name for name, on in (("--do_predict", FLAGS.do_predict),
-                                             ("--export_dir", FLAGS.export_dir)) if on)
-    eval_weights = checkpoint_utils.require_eval_weights(
-        actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config))
-  # One job per directory: two training jobs would interleave checkpoints and overwrite each
-  # other's results, and a prediction beside a training job would score whichever
-  # intermediate checkpoint happens to be the latest.
+  # One job per directory, taken before the directory's checkpoint is read: two training jobs
+  # would interleave checkpoints and overwrite each other's results, and a prediction beside a
+  # training job would score whichever intermediate checkpoint happens to be the latest.
   with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+    eval_weights = None
+    if not FLAGS.do_train:
+      # Scores of a randomly initialised model would look like a result: no trained weights is
+      # one line (unless --allow_random_eval), before any work.
+      actions = "/".join(name for name, on in (("--do_predict", FLAGS.do_predict),
+                                               ("--export_dir", FLAGS.export_dir)) if on)
+      eval_weights = checkpoint_utils.require_eval_weights(
+          actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config),
+          allow_random_eval=FLAGS.allow_random_eval, allow_unmatched=FLAGS.allow_unmatched_init)
     _run_job(bert_config, tokenizer, eval_weights)
 
 
@@ -1487,7 +1490,9 @@ def _run_job(bert_config, tokenizer, eval_weights=None):
   # Before anything is written there: a checkpoint of another model in --output_dir would
   # otherwise fail deep inside the restore, after bert_config.json was replaced.
   resume_step = estimator_utils.check_resume(FLAGS.output_dir, bert_config,
-                                             extra_shapes=head_shapes(bert_config))
+                                             extra_shapes=head_shapes(bert_config),
+                                             restore=estimator_utils.restore_mode(
+                                                 FLAGS.do_train, FLAGS.do_predict))
   tf1.gfile.MakeDirs(FLAGS.output_dir)
 
   train_examples = num_train_steps = num_warmup_steps = None
@@ -1559,6 +1564,7 @@ def _job_estimator(bert_config, num_train_steps, num_warmup_steps):
       num_warmup_steps=num_warmup_steps,
       use_tpu=FLAGS.use_tpu,
       use_one_hot_embeddings=FLAGS.use_tpu,
+      allow_unmatched_init=FLAGS.allow_unmatched_init,
       **estimator_utils.precision_kwargs(FLAGS))
 
   # If TPU is not available, this will fall back to normal Estimator on CPU or GPU.
@@ -1606,7 +1612,7 @@ def _train(estimator, train_record_file, num_train_steps, resume_step):
 
   Returns:
     {"global_step", "num_train_steps"}: the step reached and the target, for eval_results (a
-    reader such as sweep.py can check they agree).
+    reader such as paper/sweep.py can check they agree).
   """
   train_input_fn = input_fn_builder(
       input_file=train_record_file,
@@ -1615,7 +1621,7 @@ def _train(estimator, train_record_file, num_train_steps, resume_step):
       drop_remainder=True,
       seed=FLAGS.seed,
       skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
-      padding=estimator_utils.effective_padding(FLAGS, training=True))
+      padding=batch_padding.effective_padding(FLAGS, training=True))
   # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
   # 130 / 143 below without writing any result that would make it look finished.
   estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,

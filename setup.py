@@ -16,17 +16,12 @@ setuptools.setup(
     python_requires=">=3.9,<3.12",
     # Every top-level module the README documents (tests/test_repo.py checks none is missing).
     py_modules=[
-        "modeling", "tokenization", "optimization", "common", "estimator_utils",
-        "export_utils", "checkpoint_utils", "glue_metrics", "squad_evaluate", "subprocess_utils",
-        "create_pretraining_data", "run_pretraining", "run_classifier", "run_squad", "run_ner",
-        "ner_metrics", "classifier_tasks", "classifier_outputs", "feature_cache", "training_eval",
-        "sliding_window", "pretraining_utils", "model_config",
+        "modeling", "tokenization", "optimization", "squad_evaluate", "create_pretraining_data", "run_pretraining", "run_classifier", "run_squad", "run_ner",
         "extract_features", "predict_masked", "export_hub", "slim_checkpoint", "build_vocab",
-        "convert_hf_checkpoint", "analyze_attention", "sweep", "reproduce_table2", "run_demo",
-        "average_checkpoints", "reproduction", "text_input", "mlm_masking",
-    ],
+        "convert_hf_checkpoint", "analyze_attention", "run_demo",
+        "average_checkpoints", ],
     # Model families in their own folders (run as `python -m etc_model.TOOL`).
-    packages=["etc_model", "translation"],
+    packages=["realformer_tf", "etc_model", "translation"],
     install_requires=REQUIREMENTS,
     extras_require={"test": ["pytest==8.3.3"], "plots": ["matplotlib==3.9.2"]},
     license="Apache-2.0",

@@ -42,7 +42,7 @@ import unicodedata
 from absl import flags
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 
 # Special tokens every BERT vocab needs, in the order build_vocab.py writes them.
 SPECIAL_TOKENS = ("[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]")

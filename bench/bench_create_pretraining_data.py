@@ -30,7 +30,7 @@ import time
 
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_DIR)
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from realformer_tf import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 import create_pretraining_data  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 SHARED = common.shared_data_dir()

@@ -273,7 +273,7 @@ class Worker(object):
       env["BENCH_DEMO_STEP_REPO"] = variant["repo"]
     if variant["xla"]:
       # Read when TensorFlow starts, before the worker's code runs.
-      import estimator_utils  # pylint: disable=g-import-not-at-top
+      from realformer_tf import estimator_utils  # pylint: disable=g-import-not-at-top
       env["TF_XLA_FLAGS"] = " ".join(
           [env.get("TF_XLA_FLAGS", "")] + list(estimator_utils.XLA_CPU_FLAGS)).strip()
     args = [sys.executable, os.path.abspath(__file__), "--worker=%s" % spec]

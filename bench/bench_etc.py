@@ -47,7 +47,7 @@ from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 import numpy as np
 
-import common
+from realformer_tf import common
 
 VARIANTS = ("etc:none", "etc:sum", "etc:sum+recompute", "bert:none")
 

@@ -30,7 +30,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 from etc_model import etc_estimator
 from etc_model import etc_modeling
 from etc_model import run_pretraining as etc_run

@@ -49,7 +49,7 @@ from absl import app  # pylint: disable=g-import-not-at-top
 from absl import flags
 import numpy as np
 
-import common
+from realformer_tf import common
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NOVELS = os.path.join("corpus", "novels_austen_melville_wells_verne_dickens.txt")

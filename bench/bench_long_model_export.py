@@ -23,7 +23,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow as tf  # pylint: disable=g-import-not-at-top,wrong-import-position
 import tensorflow_text  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
 
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from realformer_tf import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 from etc_model import etc_modeling  # pylint: disable=g-import-not-at-top,wrong-import-position
 from etc_model import export_long_model  # pylint: disable=g-import-not-at-top,wrong-import-position
 

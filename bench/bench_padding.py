@@ -53,7 +53,8 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import export_hub
+from realformer_tf import classifier_tasks
+from realformer_tf import serving
 import modeling
 import padding_harness
 import run_classifier as rc
@@ -95,7 +96,8 @@ FLAGS = flags.FLAGS
 def write_records(task, split, path, tokenizer):
   """Writes one split as the official fixed-length features; returns the number of examples."""
   task_file = task.train if split == "train" else task.dev[0]
-  examples = rc.task_examples(task, task_file, os.path.join(REPO_DIR, FLAGS.data_dir), split)
+  examples = classifier_tasks.task_examples(task, task_file,
+                                            os.path.join(REPO_DIR, FLAGS.data_dir), split)
   rc.file_based_convert_examples_to_features(examples, task.labels, FLAGS.max_seq_length,
                                              tokenizer, path)
   return len(examples)
@@ -123,14 +125,14 @@ def save_classifiers(config, tmp, vocab_file):
   dirs = {}
   for column, padding in (("max_length", "max_length"), ("longest", "bucket")):
     dirs[column] = os.path.join(tmp, "classifier_" + padding)
-    export_hub.export_classifier(config, None, dirs[column], vocab_file, True, None,
-                                 FLAGS.max_seq_length, label_list="0,1", padding=padding)
+    serving.export_classifier(config, None, dirs[column], vocab_file, True, None,
+                              FLAGS.max_seq_length, label_list="0,1", padding=padding)
   return dirs
 
 
 def main(_):
   print("uptime before: %s" % padding_harness.uptime())
-  task = rc.get_task("sst-2")
+  task = classifier_tasks.get_task("sst-2")
   tokenizer = tokenization.FullTokenizer(os.path.join(REPO_DIR, "data", "vocab.txt"), True)
   batch_sizes = {"train": FLAGS.train_batch_size, "eval": FLAGS.eval_batch_size,
                  "predict": FLAGS.predict_batch_size}
@@ -143,7 +145,7 @@ def main(_):
       counts[split] = write_records(task, split, records[split], tokenizer)
       print("%s.tsv: %d examples at max_seq_length %d" % (split, counts[split],
                                                           FLAGS.max_seq_length))
-    dev_texts = [e.text_a for e in rc.task_examples(
+    dev_texts = [e.text_a for e in classifier_tasks.task_examples(
         task, task.dev[0], os.path.join(REPO_DIR, FLAGS.data_dir), "dev")]
     print("%-6s %-8s %5s %13s %15s %7s %13s %7s %7s" % (
         "config", "job", "batch", "max_length", "longest/bucket", "ratio", "grouped/sorted",

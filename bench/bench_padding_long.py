@@ -34,7 +34,7 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 import padding_harness
 from etc_model import etc_modeling
 from etc_model import run_long_tasks

@@ -40,9 +40,9 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import common
-import export_hub
-import export_utils
+from realformer_tf import common
+from realformer_tf import serving
+from realformer_tf import export_utils
 import modeling
 import padding_harness
 import run_ner
@@ -101,7 +101,7 @@ def save_taggers(config, labels, tmp, vocab_file):
     ids = tf1.placeholder(tf.int32, [None, None])
     run_ner.create_model(config, False, ids, ids, ids, len(labels), False)
   variables = export_utils.random_variables(build, export_utils.collect_variable_specs(build))
-  preprocessor = export_hub.BertPreprocessor(vocab_file, True, None, FLAGS.max_seq_length)
+  preprocessor = serving.BertPreprocessor(vocab_file, True, None, FLAGS.max_seq_length)
   dirs = {}
   for padding, tagger_padding in (("max_length", "max_length"), ("longest", "bucket")):
     tagger = run_ner.NerTagger(config, variables, preprocessor, labels, "bio",

@@ -1,13 +1,16 @@
 # coding=utf-8
-"""Serving latency/throughput: the export_hub raw-text classifier vs Estimator.predict.
+"""Serving latency/throughput: the classifier SavedModel (raw text or ids) vs Estimator.predict.
 
 Builds a classifier checkpoint from an encoder checkpoint (default: the converted MiniLM,
 `python convert_hf_checkpoint.py --hf_dir=../shared/data/checkpoints/all-MiniLM-L6-v2
 --output_dir=out/minilm_tf`; else a random tiny model) plus a random 2-class head, exports it
-with export_hub.export_classifier, and times on the same raw sentences:
+with serving.export_classifier (what run_classifier --export_dir and export_hub --mode=classifier
+write), and times on the same raw sentences:
 
   * SavedModel: loaded = tf.saved_model.load(path); loaded({"sentence": strings}) (tokenisation
     inside the graph), batch 1 latency and batch 32 throughput;
+  * its serving_ids signature: the sentences tokenised by FullTokenizer in Python
+    (run_classifier.convert_single_example, counted in the time), ids in;
   * Estimator: run_classifier's model_fn; each request is one estimator.predict call with the
     examples tokenised by FullTokenizer (the graph is rebuilt and the checkpoint restored on
     every call, as Estimator.predict does).
@@ -29,10 +32,10 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import export_hub
+from realformer_tf import checkpoint_slimming
+from realformer_tf import serving
 import modeling
 import run_classifier
-import slim_checkpoint
 import tokenization
 
 tf1 = tf.compat.v1
@@ -82,7 +85,7 @@ def _make_checkpoint(work_dir):
   model_dir = os.path.join(work_dir, "classifier")
   os.makedirs(model_dir, exist_ok=True)
   out = os.path.join(model_dir, "model.ckpt")
-  slim_checkpoint.write_checkpoint(values, out)
+  checkpoint_slimming.write_checkpoint(values, out)
   with open(os.path.join(model_dir, "bert_config.json"), "w") as f:
     f.write(config.to_json_string())
   return out, config, vocab_file, name
@@ -112,6 +115,39 @@ def _time_saved_model(path):
   return float(np.median(latencies)), throughput, probs
 
 
+def _features(sentences, tokenizer):
+  """run_classifier's int32 features of the sentences: {input_ids, input_mask, segment_ids}."""
+  feats = [run_classifier.convert_single_example(
+      10, run_classifier.InputExample("x", s), {"0": 0, "1": 1}, FLAGS.seq_length, tokenizer)
+           for s in sentences]
+  return {name: np.array([getattr(f, name) for f in feats], np.int32)
+          for name in serving.ID_INPUTS}
+
+
+def _time_id_signature(path, vocab_file):
+  """serving_ids with the client's tokenisation (FullTokenizer) inside each timed request."""
+  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+  tokenizer = tokenization.FullTokenizer(vocab_file, True)
+  serve = tf.saved_model.load(path).signatures[serving.ID_SIGNATURE]
+
+  def request(sentences):
+    inputs = {k: tf.constant(v) for k, v in _features(sentences, tokenizer).items()}
+    return serve(**inputs)["probabilities"].numpy()
+  request(_batch(1))  # warm-up
+  request(_batch(32))
+  latencies = []
+  for _ in range(FLAGS.repeats):
+    start = time.perf_counter()
+    request(_batch(1))
+    latencies.append(time.perf_counter() - start)
+  start = time.perf_counter()
+  n_batches = max(3, FLAGS.repeats // 4)
+  for _ in range(n_batches):
+    request(_batch(32))
+  throughput = 32 * n_batches / (time.perf_counter() - start)
+  return float(np.median(latencies)), throughput, request(_batch(32))
+
+
 def _time_estimator(prefix, config, vocab_file):
   tokenizer = tokenization.FullTokenizer(vocab_file, True)
   model_fn = run_classifier.model_fn_builder(
@@ -124,14 +160,9 @@ def _time_estimator(prefix, config, vocab_file):
                                       params={"batch_size": 32})
 
   def predict(sentences):
-    feats = [run_classifier.convert_single_example(
-        10, run_classifier.InputExample("x", s), {"0": 0, "1": 1}, FLAGS.seq_length, tokenizer)
-             for s in sentences]
-    arrays = {"input_ids": np.array([f.input_ids for f in feats], np.int32),
-              "input_mask": np.array([f.input_mask for f in feats], np.int32),
-              "segment_ids": np.array([f.segment_ids for f in feats], np.int32),
-              "label_ids": np.zeros([len(feats)], np.int32),
-              "is_real_example": np.ones([len(feats)], np.int32)}
+    arrays = _features(sentences, tokenizer)
+    arrays.update(label_ids=np.zeros([len(sentences)], np.int32),
+                  is_real_example=np.ones([len(sentences)], np.int32))
 
     def input_fn(params):
       del params
@@ -159,18 +190,21 @@ def main(_):
     prefix, config, vocab_file, name = _make_checkpoint(work_dir)
     export_dir = os.path.join(work_dir, "export")
     start = time.time()
-    export_hub.export_classifier(config, prefix, export_dir, vocab_file, True, None,
-                                 FLAGS.seq_length, label_list="neg,pos")
+    serving.export_classifier(config, prefix, export_dir, vocab_file, True, None,
+                              FLAGS.seq_length, label_list="neg,pos")
     export_seconds = time.time() - start
     sm_latency, sm_throughput, sm_probs = _time_saved_model(export_dir)
+    ids_latency, ids_throughput, ids_probs = _time_id_signature(export_dir, vocab_file)
     est_latency, est_throughput, est_probs = _time_estimator(prefix, config, vocab_file)
     print("model: %s, seq_length %d, %d CPU threads visible; export took %.1f s" %
           (name, FLAGS.seq_length, os.cpu_count(), export_seconds))
-    print("max |p_savedmodel - p_estimator| on the batch of 32: %.2e" %
-          np.abs(sm_probs - est_probs).max())
+    print("max |p_savedmodel - p_estimator| on the batch of 32: raw text %.2e, serving_ids "
+          "%.2e" % (np.abs(sm_probs - est_probs).max(), np.abs(ids_probs - est_probs).max()))
     print("%-34s %14s %18s" % ("", "batch 1 latency", "batch 32 throughput"))
-    print("%-34s %11.1f ms %13.1f ex/s" % ("export_hub SavedModel (raw text)", sm_latency * 1e3,
+    print("%-34s %11.1f ms %13.1f ex/s" % ("SavedModel, raw text", sm_latency * 1e3,
                                            sm_throughput))
+    print("%-34s %11.1f ms %13.1f ex/s" % ("SavedModel serving_ids + tokenizer",
+                                           ids_latency * 1e3, ids_throughput))
     print("%-34s %11.1f ms %13.1f ex/s" % ("Estimator.predict (per call)", est_latency * 1e3,
                                            est_throughput))
     print("ratio (Estimator / SavedModel): latency x%.1f, throughput x%.1f" %

@@ -23,7 +23,7 @@ from absl import flags
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_DIR)
 
-import common  # pylint: disable=g-import-not-at-top
+from realformer_tf import common  # pylint: disable=g-import-not-at-top
 import tokenization  # pylint: disable=g-import-not-at-top
 
 FLAGS = flags.FLAGS

@@ -62,7 +62,7 @@ import numpy as np
 import tensorflow as tf
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import estimator_utils  # pylint: disable=g-import-not-at-top
+from realformer_tf import estimator_utils  # pylint: disable=g-import-not-at-top
 import modeling  # pylint: disable=g-import-not-at-top
 import run_pretraining  # pylint: disable=g-import-not-at-top
 

@@ -34,11 +34,11 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import build_vocab
-import common
-import export_utils
-from translation import export_translation
+from realformer_tf import common
+from realformer_tf import export_utils
+from realformer_tf import vocab_building
 from translation import nmt_modeling
+from translation import translation_serving
 
 tf1 = tf.compat.v1
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -106,7 +106,7 @@ def _random_model(work_dir):
   with open(text, "w", encoding="utf-8") as f:
     f.write("\n".join(lines) + "\n")
   spm_model = os.path.join(work_dir, "spm.model")
-  build_vocab.build_sentencepiece([text], RANDOM_MODEL_VOCAB, spm_model, do_lower_case=False,
+  vocab_building.build_sentencepiece([text], RANDOM_MODEL_VOCAB, spm_model, do_lower_case=False,
                                   log_fn=lambda s: None, id_layout="nmt")
   config = nmt_modeling.NmtConfig.from_dict(dict(RANDOM_MODEL, vocab_size=RANDOM_MODEL_VOCAB))
   with tf.Graph().as_default():
@@ -126,12 +126,12 @@ def _make_exports(work_dir):
   if FLAGS.export_dir:
     exports = []
     for path in FLAGS.export_dir.split(","):
-      with open(os.path.join(path, export_translation.TRANSLATION_CONFIG_NAME)) as f:
+      with open(os.path.join(path, translation_serving.TRANSLATION_CONFIG_NAME)) as f:
         exports.append((json.load(f)["beam_size"], path))
     return exports, FLAGS.export_dir
   if FLAGS.checkpoint:
     prefix = export_utils.resolve_checkpoint(FLAGS.checkpoint, "checkpoint")
-    config = export_translation.load_config(FLAGS.config_file, prefix)
+    config = translation_serving.load_config(FLAGS.config_file, prefix)
     spm_model, name = FLAGS.spm_model, prefix
   else:
     config, prefix, spm_model, name = _random_model(work_dir)
@@ -139,9 +139,9 @@ def _make_exports(work_dir):
   for beam_size in [int(b) for b in FLAGS.beam_sizes.split(",")]:
     path = os.path.join(work_dir, "export_beam%d" % beam_size)
     start = time.time()
-    export_translation.export(config, prefix, spm_model, path, beam_size=beam_size,
-                              length_penalty=FLAGS.length_penalty,
-                              max_decode_length=FLAGS.max_decode_length, overwrite=True)
+    translation_serving.export(config, prefix, spm_model, path, beam_size=beam_size,
+                               length_penalty=FLAGS.length_penalty,
+                               max_decode_length=FLAGS.max_decode_length, overwrite=True)
     print("exported beam %d in %.1f s" % (beam_size, time.time() - start))
     exports.append((beam_size, path))
   return exports, name

@@ -31,14 +31,13 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import common
-import reproduction
-import subprocess_utils
-from translation import create_translation_data
+from realformer_tf import common
+from realformer_tf import reproduction
+from realformer_tf import subprocess_utils
 from translation import nmt_modeling
-from translation import reproduce_table7
 from translation import run_translation
 from translation import translation_input
+from translation import translation_records
 
 tf1 = tf.compat.v1
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -46,9 +45,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 flags.DEFINE_string("config_file", os.path.join("configs", "nmt_multi30k_6l.json"),
                     "NmtConfig of the model (its layer_norm_type / residual_attention are "
                     "replaced by each variant's).")
-flags.DEFINE_string("variants", reproduce_table7.DEFAULT_VARIANTS,
+flags.DEFINE_string("variants", "admin,realformer_mean,realformer_sum,pre_ln",
                     "Comma list of reproduce_table7 variants: %s." % ", ".join(
-                        reproduce_table7.VARIANTS))
+                        nmt_modeling.TABLE7_VARIANTS))
 flags.DEFINE_string("train_file", None, "Training TFRecords (create_translation_data.py); "
                     "default: made here from the Multi30K training text.")
 flags.DEFINE_integer("max_tokens", 4096, "Token budget of a batch.")
@@ -90,7 +89,7 @@ def read_batches(train_file, max_tokens, num_batches):
     list of {"source_ids", "target_input_ids", "target_ids": int32 [batch, length]}.
   """
   input_fn = translation_input.input_fn_builder([train_file], max_tokens,
-                                                create_translation_data.DEFAULT_MAX_LENGTH, True)
+                                                translation_records.DEFAULT_MAX_LENGTH, True)
   with tf.Graph().as_default():
     features = tf1.data.make_one_shot_iterator(input_fn({})).get_next()
     with tf1.Session() as sess:
@@ -102,7 +101,7 @@ class Variant(object):
 
   def __init__(self, name, config):
     self.name = name
-    self.label = reproduce_table7.VARIANTS[name][0]
+    self.label = nmt_modeling.TABLE7_VARIANTS[name][0]
     self.round_medians = []
     self.times = []
     self.graph = tf.Graph()
@@ -137,7 +136,7 @@ class Variant(object):
 
 def variant_config(base, name):
   """A copy of base with the variant's layer_norm_type and residual_attention."""
-  _, layer_norm_type, residual_attention = reproduce_table7.VARIANTS[name]
+  _, layer_norm_type, residual_attention = nmt_modeling.TABLE7_VARIANTS[name]
   config = nmt_modeling.NmtConfig.from_dict(base.to_dict())
   config.layer_norm_type = layer_norm_type
   config.residual_attention = residual_attention
@@ -158,11 +157,13 @@ def print_table(variants, target_tokens_per_step):
 
 def main(_):
   names = [n for n in FLAGS.variants.split(",") if n]
-  unknown = [n for n in names if n not in reproduce_table7.VARIANTS]
+  unknown = [n for n in names if n not in nmt_modeling.TABLE7_VARIANTS]
   if unknown or not names:
     common.fail("--variants=%s: unknown %s (known: %s)" % (
-        FLAGS.variants, ",".join(unknown) or "(none given)", ", ".join(reproduce_table7.VARIANTS)))
-  config_path = reproduce_table7.resolve_config_file(FLAGS.config_file)
+        FLAGS.variants, ",".join(unknown) or "(none given)",
+        ", ".join(nmt_modeling.TABLE7_VARIANTS)))
+  config_path = (FLAGS.config_file if os.path.exists(FLAGS.config_file)
+                 else os.path.join(REPO, FLAGS.config_file))
   if not os.path.exists(config_path):
     common.fail("--config_file=%s: no such file" % FLAGS.config_file)
   base = nmt_modeling.NmtConfig.from_json_file(config_path)

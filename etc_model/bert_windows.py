@@ -55,10 +55,10 @@ import os
 import numpy as np
 import tensorflow as tf
 
-import common
-import model_config
+from realformer_tf import common
+from realformer_tf import model_config
 import modeling
-import sliding_window
+from realformer_tf import sliding_window
 import tokenization
 from etc_model import long_task_heads as heads
 

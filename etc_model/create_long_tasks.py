@@ -21,7 +21,10 @@ Outputs in --output_dir (each written under a hidden temporary name and renamed 
     vocabulary (classify_labels: a record's label is an index into it) with the examples per
     label and split, and the majority-class baselines per split.
 A rerun with the same flags writes byte-identical files (nothing depends on time or order of
-work). Bad flags and missing files: one line (exit 2).
+work). Bad flags and missing files: one line (exit 2); the lengths are bounded as in
+etc_model.create_pretraining_data (etc_records.check_lengths: G <= L, L <= 65,536 unless
+--allow_long_inputs). SIGINT / SIGTERM (polled at every line, chapter and record) stop the run,
+remove the file being written and exit 130 / 143 without long_tasks.json; a rerun starts over.
 """
 
 from __future__ import absolute_import
@@ -38,9 +41,10 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-import common
-import create_pretraining_data as bert_data
-import text_input
+from realformer_tf import common
+from realformer_tf import pretraining_data
+from realformer_tf import text_input
+from etc_model import etc_records
 from etc_model import long_tasks
 
 FLAGS = flags.FLAGS
@@ -80,19 +84,27 @@ def define_flags():
   flags.DEFINE_float("dev_fraction", 0.1, "Share of each book's chapters for dev.")
   flags.DEFINE_float("test_fraction", 0.1, "Share of each book's chapters for test.")
   flags.DEFINE_integer("random_seed", 12345, "Seed of the splits and of every example.")
+  etc_records.define_length_flags()
   text_input.define_input_flags()
 
 
-def read_text_documents(input_files, reader):
+def _never():
+  return False
+
+
+def read_text_documents(input_files, reader, should_stop=_never):
   """Yields (path, document) for each document (a list of stripped non-empty lines).
 
   Args:
     input_files: text files.
     reader: text_input.TextReader.
+    should_stop: function() -> bool polled at every line; True raises pretraining_data.Stopped.
   """
   for path in input_files:
     document = []
     for raw in reader.read_lines(path):
+      if should_stop():
+        raise pretraining_data.Stopped()
       line = raw.decode("utf-8", errors="replace").strip()
       if line:
         document.append(line)
@@ -103,13 +115,15 @@ def read_text_documents(input_files, reader):
       yield path, document
 
 
-def build_examples(input_files, tokenizer, settings):
+def build_examples(input_files, tokenizer, settings, should_stop=_never):
   """Chapters, splits and both tasks' examples.
 
   Args:
     input_files: text files.
     tokenizer: tokenization.FullTokenizer.
     settings: dict of the flags' values and token ids (see main).
+    should_stop: function() -> bool polled at every line and chapter; True raises
+      pretraining_data.Stopped.
 
   Returns:
     (chapters, splits, examples, labels): examples[task][split] is a list of feature dicts;
@@ -118,15 +132,18 @@ def build_examples(input_files, tokenizer, settings):
   reader = text_input.TextReader(settings["max_line_chars"], settings["max_bad_fraction"])
   chapters = []
   by_file = collections.OrderedDict()
-  for path, document in read_text_documents(input_files, reader):
+  for path, document in read_text_documents(input_files, reader, should_stop):
     by_file.setdefault(path, []).append(document)
   for path, documents in by_file.items():
     chapters.extend(long_tasks.documents_to_chapters(documents, os.path.basename(path)))
   splits = long_tasks.split_chapters(chapters, settings["dev_fraction"],
                                      settings["test_fraction"], settings["random_seed"])
   tokenize = long_tasks.tokenize_fn(tokenizer)
-  tokenized = [long_tasks.tokenize_chapter(c, tokenize, settings["min_name_count"])
-               for c in chapters]
+  tokenized = []
+  for chapter in chapters:
+    if should_stop():
+      raise pretraining_data.Stopped()
+    tokenized.append(long_tasks.tokenize_chapter(chapter, tokenize, settings["min_name_count"]))
   examples = {task: {split: [] for split in SPLITS} for task in TASKS}
   kind = settings.get("classify_label", "book")
   labels = sorted(set(long_tasks.chapter_label(c, kind) for c in chapters))
@@ -135,6 +152,8 @@ def build_examples(input_files, tokenizer, settings):
                     if s == split and len(t[1]) >= settings["inserted_sentences"]]
             for split in SPLITS}
   for chapter, (_, sentences), split in zip(chapters, tokenized, splits):
+    if should_stop():
+      raise pretraining_data.Stopped()
     examples["cloze"][split].extend(long_tasks.make_cloze_examples(
         chapter, sentences, settings, settings["random_seed"]))
     others = [d for d in donors[split] if d[0] is not chapter]
@@ -153,12 +172,18 @@ def build_examples(input_files, tokenizer, settings):
   return chapters, splits, examples, labels
 
 
-def write_records(path, examples):
-  """Writes serialized examples to `path` atomically (temporary name, then rename)."""
+def write_records(path, examples, should_stop=_never):
+  """Writes serialized examples to `path` atomically (temporary name, then rename).
+
+  should_stop is polled at every example; True removes the temporary and raises
+  pretraining_data.Stopped.
+  """
   tmp_path = common.temp_path(path)
   try:
     with tf.io.TFRecordWriter(tmp_path) as writer:
       for example in examples:
+        if should_stop():
+          raise pretraining_data.Stopped()
         writer.write(long_tasks.serialize(example))
     tf.io.gfile.rename(tmp_path, path, overwrite=True)
   finally:
@@ -252,7 +277,8 @@ def inserted_share(examples):
   return round(sum(sum(e["sentence_labels"]) for e in examples) / float(max(1, sentences)), 4)
 
 
-def create_long_tasks(input_files, output_dir, tokenizer, settings, extra_settings=None):
+def create_long_tasks(input_files, output_dir, tokenizer, settings, extra_settings=None,
+                      should_stop=_never):
   """Writes both tasks' TFRecords and long_tasks.json; returns the summary dict.
 
   Args:
@@ -261,11 +287,15 @@ def create_long_tasks(input_files, output_dir, tokenizer, settings, extra_settin
     tokenizer: tokenization.FullTokenizer.
     settings: dict (see main).
     extra_settings: more settings to record (vocab_file, ...).
+    should_stop: function() -> bool polled at every line, chapter and record; True raises
+      pretraining_data.Stopped (the record file being written is removed, long_tasks.json is not
+      written: the directory does not look finished).
 
   Returns:
     The summary written to long_tasks.json.
   """
-  chapters, splits, examples, labels = build_examples(input_files, tokenizer, settings)
+  chapters, splits, examples, labels = build_examples(input_files, tokenizer, settings,
+                                                      should_stop)
   if not any(examples[task][split] for task in TASKS for split in SPLITS):
     common.fail("--input_file=%s: no example could be made (%d chapters; lower "
                 "--min_context_tokens=%d?)" % (",".join(input_files), len(chapters),
@@ -274,7 +304,7 @@ def create_long_tasks(input_files, output_dir, tokenizer, settings, extra_settin
   for task in TASKS:
     for split in SPLITS:
       write_records(os.path.join(output_dir, "%s_%s.tfrecord" % (task, split)),
-                    examples[task][split])
+                    examples[task][split], should_stop)
   recorded = dict(settings, **(extra_settings or {}))
   summary = collections.OrderedDict()
   summary["settings"] = recorded
@@ -300,8 +330,9 @@ def _validate_flags():
   for name in ("input_file", "output_dir"):
     if not getattr(FLAGS, name):
       common.fail("--%s is required" % name)
-  for name in ("max_seq_length", "max_global_seq_length", "max_candidate_pieces",
-               "min_name_count", "inserted_sentences"):
+  etc_records.check_lengths(FLAGS.max_seq_length, FLAGS.max_global_seq_length,
+                            FLAGS.allow_long_inputs)
+  for name in ("max_candidate_pieces", "min_name_count", "inserted_sentences"):
     if getattr(FLAGS, name) < 1:
       common.fail("--%s=%d: must be >= 1" % (name, getattr(FLAGS, name)))
   if FLAGS.max_candidates < 2:
@@ -321,7 +352,7 @@ def _validate_flags():
   if FLAGS.dev_fraction + FLAGS.test_fraction >= 1.0:
     common.fail("--dev_fraction=%g: plus --test_fraction=%g leaves no training chapters" %
                 (FLAGS.dev_fraction, FLAGS.test_fraction))
-  text_input.validate_input_flags()
+  text_input.validate_input_flags(FLAGS.max_bad_fraction, FLAGS.max_line_chars)
 
 
 def main(_):
@@ -336,7 +367,7 @@ def main(_):
     common.check_not_input(path, input_files + [FLAGS.vocab_file], "output_dir")
   text_input.check_text_inputs(input_files)
   try:
-    tokenizer = bert_data.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+    tokenizer = pretraining_data.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
   except (UnicodeDecodeError, ValueError, KeyError, IndexError) as e:
     if isinstance(e, common.UsageError):
       raise
@@ -366,9 +397,21 @@ def main(_):
   for path in outputs + [os.path.join(FLAGS.output_dir, SUMMARY_NAME)]:
     for removed in common.remove_stale_temps(path):
       logging.info("removed %s (left by an earlier run)", removed)
-  summary = create_long_tasks(
-      input_files, FLAGS.output_dir, tokenizer, settings,
-      extra_settings={"vocab_file": FLAGS.vocab_file, "do_lower_case": FLAGS.do_lower_case})
+  logging.info("*** Reading %d input file(s); writing %s ***", len(input_files),
+               FLAGS.output_dir)
+  # SIGINT / SIGTERM: stop at the next line, chapter or record, remove the temporary, exit
+  # 130 / 143 without long_tasks.json.
+  common.STOP_SIGNALS.install()
+  try:
+    summary = create_long_tasks(
+        input_files, FLAGS.output_dir, tokenizer, settings,
+        extra_settings={"vocab_file": FLAGS.vocab_file, "do_lower_case": FLAGS.do_lower_case},
+        should_stop=lambda: common.STOP_SIGNALS.stopped)
+  except pretraining_data.Stopped:
+    common.STOP_SIGNALS.exit_if_stopped(
+        "stopped before the end; long_tasks.json was not written and the temporary file was "
+        "removed (rerun the same command to start again)")
+    raise
   printable = {k: v for k, v in summary.items() if k not in ("input_files", "features")}
   print(json.dumps(printable, indent=2))
   print("Wrote %s in %s" % (", ".join("%s %s: %d" % (task, split, summary["examples"][task][split])

@@ -6,9 +6,10 @@
       --max_seq_length=4096 --max_global_seq_length=256 --max_predictions_per_seq=640
 
 Input: the format of the top-level create_pretraining_data.py (one sentence per line, a blank
-line between documents; gzip read decompressed), read by its `TextReader` (undecodable-byte
-limit, over-long lines cut) and tokenised by its checked tokenizer (`make_tokenizer`, i.e.
-tokenization.checked_tokenizer). Each input file starts a new document.
+line between documents; gzip read decompressed), read by the shared `text_input.TextReader`
+(undecodable-byte limit, over-long lines cut) and tokenised by the top-level pipeline's checked
+tokenizer (`realformer_tf.pretraining_data.make_tokenizer`, i.e. tokenization.checked_tokenizer).
+Each input file starts a new document.
 
 Records (ETC's long-input layout, `etc_inputs.make_sentence_global_inputs`): the sentences of
 the corpus are packed in order into long inputs of --max_seq_length word pieces with one global
@@ -33,9 +34,17 @@ ids with etc_inputs' TF ops, which keeps a record at about 3 * L + G + 3 * P num
   global_breakpoints [G]   1 at the last global token of each packed document piece
   masked_lm_positions [P], masked_lm_ids [P], masked_lm_weights [P] (float)
 
+Lengths, checked before any work (one line, exit 2; etc_records.check_lengths): G <= L (a global
+token stands for at least one long token); L <= MAX_LONG_SEQ_LENGTH (65,536) unless
+--allow_long_inputs (ETC's relative positions set no bound of their own, and every record is
+padded to L); with --etc_config_file of absolute positions, L and G fit
+max_absolute_position_embeddings (and the vocab ids fit its vocab_size).
+
 Output: one TFRecord file written under a hidden temporary name and renamed when complete, and
-the counted summary `NAME.summary.json` (top-level `summary_path_for`). SIGINT / SIGTERM stop
-the run, remove the temporary and exit 130 / 143; a rerun starts over (same bytes).
+the counted summary `NAME.summary.json` (`text_input.summary_path_for`). The text streams through
+one line at a time and one record is held at a time (a document of any size included), so
+memory does not grow with the input. SIGINT / SIGTERM (polled at every sentence and record)
+stop the run, remove the temporary and exit 130 / 143; a rerun starts over (same bytes).
 """
 
 from __future__ import absolute_import
@@ -54,20 +63,15 @@ from absl import logging
 import numpy as np
 import tensorflow as tf
 
-import common
-import create_pretraining_data as bert_data
-import mlm_masking
-import text_input
+from realformer_tf import common
+from realformer_tf import mlm_masking
+from realformer_tf import pretraining_data
+from realformer_tf import text_input
 from etc_model import etc_inputs
+from etc_model import etc_modeling
+from etc_model import etc_records
 
 FLAGS = flags.FLAGS
-
-FEATURE_NAMES = ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
-                 "global_breakpoints", "masked_lm_positions", "masked_lm_ids",
-                 "masked_lm_weights")
-LONG_FEATURES = ("token_ids", "sentence_ids", "long_breakpoints")
-GLOBAL_FEATURES = ("global_token_ids", "global_breakpoints")
-PREDICTION_FEATURES = ("masked_lm_positions", "masked_lm_ids", "masked_lm_weights")
 
 _SUMMARY_INT_KEYS = ("documents", "lines", "sentences", "long_sentences_split", "records",
                      "long_tokens", "global_tokens", "masked_tokens", "masked_as_mask",
@@ -96,15 +100,21 @@ def define_flags():
                        "Passes over the input, each with other masks (the same records).")
   flags.DEFINE_string("global_token", "[unused0]",
                       "The vocabulary token of every sentence's global token.")
+  flags.DEFINE_string("etc_config_file", None,
+                      "Optional: the ETC config of the model the data is for. With absolute "
+                      "positions (max_absolute_position_embeddings > 0) the lengths must fit "
+                      "its table; the vocab ids must fit its vocab_size.")
+  etc_records.define_length_flags()
   text_input.define_input_flags()
 
 
 class LongRecordPacker(object):
   """Packs tokenised sentences into ETC long inputs (one global token per sentence).
 
-  Call add_document for each document in order, then finish(); each call returns the records
-  that became full, as the `etc_inputs.make_sentence_global_inputs` dicts plus "length" (real
-  long tokens).
+  Sentences stream in: add_sentence for each sentence of a document in order, end_document at
+  its end (add_document does both for a whole document), then finish(). Each call returns the
+  records that became full, as the `etc_inputs.make_sentence_global_inputs` dicts plus "length"
+  (real long tokens). Memory holds one record's sentences at most, whatever the document's size.
   """
 
   def __init__(self, long_seq_len, global_seq_len, global_token_id, stats):
@@ -121,8 +131,10 @@ class LongRecordPacker(object):
     self.global_seq_len = global_seq_len
     self.global_token_id = global_token_id
     self.stats = stats
-    self._pieces = []  # document pieces of the record being filled: lists of sentences
+    self._pieces = []  # finished document pieces of the record being filled: lists of sentences
+    self._piece = []  # the current document's sentences in the record being filled
     self._long_used = 0
+    self._globals_used = 0
 
   def _record(self):
     """The record of the pieces gathered so far (and resets)."""
@@ -135,41 +147,55 @@ class LongRecordPacker(object):
     self.stats["records"] += 1
     self.stats["long_tokens"] += length
     self.stats["global_tokens"] += int(record["global_input_mask"].sum())
-    self._pieces, self._long_used = [], 0
+    self._pieces, self._long_used, self._globals_used = [], 0, 0
     return record
+
+  def add_sentence(self, sentence):
+    """Adds one sentence (token ids) of the current document; returns the records it completed.
+
+    A sentence longer than L is cut into pieces of L, each a sentence with its own global token.
+    """
+    records = []
+    if not sentence:
+      return records
+    self.stats["sentences"] += 1
+    if len(sentence) > self.long_seq_len:
+      self.stats["long_sentences_split"] += 1
+    for start in range(0, len(sentence), self.long_seq_len):
+      part = sentence[start:start + self.long_seq_len]
+      if (self._long_used + len(part) > self.long_seq_len or
+          self._globals_used + 1 > self.global_seq_len):
+        if self._piece:
+          self._pieces.append(self._piece)
+        records.append(self._record())
+        self._piece = []  # the document goes on in the next record
+      self._piece.append(part)
+      self._long_used += len(part)
+      self._globals_used += 1
+    return records
+
+  def end_document(self):
+    """Ends the current document (its last piece gets a breakpoint in the record)."""
+    if self._piece:
+      self._pieces.append(self._piece)
+    self._piece = []
 
   def add_document(self, sentences):
     """Adds one document (a list of token-id lists); returns the records completed by it."""
     records = []
-    piece = []
     for sentence in sentences:
-      if not sentence:
-        continue
-      self.stats["sentences"] += 1
-      if len(sentence) > self.long_seq_len:
-        self.stats["long_sentences_split"] += 1
-      for start in range(0, len(sentence), self.long_seq_len):
-        part = sentence[start:start + self.long_seq_len]
-        globals_used = sum(len(p) for p in self._pieces) + len(piece)
-        if (self._long_used + len(part) > self.long_seq_len or
-            globals_used + 1 > self.global_seq_len):
-          if piece:
-            self._pieces.append(piece)
-          records.append(self._record())
-          piece = []  # the document goes on in the next record
-        piece.append(part)
-        self._long_used += len(part)
-    if piece:
-      self._pieces.append(piece)
+      records.extend(self.add_sentence(sentence))
+    self.end_document()
     return records
 
   def finish(self):
     """The last, partly filled record (a list of 0 or 1 records)."""
+    self.end_document()
     return [self._record()] if self._pieces else []
 
 
 def _int_feature(values):
-  return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=np.asarray(values).tolist()))
 
 
 def serialize_record(record, positions, label_ids, num_masked):
@@ -187,7 +213,7 @@ def serialize_record(record, positions, label_ids, num_masked):
   weights = np.zeros([len(positions)], np.float32)
   weights[:num_masked] = 1.0
   features = collections.OrderedDict()
-  for name in LONG_FEATURES + GLOBAL_FEATURES:
+  for name in etc_records.LONG_FEATURES + etc_records.GLOBAL_FEATURES:
     features[name] = _int_feature(record[name])
   features["masked_lm_positions"] = _int_feature(positions)
   features["masked_lm_ids"] = _int_feature(label_ids)
@@ -234,35 +260,60 @@ class Masker(object):
     return serialize_record(record, positions[0], labels[0], int(num_masked[0]))
 
 
-def read_documents(input_files, tokenizer, reader, stats):
-  """Yields the documents of the input files, each a list of token-id lists (one a line).
+def read_sentences(input_files, tokenizer, reader, stats):
+  """Yields the sentences of the input files in order, and None at the end of each document.
+
+  One line at a time (memory holds one line, whatever the size of a document). A line without
+  word pieces is no sentence; a document without sentences is skipped.
 
   Args:
     input_files: text files.
     tokenizer: tokenization.FullTokenizer.
     reader: text_input.TextReader.
     stats: Counter (documents, lines).
+
+  Yields:
+    A list of token ids (a sentence), or None (the end of a document).
   """
   tokenize = getattr(tokenizer, "tokenize_to_ids", None)
   if tokenize is None:
     tokenize = lambda text: tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
   for path in input_files:
-    document = []
+    in_document = False
     for raw in reader.read_lines(path):
       line = raw.decode("utf-8", errors="replace").strip()
       if not line:
-        if document:
+        if in_document:
           stats["documents"] += 1
-          yield document
-        document = []
+          yield None
+        in_document = False
         continue
       stats["lines"] += 1
       ids = tokenize(line)
       if ids:
-        document.append(ids)
-    if document:
+        in_document = True
+        yield ids
+    if in_document:
       stats["documents"] += 1
-      yield document
+      yield None
+
+
+def _pass_records(input_files, tokenizer, reader, packer, should_stop):
+  """Yields the records of one pass over the input, polling should_stop at every sentence.
+
+  Raises:
+    pretraining_data.Stopped: should_stop() said so.
+  """
+  for sentence in read_sentences(input_files, tokenizer, reader, packer.stats):
+    if should_stop():
+      raise pretraining_data.Stopped()
+    if sentence is None:
+      packer.end_document()
+      continue
+    for record in packer.add_sentence(sentence):
+      yield record
+  for record in packer.finish():
+    yield record
 
 
 def create_pretraining_data(input_files, output_file, tokenizer, settings, summary_path=None,
@@ -278,14 +329,15 @@ def create_pretraining_data(input_files, output_file, tokenizer, settings, summa
       max_bad_fraction, max_line_chars.
     summary_path: where to write the summary JSON (None: not written).
     log_fn: progress lines (default: absl logging.info).
-    stop_signals: common.StopSignals or None; when stopped, the temporary is removed and the
-      function returns None.
+    stop_signals: common.StopSignals or None, polled at every sentence and record; when
+      stopped, the temporary is removed and the function returns None.
     extra_settings: more settings to record in the summary.
 
   Returns:
     The summary dict, or None when stopped.
   """
   log_fn = log_fn or logging.info
+  should_stop = (lambda: stop_signals.stopped) if stop_signals is not None else (lambda: False)
   start = time.time()
   input_bytes = sum(tf.io.gfile.stat(p).length for p in input_files)
   meter = common.ProgressMeter(input_bytes * settings["dupe_factor"] / 1e6, unit="MB",
@@ -296,7 +348,6 @@ def create_pretraining_data(input_files, output_file, tokenizer, settings, summa
   masker = Masker(tokenizer, settings["masked_lm_prob"], settings["max_predictions_per_seq"],
                   settings["do_whole_word_mask"], settings["random_seed"])
   tmp_path = common.temp_path(output_file)
-  stopped = False
   try:
     with tf.io.TFRecordWriter(tmp_path) as writer:
       for pass_index in range(settings["dupe_factor"]):
@@ -305,19 +356,13 @@ def create_pretraining_data(input_files, output_file, tokenizer, settings, summa
         packer = LongRecordPacker(settings["max_seq_length"], settings["max_global_seq_length"],
                                   global_token_id, pass_stats)
         done_before = input_bytes * pass_index
-        index = 0
-        documents = read_documents(input_files, tokenizer, reader, pass_stats)
-        for records in _then(documents, packer):
-          for record in records:
-            writer.write(masker.mask(record, pass_index, index, stats))
-            index += 1
+        for index, record in enumerate(_pass_records(input_files, tokenizer, reader, packer,
+                                                     should_stop)):
+          writer.write(masker.mask(record, pass_index, index, stats))
           meter.update((done_before + reader.disk_bytes_done) / 1e6,
                        extra="(%d records)" % (stats["records"] + pass_stats["records"]))
-          if stop_signals is not None and stop_signals.stopped:
-            stopped = True
-            break
-        if stopped:
-          break
+          if should_stop():
+            raise pretraining_data.Stopped()
         # Records and tokens count every pass; the input (documents, lines, ...) once.
         for key in ("records", "long_tokens", "global_tokens"):
           stats[key] += pass_stats.pop(key, 0)
@@ -326,11 +371,11 @@ def create_pretraining_data(input_files, output_file, tokenizer, settings, summa
           for key in ("undecodable_bytes", "lines_with_undecodable_bytes", "long_lines_split",
                       "long_line_pieces"):
             stats[key] += reader.stats[key]
-    if stopped:
-      return None
     if not stats["records"]:
       common.fail("--input_file=%s: no text in it (no record written)" % ",".join(input_files))
     tf.io.gfile.rename(tmp_path, output_file, overwrite=True)
+  except pretraining_data.Stopped:
+    return None
   finally:
     if tf.io.gfile.exists(tmp_path):
       tf.io.gfile.remove(tmp_path)
@@ -352,25 +397,31 @@ def create_pretraining_data(input_files, output_file, tokenizer, settings, summa
   return summary
 
 
-def _then(documents, packer):
-  """Yields the records each document completes, then the last partly filled one."""
-  for document in documents:
-    yield packer.add_document(document)
-  yield packer.finish()
-
-
 def read_examples(path):
   """Reads the records back as dicts of numpy arrays (for tests and inspection)."""
-  return bert_data.read_examples(path)
+  return pretraining_data.read_examples(path)
+
+
+def load_config(config_file, flag_name="etc_config_file"):
+  """The validated ETC config of --etc_config_file (one-line errors)."""
+  common.require_file(config_file, flag_name)
+  try:
+    config = etc_modeling.EtcConfig.from_json_file(config_file)
+    config.validate("--%s=%s" % (flag_name, config_file))
+  except ValueError as e:
+    common.fail(str(e) if str(e).startswith("--") else "--%s: %s" % (flag_name, e))
+  return config
 
 
 def _validate_flags():
-  """One-line errors for impossible flag values."""
+  """One-line errors for impossible flag values; returns the --etc_config_file config or None."""
   for name in ("input_file", "output_file"):
     if not getattr(FLAGS, name):
       common.fail("--%s is required" % name)
-  for name in ("max_seq_length", "max_global_seq_length", "max_predictions_per_seq",
-               "dupe_factor"):
+  config = load_config(FLAGS.etc_config_file) if FLAGS.etc_config_file else None
+  etc_records.check_lengths(FLAGS.max_seq_length, FLAGS.max_global_seq_length,
+                            FLAGS.allow_long_inputs, config, FLAGS.etc_config_file)
+  for name in ("max_predictions_per_seq", "dupe_factor"):
     if getattr(FLAGS, name) < 1:
       common.fail("--%s=%d: must be >= 1" % (name, getattr(FLAGS, name)))
   if FLAGS.max_predictions_per_seq > FLAGS.max_seq_length:
@@ -378,12 +429,13 @@ def _validate_flags():
                 (FLAGS.max_predictions_per_seq, FLAGS.max_seq_length))
   if not 0.0 < FLAGS.masked_lm_prob <= 1.0:
     common.fail("--masked_lm_prob=%g: must be in (0, 1]" % FLAGS.masked_lm_prob)
-  text_input.validate_input_flags()
+  text_input.validate_input_flags(FLAGS.max_bad_fraction, FLAGS.max_line_chars)
+  return config
 
 
 def main(_):
   logging.set_verbosity(logging.INFO)
-  _validate_flags()
+  config = _validate_flags()
   if FLAGS.spm_model_file:
     common.require_file(FLAGS.spm_model_file, "spm_model_file")
   else:
@@ -394,8 +446,10 @@ def main(_):
                                       input_files, [FLAGS.vocab_file, FLAGS.spm_model_file])
   text_input.check_text_inputs(input_files)
   try:
-    tokenizer = bert_data.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case,
-                                         FLAGS.spm_model_file)
+    tokenizer = pretraining_data.make_tokenizer(
+        FLAGS.vocab_file, FLAGS.do_lower_case, FLAGS.spm_model_file,
+        vocab_size=config.vocab_size if config else None,
+        config_name="--etc_config_file=%s" % FLAGS.etc_config_file)
   except (UnicodeDecodeError, ValueError, KeyError, IndexError) as e:
     if isinstance(e, common.UsageError):
       raise
@@ -427,7 +481,8 @@ def main(_):
       input_files, FLAGS.output_file, tokenizer, settings, summary_path=summary_file,
       stop_signals=common.STOP_SIGNALS,
       extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
-                      "do_lower_case": FLAGS.do_lower_case})
+                      "do_lower_case": FLAGS.do_lower_case,
+                      "etc_config_file": FLAGS.etc_config_file})
   common.STOP_SIGNALS.exit_if_stopped(
       "stopped before the end; nothing was written and the temporary file was removed "
       "(rerun the same command to start again)")

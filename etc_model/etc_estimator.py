@@ -16,17 +16,17 @@ import os
 
 import tensorflow as tf
 
-import common
-import estimator_utils
-from etc_model import create_pretraining_data as etc_data
+from realformer_tf import common
+from realformer_tf import estimator_utils
 from etc_model import etc_inputs
 from etc_model import etc_modeling
+from etc_model import etc_records
 
 tf1 = tf.compat.v1
 
 # The features every ETC record stores: [L] long ones and [G] global ones.
-LONG_FEATURES = etc_data.LONG_FEATURES
-GLOBAL_FEATURES = etc_data.GLOBAL_FEATURES
+LONG_FEATURES = etc_records.LONG_FEATURES
+GLOBAL_FEATURES = etc_records.GLOBAL_FEATURES
 # Variable scopes of the model and its heads (a checkpoint variable under them that this job's
 # model lacks belongs to another model).
 MODEL_SCOPES = ("etc_document_bert", "cls")
@@ -129,13 +129,16 @@ def load_config(config_file, residual_attention=None, max_seq_length=None,
   return config
 
 
-def check_resume(output_dir, want_shapes_fn):
+def check_resume(output_dir, want_shapes_fn, restore="train"):
   """check_resume_shapes, and a checkpoint with model variables this job lacks (more layers).
 
   Args:
     output_dir: the job's model directory.
     want_shapes_fn: returns {variable name: shape} of this job's model (called only when
       output_dir holds a checkpoint: it builds a graph).
+    restore: what the job restores (estimator_utils.check_resumable: "train" needs the
+      global_step and optimizer slots a checkpoint made for initialising lacks, e.g.
+      etc_model.lift_bert_checkpoint's; "estimator" the global_step).
 
   Returns:
     The global step of the checkpoint in output_dir, or None.
@@ -145,7 +148,7 @@ def check_resume(output_dir, want_shapes_fn):
   if not latest:
     return None
   want_shapes = want_shapes_fn()
-  step = estimator_utils.check_resume_shapes(output_dir, want_shapes)
+  step = estimator_utils.check_resume_shapes(output_dir, want_shapes, restore=restore)
   names = tf1.train.NewCheckpointReader(latest).get_variable_to_shape_map()
   # Not a slot of a variable of ours (<var>/adam_m, <var>/grad_accum): another model's.
   extra = sorted(n for n in names if n.split("/")[0] in MODEL_SCOPES and

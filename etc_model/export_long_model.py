@@ -62,9 +62,9 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-import common
-import export_hub
-import export_utils
+from realformer_tf import common
+from realformer_tf import serving
+from realformer_tf import export_utils
 import tokenization
 from etc_model import etc_estimator
 from etc_model import etc_inputs
@@ -103,7 +103,7 @@ def define_flags():
 class WordpieceIds(tf.Module):
   """The official FullTokenizer's ids as TF ops (export_hub's BasicTokenizer, WordPiece).
 
-  export_hub.BertPreprocessor's tokenizer without its packing functions (which the long model
+  serving.BertPreprocessor's tokenizer without its packing functions (which the long model
   does not use and which would be traced and saved too).
   """
 
@@ -125,13 +125,13 @@ class WordpieceIds(tf.Module):
         tf.constant(tokens), tf.constant([reference.vocab[t] for t in tokens], tf.int64)),
                                            default_value=-1)
     self._wordpiece = tf_text.WordpieceTokenizer(
-        self.table, suffix_indicator="##", max_bytes_per_word=4 * export_hub.MAX_CHARS_PER_WORD,
+        self.table, suffix_indicator="##", max_bytes_per_word=4 * serving.MAX_CHARS_PER_WORD,
         token_out_type=tf.int64, unknown_token="[UNK]", split_unknown_characters=False)
     self._lower = bool(do_lower_case)
 
   def __call__(self, text):
     """string [n] -> int32 RaggedTensor [n, (words), (pieces)] (graph code, no tf.function)."""
-    words = export_hub.wordpiece_words(text, self._lower)
+    words = serving.wordpiece_words(text, self._lower)
     return tf.cast(self._wordpiece.tokenize(words), tf.int32)
 
 

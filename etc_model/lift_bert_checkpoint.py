@@ -50,10 +50,10 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-import common
-import export_utils
+from realformer_tf import common
+from realformer_tf import export_utils
 import modeling
-import slim_checkpoint
+from realformer_tf import checkpoint_slimming
 from etc_model import etc_modeling
 
 tf1 = tf.compat.v1
@@ -242,7 +242,7 @@ def lift_values(bert_values, etc_config, seed=12345, source="--bert_checkpoint")
       report["head"].append(name)
       used.add(name)
   for name in sorted(set(bert_values) - used):
-    key = "optimizer" if slim_checkpoint.STRIP_PATTERN.search(name) else "unused"
+    key = "optimizer" if checkpoint_slimming.STRIP_PATTERN.search(name) else "unused"
     report[key].append(name)
   return values, report
 

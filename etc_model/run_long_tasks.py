@@ -43,9 +43,11 @@ As run_classifier: --eval_every_steps / --early_stopping_patience / --keep_best 
 eval_history.jsonl, best/), exact resume (rerun the same command; a checkpoint of another model
 in --output_dir is one line before anything is written), one job per --output_dir (lock file),
 SIGINT / SIGTERM: checkpoint, exit 130 / 143 without results, --seed, progress lines,
---allow_random_eval / --allow_unmatched_init. --precision=bf16 / fp16 runs the encoder (ETC's or
-BERT's) in that dtype with float32 variables (the same checkpoints in every precision), heads
-and losses float32; fp16 trains with dynamic loss scaling (estimator_utils.create_train_op).
+--allow_random_eval / --allow_unmatched_init (an --init_checkpoint must supply every variable of
+the encoder, ETC's or BERT's; the task head starts fresh). --precision=bf16 / fp16 runs the
+encoder (ETC's or BERT's) in that dtype with float32 variables (the same checkpoints in every
+precision), heads and losses float32; fp16 trains with dynamic loss scaling
+(estimator_utils.create_train_op).
 
 --padding=longest (the default of evaluation and prediction; training keeps max_length, as
 ETC draws its dropout masks over the batch's shape) cuts each batch to its longest real long
@@ -54,7 +56,7 @@ sparse layout's block local_radius + 1, at least the cloze candidates) and compu
 inputs for the cut batch: every real token's output, so the logits, eval_results.json and the
 predictions, equal the max_length job's to float rounding (the supporting logits of global
 padding are 0 instead of a value nobody reads). bucket rounds the lengths up to
-estimator_utils.padding_buckets; on TPU max_length. --model=bert_windows: max_length only.
+batch_padding.padding_buckets; on TPU max_length. --model=bert_windows: max_length only.
 """
 
 from __future__ import absolute_import
@@ -70,12 +72,13 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import estimator_utils
-import model_config
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import batch_padding
+from realformer_tf import model_config
 import modeling
-import training_eval
+from realformer_tf import training_eval
 from etc_model import bert_windows
 from etc_model import etc_estimator
 from etc_model import etc_modeling
@@ -139,7 +142,7 @@ def define_flags():
                        "(<= the BERT's max_position_embeddings).")
   flags.DEFINE_integer("window_stride", 256,
                        "--model=bert_windows: tokens between window starts.")
-  estimator_utils.define_padding_flag(
+  batch_padding.define_padding_flag(
       default_help="Default: longest for evaluation and prediction (bucket with --use_xla), "
       "max_length for training (ETC draws its dropout masks over the batch's shape) and on TPU.",
       extra_help="Here each batch is cut to its longest real long input (the last long "
@@ -192,10 +195,10 @@ def cut_lengths(batch, config, max_seq_length, max_global_seq_length, min_global
 
   Long: the last real long position (a long breakpoint or a non-zero token id: after it the
   example id of etc_inputs is 0, so no real token attends there) plus one, rounded up to a
-  multiple of estimator_utils.PADDING_MULTIPLE, or of the sparse layout's block local_radius + 1
+  multiple of batch_padding.PADDING_MULTIPLE, or of the sparse layout's block local_radius + 1
   (the blocked layout's own unit). Global: likewise from the global breakpoints and ids, at
   least min_global_length, rounded up to a multiple of PADDING_MULTIPLE. bucket: each rounded up
-  to estimator_utils.padding_buckets of its maximum instead. Never more than the maxima.
+  to batch_padding.padding_buckets of its maximum instead. Never more than the maxima.
 
   Args:
     batch: dict with token_ids, long_breakpoints [batch, L], global_token_ids,
@@ -210,16 +213,16 @@ def cut_lengths(batch, config, max_seq_length, max_global_seq_length, min_global
   Returns:
     (long length, global length): int32 scalar Tensors.
   """
-  long_multiple = estimator_utils.PADDING_MULTIPLE
+  long_multiple = batch_padding.PADDING_MULTIPLE
   if layout_for(att_implementation, max_seq_length) == "sparse":
     long_multiple = config.local_radius + 1
-  long_length = estimator_utils.padded_length(
+  long_length = batch_padding.padded_length(
       _last_real_position(batch["long_breakpoints"], batch["token_ids"]), max_seq_length,
-      long_multiple, estimator_utils.padding_buckets(max_seq_length) if bucket else None)
-  global_length = estimator_utils.padded_length(
+      long_multiple, batch_padding.padding_buckets(max_seq_length) if bucket else None)
+  global_length = batch_padding.padded_length(
       tf.maximum(_last_real_position(batch["global_breakpoints"], batch["global_token_ids"]),
-                 min_global_length), max_global_seq_length, estimator_utils.PADDING_MULTIPLE,
-      estimator_utils.padding_buckets(max_global_seq_length) if bucket else None)
+                 min_global_length), max_global_seq_length, batch_padding.PADDING_MULTIPLE,
+      batch_padding.padding_buckets(max_global_seq_length) if bucket else None)
   return long_length, global_length
 
 
@@ -280,7 +283,7 @@ def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_le
     drop_remainder: drop a last partial batch (default: when training).
     padding: "max_length": every batch [batch, L] / [batch, G]; "longest": each batch cut to
       its real long and global inputs (cut_batch, ETC only); "bucket": those rounded up to
-      estimator_utils.padding_buckets.
+      batch_padding.padding_buckets.
     att_implementation: the job's --att_implementation (the long length's rounding).
     num_records: the file's record count (training's shuffle buffer) when the caller has
       counted it; counted here otherwise.
@@ -351,10 +354,16 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
                          num_labels=num_labels)
 
 
+def encoder_scopes(config):
+  """The encoder an --init_checkpoint must supply: ETC's, or --model=bert_windows' BERT."""
+  family = "bert" if isinstance(config, bert_windows.BertWindowsConfig) else "etc"
+  return checkpoint_utils.ENCODER_SCOPES[family]
+
+
 def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, train_batch_size=None, fused_optimizer=False,
                      keep_checkpoint_max=5, att_implementation="auto", num_labels=None,
-                     precision="fp32", max_global_seq_length=None):
+                     precision="fp32", max_global_seq_length=None, allow_unmatched_init=False):
   """Returns the `model_fn` closure for TPUEstimator (TRAIN, EVAL: the loss, PREDICT).
 
   precision ("fp32", "bf16", "fp16") is the encoder's compute dtype (build_model); "fp16"
@@ -371,8 +380,9 @@ def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_ste
         task, config, features, is_training, use_one_hot_embeddings=use_tpu,
         att_implementation=att_implementation, num_labels=num_labels,
         compute_dtype=compute_dtype)
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu,
-                                                              tf1.trainable_variables())
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, tf1.trainable_variables(),
+        encoder_scopes=encoder_scopes(config), allow_unmatched=allow_unmatched_init)
     if mode == tf1.estimator.ModeKeys.TRAIN:
       train_op = estimator_utils.create_train_op(
           loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
@@ -494,7 +504,7 @@ def _check_flags():
     common.fail("--max_candidates=%d: must be < --max_global_seq_length=%d" %
                 (FLAGS.max_candidates, FLAGS.max_global_seq_length))
   training_eval.check_flags(FLAGS)
-  estimator_utils.check_padding_flag(FLAGS)
+  batch_padding.check_padding_flag(FLAGS)
   if FLAGS.model == "bert_windows" and FLAGS.padding in ("longest", "bucket"):
     common.fail("--padding=%s: not with --model=bert_windows (its window count is static, from "
                 "--max_seq_length; use --padding=max_length)" % FLAGS.padding)
@@ -505,7 +515,7 @@ def _padding(training):
   effective_padding; --model=bert_windows: always max_length)."""
   if FLAGS.model == "bert_windows":
     return "max_length"
-  return estimator_utils.effective_padding(FLAGS, training=training)
+  return batch_padding.effective_padding(FLAGS, training=training)
 
 
 def _needed_files():
@@ -630,6 +640,8 @@ def main(_):
   etc_estimator.check_vocab_ids(list(files.values()), config,
                                 ("token_ids", "global_token_ids"), flag_name="data_dir")
   common.check_output_dir(FLAGS.output_dir)
+  # One job per directory, taken before the directory's labels or checkpoint are read.
+  lock = common.OutputDirLock(FLAGS.output_dir).acquire()
   label_names = None
   if FLAGS.task in heads.LABEL_VOCABULARY_TASKS:
     try:
@@ -649,15 +661,17 @@ def main(_):
                            FLAGS.att_implementation,
                            num_labels=len(label_names) if label_names else None)
 
-  # Before the output directory is made: an eval / predict job without weights is one line.
+  # Before anything is written: an eval / predict job without weights is one line.
   eval_weights = None
   if not FLAGS.do_train:
     eval_weights = checkpoint_utils.require_eval_weights(
         "--do_eval" if FLAGS.do_eval else "--do_predict", FLAGS.output_dir,
-        FLAGS.init_checkpoint, list(shapes_fn()))
-  lock = common.OutputDirLock(FLAGS.output_dir).acquire()
-  # Compared before anything is written there: a resume with another model is one line.
-  resume_step = etc_estimator.check_resume(FLAGS.output_dir, shapes_fn)
+        FLAGS.init_checkpoint, list(shapes_fn()), allow_random_eval=FLAGS.allow_random_eval,
+        allow_unmatched=FLAGS.allow_unmatched_init, encoder_scopes=encoder_scopes(config))
+  # Compared before anything is written there: a resume with another model (or from a
+  # checkpoint made for initialising, e.g. a lifted one) is one line.
+  resume_step = etc_estimator.check_resume(
+      FLAGS.output_dir, shapes_fn, restore=estimator_utils.restore_mode(FLAGS.do_train))
   training_eval.remove_stale_best_temps(FLAGS.output_dir)
   model_config.save_config(config, FLAGS.output_dir, name=(
       bert_windows.CONFIG_NAME if FLAGS.model == "bert_windows" else CONFIG_NAME))
@@ -686,6 +700,7 @@ def main(_):
   model_fn = model_fn_builder(
       FLAGS.task, config, FLAGS.init_checkpoint, FLAGS.learning_rate, num_train_steps,
       num_warmup_steps, FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
+      allow_unmatched_init=FLAGS.allow_unmatched_init,
       att_implementation=layout_for(FLAGS.att_implementation, FLAGS.max_seq_length),
       num_labels=len(label_names) if label_names else None,
       max_global_seq_length=FLAGS.max_global_seq_length,

@@ -30,10 +30,13 @@ or without CPC. The default 0 builds exactly the MLM-only graph. Same records as
 The training plumbing is the top-level run_pretraining.py's: estimator_utils' TPU / distribution
 / checkpoint flags and make_estimator, create_train_op (optimization.create_optimizer;
 --fused_optimizer, --gradient_accumulation_steps), --init_checkpoint through
-init_checkpoint_scaffold_fn (e.g. a checkpoint of `python -m etc_model.lift_bert_checkpoint`),
-exact resume (rerun the same command; a checkpoint of another model in --output_dir is a
-one-line error before anything is written), one job per --output_dir (lock file), SIGINT /
-SIGTERM: checkpoint, then exit 130 / 143 without evaluating or writing the summary.
+init_checkpoint_scaffold_fn (a checkpoint of `python -m etc_model.lift_bert_checkpoint`: one
+that leaves any of ETC's encoder variables uninitialised, e.g. a BERT checkpoint never lifted,
+is one line unless --allow_unmatched_init), exact resume (rerun the same command; a checkpoint
+of another model in --output_dir, or one made for initialising such as the lifted checkpoint's
+own directory, is a one-line error before anything is written), one job per --output_dir
+(lock file), SIGINT / SIGTERM: checkpoint, then exit 130 / 143 without evaluating or writing
+the summary.
 --precision=bf16 / fp16 runs ETC (etc_modeling.EtcModel's compute_dtype) and the MLM head in that
 dtype with float32 variables, softmaxes, LayerNorm statistics and residual-attention running
 sums; fp16 trains with dynamic loss scaling (estimator_utils.create_train_op). The checkpoints
@@ -54,18 +57,18 @@ from absl import app
 from absl import flags
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import estimator_utils
-import model_config
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import model_config
 import modeling
-import pretraining_utils
-import text_input
+from realformer_tf import pretraining_utils
+from realformer_tf import text_input
 import run_pretraining as bert_pretraining
 from etc_model import cpc
-from etc_model import create_pretraining_data as etc_data
 from etc_model import etc_estimator
 from etc_model import etc_modeling
+from etc_model import etc_records
 
 tf1 = tf.compat.v1
 
@@ -75,6 +78,10 @@ SCRIPT = "etc_model.run_pretraining"
 CONFIG_NAME = "etc_config.json"
 # The shared estimator_utils.MODEL_FN_FLAGS this script implements.
 SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
+# --cpc_max_sentences_per_seq / --cpc_max_sentence_length when not given, as far as the
+# record's global / long lengths allow.
+DEFAULT_CPC_MAX_SENTENCES = 32
+DEFAULT_CPC_MAX_SENTENCE_LENGTH = 64
 
 
 def define_flags():
@@ -99,8 +106,13 @@ def define_flags():
   flags.DEFINE_integer("eval_batch_size", 8, "Total batch size for eval.")
   flags.DEFINE_float("learning_rate", 5e-5, "The initial learning rate for Adam.")
   flags.DEFINE_integer("num_train_steps", 100000, "Number of optimizer updates.")
-  flags.DEFINE_integer("num_warmup_steps", 10000, "Number of warmup updates.")
-  flags.DEFINE_integer("max_eval_steps", 100, "Maximum number of eval steps.")
+  flags.DEFINE_integer(
+      "num_warmup_steps", None,
+      "Number of warmup updates. Default: min(10000, a tenth of --num_train_steps).")
+  flags.DEFINE_integer(
+      "max_eval_steps", None,
+      "Evaluate this many batches of a repeating --eval_input_file. Default: every record once "
+      "(full batches: a last partial one is not scored, and eval_results says how many were).")
   flags.DEFINE_integer(
       "gradient_accumulation_steps", 1,
       "Micro-batches of --train_batch_size averaged per optimizer update (the global step "
@@ -114,12 +126,15 @@ def define_flags():
                      "Weight of ETC's CPC loss on the global tokens (0: off, MLM only).")
   flags.DEFINE_float("cpc_sentence_mask_rate", 0.1,
                      "CPC: fraction of a record's sentences masked (rounded up).")
-  flags.DEFINE_integer("cpc_max_sentences_per_seq", 32,
+  flags.DEFINE_integer("cpc_max_sentences_per_seq", None,
                        "CPC: at most this many masked sentences a record (<= "
-                       "--max_global_seq_length).")
-  flags.DEFINE_integer("cpc_max_sentence_length", 64,
+                       "--max_global_seq_length: each takes a global token's slot). Default: "
+                       "min(%d, --max_global_seq_length)." % DEFAULT_CPC_MAX_SENTENCES)
+  flags.DEFINE_integer("cpc_max_sentence_length", None,
                        "CPC: a masked sentence is encoded alone from its first this many tokens "
-                       "(the lone pass encodes batch * --cpc_max_sentences_per_seq * this).")
+                       "(the lone pass encodes batch * --cpc_max_sentences_per_seq * this; <= "
+                       "--max_seq_length). Default: min(%d, --max_seq_length)." %
+                       DEFAULT_CPC_MAX_SENTENCE_LENGTH)
   flags.DEFINE_integer("cpc_mask_token_id", None,
                        "CPC: the id the masked sentences' tokens become. Default: the [MASK] id "
                        "the data's summary records (etc_model.create_pretraining_data writes "
@@ -147,7 +162,7 @@ def masked_lm_head_config(config):
 
 def input_fn_builder(input_files, config, max_seq_length, max_global_seq_length,
                      max_predictions_per_seq, is_training, num_cpu_threads=4, seed=None,
-                     skip_batches=0):
+                     skip_batches=0, repeat=True):
   """Creates an `input_fn` for TPUEstimator over the ETC pre-training records.
 
   Args:
@@ -160,14 +175,15 @@ def input_fn_builder(input_files, config, max_seq_length, max_global_seq_length,
     num_cpu_threads: parallel readers / decoders.
     seed: shuffle seed.
     skip_batches: batches already consumed by a resumed job (see estimator_utils).
+    repeat: (evaluation) repeat the records for ever; False reads each record once.
 
   Returns:
     input_fn(params) -> tf.data.Dataset of feature dicts with batch params["batch_size"].
   """
   name_to_features = {}
-  for name in etc_data.LONG_FEATURES:
+  for name in etc_records.LONG_FEATURES:
     name_to_features[name] = tf.io.FixedLenFeature([max_seq_length], tf.int64)
-  for name in etc_data.GLOBAL_FEATURES:
+  for name in etc_records.GLOBAL_FEATURES:
     name_to_features[name] = tf.io.FixedLenFeature([max_global_seq_length], tf.int64)
   name_to_features["masked_lm_positions"] = tf.io.FixedLenFeature([max_predictions_per_seq],
                                                                   tf.int64)
@@ -189,7 +205,9 @@ def input_fn_builder(input_files, config, max_seq_length, max_global_seq_length,
       if skip_batches:
         d = d.skip(skip_batches * batch_size)
     else:
-      d = tf.data.TFRecordDataset(input_files).repeat()
+      d = tf.data.TFRecordDataset(input_files)
+      if repeat:
+        d = d.repeat()
     d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features),
               num_parallel_calls=num_cpu_threads)
     d = d.batch(batch_size, drop_remainder=True)
@@ -322,7 +340,7 @@ def model_fn_builder(config, init_checkpoint, learning_rate, num_train_steps, nu
                      use_tpu, gradient_accumulation_steps=1, total_steps=None,
                      train_batch_size=None, extra_hooks=(), progress_hook=None,
                      fused_optimizer=False, keep_checkpoint_max=5, att_implementation="auto",
-                     precision="fp32", cpc_options=None):
+                     precision="fp32", cpc_options=None, allow_unmatched_init=False):
   """Returns the `model_fn` closure for TPUEstimator (masked LM on the long tokens).
 
   The arguments are those of the top-level run_pretraining.model_fn_builder (config an
@@ -350,7 +368,10 @@ def model_fn_builder(config, init_checkpoint, learning_rate, num_train_steps, nu
           config, features, is_training, use_one_hot_embeddings=use_tpu,
           att_implementation=att_implementation, compute_dtype=compute_dtype)
     tvars = tf1.trainable_variables()
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu, tvars)
+    # ETC's encoder must come from the checkpoint (a lifted one); the MLM head may be new.
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, tvars, encoder_scopes=checkpoint_utils.ENCODER_SCOPES["etc"],
+        allow_unmatched=allow_unmatched_init)
     if mode == tf1.estimator.ModeKeys.TRAIN:
       train_op = estimator_utils.create_train_op(
           loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
@@ -419,10 +440,13 @@ def _check_flags():
       common.fail("--%s is required" % name)
   for name in ("max_seq_length", "max_global_seq_length", "max_predictions_per_seq",
                "train_batch_size", "eval_batch_size", "num_train_steps",
-               "gradient_accumulation_steps", "max_eval_steps"):
+               "gradient_accumulation_steps"):
     if getattr(FLAGS, name) < 1:
       common.fail("--%s must be >= 1, got %d" % (name, getattr(FLAGS, name)))
-  if FLAGS.num_warmup_steps < 0 or FLAGS.num_warmup_steps > FLAGS.num_train_steps:
+  if FLAGS.max_eval_steps is not None and FLAGS.max_eval_steps < 1:
+    common.fail("--max_eval_steps must be >= 1, got %d" % FLAGS.max_eval_steps)
+  if FLAGS.num_warmup_steps is not None and not (
+      0 <= FLAGS.num_warmup_steps <= FLAGS.num_train_steps):
     common.fail("--num_warmup_steps=%d must be in [0, --num_train_steps=%d]" %
                 (FLAGS.num_warmup_steps, FLAGS.num_train_steps))
 
@@ -457,7 +481,8 @@ def cpc_options_from_flags(flag_values, vocab_size, data_mask_id=None):
 
   Args:
     flag_values: FLAGS (cpc_loss_weight, cpc_sentence_mask_rate, cpc_max_sentences_per_seq,
-      cpc_max_sentence_length, cpc_mask_token_id, max_seq_length, max_global_seq_length).
+      cpc_max_sentence_length, cpc_mask_token_id, max_seq_length, max_global_seq_length); the
+      two maxima None: DEFAULT_CPC_MAX_SENTENCES / _SENTENCE_LENGTH, at most G / L.
     vocab_size: the model's vocab_size (the mask id must be below it).
     data_mask_id: the [MASK] id the data's summary records (data_mask_token_id), or None.
 
@@ -473,10 +498,14 @@ def cpc_options_from_flags(flag_values, vocab_size, data_mask_id=None):
   if not 0.0 < rate <= 1.0:
     common.fail("--cpc_sentence_mask_rate=%s: must be in (0, 1]" % rate)
   sentences = flag_values.cpc_max_sentences_per_seq
+  if sentences is None:  # each masked sentence needs a global token's slot
+    sentences = min(DEFAULT_CPC_MAX_SENTENCES, flag_values.max_global_seq_length)
   if not 1 <= sentences <= flag_values.max_global_seq_length:
     common.fail("--cpc_max_sentences_per_seq=%d: must be in [1, --max_global_seq_length=%d]" %
                 (sentences, flag_values.max_global_seq_length))
   length = flag_values.cpc_max_sentence_length
+  if length is None:
+    length = min(DEFAULT_CPC_MAX_SENTENCE_LENGTH, flag_values.max_seq_length)
   if not 1 <= length <= flag_values.max_seq_length:
     common.fail("--cpc_max_sentence_length=%d: must be in [1, --max_seq_length=%d]" %
                 (length, flag_values.max_seq_length))
@@ -499,11 +528,11 @@ def _expected_lengths():
   long_flag = "--max_seq_length=%d" % FLAGS.max_seq_length
   global_flag = "--max_global_seq_length=%d" % FLAGS.max_global_seq_length
   pred_flag = "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq
-  expected = {name: (FLAGS.max_seq_length, long_flag) for name in etc_data.LONG_FEATURES}
+  expected = {name: (FLAGS.max_seq_length, long_flag) for name in etc_records.LONG_FEATURES}
   expected.update({name: (FLAGS.max_global_seq_length, global_flag)
-                   for name in etc_data.GLOBAL_FEATURES})
+                   for name in etc_records.GLOBAL_FEATURES})
   expected.update({name: (FLAGS.max_predictions_per_seq, pred_flag)
-                   for name in etc_data.PREDICTION_FEATURES})
+                   for name in etc_records.PREDICTION_FEATURES})
   return expected
 
 
@@ -534,12 +563,16 @@ def main(_):
   label = pretraining_utils.task_label()
   lock = common.OutputDirLock(FLAGS.output_dir, label=label).acquire()
   # Compared before anything is written there: a resume with another model is one line.
-  resume_step = etc_estimator.check_resume(FLAGS.output_dir, lambda: variable_shapes(
-      config, FLAGS.max_seq_length, FLAGS.max_global_seq_length, FLAGS.att_implementation))
+  # A checkpoint made for initialising (a lifted one: no optimizer slots) too.
+  resume_step = etc_estimator.check_resume(
+      FLAGS.output_dir, lambda: variable_shapes(config, FLAGS.max_seq_length,
+                                                FLAGS.max_global_seq_length,
+                                                FLAGS.att_implementation),
+      restore=estimator_utils.restore_mode(FLAGS.do_train))
   if FLAGS.do_eval and not FLAGS.do_train:
     checkpoint_utils.require_trained_weights(
         "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],
-        give_flag="init_checkpoint")
+        allow_random_eval=FLAGS.allow_random_eval, give_flag="init_checkpoint")
   model_config.save_config(config, FLAGS.output_dir, name=CONFIG_NAME)
   tf1.logging.info("*** Model: ETC %d layers, hidden %d, local_radius %d, residual_attention=%s; "
                    "L=%d, G=%d", config.num_hidden_layers, config.hidden_size,
@@ -547,11 +580,19 @@ def main(_):
                    FLAGS.max_global_seq_length)
 
   total_steps = FLAGS.num_train_steps * FLAGS.gradient_accumulation_steps
+  num_warmup_steps = FLAGS.num_warmup_steps
+  if num_warmup_steps is None:
+    num_warmup_steps = pretraining_utils.default_warmup_steps(FLAGS.num_train_steps)
+    if FLAGS.do_train:
+      tf1.logging.info("Warm-up: %d of %d steps (--num_warmup_steps default: min(%d, a tenth))",
+                       num_warmup_steps, FLAGS.num_train_steps,
+                       pretraining_utils.OFFICIAL_WARMUP_STEPS)
   digest_hook = pretraining_utils.WeightsDigestHook()
   progress_hook = estimator_utils.ProgressHook(total_steps, FLAGS.train_batch_size)
   model_fn = model_fn_builder(
       config=config, init_checkpoint=FLAGS.init_checkpoint, learning_rate=FLAGS.learning_rate,
-      num_train_steps=FLAGS.num_train_steps, num_warmup_steps=FLAGS.num_warmup_steps,
+      allow_unmatched_init=FLAGS.allow_unmatched_init,
+      num_train_steps=FLAGS.num_train_steps, num_warmup_steps=num_warmup_steps,
       use_tpu=FLAGS.use_tpu, gradient_accumulation_steps=FLAGS.gradient_accumulation_steps,
       total_steps=total_steps, train_batch_size=FLAGS.train_batch_size,
       extra_hooks=[digest_hook], progress_hook=progress_hook,
@@ -605,11 +646,18 @@ def main(_):
     tf1.logging.info("Training done: %s", json.dumps(summary, sort_keys=True))
 
   if FLAGS.do_eval and pretraining_utils.is_chief():
+    # By default every record once, in full batches (ETC's side inputs take static shapes);
+    # --max_eval_steps: that many batches of the repeated records.
     eval_input_fn = input_fn_builder(
         eval_files, config, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
-        FLAGS.max_predictions_per_seq, is_training=False)
+        FLAGS.max_predictions_per_seq, is_training=False,
+        repeat=FLAGS.max_eval_steps is not None)
     result = estimator.evaluate(input_fn=eval_input_fn, steps=FLAGS.max_eval_steps)
     common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
+    result.update(pretraining_utils.eval_counts(eval_files, FLAGS.eval_batch_size,
+                                                FLAGS.max_eval_steps, True))
+    tf1.logging.info("Evaluated %d examples (%d records in --eval_input_file)",
+                     result["eval_examples"], result["eval_records"])
     estimator_utils.write_eval_results(FLAGS.output_dir, result)
   lock.release()
 

@@ -21,7 +21,7 @@ TINY_BERT_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers":
 
 if REPO_DIR not in sys.path:
   sys.path.insert(0, REPO_DIR)
-import common  # pylint: disable=g-import-not-at-top,wrong-import-position
+from realformer_tf import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 SHARED_DATA_DIR = common.shared_data_dir()
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -79,8 +79,13 @@ TOOL_ENV = {"TF_CPP_MIN_LOG_LEVEL": "2", "CUDA_VISIBLE_DEVICES": ""}
 
 
 def tool_command(script, args=()):
-  """[python, <repo>/script, args...]: a repository tool run with this test's Python."""
-  return [sys.executable, os.path.join(REPO_DIR, script)] + [str(a) for a in args]
+  """A repository tool run with this test's Python: [python, <repo>/script, args...] for a
+  top-level command, [python, -m, package.tool, args...] for one in a package folder
+  ("paper/sweep.py", "translation/run_translation.py"), as users run them."""
+  args = [str(a) for a in args]
+  if "/" in script and script.endswith(".py") and not os.path.isabs(script):
+    return [sys.executable, "-m", script[:-3].replace("/", ".")] + args
+  return [sys.executable, os.path.join(REPO_DIR, script)] + args
 
 
 def tool_env(extra=None):

@@ -9,7 +9,7 @@ import tensorflow as tf
 
 from conftest import last_error_line, run_tool
 import average_checkpoints
-import common
+from realformer_tf import common
 
 tf1 = tf.compat.v1
 

@@ -1,12 +1,13 @@
-"""Tests for build_vocab.py: layout, exact size, [UNK] rate, determinism, BPE vs a naive one."""
+"""Tests for build_vocab.py and realformer_tf/vocab_building.py: layout, exact size, [UNK] rate,
+determinism, BPE vs a naive one."""
 
 import collections
 import os
 
 import pytest
 
-import build_vocab
-import common
+from realformer_tf import common
+from realformer_tf import vocab_building
 import tokenization
 from conftest import last_error_line, run_tool, shared_path
 
@@ -34,7 +35,7 @@ def _write_vocab(tmp_path, tokens, name="vocab.txt"):
 def naive_bpe(word_counts, num_pieces, min_frequency):
   """Textbook BPE: recount every pair before each merge (same tie-break rule).
 
-  Symbols are numbered as build_vocab does (alphabet, then its ## forms, then
+  Symbols are numbered as vocab_building does (alphabet, then its ## forms, then
   new pieces in order); the most frequent pair wins, ties to the smallest
   (left id, right id).
   """
@@ -81,7 +82,7 @@ def naive_bpe(word_counts, num_pieces, min_frequency):
 
 def test_hand_computed_merges():
   counts = {"low": 5, "lower": 2, "newest": 6, "widest": 3}
-  alphabet, pieces = build_vocab.learn_wordpieces(counts, 7, min_frequency=1)
+  alphabet, pieces = vocab_building.learn_wordpieces(counts, 7, min_frequency=1)
   # char counts: e 17, w 16, s 9, t 9, l 7, o 7, n 6, d 3, i 3, r 2
   assert alphabet == list("ewstlondir")
   # (##e,##s)=9 ties (##s,##t)=9 -> smaller ids first; then ##est; (l,##o)=7
@@ -91,29 +92,29 @@ def test_hand_computed_merges():
   assert pieces == ["##es", "##est", "lo", "low", "ne", "##west", "newest"]
   # min_frequency=3 drops "r" (2) and so "lower"; ##es=18 ##est=19 now, and
   # the 6-count pairs of newest go first, then low (5), then widest (3).
-  alphabet, pieces = build_vocab.learn_wordpieces(counts, 100, min_frequency=3)
+  alphabet, pieces = vocab_building.learn_wordpieces(counts, 100, min_frequency=3)
   assert alphabet == list("ewstlondi")
   assert pieces == ["##es", "##est", "ne", "##west", "newest", "lo", "low", "wi",
                     "##dest", "widest"]
   # min_frequency=6: only e w s t l o n remain, so only low (5) and newest (6)
   # are learned from, and only newest's pairs (6) merge, ties to the smallest
   # ids: n=6 ##e=7 ##w=8 ##s=9 ##t=10 ne=14 ##es=15 ##wes=16.
-  _, pieces = build_vocab.learn_wordpieces(counts, 100, min_frequency=6)
+  _, pieces = vocab_building.learn_wordpieces(counts, 100, min_frequency=6)
   assert pieces == ["ne", "##es", "##wes", "newes", "newest"]
 
 
 def test_incremental_bpe_matches_naive(slice_file):
   with open(slice_file, encoding="utf-8") as f:
     text = f.read()[:60000]
-  counts = build_vocab.count_words([text], do_lower_case=True)
-  fast = build_vocab.learn_wordpieces(counts, 150, min_frequency=2)
+  counts = vocab_building.count_words([text], do_lower_case=True)
+  fast = vocab_building.learn_wordpieces(counts, 150, min_frequency=2)
   assert fast == naive_bpe(counts, 150, 2)
   assert len(fast[1]) == 150
 
 
 def test_count_words_matches_basic_tokenizer():
   text = "Héllo, World! hello\tworld\nCafé 你好 don't\x00x\n"
-  counts = build_vocab.count_words([text[:20], text[20:]], do_lower_case=True)
+  counts = vocab_building.count_words([text[:20], text[20:]], do_lower_case=True)
   basic = tokenization.BasicTokenizer(do_lower_case=True)
   assert counts == collections.Counter(basic.tokenize(text[:20]) +
                                        basic.tokenize(text[20:]))
@@ -125,20 +126,20 @@ def test_read_text_blocks_whole_lines(tmp_path, monkeypatch):
   data = ("\n".join(lines) + "\n").encode("utf-8")
   path = tmp_path / "t.txt"
   path.write_bytes(data)
-  monkeypatch.setattr(build_vocab, "_READ_BLOCK", 7)  # force chunk carry-over
+  monkeypatch.setattr(vocab_building, "_READ_BLOCK", 7)  # force chunk carry-over
   log = lambda s: None
-  assert "".join(build_vocab.read_text_blocks([str(path)], 0, log)) == data.decode()
-  capped = "".join(build_vocab.read_text_blocks([str(path), str(path)], 1000, log))
+  assert "".join(vocab_building.read_text_blocks([str(path)], 0, log)) == data.decode()
+  capped = "".join(vocab_building.read_text_blocks([str(path), str(path)], 1000, log))
   assert len(capped.encode()) <= 1000 and len(capped.encode()) > 950
   assert capped.endswith("\n") and data.decode().startswith(capped)
   # A file without a final newline still yields its last line.
   path.write_bytes(b"a\nb")
-  assert "".join(build_vocab.read_text_blocks([str(path)], 0, log)) == "a\nb"
+  assert "".join(vocab_building.read_text_blocks([str(path)], 0, log)) == "a\nb"
 
 
 def test_wordpiece_vocab_layout_size_unk_rate(slice_file, tmp_path):
   log = lambda s: None
-  tokens = build_vocab.build_wordpiece_vocab([slice_file], 3000, num_unused=10,
+  tokens = vocab_building.build_wordpiece_vocab([slice_file], 3000, num_unused=10,
                                              log_fn=log)
   assert len(tokens) == 3000 and len(set(tokens)) == 3000
   assert tokens[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
@@ -163,7 +164,7 @@ def test_wordpiece_vocab_layout_size_unk_rate(slice_file, tmp_path):
 
 
 def test_cased_vocab_keeps_case(slice_file):
-  tokens = build_vocab.build_wordpiece_vocab([slice_file], 2000, do_lower_case=False,
+  tokens = vocab_building.build_wordpiece_vocab([slice_file], 2000, do_lower_case=False,
                                              log_fn=lambda s: None)
   assert "The" in tokens and "the" in tokens
   assert tokenization.check_vocab_case(tokens, False) is None
@@ -171,22 +172,22 @@ def test_cased_vocab_keeps_case(slice_file):
 
 def test_deterministic_and_too_small(slice_file):
   log = lambda s: None
-  a = build_vocab.build_wordpiece_vocab([slice_file], 1500, log_fn=log)
-  b = build_vocab.build_wordpiece_vocab([slice_file], 1500, log_fn=log)
+  a = vocab_building.build_wordpiece_vocab([slice_file], 1500, log_fn=log)
+  b = vocab_building.build_wordpiece_vocab([slice_file], 1500, log_fn=log)
   assert a == b
   # A smaller vocab is a prefix of the larger one (same merges, in order).
-  c = build_vocab.build_wordpiece_vocab([slice_file], 1000, log_fn=log)
+  c = vocab_building.build_wordpiece_vocab([slice_file], 1000, log_fn=log)
   assert a[:1000] == c
   with pytest.raises(common.UsageError, match=r"^--vocab_size=50: too small .* needs at least \d+"):
-    build_vocab.build_wordpiece_vocab([slice_file], 50, log_fn=log)
+    vocab_building.build_wordpiece_vocab([slice_file], 50, log_fn=log)
   with pytest.raises(common.UsageError, match=r"^--vocab_size=7: too small"):
-    build_vocab.build_wordpiece_vocab([slice_file], 7, num_unused=5, log_fn=log)
+    vocab_building.build_wordpiece_vocab([slice_file], 7, num_unused=5, log_fn=log)
 
 
 def test_runs_out_of_pairs_pads_with_unused(tmp_path):
   path = tmp_path / "tiny.txt"
   path.write_text("aa ab ba\naa ab ba\n")
-  tokens = build_vocab.build_wordpiece_vocab([str(path)], 20, num_unused=1,
+  tokens = vocab_building.build_wordpiece_vocab([str(path)], 20, num_unused=1,
                                              log_fn=lambda s: None)
   assert len(tokens) == 20 and len(set(tokens)) == 20
   # 5 specials, [unused0], a b ##a ##b, the 3 pairs seen twice, then padding.
@@ -215,12 +216,12 @@ def test_cli_wordpiece_and_errors(slice_file, tmp_path):
 def test_sentencepiece_round_trip(slice_file, tmp_path):
   import sentencepiece as spm
   prefix = str(tmp_path / "spm")
-  pieces = build_vocab.build_sentencepiece([slice_file], 1500, prefix + ".model",
+  pieces = vocab_building.build_sentencepiece([slice_file], 1500, prefix + ".model",
                                            num_unused=2, log_fn=lambda s: None)
   assert len(pieces) == 1500
   assert pieces[:7] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "[unused0]",
                         "[unused1]"]
-  again = build_vocab.build_sentencepiece([slice_file], 1500, prefix + "2.model",
+  again = vocab_building.build_sentencepiece([slice_file], 1500, prefix + "2.model",
                                           num_unused=2, log_fn=lambda s: None)
   assert again == pieces
   with open(prefix + ".model", "rb") as a, open(prefix + "2.model", "rb") as b:
@@ -278,34 +279,34 @@ def test_read_text_blocks_gzip_bad_bytes_long_lines(tmp_path):
   plain, gz = tmp_path / "t.txt", tmp_path / "t.txt.gz"
   plain.write_text(text, encoding="utf-8")
   gz.write_bytes(gzip.compress(text.encode("utf-8")))
-  assert "".join(build_vocab.read_text_blocks([str(gz)], 0, log)) == text
-  assert build_vocab.build_wordpiece_vocab([str(gz)], 60, log_fn=log) == (
-      build_vocab.build_wordpiece_vocab([str(plain)], 60, log_fn=log))
+  assert "".join(vocab_building.read_text_blocks([str(gz)], 0, log)) == text
+  assert vocab_building.build_wordpiece_vocab([str(gz)], 60, log_fn=log) == (
+      vocab_building.build_wordpiece_vocab([str(plain)], 60, log_fn=log))
   # Before the fix a binary file became "words" (bad bytes were dropped silently).
   binary = tmp_path / "b.bin"
   binary.write_bytes(bytes(range(256)) * 200 + b"\n")  # the 128 bytes >= 0x80: not UTF-8
   with pytest.raises(common.UsageError,
                      match=r"^--input_file: %s: 50\.0%% of its 51201 bytes "
                      r"\(25600\)" % binary):
-    list(build_vocab.read_text_blocks([str(plain), str(binary)], 0, log))
+    list(vocab_building.read_text_blocks([str(plain), str(binary)], 0, log))
   # Also when --max_input_bytes stops inside the bad file.
   # 11 clean bytes, then lines of 256 bytes with 128 bad ones: 117 lines fit in 30000
   # bytes, the share counts the 118 read (15104 of 11 + 118 * 256 bytes).
   with pytest.raises(common.UsageError, match=r"50\.0% of the 30219 bytes read \(15104\)"):
-    list(build_vocab.read_text_blocks([str(binary)], 30000, log, max_bad_fraction=0.4))
+    list(vocab_building.read_text_blocks([str(binary)], 30000, log, max_bad_fraction=0.4))
   # An over-long line is cut at whitespace into lines of at most max_line_chars.
   plain.write_text("ab cd " * 1000 + "\nend\n")
-  lines = "".join(build_vocab.read_text_blocks([str(plain)], 0, log,
+  lines = "".join(vocab_building.read_text_blocks([str(plain)], 0, log,
                                                max_line_chars=100)).split("\n")
   assert max(len(l) for l in lines) <= 100 and len(lines) == 63 and lines[-2:] == ["end", ""]
-  assert build_vocab.count_words(["\n".join(lines)], True) == {"ab": 1000, "cd": 1000, "end": 1}
+  assert vocab_building.count_words(["\n".join(lines)], True) == {"ab": 1000, "cd": 1000, "end": 1}
 
 
 def test_sentencepiece_bad_input_is_usage_error(tmp_path):
   binary = tmp_path / "b.bin"
   binary.write_bytes(bytes(range(256)) * 200)
   with pytest.raises(common.UsageError, match="^--input_file: .*b.bin: .* not UTF-8 text"):
-    build_vocab.build_sentencepiece([str(binary)], 100, str(tmp_path / "m.model"),
+    vocab_building.build_sentencepiece([str(binary)], 100, str(tmp_path / "m.model"),
                                     log_fn=lambda s: None)
   assert not os.path.exists(str(tmp_path / "m.model"))
 

@@ -7,9 +7,9 @@ import types
 import pytest
 import tensorflow as tf
 
-import common
-import estimator_utils
-import model_config
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import model_config
 
 
 def test_expand_input_files_globs_and_comma_lists(tmp_path):
@@ -24,6 +24,24 @@ def test_expand_input_files_globs_and_comma_lists(tmp_path):
     common.expand_input_files(str(tmp_path / "nope*.txt"))
   with pytest.raises(common.UsageError, match="--input_file is empty"):
     common.expand_input_files(" , ")
+
+
+def test_expand_input_files_refuses_directories_in_one_line(tmp_path):
+  (tmp_path / "corpus").mkdir()
+  (tmp_path / "corpus" / "a.txt").write_text("x")
+  corpus = str(tmp_path / "corpus")
+  for given in (corpus, corpus + "/"):
+    with pytest.raises(common.UsageError) as error:
+      common.expand_input_files(given, "train_file")
+    assert str(error.value) == ("--train_file=%s: is a directory (give files or a glob like "
+                                "%s/*)" % (given, corpus))
+  assert common.expand_input_files(corpus + "/*") == [corpus + "/a.txt"]
+  (tmp_path / "corpus" / "sub").mkdir()
+  with pytest.raises(common.UsageError) as error:
+    common.expand_input_files(corpus + "/*")
+  assert str(error.value) == ("--input_file=%s/*: matches the directory %s/sub (give files or a "
+                              "glob like %s/sub/*)" % (corpus, corpus, corpus))
+  assert common.expand_input_files(corpus + "/*.txt") == [corpus + "/a.txt"]
 
 
 def test_require_file(tmp_path):
@@ -190,3 +208,32 @@ def test_output_dir_lock_and_check_not_input(tmp_path):
     common.check_not_input(str(tmp_path / "a.txt"), [str(tmp_path / "b.txt"),
                                                      str(tmp_path / "a.txt")])
   common.check_not_input(str(tmp_path / "c.txt"), [str(tmp_path / "a.txt")])
+
+
+def test_output_dir_lock_on_a_file_names_the_flag(tmp_path):
+  a_file = tmp_path / "a_file"
+  a_file.write_text("")
+  with pytest.raises(common.UsageError, match="^--output_dir=%s: is a file, expected a "
+                     "directory$" % a_file):
+    common.OutputDirLock(str(a_file), "output_dir", label="run_demo").acquire()
+  with pytest.raises(common.UsageError, match="^--work_dir=%s/sub: %s is a file, not a "
+                     "directory$" % (a_file, a_file)):
+    common.OutputDirLock(str(a_file / "sub"), "work_dir").acquire()
+  assert a_file.read_text() == ""
+
+
+def test_output_dir_lock_leaves_no_empty_directory_it_made(tmp_path):
+  # A job that stops before writing anything (a refused flag, no weights) leaves nothing.
+  new_dir = tmp_path / "new"
+  with common.OutputDirLock(str(new_dir)):
+    assert new_dir.is_dir()
+  assert not new_dir.exists()
+  # What the job wrote stays, and a directory that existed before is never removed.
+  with common.OutputDirLock(str(new_dir)):
+    (new_dir / "result.json").write_text("{}")
+  assert os.listdir(str(new_dir)) == ["result.json"]
+  existing = tmp_path / "existing"
+  existing.mkdir()
+  with common.OutputDirLock(str(existing)):
+    pass
+  assert existing.is_dir()

@@ -19,7 +19,7 @@ from safetensors.numpy import load_file, save_file
 import tensorflow as tf
 
 from conftest import REPO_DIR, last_error_line, run_tool, shared_path
-import common
+from realformer_tf import common
 import convert_hf_checkpoint as conv
 import numpy_bert
 

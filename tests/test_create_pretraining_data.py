@@ -1,4 +1,5 @@
-"""Tests for create_pretraining_data.py: masking statistics, layout, determinism, format, bad input.
+"""Tests for create_pretraining_data.py (its pipeline: realformer_tf/pretraining_data.py, its pool:
+realformer_tf/ordered_pool.py): masking statistics, layout, determinism, format, bad input.
 
 The official algorithm (google-research/bert create_pretraining_data.py) is re-implemented here on
 plain lists as an independent reference; the fast version is compared with it statistically (the
@@ -12,6 +13,7 @@ import gzip
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -22,9 +24,12 @@ import pytest
 import tensorflow as tf
 
 from conftest import last_error_line, process_alive, REPO_DIR, run_tool, shared_path, start_tool
-import common
+from conftest import TINY_BERT_CONFIG
+from realformer_tf import common
 import create_pretraining_data as cpd
-import text_input
+from realformer_tf import ordered_pool
+from realformer_tf import pretraining_data
+from realformer_tf import text_input
 import tokenization
 
 SCRIPT = "create_pretraining_data.py"
@@ -58,7 +63,7 @@ def settings(**kw):
   base = dict(max_seq_length=64, max_predictions_per_seq=10, random_seed=7, dupe_factor=3,
               masked_lm_prob=0.15, short_seq_prob=0.1, do_whole_word_mask=False)
   base.update(kw)
-  return cpd.Settings(**base)
+  return pretraining_data.Settings(**base)
 
 
 def run(tmp_path, tokenizer, text, name="out.tfrecord", num_workers=1, **kw):
@@ -68,9 +73,9 @@ def run(tmp_path, tokenizer, text, name="out.tfrecord", num_workers=1, **kw):
   out = str(tmp_path / name)
   opts = {k: kw.pop(k) for k in ("chunk_mb", "nsp_buffer_docs", "shuffle_buffer",
                                   "max_line_chars", "max_bad_fraction") if k in kw}
-  summary = cpd.create_pretraining_data([str(inp)], [out], tokenizer, settings(**kw),
-                                        num_workers=num_workers, log_fn=lambda s: None,
-                                        summary_path=cpd.summary_path_for(out), **opts)
+  summary = pretraining_data.create_pretraining_data([str(inp)], [out], tokenizer, settings(**kw),
+                                                     num_workers=num_workers, log_fn=lambda s: None,
+                                                     summary_path=cpd.summary_path_for(out), **opts)
   return out, summary
 
 
@@ -174,9 +179,9 @@ def original_tokens(ex):
 
 
 def _truncated_pair(tokens_a, tokens_b, max_num_tokens, rng):
-  """Truncated copies of a pair, with the id pipeline's draws (cpd._truncation)."""
-  front_a, back_a, front_b, back_b = cpd._truncation(len(tokens_a), len(tokens_b),
-                                                     max_num_tokens, rng)
+  """Truncated copies of a pair, with the id pipeline's draws (pretraining_data._truncation)."""
+  front_a, back_a, front_b, back_b = pretraining_data._truncation(len(tokens_a), len(tokens_b),
+                                                                  max_num_tokens, rng)
   return (tokens_a[front_a:len(tokens_a) - back_a], tokens_b[front_b:len(tokens_b) - back_b])
 
 
@@ -227,7 +232,7 @@ def test_instances_match_official_statistics():
   for _ in range(passes):
     for d in range(len(docs)):
       out = []
-      cpd._create_id_instances_from_document(bounds_docs, d, 64, 0.1, our_rng, out)
+      pretraining_data._create_id_instances_from_document(bounds_docs, d, 64, 0.1, our_rng, out)
       for a_start, len_a, b_start, len_b, is_random in out:
         assert len_a >= 1 and len_b >= 1 and len_a + len_b <= 61
         a_tokens = flat[a_start:a_start + len_a]
@@ -251,7 +256,7 @@ def test_instances_match_official_statistics():
 
 def test_masking_statistics(tmp_path, tokenizer):
   out, summary = run(tmp_path, tokenizer, make_text(150, 1), dupe_factor=4)
-  examples = cpd.read_examples(out)
+  examples = pretraining_data.read_examples(out)
   assert len(examples) == summary["instances"] > 1500
   vocab = tokenizer.vocab
   cls_id, sep_id, mask_id = vocab["[CLS]"], vocab["[SEP]"], vocab["[MASK]"]
@@ -307,7 +312,7 @@ def test_whole_word_masking(tmp_path, tokenizer):
                  do_whole_word_mask=wwm)
     split_groups = 0
     counts, ref_counts = [], []
-    for ex in cpd.read_examples(out):
+    for ex in pretraining_data.read_examples(out):
       length = int(ex["input_mask"].sum())
       k = int(ex["masked_lm_weights"].sum())
       masked = set(ex["masked_lm_positions"][:k].tolist())
@@ -336,7 +341,7 @@ def test_whole_word_masking(tmp_path, tokenizer):
 
 def test_layout_and_nsp_balance(tmp_path, tokenizer):
   out, summary = run(tmp_path, tokenizer, make_text(200, 4), dupe_factor=2)
-  examples = cpd.read_examples(out)
+  examples = pretraining_data.read_examples(out)
   sep_id = tokenizer.vocab["[SEP]"]
   labels = []
   for ex in examples:
@@ -363,7 +368,7 @@ def test_tfrecord_spec_and_official_parser(tmp_path, tokenizer):
   record = next(iter(tf.data.TFRecordDataset(out))).numpy()
   example = tf.train.Example.FromString(record)
   feats = example.features.feature
-  assert sorted(feats.keys()) == sorted(cpd.FEATURE_NAMES)
+  assert sorted(feats.keys()) == sorted(pretraining_data.FEATURE_NAMES)
   lengths = {"input_ids": 64, "input_mask": 64, "segment_ids": 64, "masked_lm_positions": 10,
              "masked_lm_ids": 10, "masked_lm_weights": 10, "next_sentence_labels": 1}
   for name, n in lengths.items():
@@ -375,7 +380,7 @@ def test_tfrecord_spec_and_official_parser(tmp_path, tokenizer):
           for name, n in lengths.items()}
   dataset = tf.data.TFRecordDataset(out).map(lambda r: tf.io.parse_single_example(r, spec))
   count = sum(1 for _ in dataset)
-  assert count == len(cpd.read_examples(out))
+  assert count == len(pretraining_data.read_examples(out))
 
 
 def test_serializer_equals_tf_example():
@@ -389,7 +394,7 @@ def test_serializer_equals_tf_example():
   mids = rng.integers(0, 30522, (n, pred))
   w = rng.integers(0, 2, (n, pred)).astype(np.float32)
   nsl = rng.integers(0, 2, n)
-  records = cpd.ExampleSerializer().serialize_batch(ids, mask, seg, pos, mids, w, nsl)
+  records = pretraining_data.ExampleSerializer().serialize_batch(ids, mask, seg, pos, mids, w, nsl)
   for i, record in enumerate(records):
     def ints(v):
       return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(x) for x in v]))
@@ -426,20 +431,20 @@ def test_undecodable_bytes_counted_not_fatal(tmp_path, tokenizer):
   legit = "a real replacement char \ufffd stays.\n".encode("utf-8")  # not counted
   out, summary = run(tmp_path, tokenizer, text + b"\n" + bad + legit + b"\n" + text)
   assert summary["lines_with_undecodable_bytes"] == 2
-  assert summary["instances"] == len(cpd.read_examples(out)) > 0
+  assert summary["instances"] == len(pretraining_data.read_examples(out)) > 0
   assert summary["documents"] == 21
 
 
 def test_empty_and_one_sentence_documents(tmp_path, tokenizer):
   out, summary = run(tmp_path, tokenizer, b"", name="empty.tfrecord")
   assert summary["instances"] == 0 and summary["documents"] == 0
-  assert os.path.exists(out) and cpd.read_examples(out) == []
+  assert os.path.exists(out) and pretraining_data.read_examples(out) == []
   # Blank-only lines, control-only lines (no tokens), and one-line documents.
   text = "\n\n   \n" + "\x07\x08\n\n" + "\n\n".join("the whale %d said." % i for i in range(40))
   out, summary = run(tmp_path, tokenizer, text, name="one.tfrecord", dupe_factor=2)
   assert summary["documents"] == 40 and summary["one_sentence_documents"] == 40
   assert summary["empty_documents_skipped"] == 1
-  examples = cpd.read_examples(out)
+  examples = pretraining_data.read_examples(out)
   # As in the official script, a one-segment chunk gets a random B.
   assert len(examples) == 80 and all(ex["next_sentence_labels"][0] == 1 for ex in examples)
 
@@ -449,7 +454,7 @@ def test_very_long_line_and_chunking(tmp_path, tokenizer):
   text = make_text(5, 8) + "\n" + long_line + "\n" + make_text(5, 9)
   out, summary = run(tmp_path, tokenizer, text, dupe_factor=1, chunk_mb=0.001)
   assert summary["documents"] == 11
-  assert all(int(ex["input_mask"].sum()) <= 64 for ex in cpd.read_examples(out))
+  assert all(int(ex["input_mask"].sum()) <= 64 for ex in pretraining_data.read_examples(out))
 
 
 def test_failure_leaves_no_finished_file(tmp_path, tokenizer):
@@ -457,9 +462,9 @@ def test_failure_leaves_no_finished_file(tmp_path, tokenizer):
   inp.write_text(make_text(300, 10))
   out = str(tmp_path / "fail.tfrecord")
   with pytest.raises(RuntimeError):
-    cpd.create_pretraining_data([str(inp)], [out + "-a", out + "-b"], tokenizer, settings(),
-                                chunk_mb=0.004, log_fn=lambda s: None,
-                                summary_path=out + ".summary.json", _fail_after_chunks=2)
+    pretraining_data.create_pretraining_data(
+        [str(inp)], [out + "-a", out + "-b"], tokenizer, settings(), chunk_mb=0.004,
+        log_fn=lambda s: None, summary_path=out + ".summary.json", _fail_after_chunks=2)
   assert os.listdir(tmp_path) == ["in.txt"]
 
 
@@ -472,7 +477,7 @@ def test_summary_json(tmp_path, tokenizer):
   nonblank = [l for l in text.split("\n") if l.strip()]
   assert saved["documents"] == 60 and saved["lines"] == len(nonblank)
   assert saved["input_tokens"] == sum(len(tokenizer.tokenize(l)) for l in nonblank)
-  assert saved["instances"] == len(cpd.read_examples(out))
+  assert saved["instances"] == len(pretraining_data.read_examples(out))
   assert saved["settings"]["dupe_factor"] == 2 and saved["settings"]["max_seq_length"] == 64
   for key in ("masked_fraction", "nsp_random_fraction", "elapsed_s", "mb_per_s",
               "lines_with_undecodable_bytes", "empty_documents_skipped", "one_sentence_documents",
@@ -484,7 +489,7 @@ def test_summary_json(tmp_path, tokenizer):
 def test_shared_sample(tmp_path, tokenizer):
   sample = shared_path("sample_1mb.txt")
   out = str(tmp_path / "sample.tfrecord")
-  summary = cpd.create_pretraining_data([sample], [out], tokenizer, settings(
+  summary = pretraining_data.create_pretraining_data([sample], [out], tokenizer, settings(
       max_seq_length=128, max_predictions_per_seq=20, dupe_factor=1), log_fn=lambda s: None)
   assert summary["documents"] == 616 and summary["lines_with_undecodable_bytes"] == 0
   assert 0.145 < summary["masked_fraction"] < 0.16
@@ -506,7 +511,7 @@ def test_cli_sharded_output(tmp_path, vocab_file):
   shards = sorted(glob.glob(out + "-*"))
   assert [os.path.basename(s) for s in shards] == [
       "data.tfrecord-%05d-of-00003" % i for i in range(3)]
-  counts = [len(cpd.read_examples(s)) for s in shards]
+  counts = [len(pretraining_data.read_examples(s)) for s in shards]
   # The summary is out/data.summary.json: `--input_file=<output_file>*` never picks it up.
   assert sorted(glob.glob(out + "*")) == shards
   with open(str(tmp_path / "out" / "data.summary.json")) as f:
@@ -527,6 +532,68 @@ def test_cli_bad_inputs_one_line_exit_2(tmp_path, vocab_file):
                expect_rc=2, timeout=120)
   assert "matches no file" in last_error_line(r) and "Traceback" not in r.stderr
   assert not os.path.exists(str(tmp_path / "o"))
+
+
+def test_lengths_bounded_by_the_position_table(tmp_path):
+  assert cpd.check_lengths(512, 20) is None
+  with pytest.raises(common.UsageError, match="^--max_seq_length=513: longer than the 512 "):
+    cpd.check_lengths(513, 20)
+  config = tmp_path / "bert_config.json"
+  config.write_text(json.dumps(dict(TINY_BERT_CONFIG, max_position_embeddings=1024)))
+  assert cpd.check_lengths(1024, 20, str(config)).max_position_embeddings == 1024
+  with pytest.raises(common.UsageError, match="^--max_seq_length=1025 is longer than "
+                     "max_position_embeddings=1024 in "):
+    cpd.check_lengths(1025, 20, str(config))
+  with pytest.raises(common.UsageError, match=r"^--max_predictions_per_seq=65: must be <= "
+                     "--max_seq_length=64$"):
+    cpd.check_lengths(64, 65)
+
+
+def test_cli_huge_lengths_refused_in_one_line_before_any_work(tmp_path, vocab_file):
+  # Before, --max_seq_length=100000000 grew to GBs over many minutes (each example is padded).
+  # (--max_predictions_per_seq: test_lengths_bounded_by_the_position_table.)
+  (tmp_path / "in.txt").write_text(make_text(20, 40))
+  out_dir = tmp_path / "out"
+  config = tmp_path / "bert_config.json"
+  config.write_text(json.dumps(TINY_BERT_CONFIG))  # 64 positions, 30,522 ids
+  small_vocab = tmp_path / "small_config.json"
+  small_vocab.write_text(json.dumps(dict(TINY_BERT_CONFIG, vocab_size=1000)))
+  base = ["--input_file=%s/in.txt" % tmp_path, "--output_file=%s/o.tfrecord" % out_dir,
+          "--vocab_file=" + vocab_file]
+  cases = [
+      (["--max_seq_length=100000000"],
+       "error: --max_seq_length=100000000: longer than the 512 positions of the official BERT "
+       "configs; pass --bert_config_file=<the model's config> to allow up to its "
+       "max_position_embeddings"),
+      (["--max_seq_length=65", "--bert_config_file=%s" % config],
+       "error: --max_seq_length=65 is longer than max_position_embeddings=64 in %s" % config),
+      (["--max_seq_length=64", "--bert_config_file=%s" % small_vocab],
+       "error: vocab file %s: has ids up to 30521 but vocab_size=1000 in --bert_config_file=%s; "
+       "use the vocab the model was trained with" % (vocab_file, small_vocab)),
+  ]
+  for args, line in cases:
+    start = time.time()
+    r = run_tool(SCRIPT, base + args, expect_rc=2, timeout=60)
+    assert last_error_line(r) == line
+    assert "Traceback" not in r.stderr and time.time() - start < 45
+    assert not out_dir.exists()
+
+
+def test_cli_directory_input_is_one_line(tmp_path, vocab_file):
+  (tmp_path / "corpus").mkdir()
+  (tmp_path / "corpus" / "a.txt").write_text(make_text(20, 41))
+  (tmp_path / "corpus" / "more").mkdir()
+  base = ["--output_file=%s/o.tfrecord" % tmp_path, "--vocab_file=" + vocab_file]
+  r = run_tool(SCRIPT, base + ["--input_file=%s/corpus" % tmp_path], expect_rc=2, timeout=120)
+  assert last_error_line(r) == ("error: --input_file=%s/corpus: is a directory (give files or a "
+                                "glob like %s/corpus/*)" % (tmp_path, tmp_path))
+  assert "Traceback" not in r.stderr
+  # A glob that matches a directory among the files: named too.
+  r = run_tool(SCRIPT, base + ["--input_file=%s/corpus/*" % tmp_path], expect_rc=2, timeout=120)
+  assert last_error_line(r) == (
+      "error: --input_file=%s/corpus/*: matches the directory %s/corpus/more (give files or a "
+      "glob like %s/corpus/more/*)" % (tmp_path, tmp_path, tmp_path))
+  assert sorted(os.listdir(tmp_path)) == ["corpus"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -589,7 +656,8 @@ def test_long_line_split_in_pipeline(tmp_path, tokenizer):
   nonblank = [l for l in text.split("\n") if l.strip()]
   assert summary["lines"] == len(nonblank) - 1 + 7
   # The long line and the first document after it form one document (no blank line between).
-  assert summary["documents"] == 10 and summary["instances"] == len(cpd.read_examples(out))
+  assert summary["documents"] == 10
+  assert summary["instances"] == len(pretraining_data.read_examples(out))
 
 
 def test_gzip_input_same_output_as_plain(tmp_path, tokenizer):
@@ -600,8 +668,9 @@ def test_gzip_input_same_output_as_plain(tmp_path, tokenizer):
   outputs = []
   for name, inp in (("p.tfrecord", plain), ("g.tfrecord", gz)):
     out = str(tmp_path / name)
-    summary = cpd.create_pretraining_data([str(inp)], [out], tokenizer, settings(dupe_factor=2),
-                                          chunk_mb=0.004, log_fn=lambda s: None)
+    summary = pretraining_data.create_pretraining_data(
+        [str(inp)], [out], tokenizer, settings(dupe_factor=2), chunk_mb=0.004,
+        log_fn=lambda s: None)
     outputs.append((open(out, "rb").read(), summary))
   (plain_bytes, plain_summary), (gz_bytes, gz_summary) = outputs
   assert gz_bytes == plain_bytes and gz_summary["instances"] == plain_summary["instances"] > 100
@@ -622,8 +691,9 @@ def test_undecodable_input_refused(tmp_path, tokenizer, kind):
   out = str(tmp_path / "o.tfrecord")
   # Before the fix: rc 0 and instances made of replacement characters.
   with pytest.raises(common.UsageError) as e:
-    cpd.create_pretraining_data([str(inp)], [out], tokenizer, settings(), log_fn=lambda s: None,
-                                summary_path=cpd.summary_path_for(out))
+    pretraining_data.create_pretraining_data([str(inp)], [out], tokenizer, settings(),
+                                             log_fn=lambda s: None,
+                                             summary_path=cpd.summary_path_for(out))
   message = str(e.value)
   assert message.startswith("--input_file: %s: " % inp) and "\n" not in message
   if kind == "corrupt_gzip":
@@ -657,9 +727,10 @@ def test_bad_fraction_threshold(tmp_path, tokenizer):
   out = str(tmp_path / "o.tfrecord")
   with pytest.raises(common.UsageError, match=r"^--input_file: %s: %.1f%% of its %d bytes \(120\)"
                      % (inp, 100 * bad_share, len(data))):
-    cpd.create_pretraining_data([str(inp)], [out], tokenizer, settings(), log_fn=lambda s: None)
-  summary = cpd.create_pretraining_data([str(inp)], [out], tokenizer, settings(),
-                                        log_fn=lambda s: None, max_bad_fraction=0.05)
+    pretraining_data.create_pretraining_data([str(inp)], [out], tokenizer, settings(),
+                                             log_fn=lambda s: None)
+  summary = pretraining_data.create_pretraining_data([str(inp)], [out], tokenizer, settings(),
+                                                     log_fn=lambda s: None, max_bad_fraction=0.05)
   assert summary["undecodable_bytes"] == 120 and summary["lines_with_undecodable_bytes"] == 40
 
 
@@ -721,7 +792,7 @@ def test_summary_never_matched_by_output_glob(tmp_path, names):
   summary = cpd.summary_path_for(",".join(outputs))
   assert os.path.dirname(summary) == os.path.dirname(outputs[0])
   os.makedirs(os.path.dirname(summary), exist_ok=True)
-  for path in outputs + [summary] + cpd.output_paths(outputs[0], 3):
+  for path in outputs + [summary] + pretraining_data.output_paths(outputs[0], 3):
     open(path, "w").close()
   for path in outputs:
     assert summary not in glob.glob(path + "*")
@@ -737,8 +808,8 @@ def _dead_pid():
 
 def test_temporaries_hidden_and_stale_ones_removed(tmp_path):
   out = str(tmp_path / "x.tfrecord")
-  shards = cpd.output_paths(out, 2)
-  writer = cpd.ShardWriter(shards, 0, 1)
+  shards = pretraining_data.output_paths(out, 2)
+  writer = pretraining_data.ShardWriter(shards, 0, 1)
   writer.add(b"record")
   # While writing: nothing matches the README's glob NAME-* (nor NAME*).
   assert glob.glob(out + "*") == []
@@ -756,7 +827,8 @@ def test_temporaries_hidden_and_stale_ones_removed(tmp_path):
     (tmp_path / name).write_text("partial")
   (tmp_path / "x.tfrecord.summary.json").write_text(json.dumps(
       {"instances": 1, "input_files": [], "output_files": [], "settings": {}}))
-  removed = cpd.remove_stale_outputs([out], shards, cpd.summary_path_for(out), log_fn=lambda s: 0)
+  removed = pretraining_data.remove_stale_outputs([out], shards, cpd.summary_path_for(out),
+                                                  log_fn=lambda s: 0)
   assert sorted(os.path.basename(p) for p in removed) == sorted(
       stale + ["x.tfrecord.summary.json"])
   assert sorted(os.listdir(tmp_path)) == sorted(keep)
@@ -765,13 +837,13 @@ def test_temporaries_hidden_and_stale_ones_removed(tmp_path):
 def test_case_mismatch_and_duplicate_vocab_refused(tmp_path, vocab_file):
   # Before the fix: --do_lower_case=False with the uncased vocab was accepted (8.8% [UNK]).
   with pytest.raises(common.UsageError, match="^--do_lower_case=False: vocab .* no upper-case"):
-    cpd.make_tokenizer(vocab_file, False)
-  tok = cpd.make_tokenizer(vocab_file, True)
+    pretraining_data.make_tokenizer(vocab_file, False)
+  tok = pretraining_data.make_tokenizer(vocab_file, True)
   assert tok.tokenize("The Lighthouse") == ["the", "lighthouse"]
   dup = tmp_path / "dup_vocab.txt"
   dup.write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\nthe\nsea\nthe\n")
   with pytest.raises(common.UsageError, match="'the' is on line 6 and again on line 8"):
-    cpd.make_tokenizer(str(dup), True)
+    pretraining_data.make_tokenizer(str(dup), True)
 
 
 # CLI: refusals before anything is written, signals, kill and rerun.
@@ -800,8 +872,8 @@ def test_cli_glob_with_earlier_output_refused(tmp_path, tokenizer, vocab_file):
   (tmp_path / "in").mkdir()
   (tmp_path / "in" / "a.txt").write_text(make_text(20, 18))
   out = str(tmp_path / "in" / "old.tfrecord-00001-of-00002")
-  cpd.create_pretraining_data([str(tmp_path / "in" / "a.txt")], [out], tokenizer, settings(),
-                              log_fn=lambda s: None)
+  pretraining_data.create_pretraining_data([str(tmp_path / "in" / "a.txt")], [out], tokenizer,
+                                           settings(), log_fn=lambda s: None)
   r = run_tool(SCRIPT, ["--input_file=%s/in/*" % tmp_path,
                         "--output_file=%s/new.tfrecord" % tmp_path, "--vocab_file=" + vocab_file],
                expect_rc=2, timeout=120)
@@ -826,8 +898,8 @@ def _children(pid):
   return out
 
 
-def _start_and_wait_for_temps(args, out_dir, timeout=60):
-  proc = start_tool(SCRIPT, args)
+def _start_and_wait_for_temps(args, out_dir, timeout=60, **popen_kwargs):
+  proc = start_tool(SCRIPT, args, **popen_kwargs)
   deadline = time.time() + timeout
   while time.time() < deadline and proc.poll() is None:
     if any(common.is_temp_path(n) for n in os.listdir(out_dir)):
@@ -855,18 +927,25 @@ def _wait_for_children(pid, count, timeout=10):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("sig,workers", [(signal.SIGTERM, 2), (signal.SIGINT, 1)])
-def test_cli_signal_stops_cleanly(tmp_path, vocab_file, sig, workers):
+@pytest.mark.parametrize("sig,workers,to_group", [(signal.SIGTERM, 2, False),
+                                                 (signal.SIGINT, 1, False),
+                                                 (signal.SIGINT, 2, True)])
+def test_cli_signal_stops_cleanly(tmp_path, vocab_file, sig, workers, to_group):
   (tmp_path / "big.txt").write_text(make_text(4000, 30) * 2)
   out_dir = tmp_path / "out"
   out_dir.mkdir()
   out = str(out_dir / "s.tfrecord")
+  # to_group: Ctrl-C in a terminal signals the tool and its workers together.
   proc = _start_and_wait_for_temps(
       ["--input_file=%s/big.txt" % tmp_path, "--output_file=" + out, "--num_output_shards=2",
-       "--vocab_file=" + vocab_file, "--dupe_factor=10", "--num_workers=%d" % workers], out_dir)
+       "--vocab_file=" + vocab_file, "--dupe_factor=10", "--num_workers=%d" % workers], out_dir,
+      start_new_session=to_group)
   workers_pids = _wait_for_children(proc.pid, workers if workers > 1 else 0)
   time.sleep(0.3)
-  proc.send_signal(sig)
+  if to_group:
+    os.killpg(proc.pid, sig)
+  else:
+    proc.send_signal(sig)
   try:
     _, stderr = proc.communicate(timeout=60)
   except subprocess.TimeoutExpired:
@@ -908,8 +987,164 @@ def test_cli_kill_then_rerun_is_identical(tmp_path, tokenizer, vocab_file):
                                          "k.tfrecord-00001-of-00002"]
   # Same bytes as an uninterrupted run with the same settings (made in-process).
   ref = str(tmp_path / "ref.tfrecord")
-  cpd.create_pretraining_data([str(tmp_path / "in.txt")], cpd.output_paths(ref, 2), tokenizer,
-                              settings(dupe_factor=8), chunk_mb=0.05, log_fn=lambda s: None)
+  pretraining_data.create_pretraining_data(
+      [str(tmp_path / "in.txt")], pretraining_data.output_paths(ref, 2), tokenizer,
+      settings(dupe_factor=8), chunk_mb=0.05, log_fn=lambda s: None)
   for i in range(2):
-    with open(cpd.output_paths(out, 2)[i], "rb") as a, open(cpd.output_paths(ref, 2)[i], "rb") as b:
+    with open(pretraining_data.output_paths(out, 2)[i], "rb") as a, \
+        open(pretraining_data.output_paths(ref, 2)[i], "rb") as b:
       assert a.read() == b.read()
+
+
+@pytest.mark.slow
+def test_cli_killed_worker_stops_the_run_in_one_line(tmp_path, vocab_file):
+  # What the out-of-memory killer does to a worker. Before, multiprocessing.Pool started a
+  # replacement and the run waited for ever for the lost chunk.
+  (tmp_path / "big.txt").write_text(make_text(4000, 32) * 2)
+  out_dir = tmp_path / "out"
+  out_dir.mkdir()
+  proc = _start_and_wait_for_temps(
+      ["--input_file=%s/big.txt" % tmp_path, "--output_file=%s/k.tfrecord" % out_dir,
+       "--vocab_file=" + vocab_file, "--dupe_factor=40", "--num_workers=2"], out_dir)
+  workers_pids = _wait_for_children(proc.pid, 2)
+  assert len(workers_pids) == 2
+  os.kill(workers_pids[0], signal.SIGKILL)
+  try:
+    _, stderr = proc.communicate(timeout=30)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    proc.communicate(timeout=60)
+    pytest.fail("the run still waited 30 s after a worker was killed")
+  assert proc.returncode == 1, stderr[-2000:]
+  last = [line for line in stderr.splitlines() if line.strip()][-1]
+  assert re.match(
+      r"error: worker process %d died \(signal 9, SIGKILL: out of memory\?\) "
+      r"(while processing|before handing back) chunk \d+ of --input_file=%s; nothing was written "
+      r"\(the temporary files were removed\); rerun, or use --num_workers=1 or a smaller "
+      r"--chunk_mb$" % (
+          workers_pids[0], re.escape("%s/big.txt" % tmp_path)), last), last
+  assert "Traceback" not in stderr
+  assert os.listdir(out_dir) == []  # no output, no temporary
+  assert _pids_gone(workers_pids), "a worker outlived the run"
+
+
+# The pool on its own (task functions of this module run in forked workers).
+
+
+def _reverse_delay(x):
+  time.sleep(0.02 * (6 - x))
+  return x * x
+
+
+def _killed_on_3(x):
+  if x == 3:
+    os.kill(os.getpid(), signal.SIGKILL)
+  time.sleep(0.2)
+  return x
+
+
+def _refused_on_2(x):
+  if x == 2:
+    common.fail("task %d: refused" % x)
+  return x
+
+
+def _sleep(x):
+  time.sleep(30)
+  return x
+
+
+def _unpicklable(x):
+  return lambda: x
+
+
+def test_pool_results_in_order_with_bounded_tasks_out():
+  pool = ordered_pool.OrderedPool(2, _reverse_delay)
+  read = []
+
+  def tasks():
+    for i in range(7):
+      read.append(i)
+      yield i
+
+  try:
+    got = []
+    for result in pool.imap(tasks(), max_in_flight=3):
+      got.append(result)
+      assert len(read) - len(got) <= 2  # at most 3 out, the one just handed back included
+    assert got == [i * i for i in range(7)]
+  finally:
+    pool.close()
+
+
+def test_pool_worker_killed_is_an_error_naming_it_and_its_task():
+  pool = ordered_pool.OrderedPool(2, _killed_on_3)
+  pids = pool.pids
+  start = time.time()
+  try:
+    with pytest.raises(ordered_pool.WorkerDied) as died:
+      list(pool.imap(range(8), max_in_flight=4))
+  finally:
+    pool.close()
+  assert time.time() - start < 10
+  assert died.value.pid in pids and died.value.exitcode == -signal.SIGKILL
+  assert died.value.task_number == 3
+  assert str(died.value) == ("worker process %d died (signal 9, SIGKILL: out of memory?) while "
+                             "processing task 3" % died.value.pid)
+  assert not any(process_alive(pid) for pid in pids)
+
+
+def _half_second(x):
+  time.sleep(0.5)
+  return x
+
+
+def test_pool_worker_killed_from_outside_names_the_task_it_ran():
+  pool = ordered_pool.OrderedPool(1, _half_second)
+  results = pool.imap(range(4), max_in_flight=2)
+  try:
+    assert next(results) == 0
+    time.sleep(0.2)  # well inside task 1
+    os.kill(pool.pids[0], signal.SIGKILL)
+    with pytest.raises(ordered_pool.WorkerDied) as died:
+      next(results)
+  finally:
+    pool.close()
+  assert died.value.task_number == 1 and died.value.running
+  assert died.value.describe("chunk") == (
+      "worker process %d died (signal 9, SIGKILL: out of memory?) while processing chunk 1" %
+      died.value.pid)
+  # The other wordings: a task sent and not answered, no task, an exit status.
+  assert ordered_pool.WorkerDied(12, -9, 4, running=False).describe("chunk") == (
+      "worker process 12 died (signal 9, SIGKILL: out of memory?) before handing back chunk 4")
+  assert ordered_pool.WorkerDied(12, 1, None).describe("chunk") == (
+      "worker process 12 exited with status 1 while it held no chunk")
+  assert str(ordered_pool.WorkerDied(12, -15, 2)) == (
+      "worker process 12 died (signal 15, SIGTERM) while processing task 2")
+
+
+def test_pool_passes_a_task_error_on_and_stops_on_request():
+  pool = ordered_pool.OrderedPool(2, _refused_on_2)
+  try:
+    with pytest.raises(common.UsageError, match="^task 2: refused$"):
+      list(pool.imap(range(5), max_in_flight=2))
+  finally:
+    pool.close()
+  # A result that cannot be sent back is an error too (not a result waited for in vain).
+  pool = ordered_pool.OrderedPool(1, _unpicklable)
+  try:
+    with pytest.raises(AttributeError, match="^Can't pickle local object"):
+      list(pool.imap(range(2), max_in_flight=2))
+  finally:
+    pool.close()
+  pool = ordered_pool.OrderedPool(2, _sleep)
+  pids = pool.pids
+  start = time.time()
+  try:
+    with pytest.raises(ordered_pool.Stopped):
+      list(pool.imap(range(5), max_in_flight=2, should_stop=lambda: True))
+  finally:
+    pool.close()
+  # Polled while waiting; close ends the busy workers at once.
+  assert time.time() - start < 10
+  assert not any(process_alive(pid) for pid in pids)

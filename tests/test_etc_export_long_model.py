@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import common
-import create_pretraining_data as bert_data
+from realformer_tf import common
 from conftest import REPO_DIR, last_error_line, run_tool, tool_env
 from etc_model import etc_inputs
 from etc_model import etc_modeling
@@ -23,6 +22,7 @@ from etc_model import export_long_model as export
 from etc_model import long_task_heads as heads
 from etc_model import long_tasks
 from etc_model import run_long_tasks
+from realformer_tf import pretraining_data
 from test_etc_long_tasks import _settings
 from test_etc_run_long_tasks import TINY_ETC_CONFIG
 
@@ -65,7 +65,7 @@ DOCUMENTS = [
 
 
 def _tokenizer():
-  return bert_data.make_tokenizer(VOCAB, True)
+  return pretraining_data.make_tokenizer(VOCAB, True)
 
 
 def _cloze_records(tokenizer, settings):

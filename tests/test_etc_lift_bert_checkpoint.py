@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 import modeling
 from conftest import TINY_BERT_CONFIG, write_random_bert_checkpoint
 from etc_model import etc_modeling

@@ -3,14 +3,19 @@ hand-made cloze example (answer, candidates, distance, both baselines known), th
 sentence labels, byte-identical reruns and a one-line error."""
 
 import os
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
+import pytest
 
-import create_pretraining_data as bert_data
 import tokenization
-from conftest import last_error_line, run_tool
+from conftest import REPO_DIR, last_error_line, run_tool, shared_path, tool_env
 from etc_model import create_long_tasks
 from etc_model import long_tasks
+from realformer_tf import pretraining_data
 
 L, G = 128, 16
 
@@ -152,7 +157,7 @@ def _corpus(path):
 def test_rerun_is_byte_identical_and_counted(tmp_path, vocab_file):
   corpus = str(tmp_path / "corpus.txt")
   _corpus(corpus)
-  tokenizer = bert_data.make_tokenizer(vocab_file, True)
+  tokenizer = pretraining_data.make_tokenizer(vocab_file, True)
   settings = _settings(tokenizer, max_seq_length=64, max_global_seq_length=12)
   contents = []
   for run in ("a", "b"):
@@ -168,8 +173,8 @@ def test_rerun_is_byte_identical_and_counted(tmp_path, vocab_file):
   assert summary["chapters_per_split"]["total"] == {"train": 6, "dev": 4, "test": 4}
   for task in ("cloze", "supporting", "classify"):
     for split in ("train", "dev", "test"):
-      records = bert_data.read_examples(os.path.join(str(tmp_path / "a"),
-                                                     "%s_%s.tfrecord" % (task, split)))
+      records = pretraining_data.read_examples(os.path.join(str(tmp_path / "a"),
+                                                            "%s_%s.tfrecord" % (task, split)))
       assert len(records) == summary["examples"][task][split]
   assert summary["examples"]["cloze"]["train"] > 0
   assert summary["examples"]["supporting"]["train"] > 0
@@ -250,3 +255,87 @@ def test_bad_flag_is_one_line(tmp_path, vocab_file):
   assert last_error_line(proc) == (
       "error: --dev_fraction=0.5: plus --test_fraction=0.5 leaves no training chapters")
   assert not os.path.exists(str(tmp_path / "out"))
+
+
+def test_huge_lengths_refused_in_one_line_before_any_work(tmp_path, vocab_file):
+  corpus = str(tmp_path / "corpus.txt")
+  _corpus(corpus)
+  base = ["-m", "etc_model.create_long_tasks", "--input_file=" + corpus,
+          "--output_dir=" + str(tmp_path / "out"), "--vocab_file=" + vocab_file]
+  proc = run_tool(None, base + ["--max_seq_length=100000000"], expect_rc=2, timeout=60)
+  assert last_error_line(proc) == (
+      "error: --max_seq_length=100000000: over 65536, where every record padded to it costs "
+      "memory and time in proportion; pass --allow_long_inputs if it is meant")
+  assert not os.path.exists(str(tmp_path / "out"))
+
+
+def test_directory_input_is_one_line(tmp_path, vocab_file):
+  (tmp_path / "corpus").mkdir()
+  _corpus(str(tmp_path / "corpus" / "a.txt"))
+  proc = run_tool(None, ["-m", "etc_model.create_long_tasks",
+                         "--input_file=%s" % (tmp_path / "corpus"),
+                         "--output_dir=" + str(tmp_path / "out"), "--vocab_file=" + vocab_file],
+                  expect_rc=2, timeout=120)
+  assert last_error_line(proc) == (
+      "error: --input_file=%s/corpus: is a directory (give files or a glob like %s/corpus/*)" %
+      (tmp_path, tmp_path))
+  assert "Traceback" not in proc.stderr
+
+
+def test_stop_request_leaves_no_temporary_and_no_summary(tmp_path, vocab_file):
+  corpus = str(tmp_path / "corpus.txt")
+  _corpus(corpus)
+  tokenizer = pretraining_data.make_tokenizer(vocab_file, True)
+  settings = _settings(tokenizer, max_seq_length=64, max_global_seq_length=12)
+  out = str(tmp_path / "out")
+  polls = []
+  full = create_long_tasks.create_long_tasks([corpus], str(tmp_path / "full"), tokenizer, settings,
+                                             should_stop=lambda: polls.append(1) and False)
+  assert sum(sum(split.values()) for split in full["examples"].values()) > 0
+  # A stop while reading the lines, while making the chapters' examples, while writing.
+  for polls_before_stop in (len(polls) // 10, len(polls) // 2, len(polls) - 2):
+    calls = []
+
+    def should_stop():
+      calls.append(1)
+      return len(calls) > polls_before_stop  # pylint: disable=cell-var-from-loop
+
+    with pytest.raises(pretraining_data.Stopped):
+      create_long_tasks.create_long_tasks([corpus], out, tokenizer, settings,
+                                          should_stop=should_stop)
+    left = sorted(os.listdir(out)) if os.path.exists(out) else []
+    assert create_long_tasks.SUMMARY_NAME not in left
+    assert not [name for name in left if ".tmp-" in name], left
+
+
+@pytest.mark.slow
+def test_sigterm_stops_within_seconds(tmp_path, vocab_file):
+  text = open(shared_path("sample_1mb.txt"), encoding="utf-8").read()
+  (tmp_path / "corpus.txt").write_text(text * 3, encoding="utf-8")
+  out = tmp_path / "out"
+  # Run as a module (as the README says); every wait below has a timeout.
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "etc_model.create_long_tasks",
+       "--input_file=%s" % (tmp_path / "corpus.txt"), "--output_dir=%s" % out,
+       "--vocab_file=" + vocab_file, "--max_seq_length=512", "--max_global_seq_length=64",
+       "--min_context_tokens=128"],
+      cwd=REPO_DIR, env=tool_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  deadline = time.time() + 60
+  while "*** Reading 1 input file(s)" not in proc.stderr.readline():
+    assert proc.poll() is None and time.time() < deadline, "the tool ended or hung at start"
+  time.sleep(0.5)
+  assert proc.poll() is None, "the tool ended before it could be signalled"
+  proc.send_signal(signal.SIGTERM)
+  sent = time.time()
+  try:
+    _, err = proc.communicate(timeout=60)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    proc.communicate(timeout=60)
+    raise
+  assert proc.returncode == 143, err[-2000:]
+  assert "interrupted (signal 15)" in err and "Traceback" not in err
+  assert time.time() - sent < 5
+  left = sorted(os.listdir(out)) if out.exists() else []
+  assert create_long_tasks.SUMMARY_NAME not in left
+  assert not [name for name in left if ".tmp-" in name], left

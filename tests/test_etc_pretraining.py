@@ -7,22 +7,32 @@ import collections
 import json
 import os
 import re
+import signal
+import subprocess
+import sys
+import time
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-import common
-import create_pretraining_data as bert_data
-from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
+from realformer_tf import common
+import convert_hf_checkpoint
+from realformer_tf import estimator_utils
+import modeling
+import run_pretraining as bert_run
+from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, shared_path
+from conftest import tool_env
 from conftest import write_random_bert_checkpoint
 from etc_model import cpc
 from etc_model import create_pretraining_data as etc_data
 from etc_model import etc_estimator
 from etc_model import etc_inputs
 from etc_model import etc_modeling
+from etc_model import etc_records
 from etc_model import lift_bert_checkpoint as lift
 from etc_model import run_pretraining as etc_run
+from realformer_tf import pretraining_data
 
 tf1 = tf.compat.v1
 VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
@@ -55,7 +65,7 @@ def data(tmp_path_factory):
   root = tmp_path_factory.mktemp("etc_pretrain")
   text = root / "text.txt"
   text.write_text("\n\n".join("\n".join(doc) for doc in _corpus()) + "\n")
-  tokenizer = bert_data.make_tokenizer(VOCAB, True)
+  tokenizer = pretraining_data.make_tokenizer(VOCAB, True)
   summary = etc_data.create_pretraining_data(
       [str(text)], str(root / "data.tfrecord"), tokenizer, SETTINGS,
       summary_path=str(root / "data.summary.json"), log_fn=lambda line: None)
@@ -81,7 +91,7 @@ def test_records_pack_every_sentence_in_order_with_official_masking(data, tmp_pa
   counts = collections.Counter()
   stream, pieces, doc_ends = [], [], 0
   for rec in records:
-    assert set(rec) == set(etc_data.FEATURE_NAMES)
+    assert set(rec) == set(etc_records.FEATURE_NAMES)
     ids = rec["token_ids"].copy()
     n = int(rec["masked_lm_weights"].sum())
     positions = rec["masked_lm_positions"][:n]
@@ -220,6 +230,64 @@ def test_train_from_a_lifted_checkpoint_then_a_rerun_resumes_and_evaluates(data,
   assert not (out / ".lock-local").exists()
 
 
+def _bert_pretraining_checkpoint(prefix):
+  """A BERT pre-training checkpoint never lifted to ETC: bert/*, cls/predictions/*,
+  cls/seq_relationship/* (random values), bert_config.json beside it; returns the prefix."""
+  os.makedirs(os.path.dirname(prefix))
+  with open(os.path.join(os.path.dirname(prefix), "bert_config.json"), "w") as f:
+    json.dump(TINY_BERT_CONFIG, f)
+  config = modeling.BertConfig.from_dict(TINY_BERT_CONFIG)
+  shapes = dict(estimator_utils.bert_variable_shapes(config), **bert_run.head_shapes(config))
+  rng = np.random.RandomState(0)
+  convert_hf_checkpoint.write_tf_checkpoint(
+      {name: (0.02 * rng.randn(*shape)).astype(np.float32) for name, shape in shapes.items()},
+      prefix)
+  return prefix
+
+
+def test_an_unlifted_bert_checkpoint_and_a_lifted_output_dir_are_one_line(data, tmp_path):
+  bert = _bert_pretraining_checkpoint(str(tmp_path / "bert" / "model.ckpt"))
+  out = tmp_path / "out"
+  # Only the masked-LM head's 5 variables match: ETC used to train from random weights.
+  result = run_tool(None, _train_args(data, out, 2, ["--init_checkpoint=%s" % bert]),
+                    expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --init_checkpoint=%s: supplies 5 of the model's 59 variables but none of its 54 "
+      "encoder variables (missing: etc_document_bert/token_emb_lookup/embedding_table, "
+      "etc_document_bert/segment_emb_lookup/embedding_table, etc_document_bert/"
+      "long_emb_layer_norm/beta, ...); a checkpoint of another model or config? pass "
+      "--allow_unmatched_init to train the missing ones from random weights" % bert)
+  assert "Traceback" not in result.output
+  assert not [name for name in os.listdir(out) if name.startswith("model.ckpt")]
+  # The lifted checkpoint's own directory as --output_dir: no optimizer slots to resume.
+  lifted = lift.lift_bert_checkpoint(bert, str(tmp_path / "lifted"),
+                                     etc_config_file=str(data["root"] / "etc_config.json"))
+  listing = sorted(os.listdir(tmp_path / "lifted"))
+  result = run_tool(None, _train_args(data, tmp_path / "lifted", 2, [
+      "--init_checkpoint=%s" % lifted["output_checkpoint"]]), expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --output_dir=%s: its checkpoint model.ckpt is not a checkpoint of this job: it "
+      "has no global_step (a checkpoint made for initialising, e.g. lifted, converted or "
+      "slimmed); use a new --output_dir with --init_checkpoint=%s to start from its weights" %
+      (tmp_path / "lifted", lifted["output_checkpoint"]))
+  assert "Traceback" not in result.output
+  assert sorted(os.listdir(tmp_path / "lifted")) == listing
+
+
+@pytest.mark.slow
+def test_allow_unmatched_init_and_cpc_with_its_defaults_at_a_small_g(data, tmp_path):
+  bert = _bert_pretraining_checkpoint(str(tmp_path / "bert" / "model.ckpt"))
+  out = tmp_path / "out"
+  # G = 8 < 32: the default --cpc_max_sentences_per_seq follows G.
+  result = run_tool(None, _train_args(data, out, 1, [
+      "--init_checkpoint=%s" % bert, "--allow_unmatched_init", "--cpc_loss_weight=0.1"]))
+  assert ("; 54 encoder variables start from random weights (--allow_unmatched_init)" in
+          result.output), result.output[-3000:]
+  summary = json.loads((out / "train_summary_local.json").read_text())
+  assert summary["global_step"] == 1
+  assert summary["cpc"]["max_sentences"] == G and summary["cpc"]["max_sentence_length"] == L
+
+
 def test_lifting_copies_the_bert_mlm_head_onto_the_head_pretraining_builds():
   config = etc_modeling.EtcConfig.from_dict(TINY_ETC_CONFIG)
   built = {name: shape for name, shape in etc_run.variable_shapes(config, L, G).items()
@@ -282,9 +350,101 @@ def test_data_tool_bad_flags_are_one_line_errors(data, tmp_path):
   base = ["-m", "etc_model.create_pretraining_data", "--input_file=%s" % data["text"],
           "--vocab_file=%s" % VOCAB, "--output_file=%s" % (tmp_path / "x.tfrecord")]
   result = run_tool(None, base + ["--global_token=[nope]", "--max_seq_length=64",
-                                  "--max_predictions_per_seq=10"], expect_rc=2)
+                                  "--max_global_seq_length=8", "--max_predictions_per_seq=10"],
+                    expect_rc=2)
   assert last_error_line(result) == "error: --global_token=[nope]: not in --vocab_file=%s" % VOCAB
   assert not os.listdir(tmp_path)
+
+
+def test_data_tool_lengths_bounded():
+  etc_records.check_lengths(65536, 256)
+  etc_records.check_lengths(70000, 70000, allow_long_inputs=True)
+  with pytest.raises(common.UsageError, match=r"^--max_seq_length=65537: over 65536, .* pass "
+                     "--allow_long_inputs if it is meant$"):
+    etc_records.check_lengths(65537, 256)
+  with pytest.raises(common.UsageError, match=r"^--max_global_seq_length=65: must be <= "
+                     r"--max_seq_length=64 \(every global token stands for at least one long "
+                     r"token\)$"):
+    etc_records.check_lengths(64, 65)
+  config = etc_modeling.EtcConfig.from_dict(dict(TINY_ETC_CONFIG,
+                                                 max_absolute_position_embeddings=128))
+  etc_records.check_lengths(128, 16, config=config, config_file="c.json")
+  with pytest.raises(common.UsageError, match="^--max_seq_length=129 is longer than "
+                     "max_absolute_position_embeddings=128 in c.json$"):
+    etc_records.check_lengths(129, 16, config=config, config_file="c.json")
+
+
+def test_data_tool_huge_lengths_refused_in_one_line_before_any_work(data, tmp_path):
+  # Before, --max_seq_length=100000000 on a 60 kB text grew to GBs and ignored SIGTERM.
+  # (G <= L: test_data_tool_lengths_bounded.)
+  config = tmp_path / "etc_config.json"
+  config.write_text(json.dumps(dict(TINY_ETC_CONFIG, max_absolute_position_embeddings=64)))
+  small_vocab = tmp_path / "small_vocab_config.json"
+  small_vocab.write_text(json.dumps(dict(TINY_ETC_CONFIG, vocab_size=1000)))
+  out_dir = tmp_path / "out"
+  base = ["-m", "etc_model.create_pretraining_data", "--input_file=%s" % data["text"],
+          "--vocab_file=%s" % VOCAB, "--output_file=%s" % (out_dir / "x.tfrecord"),
+          "--max_predictions_per_seq=10"]
+  cases = [
+      (["--max_seq_length=100000000"],
+       "error: --max_seq_length=100000000: over 65536, where every record padded to it costs "
+       "memory and time in proportion; pass --allow_long_inputs if it is meant"),
+      (["--max_seq_length=128", "--max_global_seq_length=8", "--etc_config_file=%s" % config],
+       "error: --max_seq_length=128 is longer than max_absolute_position_embeddings=64 in %s" %
+       config),
+      (["--max_seq_length=64", "--max_global_seq_length=8", "--etc_config_file=%s" % small_vocab],
+       "error: vocab file %s: has ids up to 30521 but vocab_size=1000 in --etc_config_file=%s; "
+       "use the vocab the model was trained with" % (VOCAB, small_vocab)),
+  ]
+  for args, line in cases:
+    start = time.time()
+    result = run_tool(None, base + args, expect_rc=2, timeout=60)
+    assert last_error_line(result) == line
+    assert "Traceback" not in result.stderr and time.time() - start < 45
+    assert not out_dir.exists()
+
+
+def _signal_after(proc, line_part, sig, delay_s, timeout=60):
+  """Sends `sig` delay_s seconds after the tool's stderr shows line_part; returns (seconds from
+  the signal to the exit, the stderr after line_part)."""
+  deadline = time.time() + timeout
+  while True:
+    line = proc.stderr.readline()
+    assert line or proc.poll() is None, "the tool ended before %r" % line_part
+    if line_part in line:
+      break
+    assert time.time() < deadline, "no %r after %d s" % (line_part, timeout)
+  time.sleep(delay_s)
+  assert proc.poll() is None, "the tool ended before it could be signalled"
+  proc.send_signal(sig)
+  sent = time.time()
+  try:
+    _, err = proc.communicate(timeout=120)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    proc.communicate(timeout=60)
+    raise
+  return time.time() - sent, err
+
+
+@pytest.mark.slow
+def test_data_tool_sigterm_inside_a_long_document_stops_within_seconds(tmp_path):
+  # One document of ~16 MB (no blank line). Before, the stop was polled between documents only,
+  # after the whole document was tokenised and written.
+  lines = [line for line in open(shared_path("sample_1mb.txt"), encoding="utf-8") if line.strip()]
+  (tmp_path / "one_document.txt").write_text("".join(lines) * 16, encoding="utf-8")
+  out_dir = tmp_path / "out"
+  # Run as a module (as the README says); every wait below has a timeout.
+  proc = subprocess.Popen(
+      [sys.executable, "-m", "etc_model.create_pretraining_data",
+       "--input_file=%s" % (tmp_path / "one_document.txt"), "--vocab_file=%s" % VOCAB,
+       "--output_file=%s" % (out_dir / "long.tfrecord")],
+      cwd=REPO_DIR, env=tool_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+  seconds, err = _signal_after(proc, "*** Reading 1 input file(s)", signal.SIGTERM, 1.0)
+  assert proc.returncode == 143, err[-2000:]
+  assert "interrupted (signal 15)" in err and "Traceback" not in err
+  assert seconds < 5, "%.1f s from SIGTERM to the exit" % seconds
+  assert os.listdir(out_dir) == []  # no output, no temporary, no summary
 
 
 def _info_nce_reference(queries, keys, valid):
@@ -388,6 +548,13 @@ def test_cpc_flags_are_checked_in_one_line():
                                         30522) is None
   assert etc_run.cpc_options_from_flags(flag_values(**good), 30522) == etc_run.CpcOptions(
       1.0, 0.1, G, L, 103)
+  # Not given: as many as G and L allow, up to 32 sentences of 64 tokens.
+  unset_maxima = dict(good, cpc_max_sentences_per_seq=None, cpc_max_sentence_length=None)
+  assert etc_run.cpc_options_from_flags(flag_values(**unset_maxima), 30522) == (
+      etc_run.CpcOptions(1.0, 0.1, G, L, 103))
+  assert etc_run.cpc_options_from_flags(flag_values(**dict(
+      unset_maxima, max_global_seq_length=256, max_seq_length=4096)), 30522) == (
+          etc_run.CpcOptions(1.0, 0.1, 32, 64, 103))
   for change, message in (
       ({"cpc_loss_weight": -1.0},
        "--cpc_loss_weight=-1.0: must be a finite number >= 0 (0: no CPC loss)"),

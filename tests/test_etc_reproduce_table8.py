@@ -1,4 +1,4 @@
-"""Tests for etc_model/reproduce_table8.py, stages stubbed: plan, resume, best median, report."""
+"""Tests for paper/reproduce_table8.py, stages stubbed: plan, resume, best median, report."""
 
 import json
 import os
@@ -7,8 +7,8 @@ import re
 import pytest
 
 from conftest import REPO_DIR
-import common
-from etc_model import reproduce_table8 as rt8
+from realformer_tf import common
+from paper import reproduce_table8 as rt8
 
 MACHINE_PATH = re.compile(r"(?<![\w.:/<])/(?:work|home|root|Users|tmp)/[\w.-]+")
 
@@ -27,6 +27,16 @@ def _settings(tmp_path, **overrides):
                 data_seed=12345)
   values.update(overrides)
   return rt8.Settings(**values)
+
+
+def _write_inputs(tmp_path):
+  """The input files _settings names: task and pre-training text, a Hugging Face directory."""
+  (tmp_path / "novels.txt").write_text("It was a dark night.\n")
+  (tmp_path / "plays.txt").write_text("To be.\n")
+  os.makedirs(str(tmp_path / "hf"), exist_ok=True)
+  for name, text in (("config.json", "{}"), ("vocab.txt", "[PAD]\n"),
+                     ("model.safetensors", "weights")):
+    (tmp_path / "hf" / name).write_text(text)
 
 
 def _write_json(path, obj):
@@ -224,15 +234,98 @@ def test_report_tables_and_settings_checks(tmp_path):
     with pytest.raises(common.UsageError, match=re.escape(message)):
       rt8.check_settings(_settings(tmp_path, **overrides), check_files=False)
   # The settings of the first invocation are kept: more seeds are fine, other steps are not.
+  _write_inputs(tmp_path)
   rt8.check_record(out, settings, write=True)
   rt8.check_record(out, settings._replace(seeds=[1, 2, 3, 4]), write=True)
-  with pytest.raises(common.UsageError, match=r"other settings \(finetune_steps\)"):
+  with pytest.raises(common.UsageError,
+                     match=r"other settings or input files: finetune_steps 120 -> 50;"):
     rt8.check_record(out, settings._replace(finetune_steps=50), write=True)
   with pytest.raises(common.UsageError, match="--task_input_file="):
-    os.makedirs(str(tmp_path / "hf"))
-    rt8.check_settings(settings)
+    rt8.check_settings(settings._replace(task_input_files=[str(tmp_path / "none.txt")]))
   assert rt8.bert_windows_available()
-  assert os.path.exists(os.path.join(REPO_DIR, "etc_model", "reproduce_table8.py"))
+  assert os.path.exists(os.path.join(REPO_DIR, "paper", "reproduce_table8.py"))
+
+
+def test_an_input_edited_in_place_is_refused(tmp_path):
+  """The record keeps each input's contents, not only its name: an edited corpus is refused."""
+  settings = _settings(tmp_path)
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  _write_inputs(tmp_path)
+  rt8.check_record(out, settings, write=True)
+  record = json.load(open(os.path.join(out, rt8.RECORD_NAME)))
+  assert sorted(record["inputs"]) == [
+      "hf_dir/config.json", "hf_dir/model.safetensors", "hf_dir/vocab.txt",
+      "pretraining_input_file/plays.txt", "task_input_file/novels.txt"]
+  assert set(record["inputs"]["hf_dir/model.safetensors"]) == {"size", "mtime_ns"}
+  novels = tmp_path / "novels.txt"
+  novels.write_text("It was a bright day.\n")
+  with pytest.raises(common.UsageError) as e:
+    rt8.check_record(out, settings, write=True)
+  assert str(e.value).startswith(
+      "--output_dir=%s holds a run of other settings or input files: --task_input_file file %s: "
+      "other contents" % (out, novels))
+  assert json.load(open(os.path.join(out, rt8.RECORD_NAME))) == record
+  # The pre-training text is an input only when a stage reads it.
+  (tmp_path / "plays.txt").write_text("Not to be.\n")
+  novels.write_text("It was a dark night.\n")
+  with pytest.raises(common.UsageError, match="pretraining_input_file file"):
+    rt8.check_record(out, settings, write=False)
+  with pytest.raises(common.UsageError, match="input pretraining_input_file/plays.txt: not read"):
+    rt8.check_record(out, settings._replace(pretrain_steps=0), write=False)
+
+
+def _google_bert(directory):
+  """A BERT directory laid out like Google's releases: bert_model.ckpt.*, no state file."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  os.makedirs(directory)
+  with tf.Graph().as_default():
+    variable = tf.compat.v1.get_variable("bert/w", initializer=[1.0, 2.0])
+    saver = tf.compat.v1.train.Saver([variable])
+    with tf.compat.v1.Session() as sess:
+      sess.run(variable.initializer)
+      saver.save(sess, os.path.join(directory, "bert_model.ckpt"), write_meta_graph=False,
+                 write_state=False)
+  _write_json(os.path.join(directory, "bert_config.json"), {"num_hidden_layers": 2})
+  open(os.path.join(directory, "vocab.txt"), "w").write("[PAD]\n")
+
+
+def test_a_bert_checkpoint_directory_without_a_state_file_resolves_once(tmp_path):
+  release = str(tmp_path / "uncased_L-2_H-128_A-2")
+  _google_bert(release)
+  prefix = os.path.join(release, "bert_model.ckpt")
+  assert rt8.resolve_bert_checkpoint(release) == (release, prefix)
+  assert rt8.resolve_bert_checkpoint(prefix) == (release, prefix)
+  assert rt8.resolve_bert_checkpoint(None) == (None, None)
+  with pytest.raises(common.UsageError, match="^--bert_checkpoint=.*directory has no checkpoint"):
+    rt8.resolve_bert_checkpoint(str(tmp_path))
+  settings = _settings(tmp_path, bert_checkpoint=release, bert_init_checkpoint=prefix)
+  out = str(tmp_path / "out")
+  # Every stage reads the one resolved prefix: the lift, BERT's fine-tuning, the bert stage's
+  # output check.
+  assert "--bert_checkpoint=%s" % prefix in rt8.lift_args(settings, out, "sum")
+  assert "--init_checkpoint=%s" % prefix in rt8.finetune_args(settings, out, "bert_windows",
+                                                              "cloze", 1)
+  rt8.write_cut_config(settings, out)
+  rt8.check_stage_outputs(settings, out, rt8.stage_plan(settings, out)[0])
+  _write_inputs(tmp_path)
+  rt8.check_record(out, settings, write=True)
+  record = json.load(open(os.path.join(out, rt8.RECORD_NAME)))
+  assert set(record["inputs"]["bert_checkpoint"]) == {"index_sha256", "data_sizes"}
+  assert "bert_checkpoint/vocab.txt" in record["inputs"]
+
+
+def test_dry_run_with_a_bert_release_directory(tmp_path):
+  from conftest import run_tool  # pylint: disable=g-import-not-at-top
+  release = str(tmp_path / "bert")
+  _google_bert(release)
+  _write_inputs(tmp_path)
+  proc = run_tool("paper/reproduce_table8.py", [
+      "--output_dir=%s" % (tmp_path / "out"), "--bert_checkpoint=%s" % release,
+      "--task_input_file=%s" % (tmp_path / "novels.txt"),
+      "--pretraining_input_file=%s" % (tmp_path / "plays.txt"), "--dry_run"])
+  assert "lift_sum" in proc.stdout and "to run" in proc.stdout
+  assert not (tmp_path / "out").exists()
 
 
 def test_supporting_all_inserted_baseline(tmp_path):

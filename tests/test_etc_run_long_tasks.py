@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import common
-import create_pretraining_data as bert_data
+from realformer_tf import common
 import modeling
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
 from conftest import write_random_bert_checkpoint
@@ -22,6 +21,7 @@ from etc_model import etc_modeling
 from etc_model import lift_bert_checkpoint as lift
 from etc_model import long_task_heads as heads
 from etc_model import run_long_tasks
+from realformer_tf import pretraining_data
 from test_etc_long_tasks import _corpus, _settings
 
 tf1 = tf.compat.v1
@@ -184,7 +184,7 @@ def test_classify_label_vocabulary_checks(tmp_path):
 def data(tmp_path_factory):
   root = tmp_path_factory.mktemp("etc_long_tasks_run")
   _corpus(str(root / "corpus.txt"))
-  tokenizer = bert_data.make_tokenizer(VOCAB, True)
+  tokenizer = pretraining_data.make_tokenizer(VOCAB, True)
   summary = create_long_tasks.create_long_tasks(
       [str(root / "corpus.txt")], str(root / "data"), tokenizer,
       _settings(tokenizer, max_seq_length=L, max_global_seq_length=G, max_candidates=C),

@@ -13,9 +13,11 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR, last_error_line, run_tool, shared_path
-import checkpoint_utils
-import common
-import export_hub
+from realformer_tf import checkpoint_utils
+from realformer_tf import classifier_features
+from realformer_tf import common
+from realformer_tf import export_utils
+from realformer_tf import serving
 import modeling
 import run_classifier
 import run_pretraining
@@ -74,7 +76,7 @@ def make_checkpoint(model_dir, config, inputs, num_labels=None, with_mlm=False,
   os.makedirs(model_dir, exist_ok=True)
   with tf.Graph().as_default():
     tf1.set_random_seed(0)
-    ph = {k: tf1.placeholder(tf.int32, [None, None]) for k in export_hub.ENCODER_INPUTS}
+    ph = {k: tf1.placeholder(tf.int32, [None, None]) for k in serving.ENCODER_INPUTS}
     fetch = {}
     if num_labels:
       ph_ids, ph_mask, ph_type = (ph["input_word_ids"], ph["input_mask"], ph["input_type_ids"])
@@ -197,6 +199,17 @@ for name, path in args["classifiers"].items():
                   ("short", m({"sentence": ca[:2]})),
                   ("one", m.signatures["serving_single"](sentence=ca[1:2]))):
     for k, v in o.items(): out["%s/%s/%s" % (name, kind, k)] = v.numpy()
+  out[name + "/signatures"] = np.array(sorted(m.signatures))
+  # serving_ids: run_classifier's int32 features of the same texts.
+  ids_fn = m.signatures["serving_ids"]
+  for kind, features in args["features"].items():
+    inputs = {k: tf.constant(np.array(v, np.int32)) for k, v in features.items()}
+    for k, v in ids_fn(**inputs).items(): out["%s/ids_%s/%s" % (name, kind, k)] = v.numpy()
+  try:
+    ids_fn(**dict(inputs, segment_ids=inputs["segment_ids"] + 2))
+    out[name + "/ids_bad_segment"] = np.array("accepted")
+  except tf.errors.InvalidArgumentError as e:
+    out[name + "/ids_bad_segment"] = np.array(e.message)
 np.savez(sys.argv[0].replace(".py", ".npz"), **out)
 """
 
@@ -206,9 +219,9 @@ CLASSIFIER_SEQ = 24
 POSITIONS = np.array([[1, 3], [2, 0], [0, 1]], np.int32)
 
 
-def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer, is_multilabel=False):
-  """A run_classifier-style checkpoint; returns (prefix, config, reference single, pair)."""
-  config = _tiny_config("sum", "pre")
+def _classifier_features(tokenizer):
+  """run_classifier's features of CLASSIFIER_A (single) and CLASSIFIER_A + B (pair) at
+  CLASSIFIER_SEQ: {kind: {input_word_ids, input_mask, input_type_ids: int32 arrays}}."""
   features = {}
   for kind, texts_b in (("single", [None] * len(CLASSIFIER_A)), ("pair", CLASSIFIER_B)):
     rows = [_official_features(tokenizer, a, b, CLASSIFIER_SEQ)
@@ -216,6 +229,13 @@ def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer, is_multilabel=F
     features[kind] = {"input_word_ids": np.array([r[0] for r in rows], np.int32),
                       "input_mask": np.array([r[1] for r in rows], np.int32),
                       "input_type_ids": np.array([r[2] for r in rows], np.int32)}
+  return features
+
+
+def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer, is_multilabel=False):
+  """A run_classifier-style checkpoint; returns (prefix, config, reference single, pair)."""
+  config = _tiny_config("sum", "pre")
+  features = _classifier_features(tokenizer)
   model_dir = os.path.join(tmp_dir, name)
   prefix, ref_single = make_checkpoint(model_dir, config, features["single"],
                                        num_labels=num_labels, is_multilabel=is_multilabel)
@@ -230,7 +250,7 @@ def _classifier_checkpoint(tmp_dir, name, num_labels, tokenizer, is_multilabel=F
     with tf1.Session() as sess:
       tf1.train.Saver().restore(sess, prefix)
       ref_pair = sess.run(outputs, dict(zip(ph, [features["pair"][k] for k in
-                                                 export_hub.ENCODER_INPUTS])))
+                                                 serving.ENCODER_INPUTS])))
   return prefix, config, ref_single["outputs"], ref_pair
 
 
@@ -247,25 +267,25 @@ def exported(tmp_path_factory):
     prefix, ref = make_checkpoint(str(tmp_path / ("m%d" % i)), config, inputs,
                                   with_mlm=with_extras, positions=POSITIONS)
     path = str(tmp_path / ("hub%d" % i))
-    export_hub.export_encoder(config, prefix, path, with_mlm=with_extras,
-                              with_attention=with_extras)
+    serving.export_encoder(config, prefix, path, with_mlm=with_extras,
+                           with_attention=with_extras)
     assert os.path.exists(os.path.join(path, "saved_model.pb"))
     encoders.append(path)
     references.append(ref)
   preprocessor = str(tmp_path / "pre")
-  export_hub.export_preprocessor(preprocessor, VOCAB_FILE, True, None, seq_length=16)
+  serving.export_preprocessor(preprocessor, VOCAB_FILE, True, None, seq_length=16)
   preprocessor_bucket = str(tmp_path / "pre_bucket")
-  export_hub.export_preprocessor(preprocessor_bucket, VOCAB_FILE, True, None, seq_length=64,
-                                 padding="bucket")
+  serving.export_preprocessor(preprocessor_bucket, VOCAB_FILE, True, None, seq_length=64,
+                              padding="bucket")
   tokenizer = tokenization.FullTokenizer(VOCAB_FILE, True)
   classifiers, classifier_refs = {}, {}
   prefix, config, ref_single, ref_pair = _classifier_checkpoint(str(tmp_path), "cls", 3,
                                                                 tokenizer)
   classifier_refs["cls"] = (ref_single, ref_pair)
   classifiers["cls"] = str(tmp_path / "export_cls")
-  export_hub.export_classifier(config, prefix, classifiers["cls"], VOCAB_FILE, True, None,
-                               CLASSIFIER_SEQ)
-  # A multi-label run (issue 25.8): recognised from what its output directory records (the
+  serving.export_classifier(config, prefix, classifiers["cls"], VOCAB_FILE, True, None,
+                            CLASSIFIER_SEQ)
+  # A multi-label run: recognised from what its output directory records (the
   # feature cache's reader options, the tuned threshold for this checkpoint's step).
   prefix, config, ref_single, ref_pair = _classifier_checkpoint(str(tmp_path), "ml", 3,
                                                                 tokenizer, is_multilabel=True)
@@ -279,20 +299,23 @@ def exported(tmp_path_factory):
   classifier_refs["ml"] = (ref_single, ref_pair, threshold, prefix)
   classifiers["ml"] = str(tmp_path / "export_ml")
   # --padding=max_length: the fixed-length model (cls above is bucketed, the default).
-  export_hub.export_classifier(config, prefix, classifiers["ml"], VOCAB_FILE, True, None,
-                               CLASSIFIER_SEQ, padding="max_length")
+  serving.export_classifier(config, prefix, classifiers["ml"], VOCAB_FILE, True, None,
+                            CLASSIFIER_SEQ, padding="max_length")
   # The regression head is checked in this process (saving works the same way).
   prefix, config, ref_single, ref_pair = _classifier_checkpoint(str(tmp_path), "reg", 1,
                                                                 tokenizer)
   classifier_refs["reg"] = (ref_single, ref_pair)
-  regressor, is_regression, _ = export_hub.build_classifier(
-      config, prefix, export_hub.BertPreprocessor(VOCAB_FILE, True, None, CLASSIFIER_SEQ))
+  regressor, is_regression, _ = serving.build_classifier(
+      config, prefix, serving.BertPreprocessor(VOCAB_FILE, True, None, CLASSIFIER_SEQ))
   assert is_regression
   ca, cb = tf.constant(CLASSIFIER_A), tf.constant(CLASSIFIER_B)
   regression = {"reg/single/" + k: v.numpy() for k, v in regressor({"sentence": ca}).items()}
   regression.update({"reg/pair/" + k: v.numpy()
                      for k, v in regressor({"sentence": ca, "sentence2": cb}).items()})
   regression["reg/short/predictions"] = regressor({"sentence": ca[:2]})["predictions"].numpy()
+  for kind, features in _classifier_features(tokenizer).items():
+    regression["reg/ids_%s/predictions" % kind] = regressor.serve_ids(
+        *[tf.constant(features[name]) for name in serving.ENCODER_INPUTS])["predictions"].numpy()
   # The length a request is packed to: its longest input's bucket (16 or CLASSIFIER_SEQ).
   regression["reg/widths"] = np.array([
       regressor.encoder_inputs(request)["input_mask"].shape[1] for request in (
@@ -304,7 +327,11 @@ def exported(tmp_path_factory):
       "positions": POSITIONS.tolist(), "preprocessor": preprocessor, "a": texts_a,
       "preprocessor_bucket": preprocessor_bucket,
       "b": list(reversed(texts_a)), "seq": 20, "classifiers": classifiers,
-      "ca": CLASSIFIER_A, "cb": CLASSIFIER_B}))
+      "ca": CLASSIFIER_A, "cb": CLASSIFIER_B,
+      # serving_ids takes them under run_classifier's names.
+      "features": {kind: {id_name: features[encoder_name].tolist() for id_name, encoder_name
+                          in zip(serving.ID_INPUTS, serving.ENCODER_INPUTS)}
+                   for kind, features in _classifier_features(tokenizer).items()}}))
   run_fresh(CHILD, tmp_path)
   got = dict(np.load(str(tmp_path / "child.npz"), allow_pickle=True))
   got.update(regression)
@@ -357,32 +384,62 @@ def test_encoder_missing_variable_and_mlm_errors(tmp_path):
   config = _tiny_config()
   prefix, _ = make_checkpoint(str(tmp_path / "m"), config, _inputs())
   with pytest.raises(ValueError, match="cls/predictions"):
-    export_hub.build_encoder(config, prefix, with_mlm=True)
+    serving.build_encoder(config, prefix, with_mlm=True)
   with pytest.raises(ValueError, match="final_layer_norm"):
-    export_hub.build_encoder(_tiny_config(layer_norm_type="pre"), prefix)
+    serving.build_encoder(_tiny_config(layer_norm_type="pre"), prefix)
   with pytest.raises(ValueError, match="shape"):
-    export_hub.build_encoder(_tiny_config(vocab_size=100), prefix)
-  # A checkpoint of another model (issue 27): no trained weights, said in one line.
+    serving.build_encoder(_tiny_config(vocab_size=100), prefix)
+  # A checkpoint of another model: no trained weights, said in one line.
   with tf.Graph().as_default():
     tf1.Variable(tf.zeros([4, 4]), name="encoder/layer_0/kernel")
     with tf1.Session() as sess:
       sess.run(tf1.global_variables_initializer())
       foreign = tf1.train.Saver().save(sess, str(tmp_path / "nmt" / "model.ckpt"))
   with pytest.raises(common.UsageError) as e:
-    export_hub.build_encoder(config, foreign)
+    serving.build_encoder(config, foreign)
   assert str(e.value).startswith("--init_checkpoint=%s: supplies none of the model's 39 "
                                  "variables" % foreign)
   # Random weights, only with --allow_random_eval (main() checks it): seeded, the model's own
   # initialisers, the same on every run.
   def build():
-    export_hub.encoder_graph(config, {k: tf1.placeholder(tf.int32, [None, None])
-                                      for k in export_hub.ENCODER_INPUTS})
-  first, second = [export_hub.model_variables(build, None) for _ in range(2)]
+    serving.encoder_graph(config, {k: tf1.placeholder(tf.int32, [None, None])
+                                      for k in serving.ENCODER_INPUTS})
+  first, second = [export_utils.model_variables(build, None) for _ in range(2)]
   assert len(first) == 39
   for name, variable in first.items():
     np.testing.assert_array_equal(variable.numpy(), second[name].numpy())
   assert np.all(first["bert/embeddings/LayerNorm/gamma"].numpy() == 1.0)
   assert 0.01 < first["bert/embeddings/word_embeddings"].numpy().std() < 0.03   # stddev 0.02
+
+
+def test_document_windows_equal_run_classifier_windows():
+  """The graph's windows (serving.document_windows) are classifier_features'
+  (convert_example_to_windows: text_b cut to (seq - 3) // 2 tokens in every window, text_a
+  windowed in what is left), for every stride, with and without a text_b, empty texts too."""
+  rng = np.random.RandomState(0)
+  for seq in (4, 5, 9, 24):
+    for pair in (False, True):
+      for stride in range(1, seq + 2):
+        lengths_a = [0, 1] + rng.randint(0, 3 * seq, size=6).tolist()
+        lengths_b = [3, 0] + rng.randint(0, seq, size=6).tolist()
+        texts_a = [list(range(100 * i, 100 * i + n)) for i, n in enumerate(lengths_a)]
+        texts_b = [list(range(-100 * i - n, -100 * i)) for i, n in enumerate(lengths_b)]
+        ragged_b = tf.RaggedTensor.from_row_lengths(
+            tf.constant(sum(texts_b, []), tf.int32), lengths_b) if pair else None
+        windows_a, windows_b, documents = serving.document_windows(
+            tf.RaggedTensor.from_row_lengths(tf.constant(sum(texts_a, []), tf.int32),
+                                             lengths_a), ragged_b, seq, stride)
+        want_a, want_b, want_documents = [], [], []
+        for i, (a, b) in enumerate(zip(texts_a, texts_b)):
+          b = b[:(seq - 3) // 2] if pair else None
+          window_length = classifier_features.window_length_for(seq, pair) - len(b or [])
+          for window in classifier_features.document_windows(len(a), window_length, stride):
+            want_a.append(a[window.start:window.start + window.length])
+            want_b.append(b)
+            want_documents.append(i)
+        assert windows_a.to_list() == want_a, (seq, pair, stride)
+        assert documents.numpy().tolist() == want_documents
+        assert windows_b is None if not pair else windows_b.to_list() == want_b
 
 
 def test_round_robin_trimmer_equals_official_truncation():
@@ -392,8 +449,8 @@ def test_round_robin_trimmer_equals_official_truncation():
   seq_length = 12  # budget 9 for pairs, 10 for singles
   seg_a = tf.ragged.constant([[100 + i for i in range(a)] for a, _ in cases], tf.int32)
   seg_b = tf.ragged.constant([[200 + i for i in range(b)] for _, b in cases], tf.int32)
-  packed = export_hub.pack_inputs([seg_a, seg_b], seq_length, 2, 3)
-  single = export_hub.pack_inputs([seg_a], seq_length, 2, 3)
+  packed = serving.pack_inputs([seg_a, seg_b], seq_length, 2, 3)
+  single = serving.pack_inputs([seg_a], seq_length, 2, 3)
   for k, (a, b) in enumerate(cases):
     ids_a, ids_b = [100 + i for i in range(a)], [200 + i for i in range(b)]
     run_classifier._truncate_seq_pair(ids_a, ids_b, seq_length - 3)
@@ -411,7 +468,7 @@ def test_round_robin_trimmer_equals_official_truncation():
 def test_tokenize_matches_full_tokenizer(vocab_file, do_lower_case):
   """Tricky text and the first 3,000 lines of the shared corpus sample: no mismatch."""
   reference = tokenization.FullTokenizer(vocab_file, do_lower_case)
-  preprocessor = export_hub.BertPreprocessor(vocab_file, do_lower_case, None, 128)
+  preprocessor = serving.BertPreprocessor(vocab_file, do_lower_case, None, 128)
   texts = list(TRICKY_BYTES)
   try:
     with open(shared_path("sample_1mb.txt"), "rb") as f:
@@ -482,7 +539,7 @@ def test_sentencepiece_preprocessor(tmp_path):
       control_symbols=["[CLS]", "[SEP]", "[MASK]"], character_coverage=1.0, minloglevel=2,
       num_threads=1)
   reference = tokenization.FullTokenizer(None, True, spm_model_file=model)
-  preprocessor = export_hub.BertPreprocessor(None, True, model, seq_length=24)
+  preprocessor = serving.BertPreprocessor(None, True, model, seq_length=24)
   assert (preprocessor.cls_id, preprocessor.sep_id) == (2, 3)
   texts = [t.encode("utf-8") for t in TRICKY] + [b"THE QUICK brown fox"]
   # Documented difference: tensorflow_text's SentencePiece op ends the text at a NUL character.
@@ -499,7 +556,7 @@ def test_sentencepiece_preprocessor(tmp_path):
     assert packed["input_word_ids"][i].numpy().tolist() == ids
     assert packed["input_mask"][i].numpy().tolist() == mask
   path = str(tmp_path / "pre")
-  export_hub.export_preprocessor(path, None, True, model, seq_length=24)
+  serving.export_preprocessor(path, None, True, model, seq_length=24)
   assert os.path.exists(os.path.join(path, "assets", "spm.model"))
 
 
@@ -519,9 +576,21 @@ def test_classifier_export_end_to_end(exported):
     np.testing.assert_allclose(got[name + "/one/probabilities"],
                                exported["classifier_refs"][name][0][1:2], atol=1e-5)
     with open(os.path.join(os.path.dirname(exported["classifier_refs"]["ml"][3]), os.pardir,
-                           "export_" + name, export_hub.EXPORT_INFO)) as f:
+                           "export_" + name, serving.EXPORT_INFO)) as f:
       assert json.load(f)["padding"] == {"cls": "bucket", "ml": "max_length"}[name]
   assert got["reg/widths"].tolist() == [16, 16, CLASSIFIER_SEQ, 16]
+  # serving_ids beside them: the same model on run_classifier's int32 features, with the
+  # outputs of run_classifier's former integer export.
+  for name in ("cls", "ml"):
+    assert got[name + "/signatures"].tolist() == ["serving_default", "serving_ids",
+                                                  "serving_pair", "serving_single"]
+    assert "segment_ids must be in [0, type_vocab_size=2)" in str(
+        got[name + "/ids_bad_segment"]), got[name + "/ids_bad_segment"]
+  ref_single, ref_pair = exported["classifier_refs"]["cls"]
+  for kind, ref in (("single", ref_single), ("pair", ref_pair)):
+    np.testing.assert_allclose(got["cls/ids_%s/probabilities" % kind], ref, atol=1e-5)
+    assert got["cls/ids_%s/predicted_label" % kind].tolist() == ref.argmax(-1).tolist()
+    assert not [k for k in got if k.startswith("cls/ids_%s/" % kind) and "name" in k]
   names = np.array(["neg", "neutral", "pos"])
   assert [x.decode() for x in got["cls/pair/predicted_label_name"]] == list(
       names[ref_pair.argmax(-1)])
@@ -532,12 +601,14 @@ def test_classifier_export_end_to_end(exported):
   np.testing.assert_allclose(got["reg/single/predictions"], ref_single, atol=1e-5)
   np.testing.assert_allclose(got["reg/pair/predictions"], ref_pair, atol=1e-5)
   np.testing.assert_allclose(got["reg/short/predictions"], ref_single[:2], atol=1e-5)
+  np.testing.assert_allclose(got["reg/ids_single/predictions"], ref_single, atol=1e-5)
+  np.testing.assert_allclose(got["reg/ids_pair/predictions"], ref_pair, atol=1e-5)
   assert "reg/single/probabilities" not in got
 
 
 @pytest.mark.slow
 def test_multilabel_classifier_export(exported):
-  """Issue 25.8: a multi-label run exports sigmoid probabilities and its tuned threshold (it
+  """A multi-label run exports sigmoid probabilities and its tuned threshold (it
   was exported as a softmax single-label classifier)."""
   got = exported["got"]
   ref_single, ref_pair, threshold, prefix = exported["classifier_refs"]["ml"]
@@ -551,9 +622,13 @@ def test_multilabel_classifier_export(exported):
     assert [x.decode() for x in got["ml/%s/predicted_label_names" % kind]] == [
         "|".join(n for n, c in zip(names, row) if c) for row in chosen]
     assert "ml/%s/predicted_label" % kind not in got
+  for kind, ref in (("single", ref_single), ("pair", ref_pair)):
+    np.testing.assert_allclose(got["ml/ids_%s/probabilities" % kind], ref, atol=1e-5)
+    assert got["ml/ids_%s/predicted_labels" % kind].tolist() == (ref >= threshold).astype(
+        int).tolist()
   assert 0 < (np.concatenate([ref_single, ref_pair]) >= threshold).mean() < 1
   export_dir = os.path.join(os.path.dirname(os.path.dirname(prefix)), "export_ml")
-  with open(os.path.join(export_dir, export_hub.EXPORT_INFO)) as f:
+  with open(os.path.join(export_dir, serving.EXPORT_INFO)) as f:
     info = json.load(f)
   assert info["task_type"] == "multilabel" and info["labels"] == names
   assert info["threshold"] == threshold and info["label_separator"] == "|"
@@ -562,7 +637,7 @@ def test_multilabel_classifier_export(exported):
 
 
 def test_classifier_task_from_run_records(tmp_path):
-  """What a run_classifier output directory records decides the head (issue 25.8)."""
+  """What a run_classifier output directory records decides the head."""
   out = tmp_path / "out"
   out.mkdir()
   # Only the head's shapes are read.
@@ -575,7 +650,7 @@ def test_classifier_task_from_run_records(tmp_path):
       prefix = tf1.train.Saver().save(sess, str(out / "model.ckpt"), global_step=7)
   step = checkpoint_utils.checkpoint_step(prefix)
   assert step == 7
-  task = export_hub.resolve_classifier_task(prefix)
+  task = serving.resolve_classifier_task(prefix)
   assert (task["task_type"], task["threshold"]) == ("classification", None)
   for kwargs, message in (
       (dict(task_type="regression"), "--task_type=regression: the checkpoint's head has 3 "
@@ -585,24 +660,24 @@ def test_classifier_task_from_run_records(tmp_path):
       (dict(task_type="multilabel", threshold=1.5), "--multilabel_threshold=1.5: must be in "
                                                     "[0, 1]")):
     with pytest.raises(common.UsageError) as e:
-      export_hub.resolve_classifier_task(prefix, **kwargs)
+      serving.resolve_classifier_task(prefix, **kwargs)
     assert str(e.value) == message
   # Multi-label evaluation results: the threshold it was evaluated with.
   (out / "eval_results.json").write_text(json.dumps({"eval_micro_f1": 0.5,
                                                      "eval_threshold": 0.4}))
-  task = export_hub.resolve_classifier_task(prefix)
+  task = serving.resolve_classifier_task(prefix)
   assert (task["task_type"], task["threshold"], task["label_separator"]) == (
       "multilabel", 0.4, ",")
   assert task["evidence"] == str(out / "eval_results.json")
   # A threshold tuned for another checkpoint is not used; one tuned for this one is.
   (out / "threshold.json").write_text(json.dumps({"threshold": 0.3, "checkpoint_step": -1}))
-  assert export_hub.resolve_classifier_task(prefix)["threshold"] == 0.4
+  assert serving.resolve_classifier_task(prefix)["threshold"] == 0.4
   (out / "threshold.json").write_text(json.dumps({"threshold": 0.3, "checkpoint_step": step}))
-  assert export_hub.resolve_classifier_task(prefix)["threshold"] == 0.3
-  assert export_hub.resolve_classifier_task(prefix, threshold=0.7)["threshold"] == 0.7
+  assert serving.resolve_classifier_task(prefix)["threshold"] == 0.3
+  assert serving.resolve_classifier_task(prefix, threshold=0.7)["threshold"] == 0.7
   # A --task_type that contradicts the run: one line.
   with pytest.raises(common.UsageError) as e:
-    export_hub.resolve_classifier_task(prefix, task_type="classification")
+    serving.resolve_classifier_task(prefix, task_type="classification")
   assert str(e.value) == ("--task_type=classification: the checkpoint's run was a multilabel "
                           "task (%s)" % (out / "threshold.json"))
   # A --keep_best copy (out/best/): the records and labels.txt of its run.
@@ -613,26 +688,57 @@ def test_classifier_task_from_run_records(tmp_path):
     if name.startswith(os.path.basename(prefix) + "."):
       os.link(str(out / name), str(best / name))
   (best / "best.json").write_text(json.dumps({"metric": "micro_f1", "step": step}))
-  task = export_hub.resolve_classifier_task(str(best / os.path.basename(prefix)))
+  task = serving.resolve_classifier_task(str(best / os.path.basename(prefix)))
   assert (task["task_type"], task["labels"], task["threshold"]) == (
       "multilabel", ["x", "y", "z"], 0.3)
   # Random weights (--allow_random_eval): the classes come from --label_list.
   with pytest.raises(common.UsageError, match="--label_list is required"):
-    export_hub.resolve_classifier_task(None)
-  task = export_hub.resolve_classifier_task(None, "a,b", task_type="multilabel")
+    serving.resolve_classifier_task(None)
+  task = serving.resolve_classifier_task(None, "a,b", task_type="multilabel")
   assert (task["num_labels"], task["labels"], task["threshold"]) == (2, ["a", "b"], 0.5)
+
+
+def test_classifier_windowing_from_run_records(tmp_path):
+  """export_hub's --long_document: the flags, else what a --long_document=window run records
+  (eval_results.json), else truncation; bad strides are one line."""
+  out = tmp_path / "out"
+  out.mkdir()
+  prefix = str(out / "model.ckpt-7")
+  assert serving.resolve_windowing(prefix, 24) == (None, "mean", "default")
+  assert serving.resolve_windowing(prefix, 24, long_document="window") == (11, "mean", "default")
+  # A pair: the window is what text_b leaves, (24 - 3) - (24 - 3) // 2 = 11.
+  assert serving.resolve_windowing(prefix, 24, True, "window")[0] == 5
+  (out / "eval_results.json").write_text(json.dumps(
+      {"eval_accuracy": 0.5, "long_document": "window", "doc_stride": 8,
+       "window_pooling": "max"}))
+  assert serving.resolve_windowing(prefix, 24) == (8, "max", str(out / "eval_results.json"))
+  assert serving.resolve_windowing(prefix, 24, doc_stride=4, window_pooling="mean") == (
+      4, "mean", "flags")
+  assert serving.resolve_windowing(prefix, 24, long_document="truncate")[0] is None
+  for kwargs, message in (
+      (dict(long_document="truncate", doc_stride=4),
+       "--doc_stride=4: only with --long_document=window"),
+      (dict(doc_stride=23), "--doc_stride=23: larger than the window (22 tokens of text_a at "
+                            "--seq_length=24), which would skip text between windows"),
+      (dict(doc_stride=0), "--doc_stride=0: must be >= 1")):
+    with pytest.raises(common.UsageError) as e:
+      serving.resolve_windowing(prefix, 24, **kwargs)
+    assert str(e.value) == message
+  with pytest.raises(common.UsageError, match=r"--doc_stride=8 \(.*eval_results.json\): larger "
+                                              r"than the window \(6 tokens"):
+    serving.resolve_windowing(prefix, 8)
 
 
 def test_classifier_label_list_errors(tmp_path, vocab_file):
   config = _tiny_config()
   prefix, _ = make_checkpoint(str(tmp_path / "m"), config, _inputs(), num_labels=2)
   with pytest.raises(ValueError, match="3 labels"):
-    export_hub.read_label_names("a,b,c", prefix, 2)
-  assert export_hub.read_label_names(None, prefix, 2) == ["0", "1"]
+    serving.read_label_names("a,b,c", prefix, 2)
+  assert serving.read_label_names(None, prefix, 2) == ["0", "1"]
   encoder_prefix, _ = make_checkpoint(str(tmp_path / "e"), config, _inputs())
-  preprocessor = export_hub.BertPreprocessor(vocab_file, True, None, 16)
+  preprocessor = serving.BertPreprocessor(vocab_file, True, None, 16)
   with pytest.raises(ValueError, match="output_weights"):
-    export_hub.build_classifier(config, encoder_prefix, preprocessor)
+    serving.build_classifier(config, encoder_prefix, preprocessor)
 
 
 @pytest.mark.slow
@@ -651,10 +757,10 @@ def test_cli_several_modes_and_bad_flags(tmp_path, vocab_file):
     assert os.path.exists(os.path.join(out, mode, "saved_model.pb"))
   with open(os.path.join(out, "encoder", "bert_config.json")) as f:
     assert json.load(f)["residual_attention"] == "mean"
-  with open(os.path.join(out, "encoder", export_hub.EXPORT_INFO)) as f:
+  with open(os.path.join(out, "encoder", serving.EXPORT_INFO)) as f:
     info = json.load(f)
   assert (info["mode"], info["checkpoint"], info["global_step"]) == ("encoder", prefix, 0)
-  # No trained weights (issue 27): one line naming the flag, before any work.
+  # No trained weights: one line naming the flag, before any work.
   bad = run_tool("export_hub.py", ["--mode=encoder", "--export_dir=%s" % (tmp_path / "new"),
                                    "--bert_config_file=%s" % os.path.join(
                                        os.path.dirname(prefix), "bert_config.json")],
@@ -666,6 +772,31 @@ def test_cli_several_modes_and_bad_flags(tmp_path, vocab_file):
   assert not [x for x in os.listdir(out) if ".tmp-" in x]
 
 
+@pytest.mark.slow
+def test_cli_classifier_windows_as_the_run_did(tmp_path, vocab_file):
+  """A --long_document=window run's directory: export_hub --mode=classifier windows and pools
+  as it did (from eval_results.json), and says so in export_info.json."""
+  config = _tiny_config()
+  prefix, _ = make_checkpoint(str(tmp_path / "run"), config, _inputs(), num_labels=2)
+  (tmp_path / "run" / "eval_results.json").write_text(json.dumps(
+      {"eval_accuracy": 0.5, "long_document": "window", "doc_stride": 5,
+       "window_pooling": "max"}))
+  export = tmp_path / "export"
+  proc = run_tool("export_hub.py", ["--mode=classifier", "--init_checkpoint=%s" % prefix,
+                                    "--vocab_file=%s" % vocab_file, "--seq_length=16",
+                                    "--export_dir=%s" % export], timeout=180)
+  assert "Long texts: windows 5 tokens apart, max-pooled (%s)" % (
+      tmp_path / "run" / "eval_results.json") in proc.output
+  info = json.loads((export / serving.EXPORT_INFO).read_text())
+  assert (info["long_document"], info["doc_stride"], info["window_pooling"]) == (
+      "window", 5, "max")
+  assert info["id_outputs"] == ["predicted_label", "probabilities"]
+  bad = run_tool("export_hub.py", ["--mode=encoder", "--init_checkpoint=%s" % prefix,
+                                   "--doc_stride=4", "--export_dir=%s" % (tmp_path / "e")],
+                 expect_rc=2, timeout=120)
+  assert last_error_line(bad) == "error: --doc_stride: only for --mode=classifier"
+
+
 def test_export_never_deletes_what_it_did_not_write(tmp_path, vocab_file):
   """An existing --export_dir that is not our export (or holds the checkpoint) is refused."""
   config = _tiny_config()
@@ -675,23 +806,23 @@ def test_export_never_deletes_what_it_did_not_write(tmp_path, vocab_file):
   # The model directory itself and its parent: refused, nothing deleted.
   for target in (model_dir, str(tmp_path)):
     with pytest.raises(ValueError, match="--export_dir=.*(would replace|holds checkpoints)"):
-      export_hub.export_encoder(config, prefix, target, overwrite=True)
+      serving.export_encoder(config, prefix, target, overwrite=True)
   assert sorted(os.listdir(model_dir)) == before
   # A directory of the user's own, and a file: refused even with overwrite.
   mine = tmp_path / "mine"
   mine.mkdir()
   (mine / "notes.txt").write_text("keep")
   with pytest.raises(ValueError, match="not written by this project"):
-    export_hub.export_preprocessor(str(mine), vocab_file, overwrite=True)
+    serving.export_preprocessor(str(mine), vocab_file, overwrite=True)
   assert (mine / "notes.txt").read_text() == "keep"
   (tmp_path / "f").write_text("x")
   with pytest.raises(ValueError, match="is a file"):
-    export_hub.export_preprocessor(str(tmp_path / "f"), vocab_file, overwrite=True)
+    serving.export_preprocessor(str(tmp_path / "f"), vocab_file, overwrite=True)
   # Our own export is replaced only with overwrite.
   out = str(tmp_path / "pre")
-  export_hub.export_preprocessor(out, vocab_file, seq_length=16)
+  serving.export_preprocessor(out, vocab_file, seq_length=16)
   with pytest.raises(ValueError, match="pass --overwrite"):
-    export_hub.export_preprocessor(out, vocab_file, seq_length=16)
-  export_hub.export_preprocessor(out, vocab_file, seq_length=16, overwrite=True)
+    serving.export_preprocessor(out, vocab_file, seq_length=16)
+  serving.export_preprocessor(out, vocab_file, seq_length=16, overwrite=True)
   assert os.path.exists(os.path.join(out, "saved_model.pb"))
   assert not [x for x in os.listdir(str(tmp_path)) if ".tmp-" in x]

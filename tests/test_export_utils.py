@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import TINY_BERT_CONFIG, write_random_bert_checkpoint
-import export_utils
+from realformer_tf import export_utils
 import modeling
 
 

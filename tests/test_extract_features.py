@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 import extract_features as ef
 import modeling
 import numpy_bert
@@ -387,7 +387,7 @@ def _contents(directory):
     ("embeddings_file", "model.ckpt-9.data-00000-of-00001"), ("output_file", "model.ckpt-9.meta")])
 @pytest.mark.parametrize("as_prefix", [False, True])
 def test_outputs_never_replace_checkpoint_files(training_dir, tmp_path, flag, target, as_prefix):
-  """Issue 25.3: --output_file=<init_checkpoint dir>/checkpoint replaced the state file."""
+  """An --output_file naming the checkpoint directory's state file is refused, the file kept."""
   input_file = _write_lines(tmp_path / "in.txt", ["hello world"])
   before = _contents(training_dir)
   init = str(training_dir / "model.ckpt-9") if as_prefix else str(training_dir)
@@ -415,7 +415,7 @@ def test_sidecar_clash_is_refused(model, tmp_path):
 
 
 def test_empty_input_is_one_line_before_any_output(model, tmp_path):
-  """Issue 25.10: an empty input gave a traceback, with the .npy already renamed into place."""
+  """An empty input is one line, and no output (.npy included) appears."""
   empty = tmp_path / "empty.txt"
   empty.write_text("")
   out, emb = str(tmp_path / "out.jsonl"), str(tmp_path / "emb.npy")
@@ -433,7 +433,7 @@ def test_empty_input_is_one_line_before_any_output(model, tmp_path):
 
 
 def test_failing_output_leaves_nothing_in_place(model, tmp_path, monkeypatch):
-  """Issues 25.10 / 25.16: a write error (disk full) on one output is one line naming that
+  """A write error (disk full) on one output is one line naming that
   file, and no output is renamed into place (the .npy was, when the JSON lines failed)."""
   input_file = _write_lines(tmp_path / "in.txt", _sentences(3))
   out, emb = str(tmp_path / "out.jsonl"), str(tmp_path / "emb.npy")
@@ -460,7 +460,7 @@ def test_failing_output_leaves_nothing_in_place(model, tmp_path, monkeypatch):
 
 
 def test_no_trained_weights_is_one_line_unless_allowed(model, tmp_path):
-  """Issue 27: features from no trained weights stop with one line naming the flag."""
+  """Features from no trained weights stop with one line naming the flag."""
   input_file = _write_lines(tmp_path / "in.txt", _sentences(2))
   emb = str(tmp_path / "emb.npy")
   with pytest.raises(common.UsageError) as e:
@@ -534,7 +534,7 @@ def test_cli_official_flags_and_errors(model, tmp_path):
                                  "replace that input" % input_file)
   assert open(input_file).read() == before
 
-  # The checkpoint directory's state file (issue 25.3): refused, unchanged.
+  # The checkpoint directory's state file: refused, unchanged.
   state = os.path.join(model.dir, "checkpoint")
   before = open(state).read()
   proc = _cli([a for a in official if not a.startswith("--init_checkpoint=")] + [

@@ -190,7 +190,7 @@ def _sweep_results(output_dir):
 
 def test_sweep_killed_and_rerun_ends_like_an_uninterrupted_sweep(classifier_setup, tmp_path):
   reference = tmp_path / "reference"
-  run_tool("sweep.py", _sweep_args(classifier_setup, reference), timeout=600)
+  run_tool("paper/sweep.py", _sweep_args(classifier_setup, reference), timeout=600)
   want = _sweep_results(reference)
   assert len(want) == 2 and all(v[0] == 30 for v in want.values())
   want_table = (reference / "results.csv").read_text()
@@ -201,11 +201,11 @@ def test_sweep_killed_and_rerun_ends_like_an_uninterrupted_sweep(classifier_setu
   for sig, seed, after_step in cases:
     out = tmp_path / ("killed_%d" % sig)
     target = out / run_dir / seed
-    status, err = kill_when("sweep.py", _sweep_args(classifier_setup, out),
+    status, err = kill_when("paper/sweep.py", _sweep_args(classifier_setup, out),
                              lambda: _checkpoint_step(target) >= after_step, sig)
     assert status == EXPECTED_STATUS[sig], (sig, status, err[-2000:])
     assert not (out / "results.csv").exists()
     assert not (target / "eval_results.json").exists()
-    run_tool("sweep.py", _sweep_args(classifier_setup, out), timeout=600)
+    run_tool("paper/sweep.py", _sweep_args(classifier_setup, out), timeout=600)
     assert _sweep_results(out) == want, sig
     assert (out / "results.csv").read_text() == want_table

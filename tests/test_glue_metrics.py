@@ -5,7 +5,7 @@ import math
 import numpy as np
 import pytest
 
-import glue_metrics as gm
+from realformer_tf import glue_metrics as gm
 
 
 def test_accuracy_hand_computed():

@@ -261,7 +261,30 @@ def test_official_realformer_config_key(tmp_path):
   assert (config.residual_attention, config.layer_norm_type) == ("none", "post")
 
 
+def test_official_realformer_constructor_argument_and_saved_key(tmp_path):
+  # The official RealFormer code's BertConfig(..., use_running_mean=...) means the same here.
+  base = {k: v for k, v in TINY.items() if k not in ("residual_attention", "layer_norm_type")}
+  assert modeling.BertConfig(use_running_mean=True, **base).residual_attention == "mean"
+  assert modeling.BertConfig(use_running_mean=False, **base).residual_attention == "sum"
+  assert modeling.BertConfig(**base).residual_attention == "none"
+  with pytest.raises(ValueError, match="contradicts"):
+    modeling.BertConfig(use_running_mean=True, residual_attention="sum", **base)
+  with pytest.raises(ValueError, match="must be true or false"):
+    modeling.BertConfig(use_running_mean="yes", **base)
+  # A saved config tells the official code (which reads only use_running_mean and always uses
+  # residual attention) what it is; "none" has no official equivalent, so no key is written.
+  for residual_attention, official in (("mean", True), ("sum", False), ("none", None)):
+    config = modeling.BertConfig(residual_attention=residual_attention, **base)
+    saved = json.loads(config.to_json_string())
+    assert saved.get("use_running_mean") == official
+    assert saved["residual_attention"] == residual_attention
+    path = tmp_path / ("saved_%s.json" % residual_attention)
+    path.write_text(config.to_json_string())
+    assert modeling.BertConfig.from_json_file(str(path)).to_dict() == config.to_dict()
+
+
 @pytest.mark.parametrize("change,message", [
+    ({"use_running_mean": False, "residual_attention": "none"}, "contradicts"),
     ({"hidden_sise": 32}, "unknown config key 'hidden_sise'"),
     ({"hidden_size": "32"}, "key 'hidden_size' must be an integer"),
     ({"num_hidden_layers": True}, "key 'num_hidden_layers' must be an integer"),

@@ -24,7 +24,8 @@ import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, write_random_bert_checkpoint
 
-import common
+from realformer_tf import classifier_tasks
+from realformer_tf import common
 import modeling
 import run_classifier
 import run_pretraining
@@ -431,13 +432,13 @@ def test_bad_processor_flags_are_one_line_errors(tmp_path, monkeypatch):
   try:
     usage_error = run_classifier.common.UsageError
     with pytest.raises(usage_error, match="module my_processors has no NoSuchClass"):
-      run_classifier.load_processor_class("my_processors:NoSuchClass")
+      classifier_tasks.load_processor_class("my_processors:NoSuchClass")
     with pytest.raises(usage_error, match="expected MODULE:CLASS"):
-      run_classifier.load_processor_class("my_processors")
+      classifier_tasks.load_processor_class("my_processors")
     with pytest.raises(usage_error, match="cannot import no_such_module"):
-      run_classifier.load_processor_class("no_such_module:X")
+      classifier_tasks.load_processor_class("no_such_module:X")
     # A path to a .py file works as well as a module name.
-    cls = run_classifier.load_processor_class(str(tmp_path / "my_processors.py") +
+    cls = classifier_tasks.load_processor_class(str(tmp_path / "my_processors.py") +
                                               ":SentimentProcessor")
     assert cls().get_labels() == ["0", "1"]
   finally:
@@ -465,14 +466,14 @@ def test_register_processor_then_main(tiny, tmp_path):
   # In-process: the registry, and a missing file is one line naming it.
   run_classifier.register_processor("sentiment_test", SentimentProcessor)
   try:
-    task = run_classifier.get_task("Sentiment_Test")
+    task = classifier_tasks.get_task("Sentiment_Test")
     assert (task.labels, task.metrics) == (["0", "1"], ("accuracy",))
-    examples = run_classifier.task_examples(task, task.dev[0], tiny["data_dir"], "dev")
+    examples = classifier_tasks.task_examples(task, task.dev[0], tiny["data_dir"], "dev")
     assert [e.text_a for e in examples] == [s for s, _ in tiny["splits"]["dev.tsv"]]
     with pytest.raises(run_classifier.common.UsageError, match="get_dev_examples"):
-      run_classifier.task_examples(task, task.dev[0], str(tmp_path / "none"), "dev")
+      classifier_tasks.task_examples(task, task.dev[0], str(tmp_path / "none"), "dev")
   finally:
-    del run_classifier._PROCESSORS["sentiment_test"]
+    del classifier_tasks.PROCESSORS["sentiment_test"]
 
 
 XNLI_DEV_HEADER = ("language gold_label sentence1_binary_parse sentence2_binary_parse "
@@ -529,10 +530,10 @@ def test_xnli_processor_and_main(tiny, tmp_path):
   assert (out / "labels.txt").read_text() == "contradiction\nentailment\nneutral\n"
   # --xnli_language picks the language; one without a training file is one line naming it.
   flag_values = type("Flags", (), {"processor": None, "xnli_language": "fr"})()
-  task = run_classifier.get_task("xnli", flag_values)
+  task = classifier_tasks.get_task("xnli", flag_values)
   assert task.processor.language == "fr"
   with pytest.raises(run_classifier.common.UsageError, match=r"multinli\.train\.fr\.tsv"):
-    run_classifier.task_examples(task, task.train, str(data), "train")
+    classifier_tasks.task_examples(task, task.train, str(data), "train")
 
 
 # ----------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
 from conftest import write_random_bert_checkpoint
-import estimator_utils
+from realformer_tf import estimator_utils
 import modeling
 import optimization
 import run_classifier
@@ -310,7 +310,7 @@ def test_float16_running_sum_of_24_layers_loses_the_scores():
 
 def test_unsupported_script_flags_fail_in_one_line(tmp_path):
   """A script whose model_fn does not implement --precision says so instead of ignoring it."""
-  code = ("import sys; sys.argv = ['run_other.py']; import estimator_utils, common\n"
+  code = ("import sys; sys.argv = ['run_other.py']; from realformer_tf import estimator_utils, common\n"
           "from absl import flags\nestimator_utils.define_estimator_flags()\n"
           "flags.FLAGS(['run_other.py', '--precision=bf16'])\n"
           "common.run_main(lambda argv: estimator_utils.check_supported(flags.FLAGS, ()), [])\n")
@@ -321,15 +321,29 @@ def test_unsupported_script_flags_fail_in_one_line(tmp_path):
       "etc_model.run_pretraining)")
 
 
-def test_supporting_scripts_come_from_their_declarations():
-  """The scripts an unsupported-flag error names are those declaring the flag (no list to
-  keep up to date): a package's modules (etc_model.run_pretraining) are found too."""
-  assert "run_classifier.py" in estimator_utils.scripts_supporting("precision")
-  assert set(run_classifier.SUPPORTED_MODEL_FN_FLAGS) == {"precision", "fused_optimizer"}
-  fused = estimator_utils.scripts_supporting("fused_optimizer")
-  assert "etc_model.run_pretraining" in fused
-  assert "etc_model.run_pretraining" in estimator_utils.scripts_supporting("precision")
-  assert not any("run_translation" in name for name in fused)  # it declares none
+def test_supporting_tools_table_matches_their_declarations():
+  """The tools an unsupported-flag error names are exactly those whose model_fn declares the
+  flag in SUPPORTED_MODEL_FN_FLAGS (every command at the root and in the model families)."""
+  import ast  # pylint: disable=g-import-not-at-top
+  import glob  # pylint: disable=g-import-not-at-top
+  declared = {name: set() for name in estimator_utils.MODEL_FN_FLAGS}
+  paths = glob.glob(os.path.join(REPO_DIR, "*.py")) + glob.glob(
+      os.path.join(REPO_DIR, "*", "*.py"))
+  for path in paths:
+    with open(path, encoding="utf-8") as f:
+      tree = ast.parse(f.read())
+    for node in tree.body:
+      if (isinstance(node, ast.Assign) and len(node.targets) == 1 and
+          getattr(node.targets[0], "id", None) == "SUPPORTED_MODEL_FN_FLAGS"):
+        package = os.path.basename(os.path.dirname(path))
+        module = os.path.splitext(os.path.basename(path))[0]
+        tool = os.path.basename(path) if os.path.dirname(path) == REPO_DIR else (
+            "%s.%s" % (package, module))
+        for flag in ast.literal_eval(node.value):
+          declared[flag].add(tool)
+  assert {name: set(tools) for name, tools in estimator_utils.TOOLS_SUPPORTING.items()} == declared
+  assert "run_classifier.py" in declared["precision"]
+  assert not any("run_translation" in name for name in declared["fused_optimizer"])
 
 
 def test_etc_long_tasks_encoder_in_compute_dtype_variables_and_loss_float32():
@@ -373,7 +387,7 @@ def test_dropout_masks_do_not_depend_on_precision(precision):
 XLA_CODE = r"""
 import sys
 sys.path.insert(0, "tests")
-import estimator_utils
+from realformer_tf import estimator_utils
 estimator_utils.set_xla_cpu_flags()  # what define_estimator_flags does before app.run
 import numpy as np, tensorflow as tf
 import test_precision as T
@@ -420,7 +434,7 @@ def test_use_xla_clusters_and_trains_like_without():
 
 
 def test_use_xla_fails_when_tensorflow_read_its_flags_before():
-  code = ("import sys; sys.argv = ['x.py']; import estimator_utils, common\n"
+  code = ("import sys; sys.argv = ['x.py']; from realformer_tf import estimator_utils, common\n"
           "import tensorflow as tf\n"
           "with tf.Graph().as_default(), tf.compat.v1.Session() as s: s.run(tf.constant(1))\n"
           "class F: use_xla = True\n"
@@ -438,7 +452,7 @@ def test_use_xla_fails_when_tensorflow_read_its_flags_before():
      "--precision=fp16 (dynamic loss scaling) is not supported with"),
 ])
 def test_flag_combinations_refused_in_one_line(flags_given, message):
-  code = ("import sys; sys.argv = ['x.py']; import estimator_utils, common\n"
+  code = ("import sys; sys.argv = ['x.py']; from realformer_tf import estimator_utils, common\n"
           "from absl import flags\nestimator_utils.define_estimator_flags()\n"
           "flags.FLAGS(['x.py'] + %r)\n"
           "check = lambda argv: estimator_utils.validate_estimator_flags(flags.FLAGS)\n"

@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 import convert_hf_checkpoint
-import export_hub
+from realformer_tf import serving
 import modeling
 import numpy_bert
 import predict_masked as pm
@@ -226,7 +226,7 @@ def test_word_piece_rules(tokenizer):
 def hub_encoder(model, tmp_path_factory):
   _, prefix, _, config = model
   path = str(tmp_path_factory.mktemp("hub") / "encoder")
-  export_hub.export_encoder(config, prefix, path, with_mlm=True)
+  serving.export_encoder(config, prefix, path, with_mlm=True)
   return path
 
 
@@ -301,10 +301,10 @@ def test_command_line_hub_encoder_matches_checkpoint(model, hub_encoder, tokeniz
                                  [c["probability"] for c in wm["candidates"]], atol=ATOL)
 
   # An encoder exported from random weights (its export_info.json names no checkpoint) fills
-  # masks only deliberately (issue 27).
+  # masks only deliberately.
   random_export = str(tmp_path / "random_encoder")
   shutil.copytree(hub_encoder, random_export)
-  info_path = os.path.join(random_export, export_hub.EXPORT_INFO)
+  info_path = os.path.join(random_export, serving.EXPORT_INFO)
   with open(info_path) as f:
     info = json.load(f)
   with open(info_path, "w") as f:
@@ -373,7 +373,7 @@ def test_one_line_errors(model, tmp_path):
       tmp_path / "c.json")) == "--bert_config_file=%s: file does not exist" % (tmp_path / "c.json")
   assert error(hub_encoder=str(tmp_path), text=["a [MASK]"]).startswith(
       "--bert_config_file is required: no bert_config.json in --hub_encoder=")
-  # No model at all (issue 27): one line naming the flags, and how to do it deliberately.
+  # No model at all: one line naming the flags, and how to do it deliberately.
   message = error(text=["a [MASK]"])
   assert message.startswith("predict_masked: no trained weights")
   assert "give --init_checkpoint" in message and "--allow_random_eval" in message
@@ -384,7 +384,7 @@ def test_one_line_errors(model, tmp_path):
   assert error(init_checkpoint=model_dir, text=["a [MASK]"],
                output_file=prefix + ".index").startswith("--output_file=%s.index: is also an "
                                                          "input" % prefix)
-  # Issue 25.3: the checkpoint directory's state file (read through --init_checkpoint=DIR).
+  # The checkpoint directory's state file (read through --init_checkpoint=DIR).
   state = os.path.join(model_dir, "checkpoint")
   assert error(init_checkpoint=model_dir, text=["a [MASK]"], output_file=state) == (
       "--output_file=%s: is also an input; writing it would replace that input" % state)
@@ -394,7 +394,7 @@ def test_one_line_errors(model, tmp_path):
 
 
 def test_random_weights_only_deliberately(model, tmp_path):
-  """Issue 27: --allow_random_eval fills masks with seeded random weights, recorded as such."""
+  """--allow_random_eval fills masks with seeded random weights, recorded as such."""
   model_dir = model[0]
   config_file = os.path.join(model_dir, "bert_config.json")
   with pytest.raises(common.UsageError, match="--bert_config_file is required"):
@@ -418,7 +418,7 @@ def test_command_line_error_is_one_line(model):
       "--text=the [MASK] sat", "--text=nothing to fill"], expect_rc=2)
   assert last_error_line(proc) == "error: --text #2: has no [MASK] to predict: 'nothing to fill'"
   assert proc.stdout == ""   # every input is checked before the first prediction
-  # Issue 25.3: --output_file=<init_checkpoint dir>/checkpoint replaced the state file.
+  # An --output_file naming the checkpoint directory's state file is refused.
   state = os.path.join(model[0], "checkpoint")
   before = open(state).read()
   proc = run_tool("predict_masked.py", [
@@ -458,16 +458,17 @@ def _top_pieces(tokenizer, lines, n):
 
 @pytest.mark.slow
 def test_tiny_pretrained_model_predicts_frequent_pieces(tmp_path, tokenizer):
-  import create_pretraining_data as cpd  # pylint: disable=g-import-not-at-top
+  from realformer_tf import pretraining_data  # pylint: disable=g-import-not-at-top
   with open(DEMO_TRAIN, encoding="utf-8") as f:
     lines = f.read().splitlines()[:4000]
   text = tmp_path / "train.txt"
   text.write_text("\n".join(lines) + "\n")
   record = str(tmp_path / "train.tfrecord")
-  cpd.create_pretraining_data(
+  pretraining_data.create_pretraining_data(
       [str(text)], [record], tokenizer,
-      cpd.Settings(max_seq_length=32, max_predictions_per_seq=5, random_seed=3, dupe_factor=1,
-                   masked_lm_prob=0.15, short_seq_prob=0.1, do_whole_word_mask=False),
+      pretraining_data.Settings(max_seq_length=32, max_predictions_per_seq=5, random_seed=3,
+                                dupe_factor=1, masked_lm_prob=0.15, short_seq_prob=0.1,
+                                do_whole_word_mask=False),
       log_fn=lambda s: None)
   config_file = tmp_path / "bert_config.json"
   config_file.write_text(json.dumps(CONFIG))

@@ -1,5 +1,6 @@
 """Repository-wide checks: setup.py installs every module, no machine path in tracked files, the
-import structure (no module uses another's private names, no import circle, no sys.path edits)."""
+import structure (no module uses another's private names, no import circle, no sys.path edits,
+no command or library module imports a command, nothing imports a paper driver)."""
 
 import ast
 import functools
@@ -35,7 +36,10 @@ def test_setup_installs_every_top_level_module():
   listed = _setup_list("py_modules")
   assert modules - listed == set(), "modules setup.py does not install"
   assert listed - modules == set(), "setup.py lists modules that do not exist"
-  assert _setup_list("packages") == _packages(), "setup.py packages != the package folders"
+  # paper/ (the paper's experiment drivers) runs from a checkout: it reads the repository's
+  # data, configs and reports.
+  assert _setup_list("packages") == _packages() - {"paper"}, (
+      "setup.py packages != the package folders")
 
 
 def _tracked_text_files():
@@ -68,14 +72,14 @@ def test_no_machine_paths_in_tracked_files():
 
 
 # ------------------------------------------------------------------------------------------------
-# The import structure (issue 21): library code lives in library modules with public names.
+# The import structure: library code lives in library modules with public names.
 
 # Uses of another module's private name allowed, as (importing module, module, private name or
 # "*"), each with its reason. None now: what another module needs gets a public name.
 ALLOWED_PRIVATE_IMPORTS = frozenset()
 # --processor=module:Class imports the user's module from the current directory (a user's
 # file, not the repository): the one sys.path edit allowed (classifier_tasks.load_processor_class).
-ALLOWED_SYS_PATH_EDITS = {"classifier_tasks"}
+ALLOWED_SYS_PATH_EDITS = {"realformer_tf.classifier_tasks"}
 
 
 @functools.lru_cache(maxsize=None)
@@ -199,6 +203,158 @@ def test_import_graph_has_no_circle():
       assert not circle, "import circle: %s" % " -> ".join(circle)
 
 
+# ------------------------------------------------------------------------------------------------
+# Layering: a command (a module with `if __name__ == "__main__":`) is the top of the graph. What
+# commands share lives in library modules (realformer_tf/, the official libraries, a model
+# family's library modules): no command imports another command and no library module imports a
+# command, except for the official google-research/bert API of the official scripts, which code
+# written against the official modules imports from them. Nothing imports a paper driver
+# (paper/: it runs the commands as children).
+
+# The official library API of the official scripts that are commands here (modeling,
+# tokenization and optimization have no __main__: they are libraries).
+OFFICIAL_API = {
+    "create_pretraining_data": {
+        "TrainingInstance", "MaskedLmInstance", "create_training_instances",
+        "create_instances_from_document", "create_masked_lm_predictions", "truncate_seq_pair",
+        "write_instance_to_example_files", "create_int_feature", "create_float_feature"},
+    "run_pretraining": {
+        "model_fn_builder", "input_fn_builder", "get_masked_lm_output",
+        "get_next_sentence_output", "gather_indexes"},
+    "run_classifier": {
+        "InputExample", "PaddingInputExample", "InputFeatures", "DataProcessor",
+        "XnliProcessor", "MnliProcessor", "MrpcProcessor", "ColaProcessor",
+        "convert_single_example", "file_based_convert_examples_to_features",
+        "file_based_input_fn_builder", "create_model", "model_fn_builder", "input_fn_builder",
+        "convert_examples_to_features"},
+    "run_squad": {
+        "SquadExample", "InputFeatures", "read_squad_examples", "convert_examples_to_features",
+        "create_model", "model_fn_builder", "input_fn_builder", "RawResult", "write_predictions",
+        "get_final_text", "FeatureWriter", "validate_flags_or_throw"},
+    "extract_features": {
+        "InputExample", "InputFeatures", "read_examples", "convert_examples_to_features",
+        "model_fn_builder", "input_fn_builder"},
+}
+# The reproduction drivers of the paper's tables.
+PAPER_PACKAGE = "paper"
+# A use of an imported module other than reading one of its names (passed on, or imported and
+# never used): the names it gives cannot be checked.
+WHOLE_MODULE = "(the module itself)"
+
+
+def _is_command(tree):
+  """A module with a top-level `if __name__ == "__main__":` block."""
+  for node in tree.body:
+    if (isinstance(node, ast.If) and isinstance(node.test, ast.Compare)
+        and isinstance(node.test.left, ast.Name) and node.test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__"
+                for c in node.test.comparators)):
+      return True
+  return False
+
+
+def _names_used(tree, modules):
+  """{repo module: set of its names the module uses}, for each repo module it imports.
+
+  `from target import name` and `target.name` read or assigned count as uses of `name`; any
+  other use of an imported module, or an import without a use, is WHOLE_MODULE.
+  """
+  names, from_names = _imports(tree, modules)
+  used = {target: set() for target in names.values()}
+  for target, name in from_names:
+    used.setdefault(target, set()).add(name)
+  attribute_bases = set()
+  for node in ast.walk(tree):
+    if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+        and node.value.id in names):
+      used[names[node.value.id]].add(node.attr)
+      attribute_bases.add(id(node.value))
+  for node in ast.walk(tree):
+    if (isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id in names
+        and id(node) not in attribute_bases):
+      used[names[node.id]].add(WHOLE_MODULE)
+  for target in used:
+    if not used[target]:
+      used[target].add(WHOLE_MODULE)
+  return used
+
+
+def _paper_imports(tree):
+  """The modules of the paper package a module imports (function-level imports included)."""
+  found = []
+  for node in ast.walk(tree):
+    if isinstance(node, ast.Import):
+      found.extend(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+      found.append(node.module)
+  return sorted({name for name in found
+                 if name == PAPER_PACKAGE or name.startswith(PAPER_PACKAGE + ".")})
+
+
+def _layering_violations(trees):
+  """One line per import of a command (beyond OFFICIAL_API) and per import of a paper driver."""
+  commands = {module for module, tree in trees.items() if _is_command(tree)}
+  found = []
+  for module, tree in sorted(trees.items()):
+    kind = "command" if module in commands else "library module"
+    for target in _paper_imports(tree):
+      found.append("%s (a %s) imports %s: nothing imports a paper driver" % (module, kind, target))
+    for target, names in sorted(_names_used(tree, trees).items()):
+      if target == module or target not in commands:
+        continue
+      beyond = sorted(names - OFFICIAL_API.get(target, set()))
+      if beyond:
+        found.append("%s (a %s) imports the command %s for %s (put it in a library module)" %
+                     (module, kind, target, ", ".join(beyond)))
+  return found
+
+
+def test_no_command_or_library_imports_a_command():
+  """Commands import library modules only (and the official API of the official scripts)."""
+  trees = _repo_modules()
+  commands = {module for module, tree in trees.items() if _is_command(tree)}
+  assert {"run_classifier", "create_pretraining_data", "etc_model.create_pretraining_data",
+          "translation.export_translation"} <= commands
+  assert not {"modeling", "tokenization", "optimization", "realformer_tf.pretraining_data",
+              "translation.decoding"} & commands
+  assert set(OFFICIAL_API) <= commands
+  violations = _layering_violations(trees)
+  assert not violations, "\n".join(violations)
+
+
+def test_layering_check_sees_commands_libraries_and_paper_drivers():
+  """The check above flags a command or library importing a command (from-imports, module
+  attributes, the module passed on or imported unused), lets the official API through, and
+  flags any import of the paper package."""
+  main = "\n\nif __name__ == \"__main__\":\n  main()\n"
+  sources = {
+      "tool": "def helper():\n  pass\n" + main,
+      "run_pretraining": "def get_masked_lm_output():\n  pass\n" + main,
+      "lib": "import tool\ntool.helper()\n",
+      "other_tool": "from tool import helper\n" + main,
+      "passer": "import tool\nrun(tool)\n",
+      "unused": "import tool\n",
+      "official_user": "import run_pretraining\nrun_pretraining.get_masked_lm_output()\n" + main,
+      "official_and_more": "import run_pretraining as rp\nrp.get_masked_lm_output()\nrp.main()\n",
+      "fine": "import lib\nlib.x = 1\n" + main,
+      "reproducer": "def f():\n  from paper import table7\n",
+      "paper_user": "import paper.table2 as t\n",
+  }
+  trees = {name: ast.parse(text) for name, text in sources.items()}
+  assert _layering_violations(trees) == [
+      "lib (a library module) imports the command tool for helper (put it in a library module)",
+      "official_and_more (a library module) imports the command run_pretraining for main (put it "
+      "in a library module)",
+      "other_tool (a command) imports the command tool for helper (put it in a library module)",
+      "paper_user (a library module) imports paper.table2: nothing imports a paper driver",
+      "passer (a library module) imports the command tool for %s (put it in a library module)"
+      % WHOLE_MODULE,
+      "reproducer (a library module) imports paper: nothing imports a paper driver",
+      "unused (a library module) imports the command tool for %s (put it in a library module)"
+      % WHOLE_MODULE,
+  ]
+
+
 def _is_sys_path(node):
   return (isinstance(node, ast.Attribute) and node.attr == "path"
           and isinstance(node.value, ast.Name) and node.value.id == "sys")
@@ -233,3 +389,35 @@ def test_test_file_names_are_unique():
       if name.endswith(".py"):
         assert name not in seen, "%s in both %s and %s" % (name, seen[name], root)
         seen[name] = root
+
+
+# ------------------------------------------------------------------------------------------------
+# The product speaks of features: no ticket numbers and no words about how the work was organised.
+
+PROCESS_WORDS = re.compile(
+    r"\bissues? #?\d+|\bissue:|\b(?:first|second|third|next|last|this|previous) slice\b"
+    r"|\b(?:this|previous|earlier|last|next) session\b|\bhelper-\d+\b|\bhostile-input campaign\b",
+    re.IGNORECASE)
+
+
+def _process_words(lines):
+  return [(number, line) for number, line in enumerate(lines, 1) if PROCESS_WORDS.search(line)]
+
+
+def test_no_process_words_in_tracked_files():
+  found = []
+  for name in _tracked_text_files():
+    path = os.path.join(REPO_DIR, name)
+    if not os.path.isfile(path) or name.startswith("data/") or name == "tests/test_repo.py":
+      continue
+    with open(path, encoding="utf-8", errors="replace") as f:
+      found.extend("%s:%d: %s" % (name, number, line.strip()[:120])
+                   for number, line in _process_words(f))
+  assert not found, "\n".join(found)
+
+
+def test_process_word_check_sees_tickets_and_work_slices():
+  lines = ["# fixed in issue 23", "(issue 25.8)", "Issue #7", "the next slice adds it",
+           "on the previous session's machine", "a 1 MB slice of text", "x[:, :length] slice",
+           "a tf.Session", "session_config(flag_values)"]
+  assert [number for number, _ in _process_words(lines)] == [1, 2, 3, 4, 5]

@@ -1,4 +1,4 @@
-"""Tests for reproduce_table2.py: corpus split, budget planning, --tiny_test end to end."""
+"""Tests for paper/reproduce_table2.py: corpus split, budget planning, --tiny_test end to end."""
 
 import json
 import os
@@ -9,8 +9,10 @@ import time
 import pytest
 
 from conftest import last_error_line, process_alive, REPO_DIR, run_tool, shared_path, start_tool
-import common
-import reproduce_table2 as rt
+from realformer_tf import common
+import modeling
+from paper import reproduce_table2 as rt
+from realformer_tf import reproduction
 
 # One invocation of the --tiny_test job (4 models x 4 steps, analysis, report) on 2 shared cores.
 TINY_TEST_TIMEOUT_S = 600
@@ -59,10 +61,17 @@ def test_mean_std_and_configs():
   assert mean == pytest.approx(0.2) and std == pytest.approx(0.1414213562)
   cfg = rt.model_config("tiny", "pre", "none", 30522)
   assert (cfg["num_hidden_layers"], cfg["hidden_size"], cfg["layer_norm_type"]) == (2, 128, "pre")
+  assert "use_running_mean" not in cfg
+  # The official RealFormer code, which reads only use_running_mean, reads the same model.
+  assert rt.model_config("tiny", "post", "sum", 30522)["use_running_mean"] is False
+  assert rt.model_config("tiny", "post", "mean", 30522)["use_running_mean"] is True
+  for residual_attention in ("none", "sum", "mean"):
+    config = modeling.BertConfig.from_dict(rt.model_config("tiny", "post", residual_attention, 99))
+    assert config.residual_attention == residual_attention
 
 
 def test_bad_seeds_one_line_error(tmp_path):
-  proc = run_tool("reproduce_table2.py", ["--output_dir=%s" % tmp_path, "--seeds=1,1"],
+  proc = run_tool("paper/reproduce_table2.py", ["--output_dir=%s" % tmp_path, "--seeds=1,1"],
                   expect_rc=2)
   assert proc.returncode == 2
   assert last_error_line(proc).startswith("error: --seeds=1,1")
@@ -98,7 +107,7 @@ def test_tiny_test_end_to_end_and_resume(tmp_path):
   report = tmp_path / "docs" / "REPRODUCTION.md"
   args = ["--tiny_test", "--corpus=%s" % corpus, "--output_dir=%s" % out,
           "--report=%s" % report]
-  proc = run_tool("reproduce_table2.py", args, timeout=TINY_TEST_TIMEOUT_S)
+  proc = run_tool("paper/reproduce_table2.py", args, timeout=TINY_TEST_TIMEOUT_S)
   assert proc.returncode == 0, proc.stderr[-3000:]
   text = report.read_text()
   assert "| model | MLM accuracy (%) | MLM loss | NSP accuracy (%)" in text
@@ -122,7 +131,7 @@ def test_tiny_test_end_to_end_and_resume(tmp_path):
   end = text.index(rt.JUDGEMENT_END) + len(rt.JUDGEMENT_END)
   human = rt.JUDGEMENT_BEGIN + "\nOur verdict: nothing reproduces at 4 steps.\n" + rt.JUDGEMENT_END
   report.write_text(text[:begin] + human + text[end:])
-  proc = run_tool("reproduce_table2.py", args, timeout=TINY_TEST_TIMEOUT_S)
+  proc = run_tool("paper/reproduce_table2.py", args, timeout=TINY_TEST_TIMEOUT_S)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "Training " not in proc.stderr
   rewritten = report.read_text()
@@ -130,7 +139,7 @@ def test_tiny_test_end_to_end_and_resume(tmp_path):
   assert "| Small (paper) | 61.57 | 61.67 | 61.70 | +0.13 |" in rewritten
   assert sorted(os.listdir(out / "logs")) == logs_before
   # Asking for other settings in the same output_dir is refused.
-  proc = run_tool("reproduce_table2.py", args + ["--learning_rate=1e-3"], expect_rc=2)
+  proc = run_tool("paper/reproduce_table2.py", args + ["--learning_rate=1e-3"], expect_rc=2)
   assert proc.returncode == 2 and "learning_rate" in last_error_line(proc)
 
 
@@ -140,7 +149,7 @@ def test_shared_data_dir_default_and_env(monkeypatch, tmp_path):
   monkeypatch.setenv("REALFORMER_SHARED_DATA", str(tmp_path / "x" / ".." / "data"))
   assert common.shared_data_dir() == str(tmp_path / "data")
   # No machine path is written into the tool itself.
-  source = open(os.path.join(REPO_DIR, "reproduce_table2.py")).read()
+  source = open(os.path.join(REPO_DIR, "paper/reproduce_table2.py")).read()
   assert "/work/" not in source and "/home/" not in source
 
 
@@ -162,6 +171,54 @@ def test_reports_name_inputs_without_absolute_paths(monkeypatch, tmp_path):
       "| Post-LN | `<output_dir>/runs/post_ln_s1/model.ckpt-4` |\nInput: "
       "<output_dir>/data/heldout.tfrecord; vocab data/vocab.txt, corpus "
       "$REALFORMER_SHARED_DATA/corpus.\n")
+
+
+def test_corpus_edited_in_place_is_refused_and_its_data_made_again(tmp_path, capsys):
+  corpus = tmp_path / "corpus"
+  corpus.mkdir()
+  (corpus / "a.txt").write_text("doc one .\n\ndoc two .\n")
+  (corpus / "b.txt").write_text("doc three .\n")
+  vocab = tmp_path / "vocab.txt"
+  vocab.write_text("[PAD]\n")
+  settings = _settings(corpus=str(corpus), vocab_file=str(vocab))
+  inputs = rt.input_files(settings)
+  assert [f.label for f in inputs] == ["corpus/a.txt", "corpus/b.txt", "vocab_file"]
+  identities = reproduction.input_identities(inputs)
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  plan_path = os.path.join(out, "plan.json")
+  common.write_json_atomic(plan_path, {"requested": settings.as_dict(), "num_train_steps": 4,
+                                       "probe": None, "inputs": identities})
+  assert rt.load_plan(plan_path, settings, out, inputs)["inputs"] == identities
+  stats = {"train_instances": 10, "heldout_instances": 2, "settings": rt.data_settings(settings),
+           "inputs": identities}
+  assert rt.data_current(stats, settings, planned=False, identities=identities)
+  # A corpus file edited in place: the plan (runs trained on the old text) refuses in one
+  # line; data made by --plan_only from the old text is made again.
+  (corpus / "b.txt").write_text("doc three , edited .\n")
+  with pytest.raises(common.UsageError) as e:
+    rt.load_plan(plan_path, settings, out, inputs)
+  assert str(e.value) == (
+      "--output_dir=%s holds a run of other settings or input files: --corpus file %s: other "
+      "contents (21 bytes, was 12); use a new --output_dir, or rerun with the flags and input "
+      "files it was made with (restore an edited file)" % (out, corpus / "b.txt"))
+  edited = reproduction.input_identities(rt.input_files(settings))
+  assert not rt.data_current(stats, settings, planned=False, identities=edited)
+  # A file added to the corpus directory is a difference too.
+  (corpus / "b.txt").write_text("doc three .\n")
+  (corpus / "c.txt").write_text("doc four .\n")
+  with pytest.raises(common.UsageError, match="--corpus file .*c.txt: not an input of the "
+                     "recorded run"):
+    rt.load_plan(plan_path, settings, out, rt.input_files(settings))
+  os.remove(str(corpus / "c.txt"))
+  # A plan of an earlier version (no inputs): taken with the inputs as they are now.
+  common.write_json_atomic(plan_path, {"requested": settings.as_dict(), "num_train_steps": 4,
+                                       "probe": None})
+  assert rt.load_plan(plan_path, settings, out, inputs)["inputs"] == identities
+  assert "records no input file contents" in capsys.readouterr().err
+  assert json.load(open(plan_path))["inputs"] == identities
+  with pytest.raises(common.UsageError, match=r"learning_rate 0.0005 -> 0.001"):
+    rt.load_plan(plan_path, settings._replace(learning_rate=1e-3), out, inputs)
 
 
 def test_stale_data_and_analysis_are_redone(tmp_path):
@@ -195,7 +252,8 @@ def test_stale_data_and_analysis_are_redone(tmp_path):
 
 RUNNER_DRIVER = """
 import sys
-import reproduce_table2 as rt, subprocess_utils
+from paper import reproduce_table2 as rt
+from realformer_tf import subprocess_utils
 subprocess_utils.install_signal_forwarding()
 rt.Runner(sys.argv[1]).run("child", sys.argv[2], [sys.argv[3]])
 print("not reached")

@@ -1,8 +1,12 @@
 """run_classifier: GLUE readers on fixtures in the exact GLUE layouts, features, cache, and tiny
 end-to-end train / eval / predict / export runs (subprocesses) for both head types."""
 
+import ast
+import importlib
 import json
 import os
+import re
+import shlex
 import shutil
 import signal
 import socket
@@ -15,13 +19,21 @@ import tensorflow as tf
 from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, shared_path, start_tool
 from conftest import last_error_line, write_random_bert_checkpoint
 
-import checkpoint_utils
-import classifier_outputs as co
-import common
-import export_hub
+from realformer_tf import checkpoint_utils
+from realformer_tf import classifier_features as cf
+from realformer_tf import classifier_outputs as co
+from realformer_tf import classifier_tasks as ct
+from realformer_tf import common
+import convert_hf_checkpoint
+from realformer_tf import estimator_utils
+from realformer_tf import export_utils
+from realformer_tf import feature_cache as fc
+from realformer_tf import classifier_model as cm
+from realformer_tf import serving
 import modeling
 import run_classifier as rc
 import tokenization
+from realformer_tf import training_eval as te
 
 FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "glue")
 
@@ -30,9 +42,9 @@ GLUE_DIRS = {"cola": "CoLA", "sst-2": "SST-2", "mrpc": "MRPC", "sts-b": "STS-B",
 
 
 def _read(task_name, file_name, split):
-  task = rc.get_task(task_name)
+  task = ct.get_task(task_name)
   task_file = {f.file_name: f for f in [task.train] + task.dev + task.test}[file_name]
-  return rc.read_examples(task, task_file, os.path.join(FIXTURES, GLUE_DIRS[task_name]), split)
+  return ct.read_examples(task, task_file, os.path.join(FIXTURES, GLUE_DIRS[task_name]), split)
 
 
 # (task, file, split, examples, skipped, first text_a prefix, first text_b prefix, labels)
@@ -125,7 +137,7 @@ def test_qqp_malformed_lines_are_skipped_and_counted():
 
 
 def test_mnli_columns_and_labels():
-  task = rc.get_task("MNLI")
+  task = ct.get_task("MNLI")
   assert task.labels == ["contradiction", "entailment", "neutral"]
   assert [f.file_name for f in task.dev] == ["dev_matched.tsv", "dev_mismatched.tsv"]
   assert [f.name for f in task.test] == ["MNLI-m.tsv", "MNLI-mm.tsv"]
@@ -143,9 +155,9 @@ def test_bad_label_names_file_and_line(tmp_path):
   lines = (tmp_path / "train.tsv").read_text().splitlines(True)
   lines[3] = "a fine film\tpositive\n"
   (tmp_path / "train.tsv").write_text("".join(lines))
-  task = rc.get_task("sst-2")
+  task = ct.get_task("sst-2")
   with pytest.raises(common.UsageError) as e:
-    rc.read_examples(task, task.train, str(tmp_path), "train")
+    ct.read_examples(task, task.train, str(tmp_path), "train")
   message = str(e.value)
   assert "train.tsv:4:" in message and "'positive'" in message and "\n" not in message
 
@@ -155,22 +167,22 @@ def test_bad_regression_label_and_wrong_header(tmp_path):
   lines = open(src).read().splitlines(True)
   lines[2] = lines[2].rsplit("\t", 1)[0] + "\thigh\n"
   (tmp_path / "train.tsv").write_text("".join(lines))
-  task = rc.get_task("sts-b")
+  task = ct.get_task("sts-b")
   with pytest.raises(common.UsageError, match=r"train\.tsv:3: label 'high' is not a number"):
-    rc.read_examples(task, task.train, str(tmp_path), "train")
+    ct.read_examples(task, task.train, str(tmp_path), "train")
   # An MNLI dev file given where train.tsv (12 columns) is expected.
   shutil.copy(os.path.join(FIXTURES, "MNLI", "dev_matched.tsv"), tmp_path / "train.tsv")
-  task = rc.get_task("mnli")
+  task = ct.get_task("mnli")
   with pytest.raises(common.UsageError, match=r"header has 16 column\(s\).*has 12"):
-    rc.read_examples(task, task.train, str(tmp_path), "train")
+    ct.read_examples(task, task.train, str(tmp_path), "train")
 
 
 def test_unknown_task_is_one_line_error():
   with pytest.raises(common.UsageError, match="--task_name=superglue: unknown task"):
-    rc.get_task("superglue")
-  assert rc.get_task("XNLI").processor.language == "zh"  # the official script's XNLI task
-  assert rc.get_task("SST2").name == "sst-2"
-  assert rc.get_task("STS-B").is_regression
+    ct.get_task("superglue")
+  assert ct.get_task("XNLI").processor.language == "zh"  # the official script's XNLI task
+  assert ct.get_task("SST2").name == "sst-2"
+  assert ct.get_task("STS-B").is_regression
 
 
 def test_tsv_task_by_name_and_index(tmp_path):
@@ -178,22 +190,22 @@ def test_tsv_task_by_name_and_index(tmp_path):
       "id\tquestion\tanswer\tlabel\n1\tq one\ta one\tyes\n2\tq two\ta two\tno\n"
       "3\tq three\ta three\tmaybe\n4\tbroken\n")
   (tmp_path / "test.tsv").write_text("id\tquestion\tanswer\n7\tq\ta\n8\tr\tb\n")
-  task = rc.make_tsv_task("question", "answer", "label", has_header=True)
-  assert rc.resolve_tsv_labels(task, str(tmp_path), str(tmp_path)) == ["maybe", "no", "yes"]
-  examples, stats = rc.read_examples(task, task.train, str(tmp_path), "train")
+  task = ct.make_tsv_task("question", "answer", "label", has_header=True)
+  assert ct.resolve_tsv_labels(task, str(tmp_path), str(tmp_path)) == ["maybe", "no", "yes"]
+  examples, stats = ct.read_examples(task, task.train, str(tmp_path), "train")
   assert [(e.text_a, e.text_b, e.label) for e in examples] == [
       ("q one", "a one", "yes"), ("q two", "a two", "no"), ("q three", "a three", "maybe")]
   assert stats.skipped_columns == 1
-  examples, _ = rc.read_examples(task, task.test[0], str(tmp_path), "test")
+  examples, _ = ct.read_examples(task, task.test[0], str(tmp_path), "test")
   assert [(e.text_a, e.index) for e in examples] == [("q", "0"), ("r", "1")]
   # No header: 0-based indices; regression.
   (tmp_path / "train.tsv").write_text("0.5\tfirst text\n-1.25\tsecond text\n")
-  task = rc.make_tsv_task("1", None, "0", has_header=False, task_type="regression")
-  examples, _ = rc.read_examples(task, task.train, str(tmp_path), "train")
+  task = ct.make_tsv_task("1", None, "0", has_header=False, task_type="regression")
+  examples, _ = ct.read_examples(task, task.train, str(tmp_path), "train")
   assert [(e.text_a, e.label) for e in examples] == [("first text", 0.5),
                                                       ("second text", -1.25)]
   with pytest.raises(common.UsageError, match="--text_a_column=question: a column name needs"):
-    rc.make_tsv_task("question", None, "0", has_header=False)
+    ct.make_tsv_task("question", None, "0", has_header=False)
 
 
 def test_convert_single_example_matches_official_layout(vocab_file):
@@ -219,34 +231,34 @@ def test_convert_single_example_matches_official_layout(vocab_file):
 def test_feature_cache_key_changes(tmp_path, vocab_file):
   data = tmp_path / "train.tsv"
   data.write_text("sentence\tlabel\nfine\t1\n")
-  task = rc.get_task("sst-2")
-  base = rc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels, None)[1]
-  assert base == rc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels,
+  task = ct.get_task("sst-2")
+  base = fc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels, None)[1]
+  assert base == fc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels,
                                       None)[1]
-  assert base != rc.feature_cache_key(str(data), vocab_file, True, 64, task, task.labels,
+  assert base != fc.feature_cache_key(str(data), vocab_file, True, 64, task, task.labels,
                                       None)[1]
-  assert base != rc.feature_cache_key(str(data), vocab_file, False, 128, task, task.labels,
+  assert base != fc.feature_cache_key(str(data), vocab_file, False, 128, task, task.labels,
                                       None)[1]
-  assert base != rc.feature_cache_key(str(data), vocab_file, True, 128, rc.get_task("cola"),
+  assert base != fc.feature_cache_key(str(data), vocab_file, True, 128, ct.get_task("cola"),
                                       task.labels, None)[1]
-  assert base != rc.feature_cache_key(str(data), vocab_file, True, 128, task, ["1", "0"],
+  assert base != fc.feature_cache_key(str(data), vocab_file, True, 128, task, ["1", "0"],
                                       None)[1]
   data.write_text("sentence\tlabel\nfine!\t1\n")  # size changes
-  assert base != rc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels,
+  assert base != fc.feature_cache_key(str(data), vocab_file, True, 128, task, task.labels,
                                       None)[1]
 
 
 def test_submission_formatting(tmp_path):
-  sts = rc.get_task("sts-b")
-  assert rc.format_prediction(sts, {"predictions": 5.7}) == "5.000"
-  assert rc.format_prediction(sts, {"predictions": -0.2}) == "0.000"
-  assert rc.format_prediction(sts, {"predictions": 3.14159}) == "3.142"
-  mnli = rc.get_task("mnli")
-  assert rc.format_prediction(mnli, {"probabilities": np.array([0.1, 0.2, 0.7])}) == "neutral"
+  sts = ct.get_task("sts-b")
+  assert co.format_prediction(sts, {"predictions": 5.7}) == "5.000"
+  assert co.format_prediction(sts, {"predictions": -0.2}) == "0.000"
+  assert co.format_prediction(sts, {"predictions": 3.14159}) == "3.142"
+  mnli = ct.get_task("mnli")
+  assert co.format_prediction(mnli, {"probabilities": np.array([0.1, 0.2, 0.7])}) == "neutral"
   examples = [rc.InputExample("test-0", "a", index="0"), rc.InputExample("test-1", "b",
                                                                           index="1")]
   path = str(tmp_path / "MNLI-m.tsv")
-  rc.write_submission(path, mnli, examples, [{"probabilities": [0.9, 0.05, 0.05]},
+  co.write_submission(path, mnli, examples, [{"probabilities": [0.9, 0.05, 0.05]},
                                              {"probabilities": [0.1, 0.8, 0.1]}])
   assert open(path).read() == "index\tprediction\n0\tcontradiction\n1\tentailment\n"
 
@@ -284,30 +296,69 @@ def _common_args(task, data, config_file, output_dir, vocab_file, seq=32):
           "--predict_batch_size=2", "--learning_rate=1e-3", "--num_train_epochs=2"]
 
 
-RELOAD_SCRIPT = textwrap.dedent("""
+# Run in a fresh TF2 process: calls signatures of exported SavedModels, prints the outputs.
+SERVE_SCRIPT = textwrap.dedent("""
     import json, sys
     import numpy as np
     import tensorflow as tf
-    export_dir, record, seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    loaded = tf.saved_model.load(export_dir)
-    fn = loaded.signatures["serving_default"]
-    spec = {k: tf.io.FixedLenFeature([seq], tf.int64)
-            for k in ("input_ids", "input_mask", "segment_ids")}
-    feats = {k: [] for k in spec}
-    for r in tf.data.TFRecordDataset(record):
-      ex = tf.io.parse_single_example(r, spec)
-      for k in spec:
-        feats[k].append(ex[k].numpy())
-    inputs = {k: tf.constant(np.stack(v).astype(np.int32)) for k, v in feats.items()}
-    out = fn(**inputs)
-    print("RESULT " + json.dumps({k: v.numpy().tolist() for k, v in out.items()}))
+    import tensorflow_text  # registers the raw-text signatures' ops
+    loaded, results = {}, {}
+    for name, (export_dir, signature, inputs) in json.load(open(sys.argv[1])).items():
+      if export_dir not in loaded:
+        loaded[export_dir] = tf.saved_model.load(export_dir)
+      args = {k: tf.constant(v) if k.startswith("sentence") else
+                 tf.constant(np.array(v, np.int32)) for k, v in inputs.items()}
+      out = loaded[export_dir].signatures[signature](**args)
+      results[name] = {k: v.numpy().tolist() for k, v in out.items()}
+    print("RESULT " + json.dumps(results, default=lambda b: b.decode("utf-8")))
 """)
 
 
-def _reload_export(export_dir, record, seq):
-  proc = run_tool(None, ["-c", RELOAD_SCRIPT, export_dir, record, seq], timeout=120)
+def _serve(tmp_path, calls):
+  """Calls exported signatures in a fresh TF2 process.
+
+  Args:
+    tmp_path: where the calls file goes.
+    calls: {name: (export_dir, signature name, {input name: list})}; inputs named sentence*
+      are strings, the others int32.
+
+  Returns:
+    {name: {output name: numpy array (strings decoded)}}.
+  """
+  calls_file = tmp_path / "serve_calls.json"
+  calls_file.write_text(json.dumps({k: [str(v[0]), v[1], v[2]] for k, v in calls.items()}))
+  proc = run_tool(None, ["-c", SERVE_SCRIPT, calls_file], timeout=180)
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
-  return json.loads(line[len("RESULT "):])
+  return {name: {k: np.array(v) for k, v in outputs.items()}
+          for name, outputs in json.loads(line[len("RESULT "):]).items()}
+
+
+def _record_features(record, seq):
+  """The int32 features of a run_classifier TFRecord: {input_ids, input_mask, segment_ids}."""
+  spec = {k: tf.io.FixedLenFeature([seq], tf.int64) for k in serving.ID_INPUTS}
+  rows = [tf.io.parse_single_example(r, spec) for r in tf.data.TFRecordDataset(str(record))]
+  return {k: [row[k].numpy().tolist() for row in rows] for k in spec}
+
+
+def _former_integer_export(config_file, checkpoint, export_dir, seq, num_labels,
+                           is_regression=False):
+  """The integer-only SavedModel run_classifier exported before (the reference of serving_ids)."""
+  config = modeling.BertConfig.from_json_file(str(config_file))
+  specs = {name: (tf.int32, [None, seq]) for name in serving.ID_INPUTS}
+  export_utils.export_saved_model(
+      cm.serving_build_fn(config, num_labels, is_regression), str(checkpoint), str(export_dir),
+      specs, bert_config=config)
+  return export_dir
+
+
+def _test_texts(task_name, split="test"):
+  """(text_a list, text_b list or None) of a GLUE fixture split, as run_classifier reads it."""
+  task = ct.get_task(task_name)
+  task_file = {"test": task.test[0], "dev": task.dev[0], "train": task.train}[split]
+  examples = ct.task_examples(task, task_file, os.path.join(FIXTURES, GLUE_DIRS[task_name]),
+                              split)
+  texts_b = [e.text_b for e in examples]
+  return [e.text_a for e in examples], (None if texts_b[0] is None else texts_b)
 
 
 def _read_floats(path):
@@ -347,11 +398,32 @@ def test_classification_train_eval_predict_export(tmp_path, tiny_model, vocab_fi
   assert json.loads((export / "bert_config.json").read_text())["hidden_size"] == 32
   assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
-  # The export, loaded in a fresh TF2 process, gives Estimator.predict's outputs.
-  served = _reload_export(str(export), str(out / "predict.tf_record"), 32)
-  np.testing.assert_allclose(np.array(served["probabilities"]), estimator_probs, atol=1e-5)
-  assert served["predicted_label"] == np.argmax(estimator_probs, axis=1).tolist()
-  assert [l.split("\t")[1] for l in lines[1:]] == [str(x) for x in served["predicted_label"]]
+  # The export, loaded in a fresh TF2 process: raw text (serving_default, the tokenizer in the
+  # graph) and the features (serving_ids) give Estimator.predict's outputs, and serving_ids
+  # gives the former integer-only export's.
+  assert {"classifier_config.json", "vocab.txt", serving.EXPORT_INFO} <= set(os.listdir(export))
+  config = json.loads((export / "classifier_config.json").read_text())
+  assert config["signatures"]["serving_default"] == ["sentence"]
+  assert config["outputs"] == ["probabilities", "predicted_label"]
+  info = json.loads((export / serving.EXPORT_INFO).read_text())
+  assert (info["checkpoint"], info["seq_length"], info["padding"]) == (
+      str(out / "model.ckpt-4"), 32, "bucket")
+  former = _former_integer_export(config_file, out / "model.ckpt-4", tmp_path / "former", 32, 2)
+  features = _record_features(out / "predict.tf_record", 32)
+  texts, _ = _test_texts("sst-2")
+  served = _serve(tmp_path, {
+      "text": (export, "serving_default", {"sentence": texts}),
+      "ids": (export, "serving_ids", features),
+      "former": (former, "serving_default", features)})
+  for name in ("text", "ids", "former"):
+    np.testing.assert_allclose(served[name]["probabilities"], estimator_probs, atol=1e-5)
+  np.testing.assert_allclose(served["ids"]["probabilities"], served["former"]["probabilities"],
+                             atol=1e-6)
+  assert set(served["ids"]) == set(served["former"]) == {"probabilities", "predicted_label"}
+  assert served["ids"]["predicted_label"].tolist() == np.argmax(estimator_probs, axis=1).tolist()
+  assert served["former"]["predicted_label"].tolist() == served["ids"]["predicted_label"].tolist()
+  assert [l.split("\t")[1] for l in lines[1:]] == served["text"]["predicted_label_name"].tolist()
+  assert served["text"]["label_names"].tolist() == [["0", "1"]] * 3
 
   # Second run: the cached dev features are reused; a new max_seq_length rebuilds them.
   eval_record = out / "eval.tf_record"
@@ -391,9 +463,24 @@ def test_regression_train_eval_predict_export(tmp_path, tiny_model, vocab_file):
     shown = float(line.split("\t")[1])
     assert 0.0 <= shown <= 5.0 and line.split("\t")[1] == "%.3f" % min(5.0, max(0.0, value))
   assert not (export / "labels.txt").exists()
-  served = _reload_export(str(export), str(out / "predict.tf_record"), 32)
-  assert set(served) == {"predictions"}
-  np.testing.assert_allclose(np.array(served["predictions"]), raw, atol=1e-5)
+  # A pair task: serving_default takes sentence and sentence2.
+  texts_a, texts_b = _test_texts("sts-b")
+  features = _record_features(out / "predict.tf_record", 32)
+  former = _former_integer_export(config_file, tf.train.latest_checkpoint(str(out)),
+                                  tmp_path / "former", 32, 1, is_regression=True)
+  served = _serve(tmp_path, {
+      "text": (export, "serving_default", {"sentence": texts_a, "sentence2": texts_b}),
+      "pair": (export, "serving_pair", {"sentence": texts_a, "sentence2": texts_b}),
+      "ids": (export, "serving_ids", features),
+      "former": (former, "serving_default", features)})
+  for name in ("text", "pair", "ids", "former"):
+    assert set(served[name]) == {"predictions"}, name
+    np.testing.assert_allclose(served[name]["predictions"], raw, atol=1e-5)
+  np.testing.assert_allclose(served["ids"]["predictions"], served["former"]["predictions"],
+                             atol=1e-6)
+  config = json.loads((export / "classifier_config.json").read_text())
+  assert config["signatures"]["serving_default"] == ["sentence", "sentence2"]
+  assert config["outputs"] == ["predictions"] and config["is_regression"]
 
 
 @pytest.mark.slow
@@ -435,8 +522,8 @@ def test_one_line_errors(tmp_path, tiny_model, vocab_file):
 
 def test_crlf_line_ends_and_blank_lines(tmp_path):
   (tmp_path / "dev.tsv").write_bytes(b"sentence\tlabel\r\ngood \xff film\t1\r\n\r\nbad\t0")
-  task = rc.get_task("sst-2")
-  examples, stats = rc.read_examples(task, task.dev[0], str(tmp_path), "dev")
+  task = ct.get_task("sst-2")
+  examples, stats = ct.read_examples(task, task.dev[0], str(tmp_path), "dev")
   assert [(e.text_a, e.label) for e in examples] == [("good  film", "1"), ("bad", "0")]
   assert (stats.blank, stats.skipped_columns) == (1, 0)
 
@@ -454,16 +541,28 @@ def test_own_tsv_pair_task_end_to_end(tmp_path, tiny_model, vocab_file):
     (data / name).write_text(header + "".join(
         "%d\t%s\t%s\t%s\n" % (i, a, b, y) for i, (a, b, y) in enumerate(subset)))
   (data / "test.tsv").write_text(header + "7\tgreat fun\tgo see it\t\n")
-  out = tmp_path / "out"
+  out, export = tmp_path / "out", tmp_path / "export"
   _run(_common_args("tsv", str(data), config_file, out, vocab_file) + [
       "--init_checkpoint=%s" % checkpoint, "--text_a_column=premise",
       "--text_b_column=hypothesis", "--label_column=verdict", "--do_train", "--do_eval",
-      "--do_predict"])
+      "--do_predict", "--export_dir=%s" % export])
   results = json.loads((out / "eval_results.json").read_text())
   assert results["eval_num_examples"] == 3 and 0.0 <= results["eval_accuracy"] <= 1.0
   lines = (out / "predictions.tsv").read_text().splitlines()
   assert lines[0] == "index\tprediction" and len(lines) == 2
   assert lines[1].split("\t")[1] in ("no", "yes")
+  # The export of a pair task: serving_default takes both texts, answers by label name.
+  served = _serve(tmp_path, {
+      "default": (export, "serving_default", {"sentence": ["great fun"],
+                                              "sentence2": ["go see it"]}),
+      "single": (export, "serving_single", {"sentence": ["great fun"]})})
+  np.testing.assert_allclose(served["default"]["probabilities"],
+                             _read_floats(str(out / "test_results.tsv")), atol=1e-5)
+  assert served["default"]["predicted_label_name"].tolist() == [lines[1].split("\t")[1]]
+  assert served["single"]["label_names"].tolist() == [["no", "yes"]]
+  config = json.loads((export / "classifier_config.json").read_text())
+  assert config["signatures"]["serving_default"] == ["sentence", "sentence2"]
+  assert json.loads((export / serving.EXPORT_INFO).read_text())["pair_input"] is True
   # A label outside the train labels is an error naming the file and line, before training.
   (data / "dev.tsv").write_text(header + "0\ta\tb\tmaybe\n")
   out2 = tmp_path / "out2"
@@ -471,7 +570,124 @@ def test_own_tsv_pair_task_end_to_end(tmp_path, tiny_model, vocab_file):
       "--text_a_column=premise", "--text_b_column=hypothesis", "--label_column=verdict",
       "--init_checkpoint=%s" % checkpoint, "--do_train", "--do_eval"], expect_rc=2)
   assert "dev.tsv:2" in log and "maybe" in log
-  assert not [p for p in os.listdir(out2) if p.startswith(("model.ckpt", "train.tf_record"))]
+  # Nothing written: the output directory lock removes the directory it made.
+  assert not out2.exists()
+
+
+def _sentencepiece_model(tmp_path):
+  """A small SentencePiece model with BERT's special pieces (as build_vocab.py writes)."""
+  import sentencepiece as spm  # pylint: disable=g-import-not-at-top
+  corpus = tmp_path / "corpus.txt"
+  corpus.write_text("\n".join("the quick brown fox jumps over the lazy dog %d times ." % i
+                               for i in range(200)))
+  model = str(tmp_path / "spm.model")
+  spm.SentencePieceTrainer.train(
+      input=str(corpus), model_prefix=model[:-len(".model")], vocab_size=60,
+      pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]",
+      control_symbols=["[CLS]", "[SEP]", "[MASK]"], character_coverage=1.0, minloglevel=2,
+      num_threads=1)
+  return model
+
+
+@pytest.mark.slow
+def test_export_of_a_windowed_pair_task_with_sentencepiece(tmp_path):
+  """--long_document=window on a pair task, tokenised by SentencePiece: the raw-text signature
+  windows and max-pools in the graph as run_classifier's prediction does (its windows, the
+  model's logits, classifier_outputs.pool_window_outputs); serving_ids scores one window."""
+  seq, stride = 16, 3
+  config = modeling.BertConfig.from_dict(TINY_CONFIG)
+  task = ct.get_task("mrpc")
+  model = _sentencepiece_model(tmp_path)
+  tokenizer = tokenization.FullTokenizer(None, True, spm_model_file=model)
+  texts_a = ["the quick brown fox jumps over the lazy dog 7 times . " * 3, "the dog", ""]
+  texts_b = ["the lazy dog", "", "fox " * 20]
+  features, windows = [], []
+  for i, (a, b) in enumerate(zip(texts_a, texts_b)):
+    example = rc.InputExample("x-%d" % i, a, b, label="0")
+    doc = cf.convert_example_to_windows(i, example, {"0": 0, "1": 1}, seq, tokenizer, stride)
+    features.extend(doc)
+    windows.append(len(doc))
+  assert windows[0] > 3 and windows[1:] == [1, 1]
+  ids = {name: np.array([getattr(f, name) for f in features], np.int32)
+         for name in serving.ID_INPUTS}
+  # A run_classifier checkpoint and the Estimator's logits of every window.
+  with tf.Graph().as_default():
+    tf.compat.v1.set_random_seed(5)
+    ph = {name: tf.compat.v1.placeholder(tf.int32, [None, seq]) for name in serving.ID_INPUTS}
+    _, _, logits, _ = cm.create_model(config, False, ph["input_ids"], ph["input_mask"],
+                                      ph["segment_ids"], None, 2, False)
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      window_logits = sess.run(logits, {ph[k]: v for k, v in ids.items()})
+      prefix = tf.compat.v1.train.Saver().save(sess, str(tmp_path / "out" / "model.ckpt"))
+  pooled = co.pool_window_outputs(
+      task, [{"logits": l, "label_ids": 0, "is_real_example": True} for l in window_logits],
+      windows, pooling="max")
+  export = tmp_path / "export"
+  cm.export_classifier(task, config, str(export), prefix, seq, spm_model_file=model,
+                       doc_stride=stride, window_pooling="max")
+  loaded = tf.saved_model.load(str(export))
+  text = loaded.signatures["serving_default"](sentence=tf.constant(texts_a),
+                                              sentence2=tf.constant(texts_b))
+  np.testing.assert_allclose(text["probabilities"].numpy(),
+                             [p["probabilities"] for p in pooled], atol=1e-5)
+  one_window = loaded.signatures["serving_ids"](**{k: tf.constant(v) for k, v in ids.items()})
+  np.testing.assert_allclose(one_window["probabilities"].numpy(),
+                             tf.nn.softmax(window_logits).numpy(), atol=1e-5)
+  # Beside the SavedModel: the SentencePiece model (no vocab.txt), the windowing.
+  assert (export / "spm.model").read_bytes() == open(model, "rb").read()
+  assert not (export / "vocab.txt").exists()
+  exported = json.loads((export / "classifier_config.json").read_text())
+  assert exported["spm_model_file"] == "spm.model"
+  assert exported["signatures"]["serving_default"] == ["sentence", "sentence2"]
+  assert (exported["doc_stride"], exported["window_pooling"]) == (stride, "max")
+  info = json.loads((export / serving.EXPORT_INFO).read_text())
+  assert (info["long_document"], info["doc_stride"], info["window_pooling"]) == (
+      "window", stride, "max")
+
+
+def _readme_block(language, must_contain):
+  """The one ```language block of README.md that contains every string of must_contain."""
+  with open(os.path.join(REPO_DIR, "README.md")) as f:
+    blocks = re.findall(r"```%s\n(.*?)```" % language, f.read(), re.S)
+  found = [b for b in blocks if all(text in b for text in must_contain)]
+  assert len(found) == 1, "README.md: %d %s blocks with %s" % (len(found), language,
+                                                                must_contain)
+  return found[0]
+
+
+@pytest.mark.slow
+def test_readme_raw_text_example_runs_as_written(tmp_path, tiny_model, vocab_file):
+  """README "Your own data": its run_classifier command (plus sizes for the tiny model) makes
+  the export its Python lines load; those lines, verbatim, answer in a fresh TF process."""
+  python = _readme_block("python", ['signatures["serving_default"]', "predicted_label_name"])
+  command = _readme_block("bash", ["run_classifier.py", "--export_dir="])
+  words = shlex.split(command.replace("\\\n", " "))
+  args = [w for w in words[words.index("run_classifier.py") + 1:] if w.startswith("--")]
+  flag = dict(a[2:].split("=", 1) for a in args if "=" in a)
+  # What the README's conversion step leaves (models/my_bert), made from the tiny model.
+  config_file, checkpoint = tiny_model
+  model_dir = tmp_path / os.path.dirname(flag["init_checkpoint"])
+  model_dir.mkdir(parents=True)
+  shutil.copy(config_file, str(tmp_path / flag["bert_config_file"]))
+  shutil.copy(vocab_file, str(tmp_path / flag["vocab_file"]))
+  for path in tf.io.gfile.glob(checkpoint + ".*"):
+    shutil.copy(path, str(model_dir / (os.path.basename(flag["init_checkpoint"]) +
+                                       path[len(checkpoint):])))
+  data = tmp_path / flag["data_dir"]
+  data.mkdir()
+  rows = [("a warm, funny film", "positive"), ("a dull mess", "negative"),
+          ("wonderfully acted", "positive"), ("lifeless and boring", "negative")]
+  for name in ("train.tsv", "dev.tsv"):
+    (data / name).write_text("%s\t%s\n" % (flag["text_a_column"], flag["label_column"]) +
+                             "".join("%s\t%s\n" % row for row in rows))
+  run_tool("run_classifier.py", args + ["--max_seq_length=32", "--train_batch_size=4",
+                                        "--num_train_epochs=1"], cwd=str(tmp_path))
+  assert python.count(flag["export_dir"]) == 1  # the Python lines load that export
+  printed = run_tool(None, ["-c", python], cwd=str(tmp_path)).stdout.strip().splitlines()[-1]
+  match = re.fullmatch(r"\[b'(negative|positive)'\] \[\[([0-9.e-]+) +([0-9.e-]+)\]\]", printed)
+  assert match, printed
+  assert float(match.group(2)) + float(match.group(3)) == pytest.approx(1.0, abs=1e-5)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -645,11 +861,16 @@ def test_output_dir_file_and_lock_are_one_line_errors(tmp_path, tiny_model, voca
 # No trained weights, an --init_checkpoint of another model, --keep_best temporaries.
 
 
-def _foreign_checkpoint(prefix):
-  """A checkpoint of another model (translation-like names): none of BERT's variables."""
+def _foreign_checkpoint(prefix, extra=None):
+  """A checkpoint of another model (translation-like names): none of BERT's variables.
+
+  extra: {name: shape} of further variables (e.g. a task head's name the model shares).
+  """
   with tf.Graph().as_default():
     tf.compat.v1.get_variable("encoder/layer_0/attention/kernel", [4, 4])
     tf.compat.v1.get_variable("decoder/embeddings", [10, 4])
+    for name, shape in sorted((extra or {}).items()):
+      tf.compat.v1.get_variable(name, shape)
     with tf.compat.v1.Session() as sess:
       sess.run(tf.compat.v1.global_variables_initializer())
       return tf.compat.v1.train.Saver().save(sess, prefix)
@@ -673,16 +894,30 @@ def test_no_trained_weights_and_foreign_init_checkpoint(tmp_path, tiny_model, vo
   proc = run_tool("run_classifier.py", _common_args("sst-2", data, config_file, out, vocab_file)
                   + ["--do_train", "--init_checkpoint=%s" % foreign], expect_rc=2)
   assert last_error_line(proc) == (
-      "error: --init_checkpoint=%s: supplies none of the model's 41 variables (a checkpoint of "
-      "another model?); pass --allow_unmatched_init to start from random weights anyway" %
-      foreign)
+      "error: --init_checkpoint=%s: supplies none of the model's 41 variables (missing: "
+      "bert/embeddings/word_embeddings, bert/embeddings/token_type_embeddings, "
+      "bert/embeddings/position_embeddings, ...); a checkpoint of another model or config? pass "
+      "--allow_unmatched_init to train the missing ones from random weights" % foreign)
   assert not [p for p in os.listdir(out) if p.startswith("model.ckpt")]
+
+
+def test_a_second_job_is_refused_before_reading_the_output_dir(tmp_path, tiny_model, vocab_file):
+  # The lock comes before anything is read there: an evaluation beside a running job must not
+  # pick the running job's latest checkpoint (or say it has none).
+  config_file, _ = tiny_model
+  data = os.path.join(FIXTURES, "SST-2")
+  out = tmp_path / "out"
+  with common.OutputDirLock(str(out)):
+    proc = run_tool("run_classifier.py", _common_args("sst-2", data, config_file, out, vocab_file)
+                    + ["--do_eval"], expect_rc=2)
+  assert last_error_line(proc).startswith(
+      "error: --output_dir=%s: in use by another job (pid %d" % (out, os.getpid()))
 
 
 def test_require_eval_weights(tmp_path, tiny_model):
   """Which weights an evaluation without training reads, or why none (in-process)."""
   config_file, checkpoint = tiny_model
-  names = rc.model_variable_names(modeling.BertConfig.from_json_file(config_file))
+  names = cm.model_variable_names(modeling.BertConfig.from_json_file(config_file))
   assert {"output_weights", "output_bias", "bert/embeddings/word_embeddings"} <= names
   out = str(tmp_path / "out")
   foreign = _foreign_checkpoint(str(tmp_path / "nmt" / "model.ckpt-7"))
@@ -691,6 +926,15 @@ def test_require_eval_weights(tmp_path, tiny_model):
                                                allow_random_eval=False) == checkpoint
   with pytest.raises(common.UsageError, match="supplies none of the model's"):
     checkpoint_utils.require_eval_weights("--do_eval", out, foreign, names)
+  # A checkpoint of another family that fills the task head but no encoder variable.
+  heads_only = _foreign_checkpoint(str(tmp_path / "heads" / "model.ckpt"),
+                                   extra={"output_bias": [2]})
+  with pytest.raises(common.UsageError, match="supplies 1 of the model's 41 variables but none "
+                     "of its 37 encoder variables"):
+    checkpoint_utils.require_eval_weights("--do_eval", out, heads_only, names)
+  # Allowed: read (its head is all it gives).
+  assert checkpoint_utils.require_eval_weights("--do_eval", out, heads_only, names,
+                                               allow_unmatched=True) == heads_only
   with pytest.raises(common.UsageError, match="--init_checkpoint=%s: no checkpoint there" %
                      str(tmp_path / "typo")):
     checkpoint_utils.require_eval_weights("--do_eval", out, str(tmp_path / "typo"), names)
@@ -711,8 +955,50 @@ def test_require_eval_weights(tmp_path, tiny_model):
   assert checkpoint_utils.require_eval_weights("--do_eval", out, foreign, names) == trained
 
 
+def test_fine_tuning_needs_the_encoder_but_not_a_pooler(tmp_path, tiny_model, monkeypatch):
+  """The official model_fn_builder as a library: a checkpoint converted without a pooler starts
+  the pooler (and the head) fresh with a WARNING; one lacking a layer variable is one line."""
+  config_file, _ = tiny_model
+  config = modeling.BertConfig.from_json_file(config_file)
+  encoder = {name: np.full(shape, 0.01, np.float32)
+             for name, shape in estimator_utils.bert_variable_shapes(config).items()}
+  no_pooler = {n: v for n, v in encoder.items() if not n.startswith("bert/pooler/")}
+  hf = str(tmp_path / "hf" / "model.ckpt")
+  convert_hf_checkpoint.write_tf_checkpoint(no_pooler, hf)
+  lacking = str(tmp_path / "lacking" / "model.ckpt")
+  convert_hf_checkpoint.write_tf_checkpoint(
+      {n: v for n, v in encoder.items() if n != "bert/encoder/layer_1/output/dense/kernel"},
+      lacking)
+  warnings = []
+  monkeypatch.setattr(checkpoint_utils.tf1.logging, "warning",
+                      lambda fmt, *args: warnings.append(fmt % args))
+
+  def build(init_checkpoint):
+    model_fn = rc.model_fn_builder(config, 2, init_checkpoint, learning_rate=1e-3,
+                                   num_train_steps=2, num_warmup_steps=0, use_tpu=False,
+                                   use_one_hot_embeddings=False)
+    with tf.Graph().as_default():
+      tf.compat.v1.train.get_or_create_global_step()
+      features = {name: tf.zeros([2, 8], tf.int32)
+                  for name in ("input_ids", "input_mask", "segment_ids")}
+      features["label_ids"] = tf.zeros([2], tf.int32)
+      model_fn(features, None, tf.estimator.ModeKeys.TRAIN, {})
+
+  build(hf)
+  assert warnings == ["--init_checkpoint=%s: has no bert/pooler variables: the model's 2 start "
+                      "from random weights (bert/pooler/dense/kernel, bert/pooler/dense/bias)" %
+                      hf]
+  with pytest.raises(common.UsageError) as e:
+    build(lacking)
+  assert str(e.value) == (
+      "--init_checkpoint=%s: supplies 38 of the model's 41 variables but only 38 of its 39 "
+      "encoder variables (missing: bert/encoder/layer_1/output/dense/kernel); a checkpoint of "
+      "another model or config? pass --allow_unmatched_init to train the missing ones from "
+      "random weights" % lacking)
+
+
 def test_keep_best_removes_stale_temporaries(tmp_path):
-  best = tmp_path / rc.BEST_DIR
+  best = tmp_path / te.BEST_DIR
   best.mkdir()
   dead = 2 ** 22 + 12345  # above pid_max: no such process
   kept = ["best.json", "checkpoint", "model.ckpt-4.index", ".best.json.tmp-1"]  # pid 1 lives
@@ -720,10 +1006,10 @@ def test_keep_best_removes_stale_temporaries(tmp_path):
            ".model.ckpt-6.data-00000-of-00001.tmp-%d" % dead]
   for name in kept + stale:
     (best / name).write_text("x")
-  removed = rc.remove_stale_best_temps(str(tmp_path))
+  removed = te.remove_stale_best_temps(str(tmp_path))
   assert sorted(os.path.basename(p) for p in removed) == sorted(stale)
   assert sorted(os.listdir(best)) == sorted(kept)
-  assert rc.remove_stale_best_temps(str(tmp_path / "none")) == []
+  assert te.remove_stale_best_temps(str(tmp_path / "none")) == []
 
 
 # Control characters and separators: the raw-text classifier export (export_hub) must split
@@ -737,12 +1023,12 @@ HOSTILE_TEXTS = [
 
 def test_raw_text_classifier_export_splits_as_basic_tokenizer():
   for lower in (True, False):
-    words = export_hub.wordpiece_words(tf.constant(HOSTILE_TEXTS), lower).to_list()
+    words = serving.wordpiece_words(tf.constant(HOSTILE_TEXTS), lower).to_list()
     basic = tokenization.BasicTokenizer(do_lower_case=lower)
     for text, got in zip(HOSTILE_TEXTS, words):
       assert [w.decode() for w in got] == basic.tokenize(text), (lower, text)
   # An empty batch: no rows.
-  assert export_hub.wordpiece_words(tf.constant([], tf.string), True).to_list() == []
+  assert serving.wordpiece_words(tf.constant([], tf.string), True).to_list() == []
 
 
 # ----------------------------------------------------------------------------------------------
@@ -754,9 +1040,9 @@ PADDING_SEQ = 64  # TINY_CONFIG's max_position_embeddings
 
 def _padding_records(tmp_path, vocab_file, task_name, data_dir, split, limit):
   """The official fixed-length TFRecord of real ragged text; returns (path, task)."""
-  task = rc.get_task(task_name)
+  task = ct.get_task(task_name)
   task_file = {"train": task.train, "dev": task.dev[0]}[split]
-  examples = rc.task_examples(task, task_file, data_dir, split)[:limit]
+  examples = ct.task_examples(task, task_file, data_dir, split)[:limit]
   tokenizer = tokenization.FullTokenizer(vocab_file, do_lower_case=True)
   path = str(tmp_path / ("%s_%s.tf_record" % (task.name, split)))
   rc.file_based_convert_examples_to_features(examples, task.labels, PADDING_SEQ, tokenizer, path)
@@ -901,7 +1187,7 @@ def test_padding_longest_equals_max_length(tmp_path, vocab_file, task_name, data
   for w, g in zip(want, got):
     for name in ("logits", "probabilities", "per_example_loss"):
       np.testing.assert_allclose(g[name], w[name], rtol=1e-5, atol=1e-5)
-  metrics = [rc.dev_metrics(task, [dict(zip(o, v)) for o in outs for v in zip(*o.values())],
+  metrics = [co.dev_metrics(task, [dict(zip(o, v)) for o in outs for v in zip(*o.values())],
                             limit) for outs in (want, got)]
   assert metrics[0].keys() == metrics[1].keys()
   for name in metrics[0]:
@@ -934,7 +1220,7 @@ def test_padding_longest_trains_the_same_weights(tmp_path, vocab_file):
   # Same shuffled batches in the same order; dropout on (0.3), its masks drawn at
   # --max_seq_length (modeling.full_length_dropout): the weights after a few Adam steps equal
   # the fixed-length run's (so training's default padding is longest: run_classifier's
-  # training_padding).
+  # JobSettings.train_padding).
   config = modeling.BertConfig.from_dict(dict(TINY_CONFIG, hidden_dropout_prob=0.3,
                                               attention_probs_dropout_prob=0.3))
   path, task = _padding_records(tmp_path, vocab_file, "sst-2",
@@ -948,3 +1234,109 @@ def test_padding_longest_trains_the_same_weights(tmp_path, vocab_file):
   assert want.keys() == got.keys()
   for name in want:
     np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+# ----------------------------------------------------------------------------------------------
+# The module: the official API and the job; flags read in main; moved names named.
+
+# Functions of run_classifier.py that may read FLAGS: main, the flag definitions and checks, run()
+# and job_settings (which builds the JobSettings the job reads).
+FLAG_READERS = re.compile(r"^(main|define_flags|run|job_settings|_check\w*_flags)$")
+# The official google-research/bert names a user's code imports from run_classifier.
+OFFICIAL_NAMES = (
+    "InputExample", "PaddingInputExample", "InputFeatures", "DataProcessor", "XnliProcessor",
+    "MnliProcessor", "MrpcProcessor", "ColaProcessor", "convert_single_example",
+    "convert_examples_to_features", "file_based_convert_examples_to_features",
+    "file_based_input_fn_builder", "input_fn_builder", "create_model", "model_fn_builder",
+    "_truncate_seq_pair", "flags", "FLAGS")
+# Ours, documented for users' scripts (docs/fine_tuning.md).
+USER_NAMES = ("register_processor", "run", "define_flags")
+
+
+def _flag_reads(source):
+  """[(top-level definition, line)] of every read of FLAGS (or flags.FLAGS) in `source`, the
+  module-level `FLAGS = flags.FLAGS` aside; "<module>" for module-level statements."""
+  reads = []
+  for node in ast.parse(source).body:
+    owner = getattr(node, "name", "<module>")
+    defines_flags = (isinstance(node, ast.Assign) and
+                     [getattr(t, "id", None) for t in node.targets] == ["FLAGS"])
+    for sub in ast.walk(node):
+      if defines_flags:
+        break
+      if (isinstance(sub, ast.Name) and sub.id == "FLAGS" and isinstance(sub.ctx, ast.Load) or
+          isinstance(sub, ast.Attribute) and sub.attr == "FLAGS"):
+        reads.append((owner, sub.lineno))
+  return reads
+
+
+def test_only_main_and_the_flag_checks_read_flags():
+  with open(os.path.join(REPO_DIR, "run_classifier.py"), encoding="utf-8") as f:
+    reads = _flag_reads(f.read())
+  assert {owner for owner, _ in reads} >= {"main", "_check_flags", "_check_task_flags"}
+  outside = ["%s (line %d)" % read for read in reads if not FLAG_READERS.match(read[0])]
+  assert not outside, "FLAGS read outside main and the flag checks: " + ", ".join(outside)
+
+
+def test_flag_read_check_sees_nested_functions_and_module_level_reads():
+  source = textwrap.dedent("""\
+      FLAGS = flags.FLAGS
+
+      def main(_):
+        return FLAGS.output_dir
+
+      def _run_job(settings):
+        def step():
+          return FLAGS.do_train
+        return step
+
+      class _Inference(object):
+        def evaluate(self):
+          return flags.FLAGS.eval_batch_size
+
+      BATCH = FLAGS.train_batch_size
+      """)
+  reads = _flag_reads(source)
+  assert reads == [("main", 4), ("_run_job", 8), ("_Inference", 13), ("<module>", 15)]
+  assert [owner for owner, _ in reads if not FLAG_READERS.match(owner)] == [
+      "_run_job", "_Inference", "<module>"]
+
+
+def test_library_modules_read_no_flags():
+  package = os.path.join(REPO_DIR, "realformer_tf")
+  for name in sorted(os.listdir(package)):
+    if name.endswith(".py"):
+      with open(os.path.join(package, name), encoding="utf-8") as f:
+        assert _flag_reads(f.read()) == [], name
+
+
+def test_official_and_user_names_are_there():
+  for name in OFFICIAL_NAMES + USER_NAMES:
+    assert name not in rc.MOVED and getattr(rc, name) is not None, name
+  assert rc.FLAGS is rc.flags.FLAGS
+  assert issubclass(rc.MrpcProcessor, rc.DataProcessor)
+
+
+def test_moved_names_fail_with_one_line_naming_the_new_place():
+  # The aliases this module had, every one in the table.
+  assert {"Layout", "TaskFile", "Task", "GLUE_TASKS", "normalize_task_name", "make_tsv_task",
+          "get_task", "read_examples", "feature_cache_key", "dev_metrics", "HISTORY_FILE",
+          "EvalHistory", "document_windows", "cached_features", "export_classifier",
+          "_Inference", "train_shuffle_buffer", "head_shapes"} <= set(rc.MOVED)
+  for name, place in sorted(rc.MOVED.items()):
+    message = "run_classifier.%s moved to %s" % (name, place)
+    with pytest.raises(AttributeError) as e:
+      getattr(rc, name)
+    assert str(e.value) == message
+    assert not hasattr(rc, name)
+    namespace = {}
+    with pytest.raises(ImportError) as e:
+      exec("from run_classifier import %s" % name, namespace)  # pylint: disable=exec-used
+    assert str(e.value) == message
+    # The new place holds the name.
+    module, _, attr = place.rpartition(".")
+    assert hasattr(importlib.import_module(module), attr), place
+  with pytest.raises(AttributeError, match="has no attribute 'no_such_name'"):
+    rc.no_such_name  # pylint: disable=pointless-statement
+  assert rc.MOVED["get_task"] == "realformer_tf.classifier_tasks.get_task"
+  assert rc.MOVED["_Inference"] == "realformer_tf.classifier_inference.Inference"

@@ -17,13 +17,18 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, start_tool
-from conftest import write_random_bert_checkpoint
+from conftest import last_error_line, write_random_bert_checkpoint
 
-import common
-import glue_metrics as gm
+from realformer_tf import classifier_outputs as co
+from realformer_tf import classifier_tasks as ct
+from realformer_tf import common
+from realformer_tf import glue_metrics as gm
 import modeling
+from realformer_tf import classifier_features as cf
 import run_classifier as rc
+from realformer_tf import sliding_window as sw
 import tokenization
+from realformer_tf import training_eval as te
 
 VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
 SST2_SLICE = os.path.join(REPO_DIR, "data", "sst2_slice")
@@ -92,7 +97,7 @@ def test_best_threshold_hand_computed():
 
 
 def _tsv_task(task_type="classification", labels=None):
-  task = rc.make_tsv_task("text", None, "label", task_type=task_type, label_list=labels)
+  task = ct.make_tsv_task("text", None, "label", task_type=task_type, label_list=labels)
   return task
 
 
@@ -101,10 +106,10 @@ def test_auto_class_weights_hand_computed():
   examples = [rc.InputExample("train-%d" % i, "x", label=y)
               for i, y in enumerate(["neg", "neg", "neg", "pos"])]
   # n / (C * count): 4/6 and 4/2 -> mean 4/3 -> [0.5, 1.5].
-  assert rc.resolve_class_weights("auto", task, examples) == pytest.approx([0.5, 1.5])
-  assert rc.resolve_class_weights("2,0.5", task, examples) == [2.0, 0.5]
-  assert rc.resolve_class_weights(None, task, examples) is None
-  three = rc.auto_class_weights([1, 2, 5], ["a", "b", "c"])
+  assert ct.resolve_class_weights("auto", task, examples) == pytest.approx([0.5, 1.5])
+  assert ct.resolve_class_weights("2,0.5", task, examples) == [2.0, 0.5]
+  assert ct.resolve_class_weights(None, task, examples) is None
+  three = ct.auto_class_weights([1, 2, 5], ["a", "b", "c"])
   assert np.mean(three) == pytest.approx(1.0)
   # Inverse frequency: w_a / w_c = 5.
   assert three[0] / three[2] == pytest.approx(5.0)
@@ -118,10 +123,10 @@ def test_auto_class_weights_hand_computed():
 def test_class_weight_errors_are_one_line(spec, message):
   task = _tsv_task(labels=["neg", "pos"])
   with pytest.raises(common.UsageError) as e:
-    rc.resolve_class_weights(spec, task, None)
+    ct.resolve_class_weights(spec, task, None)
   assert str(e.value).startswith(message) and "\n" not in str(e.value)
   with pytest.raises(common.UsageError, match="label 'pos' has no training example"):
-    rc.resolve_class_weights("auto", task, [rc.InputExample("t-0", "x", label="neg")])
+    ct.resolve_class_weights("auto", task, [rc.InputExample("t-0", "x", label="neg")])
 
 
 def _tiny_config():
@@ -164,26 +169,26 @@ def test_multilabel_reader_and_unknown_label(tmp_path):
   (tmp_path / "train.tsv").write_text(
       "text\ttags\nA wonderful film .\tpositive, film\nDull .\tnegative\nNo tags here\t\n"
       "Twice\tfilm,film|x\n")
-  task = rc.make_tsv_task("text", None, "tags", task_type="multilabel", label_separator=",")
+  task = ct.make_tsv_task("text", None, "tags", task_type="multilabel", label_separator=",")
   assert task.metrics[0] == "micro_f1" and task.is_multilabel
-  assert rc.collect_labels(task, str(tmp_path)) == ["film", "film|x", "negative", "positive"]
+  assert ct.collect_labels(task, str(tmp_path)) == ["film", "film|x", "negative", "positive"]
   task.labels = ["film", "negative", "positive"]
   (tmp_path / "dev.tsv").write_text("text\ttags\nGood .\tpositive\nSo so .\tfilm,neutral\n")
   with pytest.raises(common.UsageError) as e:
-    rc.read_examples(task, task.dev[0], str(tmp_path), "dev")
+    ct.read_examples(task, task.dev[0], str(tmp_path), "dev")
   message = str(e.value)
   assert message.startswith("%s:3: label 'neutral' is not one of the tsv labels" %
                             (tmp_path / "dev.tsv")), message
   assert "\n" not in message
   (tmp_path / "dev.tsv").write_text("text\ttags\nGood .\tpositive , film\nNone .\t\n")
-  examples, _ = rc.read_examples(task, task.dev[0], str(tmp_path), "dev")
+  examples, _ = ct.read_examples(task, task.dev[0], str(tmp_path), "dev")
   assert [e.label for e in examples] == [("positive", "film"), ()]
   tokenizer = tokenization.FullTokenizer(VOCAB, True)
   feature = rc.convert_single_example(0, examples[0], task.label_map, 8, tokenizer)
   assert feature.label_id == [1, 0, 1]
   assert rc.convert_single_example(0, examples[1], task.label_map, 8, tokenizer).label_id == [
       0, 0, 0]
-  assert rc.features_to_tf_example(feature).features.feature["label_ids"].int64_list.value == [
+  assert cf.features_to_tf_example(feature).features.feature["label_ids"].int64_list.value == [
       1, 0, 1]
 
 
@@ -204,7 +209,7 @@ def test_windows_cover_a_real_document(vocab_file):
   assert len(ids) > 100
   label_map = {"no": 0, "yes": 1}
   example = rc.InputExample("dev-0", text, label="yes")
-  features = rc.convert_example_to_windows(0, example, label_map, 32, tokenizer, doc_stride=20)
+  features = cf.convert_example_to_windows(0, example, label_map, 32, tokenizer, doc_stride=20)
   cls_id, sep_id = tokenizer.convert_tokens_to_ids(["[CLS]", "[SEP]"])
   # Windows of 30 tokens, 20 apart, the last one ending at the end of the text.
   starts = list(range(0, len(ids) - 30, 20)) + [None]
@@ -219,13 +224,13 @@ def test_windows_cover_a_real_document(vocab_file):
   assert (len(features) - 2) * 20 + 30 < len(ids) <= (len(features) - 1) * 20 + 30
   # A text that fits: one window, the same feature as the truncating conversion.
   short = rc.InputExample("dev-1", "A fine film .", label="no")
-  single = rc.convert_example_to_windows(0, short, label_map, 32, tokenizer, doc_stride=20)
+  single = cf.convert_example_to_windows(0, short, label_map, 32, tokenizer, doc_stride=20)
   same = rc.convert_single_example(0, short, label_map, 32, tokenizer)
   assert len(single) == 1 and single[0].input_ids == same.input_ids
   # A pair: text_b (cut to (32 - 3) // 2 = 14 tokens) in every window after text_a's window.
   pair = rc.InputExample("dev-2", text, "is this a dictionary entry about " + text[:200],
                          label="no")
-  features = rc.convert_example_to_windows(0, pair, label_map, 32, tokenizer, doc_stride=10)
+  features = cf.convert_example_to_windows(0, pair, label_map, 32, tokenizer, doc_stride=10)
   b_ids = tokenizer.tokenize_to_ids(pair.text_b)[:14]
   assert len(b_ids) == 14 and len(features) > 2
   for i, feature in enumerate(features):
@@ -234,8 +239,8 @@ def test_windows_cover_a_real_document(vocab_file):
     assert feature.input_ids[1:length - 16] == ids[i * 10:i * 10 + 15]
     assert feature.input_ids[length - 15:length] == b_ids + [sep_id]
     assert feature.segment_ids[:length] == [0] * (length - 15) + [1] * 15
-  assert rc.document_windows(0, 5, 3) == [rc.DocWindow(0, 0)]
-  assert rc.document_windows(7, 5, 9) == [rc.DocWindow(0, 5), rc.DocWindow(5, 2)]
+  assert cf.document_windows(0, 5, 3) == [sw.Window(0, 0)]
+  assert cf.document_windows(7, 5, 9) == [sw.Window(0, 5), sw.Window(5, 2)]
 
 
 def test_pool_window_outputs_by_hand():
@@ -243,25 +248,25 @@ def test_pool_window_outputs_by_hand():
   outputs = [{"logits": np.array([1.0, 0.0]), "label_ids": 1, "is_real_example": 1.0},
              {"logits": np.array([-1.0, 2.0]), "label_ids": 1, "is_real_example": 1.0},
              {"logits": np.array([0.5, 0.5]), "label_ids": 0, "is_real_example": 1.0}]
-  mean = rc.pool_window_outputs(task, outputs, [2, 1], "mean", class_weights=[1.0, 3.0])
+  mean = co.pool_window_outputs(task, outputs, [2, 1], "mean", class_weights=[1.0, 3.0])
   # Document 0: mean logits (0, 1): p = (1, e) / (1 + e); loss = -log p1 * weight 3.
   e = np.exp(1.0)
   np.testing.assert_allclose(mean[0]["probabilities"], [1 / (1 + e), e / (1 + e)])
   assert mean[0]["per_example_loss"] == pytest.approx(3.0 * np.log((1 + e) / e))
   assert (mean[0]["num_windows"], mean[1]["num_windows"]) == (2, 1)
   np.testing.assert_allclose(mean[1]["probabilities"], [0.5, 0.5])
-  maxed = rc.pool_window_outputs(task, outputs, [2, 1], "max")
+  maxed = co.pool_window_outputs(task, outputs, [2, 1], "max")
   np.testing.assert_allclose(maxed[0]["logits"], [1.0, 2.0])
   with pytest.raises(RuntimeError, match="predicted 3 windows, expected 4"):
-    rc.pool_window_outputs(task, outputs, [2, 2])
+    co.pool_window_outputs(task, outputs, [2, 2])
 
 
 def test_training_shuffle_buffer_holds_whole_documents():
   # A document's windows are consecutive: the buffer holds 100 documents' worth of windows.
-  assert rc.train_shuffle_buffer({"windows": None, "num_records": 50, "num_examples": 50}) == 100
-  assert rc.train_shuffle_buffer({"windows": [9, 9], "num_records": 900,
+  assert cf.train_shuffle_buffer({"windows": None, "num_records": 50, "num_examples": 50}) == 100
+  assert cf.train_shuffle_buffer({"windows": [9, 9], "num_records": 900,
                                   "num_examples": 100}) == 900
-  assert rc.train_shuffle_buffer({"windows": [1, 1], "num_records": 20,
+  assert cf.train_shuffle_buffer({"windows": [1, 1], "num_records": 20,
                                   "num_examples": 20}) == 100
 
 
@@ -308,18 +313,32 @@ def test_stride_and_task_flag_errors(monkeypatch):
                           "--max_seq_length=32), which would skip text between windows")
   monkeypatch.setattr(rc, "FLAGS", _flags(long_document="window", doc_stride=30))
   assert rc._check_task_flags(task) is None  # checks only: the stride is resolve_doc_stride's
-  assert rc.resolve_doc_stride(task) == 30
-  monkeypatch.setattr(rc, "FLAGS", _flags(long_document="window"))
-  assert rc.resolve_doc_stride(task) == 15  # half the window
-  monkeypatch.setattr(rc, "FLAGS", _flags())
-  assert rc.resolve_doc_stride(task) is None  # truncation: no windows
+  assert cf.resolve_doc_stride(task, "window", 32, 30) == 30
+  assert cf.resolve_doc_stride(task, "window", 32) == 15  # half the window
+  # Truncation: no windows.
+  assert cf.resolve_doc_stride(task, "truncate", 32) is None
   # A pair task: the window is what text_b leaves, (32 - 3) - (32 - 3) // 2 = 15.
   monkeypatch.setattr(rc, "FLAGS", _flags(long_document="window", doc_stride=16))
   with pytest.raises(common.UsageError, match=r"--doc_stride=16: larger than the window \(15"):
-    rc._check_task_flags(rc.get_task("mrpc"))
+    rc._check_task_flags(ct.get_task("mrpc"))
   monkeypatch.setattr(rc, "FLAGS", _flags(class_weights="auto"))
   with pytest.raises(common.UsageError, match="only for single-label classification"):
-    rc._check_task_flags(rc.get_task("sts-b"))
+    rc._check_task_flags(ct.get_task("sts-b"))
+
+
+def test_auto_class_weights_without_data_dir_is_one_line(tmp_path, tiny):
+  # An export-only job needs no --data_dir; --class_weights=auto then has no training labels to
+  # count: one line, as when --data_dir has no training file.
+  config, checkpoint = tiny
+  proc = run_tool("run_classifier.py", [
+      "--task_name=sst-2", "--vocab_file=%s" % VOCAB, "--bert_config_file=%s" % config,
+      "--init_checkpoint=%s" % checkpoint, "--output_dir=%s" % (tmp_path / "out"),
+      "--export_dir=%s" % (tmp_path / "export"), "--max_seq_length=32",
+      "--class_weights=auto"], expect_rc=2)
+  assert last_error_line(proc) == (
+      "error: --class_weights=auto: needs the training labels (the task's training set is "
+      "missing or empty)")
+  assert "Traceback" not in proc.output and not (tmp_path / "export").exists()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -327,7 +346,7 @@ def test_stride_and_task_flag_errors(monkeypatch):
 
 
 def test_eval_history_best_patience_and_resume(tmp_path):
-  history = rc.EvalHistory(str(tmp_path), "accuracy", 0)
+  history = te.EvalHistory(str(tmp_path), "accuracy", 0)
   for step, score in [(5, 0.6), (10, 0.7), (15, 0.7), (20, 0.65)]:
     entry = history.make_entry(step, {"accuracy": score, "loss": 1.0 - score})
     history.add(entry)
@@ -335,16 +354,16 @@ def test_eval_history_best_patience_and_resume(tmp_path):
           for e in history.entries] == [(5, 5, 0), (10, 10, 0), (15, 10, 1), (20, 10, 2)]
   assert history.best()["step"] == 10  # an equal score is no improvement
   assert history.evals_without_improvement() == 2
-  lines = (tmp_path / rc.HISTORY_FILE).read_text().splitlines()
+  lines = (tmp_path / te.HISTORY_FILE).read_text().splitlines()
   assert [json.loads(l)["step"] for l in lines] == [5, 10, 15, 20]
   # Resumed from the checkpoint of step 12: the lines of 15 and 20 belong to a lost model.
-  resumed = rc.EvalHistory(str(tmp_path), "accuracy", 12)
+  resumed = te.EvalHistory(str(tmp_path), "accuracy", 12)
   assert [e["step"] for e in resumed.entries] == [5, 10]
   assert [json.loads(l)["step"] for l in
-          (tmp_path / rc.HISTORY_FILE).read_text().splitlines()] == [5, 10]
+          (tmp_path / te.HISTORY_FILE).read_text().splitlines()] == [5, 10]
   # The same step again replaces its line (no duplicate).
   resumed.add(resumed.make_entry(10, {"accuracy": 0.7}))
-  assert [e["step"] for e in rc.EvalHistory(str(tmp_path), "accuracy", 99).entries] == [5, 10]
+  assert [e["step"] for e in te.EvalHistory(str(tmp_path), "accuracy", 99).entries] == [5, 10]
   assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
 
 
@@ -354,9 +373,9 @@ def test_save_best_checkpoint_replaces_the_previous(tmp_path):
   config.write_text(json.dumps(TINY_BERT_CONFIG))
   first = write_random_bert_checkpoint(str(config), str(out / "model.ckpt-5"), seed=1)
   second = write_random_bert_checkpoint(str(config), str(out / "model.ckpt-10"), seed=2)
-  rc.save_best_checkpoint(str(out), first, 5, "accuracy", 0.5, {"accuracy": 0.5})
-  rc.save_best_checkpoint(str(out), second, 10, "accuracy", 0.75, {"accuracy": 0.75})
-  best = rc.read_best_checkpoint(str(out))
+  te.save_best_checkpoint(str(out), first, 5, "accuracy", 0.5, {"accuracy": 0.5})
+  te.save_best_checkpoint(str(out), second, 10, "accuracy", 0.75, {"accuracy": 0.75})
+  best = te.read_best_checkpoint(str(out))
   assert (best["step"], best["score"], best["checkpoint"]) == (10, 0.75, "model.ckpt-10")
   assert sorted(os.listdir(out / "best")) == [
       "best.json", "checkpoint", "model.ckpt-10.data-00000-of-00001", "model.ckpt-10.index"]
@@ -411,7 +430,7 @@ def _early_stopping_args(data, tiny, out, export=None):
 
 
 def _history(out):
-  lines = (out / rc.HISTORY_FILE).read_text().splitlines()
+  lines = (out / te.HISTORY_FILE).read_text().splitlines()
   return [json.loads(line) for line in lines]
 
 
@@ -536,8 +555,9 @@ RELOAD = textwrap.dedent("""
     import json, sys
     import numpy as np
     import tensorflow as tf
-    export_dir, record, seq = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    fn = tf.saved_model.load(export_dir).signatures["serving_default"]
+    import tensorflow_text  # registers the raw-text signatures' ops
+    export_dir, record, seq, texts_file = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+    loaded = tf.saved_model.load(export_dir)
     spec = {k: tf.io.FixedLenFeature([seq], tf.int64)
             for k in ("input_ids", "input_mask", "segment_ids")}
     feats = {k: [] for k in spec}
@@ -545,15 +565,26 @@ RELOAD = textwrap.dedent("""
       ex = tf.io.parse_single_example(r, spec)
       for k in spec:
         feats[k].append(ex[k].numpy())
-    out = fn(**{k: tf.constant(np.stack(v).astype(np.int32)) for k, v in feats.items()})
-    print("RESULT " + json.dumps({k: v.numpy().tolist() for k, v in out.items()}))
+    ids = loaded.signatures["serving_ids"](
+        **{k: tf.constant(np.stack(v).astype(np.int32)) for k, v in feats.items()})
+    text = loaded.signatures["serving_default"](
+        sentence=tf.constant(json.load(open(texts_file))))
+    print("RESULT " + json.dumps({name: {k: v.numpy().tolist() for k, v in out.items()}
+                                  for name, out in (("ids", ids), ("text", text))},
+                                 default=lambda b: b.decode("utf-8")))
 """)
 
 
-def _serve(export_dir, record, seq):
-  proc = run_tool(None, ["-c", RELOAD, export_dir, record, seq], timeout=120)
+def _serve(export_dir, record, seq, texts):
+  """The export in a fresh TF2 process: serving_ids on the record's features and
+  serving_default on the raw texts; {"ids": outputs, "text": outputs} (numpy arrays)."""
+  texts_file = os.path.join(os.path.dirname(record), "served_texts.json")
+  with open(texts_file, "w") as f:
+    json.dump(list(texts), f)
+  proc = run_tool(None, ["-c", RELOAD, export_dir, record, seq, texts_file], timeout=120)
   line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT ")][-1]
-  return {k: np.array(v) for k, v in json.loads(line[len("RESULT "):]).items()}
+  return {name: {k: np.array(v) for k, v in outputs.items()}
+          for name, outputs in json.loads(line[len("RESULT "):]).items()}
 
 
 def _float_rows(path):
@@ -615,12 +646,22 @@ def test_multilabel_end_to_end(tmp_path, tiny):
   for line, row in zip(lines, probabilities):
     got = line.split("\t")[1]
     assert got == "|".join(l for l, p in zip(labels, row) if p >= tuned)
-  served = _serve(str(export), str(out / "predict.tf_record"), 32)
-  np.testing.assert_allclose(served["probabilities"], probabilities, atol=1e-5)
-  np.testing.assert_array_equal(served["predicted_labels"], served["probabilities"] >= tuned)
+  # The export: the raw sentences (serving_default) and their features (serving_ids).
+  served = _serve(str(export), str(out / "predict.tf_record"), 32,
+                  [text for text, _ in _multilabel_rows("dev.tsv", 30)])
+  for name in ("ids", "text"):
+    np.testing.assert_allclose(served[name]["probabilities"], probabilities, atol=1e-5)
+    np.testing.assert_array_equal(served[name]["predicted_labels"],
+                                  served[name]["probabilities"] >= tuned)
+  assert set(served["ids"]) == {"probabilities", "predicted_labels"}
+  assert served["text"]["predicted_label_names"].tolist() == [l.split("\t")[1] for l in lines]
   exported = json.loads((export / "classifier_config.json").read_text())
   assert exported["threshold"] == tuned and exported["outputs"] == ["probabilities",
                                                                      "predicted_labels"]
+  info = json.loads((export / "export_info.json").read_text())
+  assert (info["task_type"], info["threshold"], info["label_separator"]) == (
+      "multilabel", tuned, "|")
+  assert info["threshold_source"] == "%s (tuned on dev)" % (out / "threshold.json")
 
 
 def _dialogue_task(data, train_docs, dev_docs):
@@ -672,11 +713,15 @@ def test_long_documents_windowed_end_to_end(tmp_path, tiny):
   assert results["eval_num_windows"] == sum(windows) > 12
   assert (results["long_document"], results["doc_stride"],
           results["window_pooling"]) == ("window", 16, "mean")
-  # Pooled probabilities: softmax of the mean window logits. The integer SavedModel scores
-  # one window; softmax(mean of log p) over a document's windows is the same thing.
-  served = _serve(str(export), str(out / "predict.tf_record"), 24)["probabilities"]
+  # Pooled probabilities: softmax of the mean window logits. serving_ids scores one window;
+  # softmax(mean of log p) over a document's windows is the same thing. The raw-text
+  # signature windows and pools in the graph: the pooled probabilities themselves.
+  texts = [line.split("\t")[0] for line in (data / "test.tsv").read_text().splitlines()[1:]]
+  both = _serve(str(export), str(out / "predict.tf_record"), 24, texts)
+  served = both["ids"]["probabilities"]
   assert served.shape == (sum(windows), 2)
   pooled = _float_rows(str(out / "test_results.tsv"))
+  np.testing.assert_allclose(both["text"]["probabilities"], pooled, atol=1e-5)
   start = 0
   for i, count in enumerate(windows):
     mean_log = np.mean(np.log(served[start:start + count]), axis=0)
@@ -689,4 +734,8 @@ def test_long_documents_windowed_end_to_end(tmp_path, tiny):
   # Accuracy from the pooled predictions.
   assert results["eval_accuracy"] == pytest.approx(
       np.mean([p == label for p, (_, label) in zip(predictions, dev)]))
-  assert json.loads((export / "classifier_config.json").read_text())["doc_stride"] == 16
+  exported = json.loads((export / "classifier_config.json").read_text())
+  assert (exported["long_document"], exported["doc_stride"], exported["window_pooling"]) == (
+      "window", 16, "mean")
+  assert exported["one_window_signatures"] == ["serving_ids"]
+  assert both["text"]["predicted_label_name"].tolist() == predictions

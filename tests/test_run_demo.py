@@ -2,6 +2,7 @@
 failing or incomplete stage stops the demo with one line and a non-zero exit, and SIGTERM stops
 the running stage and exits 143. The full demo (~10 minutes) is not run here."""
 
+import hashlib
 import json
 import os
 import signal
@@ -11,8 +12,9 @@ import time
 
 import pytest
 
-from conftest import REPO_DIR, run_tool, tool_env
-import common
+from conftest import last_error_line, REPO_DIR, run_tool, tool_env
+from realformer_tf import common
+from realformer_tf import reproduction
 import run_demo
 
 
@@ -50,6 +52,10 @@ def test_classifier_done_checks_step_and_export(tmp_path):
          {"eval_accuracy": 0.6, "global_step": 9, "num_train_steps": 9})
   assert run_demo.classifier_done(cls, export) == (False, "evaluated, not exported")
   _write(tmp_path / "export" / common.EXPORT_MARKER, {})
+  # An earlier version's integer-only export: the stage runs again (and replaces it).
+  assert run_demo.classifier_done(cls, export) == (
+      False, "exported by an earlier version (integer inputs only)")
+  _write(tmp_path / "export" / "export_info.json", {"mode": "classifier"})
   assert run_demo.classifier_done(cls, export) == (True, "global_step 9, exported")
 
 
@@ -85,40 +91,95 @@ def test_run_stage_skips_runs_and_fails_in_one_line(tmp_path, capsys):
       capsys.readouterr().err)
 
 
+def _demo_input(tmp_path, name, text):
+  path = tmp_path / name
+  path.write_text(text)
+  return reproduction.input_file(name.split(".")[0], str(path))
+
+
 def test_output_dir_of_other_settings_or_data_is_refused(tmp_path):
   out = str(tmp_path / "out")
   os.makedirs(out)
-  settings = {"pretrain_steps": 3000, "seed": 12345, "train_text": "a" * 64, "vocab_file": None}
-  # A new directory records the settings; the same settings pass (a stopped run resumes).
-  run_demo.check_output_dir_settings(out, settings)
+  settings = {"pretrain_steps": 3000, "seed": 12345}
+  inputs = [_demo_input(tmp_path, "train_text.txt", "one\ntwo\n")]
+  # A new directory records the settings and the input's contents; the same pass (a stopped
+  # run resumes).
+  run_demo.check_output_dir_settings(out, settings, inputs)
   with open(os.path.join(out, run_demo.SETTINGS_FILE)) as f:
-    assert json.load(f) == settings
+    recorded = json.load(f)
+  assert recorded["settings"] == settings
+  assert recorded["inputs"] == {"train_text": {
+      "size": 8, "sha256": hashlib.sha256(b"one\ntwo\n").hexdigest()}}
   os.makedirs(os.path.join(out, "pretrain"))
-  run_demo.check_output_dir_settings(out, dict(settings))
-  # Another recipe or other data: one line naming what differs, nothing overwritten.
-  changed = dict(settings, pretrain_steps=9000, train_text="b" * 64)
+  run_demo.check_output_dir_settings(out, dict(settings), inputs)
+  # Another recipe, or the text edited in place: one line naming what differs, nothing
+  # overwritten.
   with pytest.raises(common.UsageError) as e:
-    run_demo.check_output_dir_settings(out, changed)
+    run_demo.check_output_dir_settings(out, dict(settings, pretrain_steps=9000), inputs)
   assert str(e.value) == (
-      "--output_dir=%s holds a demo run with other settings: pretrain_steps 3000 -> 9000, "
-      "train_text (other contents); pass another --output_dir, or delete it to start over" % out)
+      "--output_dir=%s holds a run of other settings or input files: pretrain_steps 3000 -> "
+      "9000; use a new --output_dir, or rerun with the flags and input files it was made with "
+      "(restore an edited file)" % out)
+  (tmp_path / "train_text.txt").write_text("one\nTWO\n")
+  with pytest.raises(common.UsageError) as e:
+    run_demo.check_output_dir_settings(out, settings, inputs)
+  assert "\n" not in str(e.value) and (
+      "holds a run of other settings or input files: --train_text file %s: other contents "
+      "(sha256 differs); use a new --output_dir" % (tmp_path / "train_text.txt")) in str(e.value)
   with open(os.path.join(out, run_demo.SETTINGS_FILE)) as f:
-    assert json.load(f) == settings
+    assert json.load(f) == recorded
+  # Restored, it resumes.
+  (tmp_path / "train_text.txt").write_text("one\ntwo\n")
+  run_demo.check_output_dir_settings(out, settings, inputs)
   # A demo's outputs without the settings file (an earlier version's run): refused too.
   os.remove(os.path.join(out, run_demo.SETTINGS_FILE))
   with pytest.raises(common.UsageError, match=r"holds a demo run's outputs \(pretrain\) but no "
                      r"demo_settings.json"):
-    run_demo.check_output_dir_settings(out, settings)
+    run_demo.check_output_dir_settings(out, settings, inputs)
   assert not os.path.exists(os.path.join(out, run_demo.SETTINGS_FILE))
 
 
-def test_demo_settings_digest_the_input_files(tmp_path):
-  text = tmp_path / "train.txt"
-  text.write_bytes(b"some text\n")
-  assert run_demo.file_digest(str(text)) == (
-      "a23e5fdcd7b276bdd81aa1a0b7b963101863dd3f61ff57935f8c5ba462681ea6")
-  assert run_demo.file_digest(None) is None
-  assert run_demo.file_digest(str(tmp_path / "missing")) is None
+def test_demo_settings_file_of_the_earlier_format_is_still_checked(tmp_path):
+  """demo_settings.json as the earlier version wrote it: flags and each input's sha256 flat."""
+  out = tmp_path / "out"
+  out.mkdir()
+  inputs = [_demo_input(tmp_path, "train_text.txt", "some text\n")]
+  sha = "a23e5fdcd7b276bdd81aa1a0b7b963101863dd3f61ff57935f8c5ba462681ea6"
+  earlier = {"pretrain_steps": 3, "seed": 1, "train_text": sha, "vocab_file": None}
+  _write(out / run_demo.SETTINGS_FILE, earlier)
+  run_demo.check_output_dir_settings(str(out), {"pretrain_steps": 3, "seed": 1}, inputs)
+  with open(str(out / run_demo.SETTINGS_FILE)) as f:
+    assert json.load(f)["inputs"]["train_text"]["sha256"] == sha  # rewritten as this version's
+  _write(out / run_demo.SETTINGS_FILE, dict(earlier, train_text="b" * 64))
+  with pytest.raises(common.UsageError, match="--train_text file .*: other contents"):
+    run_demo.check_output_dir_settings(str(out), {"pretrain_steps": 3, "seed": 1}, inputs)
+
+
+def test_output_dir_that_is_a_file_is_a_one_line_error(tmp_path):
+  args = _tiny_demo_inputs(tmp_path)
+  a_file = tmp_path / "a_file"
+  a_file.write_text("")
+  proc = run_tool("run_demo.py", args + ["--output_dir=%s" % a_file], expect_rc=2)
+  assert last_error_line(proc) == (
+      "error: --output_dir=%s: is a file, expected a directory" % a_file), proc.stderr[-2000:]
+  assert "Traceback" not in proc.stderr and "errno" not in proc.stderr, proc.stderr[-2000:]
+
+
+def test_a_second_demo_into_a_running_demos_directory_is_refused(tmp_path):
+  """A demo running in the directory (its lock, held here by this process): the second demo
+  fails in one line naming it and touches nothing there (not the running stage's child)."""
+  args = _tiny_demo_inputs(tmp_path)
+  out = tmp_path / "out"
+  with common.OutputDirLock(str(out), "output_dir", label=run_demo.LOCK_LABEL):
+    (out / "logs").mkdir()
+    (out / "logs" / ".pretrain.log.child.json").write_text("{}")
+    before = sorted(os.listdir(str(out)))
+    proc = run_tool("run_demo.py", args + ["--output_dir=%s" % out], expect_rc=2)
+    assert last_error_line(proc).startswith(
+        "error: --output_dir=%s: in use by another job (pid %d on host " % (out, os.getpid()))
+    assert "[demo]" not in proc.stdout
+    assert sorted(os.listdir(str(out))) == before
+    assert (out / "logs" / ".pretrain.log.child.json").read_text() == "{}"
 
 
 def test_domain_text_is_the_train_sentences_without_labels(tmp_path):
@@ -138,7 +199,8 @@ def test_domain_text_is_the_train_sentences_without_labels(tmp_path):
 
 DRIVER = """
 import sys
-import run_demo, subprocess_utils
+import run_demo
+from realformer_tf import subprocess_utils
 subprocess_utils.install_signal_forwarding()
 child = ("import signal, sys, time\\n"
          "signal.signal(signal.SIGTERM, lambda s, f: sys.exit(143))\\n"
@@ -227,13 +289,24 @@ def test_demo_pipeline_is_deterministic(tmp_path):
       reports.append(_comparable(f.read(), out))
     assert any(l.startswith("| MLM accuracy |") for l in reports[-1]), reports[-1]
     assert any(l.startswith("- \"a warm") for l in reports[-1]), reports[-1]
+    # One export answers: run_classifier's, raw text in.
+    assert not os.path.exists(os.path.join(out, "sst2_text_export"))
     assert any("(domain-adaptive)" in l for l in reports[-1]), reports[-1]
   assert reports[0] == reports[1]
   # Rerun into a finished run's directory with another recipe: refused before any stage runs.
   rerun = run_tool("run_demo.py", args + ["--output_dir=%s" % outs[0], "--pretrain_steps=4"],
                    expect_rc=2)
-  assert "holds a demo run with other settings: pretrain_steps 3 -> 4; pass another" in (
-      rerun.stderr), rerun.stderr[-2000:]
+  assert ("holds a run of other settings or input files: pretrain_steps 3 -> 4; use a new "
+          "--output_dir" in rerun.stderr), rerun.stderr[-2000:]
+  assert "[demo]" not in rerun.stdout
+  # The same flags after the training text was edited in place: refused too (the finished
+  # stages were made from the old text).
+  train_text = tmp_path / "inputs" / "train.txt"
+  train_text.write_text(train_text.read_text() + "one more sentence .\n")
+  rerun = run_tool("run_demo.py", args + ["--output_dir=%s" % outs[0]], expect_rc=2)
+  assert last_error_line(rerun).startswith(
+      "error: --output_dir=%s holds a run of other settings or input files: --train_text file "
+      "%s: other contents" % (outs[0], train_text)), rerun.stderr[-2000:]
   assert "[demo]" not in rerun.stdout
   for name in ("pretrain/eval_results.json", "sst2/eval_results.json"):
     results = []

@@ -21,13 +21,14 @@ import tensorflow as tf
 from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, shared_path, start_tool
 from conftest import last_error_line, write_random_bert_checkpoint
 
-import common
-import export_utils
+from realformer_tf import common
+from realformer_tf import export_utils
 import modeling
-import ner_metrics as nm
+from realformer_tf import batch_padding
+from realformer_tf import ner_metrics as nm
 import run_ner
 import run_squad
-import sweep
+from paper import sweep
 import tokenization
 
 FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "ner")
@@ -492,7 +493,7 @@ def test_sweep_knows_ner(tmp_path):
 def test_padding_buckets_and_trimmed_batches(tmp_path):
   """--padding=longest / bucket slice every window feature (labels and weights too) to the
   batch's longest window, rounded up to a multiple of 8 or to a bucket; defaults and TPU."""
-  eu = run_ner.estimator_utils
+  eu = batch_padding
   assert eu.padding_buckets(128) == [32, 64, 128]
   assert eu.padding_buckets(384) == [32, 64, 128, 256, 384]
   assert eu.padding_buckets(64) == [32, 64] and eu.padding_buckets(33) == [32, 33]
@@ -924,7 +925,7 @@ def test_bad_flags_and_inputs_are_one_line_errors(wnut, tmp_path):
   assert last.startswith("error: %s:1: tag 'B-city' has entity type 'city', which is not one "
                          "of the model's (" % (data / "dev.conll")), last
   assert "Traceback" not in proc.output and not (tmp_path / "out").exists()
-  # Evaluation / export from no trained weights: one line before any work (issue 27).
+  # Evaluation / export from no trained weights: one line before any work.
   no_weights = [a for a in base if not a.startswith("--init_checkpoint=")]
   proc = run_tool("run_ner.py", no_weights + ["--do_eval", "--export_dir=%s" % (
       tmp_path / "export")], expect_rc=2)

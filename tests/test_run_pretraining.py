@@ -12,8 +12,11 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, start_tool
+import convert_hf_checkpoint
+from realformer_tf import estimator_utils
 import modeling
 import run_pretraining
+from realformer_tf import pretraining_utils
 
 tf1 = tf.compat.v1
 VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
@@ -271,6 +274,82 @@ def test_sigterm_saves_then_exits_143_without_results_and_a_second_job_is_refuse
   assert summary["global_step"] == summary["num_train_steps"] == stopped_at + 2
 
 
+def _write_checkpoint(shapes, prefix, seed=0):
+  """A checkpoint of random float32 values of `shapes` ({name: shape}); returns the prefix."""
+  rng = np.random.RandomState(seed)
+  convert_hf_checkpoint.write_tf_checkpoint(
+      {name: (0.02 * rng.randn(*shape)).astype(np.float32) for name, shape in shapes.items()},
+      prefix)
+  return prefix
+
+
+def _etc_pretraining_checkpoint(prefix):
+  """An ETC pre-training checkpoint: ETC's encoder and the masked-LM head BERT shares."""
+  config = modeling.BertConfig.from_dict(TINY_CONFIG)
+  shapes = {name: shape for name, shape in run_pretraining.head_shapes(config).items()
+            if name.startswith("cls/predictions/")}
+  shapes.update({"etc_document_bert/token_emb_lookup/embedding_table": [30522, 32],
+                 "etc_document_bert/global_local_transformer_layers/long_fused_att_layer_0/"
+                 "layer_norm_0/gamma": [32]})
+  return _write_checkpoint(shapes, prefix)
+
+
+def test_an_init_checkpoint_of_another_model_is_one_line(data_dir, tmp_path):
+  # An ETC pre-training checkpoint fills the 5 variables of the shared masked-LM head and none
+  # of BERT's: it used to train a random BERT after an INFO line.
+  etc = _etc_pretraining_checkpoint(str(tmp_path / "etc" / "model.ckpt"))
+  out = tmp_path / "out"
+  result = run_tool("run_pretraining.py", _train_args(
+      data_dir, out, 2, ["--do_train", "--init_checkpoint=%s" % etc]), expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --init_checkpoint=%s: supplies 5 of the model's 46 variables but none of its 37 "
+      "encoder variables (missing: bert/embeddings/word_embeddings, bert/embeddings/"
+      "token_type_embeddings, bert/embeddings/position_embeddings, ...); a checkpoint of another "
+      "model or config? pass --allow_unmatched_init to train the missing ones from random "
+      "weights" % etc)
+  assert "Traceback" not in result.output
+  assert not [name for name in os.listdir(out) if name.startswith("model.ckpt")]
+
+
+def test_an_output_dir_holding_a_checkpoint_made_for_initialising_is_one_line(data_dir, tmp_path):
+  config = modeling.BertConfig.from_dict(TINY_CONFIG)
+  encoder = estimator_utils.bert_variable_shapes(config)
+  # A converted Hugging Face model (the encoder only) and an official-style release (encoder
+  # and heads, no optimizer slots, no global_step): both go in --init_checkpoint.
+  converted = _write_checkpoint(encoder, str(tmp_path / "converted" / "model.ckpt"))
+  release = _write_checkpoint(dict(encoder, **run_pretraining.head_shapes(config)),
+                              str(tmp_path / "release" / "bert_model.ckpt"))
+  for prefix, action, problem in (
+      (converted, "--do_train", "it lacks cls/predictions/output_bias and 6 more of this job's "
+                                "model; use the config it was trained with, or"),
+      (release, "--do_train", "it has no global_step (a checkpoint made for initialising, e.g. "
+                              "lifted, converted or slimmed); use"),
+      (release, "--do_eval", "it has no global_step (a checkpoint made for initialising, e.g. "
+                             "lifted, converted or slimmed); use")):
+    directory = os.path.dirname(prefix)
+    listing = sorted(os.listdir(directory))
+    result = run_tool("run_pretraining.py", _train_args(data_dir, directory, 2, [action]),
+                      expect_rc=2)
+    assert last_error_line(result) == (
+        "error: --output_dir=%s: its checkpoint %s is not a checkpoint of this job: %s a new "
+        "--output_dir with --init_checkpoint=%s to start from its weights" % (
+            directory, os.path.basename(prefix), problem, prefix)), action
+    assert "Traceback" not in result.output
+    assert sorted(os.listdir(directory)) == listing
+
+
+def test_allow_unmatched_init_trains_the_missing_variables_from_random(data_dir, tmp_path):
+  etc = _etc_pretraining_checkpoint(str(tmp_path / "etc" / "model.ckpt"))
+  out = tmp_path / "out"
+  result = run_tool("run_pretraining.py", _train_args(
+      data_dir, out, 2, ["--do_train", "--init_checkpoint=%s" % etc, "--allow_unmatched_init"]))
+  assert ("WARNING:tensorflow:--init_checkpoint=%s: supplies 5 of the model's 46 variables but "
+          "none of its 37 encoder variables" % etc) in result.output
+  assert "; 37 encoder variables start from random weights (--allow_unmatched_init)" in (
+      result.output)
+  assert json.loads((out / "train_summary_local.json").read_text())["global_step"] == 2
+
+
 @pytest.mark.slow
 def test_resume_and_eval_mistakes_are_one_line_errors(data_dir, tmp_path):
   out = tmp_path / "out"
@@ -299,3 +378,71 @@ def test_resume_and_eval_mistakes_are_one_line_errors(data_dir, tmp_path):
   result = run_tool("run_pretraining.py", _train_args(data_dir, tmp_path / "afile", 2,
                                                       ["--do_train"]), expect_rc=2)
   assert "is a file" in last_error_line(result)
+
+
+def test_default_warmup_is_official_for_long_runs_and_a_tenth_for_short_ones():
+  assert pretraining_utils.default_warmup_steps(1000000) == 10000
+  assert pretraining_utils.default_warmup_steps(100000) == 10000
+  assert pretraining_utils.default_warmup_steps(3000) == 300
+  assert pretraining_utils.default_warmup_steps(5) == 0
+
+
+def test_eval_counts_every_record_once_or_the_repeated_steps(data_dir):
+  files = [str(data_dir / "data.tfrecord")]
+  records = sum(1 for _ in tf1.io.tf_record_iterator(files[0]))
+  assert records % 8  # the last batch is partial: counted, or dropped on TPU
+  assert pretraining_utils.eval_counts(files, 8, None, False) == {
+      "eval_examples": records, "eval_records": records}
+  assert pretraining_utils.eval_counts(files, 8, None, True)["eval_examples"] == records // 8 * 8
+  assert pretraining_utils.eval_counts(files, 8, 100, False) == {
+      "eval_examples": 800, "eval_records": records}
+
+
+@pytest.mark.slow
+def test_a_short_run_with_defaults_warms_up_and_evaluates_each_record_once(data_dir, tmp_path):
+  out = tmp_path / "out"
+  args = [a for a in _train_args(data_dir, out, 6, ["--do_train", "--do_eval"])
+          if not a.startswith("--num_warmup_steps")]
+  result = run_tool("run_pretraining.py", args)
+  assert "Warm-up: 0 of 6 steps" in result.output
+  results = json.loads((out / "eval_results.json").read_text())
+  records = sum(1 for _ in tf1.io.tf_record_iterator(str(data_dir / "data.tfrecord")))
+  assert results["eval_examples"] == results["eval_records"] == records
+  assert "eval_examples = %d" % records in (out / "eval_results.txt").read_text()
+
+
+def test_a_config_vocab_size_other_than_the_datas_is_one_line(data_dir, tmp_path):
+  # The data was made with data/vocab.txt (30,522 entries, recorded in its summary).
+  summary = json.loads((data_dir / "data.summary.json").read_text())
+  assert summary["vocab_size"] == 30522
+  big = tmp_path / "big_config.json"
+  big.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=40000)))
+  args = [a.replace(str(data_dir / "bert_config.json"), str(big))
+          for a in _train_args(data_dir, tmp_path / "out", 2, ["--do_train"])]
+  result = run_tool("run_pretraining.py", args, expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --input_file: %s was made with a 30522-entry vocab, but --bert_config_file=%s has "
+      "vocab_size 40000 (an embedding 1.3x too big); pass --vocab_size=30522 (or a larger "
+      "--vocab_size on purpose, e.g. a multiple of 128 for TPU)" % (data_dir / "data.tfrecord",
+                                                                    big))
+  assert not (tmp_path / "out").exists()
+  small = tmp_path / "small_config.json"
+  small.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=1000)))
+  args = [a.replace(str(data_dir / "bert_config.json"), str(small))
+          for a in _train_args(data_dir, tmp_path / "out", 2, ["--do_train", "--vocab_size=30000"])]
+  result = run_tool("run_pretraining.py", args, expect_rc=2)
+  assert "30522-entry vocab, but the model's vocab_size is 30000 (--vocab_size)" in (
+      last_error_line(result))
+
+
+@pytest.mark.slow
+def test_vocab_size_flag_sets_the_models_size(data_dir, tmp_path):
+  big = tmp_path / "template.json"
+  big.write_text(json.dumps(dict(TINY_CONFIG, vocab_size=40000)))
+  out = tmp_path / "out"
+  args = [a.replace(str(data_dir / "bert_config.json"), str(big))
+          for a in _train_args(data_dir, out, 2, ["--do_train", "--vocab_size=30592"])]
+  run_tool("run_pretraining.py", args)  # a larger size given on purpose (a multiple of 128)
+  assert json.loads((out / "bert_config.json").read_text())["vocab_size"] == 30592
+  shapes = dict(tf.train.list_variables(str(out)))
+  assert shapes["bert/embeddings/word_embeddings"] == [30592, 32]

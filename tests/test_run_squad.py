@@ -19,7 +19,7 @@ import tensorflow as tf
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, start_tool
 
 import run_squad
-import squad_evaluate
+from realformer_tf import squad_scoring
 import tokenization
 
 FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "squad")
@@ -438,7 +438,7 @@ def test_end_to_end_train_predict_score_export(tmp_path):
   # The scores are those of the written files, by the independent scorer.
   with open(V2_FILE, encoding="utf-8") as f:
     data = json.load(f)["data"]
-  rescored = squad_evaluate.evaluate_v2(data, preds, na_probs=odds, na_prob_thresh=0.0)
+  rescored = squad_scoring.evaluate_v2(data, preds, na_probs=odds, na_prob_thresh=0.0)
   assert results["exact"] == pytest.approx(rescored["exact"])
   assert results["best_f1"] == pytest.approx(rescored["best_f1"])
 

@@ -2,10 +2,10 @@
 
 import collections
 
-import run_classifier
+from realformer_tf import classifier_features
 import run_ner
 import run_squad
-import sliding_window
+from realformer_tf import sliding_window
 
 
 def official_doc_spans(num_tokens, max_tokens_for_doc, doc_stride):
@@ -44,7 +44,7 @@ def test_same_windows_as_the_official_loop_and_in_every_user():
         want = official_doc_spans(num_tokens, window, stride)
         assert sliding_window.windows(num_tokens, window, stride) == want
         assert run_squad.make_doc_spans(num_tokens, window, stride) == want
-        assert run_classifier.document_windows(num_tokens, window, stride) == (
+        assert classifier_features.document_windows(num_tokens, window, stride) == (
             want or [(0, 0)])
         if num_tokens:
           spans, assigned = run_ner.window_assignments(list(range(num_tokens)), num_tokens,

@@ -1,4 +1,5 @@
-"""Tests for slim_checkpoint.py: optimizer state stripped, outputs unchanged (fp32) or close (fp16)."""
+"""Tests for slim_checkpoint.py and realformer_tf/checkpoint_slimming.py: optimizer state stripped,
+outputs unchanged (fp32) or close (fp16)."""
 
 import os
 
@@ -7,11 +8,11 @@ import pytest
 import tensorflow as tf
 
 from conftest import last_error_line, run_tool
-import estimator_utils
-import export_utils
+from realformer_tf import estimator_utils
+from realformer_tf import export_utils
 import modeling
 import optimization
-import slim_checkpoint
+from realformer_tf import checkpoint_slimming
 
 tf1 = tf.compat.v1
 
@@ -63,7 +64,7 @@ def test_slim_fp32_restores_identically(tmp_path):
   names = [n for n, _ in tf.train.list_variables(prefix)]
   assert any(n.endswith("/adam_m") for n in names) and "global_step" in names
   assert any(n.endswith("/grad_accum") for n in names)
-  report = slim_checkpoint.slim_checkpoint(str(tmp_path / "train"), str(tmp_path / "slim"))
+  report = checkpoint_slimming.slim_checkpoint(str(tmp_path / "train"), str(tmp_path / "slim"))
   out_prefix = report["output_checkpoint"]
   assert out_prefix == str(tmp_path / "slim" / os.path.basename(prefix))
   kept = [n for n, _ in tf.train.list_variables(out_prefix)]
@@ -73,13 +74,13 @@ def test_slim_fp32_restores_identically(tmp_path):
   assert report["num_stripped"] == len(names) - 41
   # Three copies (weights, m, v, + accumulators) -> one: well under half the size.
   assert report["bytes_after"] < 0.3 * report["bytes_before"]
-  assert report["bytes_after"] == slim_checkpoint.checkpoint_bytes(out_prefix)
+  assert report["bytes_after"] == checkpoint_slimming.checkpoint_bytes(out_prefix)
   np.testing.assert_array_equal(_restore_outputs(out_prefix), trained)
   assert tf1.train.latest_checkpoint(str(tmp_path / "slim")) == out_prefix
   assert os.path.exists(str(tmp_path / "slim" / "bert_config.json"))
   with pytest.raises(ValueError, match="pass --overwrite"):
-    slim_checkpoint.slim_checkpoint(prefix, str(tmp_path / "slim"))
-  again = slim_checkpoint.slim_checkpoint(prefix, str(tmp_path / "slim"), overwrite=True)
+    checkpoint_slimming.slim_checkpoint(prefix, str(tmp_path / "slim"))
+  again = checkpoint_slimming.slim_checkpoint(prefix, str(tmp_path / "slim"), overwrite=True)
   assert again["num_kept"] == 41
 
 
@@ -89,24 +90,24 @@ def test_slim_never_replaces_what_it_did_not_write(tmp_path):
   unrelated.mkdir()
   (unrelated / "notes.txt").write_text("keep me")
   with pytest.raises(ValueError, match="not written by this project"):
-    slim_checkpoint.slim_checkpoint(prefix, str(unrelated), overwrite=True)
+    checkpoint_slimming.slim_checkpoint(prefix, str(unrelated), overwrite=True)
   assert (unrelated / "notes.txt").read_text() == "keep me"
   # The parent of the input checkpoint: refused even with --overwrite, nothing deleted.
   with pytest.raises(ValueError, match="would replace"):
-    slim_checkpoint.slim_checkpoint(prefix, str(tmp_path), overwrite=True)
+    checkpoint_slimming.slim_checkpoint(prefix, str(tmp_path), overwrite=True)
   assert tf.train.list_variables(prefix)
   file_target = tmp_path / "a_file"
   file_target.write_text("x")
   with pytest.raises(ValueError, match="is a file"):
-    slim_checkpoint.slim_checkpoint(prefix, str(file_target), overwrite=True)
+    checkpoint_slimming.slim_checkpoint(prefix, str(file_target), overwrite=True)
   with pytest.raises(ValueError, match="is a file, not a directory"):
-    slim_checkpoint.slim_checkpoint(prefix, str(file_target / "sub"))
+    checkpoint_slimming.slim_checkpoint(prefix, str(file_target / "sub"))
 
 
 def test_slim_fp16_and_back(tmp_path):
   prefix, trained = _train_checkpoint(str(tmp_path / "train"))
-  fp32 = slim_checkpoint.slim_checkpoint(prefix, str(tmp_path / "slim32"))
-  fp16 = slim_checkpoint.slim_checkpoint(prefix, str(tmp_path / "slim16"), fp16=True)
+  fp32 = checkpoint_slimming.slim_checkpoint(prefix, str(tmp_path / "slim32"))
+  fp16 = checkpoint_slimming.slim_checkpoint(prefix, str(tmp_path / "slim16"), fp16=True)
   reader = tf.train.load_checkpoint(fp16["output_checkpoint"])
   assert set(reader.get_variable_to_dtype_map().values()) == {tf.float16}
   assert fp16["bytes_after"] < 0.6 * fp32["bytes_after"]
@@ -121,8 +122,8 @@ def test_slim_fp16_and_back(tmp_path):
     with pytest.raises(ValueError, match="float16 there but float32 in the model.*--to_fp32"):
       estimator_utils.init_checkpoint_scaffold_fn(fp16["output_checkpoint"], use_tpu=False)
   # ... --to_fp32 makes it restorable, with float16-rounded weights.
-  back = slim_checkpoint.slim_checkpoint(str(tmp_path / "slim16"), str(tmp_path / "back32"),
-                                         to_fp32=True)
+  back = checkpoint_slimming.slim_checkpoint(str(tmp_path / "slim16"), str(tmp_path / "back32"),
+                                             to_fp32=True)
   restored = _restore_outputs(back["output_checkpoint"])
   error = np.abs(restored - trained).max()
   assert 0 < error < 5e-3, error

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from conftest import last_error_line, run_tool
-import squad_evaluate as se
+from realformer_tf import squad_scoring as se
 
 
 def _dataset(questions):

@@ -2,16 +2,20 @@
 group, the bounded wait then SIGKILL, no left-over processes; and a driver process that exits
 130 on SIGINT with its child gone."""
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 
+import pytest
+
 from conftest import process_alive, REPO_DIR, tool_env
-import common
-import subprocess_utils
+from realformer_tf import common
+from realformer_tf import subprocess_utils
 
 
 def _wait_for(path, timeout=30):
@@ -94,7 +98,7 @@ def test_a_child_that_ignores_the_signal_is_killed_after_the_grace_period(tmp_pa
 
 DRIVER = """
 import sys
-import common, subprocess_utils
+from realformer_tf import common, subprocess_utils
 subprocess_utils.install_signal_forwarding()
 # The child ignores SIGINT: only the second signal (kill now) ends it before the 60 s grace.
 result = subprocess_utils.run_child(
@@ -138,7 +142,7 @@ def test_driver_exits_130_on_sigint_and_its_child_is_gone(tmp_path):
 ORPHANING_DRIVER = """
 import sys
 sys.path.insert(0, sys.argv[1])
-import common, subprocess_utils
+from realformer_tf import common, subprocess_utils
 subprocess_utils.run_child([sys.executable, "-c", "import os, time; open(%r, 'w').write(str(os.getpid())); time.sleep(120)" % sys.argv[3]], sys.argv[2], stop_signals=common.StopSignals())
 """
 
@@ -163,3 +167,86 @@ def test_an_orphan_of_a_sigkilled_driver_is_stopped_by_the_rerun(tmp_path):
   finally:
     if process_alive(child):
       os.kill(child, signal.SIGKILL)
+
+
+def test_the_child_of_a_running_driver_is_never_taken_for_an_orphan(tmp_path):
+  """A second job writing the same log while the first driver runs: one line, nothing stopped."""
+  log = str(tmp_path / "run.log")
+  child_pid_file = str(tmp_path / "child.pid")
+  driver = subprocess.Popen([sys.executable, "-c", ORPHANING_DRIVER, REPO_DIR, log,
+                             child_pid_file])
+  child = None
+  try:
+    _wait_for(child_pid_file)
+    time.sleep(0.2)
+    child = int(open(child_pid_file).read())
+    record_path = str(tmp_path / ".run.log.child.json")
+    record = open(record_path).read()
+    assert '"driver_pid": %d' % driver.pid in record
+    with pytest.raises(common.UsageError, match=r"^%s: written by a running job \(driver pid %d "
+                       r"on host .*one job per output directory" % (log, driver.pid)):
+      subprocess_utils.run_child([sys.executable, "-c", "print('second')"], log,
+                                 stop_signals=common.StopSignals(), grace_s=5)
+    assert process_alive(child) and driver.poll() is None
+    assert open(record_path).read() == record and "second" not in open(log).read()
+  finally:
+    driver.kill()
+    driver.wait(timeout=30)
+    if child is not None and process_alive(child):
+      os.kill(child, signal.SIGKILL)
+
+
+def test_a_driver_pid_reused_by_another_process_counts_as_dead(tmp_path):
+  """The recorded driver's pid now belongs to a process started at another time: the child is
+  an orphan (stopped); with the recorded start time it is the live driver's (left alone)."""
+  child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+  other = subprocess.Popen(["sleep", "60"])   # stands in for the driver's pid
+  log = str(tmp_path / "run.log")
+  record_path = str(tmp_path / ".run.log.child.json")
+
+  def write_record(driver_start_time):
+    with open(record_path, "w") as f:
+      json.dump({"driver_pid": other.pid, "driver_host": socket.gethostname(),
+                 "driver_start_time": driver_start_time, "pgid": child.pid,
+                 "start_time": subprocess_utils.process_start_time(child.pid),
+                 "cmd": ["sleep", "60"]}, f)
+
+  try:
+    started = subprocess_utils.process_start_time(other.pid)
+    assert isinstance(started, int)
+    write_record(started)
+    with pytest.raises(common.UsageError, match="written by a running job"):
+      subprocess_utils.stop_orphan(log, grace_s=5)
+    assert child.poll() is None and os.path.exists(record_path)
+    write_record(started - 1)
+    assert subprocess_utils.stop_orphan(log, grace_s=5) == [child.pid]
+    child.wait(timeout=10)
+    assert not os.path.exists(record_path)
+    # A killed driver not yet reaped by its parent (a zombie) is dead too.
+    child = subprocess.Popen(["sleep", "60"], start_new_session=True)
+    other.kill()
+    deadline = time.time() + 10
+    while subprocess_utils.process_start_time(other.pid) is not None:
+      assert time.time() < deadline
+      time.sleep(0.05)
+    assert common.pid_alive(other.pid)  # unreaped: its pid still answers signal 0
+    write_record(started)
+    assert subprocess_utils.stop_orphan(log, grace_s=5) == [child.pid]
+    child.wait(timeout=10)
+  finally:
+    for proc in (child, other):
+      if proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def test_process_start_time_tells_processes_apart():
+  assert subprocess_utils.process_start_time(os.getpid()) is not None
+  proc = subprocess.Popen(["sleep", "60"])
+  try:
+    assert subprocess_utils.process_start_time(proc.pid) >= (
+        subprocess_utils.process_start_time(os.getpid()))
+  finally:
+    proc.kill()
+    proc.wait(timeout=10)
+  assert subprocess_utils.process_start_time(proc.pid) is None  # gone (reaped)

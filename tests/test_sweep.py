@@ -1,4 +1,4 @@
-"""sweep.py: plan sizes of the paper's grids, commands, best-median aggregation and GLUE Overall
+"""paper/sweep.py: plan sizes of the paper's grids, commands, best-median aggregation and GLUE Overall
 on hand-made eval_results.json files (checked against hand-computed values and the paper's
 Table 3), report files, failure handling with fake runs, and one small real resumable sweep."""
 
@@ -14,11 +14,12 @@ import time
 
 import pytest
 
-from conftest import process_alive, REPO_DIR, run_tool, start_tool, TINY_BERT_CONFIG
+from conftest import last_error_line, process_alive, REPO_DIR, run_tool, start_tool
+from conftest import TINY_BERT_CONFIG
 from conftest import write_random_bert_checkpoint
 
-import common
-import sweep
+from realformer_tf import common
+from paper import sweep
 
 GLUE_FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "glue")
 SQUAD_FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "squad")
@@ -154,7 +155,7 @@ def test_results_say_which_checkpoint_was_scored():
 def test_dry_run_counts_and_writes_nothing(tmp_path, tiny_model, squad_dir, vocab_file):
   config_file, checkpoint = tiny_model
   out = tmp_path / "sweep"
-  log = run_tool("sweep.py", ["--tasks=sst-2,squad1.1,squad2.0", "--glue_dir=%s" % GLUE_FIXTURES,
+  log = run_tool("paper/sweep.py", ["--tasks=sst-2,squad1.1,squad2.0", "--glue_dir=%s" % GLUE_FIXTURES,
                 "--squad_dir=%s" % squad_dir, "--init_checkpoint=%s" % checkpoint,
                 "--bert_config_file=%s" % config_file, "--vocab_file=%s" % vocab_file,
                 "--output_dir=%s" % out, "--dry_run"]).output
@@ -166,7 +167,7 @@ def test_dry_run_counts_and_writes_nothing(tmp_path, tiny_model, squad_dir, voca
   assert log.count("  to run: ") == 345
   assert not out.exists()
   # One-line errors for bad inputs.
-  log = run_tool("sweep.py", ["--tasks=sst-2,cola", "--glue_dir=%s" % tmp_path,
+  log = run_tool("paper/sweep.py", ["--tasks=sst-2,cola", "--glue_dir=%s" % tmp_path,
                 "--init_checkpoint=%s" % checkpoint, "--bert_config_file=%s" % config_file,
                 "--vocab_file=%s" % vocab_file, "--output_dir=%s" % out, "--dry_run"],
                expect_rc=2).output
@@ -483,12 +484,12 @@ def test_sigterm_stops_the_child_and_a_rerun_finishes(tmp_path, vocab_file):
           "--epochs=1", "--batch_sizes=4", "--seeds=1,2", "--python=%s" % fake]
   env = {"FAKE_STATE_DIR": str(state)}
   (state / "block").write_text("")
-  proc = start_tool("sweep.py", args, env=env, stdout=subprocess.PIPE,
+  proc = start_tool("paper/sweep.py", args, env=env, stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT)
   try:
     _wait_for(str(state / "started"), proc)
     # A second sweep in the same directory is refused while the first runs.
-    second = run_tool("sweep.py", args, expect_rc=2, env=env, timeout=120)
+    second = run_tool("paper/sweep.py", args, expect_rc=2, env=env, timeout=120)
     assert "in use by another job (pid %d" % proc.pid in second.stderr
     proc.send_signal(signal.SIGTERM)
     output = proc.communicate(timeout=60)[0]
@@ -505,7 +506,7 @@ def test_sigterm_stops_the_child_and_a_rerun_finishes(tmp_path, vocab_file):
   assert not (out / "results.json").exists() and not (out / ".lock-sweep").exists()
 
   os.remove(str(state / "block"))
-  rerun = run_tool("sweep.py", args, env=env, timeout=120)
+  rerun = run_tool("paper/sweep.py", args, env=env, timeout=120)
   assert "Plan: 2 runs, 2 to run, 0 already done" in rerun.stdout
   results = json.loads((out / "results.json").read_text())
   best = results["tasks"]["sst-2"]["settings"][0]
@@ -531,6 +532,81 @@ def test_output_dir_of_another_checkpoint_is_refused(tmp_path):
     sweep.check_sweep_state(str(tmp_path), dict(state, max_seq_length={"sst-2": 64}), False)
 
 
+def test_output_dir_of_edited_inputs_is_refused(tmp_path):
+  """sweep.json keeps the inputs' contents: a task's data or the checkpoint edited in place is
+  refused in one line; another task's files join the record."""
+  glue = tmp_path / "glue"
+  shutil.copytree(GLUE_FIXTURES, str(glue))
+  (tmp_path / "ckpt.index").write_text("index")
+  (tmp_path / "ckpt.data-00000-of-00001").write_text("weights")
+  (tmp_path / "bert_config.json").write_text("{}")
+  (tmp_path / "vocab.txt").write_text("[PAD]\n")
+  state = {"init_checkpoint": str(tmp_path / "ckpt"), "bert_config_file": "c.json",
+           "residual_attention": None, "do_lower_case": True, "extra_flags": "",
+           "max_seq_length": {"sst-2": 128}}
+
+  def inputs(*tasks):
+    specs = [sweep.ALL_TASKS[t] for t in tasks]
+    return sweep.sweep_input_files(
+        str(tmp_path / "ckpt"), str(tmp_path / "bert_config.json"), str(tmp_path / "vocab.txt"),
+        specs, {s.name: str(glue / s.dir_name) for s in specs}, {})
+
+  out = str(tmp_path / "out")
+  sweep.check_sweep_state(out, state, True, inputs("sst-2"))
+  recorded = json.loads(open(os.path.join(out, "sweep.json")).read())["inputs"]
+  assert sorted(recorded) == ["bert_config_file", "init_checkpoint", "task/sst-2/dev.tsv",
+                              "task/sst-2/train.tsv", "vocab_file"]
+  sweep.check_sweep_state(out, dict(state, max_seq_length={"mrpc": 128}), True, inputs("mrpc"))
+  assert "task/mrpc/train.tsv" in json.loads(open(os.path.join(out, "sweep.json")).read())[
+      "inputs"]
+  train = glue / "SST-2" / "train.tsv"
+  train.write_text(train.read_text() + "one more\t1\n")
+  with pytest.raises(common.UsageError) as e:
+    sweep.check_sweep_state(out, state, False, inputs("sst-2"))
+  assert str(e.value).startswith(
+      "--output_dir=%s holds a run of other settings or input files: --glue_dir file %s: other "
+      "contents" % (out, train))
+  # Other weights under the same checkpoint prefix (a new .index).
+  sweep.check_sweep_state(out, state, False, inputs("mrpc"))
+  (tmp_path / "ckpt.index").write_text("other index")
+  with pytest.raises(common.UsageError, match="--init_checkpoint checkpoint .*ckpt: other "
+                     r"weights \(its .index differs\)"):
+    sweep.check_sweep_state(out, state, False, inputs("mrpc"))
+
+
+@pytest.mark.slow
+def test_a_rerun_after_an_edit_in_place_is_refused(tmp_path, vocab_file):
+  """The sweep command end to end (fake runs): the first sweep records the data, the rerun
+  after train.tsv was edited in place stops before any run."""
+  state = tmp_path / "state"
+  state.mkdir()
+  fake = tmp_path / "fake_python"
+  fake.write_text("#!%s\n%s" % (sys.executable, FAKE_PYTHON))
+  fake.chmod(0o755)
+  glue = tmp_path / "glue"
+  shutil.copytree(GLUE_FIXTURES, str(glue))
+  (tmp_path / "ckpt.index").write_text("")
+  (tmp_path / "bert_config.json").write_text("{}")
+  out = tmp_path / "sweep"
+  args = ["--tasks=sst-2", "--glue_dir=%s" % glue, "--init_checkpoint=%s" % (tmp_path / "ckpt"),
+          "--bert_config_file=%s" % (tmp_path / "bert_config.json"),
+          "--vocab_file=%s" % vocab_file, "--output_dir=%s" % out, "--learning_rates=1e-5",
+          "--epochs=1", "--batch_sizes=4", "--seeds=1", "--python=%s" % fake]
+  env = {"FAKE_STATE_DIR": str(state)}
+  try:
+    run_tool("paper/sweep.py", args, env=env, timeout=120)
+    train = glue / "SST-2" / "train.tsv"
+    train.write_text(train.read_text().replace("\t1\n", "\t0\n", 1))
+    (out / "sst-2" / "bs4_lr1e-5_ep1" / "seed1" / "eval_results.json").unlink()
+    proc = run_tool("paper/sweep.py", args, env=env, expect_rc=2, timeout=120)
+  finally:
+    _kill_groups(state.glob("pids-*"))
+  assert last_error_line(proc).startswith(
+      "error: --output_dir=%s holds a run of other settings or input files: --glue_dir file %s: "
+      "other contents" % (out, train)), proc.stderr[-2000:]
+  assert "Plan:" not in proc.stdout and len(list(state.glob("pids-*"))) == 1
+
+
 @pytest.mark.slow
 def test_real_sweep_is_resumable(tmp_path, tiny_model, vocab_file):
   config_file, checkpoint = tiny_model
@@ -540,7 +616,7 @@ def test_real_sweep_is_resumable(tmp_path, tiny_model, vocab_file):
           "--output_dir=%s" % out, "--learning_rates=1e-3", "--epochs=1",
           "--batch_sizes=4", "--seeds=1,2", "--max_seq_length=32",
           "--extra_flags=--eval_batch_size=5 --save_checkpoints_steps=100"]
-  log = run_tool("sweep.py", args).output
+  log = run_tool("paper/sweep.py", args).output
   assert "Plan: 2 runs, 2 to run, 0 already done" in log
   assert "2/2 runs" in log and "remaining" in log
   run_dirs = sorted(str(p.parent) for p in out.glob("sst-2/bs4_lr*_ep1/seed*/eval_results.json"))
@@ -560,12 +636,12 @@ def test_real_sweep_is_resumable(tmp_path, tiny_model, vocab_file):
   assert len(list(csv.DictReader(open(out / "results.csv")))) == 2  # 1 setting x (acc, score)
 
   mtimes = {d: os.stat(logs[d]).st_mtime_ns for d in run_dirs}
-  log = run_tool("sweep.py", args).output
+  log = run_tool("paper/sweep.py", args).output
   assert "Plan: 2 runs, 0 to run, 2 already done" in log
   assert {d: os.stat(logs[d]).st_mtime_ns for d in run_dirs} == mtimes
 
   os.remove(os.path.join(run_dirs[0], "eval_results.json"))
-  log = run_tool("sweep.py", args).output
+  log = run_tool("paper/sweep.py", args).output
   assert "Plan: 2 runs, 1 to run, 1 already done" in log
   assert "1/1 runs" in log and "sst-2/bs4_lr0.001_ep1/seed1: done" in log
   changed = [d for d in run_dirs if os.stat(logs[d]).st_mtime_ns != mtimes[d]]

@@ -1,4 +1,5 @@
-"""The library and the serving path on the newest TensorFlow (issue: "Which TensorFlow").
+"""The library and the serving path on the newest TensorFlow (docs/compatibility.md, "Which
+TensorFlow").
 
 These tests run in both environments:
 - TF 2.15 (`.venv`): the Estimator is there and the scripts do not refuse to run.
@@ -20,7 +21,7 @@ import tensorflow as tf
 
 from conftest import REPO_DIR, last_error_line, run_tool, tool_env
 import convert_hf_checkpoint
-import estimator_utils
+from realformer_tf import estimator_utils
 import numpy_bert
 
 TF215_PYTHON_ENV = "REALFORMER_TF215_PYTHON"
@@ -49,6 +50,26 @@ inputs = preprocessor(sentences)
 outputs = encoder(inputs)
 np.savez(out_file, ids=inputs["input_word_ids"].numpy(),
          pooled=outputs["pooled_output"].numpy(), sequence=outputs["sequence_output"].numpy())
+"""
+
+
+# Run by both interpreters: run_classifier's export's answers to SENTENCES (raw text) and to
+# fixed int32 features (serving_ids) as an .npz.
+CLASSIFIER_ANSWER_SCRIPT = r"""
+import sys
+import numpy as np
+import tensorflow as tf
+import tensorflow_text  # registers the raw-text signatures' ops
+export_dir, out_file = sys.argv[1], sys.argv[2]
+model = tf.saved_model.load(export_dir)
+text = model.signatures["serving_default"](sentence=tf.constant(sys.argv[3:]))
+ids = np.array([[101, 2009, 2001, 1037, 2204, 3185, 1012, 102] + [0] * 8] * 2, np.int32)
+mask = (ids > 0).astype(np.int32)
+by_ids = model.signatures["serving_ids"](input_ids=tf.constant(ids), input_mask=tf.constant(mask),
+                                         segment_ids=tf.constant(0 * ids))
+np.savez(out_file, probabilities=text["probabilities"].numpy(),
+         names=text["predicted_label_name"].numpy().astype(str),
+         ids_probabilities=by_ids["probabilities"].numpy())
 """
 
 
@@ -174,3 +195,33 @@ def test_saved_models_exported_on_tf215_answer_identically(model, tmp_path, voca
   out = tmp_path / "newest_export.npz"
   _run(sys.executable, "-c", [ANSWER_SCRIPT, str(export_new), str(out)] + SENTENCES)
   np.testing.assert_allclose(np.load(str(out))["sequence"], old["sequence"], atol=1e-5)
+
+
+def test_classifier_exported_by_run_classifier_on_tf215_answers_identically(model, tmp_path,
+                                                                            vocab_file):
+  """run_classifier.py --export_dir (TF 2.15, the Estimator) loads on the newest TF and answers
+  raw text and serving_ids as on TF 2.15, to 1e-5."""
+  python215 = _tf215_python()
+  rng = np.random.RandomState(3)
+  params = numpy_bert.random_params(CONFIG, seed=7)
+  params["output_weights"] = rng.normal(0, 0.5, [2, CONFIG["hidden_size"]]).astype(np.float32)
+  params["output_bias"] = rng.normal(0, 0.1, [2]).astype(np.float32)
+  checkpoint = str(tmp_path / "classifier" / "model.ckpt")
+  convert_hf_checkpoint.write_tf_checkpoint(params, checkpoint)
+  export_dir = tmp_path / "export"
+  _run(python215, "run_classifier.py",
+       ["--task_name=sst-2", "--vocab_file=%s" % vocab_file,
+        "--bert_config_file=%s" % (model / "bert_config.json"),
+        "--init_checkpoint=%s" % checkpoint, "--output_dir=%s" % (tmp_path / "out"),
+        "--max_seq_length=16", "--export_dir=%s" % export_dir])
+  answers = {}
+  for name, python in (("tf215", python215), ("newest", sys.executable)):
+    out = tmp_path / ("%s_classifier.npz" % name)
+    _run(python, "-c", [CLASSIFIER_ANSWER_SCRIPT, str(export_dir), str(out)] + SENTENCES)
+    answers[name] = np.load(str(out))
+  old, new = answers["tf215"], answers["newest"]
+  assert old["probabilities"].shape == (len(SENTENCES), 2)
+  np.testing.assert_allclose(old["probabilities"], new["probabilities"], atol=1e-5)
+  np.testing.assert_allclose(old["ids_probabilities"], new["ids_probabilities"], atol=1e-5)
+  assert old["names"].tolist() == new["names"].tolist()
+  assert set(new["names"].tolist()) <= {"0", "1"}

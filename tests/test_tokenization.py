@@ -16,7 +16,7 @@ import unicodedata
 
 import pytest
 
-import common
+from realformer_tf import common
 import tokenization
 from conftest import shared_path
 

@@ -6,7 +6,7 @@ import json
 import numpy as np
 import tensorflow as tf
 
-import training_eval
+from realformer_tf import training_eval
 
 tf1 = tf.compat.v1
 

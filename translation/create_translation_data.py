@@ -2,7 +2,8 @@
 """Writes translation TFRecords from line-aligned parallel text (the ids of docs/NMT_MODEL.md).
 
 Line i of --source_file is the translation of line i of --target_file (plain or gzip text, read
-transparently). Each pair becomes one tf.train.Example with two variable-length int64 features:
+transparently). Each pair becomes one tf.train.Example with two variable-length int64 features
+(the records of translation/translation_records.py):
 
   source_ids   SentencePiece pieces of the source line + eos (3)
   target_ids   SentencePiece pieces of the target line + eos (3)
@@ -10,8 +11,9 @@ transparently). Each pair becomes one tf.train.Example with two variable-length 
 No padding and no bos: translation_input.py adds the decoder input (bos + pieces), pads and
 batches. The SentencePiece model (--spm_model) must have pad=0, unk=1, bos=2, eos=3; when it does
 not exist and --train_spm_vocab_size=N is given, a joint model of N pieces is trained on the
-source and target text first (build_vocab.build_sentencepiece with the "nmt" id layout: case
-preserved, one thread, deterministic) and written to --spm_model, so a rerun reuses it.
+source and target text first (realformer_tf.vocab_building.build_sentencepiece with the "nmt" id
+layout: case preserved, one thread, deterministic) and written to --spm_model, so a rerun reuses
+it.
 
   python -m translation.create_translation_data \\
       --source_file=../shared/data/nmt/multi30k/train.en.gz \\
@@ -55,19 +57,12 @@ from absl import flags
 from absl import logging
 import tensorflow as tf
 
-import build_vocab
-import common
-import text_input
+from realformer_tf import common
+from realformer_tf import vocab_building
+from realformer_tf import text_input
+from translation import translation_records
 
 FLAGS = flags.FLAGS
-
-# The ids of docs/NMT_MODEL.md.
-PAD_ID = 0
-UNK_ID = 1
-BOS_ID = 2
-EOS_ID = 3
-FEATURE_NAMES = ("source_ids", "target_ids")
-DEFAULT_MAX_LENGTH = 128
 
 # Counters of the summary (all ints; see the module docstring).
 _SUMMARY_INT_KEYS = (
@@ -92,8 +87,9 @@ def define_flags():
   flags.DEFINE_enum("spm_algorithm", "unigram", ["unigram", "bpe"],
                     "SentencePiece model type when training one.")
   flags.DEFINE_string("output_file", None, "TFRecord file to write.")
-  flags.DEFINE_integer("max_length", DEFAULT_MAX_LENGTH, "Longest source or target in ids "
-                       "(pieces + eos); longer pairs are skipped and counted.")
+  flags.DEFINE_integer("max_length", translation_records.DEFAULT_MAX_LENGTH,
+                       "Longest source or target in ids (pieces + eos); longer pairs are "
+                       "skipped and counted.")
   flags.DEFINE_bool("allow_unequal_lines", False,
                     "When the two files have different line counts, keep the pairs of the "
                     "common prefix (counted in the summary) instead of failing: only for files "
@@ -103,52 +99,6 @@ def define_flags():
                     "--nostrict means --allow_unequal_lines.")
   # --max_bad_fraction, --max_line_chars: the shared input policy.
   text_input.define_input_flags()
-
-
-def load_spm(path, flag_name="spm_model"):
-  """Loads a SentencePiece model and checks it has the translation ids (pad 0, unk 1, bos 2, eos 3).
-
-  Args:
-    path: the .model file (any tf.io.gfile path).
-    flag_name: the flag that named it, for messages.
-
-  Returns:
-    sentencepiece.SentencePieceProcessor. Fails with one line when the file is missing, is not
-    a SentencePiece model, or has other special ids.
-  """
-  import sentencepiece as spm  # pylint: disable=g-import-not-at-top
-  common.require_file(path, flag_name)
-  with tf.io.gfile.GFile(path, "rb") as f:
-    proto = f.read()
-  sp = spm.SentencePieceProcessor()
-  try:
-    sp.LoadFromSerializedProto(proto)
-  except (RuntimeError, OSError, TypeError) as e:
-    message = (str(e).strip().splitlines() or [repr(e)])[-1]
-    common.fail("--%s=%s: not a SentencePiece model (%s)" % (flag_name, path, message))
-  ids = {"pad": sp.pad_id(), "unk": sp.unk_id(), "bos": sp.bos_id(), "eos": sp.eos_id()}
-  want = {"pad": PAD_ID, "unk": UNK_ID, "bos": BOS_ID, "eos": EOS_ID}
-  if ids != want:
-    common.fail("--%s=%s: special ids %s, the translation model needs %s (train one with "
-                "--train_spm_vocab_size)" % (
-                    flag_name, path, " ".join("%s=%d" % (k, ids[k]) for k in sorted(ids)),
-                    " ".join("%s=%d" % (k, want[k]) for k in sorted(want))))
-  return sp
-
-
-def encode_pair(sp, source, target):
-  """Encodes one sentence pair as the ids of the TFRecord features.
-
-  Args:
-    sp: SentencePieceProcessor from load_spm.
-    source: source sentence (str).
-    target: target sentence (str).
-
-  Returns:
-    (source_ids, target_ids): lists of int, each the pieces' ids followed by EOS_ID (no bos,
-    no padding).
-  """
-  return sp.encode(source) + [EOS_ID], sp.encode(target) + [EOS_ID]
 
 
 def _aligned_lines(reader, path):
@@ -181,7 +131,7 @@ def _aligned_lines(reader, path):
 def read_parallel(source_file, target_file, stats=None, strict=True,
                   max_line_chars=text_input.DEFAULT_MAX_LINE_CHARS,
                   max_bad_fraction=text_input.DEFAULT_MAX_BAD_FRACTION,
-                  progress_fn=None):
+                  progress_fn=None, should_stop=None):
   """Reads two line-aligned files; yields the usable pairs and counts the others.
 
   A pair is skipped (and counted in `stats`) when a side is empty (empty_source_lines,
@@ -200,11 +150,14 @@ def read_parallel(source_file, target_file, stats=None, strict=True,
     max_line_chars: longer lines are skipped (TextReader cuts them).
     max_bad_fraction: a file with a larger share of undecodable bytes is an error.
     progress_fn: called now and then with the MB of --source_file read so far.
+    should_stop: function() -> bool polled at every line read (skipped ones too); True raises
+      Stopped.
 
   Yields:
     (line_number, source, target): 0-based line number and the stripped sentences.
   """
   stats = collections.Counter() if stats is None else stats
+  should_stop = should_stop or (lambda: False)
   readers = [text_input.TextReader(max_line_chars, max_bad_fraction, flag_name=name)
              for name in ("source_file", "target_file")]
   sources = _aligned_lines(readers[0], source_file)
@@ -212,6 +165,8 @@ def read_parallel(source_file, target_file, stats=None, strict=True,
   done = object()
   number = 0
   while True:
+    if should_stop():
+      raise Stopped()
     source, target = next(sources, done), next(targets, done)
     if source is done or target is done:
       break
@@ -230,8 +185,8 @@ def read_parallel(source_file, target_file, stats=None, strict=True,
       continue
     yield number - 1, source, target
   # The longer file is read to its end: both counts are reported.
-  extra_source = (source is not done) + sum(1 for _ in sources)
-  extra_target = (target is not done) + sum(1 for _ in targets)
+  extra_source = (source is not done) + _count_lines(sources, should_stop)
+  extra_target = (target is not done) + _count_lines(targets, should_stop)
   stats["extra_source_lines"] += extra_source
   stats["extra_target_lines"] += extra_target
   stats["source_lines"] += number + extra_source
@@ -248,43 +203,13 @@ def read_parallel(source_file, target_file, stats=None, strict=True,
                                            number + extra_source, number))
 
 
-def translation_example(source_ids, target_ids):
-  """One serialized tf.train.Example with the int64 features source_ids and target_ids."""
-  feature = {
-      "source_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=source_ids)),
-      "target_ids": tf.train.Feature(int64_list=tf.train.Int64List(value=target_ids)),
-  }
-  return tf.train.Example(
-      features=tf.train.Features(feature=feature)).SerializeToString()
-
-
-def write_translation_tfrecord(examples, output_file):
-  """Writes (source_ids, target_ids) pairs to one TFRecord file, atomically.
-
-  The file is written under common.temp_path(output_file) and renamed when every example is
-  written; an exception (or a stop) removes the temporary and leaves output_file as it was.
-
-  Args:
-    examples: iterable of (source_ids, target_ids) int lists (see encode_pair).
-    output_file: the TFRecord path.
-
-  Returns:
-    The number of examples written.
-  """
-  parent = os.path.dirname(output_file)
-  if parent:
-    tf.io.gfile.makedirs(parent)
-  tmp_path = common.temp_path(output_file)
+def _count_lines(lines, should_stop):
+  """The number of lines left in `lines`, polling should_stop at each (True raises Stopped)."""
   count = 0
-  try:
-    with tf.io.TFRecordWriter(tmp_path) as writer:
-      for source_ids, target_ids in examples:
-        writer.write(translation_example(source_ids, target_ids))
-        count += 1
-    tf.io.gfile.rename(tmp_path, output_file, overwrite=True)
-  finally:
-    if tf.io.gfile.exists(tmp_path):
-      tf.io.gfile.remove(tmp_path)
+  for _ in lines:
+    if should_stop():
+      raise Stopped()
+    count += 1
   return count
 
 
@@ -293,8 +218,8 @@ class Stopped(Exception):
 
 
 def create_translation_data(source_file, target_file, sp, output_file,
-                            max_length=DEFAULT_MAX_LENGTH, strict=True, summary_path=None,
-                            max_line_chars=text_input.DEFAULT_MAX_LINE_CHARS,
+                            max_length=translation_records.DEFAULT_MAX_LENGTH, strict=True,
+                            summary_path=None, max_line_chars=text_input.DEFAULT_MAX_LINE_CHARS,
                             max_bad_fraction=text_input.DEFAULT_MAX_BAD_FRACTION,
                             extra_settings=None, log_fn=None, stop_signals=None):
   """Reads, encodes, filters and writes the pairs; returns (and writes) the summary.
@@ -302,7 +227,7 @@ def create_translation_data(source_file, target_file, sp, output_file,
   Args:
     source_file: source text (plain or gzip).
     target_file: target text, line-aligned.
-    sp: SentencePieceProcessor from load_spm.
+    sp: SentencePieceProcessor from translation_records.load_spm.
     output_file: the TFRecord to write.
     max_length: longest source / target in ids (pieces + eos); longer pairs are skipped.
     strict: fail on different line counts (see read_parallel); False keeps the common
@@ -312,14 +237,15 @@ def create_translation_data(source_file, target_file, sp, output_file,
     max_bad_fraction: a file with a larger share of undecodable bytes is an error.
     extra_settings: dict of more settings to record in the summary.
     log_fn: function(str) for progress lines (default: absl logging).
-    stop_signals: common.StopSignals polled between pairs (None: not polled); a stop raises
-      Stopped before anything is renamed into place.
+    stop_signals: common.StopSignals polled at every line pair read (None: not polled); a
+      stop raises Stopped before anything is renamed into place.
 
   Returns:
     The summary dict (the counters of _SUMMARY_INT_KEYS, line_count_mismatch, files,
     settings).
   """
   log_fn = log_fn or logging.info
+  should_stop = (lambda: stop_signals.stopped) if stop_signals is not None else (lambda: False)
   stats = collections.Counter()
   size_mb = tf.io.gfile.stat(source_file).length / 1e6
   meter = common.ProgressMeter(size_mb, unit="MB", log_fn=log_fn)
@@ -329,10 +255,8 @@ def create_translation_data(source_file, target_file, sp, output_file,
   def encoded():
     for _, source, target in read_parallel(source_file, target_file, stats, strict,
                                            max_line_chars, max_bad_fraction,
-                                           progress_fn=meter.update):
-      if stop_signals is not None and stop_signals.stopped:
-        raise Stopped()
-      source_ids, target_ids = encode_pair(sp, source, target)
+                                           progress_fn=meter.update, should_stop=should_stop):
+      source_ids, target_ids = translation_records.encode_pair(sp, source, target)
       if len(source_ids) > max_length or len(target_ids) > max_length:
         stats["over_long_pairs"] += 1
         continue
@@ -341,11 +265,11 @@ def create_translation_data(source_file, target_file, sp, output_file,
       stats["target_tokens"] += len(target_ids)
       stats["max_source_length"] = max(stats["max_source_length"], len(source_ids))
       stats["max_target_length"] = max(stats["max_target_length"], len(target_ids))
-      stats["source_unk_pieces"] += source_ids.count(UNK_ID)
-      stats["target_unk_pieces"] += target_ids.count(UNK_ID)
+      stats["source_unk_pieces"] += source_ids.count(translation_records.UNK_ID)
+      stats["target_unk_pieces"] += target_ids.count(translation_records.UNK_ID)
       yield source_ids, target_ids
 
-  written = write_translation_tfrecord(encoded(), output_file)
+  written = translation_records.write_translation_tfrecord(encoded(), output_file)
   assert written == stats["instances"]
   meter.update(size_mb, force=True)
   summary = {k: int(stats[k]) for k in _SUMMARY_INT_KEYS}
@@ -396,7 +320,7 @@ def _check_flags():
   if 0 < FLAGS.train_spm_vocab_size < 5:
     common.fail("--train_spm_vocab_size=%d: must be > 4 (pad, unk, bos, eos and pieces)" %
                 FLAGS.train_spm_vocab_size)
-  text_input.validate_input_flags()
+  text_input.validate_input_flags(FLAGS.max_bad_fraction, FLAGS.max_line_chars)
 
 
 def _same_file(path_a, path_b):
@@ -427,7 +351,7 @@ def _spm_model(input_files, log_fn):
   path = FLAGS.spm_model
   size = FLAGS.train_spm_vocab_size
   if tf.io.gfile.exists(path):
-    sp = load_spm(path)
+    sp = translation_records.load_spm(path)
     if size and sp.get_piece_size() != size:
       common.fail("--spm_model=%s: exists with %d pieces but --train_spm_vocab_size=%d; remove "
                   "it to train a new one or leave out --train_spm_vocab_size" % (
@@ -441,12 +365,12 @@ def _spm_model(input_files, log_fn):
   common.remove_stale_temps(path)
   if os.path.dirname(path):
     tf.io.gfile.makedirs(os.path.dirname(path))
-  build_vocab.build_sentencepiece(
+  vocab_building.build_sentencepiece(
       input_files, size, path, do_lower_case=False, algorithm=FLAGS.spm_algorithm,
       log_fn=log_fn, max_line_chars=FLAGS.max_line_chars,
       max_bad_fraction=FLAGS.max_bad_fraction, id_layout="nmt",
       flag_name="train_spm_vocab_size")
-  return load_spm(path)
+  return translation_records.load_spm(path)
 
 
 def main(_):

@@ -1,8 +1,9 @@
 # coding=utf-8
 """The translation model's decoding graph and checkpoint checks (library, no flags parsed here).
 
-Shared by run_translation.py (--do_predict, --do_eval, --export_dir) and export_translation.py
-(the raw-text SavedModel runs the very graph code of the Estimator's PREDICT mode):
+Shared by run_translation.py (--do_predict, --do_eval, --export_dir) and the raw-text SavedModel
+of translation_serving.py (export_translation.py; it runs the very graph code of the Estimator's
+PREDICT mode):
 translate_graph (beam / greedy search over nmt_modeling's cached decoder), encode_sources (the
 source ids and how an over-long source is cut), model_variable_specs / check_checkpoint (a
 checkpoint of another model is one line before any work), define_decoding_flags.
@@ -15,8 +16,8 @@ from __future__ import print_function
 from absl import flags
 import tensorflow as tf
 
-import common
-import export_utils
+from realformer_tf import common
+from realformer_tf import export_utils
 from translation import beam_search
 from translation import nmt_modeling
 
@@ -49,7 +50,7 @@ def check_checkpoint(specs, checkpoint, flag_name="checkpoint", extra_names=()):
   """One line naming the first variable the checkpoint lacks or holds with another shape.
 
   Shared by run_translation.py (--do_eval / --do_predict / --export_dir) and
-  export_translation.py: a checkpoint of another model (a BERT one, another config) is refused
+  translation_serving.export: a checkpoint of another model (a BERT one, another config) is refused
   before any work, not with a NotFoundError traceback from the restore.
 
   Args:
@@ -110,11 +111,11 @@ def translate_graph(config, source_ids, beam_size, length_penalty, max_decode_le
 def encode_sources(sp, lines, max_source_length=0):
   """The model's source ids of each line: its pieces + eos, cut to `max_source_length` ids.
 
-  A longer source keeps its first max_source_length - 1 pieces and eos (export_translation's
-  `translate` signature cuts the same way).
+  A longer source keeps its first max_source_length - 1 pieces and eos (the `translate`
+  signature of translation_serving's SavedModel cuts the same way).
 
   Args:
-    sp: SentencePieceProcessor (create_translation_data.load_spm).
+    sp: SentencePieceProcessor (translation_records.load_spm).
     lines: source sentences (str).
     max_source_length: the most ids per source (pieces + eos); 0 or None: no limit.
 

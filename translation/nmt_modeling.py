@@ -35,6 +35,16 @@ BOS_ID = 2
 EOS_ID = 3
 
 LAYER_NORM_TYPES = ("post", "pre", "admin")
+# The encoder-decoders of the paper's Table 7: name -> (label, layer_norm_type,
+# residual_attention). paper.reproduce_table7 trains them, bench/bench_translation_step times
+# them.
+TABLE7_VARIANTS = collections.OrderedDict([
+    ("admin", ("ADMIN", "admin", "none")),
+    ("realformer_mean", ("RealFormer (mean)", "admin", "mean")),
+    ("realformer_sum", ("RealFormer (sum)", "admin", "sum")),
+    ("pre_ln", ("Pre-LN", "pre", "none")),
+    ("post_ln", ("Post-LN", "post", "none")),
+])
 PROFILE_FORMAT = "realformer-admin-profile"
 # The config fields an ADMIN profile depends on: a profile made for other values is refused.
 PROFILE_CONFIG_FIELDS = ("vocab_size", "hidden_size", "num_encoder_layers", "num_decoder_layers",

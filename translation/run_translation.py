@@ -39,17 +39,17 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-import checkpoint_utils
-import common
-import estimator_utils
-import export_utils
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import export_utils
 import optimization
-from translation import create_translation_data
 from translation import decoding
-from translation import export_translation
 from translation import nmt_modeling
 from translation import translation_input
 from translation import translation_metrics
+from translation import translation_records
+from translation import translation_serving
 
 tf1 = tf.compat.v1
 FLAGS = flags.FLAGS
@@ -58,6 +58,8 @@ CONFIG_NAME = decoding.CONFIG_NAME  # nmt_config.json
 PROFILE_NAME = "admin_profile.json"
 SUMMARY_NAME = "train_summary.json"
 BLEU_NAME = "bleu.json"
+# An --init_checkpoint initialises the whole encoder-decoder (e.g. an averaged checkpoint).
+ENCODER_SCOPES = checkpoint_utils.ENCODER_SCOPES["translation"]
 TRANSLATIONS_NAME = "translations.txt"
 # Decoding cuts longer sources (--max_source_length): twice training's default --max_length.
 DEFAULT_MAX_SOURCE_LENGTH = decoding.DEFAULT_MAX_SOURCE_LENGTH
@@ -169,17 +171,20 @@ def load_nmt_config(output_dir, config_file, overrides):
 
 
 # ----------------------------------------------------------------------------- checkpoints
-def check_init_checkpoint(config, init_checkpoint):
+def check_init_checkpoint(config, init_checkpoint, allow_unmatched=False):
   """Before any work: one line when --init_checkpoint cannot initialise the model.
 
   The checks of estimator_utils.init_checkpoint_scaffold_fn (the one model_fn runs), on the
-  model built in a scratch graph: shapes and dtypes, and a checkpoint supplying none of the
-  model's variables (another model's, e.g. a BERT checkpoint) unless --allow_unmatched_init.
+  model built in a scratch graph: shapes and dtypes, and a checkpoint lacking any of the
+  encoder-decoder's variables (another model's, e.g. a BERT checkpoint, or another config's)
+  unless allow_unmatched (--allow_unmatched_init).
   """
   with tf.Graph().as_default():
     ids = tf1.placeholder(tf.int32, [None, None])
     nmt_modeling.NmtModel(config, True, ids, ids)
-    estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu=False)
+    estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu=False,
+                                                encoder_scopes=ENCODER_SCOPES,
+                                                allow_unmatched=allow_unmatched)
 
 
 # ----------------------------------------------------------------------------- model_fn
@@ -187,7 +192,8 @@ def model_fn_builder(config, init_checkpoint=None, admin_profile=None, learning_
                      num_train_steps=None, num_warmup_steps=0, lr_schedule="linear",
                      label_smoothing=0.1, gradient_accumulation_steps=1, clip_norm=0.0,
                      adam_beta2=0.98, adam_epsilon=1e-8, weight_decay=0.0, use_tpu=False,
-                     beam_size=4, length_penalty=0.6, max_decode_length=128):
+                     beam_size=4, length_penalty=0.6, max_decode_length=128,
+                     allow_unmatched_init=False):
   """The model_fn for (TPU)Estimator: TRAIN, EVAL (loss, perplexity) and PREDICT (beam search).
 
   Features: "source_ids" int32 [batch, src]; TRAIN / EVAL also "target_input_ids" and
@@ -204,13 +210,17 @@ def model_fn_builder(config, init_checkpoint=None, admin_profile=None, learning_
       predictions = translate_graph(config, source_ids, beam_size, length_penalty,
                                     max_decode_length)
       predictions["example_index"] = features["example_index"]
-      scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
+      scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+          init_checkpoint, use_tpu, encoder_scopes=ENCODER_SCOPES,
+          allow_unmatched=allow_unmatched_init)
       return tf1.estimator.tpu.TPUEstimatorSpec(mode=mode, predictions=predictions,
                                                 scaffold_fn=scaffold_fn)
     is_training = mode == tf1.estimator.ModeKeys.TRAIN
     model = nmt_modeling.NmtModel(config, is_training, source_ids,
                                   features["target_input_ids"], admin_profile=admin_profile)
-    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(init_checkpoint, use_tpu)
+    scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
+        init_checkpoint, use_tpu, encoder_scopes=ENCODER_SCOPES,
+        allow_unmatched=allow_unmatched_init)
     loss, nll_sum, num_tokens = nmt_modeling.label_smoothed_loss(
         model.logits, features["target_ids"], label_smoothing if is_training else 0.0)
     if is_training:
@@ -359,6 +369,7 @@ def train(config, train_files, resume_step):
     f.write(config.to_json_string())
   model_fn = model_fn_builder(
       config, init_checkpoint=FLAGS.init_checkpoint, admin_profile=admin_profile,
+      allow_unmatched_init=FLAGS.allow_unmatched_init,
       learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=FLAGS.warmup_steps, lr_schedule=FLAGS.lr_schedule,
       label_smoothing=FLAGS.label_smoothing,
@@ -620,7 +631,8 @@ def resolve_checkpoint_flag(config):
                   "--checkpoint" % (FLAGS.export_dir, ", ".join(
                       "--%s=%s" % (name, path) for name, path in sources if path)))
     found = checkpoint_utils.require_trained_weights(
-        " and ".join(_weights_actions()), sources, give_flag="checkpoint")
+        " and ".join(_weights_actions()), sources, allow_random_eval=FLAGS.allow_random_eval,
+        give_flag="checkpoint")
     if found is None:
       return None
     flag_name, path = found
@@ -685,19 +697,28 @@ def main(_):
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
   common.check_output_dir(FLAGS.output_dir)
+  # Every job takes the lock, evaluation-only ones too, before the directory's config or
+  # checkpoint is read: beside a running training job an evaluation would score (and write
+  # results for) whichever checkpoint happens to be the latest.
+  with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+    _checked_run()
+
+
+def _checked_run():
+  """main's checks of the inputs and the directory (under its lock), then the job."""
   config = load_nmt_config(FLAGS.output_dir, FLAGS.config_file,
                            {"residual_attention": FLAGS.residual_attention,
                             "layer_norm_type": FLAGS.layer_norm_type})
   sp = None
   if FLAGS.spm_model:
-    sp = create_translation_data.load_spm(FLAGS.spm_model)
+    sp = translation_records.load_spm(FLAGS.spm_model)
     if sp.GetPieceSize() != config.vocab_size:
       common.fail("--spm_model=%s: %d pieces, the model's vocab_size is %d" % (
           FLAGS.spm_model, sp.GetPieceSize(), config.vocab_size))
   if FLAGS.init_checkpoint and not tf1.train.checkpoint_exists(FLAGS.init_checkpoint):
     common.fail("--init_checkpoint=%s: no checkpoint there" % FLAGS.init_checkpoint)
   if FLAGS.do_train and FLAGS.init_checkpoint:
-    check_init_checkpoint(config, FLAGS.init_checkpoint)
+    check_init_checkpoint(config, FLAGS.init_checkpoint, FLAGS.allow_unmatched_init)
   # Which weights evaluation, decoding and export read: none, or another model's, stops here.
   checkpoint = None
   if _weights_actions():
@@ -720,10 +741,7 @@ def main(_):
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
                             [FLAGS.output_dir])
   common.STOP_SIGNALS.install()
-  # Every job takes the lock, evaluation-only ones too: beside a running training job an
-  # evaluation would score (and write results for) whichever checkpoint happens to be the latest.
-  with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
-    _run(config, sp, train_files, dev_files, checkpoint)
+  _run(config, sp, train_files, dev_files, checkpoint)
 
 
 def _run(config, sp, train_files, dev_files, checkpoint):
@@ -746,11 +764,11 @@ def _run(config, sp, train_files, dev_files, checkpoint):
   for write in final:
     write()
   if FLAGS.export_dir:
-    export_translation.export(config, checkpoint, FLAGS.spm_model, FLAGS.export_dir,
-                              beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
-                              max_decode_length=FLAGS.max_decode_length,
-                              max_source_length=FLAGS.max_source_length,
-                              overwrite=FLAGS.overwrite, protected_paths=[FLAGS.output_dir])
+    translation_serving.export(config, checkpoint, FLAGS.spm_model, FLAGS.export_dir,
+                               beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
+                               max_decode_length=FLAGS.max_decode_length,
+                               max_source_length=FLAGS.max_source_length,
+                               overwrite=FLAGS.overwrite, protected_paths=[FLAGS.output_dir])
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from __future__ import print_function
 
 import tensorflow as tf
 
-import common
+from realformer_tf import common
 
 tf1 = tf.compat.v1
 

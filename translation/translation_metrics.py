@@ -28,7 +28,7 @@ from __future__ import print_function
 
 import re
 
-import common
+from realformer_tf import common
 
 # perl -ple 's{(\S)-(\S)}{$1 ##AT##-##AT## $2}g' (non-overlapping, left to right, as in perl).
 _COMPOUND = re.compile(r"(\S)-(\S)")

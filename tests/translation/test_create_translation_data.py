@@ -1,4 +1,5 @@
-"""Tests for create_translation_data.py and translation_input.py (TFRecords -> token batches)."""
+"""Tests for create_translation_data.py, translation_records.py and translation_input.py
+(TFRecords -> token batches)."""
 
 import collections
 import gzip
@@ -11,11 +12,12 @@ import pytest
 import tensorflow as tf
 
 from conftest import last_error_line, run_tool, shared_path
-import build_vocab
-import common
+from realformer_tf import common
 import create_pretraining_data
+from realformer_tf import vocab_building
 from translation import create_translation_data as ctd
 from translation import translation_input
+from translation import translation_records
 
 WORDS_SRC = ["A", "man", "dog", "runs", "in", "the", "park", "Two", "women", "sit", "on", "a",
              "bench", "."]
@@ -44,37 +46,65 @@ def spm_model(tmp_path_factory):
   src = _write_lines(str(directory / "train.en"), _sentences(WORDS_SRC, 300, 1))
   tgt = _write_lines(str(directory / "train.de"), _sentences(WORDS_TGT, 300, 2))
   path = str(directory / "joint.model")
-  build_vocab.build_sentencepiece([src, tgt], 60, path, do_lower_case=False, id_layout="nmt",
+  vocab_building.build_sentencepiece([src, tgt], 60, path, do_lower_case=False, id_layout="nmt",
                                   log_fn=lambda s: None)
   return path
 
 
 def test_load_spm_checks_the_translation_ids(spm_model, tmp_path):
-  sp = ctd.load_spm(spm_model)
+  sp = translation_records.load_spm(spm_model)
   assert [sp.pad_id(), sp.unk_id(), sp.bos_id(), sp.eos_id()] == [0, 1, 2, 3]
   assert [sp.id_to_piece(i) for i in range(4)] == ["<pad>", "<unk>", "<s>", "</s>"]
   # A BERT-layout model ([PAD]=0 [UNK]=1, no bos/eos) is refused with one line.
   src = _write_lines(str(tmp_path / "t.txt"), _sentences(WORDS_SRC, 200, 3))
   bert_model = str(tmp_path / "bert.model")
-  build_vocab.build_sentencepiece([src], 36, bert_model, do_lower_case=False,
+  vocab_building.build_sentencepiece([src], 36, bert_model, do_lower_case=False,
                                   log_fn=lambda s: None)
   with pytest.raises(common.UsageError, match=r"special ids bos=-1 eos=-1 pad=0 unk=1, the "
                      r"translation model needs bos=2 eos=3 pad=0 unk=1"):
-    ctd.load_spm(bert_model)
+    translation_records.load_spm(bert_model)
   with pytest.raises(common.UsageError, match="not a SentencePiece model"):
-    ctd.load_spm(src)
+    translation_records.load_spm(src)
   with pytest.raises(common.UsageError, match="file does not exist"):
-    ctd.load_spm(str(tmp_path / "missing.model"))
+    translation_records.load_spm(str(tmp_path / "missing.model"))
 
 
 def test_encode_pair_appends_eos_and_keeps_case(spm_model):
-  sp = ctd.load_spm(spm_model)
-  source_ids, target_ids = ctd.encode_pair(sp, "Two women sit", "Zwei Frauen sitzen")
+  sp = translation_records.load_spm(spm_model)
+  source_ids, target_ids = translation_records.encode_pair(sp, "Two women sit",
+                                                           "Zwei Frauen sitzen")
   assert source_ids == sp.encode("Two women sit") + [3]
   assert target_ids == sp.encode("Zwei Frauen sitzen") + [3]
   assert sp.decode(source_ids[:-1]) == "Two women sit"
   assert sp.decode(target_ids[:-1]) == "Zwei Frauen sitzen"
-  assert ctd.UNK_ID not in source_ids + target_ids and ctd.PAD_ID not in source_ids
+  assert translation_records.UNK_ID not in source_ids + target_ids
+  assert translation_records.PAD_ID not in source_ids
+
+
+def test_read_parallel_polls_the_stop_at_every_line_pair(tmp_path):
+  # Skipped pairs (empty lines) and the extra lines of a longer file are polled too: a file of
+  # empty lines used to be read to its end after SIGTERM.
+  src = _write_lines(str(tmp_path / "s.txt"), [""] * 300 + ["a b"])
+  tgt = _write_lines(str(tmp_path / "t.txt"), ["A B"] * 301 + ["C D"] * 300)
+
+  def stop_after(polls):
+    calls = []
+
+    def should_stop():
+      calls.append(1)
+      return len(calls) > polls
+    return should_stop, calls
+
+  for polls in (10, 400):  # among the empty pairs; among the target's extra lines
+    should_stop, calls = stop_after(polls)
+    with pytest.raises(ctd.Stopped):
+      list(ctd.read_parallel(src, tgt, strict=False, should_stop=should_stop))
+    assert len(calls) == polls + 1
+  should_stop, calls = stop_after(10 ** 6)
+  stats = collections.Counter()
+  assert len(list(ctd.read_parallel(src, tgt, stats, strict=False,
+                                    should_stop=should_stop))) == 1
+  assert stats["extra_target_lines"] == 300 and stats["empty_pairs"] == 300
 
 
 def test_read_parallel_counts_empty_and_extra_lines(tmp_path):
@@ -92,7 +122,7 @@ def test_read_parallel_counts_empty_and_extra_lines(tmp_path):
   stats = collections.Counter()
   assert len(list(ctd.read_parallel(tgt, src, stats, strict=False))) == 3
   assert stats["extra_target_lines"] == 1 and stats["target_lines"] == 6
-  # Misaligned files are an error by default (issue 25.11: one deleted line shifts every pair).
+  # Misaligned files are an error by default (one deleted line shifts every pair).
   with pytest.raises(common.UsageError, match=r"^--target_file=.*t\.gz: has 5 lines but "
                      r"--source_file=.*s\.txt has 6: the files are not line-aligned"):
     list(ctd.read_parallel(src, tgt))
@@ -115,9 +145,10 @@ def test_cut_lines_stay_aligned(tmp_path, read_block):
 
 
 def test_create_translation_data_writes_and_counts(spm_model, tmp_path):
-  sp = ctd.load_spm(spm_model)
+  sp = translation_records.load_spm(spm_model)
   long_source = "Two women sit on a bench in the park ."
-  assert len(long_source) < 39 and len(ctd.encode_pair(sp, long_source, "")[0]) > 12
+  assert len(long_source) < 39
+  assert len(translation_records.encode_pair(sp, long_source, "")[0]) > 12
   source = ["A man runs", long_source, "", "A dog", "the park", "x" * 40]
   target = ["Ein Mann läuft", "Zwei Frauen", "Ein Hund", "", "Park", "Bank"]
   src = _write_lines(str(tmp_path / "s.en"), source)
@@ -139,8 +170,8 @@ def test_create_translation_data_writes_and_counts(spm_model, tmp_path):
   records = [tf.train.Example.FromString(r.numpy()) for r in tf.data.TFRecordDataset(out)]
   got = [(list(e.features.feature["source_ids"].int64_list.value),
           list(e.features.feature["target_ids"].int64_list.value)) for e in records]
-  assert got == [ctd.encode_pair(sp, "A man runs", "Ein Mann läuft"),
-                 ctd.encode_pair(sp, "the park", "Park")]
+  assert got == [translation_records.encode_pair(sp, "A man runs", "Ein Mann läuft"),
+                 translation_records.encode_pair(sp, "the park", "Park")]
   assert summary["source_tokens"] == sum(len(s) for s, _ in got)
   # An output that is a TFRecord is refused as text input (create_pretraining_data's check).
   with pytest.raises(common.UsageError, match="TFRecord"):
@@ -162,7 +193,7 @@ def test_create_translation_data_on_multi30k(tmp_path):
       "--source_file=" + src, "--target_file=" + tgt, "--spm_model=" + model,
       "--train_spm_vocab_size=500", "--output_file=" + out, "--allow_unequal_lines"])
   assert "Wrote 200 pairs of 200 lines" in proc.stdout
-  sp = ctd.load_spm(model)
+  sp = translation_records.load_spm(model)
   assert sp.get_piece_size() == 500
   # Case preserved: capitalised pieces exist and every sentence decodes back unchanged.
   assert any(sp.id_to_piece(i).lstrip("\u2581")[:1].isupper() for i in range(4, 500))
@@ -172,7 +203,7 @@ def test_create_translation_data_on_multi30k(tmp_path):
   for batch in examples:
     for i, index in enumerate(batch["example_index"].numpy()):
       ids = [t for t in batch["target_ids"][i].numpy().tolist() if t]
-      assert ids[-1] == ctd.EOS_ID
+      assert ids[-1] == translation_records.EOS_ID
       decoded[int(index)] = sp.decode(ids[:-1])
   assert [decoded[i] for i in range(200)] == [" ".join(l.split()) for l in lines["de"]]
   with open(create_pretraining_data.summary_path_for(out)) as f:
@@ -197,7 +228,7 @@ def _mismatched_files(tmp_path):
 
 
 def test_cli_line_count_mismatch_is_an_error_and_writes_nothing(spm_model, tmp_path):
-  """Without a flag (issue 25.11: it only warned) and with the old --strict: one line."""
+  """Misaligned files, without a flag and with the old --strict: one line."""
   src, tgt = _mismatched_files(tmp_path)
   args = ["--source_file=" + src, "--target_file=" + tgt, "--spm_model=" + spm_model,
           "--output_file=" + str(tmp_path / "o.tfrecord")]
@@ -207,7 +238,7 @@ def test_cli_line_count_mismatch_is_an_error_and_writes_nothing(spm_model, tmp_p
       "line-aligned (nothing written); pass --allow_unequal_lines to keep the pairs of the "
       "first 1 lines" % (tgt, src))
   assert sorted(os.listdir(str(tmp_path))) == ["s.txt", "t.txt"]  # nothing written
-  # The same file as source and target (issue 25.13), before anything is read.
+  # The same file as source and target, before anything is read.
   proc = run_tool("translation/create_translation_data.py",
                   args[:1] + ["--target_file=" + src] + args[2:], expect_rc=2)
   assert last_error_line(proc) == ("error: --target_file=%s: is also --source_file; give the "
@@ -254,7 +285,7 @@ def examples_file(tmp_path_factory):
     tgt = rng.randint(4, 400, rng.randint(0, 30)).tolist() + [3]
     pairs.append((src, tgt))
   path = str(tmp_path_factory.mktemp("tfrecord") / "pairs.tfrecord")
-  assert ctd.write_translation_tfrecord(pairs, path) == NUM_EXAMPLES
+  assert translation_records.write_translation_tfrecord(pairs, path) == NUM_EXAMPLES
   return path, pairs
 
 
@@ -403,6 +434,6 @@ def test_check_translation_tfrecords(examples_file, tmp_path):
   with pytest.raises(common.UsageError, match=r"holds id \d+, outside \[1, vocab_size=100\)"):
     translation_input.check_translation_tfrecords([path], vocab_size=100)
   bad = str(tmp_path / "bad.tfrecord")
-  ctd.write_translation_tfrecord([([5, 6], [7, 3])], bad)
+  translation_records.write_translation_tfrecord([([5, 6], [7, 3])], bad)
   with pytest.raises(common.UsageError, match="source_ids does not end with eos"):
     translation_input.check_translation_tfrecords([bad])

@@ -1,4 +1,5 @@
-"""export_translation.py: the raw-text translation SavedModel against run_translation's decoder.
+"""export_translation.py (translation_serving.py): the raw-text translation SavedModel against
+run_translation's decoder.
 
 A tiny model over a tiny joint SentencePiece model (trained here on 300 Multi30k lines a side)
 and a random checkpoint; the SavedModel, loaded in a fresh process, must give what
@@ -17,12 +18,12 @@ import pytest
 import tensorflow as tf
 
 from conftest import last_error_line, run_tool, shared_path
-import build_vocab
-import common
-from translation import create_translation_data
-from translation import export_translation
+from realformer_tf import common
+from realformer_tf import vocab_building
 from translation import nmt_modeling
 from translation import run_translation
+from translation import translation_records
+from translation import translation_serving
 
 tf1 = tf.compat.v1
 
@@ -106,14 +107,14 @@ def tiny_model(tmp_path_factory):
   text = work / "train.txt"
   text.write_text("\n".join(en + de) + "\n", encoding="utf-8")
   spm_model = str(work / "spm.model")
-  build_vocab.build_sentencepiece([str(text)], SPM_VOCAB_SIZE, spm_model, do_lower_case=False,
+  vocab_building.build_sentencepiece([str(text)], SPM_VOCAB_SIZE, spm_model, do_lower_case=False,
                                   log_fn=lambda s: None, id_layout="nmt")
   config = nmt_modeling.NmtConfig.from_dict(dict(TINY_NMT_CONFIG, vocab_size=SPM_VOCAB_SIZE))
   model_dir = work / "model"
   model_dir.mkdir()
   (model_dir / run_translation.CONFIG_NAME).write_text(config.to_json_string())
   prefix = write_random_nmt_checkpoint(config, str(model_dir / "model.ckpt"))
-  # The last sentence is far over MAX_SOURCE_LENGTH: the export cuts it (issue 25.7).
+  # The last sentence is far over MAX_SOURCE_LENGTH: the export cuts it.
   sentences = (_first_lines(shared_path("nmt", "multi30k", "val.en.gz"), 5) +
                _first_lines(shared_path("nmt", "multi30k", "val.de.gz"), 2) +
                ["", "Zwei Männer, 日本 und ein Hund!", " ".join(en[:40])])
@@ -122,7 +123,7 @@ def tiny_model(tmp_path_factory):
 
 def reference_translations(config, prefix, spm_model, sentences, beam_size):
   """run_translation's decoding of the sentences in one padded batch, in a Session."""
-  sp = create_translation_data.load_spm(spm_model)
+  sp = translation_records.load_spm(spm_model)
   ids, _ = run_translation.encode_sources(sp, sentences, MAX_SOURCE_LENGTH)
   width = max(len(x) for x in ids)
   padded = np.array([x + [nmt_modeling.PAD_ID] * (width - len(x)) for x in ids], np.int32)
@@ -153,7 +154,7 @@ def test_saved_model_translates_as_run_translation(tiny_model):
   # Beam 3 through export(), beam 1 through the command line (config: the nmt_config.json
   # beside the checkpoint).
   exports = {1: str(work / "export_beam1"), 3: str(work / "export_beam3")}
-  returned = export_translation.export(
+  returned = translation_serving.export(
       config, os.path.dirname(prefix), spm_model, exports[3], beam_size=3,
       length_penalty=LENGTH_PENALTY, max_decode_length=MAX_DECODE_LENGTH,
       max_source_length=MAX_SOURCE_LENGTH)
@@ -196,9 +197,9 @@ def test_saved_model_translates_as_run_translation(tiny_model):
       open(os.path.join(export, "assets", "spm.model"), "rb") as got_spm:
     assert got_spm.read() == want_spm.read()
   saved_config = nmt_modeling.NmtConfig.from_json_file(
-      os.path.join(export, export_translation.CONFIG_NAME))
+      os.path.join(export, translation_serving.CONFIG_NAME))
   assert saved_config.to_dict() == config.to_dict()
-  with open(os.path.join(export, export_translation.TRANSLATION_CONFIG_NAME)) as f:
+  with open(os.path.join(export, translation_serving.TRANSLATION_CONFIG_NAME)) as f:
     decoding = json.load(f)
   assert (decoding["beam_size"], decoding["max_decode_length"], decoding["max_source_length"]) \
       == (3, MAX_DECODE_LENGTH, MAX_SOURCE_LENGTH)
@@ -213,11 +214,11 @@ def test_saved_model_translates_as_run_translation(tiny_model):
 def test_refuses_bad_decoding_settings(tiny_model):
   config, prefix, spm_model, _, work = tiny_model
   with pytest.raises(common.UsageError, match=r"^--beam_size=0: must be an integer >= 1$"):
-    export_translation.export(config, prefix, spm_model, str(work / "z"), beam_size=0)
+    translation_serving.export(config, prefix, spm_model, str(work / "z"), beam_size=0)
   with pytest.raises(common.UsageError, match=r"^--max_decode_length=0: must be"):
-    export_translation.export(config, prefix, spm_model, str(work / "z"), max_decode_length=0)
+    translation_serving.export(config, prefix, spm_model, str(work / "z"), max_decode_length=0)
   with pytest.raises(common.UsageError, match=r"^--max_source_length=1: must be an integer >= 2"):
-    export_translation.export(config, prefix, spm_model, str(work / "z"), max_source_length=1)
+    translation_serving.export(config, prefix, spm_model, str(work / "z"), max_source_length=1)
   assert not (work / "z").exists()
 
 
@@ -227,17 +228,17 @@ def test_refuses_a_directory_that_is_not_an_export(tiny_model):
   target.mkdir()
   (target / "notes.txt").write_text("keep me")
   with pytest.raises(common.UsageError, match="was not written by this project"):
-    export_translation.export(config, prefix, spm_model, str(target), overwrite=True)
+    translation_serving.export(config, prefix, spm_model, str(target), overwrite=True)
   assert (target / "notes.txt").read_text() == "keep me"
   with pytest.raises(common.UsageError, match="would replace"):
-    export_translation.export(config, prefix, spm_model, os.path.dirname(prefix))
+    translation_serving.export(config, prefix, spm_model, os.path.dirname(prefix))
 
 
 def test_refuses_an_spm_model_of_another_vocab_size(tiny_model):
   config, prefix, spm_model, _, work = tiny_model
   other = nmt_modeling.NmtConfig.from_dict(dict(config.to_dict(), vocab_size=SPM_VOCAB_SIZE + 1))
   with pytest.raises(common.UsageError) as e:
-    export_translation.export(other, prefix, spm_model, str(work / "x"))
+    translation_serving.export(other, prefix, spm_model, str(work / "x"))
   assert str(e.value) == "--spm_model=%s: %d pieces, the model's vocab_size is %d" % (
       spm_model, SPM_VOCAB_SIZE, SPM_VOCAB_SIZE + 1)
   assert not (work / "x").exists()
@@ -247,10 +248,10 @@ def test_refuses_a_checkpoint_of_another_model(tiny_model):
   config, prefix, spm_model, _, work = tiny_model
   wider = nmt_modeling.NmtConfig.from_dict(dict(config.to_dict(), intermediate_size=48))
   with pytest.raises(common.UsageError) as e:
-    export_translation.export(wider, prefix, spm_model, str(work / "y"))
+    translation_serving.export(wider, prefix, spm_model, str(work / "y"))
   assert "variable encoder/layer_0/intermediate/dense/kernel has shape [16, 32] there but " \
          "[16, 48]" in str(e.value)
   deeper = nmt_modeling.NmtConfig.from_dict(dict(config.to_dict(), num_decoder_layers=3))
   with pytest.raises(common.UsageError, match="lacks .* decoder/layer_2/"):
-    export_translation.export(deeper, prefix, spm_model, str(work / "y"))
+    translation_serving.export(deeper, prefix, spm_model, str(work / "y"))
   assert not (work / "y").exists()

@@ -1,6 +1,7 @@
 """Tests for reproduce_table7.py: run order, done markers, plan, report, --tiny_test end to end."""
 
 import csv
+import gzip
 import json
 import os
 import re
@@ -12,9 +13,9 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR, run_tool, shared_path, start_tool
-import common
-import reproduction
-from translation import reproduce_table7 as rt7
+from realformer_tf import common
+from realformer_tf import reproduction
+from paper import reproduce_table7 as rt7
 
 MACHINE_PATH = re.compile(r"(?<![\w.:/])/(?:work|home|root|Users|tmp)/[\w.-]+")
 TARGET = 952   # steps of a fake run (7 epochs of 136 batches)
@@ -301,17 +302,44 @@ def test_plan_lines_status_and_time_left(tmp_path):
   assert empty[-1].startswith("Done: 0 of 4 runs. Estimated time left: n/a")
 
 
+def _write_multi30k(data_dir, settings):
+  """Small .gz files under the names source_files gives."""
+  os.makedirs(data_dir, exist_ok=True)
+  for pair in rt7.source_files(settings).values():
+    for path in pair:
+      with gzip.open(path, "wt") as f:
+        f.write("a line of %s\n" % os.path.basename(path))
+
+
 def test_settings_record_refuses_other_settings(tmp_path):
   out = str(tmp_path / "out")
   os.makedirs(out)
   settings = _settings(tmp_path)
+  _write_multi30k(settings.data_dir, settings)
   rt7.check_record(out, settings, write=True)
   record = json.load(open(os.path.join(out, rt7.RECORD_NAME)))
-  assert record["learning_rate"] == 1e-3 and record["config_file"] == os.path.join(
-      "configs", "nmt_multi30k_6l.json")
+  assert record["settings"]["learning_rate"] == 1e-3 and record["settings"]["config_file"] == (
+      os.path.join("configs", "nmt_multi30k_6l.json"))
+  assert sorted(record["inputs"]) == ["data_dir/%s.%s.gz" % (split, lang) for split in (
+      "test_2016_flickr", "train", "val") for lang in ("de", "en")]
   rt7.check_record(out, settings._replace(seeds=[1, 2, 3], predict_batch_size=8), write=True)
   with pytest.raises(common.UsageError, match="learning_rate"):
     rt7.check_record(out, settings._replace(learning_rate=5e-4), write=True)
+  # A data file edited in place: refused in one line naming it (the data and runs were made
+  # from the old text); restored, it resumes.
+  train_de = rt7.source_files(settings)["train"][1]
+  with open(train_de, "rb") as f:
+    original = f.read()
+  with gzip.open(train_de, "wt") as f:
+    f.write("another line\n")
+  with pytest.raises(common.UsageError) as e:
+    rt7.check_record(out, settings, write=False)
+  assert str(e.value).startswith(
+      "--output_dir=%s holds a run of other settings or input files: --data_dir file %s: other "
+      "contents" % (out, train_de)) and "use a new --output_dir" in str(e.value)
+  with open(train_de, "wb") as f:
+    f.write(original)
+  rt7.check_record(out, settings, write=True)
 
 
 def test_bad_settings_are_one_line_errors(tmp_path):
@@ -332,7 +360,7 @@ def test_tiny_test_end_to_end_with_a_kill_and_a_rerun(tmp_path):
   out = tmp_path / "t7"
   args = ["--tiny_test", "--data_dir=%s" % data, "--output_dir=%s" % out]
   train_log = out / "runs" / "admin_seed1" / "train.log"
-  proc = start_tool("translation/reproduce_table7.py", args)
+  proc = start_tool("paper/reproduce_table7.py", args)
   try:
     deadline = time.time() + 120
     while not (train_log.exists() and "train: step" in train_log.read_text(errors="replace")):
@@ -350,7 +378,7 @@ def test_tiny_test_end_to_end_with_a_kill_and_a_rerun(tmp_path):
   assert not (out / "runs" / "admin_seed1" / "bleu.json").exists()
   data_log = (out / "logs" / "create_train.log").stat().st_mtime
 
-  proc = run_tool("translation/reproduce_table7.py", args, timeout=300)
+  proc = run_tool("paper/reproduce_table7.py", args, timeout=300)
   assert (out / "logs" / "create_train.log").stat().st_mtime == data_log   # data kept
   assert "Wrote %s" % (out / "report.md") in proc.stdout
   for run in ("admin_seed1", "realformer_mean_seed1"):

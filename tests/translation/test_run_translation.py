@@ -15,13 +15,15 @@ import tensorflow as tf
 
 from conftest import TINY_BERT_CONFIG, kill_when, last_error_line, run_tool, shared_path
 from conftest import write_random_bert_checkpoint
-import checkpoint_utils
-import common
-import estimator_utils
+from realformer_tf import checkpoint_utils
+from realformer_tf import common
+import convert_hf_checkpoint
+from realformer_tf import estimator_utils
 import numpy_nmt
 from translation import nmt_modeling
 from translation import run_translation
 from translation import translation_input
+from translation import translation_records
 
 tf1 = tf.compat.v1
 
@@ -99,17 +101,17 @@ def test_train_eval_predict_end_to_end(trained_run):
   results = json.loads((out / "eval_results.json").read_text())
   assert np.isclose(results["eval_perplexity"], np.exp(results["eval_nll_per_token"]))
   assert results["eval_nll_per_token"] < np.log(300)  # better than uniform after 12 steps
-  # Every result says which weights produced it (issue 27): path and global step.
+  # Every result says which weights produced it: path and global step.
   record = {"checkpoint": str(out / "model.ckpt-12"), "global_step": 12}
   assert {k: results[k] for k in record} == record
-  decoded = out / "decoded" / "translations.txt"  # its directory was created (issue 25.2)
+  decoded = out / "decoded" / "translations.txt"  # its directory was created
   translations = decoded.read_text(encoding="utf-8").splitlines()
   assert len(translations) == 13
   assert json.loads((out / "decoded" / "translations.txt.checkpoint.json").read_text()) == record
   bleu = json.loads((out / "bleu.json").read_text())
   assert {"bleu", "chrf", "tokenized_compound_split_bleu"} <= set(bleu)
   assert bleu["num_sentences"] == 13 and {k: bleu[k] for k in record} == record
-  # The 13th source is cut to --max_source_length (issue 25.7), counted.
+  # The 13th source is cut to --max_source_length, counted.
   assert bleu["max_source_length"] == 64
   assert bleu["num_sources_cut_at_max_source_length"] == 1
   profile = json.loads((out / "admin_profile.json").read_text())
@@ -202,7 +204,7 @@ def test_one_line_errors(nmt_data, tmp_path):
   proc = run_tool("translation/run_translation.py", _train_args(nmt_data, tmp_path / "o2") +
                   ["--config_file=%s" % bad_key], expect_rc=2)
   assert "unknown NMT config key 'num_layers'" in last_error_line(proc)
-  # No trained weights (issue 27): one line naming the flag to give, before any work.
+  # No trained weights: one line naming the flag to give, before any work.
   proc = run_tool("translation/run_translation.py", [
       "--do_predict", "--output_dir=%s" % (tmp_path / "o3"),
       "--config_file=%s" % (nmt_data / "tiny.json"), spm,
@@ -264,19 +266,46 @@ def test_learns_to_translate_its_training_pairs(nmt_data, tmp_path):
 def test_resume_check_compares_the_checkpoint_shapes(tmp_path):
   """estimator_utils.check_resume_shapes (run_translation.check_resume): step, or one line."""
   assert estimator_utils.check_resume_shapes(str(tmp_path / "none"), {}) is None
-  with tf.Graph().as_default():
-    tf1.get_variable("embeddings/word_embeddings", [10, 4])
-    step = tf1.train.get_or_create_global_step()
-    with tf1.Session() as sess:
-      sess.run(tf1.global_variables_initializer())
-      sess.run(step.assign(7))
-      tf1.train.Saver().save(sess, str(tmp_path / "model.ckpt"), global_step=7)
-  want = {"embeddings/word_embeddings": [10, 4], "not/in/the/checkpoint": [3]}
-  assert estimator_utils.check_resume_shapes(str(tmp_path), want) == 7
+
+  def save(directory, slots):
+    with tf.Graph().as_default():
+      tf1.get_variable("embeddings/word_embeddings", [10, 4])
+      if slots:
+        tf1.get_variable("embeddings/word_embeddings/adam_m", [10, 4])
+      step = tf1.train.get_or_create_global_step()
+      with tf1.Session() as sess:
+        sess.run(tf1.global_variables_initializer())
+        sess.run(step.assign(7))
+        return tf1.train.Saver().save(sess, str(directory / "model.ckpt"), global_step=7)
+
+  trained = save(tmp_path / "trained", slots=True)
+  want = {"embeddings/word_embeddings": [10, 4]}
+  assert estimator_utils.check_resume_shapes(str(tmp_path / "trained"), want) == 7
   with pytest.raises(common.UsageError, match=r"--output_dir=.*model.ckpt-7 has "
                      r"embeddings/word_embeddings of shape \[10, 4\] but this job's model "
                      r"needs \[10, 8\]"):
-    estimator_utils.check_resume_shapes(str(tmp_path), {"embeddings/word_embeddings": [10, 8]})
+    estimator_utils.check_resume_shapes(str(tmp_path / "trained"),
+                                        {"embeddings/word_embeddings": [10, 8]})
+  # A variable of the job's model that the checkpoint lacks: the restore would fail.
+  with pytest.raises(common.UsageError) as e:
+    estimator_utils.check_resume_shapes(str(tmp_path / "trained"),
+                                        dict(want, **{"decoder/layer_0/x": [3]}))
+  assert str(e.value) == (
+      "--output_dir=%s: its checkpoint model.ckpt-7 is not a checkpoint of this job: it lacks "
+      "decoder/layer_0/x of this job's model; use the config it was trained with, or a new "
+      "--output_dir with --init_checkpoint=%s to start from its weights" %
+      (tmp_path / "trained", trained))
+  # No optimizer slots (an averaged or slimmed checkpoint): evaluation reads it, training
+  # cannot resume from it.
+  slim = save(tmp_path / "slim", slots=False)
+  assert estimator_utils.check_resume_shapes(str(tmp_path / "slim"), want, restore="estimator") == 7
+  with pytest.raises(common.UsageError) as e:
+    estimator_utils.check_resume_shapes(str(tmp_path / "slim"), want)
+  assert str(e.value) == (
+      "--output_dir=%s: its checkpoint model.ckpt-7 is not a checkpoint of this job: it has no "
+      "optimizer slots (a checkpoint made for initialising, e.g. lifted, converted or "
+      "slimmed); use a new --output_dir with --init_checkpoint=%s to start from its weights" %
+      (tmp_path / "slim", slim))
 
 
 def test_read_lines_splits_at_newlines_only(tmp_path):
@@ -292,7 +321,7 @@ def test_read_lines_splits_at_newlines_only(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------
-# Which weights a job reads (issues 25 and 27), on a random checkpoint: no training job.
+# Which weights a job reads, on a random checkpoint: no training job.
 # ---------------------------------------------------------------------------------------------
 def _save_noisy_nmt_checkpoint(config, prefix, global_step, seed=5):
   """Saves the model's variables with noise on their initial values; returns (prefix, values).
@@ -335,8 +364,8 @@ def bert_checkpoint(tmp_path_factory):
   return write_random_bert_checkpoint(str(config_file), str(root / "bert_model.ckpt"))
 
 
-def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint):
-  """Issue 25.1: the assignment map was built before the model existed (0 variables loaded)."""
+def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint, tmp_path):
+  """The assignment map was built before the model existed (0 variables loaded)."""
   config = nmt_modeling.NmtConfig.from_dict(TINY_NMT_CONFIG)
   _, prefix, values = model_dir
 
@@ -356,7 +385,7 @@ def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint):
   assert sorted(got) == sorted(values)
   for name, value in values.items():
     np.testing.assert_array_equal(got[name], value, err_msg=name)
-  # A BERT checkpoint supplies none of the variables (issue 25.6): one line, in model_fn and in
+  # A BERT checkpoint supplies none of the variables: one line, in model_fn and in
   # the check main runs before any work.
   message = r"^--init_checkpoint=%s: supplies none of the model's %d variables" % (
       re.escape(bert_checkpoint), len(values))
@@ -365,10 +394,46 @@ def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint):
       build(bert_checkpoint)
   with pytest.raises(common.UsageError, match=message):
     run_translation.check_init_checkpoint(config, bert_checkpoint)
+  # An encoder-only checkpoint (the decoder's variables dropped): the decoder would start from
+  # random weights, so it is refused too, unless --allow_unmatched_init.
+  reader = tf.train.load_checkpoint(prefix)
+  encoder_only = str(tmp_path / "encoder_only" / "model.ckpt")
+  convert_hf_checkpoint.write_tf_checkpoint(
+      {name: reader.get_tensor(name) for name in values if not name.startswith("decoder/")},
+      encoder_only)
+  decoder = sorted(name for name in values if name.startswith("decoder/"))
+  with pytest.raises(common.UsageError, match=r"^--init_checkpoint=%s: supplies %d of the "
+                     r"model's %d variables but only %d of its %d encoder variables \(missing: "
+                     r"decoder/" % (re.escape(encoder_only), len(values) - len(decoder),
+                                    len(values), len(values) - len(decoder), len(values))):
+    run_translation.check_init_checkpoint(config, encoder_only)
+  with tf.Graph().as_default():
+    missing = checkpoint_utils.check_init_matches(
+        encoder_only, set(values) - set(decoder), values,
+        encoder_scopes=run_translation.ENCODER_SCOPES, allow_unmatched=True)
+  assert sorted(missing) == decoder
+
+
+@pytest.mark.slow
+def test_a_bert_init_checkpoint_is_refused_unless_allowed(nmt_data, bert_checkpoint, tmp_path):
+  out = tmp_path / "out"
+  result = run_tool("translation/run_translation.py", _train_args(
+      nmt_data, out, steps=1, extra=["--init_checkpoint=%s" % bert_checkpoint]), expect_rc=2)
+  last = last_error_line(result)
+  assert last.startswith("error: --init_checkpoint=%s: supplies none of the model's " %
+                         bert_checkpoint), last
+  assert last.endswith("pass --allow_unmatched_init to train the missing ones from random "
+                       "weights") and "Traceback" not in result.output
+  assert not out.exists() or not glob.glob(str(out / "model.ckpt*"))
+  result = run_tool("translation/run_translation.py", _train_args(
+      nmt_data, out, steps=1, extra=["--init_checkpoint=%s" % bert_checkpoint,
+                                     "--allow_unmatched_init"]))
+  assert "variables start from random weights (--allow_unmatched_init)" in result.output
+  assert json.loads((out / "train_summary.json").read_text())["global_step"] == 1
 
 
 def test_predict_output_never_replaces_an_input(nmt_data, model_dir, tmp_path):
-  """Issue 25.2: --predict_output_file replaced the source, references, spm model, checkpoint."""
+  """--predict_output_file may replace none of the source, references, spm model, checkpoint."""
   out, prefix, _ = model_dir
   fv = types.SimpleNamespace(
       output_dir=str(out), predict_source_file=str(nmt_data / "test.en"),
@@ -393,8 +458,8 @@ def test_predict_output_never_replaces_an_input(nmt_data, model_dir, tmp_path):
 
 
 def test_encode_sources_cuts_over_long_sources(nmt_data):
-  """Issue 25.7: one very long line is cut to --max_source_length ids (pieces + eos), counted."""
-  sp = run_translation.create_translation_data.load_spm(str(nmt_data / "spm.model"))
+  """One very long line is cut to --max_source_length ids (pieces + eos), counted."""
+  sp = translation_records.load_spm(str(nmt_data / "spm.model"))
   lines = ["A man rides a bike.", "A dog runs in the park. " * 4000]
   ids, cut = run_translation.encode_sources(sp, lines, 16)
   assert cut == 1 and len(ids[1]) == 16

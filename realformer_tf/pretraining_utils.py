@@ -1,0 +1,159 @@
+# coding=utf-8
+"""Pre-training plumbing shared by run_pretraining.py (BERT) and etc_model/run_pretraining.py.
+
+The parts of a pre-training job that do not depend on the model: who this process is in a
+TF_CONFIG cluster (task_label, is_chief), the training loop (train_to_step, through
+train_and_evaluate under multi_worker_mirrored), the weights digest every worker writes in its
+summary (weights_digest, WeightsDigestHook), the MLM accuracy of one batch for training
+summaries, the default warm-up (default_warmup_steps) and what an evaluation scored
+(eval_counts).
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import tensorflow as tf
+
+tf1 = tf.compat.v1
+
+
+def masked_lm_accuracy(masked_lm_log_probs, masked_lm_ids, masked_lm_weights):
+  """Weighted MLM accuracy of one batch (for training summaries).
+
+  Args:
+    masked_lm_log_probs: float Tensor [batch * max_predictions, vocab_size].
+    masked_lm_ids: int Tensor [batch, max_predictions].
+    masked_lm_weights: float Tensor [batch, max_predictions] (0 for padding predictions).
+
+  Returns:
+    float32 scalar Tensor.
+  """
+  predictions = tf.argmax(masked_lm_log_probs, axis=-1, output_type=tf.int32)
+  labels = tf.reshape(masked_lm_ids, [-1])
+  weights = tf.reshape(masked_lm_weights, [-1])
+  correct = tf.cast(tf.equal(predictions, labels), tf.float32) * weights
+  return tf.reduce_sum(correct) / (tf.reduce_sum(weights) + 1e-5)
+
+
+def weights_digest(named_values):
+  """A short hash of model variables (to compare workers or runs).
+
+  Args:
+    named_values: dict variable name -> array.
+
+  Returns:
+    hex string (16 chars) over the sorted names and float32 bytes of the values.
+  """
+  digest = hashlib.sha256()
+  for name in sorted(named_values):
+    digest.update(name.encode("utf-8"))
+    digest.update(np.asarray(named_values[name], np.float32).tobytes())
+  return digest.hexdigest()[:16]
+
+
+class WeightsDigestHook(tf1.train.SessionRunHook):
+  """At the end of training, hashes this process's own copy of the trainable variables."""
+
+  def __init__(self):
+    self.digest = None
+    self._variables = None
+
+  def begin(self):
+    self._variables = {v.op.name: v for v in tf1.trainable_variables()}
+
+  def end(self, session):
+    names = sorted(self._variables)
+    values = session.run([self._variables[n] for n in names])
+    self.digest = weights_digest(dict(zip(names, values)))
+
+
+def tf_config():
+  """The TF_CONFIG environment variable as a dict ({} when unset).
+
+  Returns:
+    dict.
+  """
+  return json.loads(os.environ.get("TF_CONFIG", "{}") or "{}")
+
+
+def task_label():
+  """This process's name in the cluster: 'chief_0' / 'worker_1' from TF_CONFIG, or 'local'.
+
+  Returns:
+    str (names its lock holder and its train_summary_<label>.json).
+  """
+  task = tf_config().get("task") or {}
+  if not task:
+    return "local"
+  return "%s_%s" % (task.get("type", "worker"), task.get("index", 0))
+
+
+def is_chief():
+  """Whether this process evaluates and checks the final step.
+
+  Returns:
+    True for a single process, the chief, or worker 0 of a cluster without a chief.
+  """
+  config = tf_config()
+  task = config.get("task") or {}
+  if not task or task.get("type") == "chief":
+    return True
+  has_chief = bool((config.get("cluster") or {}).get("chief"))
+  return task.get("type") == "worker" and int(task.get("index", 0)) == 0 and not has_chief
+
+
+def train_to_step(estimator, train_input_fn, total_steps, distribution_strategy="none"):
+  """Trains to total_steps; with multi_worker_mirrored through train_and_evaluate.
+
+  Args:
+    estimator: what estimator_utils.make_estimator returned.
+    train_input_fn: the training input_fn.
+    total_steps: the global step to train to.
+    distribution_strategy: the --distribution_strategy value.
+  """
+  if distribution_strategy == "multi_worker_mirrored":
+    # Estimator runs multi-worker training only through train_and_evaluate.
+    train_fn = estimator.wrap_input_fn(train_input_fn, tf1.estimator.ModeKeys.TRAIN)
+    eval_fn = estimator.wrap_input_fn(train_input_fn, tf1.estimator.ModeKeys.EVAL)
+    train_spec = tf1.estimator.TrainSpec(input_fn=train_fn, max_steps=total_steps)
+    eval_spec = tf1.estimator.EvalSpec(input_fn=eval_fn, steps=1,
+                                       start_delay_secs=10 ** 9, throttle_secs=10 ** 9)
+    tf1.estimator.train_and_evaluate(estimator.estimator, train_spec, eval_spec)
+  else:
+    estimator.train(input_fn=train_input_fn, max_steps=total_steps)
+
+
+# The official default of --num_warmup_steps: what a long run warms up for.
+OFFICIAL_WARMUP_STEPS = 10000
+
+
+def default_warmup_steps(num_train_steps):
+  """--num_warmup_steps when not given: the official 10,000, or a tenth of a shorter run."""
+  return min(OFFICIAL_WARMUP_STEPS, num_train_steps // 10)
+
+
+def eval_counts(eval_files, batch_size, max_eval_steps, drop_remainder):
+  """How many examples an evaluation scored, and how many records its files hold.
+
+  Args:
+    eval_files: the evaluation TFRecords.
+    batch_size: --eval_batch_size.
+    max_eval_steps: --max_eval_steps (None: every record once).
+    drop_remainder: a last partial batch was dropped (TPU).
+
+  Returns:
+    {"eval_examples": N, "eval_records": M}: with --max_eval_steps N counts repeated records
+    again (N may exceed M).
+  """
+  records = sum(1 for path in eval_files for _ in tf1.io.tf_record_iterator(path))
+  if max_eval_steps is not None:
+    examples = max_eval_steps * batch_size
+  else:
+    examples = records // batch_size * batch_size if drop_remainder else records
+  return {"eval_examples": examples, "eval_records": records}
