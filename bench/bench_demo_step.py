@@ -15,14 +15,17 @@ A variant is "base" or items joined by "+":
   input=tfrecord       batches from --input_file through run_pretraining.input_fn_builder (the
                        job's pipeline; default: one constant batch, as bench_training_step)
   dropout=nn           tf.nn.dropout instead of modeling.dropout's step-seeded stateless masks
-  fused=1 / xla=1      run_pretraining's --fused_optimizer / --use_xla (XLA clusters the
-                       element-wise ops, estimator_utils.XLA_CPU_FLAGS)
+                       (with drop=P or --dropout: the demo pre-trains without dropout)
+  fused=0|1 / xla=1    run_pretraining's --fused_optimizer (default: --fused_optimizer, on as in
+                       the demo) / --use_xla (XLA clusters the element-wise ops,
+                       estimator_utils.XLA_CPU_FLAGS)
   cpus=0[:1...]        run the worker on these CPUs only (sched_setaffinity before TensorFlow
                        starts; e.g. cpus=0+intra=2+inter=2: two threads sharing one core)
   repo=PATH            import the model code from another checkout (a before / after of a fix)
-  batch=N / seq=N / preds=N / config=FILE
-                       this variant's batch size, sequence length, masked positions or config
-                       (default: the flags'; input=tfrecord needs --input_file of its seq / preds)
+  batch=N / seq=N / preds=N / config=FILE / drop=P
+                       this variant's batch size, sequence length, masked positions, config or
+                       dropout (default: the flags'; input=tfrecord needs --input_file of its
+                       seq / preds)
   NAME=VALUE           an environment variable of the worker (upper-case NAME), e.g.
                        TF_ENABLE_ONEDNN_OPTS=0, ONEDNN_MAX_CPU_ISA=AVX512_CORE_VNNI,
                        ONEDNN_VERBOSE=1 (its lines go to the worker's log in --worker_log_dir)
@@ -63,15 +66,22 @@ FLAGS = flags.FLAGS
 ENV_ITEM = re.compile(r"^[A-Z][A-Z0-9_]*=")
 # Variant items that set a flag of the worker.
 VARIANT_FLAGS = {"batch": "batch_size", "seq": "seq_length", "preds": "max_predictions",
-                 "config": "bert_config_file"}
+                 "config": "bert_config_file", "drop": "dropout"}
 CPU_FLAGS_OF_NOTE = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_bf16", "amx_int8")
 
 
 def define_flags():
   """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
-  flags.DEFINE_string("bert_config_file", os.path.join(REPO_DIR, "configs", "bert_demo.json"),
+  flags.DEFINE_string("bert_config_file",
+                      os.path.join(REPO_DIR, "configs", "bert_demo_ffn256.json"),
                       "Model (default: the demo's).")
-  flags.DEFINE_integer("batch_size", 128, "Examples per step (the demo's 128).")
+  flags.DEFINE_float("dropout", 0.0,
+                     "hidden_dropout_prob and attention_probs_dropout_prob of the model (the "
+                     "demo pre-trains without: run_demo --pretrain_dropout); -1: the config's.")
+  flags.DEFINE_bool("fused_optimizer", True,
+                    "run_pretraining's --fused_optimizer (on in the demo); a fused=0|1 variant "
+                    "item overrides it.")
+  flags.DEFINE_integer("batch_size", 32, "Examples per step (the demo's 32).")
   flags.DEFINE_integer("seq_length", 64, "Sequence length (the demo's 64).")
   flags.DEFINE_integer("max_predictions", 10, "Masked positions per sequence (the demo's 10).")
   flags.DEFINE_string("input_file", None, "TFRecords of create_pretraining_data.py at "
@@ -94,7 +104,7 @@ def define_flags():
 def parse_variant(spec):
   """A variant spec -> dict(env=..., intra=int, inter=int, input=str, dropout=str, repo=str)."""
   parsed = {"env": {}, "intra": 0, "inter": 0, "input": "constant", "dropout": "step",
-            "repo": None, "flags": {}, "fused": False, "xla": False, "cpus": None}
+            "repo": None, "flags": {}, "fused": None, "xla": False, "cpus": None}
   if spec == "base":
     return parsed
   for item in spec.split("+"):
@@ -116,8 +126,9 @@ def parse_variant(spec):
     elif key == "repo":
       parsed["repo"] = os.path.abspath(value)
     elif key in VARIANT_FLAGS:
-      parsed["flags"][VARIANT_FLAGS[key]] = (os.path.abspath(value) if key == "config"
-                                             else int(value))
+      parsed["flags"][VARIANT_FLAGS[key]] = (
+          os.path.abspath(value) if key == "config" else float(value) if key == "drop"
+          else int(value))
     else:
       raise app.UsageError("--variants: unknown item %r in %r" % (item, spec))
   return parsed
@@ -197,6 +208,9 @@ def run_worker(spec):
   import run_pretraining  # pylint: disable=g-import-not-at-top
   tf1 = tf.compat.v1
   config = modeling.BertConfig.from_json_file(FLAGS.bert_config_file)
+  if FLAGS.dropout >= 0:
+    config.hidden_dropout_prob = config.attention_probs_dropout_prob = FLAGS.dropout
+  fused = FLAGS.fused_optimizer if variant["fused"] is None else variant["fused"]
   graph = tf.Graph()
   with graph.as_default():
     tf1.set_random_seed(FLAGS.seed)
@@ -210,10 +224,10 @@ def run_worker(spec):
     else:
       features = constant_features(config.vocab_size, FLAGS.seed)
     with (_nn_dropout(modeling) if variant["dropout"] == "nn" else contextlib.nullcontext()):
+      # The demo's schedule (run_demo: 5,000 steps at 1e-3, 500 warm-up).
       model_fn = run_pretraining.model_fn_builder(
-          config, None, 2e-3, 3000, 300, use_tpu=False, use_one_hot_embeddings=False,
-          total_steps=3000, train_batch_size=FLAGS.batch_size,
-          fused_optimizer=variant["fused"])
+          config, None, 1e-3, 5000, 500, use_tpu=False, use_one_hot_embeddings=False,
+          total_steps=5000, train_batch_size=FLAGS.batch_size, fused_optimizer=fused)
       spec_out = model_fn(features, None, tf1.estimator.ModeKeys.TRAIN,
                           {"batch_size": FLAGS.batch_size})
     gflop = matmul_gflop(graph)
@@ -278,8 +292,8 @@ class Worker(object):
           [env.get("TF_XLA_FLAGS", "")] + list(estimator_utils.XLA_CPU_FLAGS)).strip()
     args = [sys.executable, os.path.abspath(__file__), "--worker=%s" % spec]
     args += ["--%s=%s" % (name, variant["flags"].get(name, getattr(FLAGS, name))) for name in (
-        "bert_config_file", "batch_size", "seq_length", "max_predictions", "warmup_steps",
-        "seed")]
+        "bert_config_file", "batch_size", "seq_length", "max_predictions", "dropout",
+        "fused_optimizer", "warmup_steps", "seed")]
     self.batch_size = variant["flags"].get("batch_size", FLAGS.batch_size)
     if FLAGS.input_file:
       args.append("--input_file=%s" % FLAGS.input_file)
@@ -384,12 +398,14 @@ def main(_):
     for w in workers:
       w.info = w.read()
     info = workers[0].info
-    print("%s, batch %d, seq %d, %d masked (unless a variant says otherwise): %.2f GFLOP per "
-          "step (matmuls, forward + backward); TF %s; %d rounds x %d steps per variant, "
-          "lockstep" % (
+    print("%s, batch %d, seq %d, %d masked, dropout %s, %s optimizer (unless a variant says "
+          "otherwise): %.2f GFLOP per step (matmuls, forward + backward); TF %s; %d rounds x %d "
+          "steps per variant, lockstep" % (
               os.path.relpath(FLAGS.bert_config_file, REPO_DIR), FLAGS.batch_size,
-              FLAGS.seq_length, FLAGS.max_predictions, info["gflop"], info["tf"], FLAGS.rounds,
-              FLAGS.steps_per_round))
+              FLAGS.seq_length, FLAGS.max_predictions,
+              "of the config" if FLAGS.dropout < 0 else "%g" % FLAGS.dropout,
+              "fused" if FLAGS.fused_optimizer else "unfused", info["gflop"], info["tf"],
+              FLAGS.rounds, FLAGS.steps_per_round))
     for w in workers:
       if w.info["gflop"] != info["gflop"]:
         print("  %s: %.2f GFLOP per step" % (w.spec, w.info["gflop"]))

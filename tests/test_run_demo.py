@@ -197,6 +197,32 @@ def test_domain_text_is_the_train_sentences_without_labels(tmp_path):
     run_demo.write_domain_text(str(tmp_path / "none" / "train.tsv"), out)
 
 
+def test_pretraining_config_is_the_models_with_the_pretraining_dropout(tmp_path):
+  """--pretrain_dropout changes the two dropout probabilities of the config pre-training reads,
+  nothing else; fine-tuning reads --bert_config_file itself."""
+  from conftest import TINY_BERT_CONFIG  # pylint: disable=g-import-not-at-top
+  config = dict(TINY_BERT_CONFIG, residual_attention="sum", use_running_mean=False)
+  _write(tmp_path / "model.json", config)
+  out = str(tmp_path / "pretrain_config.json")
+  run_demo.write_pretrain_config(str(tmp_path / "model.json"), 0.0, out)
+  with open(out) as f:
+    assert json.load(f) == dict(config, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+  (tmp_path / "list.json").write_text("[1, 2]")
+  with pytest.raises(common.UsageError, match="^--bert_config_file=.*list.json: not a JSON "
+                     "object$"):
+    run_demo.write_pretrain_config(str(tmp_path / "list.json"), 0.0, out)
+
+
+def test_pretrain_dropout_out_of_range_is_a_one_line_error(tmp_path):
+  args = _tiny_demo_inputs(tmp_path)
+  out = tmp_path / "out"
+  proc = run_tool("run_demo.py", args + ["--output_dir=%s" % out, "--pretrain_dropout=1"],
+                  expect_rc=2)
+  assert last_error_line(proc) == "error: --pretrain_dropout=1.0: must be in [0, 1)", (
+      proc.stderr[-2000:])
+  assert not out.exists()
+
+
 DRIVER = """
 import sys
 import run_demo
@@ -292,6 +318,12 @@ def test_demo_pipeline_is_deterministic(tmp_path):
     # One export answers: run_classifier's, raw text in.
     assert not os.path.exists(os.path.join(out, "sst2_text_export"))
     assert any("(domain-adaptive)" in l for l in reports[-1]), reports[-1]
+    # Pre-trained without dropout (--pretrain_dropout's default), fine-tuned with the config's.
+    for name, dropout in (("pretrain", 0.0), ("sst2", 0.1)):
+      with open(os.path.join(out, name, "bert_config.json")) as f:
+        used = json.load(f)
+      assert (used["hidden_dropout_prob"], used["attention_probs_dropout_prob"]) == (
+          dropout, dropout), name
   assert reports[0] == reports[1]
   # Rerun into a finished run's directory with another recipe: refused before any stage runs.
   rerun = run_tool("run_demo.py", args + ["--output_dir=%s" % outs[0], "--pretrain_steps=4"],
