@@ -403,6 +403,11 @@ def main(_):
   # the running demo's stage children for orphans and train in their place.
   common.OutputDirLock(FLAGS.output_dir, "output_dir", label=LOCK_LABEL).acquire()
   check_output_dir_settings(FLAGS.output_dir, demo_settings(warmup_steps), demo_inputs())
+  # What the demo will do, before the minutes it takes (the report repeats it).
+  model = _read_json(FLAGS.bert_config_file) or {}
+  print("[demo] recipe: %s" % recipe_text(
+      model.get("vocab_size"), model.get("hidden_dropout_prob", 0.1)  # (BertConfig's default)
+      if FLAGS.pretrain_dropout is None else FLAGS.pretrain_dropout, warmup_steps), flush=True)
   # SIGINT / SIGTERM: the running stage saves and stops, the demo exits 130 / 143.
   subprocess_utils.install_signal_forwarding()
   log_dir = _path("logs")
@@ -515,24 +520,40 @@ def main(_):
   with open(fill_mask_file) as f:
     fill_mask = [json.loads(line) for line in f if line.strip()]
 
-  recipe = ("vocab: %s (%d entries); pre-training: %s, sequences of %d, %d steps of batch %d, "
-            "peak learning rate %g, %d warm-up steps, dropout %g%s; seed %d" % (
-                "built from the pre-training text" if FLAGS.vocab_file is None else
-                _shown(FLAGS.vocab_file), used_config["vocab_size"],
-                "the text + the sentiment slice's unlabelled training sentences "
-                "(domain-adaptive)" if FLAGS.domain_adaptive else "the text only", seq, steps,
-                FLAGS.pretrain_batch_size, FLAGS.pretrain_learning_rate, warmup_steps,
-                used_config["hidden_dropout_prob"],
-                ", fused optimizer" if FLAGS.pretrain_fused_optimizer else "", FLAGS.seed))
-  if FLAGS.finetune:
-    recipe += "; fine-tuning: %d epochs of batch %d, peak learning rate %g" % (
-        FLAGS.finetune_epochs, FLAGS.finetune_batch_size, FLAGS.finetune_learning_rate)
+  recipe = recipe_text(used_config["vocab_size"], used_config["hidden_dropout_prob"],
+                       warmup_steps)
   report = _report(used_config, pretrain_eval, train_summary, classifier, timings, fill_mask,
                    recipe=recipe)
   with common.atomic_output(_path("report.md")) as f:
     f.write(report)
   print(report)
   print("[demo] report written to %s" % _path("report.md"))
+
+
+def recipe_text(vocab_size, pretrain_dropout, warmup_steps):
+  """The recipe in one line, as the demo states it when it starts and in its report.
+
+  Args:
+    vocab_size: the pre-trained model's vocab_size.
+    pretrain_dropout: the pre-training's dropout probability.
+    warmup_steps: the pre-training's warm-up steps.
+
+  Returns:
+    str.
+  """
+  recipe = ("vocab: %s (%s entries); pre-training: %s, sequences of %d, %d steps of batch %d, "
+            "peak learning rate %g, %d warm-up steps, dropout %g%s; seed %d" % (
+                "built from the pre-training text" if FLAGS.vocab_file is None else
+                _shown(FLAGS.vocab_file), vocab_size,
+                "the text + the sentiment slice's unlabelled training sentences "
+                "(domain-adaptive)" if FLAGS.domain_adaptive else "the text only",
+                FLAGS.max_seq_length, FLAGS.pretrain_steps, FLAGS.pretrain_batch_size,
+                FLAGS.pretrain_learning_rate, warmup_steps, pretrain_dropout,
+                ", fused optimizer" if FLAGS.pretrain_fused_optimizer else "", FLAGS.seed))
+  if FLAGS.finetune:
+    recipe += "; fine-tuning: %d epochs of batch %d, peak learning rate %g" % (
+        FLAGS.finetune_epochs, FLAGS.finetune_batch_size, FLAGS.finetune_learning_rate)
+  return recipe
 
 
 def _shown(path):

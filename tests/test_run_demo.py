@@ -295,11 +295,14 @@ def test_demo_pipeline_is_deterministic(tmp_path):
   from conftest import start_tool  # pylint: disable=g-import-not-at-top
   args = _tiny_demo_inputs(tmp_path)
   outs = [str(tmp_path / "run1"), str(tmp_path / "run2")]
-  procs = [start_tool("run_demo.py", args + ["--output_dir=%s" % out]) for out in outs]
+  procs = [start_tool("run_demo.py", args + ["--output_dir=%s" % out], stdout=subprocess.PIPE)
+           for out in outs]
+  stdouts = []
   try:
     for proc in procs:
-      _, err = proc.communicate(timeout=300)
+      out, err = proc.communicate(timeout=300)
       assert proc.returncode == 0, err[-3000:]
+      stdouts.append(out)
   finally:
     for proc in procs:  # SIGTERM first: the demo stops its stage's process group too
       if proc.poll() is None:
@@ -325,6 +328,11 @@ def test_demo_pipeline_is_deterministic(tmp_path):
       assert (used["hidden_dropout_prob"], used["attention_probs_dropout_prob"]) == (
           dropout, dropout), name
   assert reports[0] == reports[1]
+  # The recipe is stated when the demo starts, as the report states it.
+  recipe = [l for l in reports[0] if l.startswith("Recipe: ")]
+  assert len(recipe) == 1 and "dropout 0, fused optimizer" in recipe[0], reports[0]
+  assert stdouts[0].splitlines()[0] == "[demo] recipe: " + recipe[0][len("Recipe: "):], (
+      stdouts[0][:2000])
   # Rerun into a finished run's directory with another recipe: refused before any stage runs.
   rerun = run_tool("run_demo.py", args + ["--output_dir=%s" % outs[0], "--pretrain_steps=4"],
                    expect_rc=2)
