@@ -10,6 +10,7 @@ import tensorflow as tf
 from realformer_tf import common
 from realformer_tf import estimator_utils
 from realformer_tf import model_config
+from conftest import REPO_DIR
 
 
 def test_expand_input_files_globs_and_comma_lists(tmp_path):
@@ -146,6 +147,23 @@ def test_load_config_overrides_and_errors(tmp_path):
     model_config.load_config(str(path), None, max_seq_length=64)
   with pytest.raises(common.UsageError, match="--bert_config_file=.*file does not exist"):
     model_config.load_config(str(tmp_path / "nope.json"))
+
+
+def test_configs_path_means_the_shipped_config_from_any_working_directory(tmp_path,
+                                                                          monkeypatch):
+  shipped = os.path.join(REPO_DIR, "configs", "bert_tiny_realformer.json")
+  monkeypatch.chdir(tmp_path)
+  assert model_config.shipped_config_path("configs/bert_tiny_realformer.json") == shipped
+  assert model_config.shipped_config_path("bert_tiny_realformer.json") == shipped
+  assert model_config.load_config("configs/bert_tiny_realformer.json").residual_attention == "sum"
+  # Only the documented form: another folder, or a name nothing ships, stays the user's path.
+  for path in ("mine/bert_tiny_realformer.json", "configs/nope.json", ""):
+    assert model_config.shipped_config_path(path) == path
+  # A file of that name where the user stands is the user's.
+  (tmp_path / "configs").mkdir()
+  (tmp_path / "configs" / "bert_tiny_realformer.json").write_text("{}")
+  assert (model_config.shipped_config_path("configs/bert_tiny_realformer.json") ==
+          "configs/bert_tiny_realformer.json")
 
 
 def test_temp_names_are_hidden_and_skipped_by_input_globs(tmp_path):

@@ -6,7 +6,9 @@ import ast
 import functools
 import os
 import re
+import shutil
 import subprocess
+import sys
 
 from conftest import REPO_DIR
 
@@ -38,8 +40,47 @@ def test_setup_installs_every_top_level_module():
   assert listed - modules == set(), "setup.py lists modules that do not exist"
   # paper/ (the paper's experiment drivers) runs from a checkout: it reads the repository's
   # data, configs and reports.
-  assert _setup_list("packages") == _packages() - {"paper"}, (
+  assert _setup_list("packages") == (_packages() - {"paper"}) | {"realformer_tf.configs"}, (
       "setup.py packages != the package folders")
+
+
+def _copy_sources(destination):
+  """The repository's files that pip builds from, without environments, outputs or tests."""
+  shutil.copytree(REPO_DIR, destination, ignore=shutil.ignore_patterns(
+      ".git", ".venv*", "output", "build", "*.egg-info", "__pycache__", "tests", "bench"))
+
+
+def test_pip_install_ships_commands_configs_and_runtime_requirements_only(tmp_path):
+  source, target, elsewhere = tmp_path / "src", tmp_path / "site", tmp_path / "cwd"
+  _copy_sources(str(source))
+  elsewhere.mkdir()
+  subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                  "--no-build-isolation", "--target", str(target), str(source)],
+                 check=True, capture_output=True, timeout=300)
+  installed = set(os.listdir(target))
+  for name in _setup_list("py_modules"):
+    assert name + ".py" in installed, name
+  assert {"realformer_tf", "etc_model", "translation"} <= installed
+  assert "paper" not in installed and "tests" not in installed
+  metadata = next(os.path.join(target, name, "METADATA") for name in installed
+                  if name.endswith(".dist-info"))
+  with open(metadata, encoding="utf-8") as f:
+    required = [line.split(":", 1)[1].strip() for line in f
+                if line.startswith("Requires-Dist:") and "extra ==" not in line]
+  assert any(r.startswith("tensorflow==") for r in required)
+  assert not [r for r in required if r.startswith(("pytest", "execnet", "matplotlib"))]
+  # From another working directory, with only the installed copy on the path, the documented
+  # `configs/NAME.json` finds the installed config.
+  script = ("from realformer_tf import model_config; "
+            "print(model_config.shipped_config_path('configs/bert_tiny_realformer.json')); "
+            "print(model_config.load_config('configs/bert_tiny_realformer.json').residual_attention)")
+  env = dict(os.environ, PYTHONPATH=str(target), TF_CPP_MIN_LOG_LEVEL="3")
+  result = subprocess.run([sys.executable, "-c", script], cwd=str(elsewhere), env=env,
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  path, residual_attention = result.stdout.split()
+  assert path == os.path.join(str(target), "realformer_tf", "configs", "bert_tiny_realformer.json")
+  assert residual_attention == "sum"
 
 
 def _tracked_text_files():

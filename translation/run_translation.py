@@ -43,6 +43,7 @@ from realformer_tf import checkpoint_utils
 from realformer_tf import common
 from realformer_tf import estimator_utils
 from realformer_tf import export_utils
+from realformer_tf import model_config
 import optimization
 from translation import decoding
 from translation import nmt_modeling
@@ -143,7 +144,7 @@ def load_nmt_config(output_dir, config_file, overrides):
   saved = os.path.join(output_dir, CONFIG_NAME) if output_dir else None
   has_checkpoint = bool(output_dir and tf.io.gfile.isdir(output_dir)
                         and tf1.train.latest_checkpoint(output_dir))
-  path, flag = config_file, "config_file"
+  path, flag = model_config.shipped_config_path(config_file), "config_file"
   if not path:
     if not (saved and tf.io.gfile.exists(saved)):
       common.fail("--config_file is required (no %s in --output_dir)" % CONFIG_NAME)

@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from realformer_tf import common
 from realformer_tf import export_utils
+from realformer_tf import model_config
 from translation import decoding
 from translation import nmt_modeling
 from translation import translation_records
@@ -205,6 +206,7 @@ def load_config(config_file, checkpoint):
     config_file = os.path.join(os.path.dirname(checkpoint) or ".", CONFIG_NAME)
     if not tf.io.gfile.exists(config_file):
       common.fail("--config_file is required (no %s beside %s)" % (CONFIG_NAME, checkpoint))
+  config_file = model_config.shipped_config_path(config_file)
   common.require_file(config_file, "config_file")
   try:
     return nmt_modeling.NmtConfig.from_json_file(config_file)
