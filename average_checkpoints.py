@@ -1,9 +1,9 @@
 # coding=utf-8
-"""Averages the weights of several checkpoints of one model (checkpoint averaging, Vaswani 2017).
+r"""Averages the weights of several checkpoints of one model (checkpoint averaging, Vaswani 2017).
 
-  python average_checkpoints.py --checkpoint_dir=output/nmt --num_last=5 \\
+  python average_checkpoints.py --checkpoint_dir=output/nmt --num_last=5 \
       --output_dir=output/nmt_avg5
-  python average_checkpoints.py --checkpoints=out/model.ckpt-8000,out/model.ckpt-9000 \\
+  python average_checkpoints.py --checkpoints=out/model.ckpt-8000,out/model.ckpt-9000 \
       --output_dir=output/avg
 
 Every float variable that is not optimizer state is replaced by its element-wise mean over the
@@ -40,6 +40,7 @@ import re
 from absl import app
 from absl import flags
 from absl import logging
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 

@@ -1,4 +1,4 @@
-"""Builds a BERT vocabulary (WordPiece or SentencePiece) from text files.
+r"""Builds a BERT vocabulary (WordPiece or SentencePiece) from text files.
 
 WordPiece (default): the text goes through tokenization.BasicTokenizer
 (cleaning, optional lower-casing and accent stripping, punctuation split) and
@@ -43,6 +43,7 @@ import time
 from absl import app
 from absl import flags
 from absl import logging
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import common

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Exports BERT/RealFormer checkpoints as TF2 SavedModels in the TF-Hub BERT layout.
+r"""Exports BERT/RealFormer checkpoints as TF2 SavedModels in the TF-Hub BERT layout.
 
 Three kinds of SavedModel (--mode, several comma-separated modes in one call write
 <export_dir>/<mode> each):
@@ -77,6 +77,7 @@ import os
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import checkpoint_utils

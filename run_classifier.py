@@ -1,5 +1,5 @@
 # coding=utf-8
-"""BERT / RealFormer fine-tuning on GLUE, XNLI and your own sentence(-pair) classification data.
+r"""BERT / RealFormer fine-tuning on GLUE, XNLI and your own sentence(-pair) classification data.
 
 Extends the official google-research/bert run_classifier.py (same flags, same library API):
 trains, evaluates on the dev set (GLUE metrics computed exactly), predicts the test set (GLUE
@@ -41,6 +41,7 @@ import time
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import checkpoint_utils

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""BERT / RealFormer token classification (named-entity recognition) on CoNLL-style files.
+r"""BERT / RealFormer token classification (named-entity recognition) on CoNLL-style files.
 
   python run_ner.py --data_dir=ner/wnut17 --vocab_file=vocab.txt \
     --bert_config_file=bert_config.json --init_checkpoint=bert_model.ckpt \
@@ -80,6 +80,7 @@ import time
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 

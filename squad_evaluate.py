@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Scores SQuAD v1.1 / v2.0 predictions with the official evaluation rules.
+r"""Scores SQuAD v1.1 / v2.0 predictions with the official evaluation rules.
 
 Usage:
   python squad_evaluate.py dev-v2.0.json predictions.json \
@@ -24,6 +24,7 @@ import sys
 from absl import app
 from absl import flags
 
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 from realformer_tf import common
 from realformer_tf import squad_scoring
 

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Training-step speed of the Table 7 variants side by side: ADMIN, RealFormer (mean / sum), Pre-LN.
+r"""Training-step speed of the Table 7 variants side by side: ADMIN, RealFormer (mean / sum), Pre-LN.
 
 The same real Multi30K batches (token budget --max_tokens, bucketed by length as in training) are
 fed to every variant's training graph (run_translation.model_fn_builder: model, label-smoothed

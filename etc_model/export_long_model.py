@@ -1,7 +1,7 @@
 # coding=utf-8
-"""Exports a fine-tuned long-context model (etc_model.run_long_tasks) as a raw-text SavedModel.
+r"""Exports a fine-tuned long-context model (etc_model.run_long_tasks) as a raw-text SavedModel.
 
-  python -m etc_model.export_long_model --task=cloze --checkpoint=cloze_out \\
+  python -m etc_model.export_long_model --task=cloze --checkpoint=cloze_out \
       --data_dir=long_tasks --vocab_file=data/vocab.txt --output_dir=cloze_export
 
 --checkpoint is a run_long_tasks --output_dir (its latest checkpoint) or a checkpoint prefix;
@@ -60,6 +60,7 @@ import os
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import common

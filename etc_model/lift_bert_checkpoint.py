@@ -1,7 +1,7 @@
 # coding=utf-8
-"""Initialises an ETC checkpoint from a BERT checkpoint ("lifting", as the paper lifted RoBERTa).
+r"""Initialises an ETC checkpoint from a BERT checkpoint ("lifting", as the paper lifted RoBERTa).
 
-  python -m etc_model.lift_bert_checkpoint --bert_checkpoint=bert_dir \\
+  python -m etc_model.lift_bert_checkpoint --bert_checkpoint=bert_dir \
       --output_dir=etc_lifted [--etc_config_file=etc_config.json] [--local_radius=84 ...]
 
 Any BERT checkpoint with the official names works: google-research/bert's, ours (any
@@ -48,6 +48,7 @@ import re
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import common

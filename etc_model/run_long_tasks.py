@@ -1,11 +1,11 @@
 # coding=utf-8
-"""Fine-tunes ETC / RealFormer-ETC on the long-context tasks (cloze with candidates, supporting
+r"""Fine-tunes ETC / RealFormer-ETC on the long-context tasks (cloze with candidates, supporting
 sentences, long-document classification) of etc_model.create_long_tasks.
 
-  python -m etc_model.run_long_tasks --task=cloze --data_dir=long_tasks \\
-      --etc_config_file=etc_out/etc_config.json --init_checkpoint=etc_out/model.ckpt-100000 \\
-      --output_dir=cloze_out --do_train --do_eval --do_predict \\
-      --max_seq_length=4096 --max_global_seq_length=256 --max_candidates=10 \\
+  python -m etc_model.run_long_tasks --task=cloze --data_dir=long_tasks \
+      --etc_config_file=etc_out/etc_config.json --init_checkpoint=etc_out/model.ckpt-100000 \
+      --output_dir=cloze_out --do_train --do_eval --do_predict \
+      --max_seq_length=4096 --max_global_seq_length=256 --max_candidates=10 \
       [--residual_attention=sum] [--eval_every_steps=500 --early_stopping_patience=3 --keep_best]
 
 Reads <data_dir>/<task>_{train,dev,test}.tfrecord (long_tasks.FEATURE_SHAPES_DOC); the side
@@ -69,6 +69,7 @@ import time
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 

@@ -1,9 +1,9 @@
 # coding=utf-8
-"""Pre-trains ETC / RealFormer-ETC with masked LM on long inputs (TPUEstimator, or CPU / GPU).
+r"""Pre-trains ETC / RealFormer-ETC with masked LM on long inputs (TPUEstimator, or CPU / GPU).
 
-  python -m etc_model.run_pretraining --etc_config_file=etc_config.json \\
-      --input_file=etc_data/train.tfrecord --output_dir=etc_out --do_train --do_eval \\
-      --max_seq_length=4096 --max_global_seq_length=256 --max_predictions_per_seq=640 \\
+  python -m etc_model.run_pretraining --etc_config_file=etc_config.json \
+      --input_file=etc_data/train.tfrecord --output_dir=etc_out --do_train --do_eval \
+      --max_seq_length=4096 --max_global_seq_length=256 --max_predictions_per_seq=640 \
       [--init_checkpoint=models/minilm_etc/model.ckpt] [--residual_attention=sum]
 
 Reads the TFRecords of `python -m etc_model.create_pretraining_data`. The side inputs (local /
@@ -55,6 +55,7 @@ import time
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import checkpoint_utils

@@ -11,12 +11,15 @@ import errno
 import glob
 import io
 import json
+import logging
 import os
+import re
 import signal
 import socket
 import sys
 import time
 
+from absl import logging as absl_logging
 import tensorflow as tf
 
 
@@ -52,7 +55,9 @@ def fail(message):
 def run_main(main_fn, argv):
   """Calls main_fn(argv) and turns a UsageError into a one-line message and exit status 2.
 
-  Also makes TensorFlow log each line once (absl and TF both attach handlers otherwise).
+  Also makes TensorFlow log each line once (absl and TF both attach handlers otherwise) and
+  hides the frameworks' own INFO / WARNING records unless --verbosity >= 1
+  (quiet_framework_logs).
 
   Args:
     main_fn: the tool's main function.
@@ -62,6 +67,7 @@ def run_main(main_fn, argv):
     Whatever main_fn returns.
   """
   tf.get_logger().propagate = False
+  quiet_framework_logs()
   try:
     return main_fn(argv)
   except UsageError as e:
@@ -77,6 +83,45 @@ def run_main(main_fn, argv):
       raise
     sys.stderr.write("error: %s\n" % str(e.message).splitlines()[0])
     sys.exit(1)
+
+
+# Packages whose own INFO and WARNING records are framework detail for a user of the commands
+# (the Estimator's config dump, "Calling model_fn", deprecation notices, graph-building notes).
+FRAMEWORK_PACKAGES = ("tensorflow", "tensorflow_estimator", "tf_keras", "keras",
+                      "tensorflow_hub", "tensorflow_text")
+# The framework's lines that a run's log is read for (by users and by the paper's drivers): the
+# training's final loss, checkpoint saves and restores. They stay at every verbosity.
+KEPT_FRAMEWORK_MESSAGES = ("Loss for final step", "Saving checkpoints for",
+                           "Restoring parameters from")
+_FRAMEWORK_PATH = re.compile(r"[\\/](?:site|dist)-packages[\\/](?:%s)[\\/]" %
+                             "|".join(FRAMEWORK_PACKAGES))
+
+
+class FrameworkDetailFilter(logging.Filter):
+  """Drops INFO / WARNING records logged from inside the frameworks unless --verbosity >= 1.
+
+  Records the repository's own code logs (through tf.compat.v1.logging or absl) carry its file
+  as their pathname and always pass, as do ERROR records from anywhere and the few framework
+  lines a log is read for (KEPT_FRAMEWORK_MESSAGES).
+  """
+
+  def filter(self, record):
+    if record.levelno >= logging.ERROR or not _FRAMEWORK_PATH.search(record.pathname or ""):
+      return True
+    if str(record.msg).startswith(KEPT_FRAMEWORK_MESSAGES):
+      return True
+    try:
+      return absl_logging.get_verbosity() >= 1
+    except Exception:  # pylint: disable=broad-except  (flags not parsed: keep the record)
+      return True
+
+
+def quiet_framework_logs():
+  """Installs FrameworkDetailFilter on TensorFlow's logger and absl's handler (once)."""
+  targets = [tf.get_logger(), absl_logging.get_absl_handler()]
+  for target in targets:
+    if not any(isinstance(f, FrameworkDetailFilter) for f in target.filters):
+      target.addFilter(FrameworkDetailFilter())
 
 
 # What a full or read-only disk says, in OSError numbers and in TensorFlow's messages.

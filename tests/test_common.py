@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 import types
 
 import pytest
@@ -255,3 +257,59 @@ def test_output_dir_lock_leaves_no_empty_directory_it_made(tmp_path):
   with common.OutputDirLock(str(existing)):
     pass
   assert existing.is_dir()
+
+
+def test_start_up_noise_is_dropped_and_other_import_lines_kept():
+  from realformer_tf import tf_startup  # pylint: disable=g-import-not-at-top
+  printed = (
+      "2026-11-27 10:37:15.552161: E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:9261]"
+      " Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN when"
+      " one has already been registered\n"
+      "2026-11-27 10:51:11.247093: I external/local_tsl/tsl/cuda/cudart_stub.cc:31] Could not"
+      " find cuda drivers on your machine, GPU will not be used.\n"
+      "2026-11-27 10:51:11.247381: I tensorflow/core/platform/cpu_feature_guard.cc:182] This"
+      " TensorFlow binary is optimized to use available CPU instructions.\n"
+      "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow"
+      " with the appropriate compiler flags.\n"
+      "2026-11-27 10:51:12.150161: W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:38]"
+      " TF-TRT Warning: Could not find TensorRT\n"
+      "ImportError: libfoo.so: cannot open shared object file\n")
+  assert (tf_startup.drop_start_up_noise(printed) ==
+          "ImportError: libfoo.so: cannot open shared object file\n")
+
+
+def test_a_command_starts_without_tensorflow_start_up_noise():
+  from realformer_tf import tf_startup  # pylint: disable=g-import-not-at-top
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  env["PYTHONPATH"] = REPO_DIR
+  plain = subprocess.run([sys.executable, "-c", "import tensorflow"], env=env,
+                         capture_output=True, text=True, timeout=300)
+  if tf_startup.drop_start_up_noise(plain.stderr) == plain.stderr:
+    pytest.skip("this TensorFlow build prints no start-up noise to drop")
+  quiet = subprocess.run(
+      [sys.executable, "-c", "from realformer_tf import tf_startup; import tensorflow as tf; "
+       "import sys; sys.stderr.write('imported %s\\n' % tf.__version__)"],
+      env=env, capture_output=True, text=True, timeout=300)
+  assert quiet.returncode == 0, quiet.stderr
+  assert quiet.stderr == "imported %s\n" % tf.__version__
+
+
+def test_framework_records_are_hidden_unless_verbosity_is_raised(monkeypatch):
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+  import logging  # pylint: disable=g-import-not-at-top
+
+  def record(path, level=logging.INFO, message="Calling model_fn."):
+    return logging.LogRecord("tensorflow", level, path, 1, message, None, None)
+
+  framework = os.path.join("venv", "lib", "python3.11", "site-packages", "tensorflow_estimator",
+                           "python", "estimator", "estimator.py")
+  ours = os.path.join(REPO_DIR, "run_pretraining.py")
+  installed_ours = os.path.join("venv", "lib", "python3.11", "site-packages", "run_pretraining.py")
+  keep = common.FrameworkDetailFilter().filter
+  monkeypatch.setattr(absl_logging, "get_verbosity", lambda: 0)
+  assert not keep(record(framework)) and not keep(record(framework, logging.WARNING))
+  assert keep(record(framework, logging.ERROR))
+  assert keep(record(framework, message="Loss for final step: %s."))
+  assert keep(record(ours)) and keep(record(installed_ours))
+  monkeypatch.setattr(absl_logging, "get_verbosity", lambda: 1)
+  assert keep(record(framework))

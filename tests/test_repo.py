@@ -462,3 +462,36 @@ def test_process_word_check_sees_tickets_and_work_slices():
            "on the previous session's machine", "a 1 MB slice of text", "x[:, :length] slice",
            "a tf.Session", "session_config(flag_values)"]
   assert [number for number, _ in _process_words(lines)] == [1, 2, 3, 4, 5]
+
+
+def _docstring_source(path):
+  """The source text of a file's module docstring ('' without one)."""
+  with open(path, encoding="utf-8") as f:
+    source = f.read()
+  tree = ast.parse(source)
+  if not (tree.body and isinstance(tree.body[0], ast.Expr)
+          and isinstance(tree.body[0].value, ast.Constant)
+          and isinstance(tree.body[0].value.value, str)):
+    return ""
+  node = tree.body[0]
+  return "".join(source.splitlines(True)[node.lineno - 1:node.end_lineno])
+
+
+def _loses_line_continuations(docstring_source):
+  """A non-raw docstring whose shell examples end lines with a backslash: Python joins those
+  lines, so --help shows each command as one line with runs of spaces."""
+  return (not docstring_source.lstrip().startswith(("r'''", 'r"""'))
+          and "\\\n" in docstring_source)
+
+
+def test_help_shows_usage_examples_with_their_line_breaks():
+  found = []
+  for module in _repo_modules():
+    path = os.path.join(REPO_DIR, *module.split(".")) + ".py"
+    if not os.path.isfile(path):
+      path = os.path.join(REPO_DIR, module, "__init__.py")
+    if _loses_line_continuations(_docstring_source(path)):
+      found.append(module)
+  assert not found, "make these module docstrings raw (r\"\"\"): %s" % found
+  assert _loses_line_continuations('"""Run:\n  python x.py --a=1 \\\n    --b=2\n"""')
+  assert not _loses_line_continuations('r"""Run:\n  python x.py --a=1 \\\n    --b=2\n"""')

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Writes translation TFRecords from line-aligned parallel text (the ids of docs/NMT_MODEL.md).
+r"""Writes translation TFRecords from line-aligned parallel text (the ids of docs/NMT_MODEL.md).
 
 Line i of --source_file is the translation of line i of --target_file (plain or gzip text, read
 transparently). Each pair becomes one tf.train.Example with two variable-length int64 features
@@ -15,10 +15,10 @@ source and target text first (realformer_tf.vocab_building.build_sentencepiece w
 layout: case preserved, one thread, deterministic) and written to --spm_model, so a rerun reuses
 it.
 
-  python -m translation.create_translation_data \\
-      --source_file=../shared/data/nmt/multi30k/train.en.gz \\
-      --target_file=../shared/data/nmt/multi30k/train.de.gz \\
-      --spm_model=output/nmt/spm_en_de.model --train_spm_vocab_size=8000 \\
+  python -m translation.create_translation_data \
+      --source_file=../shared/data/nmt/multi30k/train.en.gz \
+      --target_file=../shared/data/nmt/multi30k/train.de.gz \
+      --spm_model=output/nmt/spm_en_de.model --train_spm_vocab_size=8000 \
       --output_file=output/nmt/train.tfrecord --max_length=128
 
 Misaligned files are an error: when the two files have different line counts (one deleted
@@ -55,6 +55,7 @@ import time
 from absl import app
 from absl import flags
 from absl import logging
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import common

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Trains, evaluates, decodes and scores the translation RealFormer (nmt_modeling.py).
+r"""Trains, evaluates, decodes and scores the translation RealFormer (nmt_modeling.py).
 
     python -m translation.create_translation_data ...  # text -> TFRecords (+ joint SentencePiece)
     python -m translation.run_translation --do_train --train_file=train.tfrecord \
@@ -36,6 +36,7 @@ import time
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 
