@@ -13,7 +13,7 @@ one line: no stage reuses another run's outputs. One demo at a time per --output
 SIGINT / SIGTERM stop the running stage cleanly (exit 130 / 143); a stage that fails stops the
 demo with one line naming it (exit 1). About 10 minutes on 2 quiet CPU cores (pre-training at
 ~6 steps/s), more on a shared machine. Every stage is seeded (--seed): the same flags give the
-same report. docs/DEMO_RECIPE.md has the sweeps that chose the recipe (an 8,000-entry vocab built
+same report. docs/demo.md has the sweeps that chose the recipe (an 8,000-entry vocab built
 from the 2.9 MB of training text, sequences of 64, 3,000 steps of batch 128 at 2e-3; fine-tuning 4
 epochs of batch 32 at 2e-4 on 9,065 sentences) and the fill-mask prompts.
 """
@@ -64,7 +64,7 @@ def define_flags():
                     "Domain-adaptive pre-training: add the sentences of --sentiment_dir's "
                     "train.tsv (text only: no labels, never dev.tsv), each as its own document, "
                     "to the pre-training text (and to the text the vocab is built from).")
-  # The recipe (docs/DEMO_RECIPE.md has the sweep that chose it).
+  # The recipe (docs/demo.md has the sweep that chose it).
   flags.DEFINE_integer("max_seq_length", 64,
                        "Pre-training sequence length (the corpus' sentences are short: 64 "
                        "gives more updates per minute than 128).")
@@ -87,7 +87,7 @@ FLAGS = flags.FLAGS
 
 # Shown at the end of the demo: what the pre-trained model fills in, and what the exported
 # raw-text classifier answers. The fill-mask prompts were chosen, before any model's answers
-# were seen, for a content word that the training text cues strongly (docs/DEMO_RECIPE.md has
+# were seen, for a content word that the training text cues strongly (docs/demo.md has
 # the counts): "became the X of" is "father" 67 times of 70, "sons and X" "daughters" 18 of
 # 21, "the X of egypt" "land" 18 of 22, "bore a X" "son" 12 of 15.
 FILL_MASK_SENTENCES = ("he lived many years , and became the [MASK] of three sons .",

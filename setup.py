@@ -16,7 +16,7 @@ setuptools.setup(
     description="BERT with RealFormer residual attention (none | sum | mean), Post-LN or Pre-LN, "
                 "in TensorFlow 2.15 tf.compat.v1 with TPUEstimator.",
     python_requires=">=3.9,<3.12",
-    # Every top-level module the README documents (tests/test_repo.py checks none is missing).
+    # Every top-level module: the commands and the official library (tests/test_repo.py checks none is missing).
     py_modules=[
         "modeling", "tokenization", "optimization", "squad_evaluate", "create_pretraining_data", "run_pretraining", "run_classifier", "run_squad", "run_ner",
         "extract_features", "predict_masked", "export_hub", "slim_checkpoint", "build_vocab",

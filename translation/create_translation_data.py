@@ -1,5 +1,5 @@
 # coding=utf-8
-r"""Writes translation TFRecords from line-aligned parallel text (the ids of docs/NMT_MODEL.md).
+r"""Writes translation TFRecords from line-aligned parallel text (the ids of docs/translation.md).
 
 Line i of --source_file is the translation of line i of --target_file (plain or gzip text, read
 transparently). Each pair becomes one tf.train.Example with two variable-length int64 features

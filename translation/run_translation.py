@@ -82,7 +82,7 @@ def define_flags():
   """Defines the flags (called under __main__ so that every module imports together)."""
   estimator_utils.define_estimator_flags()
   flags.DEFINE_string("config_file", None,
-                      "NmtConfig JSON (docs/NMT_MODEL.md); a job with a checkpoint reuses the "
+                      "NmtConfig JSON (docs/translation.md); a job with a checkpoint reuses the "
                       "output_dir's nmt_config.json.")
   flags.DEFINE_enum("residual_attention", None, ["none", "sum", "mean"],
                     "Overrides residual_attention of --config_file (all three chains).")

@@ -86,7 +86,7 @@ class Translator(tf.Module):
   def encode_source(self, source):
     """Raw strings [batch] -> (int32 [batch, src], bool [batch]).
 
-    The ids are pieces + eos, 0-padded (docs/NMT_MODEL.md), cut to max_source_length ids as
+    The ids are pieces + eos, 0-padded (docs/translation.md), cut to max_source_length ids as
     decoding.encode_sources cuts them; the bool says which sources were cut.
     """
     # Invalid UTF-8 would make SentencePiece fail the whole batch: U+FFFD instead.
