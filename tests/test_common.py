@@ -320,7 +320,8 @@ def test_helpers_that_moved_out_of_commands_name_their_new_place():
   import extract_features  # pylint: disable=g-import-not-at-top
   for module, name, place in (
       (extract_features, "pad_batch", "realformer_tf.batch_inference.pad_batch"),
-      (extract_features, "RANDOM_WEIGHTS_SEED", "realformer_tf.batch_inference.RANDOM_WEIGHTS_SEED"),
+      (extract_features, "RANDOM_WEIGHTS_SEED",
+       "realformer_tf.batch_inference.RANDOM_WEIGHTS_SEED"),
       (export_hub, "BertClassifier", "realformer_tf.serving.BertClassifier")):
     message = "%s.%s moved to %s" % (module.__name__, name, place)
     with pytest.raises(AttributeError) as e:

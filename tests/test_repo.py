@@ -74,7 +74,8 @@ def test_pip_install_ships_commands_configs_and_runtime_requirements_only(tmp_pa
   # `configs/NAME.json` finds the installed config.
   script = ("from realformer_tf import model_config; "
             "print(model_config.shipped_config_path('configs/bert_tiny_realformer.json')); "
-            "print(model_config.load_config('configs/bert_tiny_realformer.json').residual_attention)")
+            "config = model_config.load_config('configs/bert_tiny_realformer.json'); "
+            "print(config.residual_attention)")
   env = dict(os.environ, PYTHONPATH=str(target), TF_CPP_MIN_LOG_LEVEL="3")
   result = subprocess.run([sys.executable, "-c", script], cwd=str(elsewhere), env=env,
                           capture_output=True, text=True, timeout=300)
