@@ -555,3 +555,27 @@ def test_side_input_flags_and_token_types_are_checked(tmp_path):
       "error: --etc_config_file=%s: segment_vocab_size=4, but WikiHop's token types go up to 7"
       % small)
   assert not (tmp_path / "out").exists()
+
+
+def test_stop_request_leaves_no_temporary_and_no_summary(tmp_path):
+  tokenizer = pretraining_data.make_tokenizer(VOCAB, True)
+  examples = {split: wikihop.read_examples(os.path.join(FIXTURES, split + ".json"), split)
+              for split in ("train", "dev")}
+  polls = []
+  create_wikihop.create_wikihop(examples, str(tmp_path / "full"), tokenizer, SETTINGS,
+                                should_stop=lambda: polls.append(1) and False)
+  assert len(polls) == (8 + 4) + (8 + 3)  # each example converted, each record written
+  out = str(tmp_path / "out")
+  # A stop while converting, while writing the first split's records, while writing the last.
+  for polls_before_stop in (3, 13, len(polls) - 1):
+    calls = []
+
+    def should_stop():
+      calls.append(1)
+      return len(calls) > polls_before_stop  # pylint: disable=cell-var-from-loop
+
+    with pytest.raises(pretraining_data.Stopped):
+      create_wikihop.create_wikihop(examples, out, tokenizer, SETTINGS, should_stop=should_stop)
+    left = sorted(os.listdir(out)) if os.path.exists(out) else []
+    assert wikihop.SUMMARY_NAME not in left
+    assert not [name for name in left if ".tmp-" in name], left
