@@ -1,9 +1,9 @@
 # coding=utf-8
-"""Writes WikiHop (QAngaroo) records for ETC, with the official etcmodel feature layout.
+r"""Writes WikiHop (QAngaroo) records for ETC, with the official etcmodel feature layout.
 
-  python -m etc_model.create_wikihop --train_file=qangaroo_v1.1/wikihop/train.json \\
-      --dev_file=qangaroo_v1.1/wikihop/dev.json --vocab_file=models/minilm/vocab.txt \\
-      --output_dir=wikihop_data [--max_seq_length=4096 --max_global_seq_length=430 \\
+  python -m etc_model.create_wikihop --train_file=qangaroo_v1.1/wikihop/train.json \
+      --dev_file=qangaroo_v1.1/wikihop/dev.json --vocab_file=models/minilm/vocab.txt \
+      --output_dir=wikihop_data [--max_seq_length=4096 --max_global_seq_length=430 \
       --max_candidates=79 --max_num_sentences=200]
 
 Inputs: --train_file, --dev_file and --test_file (any of them; each a QAngaroo JSON list of
@@ -42,6 +42,7 @@ import sys
 from absl import app
 from absl import flags
 from absl import logging
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import common

@@ -1,9 +1,9 @@
 # coding=utf-8
-"""Scores WikiHop predictions {id: answer} (the official submission format) against a QAngaroo
+r"""Scores WikiHop predictions {id: answer} (the official submission format) against a QAngaroo
 file.
 
 Usage:
-  python -m etc_model.wikihop_evaluate qangaroo_v1.1/wikihop/dev.json dev_predictions.json \\
+  python -m etc_model.wikihop_evaluate qangaroo_v1.1/wikihop/dev.json dev_predictions.json \
       [--out_file=eval.json]
 
 accuracy = right / examples of the data file: a prediction is right when it equals the answer
@@ -25,6 +25,7 @@ from absl import app
 from absl import flags
 from absl import logging
 
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 from realformer_tf import common
 from etc_model import wikihop
 
