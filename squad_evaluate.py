@@ -114,6 +114,10 @@ def main(argv):
   result.update(squad_scoring.warn_id_problems(
       dataset_json["data"], preds, "data file %s" % data_file, "predictions file %s" % pred_file))
   if FLAGS.out_file:
+    common.check_output_path(FLAGS.out_file, "out_file")
+    parent = os.path.dirname(FLAGS.out_file)
+    if parent:
+      os.makedirs(parent, exist_ok=True)  # as the tools that write into an --output_dir
     with common.atomic_output(FLAGS.out_file) as f:
       f.write(json.dumps(result) + "\n")
   print(json.dumps(result, indent=2))
