@@ -497,17 +497,25 @@ def _check_vocab_ids(input_files, bert_config, records_per_file=64):
                       (path, key, max(ids), bert_config.vocab_size))
 
 
-def _expected_lengths():
+def _expected_lengths(max_seq_length, max_predictions_per_seq):
+  """{feature: (length, what sets it)} of the pre-training records, for check_tfrecord_lengths.
+
+  Args:
+    max_seq_length: --max_seq_length.
+    max_predictions_per_seq: --max_predictions_per_seq.
+
+  Returns:
+    dict.
+  """
+  seq_flag = "--max_seq_length=%d" % max_seq_length
+  pred_flag = "--max_predictions_per_seq=%d" % max_predictions_per_seq
   return {
-      "input_ids": (FLAGS.max_seq_length, "--max_seq_length=%d" % FLAGS.max_seq_length),
-      "input_mask": (FLAGS.max_seq_length, "--max_seq_length=%d" % FLAGS.max_seq_length),
-      "segment_ids": (FLAGS.max_seq_length, "--max_seq_length=%d" % FLAGS.max_seq_length),
-      "masked_lm_positions": (FLAGS.max_predictions_per_seq,
-                              "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq),
-      "masked_lm_ids": (FLAGS.max_predictions_per_seq,
-                        "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq),
-      "masked_lm_weights": (FLAGS.max_predictions_per_seq,
-                            "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq),
+      "input_ids": (max_seq_length, seq_flag),
+      "input_mask": (max_seq_length, seq_flag),
+      "segment_ids": (max_seq_length, seq_flag),
+      "masked_lm_positions": (max_predictions_per_seq, pred_flag),
+      "masked_lm_ids": (max_predictions_per_seq, pred_flag),
+      "masked_lm_weights": (max_predictions_per_seq, pred_flag),
       "next_sentence_labels": (1, "next_sentence_labels must have length 1"),
   }
 
@@ -534,11 +542,12 @@ def main(_):
   if FLAGS.vocab_size:
     bert_config.vocab_size = FLAGS.vocab_size
   input_files = common.expand_input_files(FLAGS.input_file, "input_file")
-  estimator_utils.check_tfrecord_lengths(input_files, _expected_lengths(), "input_file")
+  expected_lengths = _expected_lengths(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
+  estimator_utils.check_tfrecord_lengths(input_files, expected_lengths, "input_file")
   eval_files = input_files
   if FLAGS.eval_input_file:
     eval_files = common.expand_input_files(FLAGS.eval_input_file, "eval_input_file")
-    estimator_utils.check_tfrecord_lengths(eval_files, _expected_lengths(), "eval_input_file")
+    estimator_utils.check_tfrecord_lengths(eval_files, expected_lengths, "eval_input_file")
 
   common.check_output_dir(FLAGS.output_dir)
   _check_vocab_ids(input_files + (eval_files if eval_files is not input_files else []),

@@ -1,6 +1,7 @@
 """Repository-wide checks: setup.py installs every module, no machine path in tracked files, the
 import structure (no module uses another's private names, no import circle, no sys.path edits,
-no command or library module imports a command, nothing imports a paper driver)."""
+no command or library module imports a command, nothing imports a paper driver), and commands
+read FLAGS only in main and their flag functions."""
 
 import ast
 import functools
@@ -396,6 +397,105 @@ def test_layering_check_sees_commands_libraries_and_paper_drivers():
       "unused (a library module) imports the command tool for %s (put it in a library module)"
       % WHOLE_MODULE,
   ]
+
+
+# ------------------------------------------------------------------------------------------------
+# Flags are read in a command's main (or the function that turns them into the job's settings, or
+# a check of them) and passed down as arguments: no job function reads the global FLAGS.
+
+# The functions of a command that may read FLAGS: main, the flag definitions, the checks of the
+# parsed flags (_check..._flags, _validate..._flags; run_squad's validate_flags_or_throw is
+# official google-research/bert API), the one function that turns them into the job's settings
+# (job_settings, settings_from_flags and the like, read_flags) and run_classifier's run().
+FLAG_READERS = re.compile(r"^(main|define_flags|run|job_settings|\w*_from_flags|read_flags"
+                          r"|_check\w*_flags|_validate\w*_flags|validate_flags_or_throw)$")
+# The library-like modules of the official code (their FLAGS reads are the official ones).
+OFFICIAL_FLAG_MODULES = ("modeling.py", "tokenization.py", "optimization.py")
+# Reads of FLAGS below main not converted yet, as {file: functions}: these files are being
+# rewritten elsewhere; an entry goes when its file passes the flag values down.
+FLAG_READS_TO_CONVERT = {
+    "etc_model/run_long_tasks.py": {"_padding", "_needed_files", "_expected_lengths",
+                                    "_Inference", "_scored_checkpoint", "_train"},
+    "run_demo.py": {"demo_settings", "demo_inputs", "_path"},
+}
+
+
+def _flag_reads(source):
+  """[(top-level definition, line)] of every read of FLAGS (or flags.FLAGS) in `source`, the
+  module-level `FLAGS = flags.FLAGS` aside; "<module>" for module-level statements."""
+  reads = []
+  for node in ast.parse(source).body:
+    owner = getattr(node, "name", "<module>")
+    defines_flags = (isinstance(node, ast.Assign) and
+                     [getattr(t, "id", None) for t in node.targets] == ["FLAGS"])
+    for sub in ast.walk(node):
+      if defines_flags:
+        break
+      if (isinstance(sub, ast.Name) and sub.id == "FLAGS" and isinstance(sub.ctx, ast.Load) or
+          isinstance(sub, ast.Attribute) and sub.attr == "FLAGS"):
+        reads.append((owner, sub.lineno))
+  return reads
+
+
+def _flag_reads_outside_readers(source, allowed=()):
+  """["function (line N)"] of the reads of FLAGS in `source` outside FLAG_READERS and
+  `allowed`."""
+  return ["%s (line %d)" % (owner, line) for owner, line in _flag_reads(source)
+          if not FLAG_READERS.match(owner) and owner not in allowed]
+
+
+def _command_files():
+  """The repository-relative paths of the command modules: the root's scripts (the official
+  library modules aside) and the modules of etc_model/, translation/ and paper/."""
+  paths = [name for name in os.listdir(REPO_DIR)
+           if name.endswith(".py") and name != "setup.py" and name not in OFFICIAL_FLAG_MODULES]
+  for folder in ("etc_model", "translation", "paper"):
+    paths += ["%s/%s" % (folder, name) for name in os.listdir(os.path.join(REPO_DIR, folder))
+              if name.endswith(".py")]
+  return sorted(paths)
+
+
+def test_commands_read_flags_only_in_main_and_the_flag_functions():
+  paths = _command_files()
+  assert {"run_ner.py", "run_squad.py", "translation/run_translation.py",
+          "etc_model/run_pretraining.py", "paper/reproduce_table7.py"} <= set(paths)
+  assert "modeling.py" not in paths and "setup.py" not in paths
+  found = []
+  for path in paths:
+    with open(os.path.join(REPO_DIR, path), encoding="utf-8") as f:
+      found += ["%s: %s" % (path, read) for read in _flag_reads_outside_readers(
+          f.read(), FLAG_READS_TO_CONVERT.get(path, ()))]
+  assert not found, ("FLAGS read below main (pass the values down as arguments, or read them in "
+                     "job_settings): " + ", ".join(found))
+
+
+def test_flag_check_allows_main_the_checks_and_the_settings_only():
+  source = textwrap.dedent("""\
+      FLAGS = flags.FLAGS
+
+      def job_settings(flag_values):
+        return Settings(FLAGS.output_dir)
+
+      def settings_from_flags():
+        return FLAGS.size
+
+      def _validate_flags():
+        return FLAGS.vocab_file
+
+      def validate_flags_or_throw(bert_config):
+        return FLAGS.do_train
+
+      def main(_):
+        _run_job(job_settings(FLAGS))
+
+      def _run_job(settings):
+        return FLAGS.do_predict
+
+      def _predict(settings):
+        return FLAGS.output_dir
+      """)
+  assert _flag_reads_outside_readers(source) == ["_run_job (line 19)", "_predict (line 22)"]
+  assert _flag_reads_outside_readers(source, {"_predict"}) == ["_run_job (line 19)"]
 
 
 def _is_sys_path(node):

@@ -347,10 +347,21 @@ def unequal_lines_allowed(allow_unequal_lines, strict, strict_given):
   return allow_unequal_lines or not strict
 
 
-def _spm_model(input_files, log_fn):
-  """The SentencePiece model of --spm_model, trained first when it is missing (see the flags)."""
-  path = FLAGS.spm_model
-  size = FLAGS.train_spm_vocab_size
+def _spm_model(input_files, log_fn, path, size, algorithm, max_line_chars, max_bad_fraction):
+  """The SentencePiece model of --spm_model, trained first when it is missing (see the flags).
+
+  Args:
+    input_files: the source and target text (training a model).
+    log_fn: function of one string.
+    path: --spm_model.
+    size: --train_spm_vocab_size (0: the model must exist).
+    algorithm: --spm_algorithm.
+    max_line_chars: --max_line_chars.
+    max_bad_fraction: --max_bad_fraction.
+
+  Returns:
+    the loaded SentencePiece model.
+  """
   if tf.io.gfile.exists(path):
     sp = translation_records.load_spm(path)
     if size and sp.get_piece_size() != size:
@@ -367,9 +378,9 @@ def _spm_model(input_files, log_fn):
   if os.path.dirname(path):
     tf.io.gfile.makedirs(os.path.dirname(path))
   vocab_building.build_sentencepiece(
-      input_files, size, path, do_lower_case=False, algorithm=FLAGS.spm_algorithm,
-      log_fn=log_fn, max_line_chars=FLAGS.max_line_chars,
-      max_bad_fraction=FLAGS.max_bad_fraction, id_layout="nmt",
+      input_files, size, path, do_lower_case=False, algorithm=algorithm,
+      log_fn=log_fn, max_line_chars=max_line_chars,
+      max_bad_fraction=max_bad_fraction, id_layout="nmt",
       flag_name="train_spm_vocab_size")
   return translation_records.load_spm(path)
 
@@ -398,7 +409,8 @@ def main(_):
   common.check_not_input(FLAGS.output_file, [FLAGS.spm_model, summary_file])
   text_input.check_text_inputs([FLAGS.source_file], "source_file")
   text_input.check_text_inputs([FLAGS.target_file], "target_file")
-  sp = _spm_model(input_files, logging.info)
+  sp = _spm_model(input_files, logging.info, FLAGS.spm_model, FLAGS.train_spm_vocab_size,
+                  FLAGS.spm_algorithm, FLAGS.max_line_chars, FLAGS.max_bad_fraction)
   for path in (FLAGS.output_file, summary_file):
     for removed in common.remove_stale_temps(path):
       logging.info("removed %s (left by an earlier run)", removed)
