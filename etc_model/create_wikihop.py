@@ -82,10 +82,18 @@ def _never():
   return False
 
 
-def split_files():
-  """{split: path} of the split files given."""
-  return collections.OrderedDict((split, getattr(FLAGS, "%s_file" % split)) for split in SPLITS
-                                 if getattr(FLAGS, "%s_file" % split))
+def split_files(paths):
+  """{split: path} of the split files given.
+
+  Args:
+    paths: {split: the --<split>_file value (may be empty)} for the splits of SPLITS.
+  """
+  return collections.OrderedDict((split, paths[split]) for split in SPLITS if paths.get(split))
+
+
+def _split_files_from_flags():
+  """{split: --<split>_file} from the parsed flags."""
+  return {split: getattr(FLAGS, "%s_file" % split) for split in SPLITS}
 
 
 def output_files(output_dir, splits):
@@ -243,7 +251,7 @@ def create_wikihop(examples_by_split, output_dir, tokenizer, settings, extra_set
 
 def _validate_flags():
   """One-line errors for impossible flag values."""
-  if not split_files():
+  if not split_files(_split_files_from_flags()):
     common.fail("at least one of --train_file, --dev_file or --test_file is required")
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
@@ -264,7 +272,7 @@ def main(_):
   logging.set_verbosity(logging.INFO)
   _validate_flags()
   common.require_file(FLAGS.vocab_file, "vocab_file")
-  inputs = split_files()
+  inputs = split_files(_split_files_from_flags())
   common.check_output_dir(FLAGS.output_dir)
   outputs = output_files(FLAGS.output_dir, inputs)
   for path in outputs:

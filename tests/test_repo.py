@@ -415,7 +415,8 @@ OFFICIAL_FLAG_MODULES = ("modeling.py", "tokenization.py", "optimization.py")
 # rewritten elsewhere; an entry goes when its file passes the flag values down.
 FLAG_READS_TO_CONVERT = {
     "etc_model/run_long_tasks.py": {"_padding", "_needed_files", "_expected_lengths",
-                                    "_Inference", "_scored_checkpoint", "_train"},
+                                    "_Inference", "_scored_checkpoint", "_train",
+                                    "_side_input_options"},
     "run_demo.py": {"demo_settings", "demo_inputs", "_path"},
 }
 
