@@ -313,3 +313,19 @@ def test_framework_records_are_hidden_unless_verbosity_is_raised(monkeypatch):
   assert keep(record(ours)) and keep(record(installed_ours))
   monkeypatch.setattr(absl_logging, "get_verbosity", lambda: 1)
   assert keep(record(framework))
+
+
+def test_storage_errors_name_the_output_not_its_temporary():
+  """TensorFlow's messages of a full or read-only disk name the writer's temporary (removed by
+  then) and op details: the line names the output and the problem."""
+  saved = ("{{function_node __wrapped__SaveV2_dtypes_57_device_/job:localhost/replica:0/task:0/"
+           "device:CPU:0}} out/.export.tmp-317/variables/variables_temp/part-00000-of-00001.data-"
+           "00000-of-00001.tempstate1763; No space left on device [Op:SaveV2]")
+  assert common.describe_storage_error(saved) == "out/export: No space left on device (errno 28)"
+  assert common.describe_storage_error("out/lt/.cloze_train.tfrecord.tmp-68; File too large") == (
+      "out/lt/cloze_train.tfrecord: File too large (errno 27)")
+  assert common.describe_storage_error("/mnt/new; Read-only file system") == (
+      "/mnt/new: Read-only file system (errno 30)")
+  assert common.describe_os_error(OSError(28, "No space left on device", "d/.x.json.tmp-5")) == (
+      "d/x.json: No space left on device (errno 28)")
+  assert common.final_name("a/b.txt") == "a/b.txt"

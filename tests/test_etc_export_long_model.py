@@ -237,3 +237,40 @@ def test_one_line_errors(model, tmp_path):
   assert last_error_line(proc) == "error: --checkpoint=%s: no checkpoint there" % (
       tmp_path / "none")
   assert not (tmp_path / "export").exists()
+
+
+def _data_dir(path, settings, **changes):
+  """A data directory whose long_tasks.json holds `settings` with `changes`."""
+  path.mkdir()
+  (path / long_tasks.SUMMARY_NAME).write_text(json.dumps(
+      {"settings": dict(settings, **changes), "classify_labels": LABELS}))
+  return str(path)
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"max_seq_length": 0}, "max_seq_length=0 is not a whole number >= 1"),
+    ({"max_global_seq_length": "12"}, "max_global_seq_length='12' is not a whole number >= 1"),
+    ({"max_global_seq_length": 65}, "max_global_seq_length=65 is more than max_seq_length=64"),
+    ({"max_candidates": 12}, "max_candidates=12 leaves no global token of "
+                             "max_global_seq_length=12 for the question"),
+    ({"blank_token_id": -1}, "blank_token_id=-1 is not a token id"),
+])
+def test_settings_create_long_tasks_never_writes_are_one_line(model, tmp_path, changes, message):
+  # They built graphs that failed deep inside TensorFlow (or, L = 0, a model that reads nothing).
+  data_dir = _data_dir(tmp_path / "data", model["settings"], **changes)
+  with pytest.raises(common.UsageError) as e:
+    export.read_settings(data_dir)
+  assert str(e.value) == "--data_dir=%s: its %s: %s" % (data_dir, long_tasks.SUMMARY_NAME,
+                                                       message)
+
+
+def test_a_vocab_bigger_than_the_model_is_one_line(model, tmp_path):
+  # Its extra words' ids lie outside the token table: every request holding one would fail.
+  vocab = tmp_path / "vocab.txt"
+  with open(VOCAB) as f:
+    vocab.write_text(f.read() + "".join("extra%d\n" % i for i in range(3)))
+  with pytest.raises(common.UsageError, match=r"^--vocab_file=%s: has 30525 tokens but the "
+                     r"model's vocab_size is 30522" % vocab):
+    export.export_long_model("cloze", model["checkpoint"], model["config"], model["settings"],
+                             str(vocab), True, str(tmp_path / "export"))
+  assert not (tmp_path / "export").exists()
