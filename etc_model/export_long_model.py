@@ -325,13 +325,26 @@ class LongTaskModel(tf.Module):
     cands = tokenize_rows(self.tokenizer, candidates)
     cands = tf.ragged.boolean_mask(cands, piece_positions(cands) < s["max_candidate_pieces"])
     has_pieces = cands.row_lengths(axis=2) > 0
+    # [batch, K] also for an empty batch (whose ragged rows would give [0, 0]).
     nonempty = has_pieces.to_tensor(False)
+    nonempty = tf.pad(nonempty, [[0, 0], [0, tf.shape(candidates)[1] - tf.shape(nonempty)[1]]])
     cands = drop_empty(cands)
     num_c = cands.row_lengths()
-    check = tf.debugging.assert_less_equal(
-        num_c, tf.constant(s["max_candidates"], tf.int64),
-        message="more candidates than the model's max_candidates=%d" % s["max_candidates"])
-    with tf.control_dependencies([check]):
+    # Requests the head cannot answer fail instead of getting an answer that means nothing:
+    # no candidate (the answer would be ""), no blank (nothing asks for a candidate).
+    blanks = tf.strings.split(question, sep=s["blank_token"]).row_lengths() - 1
+    checks = [
+        tf.debugging.assert_less_equal(
+            num_c, tf.constant(s["max_candidates"], tf.int64),
+            message="more candidates than the model's max_candidates=%d" % s["max_candidates"]),
+        tf.debugging.assert_positive(
+            num_c, message="a request without candidates (every row needs one that is not "
+                           "empty)"),
+        tf.debugging.assert_positive(
+            blanks, message="a question without the blank token %s (each mention of the "
+                            "answer is written as %s)" % (s["blank_token"], s["blank_token"])),
+    ]
+    with tf.control_dependencies(checks):
       num_c = tf.identity(num_c)
     query = blanked_question(self.tokenizer, question, s["blank_token"], s["blank_token_id"])
     query = drop_empty(tf.expand_dims(query, 1))

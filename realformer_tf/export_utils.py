@@ -142,14 +142,18 @@ def _only_checkpoint_in(directory, flag_name):
 
 
 def range_checked(inputs, bert_config):
-  """The id inputs, with input_ids / segment_ids passed through range assertions.
+  """The id inputs, with the token and token-type ids passed through range assertions.
 
   A request whose ids lie outside the model's tables fails with an InvalidArgumentError naming
-  the input (a segment id >= type_vocab_size would otherwise select no embedding at all). Used
-  by export_saved_model's graph and by serving.BertClassifier's `serving_ids` signature.
+  the input (a segment id >= type_vocab_size would otherwise select no embedding at all), and
+  one longer than max_position_embeddings with one naming the length (instead of an error
+  deep inside the embedding lookup). Used by export_saved_model's graph, by
+  serving.BertClassifier's `serving_ids` signature and by serving.encoder_graph (the TF-Hub
+  encoder's `input_word_ids` / `input_type_ids`).
 
   Args:
-    inputs: dict name -> int tensor (placeholders, or a tf.function's arguments).
+    inputs: dict name -> int tensor (placeholders, or a tf.function's arguments): input_ids or
+      input_word_ids, segment_ids or input_type_ids [batch, seq], others passed through.
     bert_config: modeling.BertConfig or None (no checks).
 
   Returns:
@@ -158,15 +162,22 @@ def range_checked(inputs, bert_config):
   if bert_config is None:
     return inputs
   limits = {"input_ids": ("vocab_size", bert_config.vocab_size),
-            "segment_ids": ("type_vocab_size", bert_config.type_vocab_size)}
+            "input_word_ids": ("vocab_size", bert_config.vocab_size),
+            "segment_ids": ("type_vocab_size", bert_config.type_vocab_size),
+            "input_type_ids": ("type_vocab_size", bert_config.type_vocab_size)}
   checked = dict(inputs)
-  for name, (limit_name, limit) in limits.items():
+  for name, (limit_name, limit) in sorted(limits.items()):
     if name not in inputs:
       continue
     tensor = inputs[name]
     message = "%s must be in [0, %s=%d)" % (name, limit_name, limit)
     asserts = [tf1.debugging.assert_non_negative(tensor, message=message),
                tf1.debugging.assert_less(tensor, tf.cast(limit, tensor.dtype), message=message)]
+    if limit_name == "vocab_size":
+      asserts.append(tf1.debugging.assert_less_equal(
+          tf.shape(tensor)[-1], bert_config.max_position_embeddings,
+          message="%s: the sequence length must be <= max_position_embeddings=%d" % (
+              name, bert_config.max_position_embeddings)))
     with tf.control_dependencies(asserts):
       checked[name] = tf.identity(tensor)
   return checked

@@ -274,3 +274,29 @@ def test_a_vocab_bigger_than_the_model_is_one_line(model, tmp_path):
     export.export_long_model("cloze", model["checkpoint"], model["config"], model["settings"],
                              str(vocab), True, str(tmp_path / "export"))
   assert not (tmp_path / "export").exists()
+
+
+@pytest.mark.slow
+def test_cloze_requests_it_cannot_answer_fail(model, tmp_path):
+  """No candidate answered "" and a question without the blank got an answer to nothing: both
+  fail the request now, naming what is missing; an empty batch answers an empty batch."""
+  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+  export.export_long_model("cloze", model["checkpoint"], model["config"], model["settings"],
+                           VOCAB, True, str(tmp_path / "cloze"))
+  serve = tf.saved_model.load(str(tmp_path / "cloze")).signatures["serving_default"]
+  sentences = tf.constant([["Anna walked to the river with Boris.", "Boris saw a boat."],
+                           ["Clara met David.", ""]])
+  question = tf.constant(["[MASK] laughed.", "[MASK] smiled."])
+  candidates = tf.constant([["Anna", "Boris"], ["Clara", "David"]])
+  answer = serve(sentences=sentences, question=question, candidates=candidates)["answer"]
+  assert set(answer.numpy().tolist()[0:1]) <= {b"Anna", b"Boris"}
+  empty = serve(sentences=tf.zeros([0, 2], tf.string), question=tf.zeros([0], tf.string),
+                candidates=tf.zeros([0, 2], tf.string))
+  assert empty["scores"].shape == (0, 2) and empty["answer"].shape == (0,)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="a request without candidates"):
+    serve(sentences=sentences, question=question,
+          candidates=tf.constant([["Anna", ""], ["", ""]]))
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"a question without the blank token \[MASK\]"):
+    serve(sentences=sentences, question=tf.constant(["Anna laughed.", "[MASK] smiled."]),
+          candidates=candidates)
