@@ -148,7 +148,9 @@ def tokenize_rows(tokenizer, text):
   """
   flat = tf.reshape(text, [-1])
   pieces = tokenizer(flat).merge_dims(1, 2)
-  return tf.RaggedTensor.from_uniform_row_length(pieces, tf.shape(text, out_type=tf.int64)[1])
+  shape = tf.shape(text, out_type=tf.int64)
+  # nrows: with no column the batch size is not implied by the (empty) values.
+  return tf.RaggedTensor.from_uniform_row_length(pieces, shape[1], nrows=shape[0])
 
 
 def drop_empty(sentences):

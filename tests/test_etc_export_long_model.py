@@ -300,3 +300,11 @@ def test_cloze_requests_it_cannot_answer_fail(model, tmp_path):
                      match=r"a question without the blank token \[MASK\]"):
     serve(sentences=sentences, question=tf.constant(["Anna laughed.", "[MASK] smiled."]),
           candidates=candidates)
+
+
+def test_a_request_without_sentence_columns_keeps_its_batch_size():
+  # A [2, 0] request was read as a batch of 0 documents: 0 rows of answers for 2 questions.
+  tokens = export.tokenize_rows(export.WordpieceIds(VOCAB, True), tf.zeros([2, 0], tf.string))
+  assert tokens.nrows() == 2 and tokens.row_lengths().numpy().tolist() == [0, 0]
+  tokens = export.tokenize_rows(export.WordpieceIds(VOCAB, True), tf.constant([["a b"], ["c"]]))
+  assert tokens.to_list() == [[[1037, 1038]], [[1039]]]
