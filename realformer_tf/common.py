@@ -124,10 +124,11 @@ def quiet_framework_logs():
       target.addFilter(FrameworkDetailFilter())
 
 
-# What a full or read-only disk says, in OSError numbers and in TensorFlow's messages.
-_STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+# What a full or read-only disk (or a directory the user may not write) says, in OSError numbers
+# and in TensorFlow's messages.
+_STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES)
 _STORAGE_MESSAGES = ("No space left on device", "Disk quota exceeded", "File too large",
-                     "Read-only file system")
+                     "Read-only file system", "Permission denied")
 
 
 def _is_storage_error(message):

@@ -329,3 +329,26 @@ def test_storage_errors_name_the_output_not_its_temporary():
   assert common.describe_os_error(OSError(28, "No space left on device", "d/.x.json.tmp-5")) == (
       "d/x.json: No space left on device (errno 28)")
   assert common.final_name("a/b.txt") == "a/b.txt"
+
+
+def test_a_directory_the_user_may_not_write_is_one_line(monkeypatch, capsys):
+  """TensorFlow's writers (GFile, TFRecordWriter, SavedModel) report a directory without write
+  permission (chmod 555) as PermissionDeniedError: one line naming the output, exit 1, as an
+  OSError from Python's own writers is (not a traceback)."""
+
+  def main(unused_argv):
+    raise tf.errors.PermissionDeniedError(None, None,
+                                          "out/.x.tfrecord.tmp-12; Permission denied")
+
+  with pytest.raises(SystemExit) as e:
+    common.run_main(main, [])
+  assert e.value.code == 1
+  assert capsys.readouterr().err == "error: out/x.tfrecord: Permission denied (errno 13)\n"
+
+  def python_main(unused_argv):
+    raise PermissionError(13, "Permission denied", "out/.lock-local")
+
+  with pytest.raises(SystemExit) as e:
+    common.run_main(python_main, [])
+  assert e.value.code == 1
+  assert capsys.readouterr().err == "error: out/.lock-local: Permission denied (errno 13)\n"
