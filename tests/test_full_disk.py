@@ -121,3 +121,49 @@ def test_export_long_model(tmp_path):
   assert "Traceback" not in err
   assert _last_line(err) == "error: %s: %s" % (out / "export", FULL)
   assert _finished_names(out) == ([], [])
+
+
+def _run_in_a_read_only_directory(directory, args, timeout=180):
+  """Runs `python ARGS` with `directory` read-only; returns (status, stderr, the system's words).
+
+  Not root: the directory's mode (chmod 555) stops the writes. Root writes whatever the mode
+  says: the directory is bound read-only in a private mount namespace (`unshare -m`) instead.
+  """
+  command = [sys.executable] + [str(a) for a in args]
+  if os.geteuid() != 0:
+    os.chmod(str(directory), 0o555)
+    words = "Permission denied (errno %d)" % errno.EACCES
+  else:
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+      pytest.skip("root without `unshare -m`: no read-only directory to write into")
+    command = ["unshare", "-m", "sh", "-c",
+               'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"',
+               str(directory)] + command
+    words = "Read-only file system (errno %d)" % errno.EROFS
+  try:
+    result = subprocess.run(command, cwd=REPO_DIR, env=tool_env(), capture_output=True,
+                            text=True, timeout=timeout)
+  finally:
+    os.chmod(str(directory), 0o755)
+  return result.returncode, result.stderr, words
+
+
+def test_read_only_output_directories(tmp_path):
+  """A TFRecord writer (etc_model.create_pretraining_data) and a SavedModel writer
+  (export_hub.py) into a directory they may not write: one line naming the output, exit 1."""
+  (tmp_path / "in").mkdir()
+  _corpus(str(tmp_path / "in" / "text.txt"))
+  out = tmp_path / "out"
+  out.mkdir()
+  status, err, words = _run_in_a_read_only_directory(out, [
+      "-m", "etc_model.create_pretraining_data", "--input_file=%s" % (tmp_path / "in/text.txt"),
+      "--output_file=%s" % (out / "etc.tfrecord"), "--vocab_file=%s" % VOCAB,
+      "--max_seq_length=64", "--max_global_seq_length=8", "--max_predictions_per_seq=10"])
+  assert (status, "Traceback" in err) == (1, False), err[-3000:]
+  assert _last_line(err) == "error: %s: %s" % (out / "etc.tfrecord", words)
+  status, err, words = _run_in_a_read_only_directory(out, [
+      os.path.join(REPO_DIR, "export_hub.py"), "--mode=preprocessor", "--vocab_file=%s" % VOCAB,
+      "--export_dir=%s" % (out / "preprocessor")])
+  assert (status, "Traceback" in err) == (1, False), err[-3000:]
+  assert _last_line(err) == "error: %s: %s" % (out / "preprocessor", words)
+  assert os.listdir(str(out)) == []
