@@ -33,7 +33,6 @@ from __future__ import print_function
 
 import collections
 import contextlib
-import dis
 import json
 import os
 import sys
@@ -674,27 +673,8 @@ MOVED = {
 }
 
 
-def __getattr__(name):
-  """A name of MOVED: one line naming its new place (PEP 562; other names: the usual error).
-
-  Raised as AttributeError for `run_classifier.NAME` (hasattr and getattr with a default keep
-  working), as ImportError for `from run_classifier import NAME` (Python replaces an
-  AttributeError there by a message of its own).
-  """
-  if name not in MOVED:
-    raise AttributeError("module %r has no attribute %r" % (__name__, name))
-  message = "%s.%s moved to %s" % (__name__, name, MOVED[name])
-  if _called_by_import_from(sys._getframe(1)):  # pylint: disable=protected-access
-    raise ImportError(message, name=__name__)
-  raise AttributeError(message)
-
-
-def _called_by_import_from(frame):
-  """Whether `frame` is executing a `from MODULE import NAME` (CPython's IMPORT_FROM)."""
-  try:
-    return frame.f_code.co_code[frame.f_lasti] == dis.opmap["IMPORT_FROM"]
-  except (AttributeError, IndexError, KeyError):
-    return False
+# `run_classifier.NAME` for a name of MOVED: one line naming its new place.
+__getattr__ = common.moved_names_getattr(__name__, MOVED)
 
 
 # ----------------------------------------------------------------------------------------------

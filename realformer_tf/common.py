@@ -7,6 +7,7 @@ problem (`UsageError`), writes its outputs under a temporary name and renames th
 
 import atexit
 import contextlib
+import dis
 import errno
 import glob
 import io
@@ -83,6 +84,43 @@ def run_main(main_fn, argv):
       raise
     sys.stderr.write("error: %s\n" % describe_storage_error(str(e.message)))
     sys.exit(1)
+
+
+def moved_names_getattr(module_name, new_place_of):
+  """A module `__getattr__` (PEP 562) saying in one line where a moved name lives now.
+
+  Raised as AttributeError for `module.NAME` (hasattr and getattr with a default keep working),
+  as ImportError for `from module import NAME` (Python replaces an AttributeError there by a
+  message of its own). Other missing names get the usual error.
+
+  Args:
+    module_name: the module's __name__.
+    new_place_of: a dict {name: "package.module.name"}, or a function of the name returning
+      that string or None.
+
+  Returns:
+    The function to assign to the module's `__getattr__`.
+  """
+  def module_getattr(name):
+    if callable(new_place_of):
+      new_place = new_place_of(name)
+    else:
+      new_place = new_place_of.get(name)
+    if new_place is None:
+      raise AttributeError("module %r has no attribute %r" % (module_name, name))
+    message = "%s.%s moved to %s" % (module_name, name, new_place)
+    if _called_by_import_from(sys._getframe(1)):  # pylint: disable=protected-access
+      raise ImportError(message, name=module_name)
+    raise AttributeError(message)
+  return module_getattr
+
+
+def _called_by_import_from(frame):
+  """Whether `frame` is executing a `from MODULE import NAME` (CPython's IMPORT_FROM)."""
+  try:
+    return frame.f_code.co_code[frame.f_lasti] == dis.opmap["IMPORT_FROM"]
+  except (AttributeError, IndexError, KeyError):
+    return False
 
 
 # Packages whose own INFO and WARNING records are framework detail for a user of the commands

@@ -352,3 +352,25 @@ def test_a_directory_the_user_may_not_write_is_one_line(monkeypatch, capsys):
     common.run_main(python_main, [])
   assert e.value.code == 1
   assert capsys.readouterr().err == "error: out/.lock-local: Permission denied (errno 13)\n"
+
+
+def test_helpers_that_moved_out_of_commands_name_their_new_place():
+  import export_hub  # pylint: disable=g-import-not-at-top
+  import extract_features  # pylint: disable=g-import-not-at-top
+  for module, name, place in (
+      (extract_features, "pad_batch", "realformer_tf.batch_inference.pad_batch"),
+      (extract_features, "RANDOM_WEIGHTS_SEED",
+       "realformer_tf.batch_inference.RANDOM_WEIGHTS_SEED"),
+      (export_hub, "BertClassifier", "realformer_tf.serving.BertClassifier")):
+    message = "%s.%s moved to %s" % (module.__name__, name, place)
+    with pytest.raises(AttributeError) as e:
+      getattr(module, name)
+    assert str(e.value) == message
+    with pytest.raises(ImportError) as e:
+      exec("from %s import %s" % (module.__name__, name), {})  # pylint: disable=exec-used
+    assert str(e.value) == message
+  # What the library module merely imports is not reported as moved.
+  for module, name in ((extract_features, "tf1"), (export_hub, "no_such_name")):
+    if not hasattr(module, name):
+      with pytest.raises(AttributeError, match="has no attribute"):
+        getattr(module, name)

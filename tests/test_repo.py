@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 
 from conftest import REPO_DIR
 
@@ -73,7 +74,8 @@ def test_pip_install_ships_commands_configs_and_runtime_requirements_only(tmp_pa
   # `configs/NAME.json` finds the installed config.
   script = ("from realformer_tf import model_config; "
             "print(model_config.shipped_config_path('configs/bert_tiny_realformer.json')); "
-            "print(model_config.load_config('configs/bert_tiny_realformer.json').residual_attention)")
+            "config = model_config.load_config('configs/bert_tiny_realformer.json'); "
+            "print(config.residual_attention)")
   env = dict(os.environ, PYTHONPATH=str(target), TF_CPP_MIN_LOG_LEVEL="3")
   result = subprocess.run([sys.executable, "-c", script], cwd=str(elsewhere), env=env,
                           capture_output=True, text=True, timeout=300)
@@ -495,3 +497,44 @@ def test_help_shows_usage_examples_with_their_line_breaks():
   assert not found, "make these module docstrings raw (r\"\"\"): %s" % found
   assert _loses_line_continuations('"""Run:\n  python x.py --a=1 \\\n    --b=2\n"""')
   assert not _loses_line_continuations('r"""Run:\n  python x.py --a=1 \\\n    --b=2\n"""')
+
+
+def _first_imports(tree):
+  """The modules a file imports at the top level, in order (`from a.b import c` gives "a.b.c")."""
+  order = []
+  for node in tree.body:
+    if isinstance(node, ast.Import):
+      order.extend(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+      order.extend("%s.%s" % (node.module, alias.name) for alias in node.names)
+  return order
+
+
+def _imports_tensorflow_before_startup(tree, repo_modules):
+  """Whether a command imports TensorFlow (or a repository module, which imports it) before
+  realformer_tf.tf_startup, or never imports tf_startup."""
+  for name in _first_imports(tree):
+    if name == "realformer_tf.tf_startup":
+      return False
+    top = name.split(".")[0]
+    if top.startswith("tensorflow") or top in ("tf_keras", "keras") or name in repo_modules or (
+        name.rsplit(".", 1)[0] in repo_modules and top in _packages()):
+      return True
+  return True
+
+
+def test_every_command_imports_tensorflow_through_tf_startup():
+  trees = _repo_modules()
+  commands = [m for m, tree in trees.items()
+              if _is_script(tree) and m not in ("modeling", "tokenization", "optimization")]
+  assert len(commands) > 20
+  late = [m for m in commands if _imports_tensorflow_before_startup(trees[m], trees)]
+  assert not late, "import realformer_tf.tf_startup before TensorFlow in: %s" % late
+  def parsed(source):
+    return ast.parse(textwrap.dedent(source))
+  assert _imports_tensorflow_before_startup(parsed("import tensorflow as tf\n"
+                                                   "from realformer_tf import tf_startup\n"), trees)
+  assert _imports_tensorflow_before_startup(parsed("from realformer_tf import common\n"), trees)
+  assert not _imports_tensorflow_before_startup(parsed("import os\nfrom absl import app\n"
+                                                       "from realformer_tf import tf_startup\n"
+                                                       "import tensorflow as tf\n"), trees)
