@@ -82,7 +82,7 @@ def run_main(main_fn, argv):
   except tf.errors.OpError as e:
     if not _is_storage_error(str(e)):
       raise
-    sys.stderr.write("error: %s\n" % str(e.message).splitlines()[0])
+    sys.stderr.write("error: %s\n" % describe_storage_error(str(e.message)))
     sys.exit(1)
 
 
@@ -162,10 +162,11 @@ def quiet_framework_logs():
       target.addFilter(FrameworkDetailFilter())
 
 
-# What a full or read-only disk says, in OSError numbers and in TensorFlow's messages.
-_STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+# What a full or read-only disk (or a directory the user may not write) says, in OSError numbers
+# and in TensorFlow's messages.
+_STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES)
 _STORAGE_MESSAGES = ("No space left on device", "Disk quota exceeded", "File too large",
-                     "Read-only file system")
+                     "Read-only file system", "Permission denied")
 
 
 def _is_storage_error(message):
@@ -179,14 +180,57 @@ def describe_os_error(error):
     error: an OSError (its filename may be None for a failing write).
 
   Returns:
-    str such as "out/features.jsonl: No space left on device (errno 28)".
+    str such as "out/features.jsonl: No space left on device (errno 28)" (a writer's temporary
+    named by the output it stands for).
   """
   what = error.strerror or str(error)
   if error.errno:
     what = "%s (errno %d)" % (what, error.errno)
   if error.filename:
-    return "%s: %s" % (error.filename, what)
+    return "%s: %s" % (final_name(str(error.filename)), what)
   return what
+
+
+def final_name(path):
+  """The output a writer's temporary stands for: `dir/.NAME.tmp-<pid>/...` -> `dir/NAME`.
+
+  The temporary is removed by the time a message is read, and its name says nothing to a user.
+
+  Args:
+    path: a path, perhaps inside a temporary (temp_path) directory.
+
+  Returns:
+    The final output's path, or `path` when no part of it is a temporary.
+  """
+  parts = path.split("/")
+  for index, part in enumerate(parts):
+    if is_temp_path(part):
+      name = part.rpartition(TEMP_INFIX)[0]
+      return "/".join(parts[:index] + [name[1:] if name.startswith(".") else name])
+  return path
+
+
+def describe_storage_error(message):
+  """One line for TensorFlow's message of a full or read-only disk: the output and the problem.
+
+  TensorFlow says "{{function_node ...}} dir/.export.tmp-12/variables/...tempstate123; No space
+  left on device [Op:SaveV2]": the line names the output the temporary stands for instead.
+
+  Args:
+    message: the OpError's message (a storage error: _is_storage_error).
+
+  Returns:
+    str such as "out/export: No space left on device (errno 28)".
+  """
+  known = [m for m in _STORAGE_MESSAGES if m in message][0]
+  number = _STORAGE_ERRNOS[_STORAGE_MESSAGES.index(known)]
+  tokens = re.findall(r"[^\s;,'\"]+", message.split(known, 1)[0])
+  paths = [t for t in tokens if "/" in t and not t.startswith("{{")]
+  temps = [t for t in paths if final_name(t) != t]
+  path = final_name(temps[0]) if temps else (paths[-1].rstrip(":") if paths else None)
+  if not path:
+    return message.strip().splitlines()[0]
+  return "%s: %s (errno %d)" % (path, known, number)
 
 
 def with_file_name(error, path):

@@ -315,6 +315,45 @@ def test_framework_records_are_hidden_unless_verbosity_is_raised(monkeypatch):
   assert keep(record(framework))
 
 
+def test_storage_errors_name_the_output_not_its_temporary():
+  """TensorFlow's messages of a full or read-only disk name the writer's temporary (removed by
+  then) and op details: the line names the output and the problem."""
+  saved = ("{{function_node __wrapped__SaveV2_dtypes_57_device_/job:localhost/replica:0/task:0/"
+           "device:CPU:0}} out/.export.tmp-317/variables/variables_temp/part-00000-of-00001.data-"
+           "00000-of-00001.tempstate1763; No space left on device [Op:SaveV2]")
+  assert common.describe_storage_error(saved) == "out/export: No space left on device (errno 28)"
+  assert common.describe_storage_error("out/lt/.cloze_train.tfrecord.tmp-68; File too large") == (
+      "out/lt/cloze_train.tfrecord: File too large (errno 27)")
+  assert common.describe_storage_error("/mnt/new; Read-only file system") == (
+      "/mnt/new: Read-only file system (errno 30)")
+  assert common.describe_os_error(OSError(28, "No space left on device", "d/.x.json.tmp-5")) == (
+      "d/x.json: No space left on device (errno 28)")
+  assert common.final_name("a/b.txt") == "a/b.txt"
+
+
+def test_a_directory_the_user_may_not_write_is_one_line(monkeypatch, capsys):
+  """TensorFlow's writers (GFile, TFRecordWriter, SavedModel) report a directory without write
+  permission (chmod 555) as PermissionDeniedError: one line naming the output, exit 1, as an
+  OSError from Python's own writers is (not a traceback)."""
+
+  def main(unused_argv):
+    raise tf.errors.PermissionDeniedError(None, None,
+                                          "out/.x.tfrecord.tmp-12; Permission denied")
+
+  with pytest.raises(SystemExit) as e:
+    common.run_main(main, [])
+  assert e.value.code == 1
+  assert capsys.readouterr().err == "error: out/x.tfrecord: Permission denied (errno 13)\n"
+
+  def python_main(unused_argv):
+    raise PermissionError(13, "Permission denied", "out/.lock-local")
+
+  with pytest.raises(SystemExit) as e:
+    common.run_main(python_main, [])
+  assert e.value.code == 1
+  assert capsys.readouterr().err == "error: out/.lock-local: Permission denied (errno 13)\n"
+
+
 def test_helpers_that_moved_out_of_commands_name_their_new_place():
   import export_hub  # pylint: disable=g-import-not-at-top
   import extract_features  # pylint: disable=g-import-not-at-top

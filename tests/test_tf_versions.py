@@ -225,3 +225,39 @@ def test_classifier_exported_by_run_classifier_on_tf215_answers_identically(mode
   np.testing.assert_allclose(old["ids_probabilities"], new["ids_probabilities"], atol=1e-5)
   assert old["names"].tolist() == new["names"].tolist()
   assert set(new["names"].tolist()) <= {"0", "1"}
+
+
+def test_saved_model_exported_on_tf215_fails_wrong_requests_on_the_newest_tf(model, tmp_path,
+                                                                            vocab_file):
+  """The encoder exported on TF 2.15, served on the newest TF: a request of the wrong dtype,
+  rank or range fails with an error naming the problem (never a silent answer); an empty
+  batch answers an empty batch (docs/serving.md, "What the signatures accept")."""
+  python215 = _tf215_python()
+  export_dir = tmp_path / "hub"
+  _run(python215, "export_hub.py",
+       ["--mode=encoder", "--export_dir=%s" % export_dir,
+        "--bert_config_file=%s" % (model / "bert_config.json"),
+        "--init_checkpoint=%s" % (model / "model.ckpt"), "--vocab_file=%s" % vocab_file])
+  serve = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
+  ids = np.array([[101, 2009, 2001, 102, 0, 0]] * 2, np.int32)
+  good = {"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+          "input_type_ids": 0 * ids}
+
+  def call(**changes):
+    return serve(**{k: tf.constant(v) for k, v in dict(good, **changes).items()})
+
+  assert call()["pooled_output"].shape == (2, CONFIG["hidden_size"])
+  assert call(**{k: v[:0] for k, v in good.items()})["pooled_output"].shape == (0, 32)
+  wrong = [
+      (dict((k, v.astype(np.int64)) for k, v in good.items()), "expected to be a int32 tensor"),
+      (dict(input_type_ids=good["input_type_ids"] + 2),
+       r"input_type_ids must be in \[0, type_vocab_size=2\)"),
+      (dict(input_word_ids=good["input_word_ids"] - 1),
+       r"input_word_ids must be in \[0, vocab_size=30522\)"),
+      (dict((k, np.ones([1, 65], np.int32)) for k in good),
+       "the sequence length must be <= max_position_embeddings=64"),
+      (dict((k, v[0]) for k, v in good.items()), ""),  # 1-D: TF checks no signature's rank
+  ]
+  for changes, message in wrong:
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+      call(**changes)
