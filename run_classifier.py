@@ -941,8 +941,9 @@ def _eval_actions(settings):
 
 
 def _check_engine_flags():
-  """One line for a device, precision or distribution flag the engine of this TensorFlow does
-  not implement (the Estimator's TPU flags on the TF2 engine, ...)."""
+  """One-line errors for the device, precision and distribution flags: on the TF2 engine those
+  only the Estimator implements (tf2_training.check_flags), on both the combinations
+  estimator_utils refuses."""
   if not estimator_utils.has_estimator():
     tf2_training.check_flags(FLAGS, "run_classifier.py")
   estimator_utils.validate_estimator_flags(FLAGS)

@@ -335,19 +335,40 @@ class Engine(object):
 
   # -- variables --------------------------------------------------------------------------
 
-  def _build(self, feature_spec):
-    """Creates the model's variables, global_step and the optimizer slots (once).
+  def _load(self, feature_spec, checkpoint, with_slots=True):
+    """Gives the variables the weights of `checkpoint`, or the initial weights when it is None.
+
+    The first call creates the model's variables, global_step and the optimizer slots under the
+    strategy (from the model function built in a scratch graph).
 
     Args:
       feature_spec: dict feature name -> tf.TensorSpec (an input's element_spec).
+      checkpoint: a checkpoint prefix, or None: the initial weights (init_checkpoint and random
+        ones; zero slots, global_step 0).
+      with_slots: restore the optimizer slots too (training).
     """
-    if self._variables is not None:
-      return
-    self._specs, _ = self._scratch_model(feature_spec, initial_values=False)
+    values = None
+    if self._variables is None:
+      self._specs, values = self._scratch_model(feature_spec, initial_values=not checkpoint)
+      self._create_variables(values)
+    elif not checkpoint:
+      _, values = self._scratch_model(feature_spec, initial_values=True)
+      with self.strategy.scope():
+        for name, variable in self._variables.items():
+          variable.assign(values[name])
+        for slot in self._slot_variables().values():
+          slot.assign(tf.zeros_like(slot))
+        self._global_step.assign(0)
+    if checkpoint:
+      with self.strategy.scope():
+        restore_checkpoint(self.checkpoint_variables(with_slots), checkpoint)
+
+  def _create_variables(self, values=None):
+    """Creates the model's variables (values, or zeros), global_step 0 and zero Adam slots."""
     with self.strategy.scope():
       self._variables = collections.OrderedDict(
-          (name, tf.Variable(tf.zeros(spec.shape, spec.dtype), name=name,
-                             trainable=spec.trainable))
+          (name, tf.Variable(values[name] if values else tf.zeros(spec.shape, spec.dtype),
+                             name=name, trainable=spec.trainable))
           for name, spec in self._specs.items())
       self._global_step = tf.Variable(
           0, dtype=tf.int64, name=GLOBAL_STEP, trainable=False,
@@ -396,16 +417,6 @@ class Engine(object):
         sess.run(tf1.global_variables_initializer())
         values = sess.run({v.op.name: v for v in variables})
     return specs, values
-
-  def _initialize(self, feature_spec):
-    """Assigns the initial weights (init_checkpoint / random), zero slots and global_step 0."""
-    _, values = self._scratch_model(feature_spec, initial_values=True)
-    with self.strategy.scope():
-      for name, variable in self._variables.items():
-        variable.assign(values[name])
-      for slot in self._slot_variables().values():
-        slot.assign(tf.zeros_like(slot))
-      self._global_step.assign(0)
 
   def _slot_variables(self):
     """{`<var>/adam_m`, `<var>/adam_v`: slot variable}, the names optimization.py gives them."""
@@ -466,13 +477,10 @@ class Engine(object):
     input_fn = input_fn_for(start_step * self.num_replicas)
     feature_spec = input_fn({"batch_size": per_replica}).element_spec
     self._check_static_shapes(feature_spec, "training")
-    self._build(feature_spec)
     if latest:
       tf1.logging.info("Restoring %s (step %d)", latest, start_step)
-      with self.strategy.scope():
-        restore_checkpoint(self.checkpoint_variables(), latest)
-    else:
-      self._initialize(feature_spec)
+    self._load(feature_spec, latest)
+    if not latest:
       save_checkpoint(self.checkpoint_variables(), self.output_dir, 0,
                       self._keep_checkpoint_max)
     if start_step >= max_steps:
@@ -485,7 +493,9 @@ class Engine(object):
   def _train_loop(self, iterator, step, max_steps):
     """Runs the steps from `step` to max_steps (or a stop signal); checkpoints as train()."""
     if self._train_step is None:
-      self._train_step = tf.function(self._distributed_step)
+      # The model is graph code (no Python control flow on Tensors): autograph's rewriting of
+      # every function it calls would only cost tracing time.
+      self._train_step = tf.function(self._distributed_step, autograph=False)
     progress = estimator_utils.ProgressHook(self._num_train_steps or max_steps,
                                             self.train_batch_size)
     last_saved = step
@@ -565,15 +575,11 @@ class Engine(object):
     dataset = input_fn({"batch_size": batch_size})
     feature_spec = dataset.element_spec
     self._check_static_shapes(feature_spec, "prediction")
-    self._build(feature_spec)
     checkpoint = checkpoint_path or tf1.train.latest_checkpoint(self.output_dir)
-    if checkpoint:
-      with self.strategy.scope():
-        restore_checkpoint(self.checkpoint_variables(with_slots=False), checkpoint)
-    else:
+    if not checkpoint:
       tf1.logging.warning("No checkpoint in %s: predicting with the initial weights",
                           self.output_dir)
-      self._initialize(feature_spec)
+    self._load(feature_spec, checkpoint, with_slots=False)
     predict_step = self._predict_step(feature_spec)
     if self.on_tpu:
       dataset = self.strategy.experimental_distribute_dataset(dataset)
@@ -596,9 +602,10 @@ class Engine(object):
           outputs = self.strategy.run(replica_predict, args=(features,))
           return {name: tf.concat(self.strategy.experimental_local_results(value), axis=0)
                   for name, value in outputs.items()}
-        self._predict_steps[key] = tf.function(step)
+        self._predict_steps[key] = tf.function(step, autograph=False)
       else:
-        self._predict_steps[key] = tf.function(replica_predict, input_signature=[feature_spec])
+        self._predict_steps[key] = tf.function(replica_predict, input_signature=[feature_spec],
+                                                autograph=False)
     return self._predict_steps[key]
 
   def predictor(self, batch_size):

@@ -236,50 +236,48 @@ def _checkpoint_step(output_dir):
 @pytest.mark.slow
 def test_stopped_and_killed_job_reruns_to_the_uninterrupted_weights(model, tmp_path):
   # 200 steps (checkpoints every 20): time to stop and kill it on the way.
-  extra = ["--do_train", "--do_eval", "--num_train_epochs=100", "--save_checkpoints_steps=20",
+  extra = ["--do_train", "--num_train_epochs=100", "--save_checkpoints_steps=20",
            "--log_every_n_steps=50"]
   reference = tmp_path / "reference"
   run_tool("run_classifier.py", _job_args(model, reference, extra))
-  want = json.loads((reference / "eval_results.json").read_text())
-  assert want["global_step"] == 200
   out = tmp_path / "out"
   args = _job_args(model, out, extra)
-  # SIGTERM: the step finishes, a checkpoint of that step is written, exit 143, no results.
+  # SIGTERM: the step finishes, a checkpoint of that step is written, exit 143.
   status, err = kill_when("run_classifier.py", args, lambda: _checkpoint_step(out) >= 20,
                           signal.SIGTERM)
   assert status == 143, err[-3000:]
   assert "interrupted (signal 15)" in err
   stopped_at = _checkpoint_step(out)
   assert 20 <= stopped_at < 200
-  assert not (out / "eval_results.json").exists()
   # SIGKILL later: the rerun continues from the last checkpoint.
   status, err = kill_when("run_classifier.py", args,
                           lambda: _checkpoint_step(out) >= stopped_at + 40, signal.SIGKILL)
   assert status == -signal.SIGKILL, err[-3000:]
+  assert "Restoring %s (step %d)" % (out / ("model.ckpt-%d" % stopped_at), stopped_at) in err
   killed_at = _checkpoint_step(out)
-  assert stopped_at < killed_at < 200 and not (out / "eval_results.json").exists()
+  assert stopped_at < killed_at < 200
   log = run_tool("run_classifier.py", args).stderr
   assert "Restoring %s (step %d)" % (out / ("model.ckpt-%d" % killed_at), killed_at) in log
-  got = json.loads((out / "eval_results.json").read_text())
-  assert got["global_step"] == 200
-  assert (got["eval_accuracy"], got["eval_loss"]) == (want["eval_accuracy"], want["eval_loss"])
   # Exactly the uninterrupted weights, Adam slots and step: the skipped batches and the
   # step-seeded dropout masks are those the uninterrupted job saw.
-  got_values, want_values = _values(out / "model.ckpt-200"), _values(reference / "model.ckpt-200")
-  assert _max_difference(got_values, want_values) == 0
+  assert _checkpoint_step(out) == 200
+  assert _max_difference(_values(out / "model.ckpt-200"),
+                         _values(reference / "model.ckpt-200")) == 0
 
 
 @newest_tf_only
 @pytest.mark.slow
 def test_mirrored_on_two_cpus_ends_with_the_single_device_weights(model, tmp_path):
-  # The same global batch of 4: 2 examples on each replica.
+  # The single-device job also evaluates every 4 steps (--keep_best): it trains in chunks,
+  # each resumed from the last one's checkpoint, and still ends where the mirrored job does.
   single, mirrored = tmp_path / "single", tmp_path / "mirrored"
   single_log = run_tool(None, ["-c", WITHOUT_DROPOUT, "--one_cpu"] + _job_args(
-      model, single, ["--do_train", "--do_eval"])).stderr
+      model, single, ["--do_train", "--do_eval", "--eval_every_steps=4", "--keep_best"])).stderr
+  # The same global batch of 4: 2 examples on each replica.
   log = run_tool(None, ["-c", WITHOUT_DROPOUT, "--two_cpus"] + _job_args(
       model, mirrored, ["--do_train", "--do_eval", "--distribution_strategy=mirrored"])).stderr
   assert "2 replicas in sync: 2 examples per replica per step" in log
-  assert len(_step_losses(log)) == NUM_STEPS
+  assert len(_step_losses(log)) == len(_step_losses(single_log)) == NUM_STEPS
   np.testing.assert_allclose(_step_losses(log), _step_losses(single_log), rtol=0,
                              atol=ROUNDING)
   assert _max_difference(_values(mirrored / "model.ckpt-10"),
@@ -287,7 +285,14 @@ def test_mirrored_on_two_cpus_ends_with_the_single_device_weights(model, tmp_pat
   single_results, mirrored_results = (json.loads((d / "eval_results.json").read_text())
                                       for d in (single, mirrored))
   assert mirrored_results["eval_accuracy"] == single_results["eval_accuracy"]
-  assert mirrored_results["eval_loss"] == pytest.approx(single_results["eval_loss"],
+  # Evaluation during training: the history of steps 4, 8, 10 and the best of them, scored.
+  history = [json.loads(line) for line in (single / "eval_history.jsonl").read_text().splitlines()]
+  assert [entry["step"] for entry in history] == [4, 8, 10]
+  best = json.loads((single / "best" / "best.json").read_text())
+  assert (single_results["scored_checkpoint"], single_results["scored_step"]) == (
+      "best", best["step"])
+  if best["step"] == 10:
+    assert single_results["eval_loss"] == pytest.approx(mirrored_results["eval_loss"],
                                                         abs=ROUNDING)
 
 
@@ -379,3 +384,100 @@ def test_name_based_checkpoints_are_the_tf1_savers(tmp_path):
                      r"\[3, 2\] in this job's model$"):
     tf2_training.restore_checkpoint({"bert/dense/kernel": tf.Variable(tf.zeros([3, 2]))},
                                     prefix)
+
+
+# A linear regression with tf.compat.v1 variables: its step has a closed form (numpy_adamw_steps).
+FEATURES = np.random.RandomState(3).normal(size=(12, 3)).astype(np.float32)
+TARGETS = (FEATURES @ np.array([2.0, -1.0, 0.5], np.float32) + 3.0).astype(np.float32)
+
+
+def _linear_model_fn(features, is_training):  # pylint: disable=unused-argument
+  with tf.compat.v1.variable_scope("dense"):
+    kernel = tf.compat.v1.get_variable(
+        "kernel", [3, 1], initializer=tf.compat.v1.truncated_normal_initializer(stddev=0.5))
+    bias = tf.compat.v1.get_variable("bias", [1], initializer=tf.compat.v1.zeros_initializer())
+  prediction = (tf.matmul(features["x"], kernel) + bias)[:, 0]
+  return tf.reduce_mean(tf.square(prediction - features["y"])), {"prediction": prediction}
+
+
+def _linear_input_fn_for(skip_batches):
+  def input_fn(params):
+    dataset = tf.data.Dataset.from_tensor_slices({"x": FEATURES, "y": TARGETS}).repeat()
+    return dataset.batch(params["batch_size"], drop_remainder=True).skip(skip_batches)
+  return input_fn
+
+
+def numpy_adamw_steps(values, steps, learning_rate, num_train_steps, num_warmup_steps,
+                      batch_size=4):
+  """optimization.py's training steps of the linear model, in float64 NumPy.
+
+  Gradients of the mean squared error, clipping to global norm 1, linear warm-up then linear
+  decay, Adam without bias correction, weight decay 0.01 for the kernel (not the bias).
+
+  Args:
+    values: {"dense/kernel" [3, 1], "dense/bias" [1]} at step 0.
+    steps: the number of steps.
+    learning_rate, num_train_steps, num_warmup_steps: the schedule.
+    batch_size: examples per step (in order, repeated).
+
+  Returns:
+    {name: value} after `steps` steps, with the `/adam_m`, `/adam_v` slots and global_step.
+  """
+  params = {name: values[name].astype(np.float64) for name in ("dense/kernel", "dense/bias")}
+  slots = {name + suffix: np.zeros_like(value) for name, value in params.items()
+           for suffix in ("/adam_m", "/adam_v")}
+  for step in range(steps):
+    rows = [(step * batch_size + i) % len(FEATURES) for i in range(batch_size)]
+    x, y = FEATURES[rows].astype(np.float64), TARGETS[rows].astype(np.float64)
+    residual = x @ params["dense/kernel"][:, 0] + params["dense/bias"][0] - y
+    grads = {"dense/kernel": (2.0 / batch_size * x.T @ residual)[:, None],
+             "dense/bias": np.array([2.0 / batch_size * residual.sum()])}
+    norm = np.sqrt(sum((g ** 2).sum() for g in grads.values()))
+    grads = {name: g / max(norm, 1.0) for name, g in grads.items()}
+    if step < num_warmup_steps:
+      rate = learning_rate * step / num_warmup_steps
+    else:
+      rate = learning_rate * (1.0 - min(step, num_train_steps) / num_train_steps)
+    for name, grad in grads.items():
+      m = slots[name + "/adam_m"] = 0.9 * slots[name + "/adam_m"] + 0.1 * grad
+      v = slots[name + "/adam_v"] = 0.999 * slots[name + "/adam_v"] + 0.001 * grad ** 2
+      update = m / (np.sqrt(v) + 1e-6)
+      if name == "dense/kernel":
+        update += 0.01 * params[name]
+      params[name] = params[name] - rate * update
+  return dict(params, global_step=np.int64(steps), **slots)
+
+
+def _linear_engine(output_dir, **kwargs):
+  return tf2_training.Engine(_linear_model_fn, str(output_dir), train_batch_size=4,
+                             learning_rate=0.1, num_train_steps=8, num_warmup_steps=2,
+                             save_checkpoints_steps=3, **kwargs)
+
+
+def test_engine_steps_are_optimization_pys_and_resume_exactly(tmp_path):
+  # 4 steps, then a new engine (a rerun) resumes from checkpoint 4 to step 8.
+  engine = _linear_engine(tmp_path)
+  assert engine.train(_linear_input_fn_for, 4).global_step == 4
+  assert _state(tmp_path) == ["model.ckpt-0", "model.ckpt-3", "model.ckpt-4"]
+  assert _linear_engine(tmp_path).train(_linear_input_fn_for, 8).global_step == 8
+  assert _state(tmp_path)[-1] == "model.ckpt-8"
+  got = _values(tmp_path / "model.ckpt-8")
+  assert sorted(got) == ["dense/bias", "dense/bias/adam_m", "dense/bias/adam_v", "dense/kernel",
+                         "dense/kernel/adam_m", "dense/kernel/adam_v", "global_step"]
+  want = numpy_adamw_steps(_values(tmp_path / "model.ckpt-0"), 8, 0.1, 8, 2)
+  assert int(got["global_step"]) == 8
+  for name in want:
+    np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+  # Predictions of the checkpoint, example by example (as Estimator.predict yields them).
+  outputs = list(engine.predictor(5).predict(
+      lambda params: tf.data.Dataset.from_tensor_slices(
+          {"x": FEATURES, "y": TARGETS}).batch(params["batch_size"])))
+  assert len(outputs) == 12 and set(outputs[0]) == {"prediction"}
+  np.testing.assert_allclose([o["prediction"] for o in outputs],
+                             FEATURES @ got["dense/kernel"][:, 0] + got["dense/bias"][0],
+                             rtol=1e-5)
+  # The fused Adam kernel: each update ~6e-6 relatively larger (optimization.py).
+  fused = tmp_path / "fused"
+  _linear_engine(fused, fused_optimizer=True).train(_linear_input_fn_for, 8)
+  for name in ("dense/kernel", "dense/bias"):
+    np.testing.assert_allclose(_values(fused / "model.ckpt-8")[name], got[name], rtol=1e-4)
