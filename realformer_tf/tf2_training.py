@@ -2,8 +2,9 @@
 """Training and inference without the Estimator: modeling.py's graph code in a tf.distribute loop.
 
 TensorFlow 2.16 removed the Estimator. `Engine` is the training engine of the commands there
-(run_classifier.py; the Estimator stays theirs on TF 2.15), written as TensorFlow's migration
-guide and Model Garden write a TF2 loop: tf.functions, `strategy.run`, a distributed dataset.
+(run_classifier.py, run_pretraining.py; the Estimator stays theirs on TF 2.15), written as
+TensorFlow's migration guide and Model Garden write a TF2 loop: tf.functions, `strategy.run`, a
+distributed dataset.
 The model is the commands' own tf.compat.v1 graph code (modeling.BertModel with the official
 scope names) run inside those tf.functions, its tf.compat.v1.get_variable calls answered with
 tf.Variables the engine created once under the strategy (export_utils.in_variables, the shim
@@ -131,8 +132,7 @@ def make_strategy(name="none", num_gpus=None, tpu_address=None):
 
 def is_tpu_strategy(strategy):
   """Whether `strategy` runs on TPU cores (static shapes, one-hot embeddings)."""
-  return isinstance(strategy, (tf.distribute.TPUStrategy,
-                               tf.distribute.experimental.TPUStrategy))
+  return isinstance(strategy, tf.distribute.TPUStrategy)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -282,7 +282,7 @@ class Engine(object):
 
     Args:
       model_fn: the model function (class docstring).
-      output_dir: the model directory (checkpoints, TensorBoard events).
+      output_dir: the model directory (its checkpoints).
       strategy: tf.distribute.Strategy (make_strategy; None: the default one).
       train_batch_size: the global training batch (all replicas).
       learning_rate: the peak learning rate.
@@ -571,8 +571,25 @@ class Engine(object):
     Yields:
       dict prediction name -> numpy value of one example.
     """
+    for _, outputs in self.predict_batches(input_fn, checkpoint_path, batch_size):
+      for i in range(len(next(iter(outputs.values())))):
+        yield {name: value[i] for name, value in outputs.items()}
+
+  def predict_batches(self, input_fn, checkpoint_path=None, batch_size=8, steps=None):
+    """Yields the model's loss and predictions batch by batch (what an evaluation sums up).
+
+    Args:
+      input_fn, checkpoint_path, batch_size: as predict().
+      steps: read at most this many batches (None: the whole input).
+
+    Yields:
+      (the batch's loss as a float, or None when the model has none; dict prediction name ->
+      numpy value [batch, ...]).
+    """
     tf.random.set_seed(self._seed)
     dataset = input_fn({"batch_size": batch_size})
+    if steps is not None:
+      dataset = dataset.take(steps)
     feature_spec = dataset.element_spec
     self._check_static_shapes(feature_spec, "prediction")
     checkpoint = checkpoint_path or tf1.train.latest_checkpoint(self.output_dir)
@@ -584,29 +601,44 @@ class Engine(object):
     if self.on_tpu:
       dataset = self.strategy.experimental_distribute_dataset(dataset)
     for batch in dataset:
-      outputs = {name: value.numpy() for name, value in predict_step(batch).items()}
-      for i in range(len(next(iter(outputs.values())))):
-        yield {name: value[i] for name, value in outputs.items()}
+      loss, outputs = predict_step(batch)
+      yield (None if loss is None else float(loss),
+             {name: value.numpy() for name, value in outputs.items()})
 
   def _predict_step(self, feature_spec):
-    """The tf.function of one prediction batch for inputs of feature_spec (traced once)."""
+    """The tf.function of one prediction batch for inputs of feature_spec (traced once):
+    features -> (loss or None, predictions)."""
     key = tuple(sorted((name, str(spec)) for name, spec in feature_spec.items()))
     if key not in self._predict_steps:
       def replica_predict(features):
         with export_utils.in_variables(self._variables):
-          _, predictions = self._model_fn(features, False)
-        return predictions
+          return self._model_fn(features, False)
 
       if self.on_tpu:
         def step(features):
-          outputs = self.strategy.run(replica_predict, args=(features,))
-          return {name: tf.concat(self.strategy.experimental_local_results(value), axis=0)
-                  for name, value in outputs.items()}
+          loss, outputs = self.strategy.run(replica_predict, args=(features,))
+          if loss is not None:
+            loss = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None)
+          return loss, {name: tf.concat(self.strategy.experimental_local_results(value), axis=0)
+                        for name, value in outputs.items()}
         self._predict_steps[key] = tf.function(step, autograph=False)
       else:
         self._predict_steps[key] = tf.function(replica_predict, input_signature=[feature_spec],
                                                 autograph=False)
     return self._predict_steps[key]
+
+  def variable_values(self, trainable_only=True):
+    """{name: numpy value} of the model's variables now (a distributed one's first replica).
+
+    Args:
+      trainable_only: only the trained variables (what pretraining_utils.weights_digest hashes).
+
+    Returns:
+      dict name -> numpy array.
+    """
+    with self.strategy.scope():
+      return {name: variable.read_value().numpy() for name, variable in self._variables.items()
+              if variable.trainable or not trainable_only}
 
   def predictor(self, batch_size):
     """An object whose predict(input_fn, checkpoint_path=None) predicts in batches of

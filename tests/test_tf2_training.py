@@ -1,16 +1,19 @@
-"""run_classifier.py on the newest TensorFlow: the tf.distribute engine (realformer_tf.tf2_training).
+"""Training on the newest TensorFlow: the tf.distribute engine (realformer_tf.tf2_training).
 
-Without the Estimator (TF >= 2.16) run_classifier trains, evaluates and predicts with
-tf2_training.Engine over the modeling.py graph the Estimator runs on TF 2.15. On the newest TF
-(`bash run.sh test-latest`) these tests check:
+Without the Estimator (TF >= 2.16) run_classifier and run_pretraining train (evaluate, predict)
+with tf2_training.Engine over the modeling.py graph the Estimator runs on TF 2.15. On the newest
+TF (`bash run.sh test-latest`) these tests check:
 - one job on both engines (the TF 2.15 side in a subprocess of $REALFORMER_TF215_PYTHON): the
   same loss at every step, eval metrics, predictions and checkpoints (names, the checkpoints
-  kept, values); a checkpoint of either engine resumes on the other to the other's weights;
+  kept, values), for run_classifier and for run_pretraining (MLM + NSP, from scratch); a
+  classifier checkpoint of either engine resumes on the other to the other's weights;
 - a job stopped by SIGTERM and killed by SIGKILL, then rerun, ends with the uninterrupted job's
-  weights and results;
-- MirroredStrategy over two logical CPUs ends with the single-device weights;
+  weights, Adam slots and step, bit for bit;
+- MirroredStrategy over two logical CPUs ends with the single-device weights (evaluation during
+  training on the way);
 - the Estimator-only flags and an init checkpoint of another model are one-line errors.
-On both TFs: the name-based checkpoints (save_checkpoint, restore_checkpoint) and check_flags.
+On both TFs, in process: the name-based checkpoints (save_checkpoint, restore_checkpoint),
+check_flags, and the engine's steps against optimization.py's math in NumPy.
 """
 
 import argparse
@@ -43,15 +46,19 @@ CHECKPOINTS = ["model.ckpt-0", "model.ckpt-4", "model.ckpt-8", "model.ckpt-10"]
 # metrics, 6e-8 for the predictions, 1.2e-7 for the weights.
 ROUNDING = 1e-5
 
-# Run by TF 2.15: run_classifier.py, its model_fn also logging the loss of every training step
+# Run by TF 2.15 as `-c ESTIMATOR_WITH_STEP_LOSSES MODULE FLAGS...`: the command MODULE
+# (run_classifier, run_pretraining), its model_fn also logging the loss of every training step
 # (the Estimator off TPU logs only the last one).
 ESTIMATOR_WITH_STEP_LOSSES = r"""
+import importlib
 import sys
+from absl import app
 import tensorflow as tf
-import run_classifier
+from realformer_tf import common
 
 tf1 = tf.compat.v1
-official_builder = run_classifier.model_fn_builder
+command = importlib.import_module(sys.argv[1])
+official_builder = command.model_fn_builder
 
 
 def model_fn_builder(*args, **kwargs):
@@ -60,14 +67,15 @@ def model_fn_builder(*args, **kwargs):
   def logged(features, labels, mode, params):
     spec = model_fn(features, labels, mode, params)
     if mode == tf1.estimator.ModeKeys.TRAIN:
-      spec = spec._replace(training_hooks=(
-          tf1.train.LoggingTensorHook({"loss": spec.loss}, every_n_iter=1),))
+      hook = tf1.train.LoggingTensorHook({"loss": spec.loss}, every_n_iter=1)
+      spec = spec._replace(training_hooks=tuple(spec.training_hooks) + (hook,))
     return spec
   return logged
 
 
-run_classifier.model_fn_builder = model_fn_builder
-run_classifier.run(sys.argv)
+command.model_fn_builder = model_fn_builder
+command.define_flags()
+app.run(lambda argv: common.run_main(command.main, argv), argv=sys.argv[:1] + sys.argv[2:])
 """
 
 # run_classifier.py without any dropout (the classifier head's fixed 0.1 included: other
@@ -152,7 +160,7 @@ def both_engines(tmp_path_factory, model):
   python215 = tf215_python()
   root = tmp_path_factory.mktemp("both_engines")
   modes = ["--do_train", "--do_eval", "--do_predict"]
-  estimator = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES] +
+  estimator = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_classifier"] +
                       _job_args(model, root / "estimator", modes))
   engine = run_tool("run_classifier.py", _job_args(model, root / "tf2", modes))
   return {"estimator": root / "estimator", "tf2": root / "tf2",
@@ -297,7 +305,7 @@ def test_mirrored_on_two_cpus_ends_with_the_single_device_weights(model, tmp_pat
 
 
 @newest_tf_only
-def test_estimator_only_flag_and_foreign_init_checkpoint_are_one_line_errors(model, tmp_path):
+def test_estimator_only_flags_and_foreign_init_checkpoint_are_one_line_errors(model, tmp_path):
   out = tmp_path / "out"
   result = run_tool("run_classifier.py", _job_args(
       model, out, ["--do_train", "--use_tpu", "--tpu_name=grpc://10.0.0.2:8470"]), expect_rc=2)
@@ -320,6 +328,74 @@ def test_estimator_only_flag_and_foreign_init_checkpoint_are_one_line_errors(mod
       "error: --init_checkpoint=%s: supplies none of the model's 41 variables (missing: "
       "bert/embeddings/word_embeddings" % foreign)
   assert not [p for p in os.listdir(out) if p.startswith("model.ckpt")]
+  # run_pretraining: gradient accumulation is the Estimator's.
+  out = tmp_path / "pretraining"
+  result = run_tool("run_pretraining.py", [
+      "--input_file=%s" % (tmp_path / "data.tfrecord"), "--output_dir=%s" % out,
+      "--bert_config_file=%s" % (model[0] / "bert_config.json"), "--do_train",
+      "--gradient_accumulation_steps=2"], expect_rc=2)
+  assert last_error_line(result).startswith(
+      "error: --gradient_accumulation_steps=2: implemented by the Estimator only (TensorFlow "
+      "2.15)")
+  assert not out.exists()
+
+
+def _pretraining_args(root, output_dir):
+  return ["--input_file=%s" % (root / "data.tfrecord"), "--output_dir=%s" % output_dir,
+          "--bert_config_file=%s" % (root / "bert_config.json"), "--max_seq_length=32",
+          "--max_predictions_per_seq=5", "--train_batch_size=8", "--eval_batch_size=8",
+          "--num_train_steps=8", "--num_warmup_steps=2", "--learning_rate=1e-3",
+          "--save_checkpoints_steps=4", "--keep_checkpoint_max=10", "--log_every_n_steps=1",
+          "--do_train", "--do_eval"]
+
+
+@pytest.mark.slow
+def test_pretraining_on_both_engines_gives_the_same_losses_metrics_and_checkpoints(tmp_path):
+  python215 = tf215_python()
+  rng = np.random.RandomState(0)
+  words = ("the king said that a whale was seen near the ship and the captain laughed at "
+           "her brother while the sea rose over old stone walls").split()
+  documents = ["\n".join(" ".join(rng.choice(words, rng.randint(4, 14))) + "."
+                         for _ in range(rng.randint(2, 8))) for _ in range(30)]
+  (tmp_path / "text.txt").write_text("\n\n".join(documents) + "\n")
+  _run215(python215, [os.path.join(REPO_DIR, "create_pretraining_data.py"),
+                      "--input_file=%s" % (tmp_path / "text.txt"),
+                      "--output_file=%s" % (tmp_path / "data.tfrecord"), "--vocab_file=%s" % VOCAB,
+                      "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1",
+                      "--num_workers=1"])
+  (tmp_path / "bert_config.json").write_text(json.dumps(dict(TINY_BERT_CONFIG,
+                                                             residual_attention="sum")))
+  # From scratch: every initial weight is a seeded random one.
+  est, tf2 = tmp_path / "estimator", tmp_path / "tf2"
+  est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_pretraining"] +
+                    _pretraining_args(tmp_path, est)).stderr
+  tf2_log = run_tool("run_pretraining.py", _pretraining_args(tmp_path, tf2)).stderr
+  est_losses, tf2_losses = _step_losses(est_log), _step_losses(tf2_log)
+  assert len(est_losses) == len(tf2_losses) == 8, (est_losses, tf2_losses)
+  np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=ROUNDING)
+  # The MLM and NSP metrics of the evaluation (and Estimator.evaluate's mean loss).
+  est_results, tf2_results = (json.loads((d / "eval_results.json").read_text())
+                              for d in (est, tf2))
+  assert sorted(tf2_results) == sorted(est_results)
+  for key in ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+              "next_sentence_loss", "loss"):
+    assert tf2_results[key] == pytest.approx(est_results[key], abs=ROUNDING), key
+  for key in ("global_step", "eval_examples", "eval_records"):
+    assert tf2_results[key] == est_results[key], key
+  est_summary, tf2_summary = (json.loads((d / "train_summary_local.json").read_text())
+                              for d in (est, tf2))
+  assert tf2_summary["global_step"] == est_summary["global_step"] == 8
+  assert sorted(tf2_summary) == sorted(est_summary)
+  # The checkpoints: names (the heads' cls/* and their Adam slots), the random initial
+  # weights bit for bit, the trained ones to rounding.
+  assert _state(tf2) == _state(est) == ["model.ckpt-0", "model.ckpt-4", "model.ckpt-8"]
+  names = tf.train.list_variables(str(tf2 / "model.ckpt-8"))
+  assert names == tf.train.list_variables(str(est / "model.ckpt-8"))
+  assert {"cls/predictions/output_bias/adam_m", "cls/seq_relationship/output_weights"} <= {
+      n for n, _ in names}
+  assert _max_difference(_values(tf2 / "model.ckpt-0"), _values(est / "model.ckpt-0")) == 0
+  assert _max_difference(_values(tf2 / "model.ckpt-8"),
+                         _values(est / "model.ckpt-8")) <= ROUNDING
 
 
 # ----------------------------------------------------------------------------------------------
