@@ -4,7 +4,8 @@ TensorFlow").
 These tests run in both environments:
 - TF 2.15 (`.venv`): the Estimator is there and the scripts do not refuse to run.
 - The newest TF (`.venv-tf-latest`, `bash run.sh test-latest`): the training scripts stop with one
-  line naming the TF 2.15 environment; the tools that need no training loop (extract_features,
+  line naming the TF 2.15 environment (run_classifier.py and run_pretraining.py train there with
+  realformer_tf.tf2_training: tests/test_tf2_training.py); the tools that need no training loop (extract_features,
   predict_masked, export_hub) give the same outputs as on TF 2.15 from the same checkpoint; and
   SavedModels exported on TF 2.15 load and answer identically. The TF 2.15 side runs in a
   subprocess with the interpreter that $REALFORMER_TF215_PYTHON names (run.sh sets it).
@@ -19,15 +20,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR, last_error_line, run_tool, tool_env
+from conftest import REPO_DIR, last_error_line, run_tool, tf215_python, tool_env
 import convert_hf_checkpoint
 from realformer_tf import estimator_utils
 import numpy_bert
 
-TF215_PYTHON_ENV = "REALFORMER_TF215_PYTHON"
 NEWEST_TF = not estimator_utils.has_estimator()
-# One training script, one fine-tuning script and a driver (all call require_estimator first).
-ESTIMATOR_SCRIPTS = ("run_pretraining.py", "run_classifier.py", "run_demo.py")
+# Two fine-tuning scripts and a driver (all call require_estimator first).
+ESTIMATOR_SCRIPTS = ("run_squad.py", "run_ner.py", "run_demo.py")
 CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
           "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
           "type_vocab_size": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
@@ -74,13 +74,8 @@ np.savez(out_file, probabilities=text["probabilities"].numpy(),
 
 
 def _tf215_python():
-  """The TF 2.15 interpreter, or a skip when this is not the newest-TF run."""
-  if not NEWEST_TF:
-    pytest.skip("compares TF 2.15 with the newest TF: runs in `bash run.sh test-latest`")
-  python = os.environ.get(TF215_PYTHON_ENV)
-  if not python or not os.path.exists(python):
-    pytest.skip("needs $%s (the TF 2.15 interpreter; run.sh sets it)" % TF215_PYTHON_ENV)
-  return python
+  """The TF 2.15 interpreter, or a skip when this is not the newest-TF run (conftest)."""
+  return tf215_python()
 
 
 def _run(python, script, args, timeout=300):
