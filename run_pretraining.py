@@ -680,7 +680,8 @@ def main(_):
                        num_warmup_steps, FLAGS.num_train_steps,
                        pretraining_utils.OFFICIAL_WARMUP_STEPS)
   if not estimator_utils.has_estimator():
-    _run_engine(bert_config, input_files, eval_files, resume_step, num_warmup_steps, label)
+    _run_engine(FLAGS, bert_config, input_files, eval_files, resume_step, num_warmup_steps,
+                label)
     lock.release()
     return
   digest_hook = WeightsDigestHook()
@@ -777,36 +778,47 @@ def main(_):
   lock.release()
 
 
-def _run_engine(bert_config, input_files, eval_files, resume_step, num_warmup_steps, label):
+def _run_engine(flag_values, bert_config, input_files, eval_files, resume_step, num_warmup_steps,
+                label):
   """--do_train / --do_eval with tf2_training.Engine (a TensorFlow without the Estimator): the
-  checkpoints, train_summary_<label>.json and eval_results of the Estimator's path."""
-  strategy = tf2_training.make_strategy(FLAGS.distribution_strategy, FLAGS.num_gpus)
+  checkpoints, train_summary_<label>.json and eval_results of the Estimator's path.
+
+  Args:
+    flag_values: the parsed flags, as main read and checked them.
+    bert_config: the job's BertConfig.
+    input_files: the training TFRecords.
+    eval_files: the evaluation TFRecords.
+    resume_step: the global step of the checkpoint the job resumes from (0 for none).
+    num_warmup_steps: the warm-up, resolved.
+    label: the train_summary file's label.
+  """
+  strategy = tf2_training.make_strategy(flag_values.distribution_strategy, flag_values.num_gpus)
   engine = tf2_training.Engine(
-      _engine_model_fn(bert_config, tf2_training.is_tpu_strategy(strategy)), FLAGS.output_dir,
-      strategy=strategy, train_batch_size=FLAGS.train_batch_size,
-      learning_rate=FLAGS.learning_rate, num_train_steps=FLAGS.num_train_steps,
-      num_warmup_steps=num_warmup_steps, init_checkpoint=FLAGS.init_checkpoint,
-      allow_unmatched_init=FLAGS.allow_unmatched_init, seed=FLAGS.seed,
-      save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-      keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every_n_steps=FLAGS.log_every_n_steps,
-      fused_optimizer=FLAGS.fused_optimizer)
+      _engine_model_fn(bert_config, tf2_training.is_tpu_strategy(strategy)), flag_values.output_dir,
+      strategy=strategy, train_batch_size=flag_values.train_batch_size,
+      learning_rate=flag_values.learning_rate, num_train_steps=flag_values.num_train_steps,
+      num_warmup_steps=num_warmup_steps, init_checkpoint=flag_values.init_checkpoint,
+      allow_unmatched_init=flag_values.allow_unmatched_init, seed=flag_values.seed,
+      save_checkpoints_steps=flag_values.save_checkpoints_steps,
+      keep_checkpoint_max=flag_values.keep_checkpoint_max, log_every_n_steps=flag_values.log_every_n_steps,
+      fused_optimizer=flag_values.fused_optimizer)
   summary = {"residual_attention": bert_config.residual_attention,
              "layer_norm_type": bert_config.layer_norm_type,
-             "precision": FLAGS.precision, "use_xla": FLAGS.use_xla,
-             "fused_optimizer": FLAGS.fused_optimizer}
-  total_steps = FLAGS.num_train_steps
-  if FLAGS.do_train:
+             "precision": flag_values.precision, "use_xla": flag_values.use_xla,
+             "fused_optimizer": flag_values.fused_optimizer}
+  total_steps = flag_values.num_train_steps
+  if flag_values.do_train:
     tf1.logging.info("***** Running training *****")
-    tf1.logging.info("  Batch size = %d", FLAGS.train_batch_size)
+    tf1.logging.info("  Batch size = %d", flag_values.train_batch_size)
     if resume_step:
       tf1.logging.info("Resuming from step %d of %d in %s", resume_step, total_steps,
-                       FLAGS.output_dir)
+                       flag_values.output_dir)
     start = time.time()
     result = engine.train(
         lambda skip_batches: input_fn_builder(
-            input_files=input_files, max_seq_length=FLAGS.max_seq_length,
-            max_predictions_per_seq=FLAGS.max_predictions_per_seq, is_training=True,
-            seed=FLAGS.seed, skip_batches=skip_batches), total_steps)
+            input_files=input_files, max_seq_length=flag_values.max_seq_length,
+            max_predictions_per_seq=flag_values.max_predictions_per_seq, is_training=True,
+            seed=flag_values.seed, skip_batches=skip_batches), total_steps)
     common.STOP_SIGNALS.exit_if_stopped(
         "checkpoint saved at step %d of %d; rerun the same command to resume" %
         (result.global_step, total_steps))
@@ -819,31 +831,31 @@ def _run_engine(bert_config, input_files, eval_files, resume_step, num_warmup_st
         "train_steps_per_sec": round(steps_done / elapsed, 3) if elapsed > 0 else None,
         "steady_steps_per_sec": (round(result.steps_per_second, 3)
                                  if result.steps_per_second else None),
-        "train_examples_per_sec": (round(steps_done * FLAGS.train_batch_size / elapsed, 2)
+        "train_examples_per_sec": (round(steps_done * flag_values.train_batch_size / elapsed, 2)
                                    if elapsed > 0 else None),
-        "checkpoint": tf1.train.latest_checkpoint(FLAGS.output_dir),
+        "checkpoint": tf1.train.latest_checkpoint(flag_values.output_dir),
         "weights_digest": pretraining_utils.weights_digest(engine.variable_values()),
     })
     common.write_json_atomic(
-        os.path.join(FLAGS.output_dir, "train_summary_%s.json" % label), summary)
+        os.path.join(flag_values.output_dir, "train_summary_%s.json" % label), summary)
     tf1.logging.info("Training done: %s", json.dumps(summary, sort_keys=True))
-  if FLAGS.do_eval:
+  if flag_values.do_eval:
     tf1.logging.info("***** Running evaluation *****")
-    tf1.logging.info("  Batch size = %d", FLAGS.eval_batch_size)
-    eval_once = FLAGS.max_eval_steps is None
+    tf1.logging.info("  Batch size = %d", flag_values.eval_batch_size)
+    eval_once = flag_values.max_eval_steps is None
     eval_input_fn = input_fn_builder(
-        input_files=eval_files, max_seq_length=FLAGS.max_seq_length,
-        max_predictions_per_seq=FLAGS.max_predictions_per_seq, is_training=False,
+        input_files=eval_files, max_seq_length=flag_values.max_seq_length,
+        max_predictions_per_seq=flag_values.max_predictions_per_seq, is_training=False,
         repeat=not eval_once, drop_remainder=not eval_once)
     result = _engine_metrics(engine.predict_batches(
-        eval_input_fn, batch_size=FLAGS.eval_batch_size, steps=FLAGS.max_eval_steps))
+        eval_input_fn, batch_size=flag_values.eval_batch_size, steps=flag_values.max_eval_steps))
     common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
-    result["global_step"] = estimator_utils.latest_global_step(FLAGS.output_dir)
-    result.update(pretraining_utils.eval_counts(eval_files, FLAGS.eval_batch_size,
-                                                FLAGS.max_eval_steps, False))
+    result["global_step"] = estimator_utils.latest_global_step(flag_values.output_dir)
+    result.update(pretraining_utils.eval_counts(eval_files, flag_values.eval_batch_size,
+                                                flag_values.max_eval_steps, False))
     tf1.logging.info("Evaluated %d examples (%d records in --eval_input_file)",
                      result["eval_examples"], result["eval_records"])
-    estimator_utils.write_eval_results(FLAGS.output_dir, result)
+    estimator_utils.write_eval_results(flag_values.output_dir, result)
 
 
 if __name__ == "__main__":
