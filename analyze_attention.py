@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Attention analyses of the RealFormer paper (§5) and Kobayashi et al. (2021) context mixing.
+r"""Attention analyses of the RealFormer paper (§5) and Kobayashi et al. (2021) context mixing.
 
 Runs one or more BERT / RealFormer checkpoints (graph mode, is_training=False) over held-out
 text or pre-training TFRecords and measures, per token:
@@ -86,6 +86,7 @@ import time
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 

@@ -1,9 +1,9 @@
 # coding=utf-8
-"""Averages the weights of several checkpoints of one model (checkpoint averaging, Vaswani 2017).
+r"""Averages the weights of several checkpoints of one model (checkpoint averaging, Vaswani 2017).
 
-  python average_checkpoints.py --checkpoint_dir=output/nmt --num_last=5 \\
+  python average_checkpoints.py --checkpoint_dir=output/nmt --num_last=5 \
       --output_dir=output/nmt_avg5
-  python average_checkpoints.py --checkpoints=out/model.ckpt-8000,out/model.ckpt-9000 \\
+  python average_checkpoints.py --checkpoints=out/model.ckpt-8000,out/model.ckpt-9000 \
       --output_dir=output/avg
 
 Every float variable that is not optimizer state is replaced by its element-wise mean over the
@@ -40,6 +40,7 @@ import re
 from absl import app
 from absl import flags
 from absl import logging
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 
@@ -280,19 +281,28 @@ def write_averaged_checkpoint(prefixes, output_dir, include_optimizer=False, ove
   return summary
 
 
-def _prefixes_from_flags():
-  """The checkpoint prefixes named by --checkpoints or --checkpoint_dir/--num_last."""
-  if bool(FLAGS.checkpoints) == bool(FLAGS.checkpoint_dir):
+def _checkpoint_prefixes(checkpoints, checkpoint_dir, num_last):
+  """The checkpoint prefixes named by --checkpoints or --checkpoint_dir/--num_last.
+
+  Args:
+    checkpoints: --checkpoints (comma-separated prefixes or directories), or None.
+    checkpoint_dir: --checkpoint_dir, or None.
+    num_last: --num_last, or None.
+
+  Returns:
+    list of checkpoint prefixes (one-line errors for a bad combination or name).
+  """
+  if bool(checkpoints) == bool(checkpoint_dir):
     common.fail("give exactly one of --checkpoints and --checkpoint_dir")
-  if FLAGS.checkpoint_dir:
-    if FLAGS.num_last is None:
+  if checkpoint_dir:
+    if num_last is None:
       common.fail("--num_last is required with --checkpoint_dir")
-    if FLAGS.num_last < 1:
-      common.fail("--num_last=%d: must be >= 1" % FLAGS.num_last)
-    return last_checkpoints(FLAGS.checkpoint_dir, FLAGS.num_last)
-  if FLAGS.num_last is not None:
+    if num_last < 1:
+      common.fail("--num_last=%d: must be >= 1" % num_last)
+    return last_checkpoints(checkpoint_dir, num_last)
+  if num_last is not None:
     common.fail("--num_last goes with --checkpoint_dir, not --checkpoints")
-  names = [p.strip() for p in FLAGS.checkpoints.split(",") if p.strip()]
+  names = [p.strip() for p in checkpoints.split(",") if p.strip()]
   if not names:
     common.fail("--checkpoints is empty")
   for name in names:
@@ -305,7 +315,7 @@ def _prefixes_from_flags():
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   common.check_output_dir(FLAGS.output_dir or "", "output_dir")
-  prefixes = _prefixes_from_flags()
+  prefixes = _checkpoint_prefixes(FLAGS.checkpoints, FLAGS.checkpoint_dir, FLAGS.num_last)
   if len(prefixes) == 1:
     logging.warning("only one checkpoint: the output is a copy of its weights")
   summary = write_averaged_checkpoint(prefixes, FLAGS.output_dir, FLAGS.include_optimizer,

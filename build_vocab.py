@@ -1,4 +1,4 @@
-"""Builds a BERT vocabulary (WordPiece or SentencePiece) from text files.
+r"""Builds a BERT vocabulary (WordPiece or SentencePiece) from text files.
 
 WordPiece (default): the text goes through tokenization.BasicTokenizer
 (cleaning, optional lower-casing and accent stripping, punctuation split) and
@@ -43,6 +43,7 @@ import time
 from absl import app
 from absl import flags
 from absl import logging
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import common
@@ -97,26 +98,42 @@ def _check_flags():
     common.fail("--spm_model_prefix is required with --model_type=sentencepiece")
 
 
-def _spm_model_file():
-  """<--spm_model_prefix>.model, or None for WordPiece; fails when it is --output_file."""
-  if FLAGS.model_type != "sentencepiece":
+def _spm_model_file(model_type, spm_model_prefix, output_file):
+  """<--spm_model_prefix>.model, or None for WordPiece; fails when it is --output_file.
+
+  Args:
+    model_type: --model_type.
+    spm_model_prefix: --spm_model_prefix.
+    output_file: --output_file.
+
+  Returns:
+    the SentencePiece model's path, or None.
+  """
+  if model_type != "sentencepiece":
     return None
-  spm_model_file = FLAGS.spm_model_prefix + ".model"
-  if os.path.realpath(spm_model_file) == os.path.realpath(FLAGS.output_file):
+  spm_model_file = spm_model_prefix + ".model"
+  if os.path.realpath(spm_model_file) == os.path.realpath(output_file):
     common.fail("--output_file=%s: is also the SentencePiece model "
-                "(--spm_model_prefix); the vocab would replace it" % FLAGS.output_file)
+                "(--spm_model_prefix); the vocab would replace it" % output_file)
   return spm_model_file
 
 
-def _input_files():
-  """The files of --input_file (names and globs); each must exist."""
-  input_files = common.expand_input_files(FLAGS.input_file)
+def _input_files(input_file):
+  """The files of --input_file (names and globs); each must exist.
+
+  Args:
+    input_file: --input_file.
+
+  Returns:
+    list of paths.
+  """
+  input_files = common.expand_input_files(input_file)
   for path in input_files:
     common.require_file(path, "input_file")
   return input_files
 
 
-def _check_outputs_and_inputs(outputs, input_files):
+def _check_outputs_and_inputs(outputs, input_file, input_files):
   """Refuses, before anything is read, an output that is an input and an input that is no text.
 
   No output may replace an input or be read back as text by a rerun, and no input may be an
@@ -124,30 +141,37 @@ def _check_outputs_and_inputs(outputs, input_files):
 
   Args:
     outputs: the files this run writes.
+    input_file: --input_file.
     input_files: the expanded --input_file.
   """
-  text_input.check_outputs_not_inputs(outputs, FLAGS.input_file, input_files)
+  text_input.check_outputs_not_inputs(outputs, input_file, input_files)
   text_input.check_text_inputs(input_files)
 
 
-def _prepare_outputs(outputs):
-  """Removes killed writers' temporaries of the outputs and creates their directories."""
+def _prepare_outputs(outputs, output_file, spm_model_prefix):
+  """Removes killed writers' temporaries of the outputs and creates their directories.
+
+  Args:
+    outputs: the files this run writes.
+    output_file: --output_file.
+    spm_model_prefix: --spm_model_prefix (None for WordPiece).
+  """
   for path in outputs:
     common.remove_stale_temps(path)
-  for path in (FLAGS.output_file, FLAGS.spm_model_prefix):
+  for path in (output_file, spm_model_prefix):
     if path and os.path.dirname(path):
       tf.io.gfile.makedirs(os.path.dirname(path))
 
 
 def main(_):
   _check_flags()
-  input_files = _input_files()
-  spm_model_file = _spm_model_file()
+  input_files = _input_files(FLAGS.input_file)
+  spm_model_file = _spm_model_file(FLAGS.model_type, FLAGS.spm_model_prefix, FLAGS.output_file)
   outputs = [FLAGS.output_file] + ([spm_model_file] if spm_model_file else [])
-  _check_outputs_and_inputs(outputs, input_files)
+  _check_outputs_and_inputs(outputs, FLAGS.input_file, input_files)
   start = time.time()
   log = logging.info
-  _prepare_outputs(outputs)
+  _prepare_outputs(outputs, FLAGS.output_file, FLAGS.spm_model_prefix)
   if FLAGS.model_type == "wordpiece":
     tokens = vocab_building.build_wordpiece_vocab(
         input_files, FLAGS.vocab_size, FLAGS.do_lower_case, FLAGS.num_unused,

@@ -42,6 +42,7 @@ import sys
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 
 from realformer_tf import common

@@ -1,82 +1,21 @@
 # coding=utf-8
-"""Create masked LM / next sentence TFRecords for BERT pre-training, fast and in flat memory.
+r"""Create masked LM / next sentence TFRecords for BERT pre-training, fast and in flat memory.
 
-Same flags, same instance recipe and the same tf.train.Example features as the official
-google-research/bert create_pretraining_data.py (the files are interchangeable with the official
-run_pretraining.py, both ways), but:
+  python create_pretraining_data.py --input_file='my_text/*.txt' --vocab_file=vocab.txt \
+    --output_file=out/pretrain.tfrecord --max_seq_length=128 --max_predictions_per_seq=20
 
-- Streaming: the input is read in chunks of whole documents (a blank line or the end of a file ends
-  a document). The corpus is never held in memory: the main process reads the text and writes the
-  shards, a pool of --num_workers forked processes turns chunks into serialized examples, and at
-  most 2 * num_workers chunks are in flight, so the peak memory depends on --chunk_mb,
-  --shuffle_buffer and the worker count, not on the corpus size.
-- Deterministic: chunk boundaries depend only on the input and the flags (never on the worker
-  count), chunk i is processed with random generators seeded from (random_seed, i), and the results
-  are written in chunk order. The output bytes are identical for a given input, seed and flags,
-  whatever --num_workers is.
-- Safe input: gzip files are read decompressed; a file with more than --max_bad_fraction of
-  undecodable bytes (binary, or compressed otherwise) is a one-line error, not garbage instances;
-  lines longer than --max_line_chars are cut at whitespace (memory stays flat; the summary counts
-  them); earlier outputs of ours (TFRecords, summaries) and vocab files among the inputs, and an
-  output that is an input or matches an --input_file glob, are refused before anything is written.
-- Safe output: shards are written under hidden temporary names (`.NAME.tmp-<pid>`, which no glob
-  `NAME*` matches) and renamed when complete; the summary is `NAME.summary.json` for
-  --output_file=NAME.EXT (see summary_path_for: `--input_file=NAME.EXT*` never matches it).
-  SIGINT / SIGTERM stop the run within a second (polled at every line and document, and while
-  waiting for the workers), end the workers, remove the temporaries and exit 130 / 143; after a
-  SIGKILL a rerun removes the dead run's temporaries. There is no partial resume (shards are
-  written round-robin and renamed together at the end): a rerun starts over and, the output
-  being deterministic, writes the same bytes as an uninterrupted run.
-- A dead worker stops the run: a worker process that ends without answering (SIGKILL from the
-  out-of-memory killer) is seen within half a second (ordered_pool.OrderedPool); the run ends the
-  other workers, removes the temporaries and exits 1 with one line naming the worker, its signal
-  and the chunk it was processing. The chunk is not retried: a worker killed for memory would most
-  likely be killed again, and the job's output must not depend on which process the kernel
-  chose.
-- Bounded lengths: --max_seq_length is at most the model's position table
-  (max_position_embeddings of --bert_config_file, 512 without it) and --max_predictions_per_seq
-  at most --max_seq_length, checked before any work (one line, exit 2).
-- Fast: instances are token ranges into one array per chunk (no per-token Python work), masking and
-  the tf.train.Example serialization are vectorized with numpy over all instances of a chunk (the
-  protobuf bytes are assembled directly; they parse to the same tf.train.Example as the official
-  code builds). On the 2-core machine: ~3-4 MB of text per second with dupe_factor 5 (official:
-  0.12).
+Same flags, instance recipe and tf.train.Example features as google-research/bert's script (the
+files are interchangeable both ways). The corpus is streamed in chunks of whole documents through
+--num_workers processes, so memory stays flat; the output bytes depend only on the input, seed and
+flags (not on the worker count); shards are written under temporary names and renamed when
+complete, with NAME.summary.json beside them. Input: one sentence per line, a blank line between
+documents; gzip is read decompressed. Where the recipe differs from the official script (NSP
+negatives from the same chunk, a bounded shuffle): docs/pretraining.md.
 
-Trade-offs against the official script (which loads the whole corpus: 831 MB for 5 MB of text):
-- NSP negatives ("B is random", 50%) are drawn from the other documents of the same chunk, which
-  holds up to --nsp_buffer_docs documents and about --chunk_mb MB of text (about 20-500 documents of
-  the shared corpus), instead of from the whole corpus. Negatives therefore come from nearby
-  documents of the input (often the same source): a somewhat harder NSP task than the official
-  uniform draw, and the pool is bounded, which is what keeps the memory flat. A larger
-  --chunk_mb/--nsp_buffer_docs widens the pool at the cost of worker memory (and of parallelism on
-  small inputs). A chunk with a single document takes its "random" B from that document, as the
-  official script does for a one-document corpus. As in the official script, a chunk of one segment
-  always gets a random B, so slightly more than 50% of the labels are "random" (0.55 on the shared
-  corpus).
-- The official script shuffles all instances of the corpus. Here the instances of a chunk (all
-  dupe_factor passes) are shuffled together, then go through a shuffle buffer of --shuffle_buffer
-  examples (like tf.data's shuffle) before being written round-robin to the output shards: the
-  dupe_factor masked copies of a text end up within a few thousand examples of each other instead of
-  anywhere in the output.
-- A document longer than 16 * --chunk_mb is split at a line boundary into several documents.
-- Each input file starts a new document (the official script continues the last document of the
-  previous file when that file does not end with a blank line).
-- The random choices follow the official distributions (80/10/10 masking, whole-word groups,
-  truncation from the front or the back with p=0.5, short_seq_prob) but use other random streams, so
-  the output is not byte-identical to the official script's for the same seed.
-
-Library API: the official module's functions are here with the official names, signatures and
-semantics, so that code written against the official create_pretraining_data.py as a library runs
-unchanged: TrainingInstance, MaskedLmInstance, create_training_instances,
-create_instances_from_document, create_masked_lm_predictions, truncate_seq_pair,
-write_instance_to_example_files, create_int_feature, create_float_feature. They hold the corpus in
-memory and make the official random draws in the official order: the same random.Random(seed) gives
-the same instances as the official script. The official FLAGS.do_whole_word_mask is a keyword
-argument `do_whole_word_mask=False` (no flag needs to be parsed); write_instance_to_example_files
-writes each file under a hidden temporary name and renames it when all are complete. The command
-above does not use them: it runs the streaming pipeline of realformer_tf/pretraining_data.py (its
-worker pool: realformer_tf/ordered_pool.py); both share the instance recipe
-(pretraining_data.document_pairs).
+As a library, the official functions keep their names, signatures and random draws
+(TrainingInstance, create_training_instances, create_instances_from_document,
+create_masked_lm_predictions, truncate_seq_pair, write_instance_to_example_files, ...); the command
+itself runs the streaming pipeline of realformer_tf/pretraining_data.py.
 """
 
 from __future__ import absolute_import
@@ -91,6 +30,7 @@ import sys
 from absl import app
 from absl import flags
 from absl import logging
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import common

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Exports BERT/RealFormer checkpoints as TF2 SavedModels in the TF-Hub BERT layout.
+r"""Exports BERT/RealFormer checkpoints as TF2 SavedModels in the TF-Hub BERT layout.
 
 Three kinds of SavedModel (--mode, several comma-separated modes in one call write
 <export_dir>/<mode> each):
@@ -77,6 +77,7 @@ import os
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import checkpoint_utils
@@ -89,6 +90,20 @@ import tokenization
 tf1 = tf.compat.v1
 
 FLAGS = flags.FLAGS
+
+
+def _new_place(name):
+  """Where a serving helper this command used to define lives now, or None."""
+  value = getattr(serving, name, None)
+  defined_there = (getattr(value, "__module__", None) == serving.__name__ or
+                   (name.isupper() and value is not None))
+  if name.startswith("__") or not defined_there:
+    return None
+  return "realformer_tf.serving.%s" % name
+
+
+# `export_hub.NAME` for a serving helper that moved into the library: one line naming its place.
+__getattr__ = common.moved_names_getattr(__name__, _new_place)
 
 
 def define_flags():

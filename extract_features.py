@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Extracts pre-computed feature vectors (and sentence embeddings) from BERT / RealFormer.
+r"""Extracts pre-computed feature vectors (and sentence embeddings) from BERT / RealFormer.
 
 Command-line compatible with the official google-research/bert extract_features.py: the same
 flags, the same input format and the same JSON-lines output, so a command written for the
@@ -11,7 +11,7 @@ official script runs unchanged:
       --max_seq_length=128 --batch_size=8
 
 Input (--input_file): one example per line, either a sentence or a pair "text_a ||| text_b"
-(split at the last " ||| ", as the official regex `^(.*) \\|\\|\\| (.*)$` does). Lines are
+(split at the last " ||| ", as the official regex `^(.*) \|\|\| (.*)$` does). Lines are
 stripped. An empty line is kept, as the official script keeps it: it becomes "[CLS] [SEP]", so
 output line i always belongs to input line i; the number of such lines is reported. Lines longer
 than --max_seq_length word pieces are truncated as the official script does (a single sentence
@@ -83,6 +83,7 @@ import sys
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 
@@ -104,6 +105,19 @@ POOLING_TYPES = ("mean", "cls")
 # The official pair separator: the last " ||| " of the stripped line.
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
 
+
+def _new_place(name):
+  """Where a helper this command used to define lives now, or None."""
+  value = getattr(batch_inference, name, None)
+  defined_there = (getattr(value, "__module__", None) == batch_inference.__name__ or
+                   (name.isupper() and value is not None))
+  if name.startswith("__") or not defined_there:
+    return None
+  return "realformer_tf.batch_inference.%s" % name
+
+
+# `extract_features.NAME` for a helper that moved into the library: one line naming its new place.
+__getattr__ = common.moved_names_getattr(__name__, _new_place)
 
 
 def define_flags():

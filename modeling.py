@@ -973,7 +973,7 @@ def _layer_norm_float32(x, gamma, beta):
   The math of tf.nn.moments + tf.nn.batch_normalization (what tf.contrib's layer_norm ran):
   (x - mean) / sqrt(variance + 1e-12) * gamma + beta. The hand-written gradient takes two row
   reductions and ~6 element-wise ops where autodiff through moments / batch_normalization takes
-  ~15, 1.5x faster forward + backward (bench/bench_training_step.py, README); it is as exact
+  ~15, 1.5x faster forward + backward (bench/bench_training_step.py, docs/benchmarks.md); it is as exact
   (tests/test_modeling.py compares with a float64 NumPy LayerNorm and its gradient).
 
   The gradient is attached as tf.custom_gradient does it in a graph (an IdentityN over the

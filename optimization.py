@@ -17,7 +17,7 @@ BERT `optimization.py`, so official checkpoints (with optimizer slots) resume he
 - `fused=True` applies AdamW with one TensorFlow Adam kernel per variable (plus one decay op)
   instead of ~14 element-wise ops: faster, but not bit-equal: the kernel computes 1 - beta_2 in
   float32 (0.00099998713, not 0.001), so each update is ~6e-6 relatively larger (measured in
-  tests/test_optimization.py and the README).
+  tests/test_optimization.py; docs/operations.md).
 """
 
 from __future__ import absolute_import

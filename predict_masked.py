@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Fill-mask prediction: the top-k word pieces for every [MASK] of a sentence, from the MLM head.
+r"""Fill-mask prediction: the top-k word pieces for every [MASK] of a sentence, from the MLM head.
 
     python predict_masked.py --init_checkpoint=out/realformer --vocab_file=data/vocab.txt \
       --text="the man went to the [MASK] to buy milk ." [--text=...] [--top_k=5] \
@@ -82,6 +82,7 @@ import sys
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 

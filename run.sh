@@ -69,10 +69,12 @@ TEST_WORKERS="${REALFORMER_TEST_WORKERS:-$(n=$(nproc 2>/dev/null || echo 2); ech
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 export TF_ENABLE_ONEDNN_OPTS="${TF_ENABLE_ONEDNN_OPTS:-1}"
 # The newest-TF environment and the tests that must pass there (the library, the tools without a
-# training loop, SavedModels exported on TF 2.15): docs/compatibility.md.
+# training loop, run_classifier's tf.distribute engine, SavedModels exported on TF 2.15):
+# docs/compatibility.md.
 LATEST_VENV=.venv-tf-latest
-LATEST_TESTS=(tests/test_tf_versions.py tests/test_modeling.py tests/test_tokenization.py
-              tests/test_optimization.py tests/test_convert_hf_checkpoint.py
+LATEST_TESTS=(tests/test_tf_versions.py tests/test_tf2_training.py tests/test_modeling.py
+              tests/test_tokenization.py tests/test_optimization.py
+              tests/test_convert_hf_checkpoint.py
               tests/test_checkpoint_utils.py tests/test_average_checkpoints.py
               tests/test_slim_checkpoint.py tests/test_etc_modeling.py tests/test_etc_inputs.py
               tests/translation/test_nmt_modeling.py tests/translation/test_beam_search.py

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""BERT / RealFormer fine-tuning on GLUE, XNLI and your own sentence(-pair) classification data.
+r"""BERT / RealFormer fine-tuning on GLUE, XNLI and your own sentence(-pair) classification data.
 
 Extends the official google-research/bert run_classifier.py (same flags, same library API):
 trains, evaluates on the dev set (GLUE metrics computed exactly), predicts the test set (GLUE
@@ -17,6 +17,11 @@ own (--task_name=tsv) or your own DataProcessor (--processor=MODULE:CLASS).
 
   python run_classifier.py --task_name=xnli --xnli_language=zh --data_dir=$XNLI_DIR ...
 
+On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
+with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU, XLA and
+precision flags refused), checkpoints and output files (docs/compatibility.md, "Training without
+the Estimator").
+
 docs/fine_tuning.md has the rest: tasks and metrics, evaluation during training (early
 stopping, the best checkpoint), class weights, multi-label tasks, long documents in windows,
 padding, mixed precision, exports, and your own DataProcessor (--processor, or
@@ -33,7 +38,6 @@ from __future__ import print_function
 
 import collections
 import contextlib
-import dis
 import json
 import os
 import sys
@@ -41,6 +45,7 @@ import time
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import checkpoint_utils
@@ -55,6 +60,7 @@ from realformer_tf import classifier_features
 from realformer_tf import classifier_inference
 from realformer_tf import classifier_model
 import tokenization
+from realformer_tf import tf2_training
 from realformer_tf import training_eval
 
 tf1 = tf.compat.v1
@@ -63,6 +69,11 @@ FLAGS = flags.FLAGS
 
 # The shared estimator_utils.MODEL_FN_FLAGS this script implements.
 SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
+
+# The training engines: the Estimator (TensorFlow <= 2.15) and, on a TensorFlow without it,
+# tf2_training.Engine (tf.distribute; docs/compatibility.md).
+ENGINE_ESTIMATOR = "estimator"
+ENGINE_TF2 = "tf2"
 
 
 _FLAGS_DEFINED = []
@@ -458,25 +469,13 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
     for name in sorted(features.keys()):
       tf1.logging.info("  name = %s, shape = %s", name, features[name].shape)
 
-    input_ids = features["input_ids"]
-    input_mask = features["input_mask"]
-    segment_ids = features["segment_ids"]
-    label_ids = features["label_ids"]
-    is_real_example = None
-    if "is_real_example" in features:
-      is_real_example = tf.cast(features["is_real_example"], dtype=tf.float32)
-    else:
-      # input_fn_builder's in-memory features have no such key: every example is real.
-      is_real_example = tf.ones(tf.shape(label_ids), dtype=tf.float32)
-
     is_training = (mode == tf1.estimator.ModeKeys.TRAIN)
-
-    with (modeling.full_length_dropout(max_seq_length) if max_seq_length
-          else contextlib.nullcontext()):
-      (total_loss, per_example_loss, logits, outputs) = create_model(
-          bert_config, is_training, input_ids, input_mask, segment_ids, label_ids, num_labels,
-          use_one_hot_embeddings, is_regression, is_multilabel=is_multilabel,
-          class_weights=class_weights, compute_dtype=compute_dtype, skip_padding=skip_padding)
+    (total_loss, per_example_loss, logits, outputs, label_ids,
+     is_real_example) = _classifier_graph(
+         features, is_training, bert_config, num_labels, use_one_hot_embeddings,
+         is_regression=is_regression, is_multilabel=is_multilabel,
+         class_weights=class_weights, compute_dtype=compute_dtype,
+         max_seq_length=max_seq_length, skip_padding=skip_padding)
 
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
         init_checkpoint, use_tpu, allow_unmatched=allow_unmatched_init)
@@ -507,20 +506,71 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
       return tf1.estimator.tpu.TPUEstimatorSpec(
           mode=mode, loss=total_loss, eval_metrics=eval_metrics, scaffold_fn=scaffold_fn)
 
-    if is_regression:
-      predictions = {"predictions": outputs}
-    else:
-      predictions = {"probabilities": outputs}
-    if extra_predictions:
-      predictions.update(per_example_loss=per_example_loss, label_ids=label_ids,
-                         is_real_example=is_real_example, logits=logits)
-    if classifier_outputs.EXAMPLE_INDEX in features:
-      # Length-sorted batches (sort_by_length): in_file_order restores the file's order.
-      predictions[classifier_outputs.EXAMPLE_INDEX] = features[classifier_outputs.EXAMPLE_INDEX]
+    predictions = _classifier_predictions(
+        features, outputs, is_regression,
+        (per_example_loss, label_ids, is_real_example, logits) if extra_predictions else None)
     return tf1.estimator.tpu.TPUEstimatorSpec(
         mode=mode, predictions=predictions, scaffold_fn=scaffold_fn)
 
   return model_fn
+
+
+def _classifier_graph(features, is_training, bert_config, num_labels, use_one_hot_embeddings,
+                      is_regression=False, is_multilabel=False, class_weights=None,
+                      compute_dtype=None, max_seq_length=None, skip_padding=False):
+  """create_model on a batch of run_classifier's features (model_fn_builder's graph).
+
+  Args:
+    features: dict of int32 input_ids, input_mask, segment_ids [batch, seq], label_ids
+      (create_model's labels) and optionally is_real_example [batch].
+    is_training: dropout on.
+    bert_config, num_labels, use_one_hot_embeddings, is_regression, is_multilabel,
+      class_weights, compute_dtype, max_seq_length, skip_padding: as model_fn_builder.
+
+  Returns:
+    (total_loss, per_example_loss [batch], logits [batch, num_labels], outputs (create_model's
+    probabilities or predictions), label_ids, is_real_example float32 [batch]).
+  """
+  label_ids = features["label_ids"]
+  if "is_real_example" in features:
+    is_real_example = tf.cast(features["is_real_example"], dtype=tf.float32)
+  else:
+    # input_fn_builder's in-memory features have no such key: every example is real.
+    is_real_example = tf.ones(tf.shape(label_ids), dtype=tf.float32)
+  with (modeling.full_length_dropout(max_seq_length) if max_seq_length
+        else contextlib.nullcontext()):
+    (total_loss, per_example_loss, logits, outputs) = create_model(
+        bert_config, is_training, features["input_ids"], features["input_mask"],
+        features["segment_ids"], label_ids, num_labels, use_one_hot_embeddings, is_regression,
+        is_multilabel=is_multilabel, class_weights=class_weights, compute_dtype=compute_dtype,
+        skip_padding=skip_padding)
+  return total_loss, per_example_loss, logits, outputs, label_ids, is_real_example
+
+
+def _classifier_predictions(features, outputs, is_regression, extra=None):
+  """model_fn_builder's PREDICT outputs.
+
+  Args:
+    features: the batch's features.
+    outputs: create_model's probabilities (or regression predictions).
+    is_regression: name the outputs `predictions` instead of `probabilities`.
+    extra: (per_example_loss, label_ids, is_real_example, logits) to add, or None.
+
+  Returns:
+    dict name -> Tensor [batch, ...].
+  """
+  if is_regression:
+    predictions = {"predictions": outputs}
+  else:
+    predictions = {"probabilities": outputs}
+  if extra is not None:
+    per_example_loss, label_ids, is_real_example, logits = extra
+    predictions.update(per_example_loss=per_example_loss, label_ids=label_ids,
+                       is_real_example=is_real_example, logits=logits)
+  if classifier_outputs.EXAMPLE_INDEX in features:
+    # Length-sorted batches (sort_by_length): in_file_order restores the file's order.
+    predictions[classifier_outputs.EXAMPLE_INDEX] = features[classifier_outputs.EXAMPLE_INDEX]
+  return predictions
 
 
 # Not used by main(), but by the TF-Hub notebook, tutorials and code written against the
@@ -673,27 +723,8 @@ MOVED = {
 }
 
 
-def __getattr__(name):
-  """A name of MOVED: one line naming its new place (PEP 562; other names: the usual error).
-
-  Raised as AttributeError for `run_classifier.NAME` (hasattr and getattr with a default keep
-  working), as ImportError for `from run_classifier import NAME` (Python replaces an
-  AttributeError there by a message of its own).
-  """
-  if name not in MOVED:
-    raise AttributeError("module %r has no attribute %r" % (__name__, name))
-  message = "%s.%s moved to %s" % (__name__, name, MOVED[name])
-  if _called_by_import_from(sys._getframe(1)):  # pylint: disable=protected-access
-    raise ImportError(message, name=__name__)
-  raise AttributeError(message)
-
-
-def _called_by_import_from(frame):
-  """Whether `frame` is executing a `from MODULE import NAME` (CPython's IMPORT_FROM)."""
-  try:
-    return frame.f_code.co_code[frame.f_lasti] == dis.opmap["IMPORT_FROM"]
-  except (AttributeError, IndexError, KeyError):
-    return False
+# `run_classifier.NAME` for a name of MOVED: one line naming its new place.
+__getattr__ = common.moved_names_getattr(__name__, MOVED)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -709,6 +740,8 @@ JobSettings = collections.namedtuple("JobSettings", [
     # Sizes and the training schedule.
     "max_seq_length", "train_batch_size", "eval_batch_size", "predict_batch_size",
     "learning_rate", "num_train_epochs", "warmup_proportion", "seed",
+    # The training engine (ENGINE_ESTIMATOR or ENGINE_TF2) and its checkpointing and logging.
+    "engine", "save_checkpoints_steps", "keep_checkpoint_max", "log_every_n_steps",
     # Devices (the batches a training chunk skips).
     "use_tpu", "num_tpu_cores", "num_gpus", "distribution_strategy",
     # Padding: training's and evaluation / prediction's --padding, BERT skipping padding rows.
@@ -756,6 +789,10 @@ def job_settings(flag_values):
       num_train_epochs=flag_values.num_train_epochs,
       warmup_proportion=flag_values.warmup_proportion,
       seed=flag_values.seed,
+      engine=ENGINE_ESTIMATOR if estimator_utils.has_estimator() else ENGINE_TF2,
+      save_checkpoints_steps=flag_values.save_checkpoints_steps,
+      keep_checkpoint_max=flag_values.keep_checkpoint_max,
+      log_every_n_steps=flag_values.log_every_n_steps,
       use_tpu=flag_values.use_tpu,
       num_tpu_cores=flag_values.num_tpu_cores,
       num_gpus=flag_values.num_gpus,
@@ -889,12 +926,20 @@ def _eval_actions(settings):
                                         ("--export_dir", settings.export_dir)) if on)
 
 
-def main(_):
-  tf1.logging.set_verbosity(tf1.logging.INFO)
-  estimator_utils.require_estimator()
-  _check_flags()
+def _check_engine_flags():
+  """One-line errors for the device, precision and distribution flags: on the TF2 engine those
+  only the Estimator implements (tf2_training.check_flags), on both the combinations
+  estimator_utils refuses."""
+  if not estimator_utils.has_estimator():
+    tf2_training.check_flags(FLAGS, "run_classifier.py")
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
+
+
+def main(_):
+  tf1.logging.set_verbosity(tf1.logging.INFO)
+  _check_flags()
+  _check_engine_flags()
   settings = job_settings(FLAGS)
   task = classifier_tasks.get_task(FLAGS.task_name, FLAGS)
   _check_task_flags(task)  # before the lock: a bad flag leaves nothing behind
@@ -979,13 +1024,13 @@ def _run_job(task, bert_config, tokenizer, settings, eval_weights=None):
     num_train_steps = max(1, int(train_cache["num_records"] / settings.train_batch_size *
                                  settings.num_train_epochs))
     num_warmup_steps = int(num_train_steps * settings.warmup_proportion)
-  model_fn = _job_model_fn(task, bert_config, num_train_steps, num_warmup_steps, class_weights,
-                           settings)
-  inference = _job_inference(task, model_fn, cache_args, class_weights, settings)
+  trainer = _job_trainer(task, bert_config, num_train_steps, num_warmup_steps, class_weights,
+                         settings)
+  inference = _job_inference(task, trainer, cache_args, class_weights, settings)
 
   summary = _job_summary(task, class_weights, doc_stride, settings.window_pooling)
   if settings.do_train:
-    summary.update(_train(task, bert_config, model_fn, train_cache, num_train_steps,
+    summary.update(_train(task, bert_config, trainer, train_cache, num_train_steps,
                           num_warmup_steps, resume_step, inference,
                           dev_examples.get(task.dev[0].cache_name), settings))
   scored_checkpoint, scored, best = _scored_checkpoint(settings.output_dir, settings.keep_best)
@@ -1103,6 +1148,39 @@ def _job_model_fn(task, bert_config, num_train_steps, num_warmup_steps, class_we
       **settings.precision_kwargs)
 
 
+def _job_trainer(task, bert_config, num_train_steps, num_warmup_steps, class_weights, settings):
+  """What trains and predicts: the Estimator's model_fn (ENGINE_ESTIMATOR) or a
+  tf2_training.Engine over the same graph (ENGINE_TF2)."""
+  if settings.engine == ENGINE_ESTIMATOR:
+    return _job_model_fn(task, bert_config, num_train_steps, num_warmup_steps, class_weights,
+                         settings)
+  strategy = tf2_training.make_strategy(settings.distribution_strategy, settings.num_gpus)
+  on_tpu = tf2_training.is_tpu_strategy(strategy)
+
+  def model_fn(features, is_training):
+    """model_fn_builder's graph: (loss, its PREDICT outputs with the extra predictions)."""
+    (total_loss, per_example_loss, logits, outputs, label_ids,
+     is_real_example) = _classifier_graph(
+         features, is_training, bert_config, task.num_labels, on_tpu,
+         is_regression=task.is_regression, is_multilabel=task.is_multilabel,
+         class_weights=class_weights, max_seq_length=settings.max_seq_length,
+         skip_padding=settings.skip_padding and not on_tpu)
+    return total_loss, _classifier_predictions(
+        features, outputs, task.is_regression,
+        (per_example_loss, label_ids, is_real_example, logits))
+
+  return tf2_training.Engine(
+      model_fn, settings.output_dir, strategy=strategy,
+      train_batch_size=settings.train_batch_size, learning_rate=settings.learning_rate,
+      num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
+      init_checkpoint=settings.init_checkpoint,
+      allow_unmatched_init=settings.allow_unmatched_init, seed=settings.seed,
+      save_checkpoints_steps=settings.save_checkpoints_steps,
+      keep_checkpoint_max=settings.keep_checkpoint_max,
+      log_every_n_steps=settings.log_every_n_steps,
+      fused_optimizer=settings.precision_kwargs["fused_optimizer"])
+
+
 def _make_estimator(model_fn, settings, predict_batch_size):
   """estimator_utils.make_estimator of the job's model_fn in --output_dir."""
   return estimator_utils.make_estimator(
@@ -1111,12 +1189,12 @@ def _make_estimator(model_fn, settings, predict_batch_size):
       supported_flags=SUPPORTED_MODEL_FN_FLAGS)
 
 
-def _job_inference(task, model_fn, cache_args, class_weights, settings):
+def _job_inference(task, trainer, cache_args, class_weights, settings):
   """The job's classifier_inference.Inference (dev metrics, test predictions).
 
   Args:
     task: classifier_tasks.Task.
-    model_fn: the model_fn.
+    trainer: the Estimator's model_fn, or the tf2_training.Engine (_job_trainer).
     cache_args: the keyword arguments of cached_features shared by every file.
     class_weights: the loss weights, or None.
     settings: JobSettings.
@@ -1124,9 +1202,13 @@ def _job_inference(task, model_fn, cache_args, class_weights, settings):
   Returns:
     classifier_inference.Inference.
   """
+  if settings.engine == ENGINE_TF2:
+    estimator_for = trainer.predictor
+  else:
+    estimator_for = lambda batch_size: _make_estimator(trainer, settings, batch_size)
   return classifier_inference.Inference(
       task,
-      lambda batch_size: _make_estimator(model_fn, settings, batch_size),
+      estimator_for,
       lambda task_file, examples, batch_size, purpose: _inference_input(
           task, task_file, examples, cache_args, batch_size, purpose, settings),
       settings.eval_batch_size, settings.predict_batch_size,
@@ -1184,7 +1266,7 @@ def _job_summary(task, class_weights, doc_stride, window_pooling):
   return summary
 
 
-def _train(task, bert_config, model_fn, train_cache, num_train_steps, num_warmup_steps,
+def _train(task, bert_config, trainer, train_cache, num_train_steps, num_warmup_steps,
            resume_step, inference, dev_examples, settings):
   """--do_train: writes bert_config.json and labels.txt, then trains (with evaluations when
   --eval_every_steps is set).
@@ -1192,7 +1274,7 @@ def _train(task, bert_config, model_fn, train_cache, num_train_steps, num_warmup
   Args:
     task: classifier_tasks.Task.
     bert_config: modeling.BertConfig.
-    model_fn: the model_fn.
+    trainer: the Estimator's model_fn, or the tf2_training.Engine (_job_trainer).
     train_cache: cached_features of the training set.
     num_train_steps: the schedule's last step.
     num_warmup_steps: warm-up steps (logged).
@@ -1216,29 +1298,58 @@ def _train(task, bert_config, model_fn, train_cache, num_train_steps, num_warmup
   tf1.logging.info("  Num steps = %d (warm-up %d)", num_train_steps, num_warmup_steps)
   start = time.time()
   if settings.eval_every_steps:
-    summary = _train_with_evaluation(task, model_fn, train_cache, num_train_steps, resume_step,
+    summary = _train_with_evaluation(task, trainer, train_cache, num_train_steps, resume_step,
                                      inference, dev_examples, settings)
   else:
-    estimator = _make_estimator(model_fn, settings, settings.predict_batch_size)
-    train_input_fn = _train_input_fn(
-        task, train_cache,
-        estimator_utils.resume_skip_batches(resume_step, settings.flag_values), settings)
-    hook = estimator_utils.ProgressHook(num_train_steps, settings.train_batch_size)
-    # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
-    # 130 / 143 below without writing any result that would make it look finished.
-    estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,
-                    hooks=[hook, estimator_utils.StopOnSignalHook()])
-    common.STOP_SIGNALS.exit_if_stopped()
+    rate = _train_to_end(task, trainer, train_cache, num_train_steps, resume_step, settings)
     tf1.logging.info("Training done: %d steps in %s%s", num_train_steps,
                      common.format_duration(time.time() - start),
-                     " (%.2f steps/s)" % hook.last_rate if hook.last_rate else "")
+                     " (%.2f steps/s)" % rate if rate else "")
     # The target beside global_step: a reader (paper/sweep.py) can check the step was reached.
     summary = {"num_train_steps": num_train_steps}
   summary["train_seconds"] = round(time.time() - start, 1)
   return summary
 
 
-def _train_with_evaluation(task, model_fn, train_cache, num_train_steps, resume_step,
+def _train_to_end(task, trainer, train_cache, num_train_steps, resume_step, settings):
+  """Trains to num_train_steps in one call of the engine.
+
+  On SIGINT / SIGTERM the step finishes, the engine checkpoints, and the job exits 130 / 143
+  here without writing any result that would make it look finished.
+
+  Args:
+    task: classifier_tasks.Task.
+    trainer: the Estimator's model_fn, or the tf2_training.Engine.
+    train_cache: cached_features of the training set.
+    num_train_steps: the schedule's last step.
+    resume_step: the step of the checkpoint resumed from (None: a new job).
+    settings: JobSettings.
+
+  Returns:
+    The steady steps per second, or None when too few steps ran to measure it.
+  """
+  if settings.engine == ENGINE_TF2:
+    result = trainer.train(_engine_train_input_fn_for(task, train_cache, settings),
+                           num_train_steps)
+    common.STOP_SIGNALS.exit_if_stopped()
+    return result.steps_per_second
+  estimator = _make_estimator(trainer, settings, settings.predict_batch_size)
+  train_input_fn = _train_input_fn(
+      task, train_cache,
+      estimator_utils.resume_skip_batches(resume_step, settings.flag_values), settings)
+  hook = estimator_utils.ProgressHook(num_train_steps, settings.train_batch_size)
+  estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,
+                  hooks=[hook, estimator_utils.StopOnSignalHook()])
+  common.STOP_SIGNALS.exit_if_stopped()
+  return hook.last_rate
+
+
+def _engine_train_input_fn_for(task, train_cache, settings):
+  """tf2_training.Engine.train's input: skip_batches -> the training input_fn."""
+  return lambda skip_batches: _train_input_fn(task, train_cache, skip_batches, settings)
+
+
+def _train_with_evaluation(task, trainer, train_cache, num_train_steps, resume_step,
                            inference, dev_examples, settings):
   """Trains in chunks of --eval_every_steps, evaluating the dev set after each
   (training_eval.train_with_evaluation).
@@ -1250,7 +1361,7 @@ def _train_with_evaluation(task, model_fn, train_cache, num_train_steps, resume_
 
   Args:
     task: classifier_tasks.Task.
-    model_fn: the model_fn.
+    trainer: the Estimator's model_fn, or the tf2_training.Engine.
     train_cache: cached_features of the training set.
     num_train_steps: the schedule's last step.
     resume_step: the step of the checkpoint resumed from (None: a new job).
@@ -1267,16 +1378,23 @@ def _train_with_evaluation(task, model_fn, train_cache, num_train_steps, resume_
   if not dev_examples:
     common.fail("--data_dir=%s: %s has no usable examples (needed by --eval_every_steps)" %
                 (settings.data_dir, classifier_tasks.split_description(task, dev_file)))
-  estimator = _make_estimator(model_fn, settings, settings.predict_batch_size)
+  if settings.engine == ENGINE_TF2:
+    def train_to(step, target):  # pylint: disable=unused-argument
+      # The engine resumes from the latest checkpoint (that of `step`), skipping its batches.
+      trainer.train(_engine_train_input_fn_for(task, train_cache, settings), target)
+      common.STOP_SIGNALS.exit_if_stopped()
+      return estimator_utils.latest_global_step(settings.output_dir)
+  else:
+    estimator = _make_estimator(trainer, settings, settings.predict_batch_size)
 
-  def train_to(step, target):
-    train_input_fn = _train_input_fn(task, train_cache, _chunk_skip_batches(step, settings),
-                                     settings)
-    hook = estimator_utils.ProgressHook(num_train_steps, settings.train_batch_size)
-    estimator.train(input_fn=train_input_fn, max_steps=target,
-                    hooks=[hook, estimator_utils.StopOnSignalHook()])
-    common.STOP_SIGNALS.exit_if_stopped()
-    return estimator_utils.latest_global_step(settings.output_dir)
+    def train_to(step, target):
+      train_input_fn = _train_input_fn(task, train_cache, _chunk_skip_batches(step, settings),
+                                       settings)
+      hook = estimator_utils.ProgressHook(num_train_steps, settings.train_batch_size)
+      estimator.train(input_fn=train_input_fn, max_steps=target,
+                      hooks=[hook, estimator_utils.StopOnSignalHook()])
+      common.STOP_SIGNALS.exit_if_stopped()
+      return estimator_utils.latest_global_step(settings.output_dir)
 
   return training_eval.train_with_evaluation(
       settings.output_dir, task.main_metric, num_train_steps, resume_step,

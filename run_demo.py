@@ -32,6 +32,7 @@ import sys
 from absl import app
 from absl import flags
 
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 from realformer_tf import common
 from realformer_tf import estimator_utils
 from realformer_tf import reproduction

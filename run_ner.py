@@ -1,5 +1,5 @@
 # coding=utf-8
-"""BERT / RealFormer token classification (named-entity recognition) on CoNLL-style files.
+r"""BERT / RealFormer token classification (named-entity recognition) on CoNLL-style files.
 
   python run_ner.py --data_dir=ner/wnut17 --vocab_file=vocab.txt \
     --bert_config_file=bert_config.json --init_checkpoint=bert_model.ckpt \
@@ -80,6 +80,7 @@ import time
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 
@@ -1270,18 +1271,97 @@ def ner_config_text(labels, scheme, do_lower_case, max_seq_length, doc_stride):
 # Main.
 
 
-def window_and_stride():
-  """(window, doc_stride) of the flags; one-line errors for a stride that does not fit."""
-  window = FLAGS.max_seq_length - 2
-  if FLAGS.doc_stride is None:
+def window_and_stride(max_seq_length, doc_stride):
+  """(window, doc_stride) of the flags; one-line errors for a stride that does not fit.
+
+  Args:
+    max_seq_length: --max_seq_length.
+    doc_stride: --doc_stride (None: half the window).
+
+  Returns:
+    (window in word pieces, stride in word pieces).
+  """
+  window = max_seq_length - 2
+  if doc_stride is None:
     return window, max(1, window // 2)
-  if FLAGS.doc_stride < 1:
-    common.fail("--doc_stride=%d: must be >= 1" % FLAGS.doc_stride)
-  if FLAGS.doc_stride >= window:
+  if doc_stride < 1:
+    common.fail("--doc_stride=%d: must be >= 1" % doc_stride)
+  if doc_stride >= window:
     common.fail("--doc_stride=%d: must be smaller than the window of %d word pieces "
                 "(--max_seq_length=%d minus [CLS] and [SEP]), or windows would not overlap" %
-                (FLAGS.doc_stride, window, FLAGS.max_seq_length))
-  return window, FLAGS.doc_stride
+                (doc_stride, window, max_seq_length))
+  return window, doc_stride
+
+
+JobSettings = collections.namedtuple("JobSettings", [
+    # Inputs and outputs.
+    "output_dir", "data_dir", "train_file", "dev_file", "test_file", "init_checkpoint",
+    "allow_unmatched_init", "bert_config_file", "vocab_file", "do_lower_case", "export_dir",
+    "overwrite", "output_word_logits",
+    # What the job does.
+    "do_train", "do_eval", "do_predict",
+    # Tags and labels (--tag_scheme, --labels).
+    "tag_scheme", "labels",
+    # Windows, sizes and the training schedule.
+    "max_seq_length", "doc_stride", "train_batch_size", "eval_batch_size", "predict_batch_size",
+    "learning_rate", "num_train_epochs", "warmup_proportion", "seed", "use_tpu",
+    # Padding: --padding as given (the export's), training's and evaluation / prediction's,
+    # BERT skipping padding rows.
+    "padding", "train_padding", "eval_padding", "skip_padding",
+    # model_fn_builder's precision keyword arguments (--precision, --fused_optimizer).
+    "precision_kwargs",
+    # The whole flag set, for estimator_utils.make_estimator and resume_skip_batches only.
+    "flag_values",
+])
+
+
+def job_settings(flag_values):
+  """The values the job reads, from the parsed flags (after main's checks).
+
+  Args:
+    flag_values: the parsed flags (FLAGS).
+
+  Returns:
+    JobSettings (doc_stride resolved: half the window when --doc_stride is not set).
+  """
+  _, doc_stride = window_and_stride(flag_values.max_seq_length, flag_values.doc_stride)
+  return JobSettings(
+      output_dir=flag_values.output_dir,
+      data_dir=flag_values.data_dir,
+      train_file=flag_values.train_file,
+      dev_file=flag_values.dev_file,
+      test_file=flag_values.test_file,
+      init_checkpoint=flag_values.init_checkpoint,
+      allow_unmatched_init=flag_values.allow_unmatched_init,
+      bert_config_file=flag_values.bert_config_file,
+      vocab_file=flag_values.vocab_file,
+      do_lower_case=flag_values.do_lower_case,
+      export_dir=flag_values.export_dir,
+      overwrite=flag_values.overwrite,
+      output_word_logits=flag_values.output_word_logits,
+      do_train=flag_values.do_train,
+      do_eval=flag_values.do_eval,
+      do_predict=flag_values.do_predict,
+      tag_scheme=flag_values.tag_scheme,
+      labels=flag_values.labels,
+      max_seq_length=flag_values.max_seq_length,
+      doc_stride=doc_stride,
+      train_batch_size=flag_values.train_batch_size,
+      eval_batch_size=flag_values.eval_batch_size,
+      predict_batch_size=flag_values.predict_batch_size,
+      learning_rate=flag_values.learning_rate,
+      num_train_epochs=flag_values.num_train_epochs,
+      warmup_proportion=flag_values.warmup_proportion,
+      seed=flag_values.seed,
+      use_tpu=flag_values.use_tpu,
+      padding=flag_values.padding,
+      # Training as evaluation: model_fn draws dropout masks at --max_seq_length.
+      train_padding=batch_padding.effective_padding(flag_values, training=True,
+                                                    full_length_dropout=True),
+      eval_padding=batch_padding.effective_padding(flag_values),
+      skip_padding=batch_padding.skips_padding(flag_values),
+      precision_kwargs=estimator_utils.precision_kwargs(flag_values),
+      flag_values=flag_values)
 
 
 def _check_flags():
@@ -1296,7 +1376,7 @@ def _check_flags():
   if FLAGS.max_seq_length < 3:
     common.fail("--max_seq_length=%d: must be at least 3 ([CLS] a piece [SEP])" %
                 FLAGS.max_seq_length)
-  window_and_stride()
+  window_and_stride(FLAGS.max_seq_length, FLAGS.doc_stride)
   batch_padding.check_padding_flag(FLAGS)
   for name in ("train_batch_size", "eval_batch_size", "predict_batch_size"):
     if getattr(FLAGS, name) < 1:
@@ -1310,27 +1390,42 @@ def _check_flags():
     common.fail("--data_dir=%s: not a directory" % FLAGS.data_dir)
 
 
-def data_file(split):
-  """The file of a split: --<split>_file, else the first DATA_FILE_NAMES entry in --data_dir."""
-  explicit = getattr(FLAGS, "%s_file" % split)
+def data_file(split, settings):
+  """The file of a split: --<split>_file, else the first DATA_FILE_NAMES entry in --data_dir.
+
+  Args:
+    split: "train", "dev" or "test".
+    settings: JobSettings.
+
+  Returns:
+    the file's path (one-line error when there is none).
+  """
+  explicit = getattr(settings, "%s_file" % split)
   if explicit:
     common.require_file(explicit, "%s_file" % split)
     return explicit
-  if not FLAGS.data_dir:
+  if not settings.data_dir:
     common.fail("%s needs --%s_file or --data_dir" % (_SPLIT_MODES[split], split))
   for name in DATA_FILE_NAMES[split]:
-    path = os.path.join(FLAGS.data_dir, name)
+    path = os.path.join(settings.data_dir, name)
     if tf.io.gfile.exists(path):
       return path
   common.fail("--data_dir=%s: has no %s file (%s), needed by %s; or give --%s_file" % (
-      FLAGS.data_dir, split, ", ".join(DATA_FILE_NAMES[split]), _SPLIT_MODES[split], split))
+      settings.data_dir, split, ", ".join(DATA_FILE_NAMES[split]), _SPLIT_MODES[split], split))
 
 
-def export_protected_paths():
-  """What an --export_dir must never replace: --output_dir and this job's inputs."""
-  return [p for p in (FLAGS.output_dir, FLAGS.init_checkpoint, FLAGS.data_dir, FLAGS.train_file,
-                      FLAGS.dev_file, FLAGS.test_file, FLAGS.vocab_file,
-                      FLAGS.bert_config_file) if p]
+def export_protected_paths(settings):
+  """What an --export_dir must never replace: --output_dir and this job's inputs.
+
+  Args:
+    settings: JobSettings.
+
+  Returns:
+    list of paths.
+  """
+  return [p for p in (settings.output_dir, settings.init_checkpoint, settings.data_dir,
+                      settings.train_file, settings.dev_file, settings.test_file,
+                      settings.vocab_file, settings.bert_config_file) if p]
 
 
 def _read_labels_file(path):
@@ -1355,8 +1450,9 @@ def main(_):
   _check_flags()
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
+  settings = job_settings(FLAGS)
   bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
-  paths = {split: data_file(split) for split, mode in (("train", FLAGS.do_train),
+  paths = {split: data_file(split, settings) for split, mode in (("train", FLAGS.do_train),
                                                         ("dev", FLAGS.do_eval),
                                                         ("test", FLAGS.do_predict)) if mode}
   tokenizer = tokenization.checked_tokenizer(
@@ -1369,7 +1465,7 @@ def main(_):
   if FLAGS.export_dir:
     # Checked before any training, so that a bad target costs nothing (and again at export).
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
-                            export_protected_paths())
+                            export_protected_paths(settings))
   # One job per directory, taken before the directory's checkpoint or labels are read: two
   # training jobs would interleave checkpoints and results, and an evaluation beside a training
   # job would score whichever intermediate checkpoint happens to be the latest.
@@ -1385,19 +1481,20 @@ def main(_):
           actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config),
           allow_random_eval=FLAGS.allow_random_eval, allow_unmatched=FLAGS.allow_unmatched_init)
     # Every input is read and checked before anything is written.
-    inputs = read_inputs(paths)
-    _run_job(bert_config, tokenizer, inputs, eval_weights)
+    inputs = read_inputs(paths, settings)
+    _run_job(settings, bert_config, tokenizer, inputs, eval_weights)
 
 
 JobInputs = collections.namedtuple("JobInputs", ["train", "dev", "test", "scheme", "labels",
                                                  "label_source"])
 
 
-def read_inputs(paths):
+def read_inputs(paths, settings):
   """Reads the job's files and fixes its scheme and labels (one-line errors for bad inputs).
 
   Args:
     paths: {"train" / "dev" / "test": path} of the requested modes.
+    settings: JobSettings.
 
   Returns:
     JobInputs (ConllFiles or None, scheme, the model's BIO labels and where they come from).
@@ -1406,14 +1503,14 @@ def read_inputs(paths):
   dev = read_conll(paths["dev"], "dev_file") if "dev" in paths else None
   test = read_conll(paths["test"], "test_file", allow_untagged=True) if "test" in paths else None
   conll_files = [f for f in (train, dev, test) if f is not None]
-  saved_config = _saved_ner_config(FLAGS.output_dir)
-  scheme = resolve_scheme(FLAGS.tag_scheme, conll_files, saved_config.get("tag_scheme"))
+  saved_config = _saved_ner_config(settings.output_dir)
+  scheme = resolve_scheme(settings.tag_scheme, conll_files, saved_config.get("tag_scheme"))
   for conll in conll_files:
-    check_tags(conll, scheme, FLAGS.tag_scheme == "auto")
+    check_tags(conll, scheme, settings.tag_scheme == "auto")
   tf1.logging.info("Tag scheme: %s%s", ner_metrics.SCHEME_NAMES[scheme],
-                   " (detected)" if FLAGS.tag_scheme == "auto" else "")
-  extra_types = parse_labels_flag(FLAGS.labels)
-  labels, label_source = _resolve_labels(train, extra_types)
+                   " (detected)" if settings.tag_scheme == "auto" else "")
+  extra_types = parse_labels_flag(settings.labels)
+  labels, label_source = _resolve_labels(train, extra_types, settings)
   if len(labels) < 2:
     common.fail("%s: no entity type at all (every tag is O); nothing to learn" % label_source)
   allowed = label_types(labels) | extra_types
@@ -1424,19 +1521,27 @@ def read_inputs(paths):
   return JobInputs(train, dev, test, scheme, labels, label_source)
 
 
-def _resolve_labels(train, extra_types):
+def _resolve_labels(train, extra_types, settings):
   """The model's labels and where they come from.
 
   The training file's types (plus --labels); without training, labels.txt in --output_dir,
   else labels.txt beside --init_checkpoint (a run_ner checkpoint), else --labels.
+
+  Args:
+    train: ConllFile of --do_train, or None.
+    extra_types: the entity types of --labels.
+    settings: JobSettings.
+
+  Returns:
+    (the BIO labels, where they come from).
   """
   if train is not None:
     return label_list(entity_types(train) | extra_types), train.path
-  candidates = [os.path.join(FLAGS.output_dir, "labels.txt")]
-  if FLAGS.init_checkpoint:
-    candidates.append(os.path.join(os.path.dirname(FLAGS.init_checkpoint.rstrip("/")) if
-                                   not tf.io.gfile.isdir(FLAGS.init_checkpoint) else
-                                   FLAGS.init_checkpoint, "labels.txt"))
+  candidates = [os.path.join(settings.output_dir, "labels.txt")]
+  if settings.init_checkpoint:
+    candidates.append(os.path.join(os.path.dirname(settings.init_checkpoint.rstrip("/")) if
+                                   not tf.io.gfile.isdir(settings.init_checkpoint) else
+                                   settings.init_checkpoint, "labels.txt"))
   for saved in candidates:
     if tf.io.gfile.exists(saved):
       return _read_labels_file(saved), saved
@@ -1444,13 +1549,14 @@ def _resolve_labels(train, extra_types):
     return label_list(extra_types), "--labels"
   common.fail("no labels: without --do_train the model's labels come from labels.txt in "
               "--output_dir=%s (written by training), beside --init_checkpoint, or --labels" %
-              FLAGS.output_dir)
+              settings.output_dir)
 
 
-def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
+def _run_job(settings, bert_config, tokenizer, inputs, eval_weights=None):
   """Trains / evaluates / predicts / exports as the flags say (after main's checks).
 
   Args:
+    settings: JobSettings.
     bert_config: modeling.BertConfig (with the flag overrides).
     tokenizer: the checked FullTokenizer.
     inputs: JobInputs of read_inputs.
@@ -1458,37 +1564,39 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
       weights, --allow_random_eval).
   """
   common.STOP_SIGNALS.install()
-  _, doc_stride = window_and_stride()
+  doc_stride = settings.doc_stride
   labels = inputs.labels
   label_map = {label: i for i, label in enumerate(labels)}
 
   # Before anything is written there: a checkpoint of another model or label list in
   # --output_dir would otherwise fail deep inside the restore.
   resume_step = estimator_utils.check_resume(
-      FLAGS.output_dir, bert_config, label_list=labels,
+      settings.output_dir, bert_config, label_list=labels,
       extra_shapes=head_shapes(len(labels), bert_config),
-      restore=estimator_utils.restore_mode(FLAGS.do_train, FLAGS.do_eval or FLAGS.do_predict))
-  tf.io.gfile.makedirs(FLAGS.output_dir)
-  convert = dict(tokenizer=tokenizer, label_map=label_map, max_seq_length=FLAGS.max_seq_length,
-                 doc_stride=doc_stride)
+      restore=estimator_utils.restore_mode(settings.do_train,
+                                           settings.do_eval or settings.do_predict))
+  tf.io.gfile.makedirs(settings.output_dir)
+  convert = dict(tokenizer=tokenizer, label_map=label_map,
+                 max_seq_length=settings.max_seq_length, doc_stride=doc_stride)
 
-  train_features, num_train_steps, num_warmup_steps = _train_features(inputs.train, convert)
-  model_fn = _job_model_fn(bert_config, len(labels), num_train_steps, num_warmup_steps)
+  train_features, num_train_steps, num_warmup_steps = _train_features(settings, inputs.train,
+                                                                      convert)
+  model_fn = _job_model_fn(settings, bert_config, len(labels), num_train_steps, num_warmup_steps)
   summary = {}
   if inputs.train is not None:
-    summary = _train(bert_config, model_fn, inputs, doc_stride, train_features,
+    summary = _train(settings, bert_config, model_fn, inputs, train_features,
                      num_train_steps, num_warmup_steps, resume_step)
     del train_features
 
   # Which weights every result below comes from: the latest checkpoint in --output_dir (the
   # Estimator restores it), else the --init_checkpoint the model starts from, or None.
   record = checkpoint_utils.checkpoint_record(
-      tf1.train.latest_checkpoint(FLAGS.output_dir) or eval_weights)
+      tf1.train.latest_checkpoint(settings.output_dir) or eval_weights)
   final = []  # (writer function) run at the end, eval_results last.
   if inputs.dev is not None:
-    final.append(_evaluate(model_fn, inputs, convert, record, summary))
+    final.append(_evaluate(settings, model_fn, inputs, convert, record, summary))
   if inputs.test is not None:
-    write_test_results = _predict(model_fn, inputs, convert, record, summary)
+    write_test_results = _predict(settings, model_fn, inputs, convert, record, summary)
     if write_test_results is not None:
       final.insert(0, write_test_results)
 
@@ -1497,20 +1605,22 @@ def _run_job(bert_config, tokenizer, inputs, eval_weights=None):
   for write in final:
     write()
 
-  if FLAGS.export_dir:
+  if settings.export_dir:
     common.STOP_SIGNALS.exit_if_stopped()
     export_ner(bert_config,
-               tf1.train.latest_checkpoint(FLAGS.output_dir) or FLAGS.init_checkpoint,
-               FLAGS.export_dir, labels, inputs.scheme, FLAGS.vocab_file, FLAGS.do_lower_case,
-               FLAGS.max_seq_length, doc_stride, overwrite=FLAGS.overwrite,
-               protected_paths=export_protected_paths(),
-               padding="max_length" if FLAGS.padding == "max_length" else "bucket")
+               tf1.train.latest_checkpoint(settings.output_dir) or settings.init_checkpoint,
+               settings.export_dir, labels, inputs.scheme, settings.vocab_file,
+               settings.do_lower_case, settings.max_seq_length, doc_stride,
+               overwrite=settings.overwrite,
+               protected_paths=export_protected_paths(settings),
+               padding="max_length" if settings.padding == "max_length" else "bucket")
 
 
-def _train_features(train, convert):
+def _train_features(settings, train, convert):
   """The training windows (pre-shuffled) and the step counts they give.
 
   Args:
+    settings: JobSettings.
     train: ConllFile of --do_train, or None.
     convert: keyword arguments of convert_sentences.
 
@@ -1521,16 +1631,18 @@ def _train_features(train, convert):
     return None, None, None
   features, _ = convert_sentences(train.sentences, with_labels=True, path=train.path, **convert)
   # Pre-shuffled (seeded): the input pipeline's buffer is small.
-  random.Random(FLAGS.seed).shuffle(features)
-  num_train_steps = max(1, int(len(features) / FLAGS.train_batch_size * FLAGS.num_train_epochs))
-  num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+  random.Random(settings.seed).shuffle(features)
+  num_train_steps = max(1, int(len(features) / settings.train_batch_size *
+                               settings.num_train_epochs))
+  num_warmup_steps = int(num_train_steps * settings.warmup_proportion)
   return features, num_train_steps, num_warmup_steps
 
 
-def _job_model_fn(bert_config, num_labels, num_train_steps, num_warmup_steps):
+def _job_model_fn(settings, bert_config, num_labels, num_train_steps, num_warmup_steps):
   """The job's model_fn, as the flags say.
 
   Args:
+    settings: JobSettings.
     bert_config: modeling.BertConfig.
     num_labels: number of BIO labels.
     num_train_steps: training steps (None without training).
@@ -1540,41 +1652,41 @@ def _job_model_fn(bert_config, num_labels, num_train_steps, num_warmup_steps):
     model_fn of model_fn_builder.
   """
   return model_fn_builder(
-      bert_config=bert_config, num_labels=num_labels, init_checkpoint=FLAGS.init_checkpoint,
-      learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
-      num_warmup_steps=num_warmup_steps, use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu, max_seq_length=FLAGS.max_seq_length,
-      skip_padding=batch_padding.skips_padding(FLAGS),
-      allow_unmatched_init=FLAGS.allow_unmatched_init,
-      **estimator_utils.precision_kwargs(FLAGS))
+      bert_config=bert_config, num_labels=num_labels, init_checkpoint=settings.init_checkpoint,
+      learning_rate=settings.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps, use_tpu=settings.use_tpu,
+      use_one_hot_embeddings=settings.use_tpu, max_seq_length=settings.max_seq_length,
+      skip_padding=settings.skip_padding,
+      allow_unmatched_init=settings.allow_unmatched_init,
+      **settings.precision_kwargs)
 
 
-def _write_model_files(bert_config, labels, scheme, doc_stride):
+def _write_model_files(settings, bert_config, labels, scheme):
   """Writes bert_config.json, labels.txt and ner_config.json beside the checkpoints.
 
   Args:
+    settings: JobSettings.
     bert_config: modeling.BertConfig.
     labels: the model's BIO labels.
     scheme: the tag scheme.
-    doc_stride: the window stride.
   """
-  model_config.save_config(bert_config, FLAGS.output_dir)
-  with common.atomic_output(os.path.join(FLAGS.output_dir, "labels.txt")) as f:
+  model_config.save_config(bert_config, settings.output_dir)
+  with common.atomic_output(os.path.join(settings.output_dir, "labels.txt")) as f:
     f.write("".join(label + "\n" for label in labels))
-  with common.atomic_output(os.path.join(FLAGS.output_dir, NER_CONFIG)) as f:
-    f.write(ner_config_text(labels, scheme, FLAGS.do_lower_case, FLAGS.max_seq_length,
-                            doc_stride))
+  with common.atomic_output(os.path.join(settings.output_dir, NER_CONFIG)) as f:
+    f.write(ner_config_text(labels, scheme, settings.do_lower_case, settings.max_seq_length,
+                            settings.doc_stride))
 
 
-def _train(bert_config, model_fn, inputs, doc_stride, train_features, num_train_steps,
+def _train(settings, bert_config, model_fn, inputs, train_features, num_train_steps,
            num_warmup_steps, resume_step):
   """Writes the training windows and the model's files, then trains (exits on a signal).
 
   Args:
+    settings: JobSettings.
     bert_config: modeling.BertConfig.
     model_fn: the model_fn.
     inputs: JobInputs of read_inputs.
-    doc_stride: the window stride.
     train_features: the training windows of _train_features.
     num_train_steps: training steps.
     num_warmup_steps: warm-up steps.
@@ -1583,24 +1695,24 @@ def _train(bert_config, model_fn, inputs, doc_stride, train_features, num_train_
   Returns:
     {"train_seconds", "num_train_steps"}: the training summary of the results files.
   """
-  train_file = os.path.join(FLAGS.output_dir, "train.tf_record")
+  train_file = os.path.join(settings.output_dir, "train.tf_record")
   write_features(train_features, train_file)
-  _write_model_files(bert_config, inputs.labels, inputs.scheme, doc_stride)
-  train_padding = batch_padding.effective_padding(FLAGS, training=True,
-                                                  full_length_dropout=True)
+  _write_model_files(settings, bert_config, inputs.labels, inputs.scheme)
+  train_padding = settings.train_padding
   tf1.logging.info("***** Running training *****")
   tf1.logging.info("  Num windows = %d, batch size = %d, steps = %d (warm-up %d), "
-                   "--padding=%s", len(train_features), FLAGS.train_batch_size,
+                   "--padding=%s", len(train_features), settings.train_batch_size,
                    num_train_steps, num_warmup_steps, train_padding)
-  estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir,
-                                             FLAGS.train_batch_size, FLAGS.eval_batch_size,
-                                             FLAGS.predict_batch_size,
+  estimator = estimator_utils.make_estimator(model_fn, settings.flag_values, settings.output_dir,
+                                             settings.train_batch_size, settings.eval_batch_size,
+                                             settings.predict_batch_size,
                                              supported_flags=SUPPORTED_MODEL_FN_FLAGS)
   input_fn = input_fn_builder(
-      train_file, FLAGS.max_seq_length, is_training=True, drop_remainder=True,
-      seed=FLAGS.seed, skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
+      train_file, settings.max_seq_length, is_training=True, drop_remainder=True,
+      seed=settings.seed,
+      skip_batches=estimator_utils.resume_skip_batches(resume_step, settings.flag_values),
       padding=train_padding)
-  hook = estimator_utils.ProgressHook(num_train_steps, FLAGS.train_batch_size)
+  hook = estimator_utils.ProgressHook(num_train_steps, settings.train_batch_size)
   start = time.time()
   # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
   # 130 / 143 below without writing any result that would make it look finished.
@@ -1611,26 +1723,28 @@ def _train(bert_config, model_fn, inputs, doc_stride, train_features, num_train_
   return {"train_seconds": round(time.time() - start, 1), "num_train_steps": num_train_steps}
 
 
-def _checkpoint_results(record, summary):
+def _checkpoint_results(settings, record, summary):
   """The keys every results file shares: the step, the scored checkpoint, the training summary.
 
   Args:
+    settings: JobSettings.
     record: checkpoint_utils.checkpoint_record of the scored weights.
     summary: the training summary of _train ({} without training).
 
   Returns:
     dict of results keys.
   """
-  results = dict(global_step=estimator_utils.latest_global_step(FLAGS.output_dir),
+  results = dict(global_step=estimator_utils.latest_global_step(settings.output_dir),
                  checkpoint=record["checkpoint"], checkpoint_step=record["global_step"])
   results.update(summary)
   return results
 
 
-def _evaluate(model_fn, inputs, convert, record, summary):
+def _evaluate(settings, model_fn, inputs, convert, record, summary):
   """Scores the dev file (logs the report); eval_results is written by the returned function.
 
   Args:
+    settings: JobSettings.
     model_fn: the model_fn.
     inputs: JobInputs of read_inputs.
     convert: keyword arguments of convert_sentences.
@@ -1641,8 +1755,8 @@ def _evaluate(model_fn, inputs, convert, record, summary):
     A function of no argument that writes eval_results.json / .txt.
   """
   dev, labels = inputs.dev, inputs.labels
-  word_logits, stats = _predict_file(model_fn, dev, FLAGS.eval_batch_size, "dev", convert,
-                                     len(labels))
+  word_logits, stats = _predict_file(settings, model_fn, dev, settings.eval_batch_size, "dev",
+                                     convert, len(labels))
   tags = [predicted_tags(x, labels, inputs.scheme) for x in word_logits]
   scores = ner_metrics.evaluate([s.tags for s in dev.sentences], tags)
   tf1.logging.info("%s (dev):\n%s", dev.path, ner_metrics.format_report(scores))
@@ -1651,14 +1765,15 @@ def _evaluate(model_fn, inputs, convert, record, summary):
                  eval_num_sentences=stats.num_sentences, eval_num_words=stats.num_words,
                  eval_num_unplaced_words=stats.num_unplaced_words,
                  eval_num_windows=stats.num_windows)
-  results.update(_checkpoint_results(record, summary))
-  return lambda: estimator_utils.write_eval_results(FLAGS.output_dir, results)
+  results.update(_checkpoint_results(settings, record, summary))
+  return lambda: estimator_utils.write_eval_results(settings.output_dir, results)
 
 
-def _write_predictions(test, tags, word_logits, labels, stats, record):
+def _write_predictions(settings, test, tags, word_logits, labels, stats, record):
   """Writes predictions.conll (and word_logits.npz), each with its checkpoint sidecar.
 
   Args:
+    settings: JobSettings.
     test: ConllFile of --do_predict.
     tags: predicted tags, a list per sentence.
     word_logits: per-sentence word logits.
@@ -1666,9 +1781,9 @@ def _write_predictions(test, tags, word_logits, labels, stats, record):
     stats: FeatureStats of the test file.
     record: checkpoint_utils.checkpoint_record of the weights.
   """
-  predictions = os.path.join(FLAGS.output_dir, "predictions.conll")
-  logits_file = os.path.join(FLAGS.output_dir, "word_logits.npz")
-  written = [predictions] + ([logits_file] if FLAGS.output_word_logits else [])
+  predictions = os.path.join(settings.output_dir, "predictions.conll")
+  logits_file = os.path.join(settings.output_dir, "word_logits.npz")
+  written = [predictions] + ([logits_file] if settings.output_word_logits else [])
   # Which checkpoint produced them: <file>.checkpoint.json, removed first so that a kill
   # between the writes leaves none naming other weights.
   for path in written:
@@ -1677,16 +1792,17 @@ def _write_predictions(test, tags, word_logits, labels, stats, record):
   tf1.logging.info("Wrote %d sentences (%d words, %d unplaced, predicted O) to %s",
                    stats.num_sentences, stats.num_words, stats.num_unplaced_words,
                    predictions)
-  if FLAGS.output_word_logits:
+  if settings.output_word_logits:
     write_word_logits(logits_file, word_logits, labels)
   for path in written:
     checkpoint_utils.write_sidecar(path, record)
 
 
-def _predict(model_fn, inputs, convert, record, summary):
+def _predict(settings, model_fn, inputs, convert, record, summary):
   """Tags the test file and writes the predictions; scores it when it is tagged.
 
   Args:
+    settings: JobSettings.
     model_fn: the model_fn.
     inputs: JobInputs of read_inputs.
     convert: keyword arguments of convert_sentences.
@@ -1697,10 +1813,10 @@ def _predict(model_fn, inputs, convert, record, summary):
     A function of no argument that writes test_results.json / .txt, or None (untagged file).
   """
   test, labels = inputs.test, inputs.labels
-  word_logits, stats = _predict_file(model_fn, test, FLAGS.predict_batch_size, "test",
-                                     convert, len(labels))
+  word_logits, stats = _predict_file(settings, model_fn, test, settings.predict_batch_size,
+                                     "test", convert, len(labels))
   tags = [predicted_tags(x, labels, inputs.scheme) for x in word_logits]
-  _write_predictions(test, tags, word_logits, labels, stats, record)
+  _write_predictions(settings, test, tags, word_logits, labels, stats, record)
   if not test.tagged:
     return None
   scores = ner_metrics.evaluate([s.tags for s in test.sentences], tags)
@@ -1708,15 +1824,16 @@ def _predict(model_fn, inputs, convert, record, summary):
   test_results = ner_metrics.flat_results(scores, "test_")
   test_results.update(test_num_sentences=stats.num_sentences, test_num_words=stats.num_words,
                       test_num_unplaced_words=stats.num_unplaced_words)
-  test_results.update(_checkpoint_results(record, summary))
+  test_results.update(_checkpoint_results(settings, record, summary))
   return lambda: estimator_utils.write_eval_results(
-      FLAGS.output_dir, test_results, name="test_results")
+      settings.output_dir, test_results, name="test_results")
 
 
-def _predict_file(model_fn, conll, batch_size, split, convert, num_labels):
+def _predict_file(settings, model_fn, conll, batch_size, split, convert, num_labels):
   """Runs Estimator.predict over a file's windows.
 
   Args:
+    settings: JobSettings.
     model_fn: the model_fn.
     conll: ConllFile.
     batch_size: windows per batch.
@@ -1730,21 +1847,21 @@ def _predict_file(model_fn, conll, batch_size, split, convert, num_labels):
   features, stats = convert_sentences(conll.sentences, with_labels=False, path=conll.path,
                                       **convert)
   padded = list(features)
-  if FLAGS.use_tpu:
+  if settings.use_tpu:
     # TPU batches have a fixed size: pad with empty windows, dropped from the outputs.
     while len(padded) % batch_size:
-      padded.append(WindowFeature(-1, [0] * FLAGS.max_seq_length, [0] * FLAGS.max_seq_length,
-                                  [0] * FLAGS.max_seq_length, [0] * FLAGS.max_seq_length,
-                                  [0.0] * FLAGS.max_seq_length, []))
-  record = os.path.join(FLAGS.output_dir, "%s.tf_record" % split)
+      padded.append(WindowFeature(-1, [0] * settings.max_seq_length, [0] * settings.max_seq_length,
+                                  [0] * settings.max_seq_length, [0] * settings.max_seq_length,
+                                  [0.0] * settings.max_seq_length, []))
+  record = os.path.join(settings.output_dir, "%s.tf_record" % split)
   write_features(padded, record)
-  estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir,
-                                             FLAGS.train_batch_size, FLAGS.eval_batch_size,
+  estimator = estimator_utils.make_estimator(model_fn, settings.flag_values, settings.output_dir,
+                                             settings.train_batch_size, settings.eval_batch_size,
                                              predict_batch_size=batch_size,
                                              supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-  padding = batch_padding.effective_padding(FLAGS)
-  input_fn = input_fn_builder(record, FLAGS.max_seq_length, is_training=False,
-                              drop_remainder=FLAGS.use_tpu, padding=padding)
+  padding = settings.eval_padding
+  input_fn = input_fn_builder(record, settings.max_seq_length, is_training=False,
+                              drop_remainder=settings.use_tpu, padding=padding)
   tf1.logging.info("***** Predicting %s: %d windows (--padding=%s) *****", conll.path,
                    len(features), padding)
   start = time.time()

@@ -1,6 +1,11 @@
 # coding=utf-8
 """Pre-trains BERT / RealFormer (MLM + NSP) on TPUEstimator, or on CPU/GPU with tf.distribute.
 
+On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
+with realformer_tf.tf2_training: the same flags (the Estimator's TPU, XLA, precision,
+multi-worker and gradient-accumulation flags refused), checkpoints and output files
+(docs/compatibility.md, "Training without the Estimator").
+
 Reads the TFRecords written by create_pretraining_data.py (or the official BERT script). The
 official flags keep their meaning; new ones: --residual_attention / --layer_norm_type (override
 the config; the config actually used is saved in output_dir), --distribution_strategy with
@@ -23,12 +28,15 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import collections
 import json
 import os
 import time
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
+import numpy as np
 import tensorflow as tf
 
 from realformer_tf import checkpoint_utils
@@ -38,6 +46,7 @@ from realformer_tf import model_config
 import modeling
 from realformer_tf import pretraining_data
 from realformer_tf import pretraining_utils
+from realformer_tf import tf2_training
 
 tf1 = tf.compat.v1
 
@@ -122,33 +131,16 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
   def model_fn(features, labels, mode, params):  # pylint: disable=unused-argument
     """The `model_fn` for TPUEstimator."""
     input_ids = features["input_ids"]
-    input_mask = features["input_mask"]
-    segment_ids = features["segment_ids"]
-    masked_lm_positions = features["masked_lm_positions"]
     masked_lm_ids = features["masked_lm_ids"]
     masked_lm_weights = features["masked_lm_weights"]
     next_sentence_labels = features["next_sentence_labels"]
 
     is_training = (mode == tf1.estimator.ModeKeys.TRAIN)
 
-    model = modeling.BertModel(
-        config=bert_config,
-        is_training=is_training,
-        input_ids=input_ids,
-        input_mask=input_mask,
-        token_type_ids=segment_ids,
-        use_one_hot_embeddings=use_one_hot_embeddings,
-        compute_dtype=compute_dtype)
-
-    (masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs) = get_masked_lm_output(
-        bert_config, model.get_sequence_output(), model.get_embedding_table(),
-        masked_lm_positions, masked_lm_ids, masked_lm_weights, compute_dtype=compute_dtype)
-
-    (next_sentence_loss, next_sentence_example_loss,
-     next_sentence_log_probs) = get_next_sentence_output(
-         bert_config, model.get_pooled_output(), next_sentence_labels)
-
-    total_loss = masked_lm_loss + next_sentence_loss
+    (total_loss, masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs,
+     next_sentence_loss, next_sentence_example_loss,
+     next_sentence_log_probs) = _pretraining_graph(features, is_training, bert_config,
+                                                   use_one_hot_embeddings, compute_dtype)
 
     tvars = tf1.trainable_variables()
     scaffold_fn = estimator_utils.init_checkpoint_scaffold_fn(
@@ -201,6 +193,99 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
     return output_spec
 
   return model_fn
+
+
+def _pretraining_graph(features, is_training, bert_config, use_one_hot_embeddings,
+                       compute_dtype=None):
+  """model_fn_builder's graph: BERT, the masked-LM and next-sentence heads and their losses.
+
+  Args:
+    features: dict of the pre-training features (input_fn_builder's).
+    is_training: dropout on.
+    bert_config: modeling.BertConfig.
+    use_one_hot_embeddings: one-hot embedding lookups (TPU).
+    compute_dtype: the encoder's compute dtype (None: float32).
+
+  Returns:
+    (total_loss, masked_lm_loss, masked_lm_example_loss [batch * max_predictions],
+    masked_lm_log_probs [batch * max_predictions, vocab], next_sentence_loss,
+    next_sentence_example_loss [batch], next_sentence_log_probs [batch, 2]).
+  """
+  model = modeling.BertModel(
+      config=bert_config,
+      is_training=is_training,
+      input_ids=features["input_ids"],
+      input_mask=features["input_mask"],
+      token_type_ids=features["segment_ids"],
+      use_one_hot_embeddings=use_one_hot_embeddings,
+      compute_dtype=compute_dtype)
+
+  (masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs) = get_masked_lm_output(
+      bert_config, model.get_sequence_output(), model.get_embedding_table(),
+      features["masked_lm_positions"], features["masked_lm_ids"],
+      features["masked_lm_weights"], compute_dtype=compute_dtype)
+
+  (next_sentence_loss, next_sentence_example_loss,
+   next_sentence_log_probs) = get_next_sentence_output(
+       bert_config, model.get_pooled_output(), features["next_sentence_labels"])
+
+  total_loss = masked_lm_loss + next_sentence_loss
+  return (total_loss, masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs,
+          next_sentence_loss, next_sentence_example_loss, next_sentence_log_probs)
+
+
+def _engine_model_fn(bert_config, use_one_hot_embeddings):
+  """The tf2_training.Engine model function: (total loss, what metric_fn reads per example)."""
+  def model_fn(features, is_training):
+    (total_loss, _, masked_lm_example_loss, masked_lm_log_probs, _,
+     next_sentence_example_loss, next_sentence_log_probs) = _pretraining_graph(
+         features, is_training, bert_config, use_one_hot_embeddings)
+    batch_shape = tf.shape(features["masked_lm_ids"])
+    return total_loss, {
+        "masked_lm_example_loss": tf.reshape(masked_lm_example_loss, batch_shape),
+        "masked_lm_predictions": tf.reshape(
+            tf.argmax(masked_lm_log_probs, axis=-1, output_type=tf.int32), batch_shape),
+        "masked_lm_ids": features["masked_lm_ids"],
+        "masked_lm_weights": features["masked_lm_weights"],
+        "next_sentence_example_loss": next_sentence_example_loss,
+        "next_sentence_predictions": tf.argmax(next_sentence_log_probs, axis=-1,
+                                               output_type=tf.int32),
+        "next_sentence_labels": tf.reshape(features["next_sentence_labels"], [-1]),
+    }
+  return model_fn
+
+
+def _engine_metrics(batches):
+  """metric_fn's metrics over an evaluation's batches, and Estimator.evaluate's `loss`.
+
+  Args:
+    batches: iterable of (total loss of the batch, dict of the engine model function's
+      per-example values [batch, ...]) (tf2_training.Engine.predict_batches).
+
+  Returns:
+    dict: loss (the batches' mean total loss), masked_lm_accuracy and masked_lm_loss (weighted
+    by masked_lm_weights), next_sentence_accuracy, next_sentence_loss.
+  """
+  sums = collections.defaultdict(float)
+  for loss, values in batches:
+    weights = values["masked_lm_weights"].astype(np.float64)
+    sums["batches"] += 1
+    sums["loss"] += loss
+    sums["masked_lm_weight"] += weights.sum()
+    sums["masked_lm_correct"] += (
+        weights * (values["masked_lm_predictions"] == values["masked_lm_ids"])).sum()
+    sums["masked_lm_loss"] += (weights * values["masked_lm_example_loss"]).sum()
+    labels = values["next_sentence_labels"]
+    sums["next_sentence_count"] += len(labels)
+    sums["next_sentence_correct"] += (values["next_sentence_predictions"] == labels).sum()
+    sums["next_sentence_loss"] += values["next_sentence_example_loss"].astype(np.float64).sum()
+  return {
+      "loss": sums["loss"] / max(sums["batches"], 1),
+      "masked_lm_accuracy": sums["masked_lm_correct"] / max(sums["masked_lm_weight"], 1e-30),
+      "masked_lm_loss": sums["masked_lm_loss"] / max(sums["masked_lm_weight"], 1e-30),
+      "next_sentence_accuracy": sums["next_sentence_correct"] / max(sums["next_sentence_count"], 1),
+      "next_sentence_loss": sums["next_sentence_loss"] / max(sums["next_sentence_count"], 1),
+  }
 
 
 # Moved to estimator_utils (every fine-tuning script's fp16 jobs use it); kept under this name.
@@ -534,17 +619,25 @@ def _check_vocab_ids(input_files, bert_config, records_per_file=64):
                       (path, key, max(ids), bert_config.vocab_size))
 
 
-def _expected_lengths():
+def _expected_lengths(max_seq_length, max_predictions_per_seq):
+  """{feature: (length, what sets it)} of the pre-training records, for check_tfrecord_lengths.
+
+  Args:
+    max_seq_length: --max_seq_length.
+    max_predictions_per_seq: --max_predictions_per_seq.
+
+  Returns:
+    dict.
+  """
+  seq_flag = "--max_seq_length=%d" % max_seq_length
+  pred_flag = "--max_predictions_per_seq=%d" % max_predictions_per_seq
   return {
-      "input_ids": (FLAGS.max_seq_length, "--max_seq_length=%d" % FLAGS.max_seq_length),
-      "input_mask": (FLAGS.max_seq_length, "--max_seq_length=%d" % FLAGS.max_seq_length),
-      "segment_ids": (FLAGS.max_seq_length, "--max_seq_length=%d" % FLAGS.max_seq_length),
-      "masked_lm_positions": (FLAGS.max_predictions_per_seq,
-                              "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq),
-      "masked_lm_ids": (FLAGS.max_predictions_per_seq,
-                        "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq),
-      "masked_lm_weights": (FLAGS.max_predictions_per_seq,
-                            "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq),
+      "input_ids": (max_seq_length, seq_flag),
+      "input_mask": (max_seq_length, seq_flag),
+      "segment_ids": (max_seq_length, seq_flag),
+      "masked_lm_positions": (max_predictions_per_seq, pred_flag),
+      "masked_lm_ids": (max_predictions_per_seq, pred_flag),
+      "masked_lm_weights": (max_predictions_per_seq, pred_flag),
       "next_sentence_labels": (1, "next_sentence_labels must have length 1"),
   }
 
@@ -558,12 +651,26 @@ def _configure_cpu_devices(count):
       cpus[0], [tf.config.LogicalDeviceConfiguration() for _ in range(count)])
 
 
-def main(_):
-  tf1.logging.set_verbosity(tf1.logging.INFO)
-  estimator_utils.require_estimator()
-  _check_flags()
+def _check_engine_flags():
+  """One-line errors for the device, precision and distribution flags: on the TF2 engine those
+  only the Estimator implements (tf2_training.check_flags, --gradient_accumulation_steps), on
+  both the combinations estimator_utils refuses."""
+  if not estimator_utils.has_estimator():
+    tf2_training.check_flags(FLAGS, "run_pretraining.py")
+    if FLAGS.gradient_accumulation_steps != 1:
+      common.fail("--gradient_accumulation_steps=%d: implemented by the Estimator only "
+                  "(TensorFlow %s); run it in the project's TF %s environment (`bash run.sh "
+                  "python run_pretraining.py ...`)" % (
+                      FLAGS.gradient_accumulation_steps, estimator_utils.ESTIMATOR_TF_VERSION,
+                      estimator_utils.ESTIMATOR_TF_VERSION))
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
+
+
+def main(_):
+  tf1.logging.set_verbosity(tf1.logging.INFO)
+  _check_flags()
+  _check_engine_flags()
   _configure_cpu_devices(FLAGS.num_cpu_devices)
 
   bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS,
@@ -571,11 +678,12 @@ def main(_):
   if FLAGS.vocab_size:
     bert_config.vocab_size = FLAGS.vocab_size
   input_files = common.expand_input_files(FLAGS.input_file, "input_file")
-  estimator_utils.check_tfrecord_lengths(input_files, _expected_lengths(), "input_file")
+  expected_lengths = _expected_lengths(FLAGS.max_seq_length, FLAGS.max_predictions_per_seq)
+  estimator_utils.check_tfrecord_lengths(input_files, expected_lengths, "input_file")
   eval_files = input_files
   if FLAGS.eval_input_file:
     eval_files = common.expand_input_files(FLAGS.eval_input_file, "eval_input_file")
-    estimator_utils.check_tfrecord_lengths(eval_files, _expected_lengths(), "eval_input_file")
+    estimator_utils.check_tfrecord_lengths(eval_files, expected_lengths, "eval_input_file")
 
   common.check_output_dir(FLAGS.output_dir)
   _check_vocab_ids(input_files + (eval_files if eval_files is not input_files else []),
@@ -609,6 +717,11 @@ def main(_):
       tf1.logging.info("Warm-up: %d of %d steps (--num_warmup_steps default: min(%d, a tenth))",
                        num_warmup_steps, FLAGS.num_train_steps,
                        pretraining_utils.OFFICIAL_WARMUP_STEPS)
+  if not estimator_utils.has_estimator():
+    _run_engine(FLAGS, bert_config, input_files, eval_files, resume_step, num_warmup_steps,
+                label)
+    lock.release()
+    return
   digest_hook = WeightsDigestHook()
   progress_hook = estimator_utils.ProgressHook(total_steps, FLAGS.train_batch_size)
   model_fn = model_fn_builder(
@@ -701,6 +814,86 @@ def main(_):
                      result["eval_examples"], result["eval_records"])
     estimator_utils.write_eval_results(FLAGS.output_dir, result)
   lock.release()
+
+
+def _run_engine(flag_values, bert_config, input_files, eval_files, resume_step, num_warmup_steps,
+                label):
+  """--do_train / --do_eval with tf2_training.Engine (a TensorFlow without the Estimator): the
+  checkpoints, train_summary_<label>.json and eval_results of the Estimator's path.
+
+  Args:
+    flag_values: the parsed flags, as main read and checked them.
+    bert_config: the job's BertConfig.
+    input_files: the training TFRecords.
+    eval_files: the evaluation TFRecords.
+    resume_step: the global step of the checkpoint the job resumes from (0 for none).
+    num_warmup_steps: the warm-up, resolved.
+    label: the train_summary file's label.
+  """
+  strategy = tf2_training.make_strategy(flag_values.distribution_strategy, flag_values.num_gpus)
+  engine = tf2_training.Engine(
+      _engine_model_fn(bert_config, tf2_training.is_tpu_strategy(strategy)), flag_values.output_dir,
+      strategy=strategy, train_batch_size=flag_values.train_batch_size,
+      learning_rate=flag_values.learning_rate, num_train_steps=flag_values.num_train_steps,
+      num_warmup_steps=num_warmup_steps, init_checkpoint=flag_values.init_checkpoint,
+      allow_unmatched_init=flag_values.allow_unmatched_init, seed=flag_values.seed,
+      save_checkpoints_steps=flag_values.save_checkpoints_steps,
+      keep_checkpoint_max=flag_values.keep_checkpoint_max, log_every_n_steps=flag_values.log_every_n_steps,
+      fused_optimizer=flag_values.fused_optimizer)
+  summary = {"residual_attention": bert_config.residual_attention,
+             "layer_norm_type": bert_config.layer_norm_type,
+             "precision": flag_values.precision, "use_xla": flag_values.use_xla,
+             "fused_optimizer": flag_values.fused_optimizer}
+  total_steps = flag_values.num_train_steps
+  if flag_values.do_train:
+    tf1.logging.info("***** Running training *****")
+    tf1.logging.info("  Batch size = %d", flag_values.train_batch_size)
+    if resume_step:
+      tf1.logging.info("Resuming from step %d of %d in %s", resume_step, total_steps,
+                       flag_values.output_dir)
+    start = time.time()
+    result = engine.train(
+        lambda skip_batches: input_fn_builder(
+            input_files=input_files, max_seq_length=flag_values.max_seq_length,
+            max_predictions_per_seq=flag_values.max_predictions_per_seq, is_training=True,
+            seed=flag_values.seed, skip_batches=skip_batches), total_steps)
+    common.STOP_SIGNALS.exit_if_stopped(
+        "checkpoint saved at step %d of %d; rerun the same command to resume" %
+        (result.global_step, total_steps))
+    elapsed = time.time() - start
+    steps_done = result.global_step - (resume_step or 0)
+    summary.update({
+        "global_step": result.global_step,
+        "num_train_steps": total_steps,
+        "train_seconds": round(elapsed, 1),
+        "train_steps_per_sec": round(steps_done / elapsed, 3) if elapsed > 0 else None,
+        "steady_steps_per_sec": (round(result.steps_per_second, 3)
+                                 if result.steps_per_second else None),
+        "train_examples_per_sec": (round(steps_done * flag_values.train_batch_size / elapsed, 2)
+                                   if elapsed > 0 else None),
+        "checkpoint": tf1.train.latest_checkpoint(flag_values.output_dir),
+        "weights_digest": pretraining_utils.weights_digest(engine.variable_values()),
+    })
+    common.write_json_atomic(
+        os.path.join(flag_values.output_dir, "train_summary_%s.json" % label), summary)
+    tf1.logging.info("Training done: %s", json.dumps(summary, sort_keys=True))
+  if flag_values.do_eval:
+    tf1.logging.info("***** Running evaluation *****")
+    tf1.logging.info("  Batch size = %d", flag_values.eval_batch_size)
+    eval_once = flag_values.max_eval_steps is None
+    eval_input_fn = input_fn_builder(
+        input_files=eval_files, max_seq_length=flag_values.max_seq_length,
+        max_predictions_per_seq=flag_values.max_predictions_per_seq, is_training=False,
+        repeat=not eval_once, drop_remainder=not eval_once)
+    result = _engine_metrics(engine.predict_batches(
+        eval_input_fn, batch_size=flag_values.eval_batch_size, steps=flag_values.max_eval_steps))
+    common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
+    result["global_step"] = estimator_utils.latest_global_step(flag_values.output_dir)
+    result.update(pretraining_utils.eval_counts(eval_files, flag_values.eval_batch_size,
+                                                flag_values.max_eval_steps, False))
+    tf1.logging.info("Evaluated %d examples (%d records in --eval_input_file)",
+                     result["eval_examples"], result["eval_records"])
+    estimator_utils.write_eval_results(flag_values.output_dir, result)
 
 
 if __name__ == "__main__":

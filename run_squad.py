@@ -44,6 +44,7 @@ import random
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 
@@ -672,14 +673,18 @@ class FeatureWriter(object):
       tf.io.gfile.remove(self._tmp_filename)
 
 
-def write_features(examples, tokenizer, filename, is_training, keep_features=False):
-  """Converts examples with the flag settings and writes them to a TFRecord atomically.
+def write_features(examples, tokenizer, filename, is_training, max_seq_length, doc_stride,
+                   max_query_length, keep_features=False):
+  """Converts examples and writes them to a TFRecord atomically.
 
   Args:
     examples: list of SquadExample.
     tokenizer: FullTokenizer.
     filename: output TFRecord path.
     is_training: training features (with positions).
+    max_seq_length: --max_seq_length.
+    doc_stride: --doc_stride.
+    max_query_length: --max_query_length.
     keep_features: also return the InputFeatures (needed to write predictions).
 
   Returns:
@@ -697,9 +702,9 @@ def write_features(examples, tokenizer, filename, is_training, keep_features=Fal
     convert_examples_to_features(
         examples=examples,
         tokenizer=tokenizer,
-        max_seq_length=FLAGS.max_seq_length,
-        doc_stride=FLAGS.doc_stride,
-        max_query_length=FLAGS.max_query_length,
+        max_seq_length=max_seq_length,
+        doc_stride=doc_stride,
+        max_query_length=max_query_length,
         is_training=is_training,
         output_fn=output_fn)
   except BaseException:
@@ -1322,10 +1327,82 @@ def validate_flags_or_throw(bert_config):
     common.fail("--warmup_proportion=%g must be in [0, 1)" % FLAGS.warmup_proportion)
 
 
-def _predict(estimator, tokenizer, extra_results=None, record=None):
+JobSettings = collections.namedtuple("JobSettings", [
+    # Inputs and outputs.
+    "output_dir", "train_file", "predict_file", "init_checkpoint", "allow_unmatched_init",
+    "bert_config_file", "vocab_file", "do_lower_case", "export_dir", "overwrite",
+    "output_raw_logits", "verbose_logging",
+    # What the job does.
+    "do_train", "do_predict", "version_2_with_negative",
+    # Features, sizes and the training schedule.
+    "max_seq_length", "doc_stride", "max_query_length", "train_batch_size", "predict_batch_size",
+    "learning_rate", "num_train_epochs", "warmup_proportion", "seed", "use_tpu",
+    # Answers: n-best size, answer length, the no-answer threshold (SQuAD 2.0).
+    "n_best_size", "max_answer_length", "null_score_diff_threshold",
+    # Padding of training's and prediction's batches.
+    "train_padding", "predict_padding",
+    # model_fn_builder's precision keyword arguments (--precision, --fused_optimizer).
+    "precision_kwargs",
+    # The whole flag set, for estimator_utils.make_estimator and resume_skip_batches only.
+    "flag_values",
+])
+
+
+def job_settings(flag_values):
+  """The values the job reads, from the parsed flags (after main's checks).
+
+  Args:
+    flag_values: the parsed flags (FLAGS).
+
+  Returns:
+    JobSettings.
+  """
+  return JobSettings(
+      output_dir=flag_values.output_dir,
+      train_file=flag_values.train_file,
+      predict_file=flag_values.predict_file,
+      init_checkpoint=flag_values.init_checkpoint,
+      allow_unmatched_init=flag_values.allow_unmatched_init,
+      bert_config_file=flag_values.bert_config_file,
+      vocab_file=flag_values.vocab_file,
+      do_lower_case=flag_values.do_lower_case,
+      export_dir=flag_values.export_dir,
+      overwrite=flag_values.overwrite,
+      output_raw_logits=flag_values.output_raw_logits,
+      verbose_logging=flag_values.verbose_logging,
+      do_train=flag_values.do_train,
+      do_predict=flag_values.do_predict,
+      version_2_with_negative=flag_values.version_2_with_negative,
+      max_seq_length=flag_values.max_seq_length,
+      doc_stride=flag_values.doc_stride,
+      max_query_length=flag_values.max_query_length,
+      train_batch_size=flag_values.train_batch_size,
+      predict_batch_size=flag_values.predict_batch_size,
+      learning_rate=flag_values.learning_rate,
+      num_train_epochs=flag_values.num_train_epochs,
+      warmup_proportion=flag_values.warmup_proportion,
+      seed=flag_values.seed,
+      use_tpu=flag_values.use_tpu,
+      n_best_size=flag_values.n_best_size,
+      max_answer_length=flag_values.max_answer_length,
+      null_score_diff_threshold=flag_values.null_score_diff_threshold,
+      train_padding=batch_padding.effective_padding(flag_values, training=True),
+      predict_padding=batch_padding.effective_padding(flag_values, default="max_length"),
+      precision_kwargs=estimator_utils.precision_kwargs(flag_values),
+      flag_values=flag_values)
+
+
+def _feature_sizes(settings):
+  """write_features' size keyword arguments of the job."""
+  return dict(max_seq_length=settings.max_seq_length, doc_stride=settings.doc_stride,
+              max_query_length=settings.max_query_length)
+
+
+def _predict(settings, estimator, tokenizer, extra_results=None, record=None):
   """Runs --do_predict: features, Estimator predictions, output files, scoring.
 
   Args:
+    settings: JobSettings of job_settings.
     estimator: the (TPU)Estimator.
     tokenizer: the checked FullTokenizer.
     extra_results: dict added to eval_results (e.g. global_step, num_train_steps), or None.
@@ -1334,33 +1411,34 @@ def _predict(estimator, tokenizer, extra_results=None, record=None):
       file (their official formats have no room for it).
   """
   record = record or checkpoint_utils.checkpoint_record(None)
-  dataset_json = load_squad_json(FLAGS.predict_file, "predict_file")
+  dataset_json = load_squad_json(settings.predict_file, "predict_file")
   eval_examples = read_squad_examples(
-      input_file=FLAGS.predict_file, is_training=False,
-      version_2_with_negative=FLAGS.version_2_with_negative, flag_name="predict_file")
+      input_file=settings.predict_file, is_training=False,
+      version_2_with_negative=settings.version_2_with_negative, flag_name="predict_file")
   if not eval_examples:
-    common.fail("--predict_file=%s: no questions" % FLAGS.predict_file)
+    common.fail("--predict_file=%s: no questions" % settings.predict_file)
   # predictions.json is keyed by question id: questions sharing an id get one answer.
   id_counts = squad_scoring.warn_id_problems(
-      dataset_json["data"], None, "--predict_file=%s" % FLAGS.predict_file,
+      dataset_json["data"], None, "--predict_file=%s" % settings.predict_file,
       duplicate_note="predictions.json keeps one answer per id (that of the last such "
       "question)")
 
-  eval_record_file = os.path.join(FLAGS.output_dir, "eval.tf_record")
+  eval_record_file = os.path.join(settings.output_dir, "eval.tf_record")
   num_features, eval_features = write_features(eval_examples, tokenizer, eval_record_file,
-                                               is_training=False, keep_features=True)
+                                               is_training=False, keep_features=True,
+                                               **_feature_sizes(settings))
 
   tf1.logging.info("***** Running predictions *****")
   tf1.logging.info("  Num orig examples = %d", len(eval_examples))
   tf1.logging.info("  Num split examples = %d", num_features)
-  tf1.logging.info("  Batch size = %d", FLAGS.predict_batch_size)
+  tf1.logging.info("  Batch size = %d", settings.predict_batch_size)
 
   predict_input_fn = input_fn_builder(
       input_file=eval_record_file,
-      seq_length=FLAGS.max_seq_length,
+      seq_length=settings.max_seq_length,
       is_training=False,
       drop_remainder=False,
-      padding=batch_padding.effective_padding(FLAGS, default="max_length"))
+      padding=settings.predict_padding)
 
   all_results = []
   meter = common.ProgressMeter(num_features, unit="features", min_interval_s=10.0)
@@ -1368,67 +1446,70 @@ def _predict(estimator, tokenizer, extra_results=None, record=None):
     all_results.append(
         RawResult(
             unique_id=int(result["unique_ids"]),
-            start_logits=_full_length(result["start_logits"], FLAGS.max_seq_length),
-            end_logits=_full_length(result["end_logits"], FLAGS.max_seq_length)))
+            start_logits=_full_length(result["start_logits"], settings.max_seq_length),
+            end_logits=_full_length(result["end_logits"], settings.max_seq_length)))
     meter.update(len(all_results))
   meter.update(len(all_results), force=True)
   # A signal during prediction: no output files, so the job does not look finished.
   common.STOP_SIGNALS.exit_if_stopped()
 
-  written = [os.path.join(FLAGS.output_dir, name) for name in (
+  written = [os.path.join(settings.output_dir, name) for name in (
       "predictions.json", "nbest_predictions.json") + (
-          ("null_odds.json",) if FLAGS.version_2_with_negative else ()) + (
-              ("raw_logits.npz",) if FLAGS.output_raw_logits else ())]
+          ("null_odds.json",) if settings.version_2_with_negative else ()) + (
+              ("raw_logits.npz",) if settings.output_raw_logits else ())]
   # Removed first, so that a kill between the writes leaves no sidecar naming other weights.
   for path in written:
     checkpoint_utils.remove_sidecar(path)
-  if FLAGS.output_raw_logits:
+  if settings.output_raw_logits:
     buf = io.BytesIO()
     np.savez(buf,
              unique_ids=np.array([r.unique_id for r in all_results], dtype=np.int64),
              start_logits=np.array([r.start_logits for r in all_results], dtype=np.float32),
              end_logits=np.array([r.end_logits for r in all_results], dtype=np.float32))
-    with common.atomic_output(os.path.join(FLAGS.output_dir, "raw_logits.npz"), "wb") as f:
+    with common.atomic_output(os.path.join(settings.output_dir, "raw_logits.npz"), "wb") as f:
       f.write(buf.getvalue())
 
   all_predictions, _, scores_diff_json = write_predictions(
-      eval_examples, eval_features, all_results, FLAGS.n_best_size, FLAGS.max_answer_length,
-      FLAGS.do_lower_case,
-      os.path.join(FLAGS.output_dir, "predictions.json"),
-      os.path.join(FLAGS.output_dir, "nbest_predictions.json"),
-      os.path.join(FLAGS.output_dir, "null_odds.json"),
-      version_2_with_negative=FLAGS.version_2_with_negative,
-      null_score_diff_threshold=FLAGS.null_score_diff_threshold,
-      verbose_logging=FLAGS.verbose_logging)
+      eval_examples, eval_features, all_results, settings.n_best_size, settings.max_answer_length,
+      settings.do_lower_case,
+      os.path.join(settings.output_dir, "predictions.json"),
+      os.path.join(settings.output_dir, "nbest_predictions.json"),
+      os.path.join(settings.output_dir, "null_odds.json"),
+      version_2_with_negative=settings.version_2_with_negative,
+      null_score_diff_threshold=settings.null_score_diff_threshold,
+      verbose_logging=settings.verbose_logging)
   for path in written:
     checkpoint_utils.write_sidecar(path, record)
 
   if squad_scoring.has_gold_answers(dataset_json):
-    if FLAGS.version_2_with_negative:
+    if settings.version_2_with_negative:
       # The threshold already applied to predictions.json, so EM/F1 are those of the file;
       # best_f1_thresh suggests a --null_score_diff_threshold.
       results = squad_scoring.evaluate_v2(
           dataset_json["data"], all_predictions, na_probs=scores_diff_json,
-          na_prob_thresh=FLAGS.null_score_diff_threshold)
+          na_prob_thresh=settings.null_score_diff_threshold)
     else:
       results = squad_scoring.evaluate_v1(dataset_json["data"], all_predictions)
     results["num_duplicate_question_ids"] = id_counts["num_duplicate_question_ids"]
     results.update(checkpoint=record["checkpoint"], checkpoint_step=record["global_step"])
     results.update(extra_results or {})
-    estimator_utils.write_eval_results(FLAGS.output_dir, results)
+    estimator_utils.write_eval_results(settings.output_dir, results)
   else:
     tf1.logging.info("%s has no gold answers: predictions written, not scored",
-                     FLAGS.predict_file)
+                     settings.predict_file)
 
 
-def export_protected_paths():
+def export_protected_paths(settings):
   """What an --export_dir must never replace: this job's --output_dir and its inputs.
+
+  Args:
+    settings: JobSettings of job_settings.
 
   Returns:
     List of paths (checkpoint prefixes included) for export_utils.export_saved_model.
   """
-  return [p for p in (FLAGS.output_dir, FLAGS.init_checkpoint, FLAGS.train_file,
-                      FLAGS.predict_file, FLAGS.vocab_file, FLAGS.bert_config_file) if p]
+  return [p for p in (settings.output_dir, settings.init_checkpoint, settings.train_file,
+                      settings.predict_file, settings.vocab_file, settings.bert_config_file) if p]
 
 
 def model_variable_names(bert_config):
@@ -1453,6 +1534,7 @@ def main(_):
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
   bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
   validate_flags_or_throw(bert_config)
+  settings = job_settings(FLAGS)
   tokenizer = tokenization.checked_tokenizer(
       FLAGS.vocab_file, FLAGS.do_lower_case, init_checkpoint=FLAGS.init_checkpoint,
       vocab_size=bert_config.vocab_size, config_name=FLAGS.bert_config_file)
@@ -1461,7 +1543,7 @@ def main(_):
   if FLAGS.export_dir:
     # Checked before any training, so that a bad target costs nothing (and again at export).
     common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
-                            export_protected_paths())
+                            export_protected_paths(settings))
   # One job per directory, taken before the directory's checkpoint is read: two training jobs
   # would interleave checkpoints and overwrite each other's results, and a prediction beside a
   # training job would score whichever intermediate checkpoint happens to be the latest.
@@ -1475,13 +1557,14 @@ def main(_):
       eval_weights = checkpoint_utils.require_eval_weights(
           actions, FLAGS.output_dir, FLAGS.init_checkpoint, model_variable_names(bert_config),
           allow_random_eval=FLAGS.allow_random_eval, allow_unmatched=FLAGS.allow_unmatched_init)
-    _run_job(bert_config, tokenizer, eval_weights)
+    _run_job(settings, bert_config, tokenizer, eval_weights)
 
 
-def _run_job(bert_config, tokenizer, eval_weights=None):
+def _run_job(settings, bert_config, tokenizer, eval_weights=None):
   """Trains / predicts / exports as the flags say (after main's checks).
 
   Args:
+    settings: JobSettings of job_settings.
     bert_config: modeling.BertConfig (with the flag overrides).
     tokenizer: the checked FullTokenizer.
     eval_weights: without --do_train, the checkpoint require_eval_weights found (None: random
@@ -1489,37 +1572,40 @@ def _run_job(bert_config, tokenizer, eval_weights=None):
   """
   # Before anything is written there: a checkpoint of another model in --output_dir would
   # otherwise fail deep inside the restore, after bert_config.json was replaced.
-  resume_step = estimator_utils.check_resume(FLAGS.output_dir, bert_config,
+  resume_step = estimator_utils.check_resume(settings.output_dir, bert_config,
                                              extra_shapes=head_shapes(bert_config),
                                              restore=estimator_utils.restore_mode(
-                                                 FLAGS.do_train, FLAGS.do_predict))
-  tf1.gfile.MakeDirs(FLAGS.output_dir)
+                                                 settings.do_train, settings.do_predict))
+  tf1.gfile.MakeDirs(settings.output_dir)
 
   train_examples = num_train_steps = num_warmup_steps = None
-  if FLAGS.do_train:
-    train_examples, num_train_steps, num_warmup_steps = _read_train_examples()
-  estimator = _job_estimator(bert_config, num_train_steps, num_warmup_steps)
+  if settings.do_train:
+    train_examples, num_train_steps, num_warmup_steps = _read_train_examples(settings)
+  estimator = _job_estimator(settings, bert_config, num_train_steps, num_warmup_steps)
 
   train_summary = {}
-  if FLAGS.do_train:
-    train_record_file = _write_train_features(bert_config, tokenizer, train_examples,
+  if settings.do_train:
+    train_record_file = _write_train_features(settings, bert_config, tokenizer, train_examples,
                                               num_train_steps)
     del train_examples  # On disk now: not kept in memory while training.
-    train_summary = _train(estimator, train_record_file, num_train_steps, resume_step)
+    train_summary = _train(settings, estimator, train_record_file, num_train_steps, resume_step)
 
-  if FLAGS.do_predict:
+  if settings.do_predict:
     # Which weights the predictions come from: the latest checkpoint in --output_dir (the
     # Estimator restores it), else the --init_checkpoint the model starts from, or None.
     record = checkpoint_utils.checkpoint_record(
-        tf1.train.latest_checkpoint(FLAGS.output_dir) or eval_weights)
-    _predict(estimator, tokenizer, train_summary, record)
+        tf1.train.latest_checkpoint(settings.output_dir) or eval_weights)
+    _predict(settings, estimator, tokenizer, train_summary, record)
 
-  if FLAGS.export_dir:
-    _export(bert_config)
+  if settings.export_dir:
+    _export(settings, bert_config)
 
 
-def _read_train_examples():
+def _read_train_examples(settings):
   """Reads --train_file for --do_train and works out the training schedule.
+
+  Args:
+    settings: JobSettings of job_settings.
 
   Returns:
     (examples, num_train_steps, num_warmup_steps): the SquadExamples, shuffled with --seed
@@ -1527,28 +1613,29 @@ def _read_train_examples():
   """
   stats = collections.Counter()
   train_examples = read_squad_examples(
-      input_file=FLAGS.train_file, is_training=True,
-      version_2_with_negative=FLAGS.version_2_with_negative, stats=stats)
+      input_file=settings.train_file, is_training=True,
+      version_2_with_negative=settings.version_2_with_negative, stats=stats)
   if not train_examples:
-    common.fail("--train_file=%s: no usable training questions" % FLAGS.train_file)
-  num_train_steps = int(len(train_examples) / FLAGS.train_batch_size * FLAGS.num_train_epochs)
+    common.fail("--train_file=%s: no usable training questions" % settings.train_file)
+  num_train_steps = int(len(train_examples) / settings.train_batch_size * settings.num_train_epochs)
   if num_train_steps < 1:
     common.fail("--num_train_epochs=%g with --train_batch_size=%d and %d examples gives 0 "
-                "training steps" % (FLAGS.num_train_epochs, FLAGS.train_batch_size,
+                "training steps" % (settings.num_train_epochs, settings.train_batch_size,
                                     len(train_examples)))
-  num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
+  num_warmup_steps = int(num_train_steps * settings.warmup_proportion)
 
   # Pre-shuffle the input to avoid having to make a very large shuffle
   # buffer in in the `input_fn`.
-  rng = random.Random(FLAGS.seed)
+  rng = random.Random(settings.seed)
   rng.shuffle(train_examples)
   return train_examples, num_train_steps, num_warmup_steps
 
 
-def _job_estimator(bert_config, num_train_steps, num_warmup_steps):
+def _job_estimator(settings, bert_config, num_train_steps, num_warmup_steps):
   """The job's model_fn in its (TPU)Estimator.
 
   Args:
+    settings: JobSettings of job_settings.
     bert_config: modeling.BertConfig.
     num_train_steps: training steps (None without --do_train).
     num_warmup_steps: warm-up steps (None without --do_train).
@@ -1558,27 +1645,28 @@ def _job_estimator(bert_config, num_train_steps, num_warmup_steps):
   """
   model_fn = model_fn_builder(
       bert_config=bert_config,
-      init_checkpoint=FLAGS.init_checkpoint,
-      learning_rate=FLAGS.learning_rate,
+      init_checkpoint=settings.init_checkpoint,
+      learning_rate=settings.learning_rate,
       num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps,
-      use_tpu=FLAGS.use_tpu,
-      use_one_hot_embeddings=FLAGS.use_tpu,
-      allow_unmatched_init=FLAGS.allow_unmatched_init,
-      **estimator_utils.precision_kwargs(FLAGS))
+      use_tpu=settings.use_tpu,
+      use_one_hot_embeddings=settings.use_tpu,
+      allow_unmatched_init=settings.allow_unmatched_init,
+      **settings.precision_kwargs)
 
   # If TPU is not available, this will fall back to normal Estimator on CPU or GPU.
   return estimator_utils.make_estimator(
-      model_fn, FLAGS, FLAGS.output_dir,
-      train_batch_size=FLAGS.train_batch_size,
-      predict_batch_size=FLAGS.predict_batch_size,
+      model_fn, settings.flag_values, settings.output_dir,
+      train_batch_size=settings.train_batch_size,
+      predict_batch_size=settings.predict_batch_size,
       supported_flags=SUPPORTED_MODEL_FN_FLAGS)
 
 
-def _write_train_features(bert_config, tokenizer, train_examples, num_train_steps):
+def _write_train_features(settings, bert_config, tokenizer, train_examples, num_train_steps):
   """Saves bert_config.json and writes the training features to train.tf_record in --output_dir.
 
   Args:
+    settings: JobSettings of job_settings.
     bert_config: modeling.BertConfig, saved beside the checkpoints.
     tokenizer: the checked FullTokenizer.
     train_examples: the shuffled training SquadExamples.
@@ -1587,24 +1675,25 @@ def _write_train_features(bert_config, tokenizer, train_examples, num_train_step
   Returns:
     The path of the written train.tf_record.
   """
-  model_config.save_config(bert_config, FLAGS.output_dir)
+  model_config.save_config(bert_config, settings.output_dir)
   # We write to a file to avoid storing very large constant tensors in memory.
-  train_record_file = os.path.join(FLAGS.output_dir, "train.tf_record")
+  train_record_file = os.path.join(settings.output_dir, "train.tf_record")
   num_features, _ = write_features(train_examples, tokenizer, train_record_file,
-                                   is_training=True)
+                                   is_training=True, **_feature_sizes(settings))
 
   tf1.logging.info("***** Running training *****")
   tf1.logging.info("  Num orig examples = %d", len(train_examples))
   tf1.logging.info("  Num split examples = %d", num_features)
-  tf1.logging.info("  Batch size = %d", FLAGS.train_batch_size)
+  tf1.logging.info("  Batch size = %d", settings.train_batch_size)
   tf1.logging.info("  Num steps = %d", num_train_steps)
   return train_record_file
 
 
-def _train(estimator, train_record_file, num_train_steps, resume_step):
+def _train(settings, estimator, train_record_file, num_train_steps, resume_step):
   """Runs --do_train: trains (or resumes training) up to num_train_steps.
 
   Args:
+    settings: JobSettings of job_settings.
     estimator: the (TPU)Estimator.
     train_record_file: the features _write_train_features wrote.
     num_train_steps: the step to train to.
@@ -1616,38 +1705,39 @@ def _train(estimator, train_record_file, num_train_steps, resume_step):
   """
   train_input_fn = input_fn_builder(
       input_file=train_record_file,
-      seq_length=FLAGS.max_seq_length,
+      seq_length=settings.max_seq_length,
       is_training=True,
       drop_remainder=True,
-      seed=FLAGS.seed,
-      skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS),
-      padding=batch_padding.effective_padding(FLAGS, training=True))
+      seed=settings.seed,
+      skip_batches=estimator_utils.resume_skip_batches(resume_step, settings.flag_values),
+      padding=settings.train_padding)
   # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
   # 130 / 143 below without writing any result that would make it look finished.
   estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,
                   hooks=[estimator_utils.ProgressHook(num_train_steps,
-                                                      FLAGS.train_batch_size),
+                                                      settings.train_batch_size),
                          estimator_utils.StopOnSignalHook()])
   common.STOP_SIGNALS.exit_if_stopped()
-  return {"global_step": estimator_utils.latest_global_step(FLAGS.output_dir),
+  return {"global_step": estimator_utils.latest_global_step(settings.output_dir),
           "num_train_steps": num_train_steps}
 
 
-def _export(bert_config):
+def _export(settings, bert_config):
   """Runs --export_dir: exports the latest checkpoint in --output_dir (else --init_checkpoint).
 
   Args:
+    settings: JobSettings of job_settings.
     bert_config: modeling.BertConfig of the exported model.
   """
   common.STOP_SIGNALS.exit_if_stopped()
-  checkpoint = tf1.train.latest_checkpoint(FLAGS.output_dir) or FLAGS.init_checkpoint
+  checkpoint = tf1.train.latest_checkpoint(settings.output_dir) or settings.init_checkpoint
   if not checkpoint:
     common.fail("--export_dir=%s: no checkpoint in --output_dir=%s and no --init_checkpoint "
-                "to export" % (FLAGS.export_dir, FLAGS.output_dir))
-  export_model(bert_config, checkpoint, FLAGS.export_dir, FLAGS.max_seq_length,
-               vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
-               version_2_with_negative=FLAGS.version_2_with_negative,
-               overwrite=FLAGS.overwrite, protected_paths=export_protected_paths())
+                "to export" % (settings.export_dir, settings.output_dir))
+  export_model(bert_config, checkpoint, settings.export_dir, settings.max_seq_length,
+               vocab_file=settings.vocab_file, do_lower_case=settings.do_lower_case,
+               version_2_with_negative=settings.version_2_with_negative,
+               overwrite=settings.overwrite, protected_paths=export_protected_paths(settings))
 
 
 if __name__ == "__main__":

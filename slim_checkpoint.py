@@ -28,6 +28,7 @@ from __future__ import print_function
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import common

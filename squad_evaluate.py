@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Scores SQuAD v1.1 / v2.0 predictions with the official evaluation rules.
+r"""Scores SQuAD v1.1 / v2.0 predictions with the official evaluation rules.
 
 Usage:
   python squad_evaluate.py dev-v2.0.json predictions.json \
@@ -24,6 +24,7 @@ import sys
 from absl import app
 from absl import flags
 
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 from realformer_tf import common
 from realformer_tf import squad_scoring
 
@@ -113,6 +114,10 @@ def main(argv):
   result.update(squad_scoring.warn_id_problems(
       dataset_json["data"], preds, "data file %s" % data_file, "predictions file %s" % pred_file))
   if FLAGS.out_file:
+    common.check_output_path(FLAGS.out_file, "out_file")
+    parent = os.path.dirname(FLAGS.out_file)
+    if parent:
+      os.makedirs(parent, exist_ok=True)  # as the tools that write into an --output_dir
     with common.atomic_output(FLAGS.out_file) as f:
       f.write(json.dumps(result) + "\n")
   print(json.dumps(result, indent=2))

@@ -29,7 +29,7 @@ steps each), so load from other processes affects both alike: the median of per-
 
 Prints a table and the ratios; --png writes the plot (matplotlib, in requirements.txt),
 --json the figures. Measured on the project's 2-core CPU (loaded by other jobs, 25 min; the
-README's "Long inputs (ETC)" has the table and docs/etc_bench.png): sum / none 0.988 to 1.028
+docs/benchmarks.md has the table and docs/etc_bench.png): sum / none 0.988 to 1.028
 from 512 to 8,192 tokens; BERT / ETC 1.86x the time and 3.1x the memory at 4,096.
 """
 

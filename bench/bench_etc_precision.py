@@ -13,8 +13,8 @@ fp32's.
   bash run.sh bench bench_etc_precision --size=small --rounds=5
 
 Sizes: tiny (the tests' ETC: hidden 32, 2 layers, 2 heads, L = 64, G = 8, batch 2, vocab 30,522)
-and small (hidden 256, 2 layers, 4 heads, L = 512, G = 64, batch 4, vocab 8,000). The README's
-"Long inputs (ETC)" has the figures measured here. fp16 is slow on a CPU (float16 matmuls
+and small (hidden 256, 2 layers, 4 heads, L = 512, G = 64, batch 4, vocab 8,000). docs/benchmarks.md
+has the figures measured here. fp16 is slow on a CPU (float16 matmuls
 have no oneDNN kernel): left out unless --precisions names it.
 """
 

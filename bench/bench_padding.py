@@ -4,7 +4,7 @@ the raw-text classifier SavedModel bucketed against fixed-length: examples/s and
 by side.
 
 The SST-2 slice in data/sst2_slice (train.tsv 9,065 and dev.tsv 500 movie-review sentences,
-mean 28 word pieces; the README's figures were taken when train.tsv held its first 2,000) is
+mean 28 word pieces; the figures of docs/benchmarks.md were taken when train.tsv held its first 2,000) is
 written once as run_classifier's official fixed-length TFRecord features at --max_seq_length,
 and read through run_classifier.file_based_input_fn_builder
 (the job's input pipeline, --padding=longest slicing each batch) into its model_fn (the short

@@ -1,4 +1,4 @@
-"""Benchmarks FullTokenizer: official-style slow path vs the fast path, in MB/s.
+r"""Benchmarks FullTokenizer: official-style slow path vs the fast path, in MB/s.
 
 Tokenizes a text file line by line (as create_pretraining_data.py does) with
   * the official-style char-by-char algorithm (the reference implementation

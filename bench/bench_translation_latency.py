@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Translation latency of the raw-text SavedModel (export_translation.py), per beam and batch.
+r"""Translation latency of the raw-text SavedModel (export_translation.py), per beam and batch.
 
 Loads each export with tf.saved_model.load and times its `translate` signature on raw source
 sentences (tokenisation, encoder, beam search and detokenisation all inside the graph): for

@@ -1,12 +1,12 @@
 # coding=utf-8
-"""Training-step speed of the Table 7 variants side by side: ADMIN, RealFormer (mean / sum), Pre-LN.
+r"""Training-step speed of the Table 7 variants side by side: ADMIN, RealFormer (mean / sum), Pre-LN.
 
 The same real Multi30K batches (token budget --max_tokens, bucketed by length as in training) are
 fed to every variant's training graph (run_translation.model_fn_builder: model, label-smoothed
 loss, Adam); the variants are timed interleaved, --steps steps each per round, so machine load
 falls on all of them alike. Prints, per variant, the median step time, steps/s, target tokens/s
 and the step-time ratio to ADMIN (median over rounds of the round medians, with its range): the
-speed column of docs/REPRODUCTION_NMT.md under equal conditions, which the runs' own tokens/s
+speed column of paper/table7.md under equal conditions, which the runs' own tokens/s
 (measured while other jobs shared the machine) are not.
 
   bash run.sh bench bench_translation_step                       # configs/nmt_multi30k_6l.json

@@ -1,10 +1,10 @@
 # coding=utf-8
-"""Writes the long-context tasks (cloze with candidates, supporting sentences, long-document
+r"""Writes the long-context tasks (cloze with candidates, supporting sentences, long-document
 classification) to TFRecords.
 
-  python -m etc_model.create_long_tasks \\
-      --input_file=../shared/data/corpus/novels_austen_melville_wells_verne_dickens.txt \\
-      --output_dir=long_tasks --vocab_file=data/vocab.txt \\
+  python -m etc_model.create_long_tasks \
+      --input_file=../shared/data/corpus/novels_austen_melville_wells_verne_dickens.txt \
+      --output_dir=long_tasks --vocab_file=data/vocab.txt \
       --max_seq_length=4096 --max_global_seq_length=256
 
 The input is cut into chapters, whole chapters are assigned to train / dev / test per book
@@ -39,6 +39,7 @@ import sys
 from absl import app
 from absl import flags
 from absl import logging
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import common

@@ -1,8 +1,8 @@
 # coding=utf-8
-"""Creates long-document masked-LM TFRecords for ETC pre-training (one global token a sentence).
+r"""Creates long-document masked-LM TFRecords for ETC pre-training (one global token a sentence).
 
-  python -m etc_model.create_pretraining_data --input_file=corpus.txt \\
-      --output_file=etc_data/train.tfrecord --vocab_file=vocab.txt \\
+  python -m etc_model.create_pretraining_data --input_file=corpus.txt \
+      --output_file=etc_data/train.tfrecord --vocab_file=vocab.txt \
       --max_seq_length=4096 --max_global_seq_length=256 --max_predictions_per_seq=640
 
 Input: the format of the top-level create_pretraining_data.py (one sentence per line, a blank
@@ -60,6 +60,7 @@ import time
 from absl import app
 from absl import flags
 from absl import logging
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 

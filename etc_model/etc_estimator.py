@@ -27,6 +27,8 @@ tf1 = tf.compat.v1
 # The features every ETC record stores: [L] long ones and [G] global ones.
 LONG_FEATURES = etc_records.LONG_FEATURES
 GLOBAL_FEATURES = etc_records.GLOBAL_FEATURES
+# The token types a record may store (WikiHop's), passed to the model by encode.
+SEGMENT_FEATURES = ("segment_ids", "global_segment_ids")
 # Variable scopes of the model and its heads (a checkpoint variable under them that this job's
 # model lacks belongs to another model).
 MODEL_SCOPES = ("etc_document_bert", "cls")
@@ -67,15 +69,18 @@ def encode(model, features, token_ids=None, att_implementation="auto"):
 
   Args:
     model: etc_modeling.EtcModel.
-    features: dict with token_ids, global_token_ids and the side inputs it has (add_side_inputs;
-      other keys, e.g. breakpoints or labels, are not passed).
+    features: dict with token_ids, global_token_ids, the side inputs it has (add_side_inputs)
+      and, when the records store token types, segment_ids [batch, L] and global_segment_ids
+      [batch, G] (else the model's defaults, 1 for long and 0 for global tokens); other keys,
+      e.g. breakpoints or labels, are not passed.
     token_ids: int32 [batch, L] to run instead of features["token_ids"] (CPC's masked input).
     att_implementation: "auto", "full" or "sparse".
 
   Returns:
     [long_output [batch, L, hidden], global_output [batch, G, hidden]].
   """
-  side = {name: features[name] for name in etc_inputs.SIDE_INPUT_NAMES if name in features}
+  side = {name: features[name] for name in etc_inputs.SIDE_INPUT_NAMES + SEGMENT_FEATURES
+          if name in features}
   return model(token_ids=features["token_ids"] if token_ids is None else token_ids,
                global_token_ids=features["global_token_ids"],
                att_implementation=att_implementation, **side)

@@ -5,7 +5,9 @@ The semantics of the official google-research `etcmodel/feature_utils.py` and
 `etcmodel/models/input_utils.py`, in two forms:
   NumPy (the official function names: `make_global_local_transformer_side_inputs`, ...), for
     data preparation and tests;
-  TF ops (the same names with `_tf`), for an input pipeline or a model_fn.
+  TF ops (the same names with `_tf`), for an input pipeline or a model_fn;
+and make_multihop_side_inputs_tf, those of a multi-hop QA input (the official
+`multihop_utils.make_global_local_transformer_side_inputs`: WikiHop, HotpotQA).
 
 The conventions (as the official code):
   long_breakpoints / global_breakpoints: 1 at the last token of each packed example;
@@ -308,4 +310,96 @@ def make_global_local_transformer_side_inputs_tf(long_breakpoints, global_breakp
     offset = relative_position_vocab_size(distance)
     side["l2g_relative_att_ids"] = own_sentence + offset
     side["g2l_relative_att_ids"] = tf.transpose(own_sentence, [0, 2, 1]) + offset
+  return side
+
+
+def make_multihop_side_inputs_tf(long_paragraph_breakpoints, long_paragraph_ids,
+                                 long_sentence_ids, global_paragraph_breakpoints, local_radius,
+                                 relative_pos_max_distance, use_hard_g2l_mask=False,
+                                 ignore_hard_g2l_mask=None, use_hard_l2g_mask=False,
+                                 l2g_linked_ids=None):
+  """The side inputs of a multi-hop QA input (WikiHop, HotpotQA), as the official
+  `multihop_utils.make_global_local_transformer_side_inputs` (one example per row, no packing).
+
+  The long input is cut into paragraphs (long_paragraph_breakpoints: each candidate, the
+  question, each document), and the global input likewise (global_paragraph_breakpoints: each
+  candidate's global token, the question's, each document's paragraph token with its sentence
+  tokens). Local attention stays inside a paragraph; every real long / global token sees every
+  real global token (and the other way round) unless a hard mask says otherwise; padding sees
+  padding only.
+
+  Args:
+    long_paragraph_breakpoints: int [batch, long_seq_len], 1 at each paragraph's last token.
+    long_paragraph_ids: int [batch, long_seq_len], the global index of each long token's
+      paragraph token (-1 for none: candidates, question, padding).
+    long_sentence_ids: int [batch, long_seq_len], the global index of each long token's
+      sentence token (each candidate and each question word piece is a sentence; padding -1).
+    global_paragraph_breakpoints: int [batch, global_seq_len], 1 at the last global token of
+      each global paragraph.
+    local_radius: the model's local radius.
+    relative_pos_max_distance: D (0: no relative ids).
+    use_hard_g2l_mask: a global token sees only the long tokens of its sentence or paragraph
+      (or everything, where ignore_hard_g2l_mask is 1).
+    ignore_hard_g2l_mask: int [batch, global_seq_len] or None: 1 for global tokens that see
+      every real long token under the hard g2l mask.
+    use_hard_l2g_mask: a long token sees only its sentence's and its paragraph's global tokens.
+    l2g_linked_ids: int [batch, long_seq_len] or None: the global index each long token is
+      linked to (-1: none), e.g. a candidate's mentions to the candidate's global token.
+
+  Returns:
+    dict of the 8 side inputs (relative ids None when D is 0). Relative ids: l2l and g2g
+    clipped distances 0..2D, g2g pairs in different global paragraphs 2D + 3 (the third
+    reserved id); l2g / g2l 2D + 2 for a long token of the global token's sentence or
+    paragraph, or linked to it, else 2D + 1.
+  """
+  long_paragraph_breakpoints = tf.convert_to_tensor(long_paragraph_breakpoints)
+  global_paragraph_breakpoints = tf.convert_to_tensor(global_paragraph_breakpoints)
+  long_paragraph_ids = tf.convert_to_tensor(long_paragraph_ids)
+  long_sentence_ids = tf.convert_to_tensor(long_sentence_ids)
+  long_segments = example_ids_from_breakpoints_tf(long_paragraph_breakpoints)
+  global_segments = example_ids_from_breakpoints_tf(global_paragraph_breakpoints)
+  long_real = tf.minimum(long_segments, 1)
+  global_real = tf.minimum(global_segments, 1)
+  batch_size, long_seq_len = tf.shape(long_segments)[0], tf.shape(long_segments)[1]
+  global_seq_len = tf.shape(global_segments)[1]
+  side = {name: None for name in SIDE_INPUT_NAMES}
+  side["l2l_att_mask"] = make_local_segmented_att_mask_tf(long_segments, local_radius)
+  side["g2g_att_mask"] = make_segmented_att_mask_tf(global_real)
+  l2g_mask = tf.cast(tf.equal(long_real[:, :, tf.newaxis], global_real[:, tf.newaxis, :]),
+                     tf.int32)
+  g2l_mask = tf.transpose(l2g_mask, [0, 2, 1])
+  global_range = tf.range(global_seq_len, dtype=long_sentence_ids.dtype)[tf.newaxis,
+                                                                          tf.newaxis, :]
+  # [batch, long, global]: the long token is in the global token's sentence / paragraph.
+  in_sentence = tf.equal(long_sentence_ids[:, :, tf.newaxis], global_range)
+  in_paragraph = tf.equal(tf.cast(long_paragraph_ids, long_sentence_ids.dtype)[:, :, tf.newaxis],
+                          global_range)
+  belongs = tf.logical_or(in_sentence, in_paragraph)
+  if use_hard_g2l_mask:
+    hard = tf.transpose(belongs, [0, 2, 1])
+    if ignore_hard_g2l_mask is not None:
+      ignore = tf.equal(tf.convert_to_tensor(ignore_hard_g2l_mask), 1)[:, :, tf.newaxis]
+      hard = tf.logical_or(hard, ignore)
+    g2l_mask *= tf.cast(hard, tf.int32)
+  if use_hard_l2g_mask:
+    l2g_mask *= tf.cast(belongs, tf.int32)
+  side["l2g_att_mask"], side["g2l_att_mask"] = l2g_mask, g2l_mask
+  if relative_pos_max_distance > 0:
+    distance = relative_pos_max_distance
+    window = _relative_offset_ids_tf(tf.range(-local_radius, local_radius + 1), distance)
+    side["l2l_relative_att_ids"] = tf.tile(window[tf.newaxis, tf.newaxis],
+                                           [batch_size, long_seq_len, 1])
+    positions = tf.range(global_seq_len)
+    full = _relative_offset_ids_tf(positions[tf.newaxis, :] - positions[:, tf.newaxis], distance)
+    offset = relative_position_vocab_size(distance)
+    other_paragraph = tf.not_equal(global_segments[:, :, tf.newaxis],
+                                   global_segments[:, tf.newaxis, :])
+    side["g2g_relative_att_ids"] = tf.where(other_paragraph, offset + 2, full[tf.newaxis])
+    related = belongs
+    if l2g_linked_ids is not None:
+      linked = tf.cast(tf.convert_to_tensor(l2g_linked_ids), long_sentence_ids.dtype)
+      related = tf.logical_or(related, tf.equal(linked[:, :, tf.newaxis], global_range))
+    related = tf.cast(related, tf.int32)
+    side["l2g_relative_att_ids"] = related + offset
+    side["g2l_relative_att_ids"] = tf.transpose(related, [0, 2, 1]) + offset
   return side

@@ -492,7 +492,9 @@ def _embedding_lookup(ids, vocab_size, width, initializer_range, use_one_hot, na
     table = tf1.get_variable("embedding_table", [vocab_size, width],
                              initializer=modeling.create_initializer(initializer_range))
     if use_one_hot:
-      output = tf.tensordot(tf.one_hot(ids, vocab_size, dtype=table.dtype), table, [[-1], [0]])
+      # base_dtype: a reference variable's dtype is float32_ref (TF1 graphs).
+      one_hot = tf.one_hot(ids, vocab_size, dtype=table.dtype.base_dtype)
+      output = tf.tensordot(one_hot, table, [[-1], [0]])
     else:
       output = tf.gather(table, ids)
     if projection_size > 0 and projection_size != width:

@@ -1,7 +1,7 @@
 # coding=utf-8
-"""Exports a fine-tuned long-context model (etc_model.run_long_tasks) as a raw-text SavedModel.
+r"""Exports a fine-tuned long-context model (etc_model.run_long_tasks) as a raw-text SavedModel.
 
-  python -m etc_model.export_long_model --task=cloze --checkpoint=cloze_out \\
+  python -m etc_model.export_long_model --task=cloze --checkpoint=cloze_out \
       --data_dir=long_tasks --vocab_file=data/vocab.txt --output_dir=cloze_export
 
 --checkpoint is a run_long_tasks --output_dir (its latest checkpoint) or a checkpoint prefix;
@@ -60,6 +60,7 @@ import os
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import common
@@ -147,7 +148,9 @@ def tokenize_rows(tokenizer, text):
   """
   flat = tf.reshape(text, [-1])
   pieces = tokenizer(flat).merge_dims(1, 2)
-  return tf.RaggedTensor.from_uniform_row_length(pieces, tf.shape(text, out_type=tf.int64)[1])
+  shape = tf.shape(text, out_type=tf.int64)
+  # nrows: with no column the batch size is not implied by the (empty) values.
+  return tf.RaggedTensor.from_uniform_row_length(pieces, shape[1], nrows=shape[0])
 
 
 def drop_empty(sentences):
@@ -324,13 +327,26 @@ class LongTaskModel(tf.Module):
     cands = tokenize_rows(self.tokenizer, candidates)
     cands = tf.ragged.boolean_mask(cands, piece_positions(cands) < s["max_candidate_pieces"])
     has_pieces = cands.row_lengths(axis=2) > 0
+    # [batch, K] also for an empty batch (whose ragged rows would give [0, 0]).
     nonempty = has_pieces.to_tensor(False)
+    nonempty = tf.pad(nonempty, [[0, 0], [0, tf.shape(candidates)[1] - tf.shape(nonempty)[1]]])
     cands = drop_empty(cands)
     num_c = cands.row_lengths()
-    check = tf.debugging.assert_less_equal(
-        num_c, tf.constant(s["max_candidates"], tf.int64),
-        message="more candidates than the model's max_candidates=%d" % s["max_candidates"])
-    with tf.control_dependencies([check]):
+    # Requests the head cannot answer fail instead of getting an answer that means nothing:
+    # no candidate (the answer would be ""), no blank (nothing asks for a candidate).
+    blanks = tf.strings.split(question, sep=s["blank_token"]).row_lengths() - 1
+    checks = [
+        tf.debugging.assert_less_equal(
+            num_c, tf.constant(s["max_candidates"], tf.int64),
+            message="more candidates than the model's max_candidates=%d" % s["max_candidates"]),
+        tf.debugging.assert_positive(
+            num_c, message="a request without candidates (every row needs one that is not "
+                           "empty)"),
+        tf.debugging.assert_positive(
+            blanks, message="a question without the blank token %s (each mention of the "
+                            "answer is written as %s)" % (s["blank_token"], s["blank_token"])),
+    ]
+    with tf.control_dependencies(checks):
       num_c = tf.identity(num_c)
     query = blanked_question(self.tokenizer, question, s["blank_token"], s["blank_token_id"])
     query = drop_empty(tf.expand_dims(query, 1))
@@ -450,7 +466,63 @@ def read_settings(data_dir):
   if missing:
     common.fail("--data_dir=%s: the settings of its %s lack %s" %
                 (data_dir, long_tasks.SUMMARY_NAME, ", ".join(missing)))
+  check_settings(settings, "--data_dir=%s: its %s" % (data_dir, long_tasks.SUMMARY_NAME))
   return settings, labels
+
+
+def check_settings(settings, where):
+  """One line unless the lengths and token ids are ones create_long_tasks could have written.
+
+  A value it never writes (0, a string, G > L, more candidates than global tokens) would build
+  a graph that fails deep inside TensorFlow or a SavedModel that reads nothing.
+
+  Args:
+    settings: long_tasks.json's settings.
+    where: the file, for messages.
+  """
+  for key in ("max_seq_length", "max_global_seq_length", "max_candidates",
+              "max_candidate_pieces"):
+    value = settings[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+      common.fail("%s: %s=%r is not a whole number >= 1" % (where, key, value))
+  for key in ("global_token_id", "candidate_token_id", "blank_token_id"):
+    value = settings[key]
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+      common.fail("%s: %s=%r is not a token id" % (where, key, value))
+  if settings["max_global_seq_length"] > settings["max_seq_length"]:
+    common.fail("%s: max_global_seq_length=%d is more than max_seq_length=%d" % (
+        where, settings["max_global_seq_length"], settings["max_seq_length"]))
+  # A cloze record's global tokens: the candidates, at least one question sentence.
+  if settings["max_candidates"] >= settings["max_global_seq_length"]:
+    common.fail("%s: max_candidates=%d leaves no global token of max_global_seq_length=%d for "
+                "the question" % (where, settings["max_candidates"],
+                                  settings["max_global_seq_length"]))
+  if settings["max_candidates"] * settings["max_candidate_pieces"] >= settings["max_seq_length"]:
+    common.fail("%s: max_candidates=%d times max_candidate_pieces=%d leaves no room in "
+                "max_seq_length=%d" % (where, settings["max_candidates"],
+                                       settings["max_candidate_pieces"],
+                                       settings["max_seq_length"]))
+
+
+def check_vocab_fits(reference, vocab_file, config, settings):
+  """One line when the vocabulary has ids the model's token table lacks.
+
+  A word of such an id would fail every request that holds it (an index outside the table), or
+  on some devices read zeros; the vocabulary belongs to another model.
+
+  Args:
+    reference: tokenization.FullTokenizer of vocab_file.
+    vocab_file: its path, for the message.
+    config: EtcConfig.
+    settings: long_tasks.json's settings (the special token ids).
+  """
+  if len(reference.vocab) > config.vocab_size:
+    common.fail("--vocab_file=%s: has %d tokens but the model's vocab_size is %d (the vocabulary "
+                "of another model?)" % (vocab_file, len(reference.vocab), config.vocab_size))
+  for key in ("global_token_id", "candidate_token_id", "blank_token_id"):
+    if settings[key] >= config.vocab_size:
+      common.fail("the data's %s: %s=%d is not below the model's vocab_size=%d" % (
+          long_tasks.SUMMARY_NAME, key, settings[key], config.vocab_size))
 
 
 def check_task(task, checkpoint, num_labels=None):
@@ -491,6 +563,7 @@ def export_long_model(task, checkpoint, config, settings, vocab_file, do_lower_c
   num_labels = len(label_names) if task in heads.LABEL_VOCABULARY_TASKS else None
   check_task(task, checkpoint, num_labels)
   reference = tokenization.FullTokenizer(vocab_file, do_lower_case)
+  check_vocab_fits(reference, vocab_file, config, settings)
   for name in ("global_token", "candidate_token", "blank_token"):
     token = settings.get(name)
     if token is not None and reference.vocab.get(token) != settings[name + "_id"]:
@@ -514,7 +587,7 @@ def export_long_model(task, checkpoint, config, settings, vocab_file, do_lower_c
   extra = {EXPORT_CONFIG: json.dumps(info, indent=2, sort_keys=True) + "\n",
            CONFIG_NAME: config.to_json_string()}
   export_utils.save_atomically(model, output_dir, model.signatures(), extra, overwrite,
-                               protected)
+                               protected, flag_name="output_dir")
   tf1.logging.info("Exported the %s model %s to %s", task, checkpoint, output_dir)
   return model
 

@@ -1,7 +1,7 @@
 # coding=utf-8
-"""Initialises an ETC checkpoint from a BERT checkpoint ("lifting", as the paper lifted RoBERTa).
+r"""Initialises an ETC checkpoint from a BERT checkpoint ("lifting", as the paper lifted RoBERTa).
 
-  python -m etc_model.lift_bert_checkpoint --bert_checkpoint=bert_dir \\
+  python -m etc_model.lift_bert_checkpoint --bert_checkpoint=bert_dir \
       --output_dir=etc_lifted [--etc_config_file=etc_config.json] [--local_radius=84 ...]
 
 Any BERT checkpoint with the official names works: google-research/bert's, ours (any
@@ -48,6 +48,7 @@ import re
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import common
@@ -205,6 +206,7 @@ def lift_values(bert_values, etc_config, seed=12345, source="--bert_checkpoint")
      global_step, never lifted)).
   """
   values = new_etc_values(etc_config, seed)
+  check_bert_sources(bert_values, values, source)
   report = {"mapped": [], "partial": [], "new": [], "unused": [], "optimizer": []}
   used = set()
   for name, initial in values.items():
@@ -245,6 +247,34 @@ def lift_values(bert_values, etc_config, seed=12345, source="--bert_checkpoint")
     key = "optimizer" if checkpoint_slimming.STRIP_PATTERN.search(name) else "unused"
     report[key].append(name)
   return values, report
+
+
+def check_bert_sources(bert_values, etc_values, source):
+  """One line unless the BERT values hold every variable the ETC variables are lifted from.
+
+  A checkpoint of another model (an ETC checkpoint, a translation model) would otherwise be
+  "lifted" into a randomly initialised ETC, and a BERT of fewer layers than its config into an
+  ETC whose upper layers are random.
+
+  Args:
+    bert_values: dict BERT variable name -> value.
+    etc_values: dict ETC variable name -> initial value (new_etc_values).
+    source: what the BERT values came from, for the message.
+  """
+  wanted = sorted(set(bert_source(name) for name in etc_values) - {None})
+  missing = [name for name in wanted if name not in bert_values]
+  if not missing:
+    return
+  if len(missing) == len(wanted):
+    seen = sorted(set(name.split("/", 1)[0] for name in bert_values))
+    common.fail("%s: holds none of BERT's variables (bert/embeddings/..., bert/encoder/...; its "
+                "top-level scopes are %s), so there is nothing to lift; give a BERT "
+                "checkpoint (an ETC checkpoint needs no lifting)" % (
+                    source, ", ".join(seen[:5]) or "none"))
+  common.fail("%s: lacks %d of the %d BERT variables the ETC config maps (%s%s); do the BERT "
+              "config and the checkpoint agree (num_hidden_layers)?" % (
+                  source, len(missing), len(wanted), ", ".join(missing[:3]),
+                  ", ..." if len(missing) > 3 else ""))
 
 
 def masked_lm_head_shapes(etc_config):
@@ -312,12 +342,15 @@ def lift_bert_checkpoint(bert_checkpoint, output_dir, bert_config_file=None, etc
       common.fail("--etc_config_file=%s: '%s' is %s, the BERT config %s has %s" %
                   (etc_config_file, key, getattr(etc_config, key), bert_config_file,
                    getattr(bert_config, key)))
-  common.check_export_dir(output_dir, "output_dir", overwrite, [prefix], holds_checkpoints=True)
+  # The configs are inputs too: an --overwrite of the directory they lie in would delete them.
+  inputs = [prefix, bert_config_file, etc_config_file]
+  common.check_export_dir(output_dir, "output_dir", overwrite, inputs, holds_checkpoints=True)
 
   reader = tf.train.load_checkpoint(prefix)
-  bert_values = {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+  bert_values = {name: export_utils.read_tensor(reader, name, prefix)
+                 for name in reader.get_variable_to_shape_map()}
   values, report = lift_values(bert_values, etc_config, seed, "--bert_checkpoint=%s" % prefix)
-  with common.atomic_directory(output_dir, "output_dir", overwrite, [prefix],
+  with common.atomic_directory(output_dir, "output_dir", overwrite, inputs,
                                holds_checkpoints=True) as tmp_dir:
     tf.io.gfile.makedirs(tmp_dir)
     write_checkpoint(values, os.path.join(tmp_dir, CHECKPOINT_NAME))

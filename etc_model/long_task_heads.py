@@ -15,6 +15,14 @@ would be the first sentence's), then dropout -> dense -> softmax over the labels
 cls/long_tasks/classify/output_weights [num_labels, hidden] and output_bias [num_labels] (the
 official classifier's shapes). The label vocabulary is create_long_tasks' classify_labels.
 
+WikiHop (etc_model.wikihop, the official etcmodel head): the candidates are the first
+max_candidates global tokens; each candidate's global output goes through the official final
+layer (LayerNorm(x + dropout(dense(act(dense(x)))))) and gets a score (output_weights [1,
+hidden], output_bias [1]); padding candidates score MASKED_LOGIT; softmax cross-entropy over the
+candidates, averaged over the examples with an answer (label >= 0). Variables under
+cls/long_tasks/wikihop/ (transform/dense_0, transform/dense_1, transform/layer_norm,
+output_weights, output_bias).
+
 Metrics are computed in NumPy over the whole evaluation set (no streaming approximation):
 cloze_metrics (accuracy overall and per long_tasks.DISTANCE_BUCKETS bucket beside the
 most-frequent / most-recent baselines read from the records), supporting_metrics
@@ -23,7 +31,7 @@ classify_metrics (accuracy, macro F1, per-class counts).
 
 The tables HEADS, METRICS and PREDICTION_LINES (task -> function, one signature per table) are
 how a caller dispatches on the task (task_head, task_metrics, prediction_lines): a further task
-adds an entry to each and to TASKS / MAIN_METRIC / LABEL_FEATURES.
+adds an entry to each and to TASKS / MAIN_METRIC / INPUT_FEATURES / LABEL_FEATURES.
 """
 
 from __future__ import absolute_import
@@ -40,14 +48,22 @@ from etc_model import long_tasks
 
 tf1 = tf.compat.v1
 
-TASKS = ("cloze", "supporting", "classify")
-MAIN_METRIC = {"cloze": "accuracy", "supporting": "f1", "classify": "accuracy"}
+TASKS = ("cloze", "supporting", "classify", "wikihop")
+MAIN_METRIC = {"cloze": "accuracy", "supporting": "f1", "classify": "accuracy",
+               "wikihop": "accuracy"}
 # The tasks whose head needs the label vocabulary of the data (long_tasks.json).
 LABEL_VOCABULARY_TASKS = ("classify",)
 SCOPE = "cls/long_tasks"
 # The score of a padding candidate: exp() of it is 0 in float32.
 MASKED_LOGIT = -1e9
 COMMON_FEATURES = long_tasks.PACKED_FEATURES
+# Per task: (feature name, length key) of the further model inputs the records add ("L": the
+# long length, "G": the global length); the model reads them, predictions do not return them.
+INPUT_FEATURES = {
+    "cloze": (), "supporting": (), "classify": (),
+    "wikihop": (("paragraph_ids", "L"), ("segment_ids", "L"), ("l2g_linked_ids", "L"),
+                ("global_segment_ids", "G")),
+}
 # Per task: (feature name, length key) of the label features the records add ("C": the
 # candidates, "G": the global length, 1: a scalar).
 LABEL_FEATURES = {
@@ -55,7 +71,10 @@ LABEL_FEATURES = {
               ("answer_distance", 1), ("most_frequent", 1), ("most_recent", 1)),
     "supporting": (("sentence_labels", "G"), ("inserted_start", 1), ("inserted_count", 1)),
     "classify": (("label", 1),),
+    "wikihop": (("candidate_mask", "C"), ("label", 1)),
 }
+# The tasks whose candidates are the first max_candidates global tokens (candidate_mask [C]).
+CANDIDATE_TASKS = ("cloze", "wikihop")
 
 
 def feature_lengths(task, max_seq_length, max_global_seq_length, max_candidates):
@@ -75,8 +94,9 @@ def feature_lengths(task, max_seq_length, max_global_seq_length, max_candidates)
     lengths[name] = max_seq_length
   for name in COMMON_FEATURES[3:]:
     lengths[name] = max_global_seq_length
-  for name, size in LABEL_FEATURES[task]:
-    lengths[name] = {"C": max_candidates, "G": max_global_seq_length}.get(size, size)
+  sizes = {"L": max_seq_length, "G": max_global_seq_length, "C": max_candidates}
+  for name, size in INPUT_FEATURES[task] + LABEL_FEATURES[task]:
+    lengths[name] = sizes.get(size, size)
   return lengths
 
 
@@ -112,6 +132,75 @@ def cloze_head(global_output, candidate_mask, labels, config, is_training):
   labels = tf.reshape(labels, [-1])
   per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=labels, logits=logits)
   return tf.reduce_mean(per_example), per_example, logits
+
+
+def wikihop_head(global_output, candidate_mask, labels, config, is_training):
+  """The official WikiHop head: a score per candidate global token, softmax cross-entropy.
+
+  Args:
+    global_output: float32 [batch, G, hidden].
+    candidate_mask: int [batch, C], 1 for a real candidate (candidates: global tokens 0..C-1).
+    labels: int [batch] or [batch, 1], the answer's candidate index (-1: no answer, no loss).
+    config: EtcConfig (hidden_size, intermediate_size, hidden_act, initializer_range,
+      hidden_dropout_prob).
+    is_training: dropout on.
+
+  Returns:
+    (loss scalar: mean over the examples with an answer, per-example loss [batch] (0 without
+    an answer), masked logits [batch, C]).
+  """
+  num_candidates = tf.compat.dimension_value(candidate_mask.shape[-1])
+  candidates = global_output[:, :num_candidates, :]
+  initializer = modeling.create_initializer(config.initializer_range)
+  with tf1.variable_scope("%s/wikihop" % SCOPE):
+    # The official final layer (etcmodel's ResidualBlock, post-LN order).
+    with tf1.variable_scope("transform"):
+      inner = modeling.dense_layer(candidates, config.intermediate_size,
+                                   activation=modeling.get_activation(config.hidden_act),
+                                   kernel_initializer=initializer, name="dense_0")
+      inner = modeling.dense_layer(inner, config.hidden_size, kernel_initializer=initializer,
+                                   name="dense_1")
+      if is_training:
+        inner = modeling.dropout(inner, config.hidden_dropout_prob)
+      candidates = modeling.layer_norm(candidates + inner, "layer_norm")
+    output_weights = tf1.get_variable("output_weights", [1, config.hidden_size],
+                                      initializer=initializer)
+    output_bias = tf1.get_variable("output_bias", [1], initializer=tf1.zeros_initializer())
+  logits = tf.einsum("bnh,h->bn", candidates, output_weights[0]) + output_bias[0]
+  logits = tf.where(candidate_mask > 0, logits, tf.fill(tf.shape(logits), MASKED_LOGIT))
+  labels = tf.reshape(labels, [-1])
+  answered = tf.cast(labels >= 0, tf.float32)
+  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.maximum(labels, 0), logits=logits) * answered
+  loss = tf.reduce_sum(per_example) / tf.maximum(tf.reduce_sum(answered), 1.0)
+  return loss, per_example, logits
+
+
+def wikihop_metrics(logits, candidate_mask, labels):
+  """Exact metrics of WikiHop records: accuracy and loss over the records with an answer.
+
+  The prediction is the arg-max real candidate (the first of equal scores). The official
+  accuracy over every example of the data (skipped ones wrong) is etc_model.wikihop's.
+
+  Args:
+    logits: float [n, C].
+    candidate_mask: int [n, C].
+    labels: int [n] (or [n, 1]); -1 for a record without an answer.
+
+  Returns:
+    dict: records, answered (records with an answer), record_accuracy and loss (over those;
+    None without any).
+  """
+  labels = np.asarray(labels).reshape(-1)
+  answered = labels >= 0
+  masked = np.where(np.asarray(candidate_mask) > 0, np.asarray(logits, np.float64), -np.inf)
+  correct = masked.argmax(axis=1) == labels
+  return {
+      "records": int(len(labels)), "answered": int(answered.sum()),
+      "record_accuracy": float(np.mean(correct[answered])) if answered.any() else None,
+      "loss": (cloze_loss(np.asarray(logits)[answered], np.asarray(candidate_mask)[answered],
+                          labels[answered]) if answered.any() else None),
+  }
 
 
 def supporting_head(global_output, global_token_ids, sentence_labels, config, is_training):
@@ -329,6 +418,8 @@ HEADS = {
         out, f["global_token_ids"], f["sentence_labels"], config, training),
     "classify": lambda out, f, config, training, num_labels: classify_head(
         out, f["global_token_ids"], f["label"], num_labels, config, training),
+    "wikihop": lambda out, f, config, training, num_labels: wikihop_head(
+        out, f["candidate_mask"], f["label"], config, training),
 }
 
 
@@ -346,6 +437,8 @@ METRICS = {
         o["most_recent"]),
     "supporting": _supporting_metrics_and_loss,
     "classify": lambda o, label_names: classify_metrics(o["logits"], o["label"], label_names),
+    "wikihop": lambda o, label_names: wikihop_metrics(o["logits"], o["candidate_mask"],
+                                                      o["label"]),
 }
 
 
@@ -380,8 +473,18 @@ def _classify_line(outputs, i, label_names):
           "probabilities": [round(float(p), 6) for p in probs]}
 
 
+def _wikihop_line(outputs, i, label_names):  # pylint: disable=unused-argument
+  logits = np.asarray(outputs["logits"][i], np.float64)
+  num = int(outputs["candidate_mask"][i].sum())
+  probs = np.exp(logits[:num] - logits[:num].max())
+  probs /= probs.sum()
+  return {"index": i, "prediction": int(np.argmax(logits[:num])),
+          "label": int(outputs["label"][i][0]),
+          "probabilities": [round(float(p), 6) for p in probs]}
+
+
 PREDICTION_LINES = {"cloze": _cloze_line, "supporting": _supporting_line,
-                    "classify": _classify_line}
+                    "classify": _classify_line, "wikihop": _wikihop_line}
 
 
 def task_head(task, global_output, features, config, is_training, num_labels=None):
@@ -396,8 +499,8 @@ def task_head(task, global_output, features, config, is_training, num_labels=Non
     num_labels: the label vocabulary's size (LABEL_VOCABULARY_TASKS), else unused.
 
   Returns:
-    (loss scalar, per-example loss [batch], logits: cloze [batch, C], supporting [batch, G],
-    classify [batch, num_labels]).
+    (loss scalar, per-example loss [batch], logits: cloze and wikihop [batch, C], supporting
+    [batch, G], classify [batch, num_labels]).
   """
   return HEADS[task](global_output, features, config, is_training, num_labels)
 

@@ -1,11 +1,11 @@
 # coding=utf-8
-"""Fine-tunes ETC / RealFormer-ETC on the long-context tasks (cloze with candidates, supporting
+r"""Fine-tunes ETC / RealFormer-ETC on the long-context tasks (cloze with candidates, supporting
 sentences, long-document classification) of etc_model.create_long_tasks.
 
-  python -m etc_model.run_long_tasks --task=cloze --data_dir=long_tasks \\
-      --etc_config_file=etc_out/etc_config.json --init_checkpoint=etc_out/model.ckpt-100000 \\
-      --output_dir=cloze_out --do_train --do_eval --do_predict \\
-      --max_seq_length=4096 --max_global_seq_length=256 --max_candidates=10 \\
+  python -m etc_model.run_long_tasks --task=cloze --data_dir=long_tasks \
+      --etc_config_file=etc_out/etc_config.json --init_checkpoint=etc_out/model.ckpt-100000 \
+      --output_dir=cloze_out --do_train --do_eval --do_predict \
+      --max_seq_length=4096 --max_global_seq_length=256 --max_candidates=10 \
       [--residual_attention=sum] [--eval_every_steps=500 --early_stopping_patience=3 --keep_best]
 
 Reads <data_dir>/<task>_{train,dev,test}.tfrecord (long_tasks.FEATURE_SHAPES_DOC); the side
@@ -19,6 +19,15 @@ pre-trained by etc_model.run_pretraining; residual_attention from the config, or
               (the book / author of the window; the label vocabulary is <data_dir>/long_tasks.json's
               classify_labels, kept in <output_dir>/classify_labels.json: another vocabulary
               there, or a record's label outside it, is one line).
+  wikihop     WikiHop records of etc_model.create_wikihop (the official etcmodel features and
+              head: a score per candidate global token, softmax cross-entropy); the side inputs
+              are the official multi-hop ones (wikihop.add_side_inputs, with
+              --candidate_ignore_hard_g2l, --query_ignore_hard_g2l, --enable_l2g_linking).
+              eval_results.json's accuracy is the official one over every example of the dev
+              file (an example without a record, skipped by create_wikihop, counts as wrong;
+              record_accuracy is over the records); --do_eval also writes dev_predictions.json
+              and --do_predict test_predictions.json, {id: answer}, the official submission
+              format (etc_model.wikihop_evaluate scores them against a QAngaroo file).
 The task dispatch is long_task_heads' tables (HEADS, METRICS, PREDICTION_LINES).
 
 --model=bert_windows is the baseline users would otherwise pick (etc_model.bert_windows, cloze
@@ -69,6 +78,7 @@ import time
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 
@@ -84,6 +94,7 @@ from etc_model import etc_estimator
 from etc_model import etc_modeling
 from etc_model import long_task_heads as heads
 from etc_model import long_tasks
+from etc_model import wikihop
 
 tf1 = tf.compat.v1
 
@@ -94,6 +105,9 @@ CONFIG_NAME = "etc_config.json"
 SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
 SPLITS = ("train", "dev", "test")
 PREDICTIONS_NAME = "test_predictions.jsonl"
+# --task=wikihop: the answers {id: answer} of the dev / test split, the official submission format.
+DEV_ANSWERS_NAME = "dev_predictions.json"
+TEST_ANSWERS_NAME = "test_predictions.json"
 MODELS = ("etc", "bert_windows")
 LABELS_NAME = "classify_labels.json"
 
@@ -151,7 +165,20 @@ def define_flags():
       "cloze), the side inputs computed for the cut batch; --att_implementation=auto picks the "
       "layout from --max_seq_length as a max_length job does. --model=bert_windows: "
       "max_length only (its window count is static).")
+  flags.DEFINE_bool("candidate_ignore_hard_g2l", False,
+                    "--task=wikihop: under the config's use_hard_g2l_mask, the candidates' global "
+                    "tokens still see every long token (the official run_wikihop flag).")
+  flags.DEFINE_bool("query_ignore_hard_g2l", False,
+                    "--task=wikihop: likewise the question's global tokens.")
+  flags.DEFINE_bool("enable_l2g_linking", True,
+                    "--task=wikihop: a candidate's mentions in the documents get the relative id "
+                    "of its own sentence towards its global token.")
   estimator_utils.define_estimator_flags()
+
+
+# The flags of --task=wikihop's side inputs (wikihop.add_side_inputs keyword arguments).
+WIKIHOP_SIDE_INPUT_FLAGS = ("candidate_ignore_hard_g2l", "query_ignore_hard_g2l",
+                            "enable_l2g_linking")
 
 
 def task_files(data_dir, task):
@@ -245,12 +272,15 @@ def cut_batch(batch, task, config, max_seq_length, max_global_seq_length, max_ca
   """
   long_length, global_length = cut_lengths(
       batch, config, max_seq_length, max_global_seq_length,
-      max_candidates if task == "cloze" else 1, att_implementation, bucket)
+      max_candidates if task in heads.CANDIDATE_TASKS else 1, att_implementation, bucket)
   cut = dict(batch)
-  for name in etc_estimator.LONG_FEATURES:
+  task_features = heads.INPUT_FEATURES[task] + heads.LABEL_FEATURES[task]
+  long_names = list(etc_estimator.LONG_FEATURES) + [
+      name for name, size in task_features if size == "L"]
+  for name in long_names:
     cut[name] = batch[name][:, :long_length]
   global_names = list(etc_estimator.GLOBAL_FEATURES) + [
-      name for name, size in heads.LABEL_FEATURES[task] if size == "G"]
+      name for name, size in task_features if size == "G"]
   for name in global_names:
     cut[name] = batch[name][:, :global_length]
   return cut
@@ -266,7 +296,7 @@ def _pad_to_global_length(tensor, max_global_seq_length):
 def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_length,
                      max_candidates, is_training, seed=None, skip_batches=0,
                      drop_remainder=None, padding="max_length", att_implementation="auto",
-                     num_records=None):
+                     num_records=None, side_input_options=None):
   """Creates an `input_fn` over one task's records, with the side inputs.
 
   Args:
@@ -287,6 +317,8 @@ def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_le
     att_implementation: the job's --att_implementation (the long length's rounding).
     num_records: the file's record count (training's shuffle buffer) when the caller has
       counted it; counted here otherwise.
+    side_input_options: --task=wikihop: the keyword arguments of wikihop.add_side_inputs
+      (WIKIHOP_SIDE_INPUT_FLAGS).
 
   Returns:
     input_fn(params) -> tf.data.Dataset of feature dicts with batch params["batch_size"].
@@ -311,13 +343,18 @@ def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_le
     d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features))
     d = d.batch(batch_size, drop_remainder=drop_remainder)
     if not isinstance(config, bert_windows.BertWindowsConfig):  # ETC's side inputs
+      if task == wikihop.TASK:
+        add_side_inputs = lambda batch, long_len, global_len: wikihop.add_side_inputs(
+            batch, config, long_len, global_len, **(side_input_options or {}))
+      else:
+        add_side_inputs = lambda batch, long_len, global_len: etc_estimator.add_side_inputs(
+            batch, config, long_len, global_len)
       if padding == "max_length":
-        d = d.map(lambda batch: etc_estimator.add_side_inputs(batch, config, max_seq_length,
-                                                              max_global_seq_length))
+        d = d.map(lambda batch: add_side_inputs(batch, max_seq_length, max_global_seq_length))
       else:  # the side inputs of the cut batch (its own lengths)
-        d = d.map(lambda batch: etc_estimator.add_side_inputs(cut_batch(
+        d = d.map(lambda batch: add_side_inputs(cut_batch(
             batch, task, config, max_seq_length, max_global_seq_length, max_candidates,
-            att_implementation, bucket=padding == "bucket"), config, None, None))
+            att_implementation, bucket=padding == "bucket"), None, None))
     return d.prefetch(2)
 
   return input_fn
@@ -500,9 +537,14 @@ def _check_flags():
     common.fail("--num_train_epochs=%g: must be > 0" % FLAGS.num_train_epochs)
   if not 0.0 <= FLAGS.warmup_proportion <= 1.0:
     common.fail("--warmup_proportion=%g: must be in [0, 1]" % FLAGS.warmup_proportion)
-  if FLAGS.task == "cloze" and FLAGS.max_candidates >= FLAGS.max_global_seq_length:
+  if (FLAGS.task in heads.CANDIDATE_TASKS and
+      FLAGS.max_candidates >= FLAGS.max_global_seq_length):
     common.fail("--max_candidates=%d: must be < --max_global_seq_length=%d" %
                 (FLAGS.max_candidates, FLAGS.max_global_seq_length))
+  if FLAGS.task != wikihop.TASK:
+    for name in WIKIHOP_SIDE_INPUT_FLAGS:
+      if FLAGS[name].present:
+        common.fail("--%s: only with --task=wikihop" % name)
   training_eval.check_flags(FLAGS)
   batch_padding.check_padding_flag(FLAGS)
   if FLAGS.model == "bert_windows" and FLAGS.padding in ("longest", "bucket"):
@@ -530,8 +572,9 @@ def _needed_files():
     needed["test"] = files["test"]
   for split, path in needed.items():
     if not tf.io.gfile.exists(path):
-      common.fail("--data_dir=%s: has no %s (write it with etc_model.create_long_tasks)" %
-                  (FLAGS.data_dir, os.path.basename(path)))
+      common.fail("--data_dir=%s: has no %s (write it with etc_model.%s)" %
+                  (FLAGS.data_dir, os.path.basename(path),
+                   "create_wikihop" if FLAGS.task == wikihop.TASK else "create_long_tasks"))
   return needed
 
 
@@ -540,8 +583,10 @@ def _expected_lengths():
   described = {"L": "--max_seq_length=%d" % FLAGS.max_seq_length,
                "G": "--max_global_seq_length=%d" % FLAGS.max_global_seq_length,
                "C": "--max_candidates=%d" % FLAGS.max_candidates,
-               1: "1 (a --task=%s record of etc_model.create_long_tasks)" % FLAGS.task}
-  sizes = dict(heads.LABEL_FEATURES[FLAGS.task])
+               1: "1 (a --task=%s record of etc_model.%s)" % (
+                   FLAGS.task,
+                   "create_wikihop" if FLAGS.task == wikihop.TASK else "create_long_tasks")}
+  sizes = dict(heads.INPUT_FEATURES[FLAGS.task] + heads.LABEL_FEATURES[FLAGS.task])
   sizes.update({name: "L" for name in heads.COMMON_FEATURES[:3]})
   sizes.update({name: "G" for name in heads.COMMON_FEATURES[3:]})
   lengths = heads.feature_lengths(FLAGS.task, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
@@ -549,33 +594,77 @@ def _expected_lengths():
   return {name: (length, described[sizes[name]]) for name, length in lengths.items()}
 
 
+def _side_input_options():
+  """--task=wikihop: wikihop.add_side_inputs' keyword arguments from the flags; else None."""
+  if FLAGS.task != wikihop.TASK:
+    return None
+  return {name: FLAGS[name].value for name in WIKIHOP_SIDE_INPUT_FLAGS}
+
+
+def wikihop_split_examples(data_dir, files):
+  """{record file: its examples file lines} of the dev / test splits a WikiHop job reads."""
+  return {path: wikihop.read_split_examples(data_dir, split, count_records(path))
+          for split, path in files.items() if split != "train"}
+
+
 class _Inference(object):
   """Estimator.predict over a whole split (no example dropped), outputs stacked."""
 
-  def __init__(self, estimator, config, label_names=None):
+  def __init__(self, estimator, config, label_names=None, split_examples=None):
     self.estimator = estimator
     self.config = config
     self.label_names = label_names
+    # {record file: examples file lines} (--task=wikihop): the official accuracy and answers.
+    self.split_examples = split_examples or {}
     # {(file, step): metrics}: the final --do_eval of a checkpoint scored during training (the
     # best one, or the last step) reuses those metrics instead of predicting the file again.
     self.scored = {}
+    # {(file, step): {id: answer}} (--task=wikihop), beside `scored`.
+    self.answers = {}
 
   def outputs(self, path, checkpoint):
     input_fn = input_fn_builder(path, FLAGS.task, self.config, FLAGS.max_seq_length,
                                 FLAGS.max_global_seq_length, FLAGS.max_candidates,
                                 is_training=False, padding=_padding(training=False),
-                                att_implementation=FLAGS.att_implementation)
+                                att_implementation=FLAGS.att_implementation,
+                                side_input_options=_side_input_options())
     rows = list(self.estimator.predict(input_fn=input_fn, checkpoint_path=checkpoint,
                                        yield_single_examples=True))
     common.STOP_SIGNALS.exit_if_stopped("no results written; rerun to evaluate")
     return {key: np.stack([row[key] for row in rows]) for key in rows[0]}
 
+  def metrics(self, path, outputs):
+    """The task's metrics of a split's outputs (WikiHop: with the official accuracy); also
+    returns the WikiHop answers {id: answer} (else None)."""
+    metrics = task_metrics(FLAGS.task, outputs, self.label_names)
+    if path not in self.split_examples:
+      return metrics, None
+    answers, official = wikihop.split_metrics(outputs["logits"], outputs["candidate_mask"],
+                                              self.split_examples[path])
+    metrics.update(official)
+    return metrics, answers
+
   def evaluate(self, path, checkpoint):
-    key = (path, checkpoint_utils.checkpoint_step(checkpoint) if checkpoint else None)
+    key = self._key(path, checkpoint)
     if checkpoint is None or key not in self.scored:
-      self.scored[key] = task_metrics(FLAGS.task, self.outputs(path, checkpoint),
-                                      self.label_names)
+      self.scored[key], self.answers[key] = self.metrics(path, self.outputs(path, checkpoint))
     return dict(self.scored[key])
+
+  def evaluated_answers(self, path, checkpoint):
+    """The {id: answer} of the last evaluate(path, checkpoint) (--task=wikihop), or None."""
+    return self.answers.get(self._key(path, checkpoint))
+
+  @staticmethod
+  def _key(path, checkpoint):
+    return (path, checkpoint_utils.checkpoint_step(checkpoint) if checkpoint else None)
+
+
+def _write_with_sidecar(path, text, record):
+  """Writes a result file atomically with its sidecar naming the weights (checkpoint_utils)."""
+  checkpoint_utils.remove_sidecar(path)
+  with common.atomic_output(path) as f:
+    f.write(text)
+  checkpoint_utils.write_sidecar(path, record)
 
 
 def _scored_checkpoint():
@@ -599,7 +688,7 @@ def _train(estimator, config, train_file, num_records, num_train_steps, resume_s
         FLAGS.max_candidates, is_training=True, seed=FLAGS.seed,
         skip_batches=estimator_utils.resume_skip_batches(step, FLAGS),
         padding=_padding(training=True), att_implementation=FLAGS.att_implementation,
-        num_records=num_records)
+        num_records=num_records, side_input_options=_side_input_options())
     estimator.train(input_fn=input_fn, max_steps=target)
     common.STOP_SIGNALS.exit_if_stopped(
         "checkpoint saved; rerun the same command to resume")
@@ -639,6 +728,13 @@ def main(_):
   estimator_utils.check_tfrecord_lengths(list(files.values()), _expected_lengths(), "data_dir")
   etc_estimator.check_vocab_ids(list(files.values()), config,
                                 ("token_ids", "global_token_ids"), flag_name="data_dir")
+  split_examples = None
+  if FLAGS.task == wikihop.TASK:
+    if config.segment_vocab_size < wikihop.MIN_SEGMENT_VOCAB_SIZE:
+      common.fail("--etc_config_file=%s: segment_vocab_size=%d, but WikiHop's token types go up "
+                  "to %d" % (FLAGS.etc_config_file, config.segment_vocab_size,
+                             wikihop.MIN_SEGMENT_VOCAB_SIZE - 1))
+    split_examples = wikihop_split_examples(FLAGS.data_dir, files)
   common.check_output_dir(FLAGS.output_dir)
   # One job per directory, taken before the directory's labels or checkpoint are read.
   lock = common.OutputDirLock(FLAGS.output_dir).acquire()
@@ -708,7 +804,7 @@ def main(_):
   estimator = estimator_utils.make_estimator(
       model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
       FLAGS.predict_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-  inference = _Inference(estimator, config, label_names)
+  inference = _Inference(estimator, config, label_names, split_examples)
 
   # The same keys for both models (a driver reads both alike); no windows: None.
   windowed = FLAGS.model == "bert_windows"
@@ -732,16 +828,23 @@ def main(_):
     results = dict(summary, **metrics)
     results.update(record)
     results.update(scored_checkpoint=scored, eval_seconds=round(time.time() - start, 1))
+    answers = inference.evaluated_answers(files["dev"], checkpoint)
+    if answers is not None:  # the official submission format, for the official scorer
+      _write_with_sidecar(os.path.join(FLAGS.output_dir, DEV_ANSWERS_NAME),
+                          json.dumps(answers, indent=2) + "\n", record)
     estimator_utils.write_eval_results(FLAGS.output_dir, results)
   if FLAGS.do_predict:
     outputs = inference.outputs(files["test"], checkpoint)
-    path = os.path.join(FLAGS.output_dir, PREDICTIONS_NAME)
-    checkpoint_utils.remove_sidecar(path)
-    with common.atomic_output(path) as f:
-      for line in prediction_lines(FLAGS.task, outputs, label_names):
-        f.write(json.dumps(line) + "\n")
-    checkpoint_utils.write_sidecar(path, record)
-    results = dict(summary, **task_metrics(FLAGS.task, outputs, label_names))
+    metrics, answers = inference.metrics(files["test"], outputs)
+    lines = prediction_lines(FLAGS.task, outputs, label_names)
+    if answers is not None:  # WikiHop: each line's id and answer; the official submission
+      for line, (key, answer) in zip(lines, answers.items()):
+        line.update(id=key, answer=answer)
+      _write_with_sidecar(os.path.join(FLAGS.output_dir, TEST_ANSWERS_NAME),
+                          json.dumps(answers, indent=2) + "\n", record)
+    _write_with_sidecar(os.path.join(FLAGS.output_dir, PREDICTIONS_NAME),
+                        "".join(json.dumps(line) + "\n" for line in lines), record)
+    results = dict(summary, **metrics)
     results.update(record)
     results["scored_checkpoint"] = scored
     estimator_utils.write_eval_results(FLAGS.output_dir, results, name="test_results")

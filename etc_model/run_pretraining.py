@@ -1,9 +1,9 @@
 # coding=utf-8
-"""Pre-trains ETC / RealFormer-ETC with masked LM on long inputs (TPUEstimator, or CPU / GPU).
+r"""Pre-trains ETC / RealFormer-ETC with masked LM on long inputs (TPUEstimator, or CPU / GPU).
 
-  python -m etc_model.run_pretraining --etc_config_file=etc_config.json \\
-      --input_file=etc_data/train.tfrecord --output_dir=etc_out --do_train --do_eval \\
-      --max_seq_length=4096 --max_global_seq_length=256 --max_predictions_per_seq=640 \\
+  python -m etc_model.run_pretraining --etc_config_file=etc_config.json \
+      --input_file=etc_data/train.tfrecord --output_dir=etc_out --do_train --do_eval \
+      --max_seq_length=4096 --max_global_seq_length=256 --max_predictions_per_seq=640 \
       [--init_checkpoint=models/minilm_etc/model.ckpt] [--residual_attention=sum]
 
 Reads the TFRecords of `python -m etc_model.create_pretraining_data`. The side inputs (local /
@@ -55,6 +55,7 @@ import time
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import checkpoint_utils
@@ -426,12 +427,6 @@ def variable_shapes(config, max_seq_length, max_global_seq_length, att_implement
     return {v.op.name: v.shape.as_list() for v in tf1.global_variables()}
 
 
-def load_config():
-  """--etc_config_file with the --residual_attention override, validated (one-line errors)."""
-  return etc_estimator.load_config(FLAGS.etc_config_file, FLAGS.residual_attention,
-                                   FLAGS.max_seq_length)
-
-
 def _check_flags():
   if not FLAGS.do_train and not FLAGS.do_eval:
     common.fail("at least one of --do_train or --do_eval must be true")
@@ -524,14 +519,24 @@ def cpc_options_from_flags(flag_values, vocab_size, data_mask_id=None):
   return CpcOptions(weight, rate, sentences, length, mask_id)
 
 
-def _expected_lengths():
-  long_flag = "--max_seq_length=%d" % FLAGS.max_seq_length
-  global_flag = "--max_global_seq_length=%d" % FLAGS.max_global_seq_length
-  pred_flag = "--max_predictions_per_seq=%d" % FLAGS.max_predictions_per_seq
-  expected = {name: (FLAGS.max_seq_length, long_flag) for name in etc_records.LONG_FEATURES}
-  expected.update({name: (FLAGS.max_global_seq_length, global_flag)
+def _expected_lengths(max_seq_length, max_global_seq_length, max_predictions_per_seq):
+  """{feature: (length, what sets it)} of the ETC pre-training records (check_tfrecord_lengths).
+
+  Args:
+    max_seq_length: --max_seq_length (the long input).
+    max_global_seq_length: --max_global_seq_length.
+    max_predictions_per_seq: --max_predictions_per_seq.
+
+  Returns:
+    dict.
+  """
+  long_flag = "--max_seq_length=%d" % max_seq_length
+  global_flag = "--max_global_seq_length=%d" % max_global_seq_length
+  pred_flag = "--max_predictions_per_seq=%d" % max_predictions_per_seq
+  expected = {name: (max_seq_length, long_flag) for name in etc_records.LONG_FEATURES}
+  expected.update({name: (max_global_seq_length, global_flag)
                    for name in etc_records.GLOBAL_FEATURES})
-  expected.update({name: (FLAGS.max_predictions_per_seq, pred_flag)
+  expected.update({name: (max_predictions_per_seq, pred_flag)
                    for name in etc_records.PREDICTION_FEATURES})
   return expected
 
@@ -548,16 +553,20 @@ def main(_):
   _check_flags()
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
-  config = load_config()
+  # --etc_config_file with the --residual_attention override, validated (one-line errors).
+  config = etc_estimator.load_config(FLAGS.etc_config_file, FLAGS.residual_attention,
+                                     FLAGS.max_seq_length)
   input_files = common.expand_input_files(FLAGS.input_file, "input_file")
   cpc_options = cpc_options_from_flags(
       FLAGS, config.vocab_size,
       data_mask_token_id(input_files) if FLAGS.cpc_loss_weight else None)
-  estimator_utils.check_tfrecord_lengths(input_files, _expected_lengths(), "input_file")
+  expected_lengths = _expected_lengths(FLAGS.max_seq_length, FLAGS.max_global_seq_length,
+                                       FLAGS.max_predictions_per_seq)
+  estimator_utils.check_tfrecord_lengths(input_files, expected_lengths, "input_file")
   eval_files = input_files
   if FLAGS.eval_input_file:
     eval_files = common.expand_input_files(FLAGS.eval_input_file, "eval_input_file")
-    estimator_utils.check_tfrecord_lengths(eval_files, _expected_lengths(), "eval_input_file")
+    estimator_utils.check_tfrecord_lengths(eval_files, expected_lengths, "eval_input_file")
   common.check_output_dir(FLAGS.output_dir)
   _check_vocab_ids(input_files + (eval_files if eval_files is not input_files else []), config)
   label = pretraining_utils.task_label()

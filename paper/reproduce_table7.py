@@ -50,6 +50,7 @@ import sys
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 
 from realformer_tf import common
@@ -107,7 +108,7 @@ def define_flags():
   flags.DEFINE_string("config_file", os.path.join("configs", "nmt_multi30k_6l.json"),
                       "NmtConfig JSON (relative to the repository or absolute); "
                       "layer_norm_type and residual_attention come from the variant.")
-  # The defaults are the recipe of docs/REPRODUCTION_NMT.md. Its first recipe
+  # The defaults are the recipe of paper/table7.md. Its first recipe
   # (--config_file=configs/nmt_multi30k_6l_dropout03.json --max_tokens=4096 --learning_rate=1e-3
   # --warmup_steps=400 --num_train_epochs=7) left the models far from converged (BLEU ~10).
   flags.DEFINE_float("num_train_epochs", 5, "Epochs per run (a checkpoint per epoch).")

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""The paper's fine-tuning protocol: grid sweeps over GLUE / SQuAD, then best-median aggregation.
+r"""The paper's fine-tuning protocol: grid sweeps over GLUE / SQuAD, then best-median aggregation.
 
 For every task, every setting (batch size, learning rate, epochs) of the grid is fine-tuned once
 per seed by run_classifier.py (GLUE: --do_train --do_eval on the dev set), run_squad.py
@@ -47,6 +47,7 @@ import time
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 

@@ -7,16 +7,20 @@ problem (`UsageError`), writes its outputs under a temporary name and renames th
 
 import atexit
 import contextlib
+import dis
 import errno
 import glob
 import io
 import json
+import logging
 import os
+import re
 import signal
 import socket
 import sys
 import time
 
+from absl import logging as absl_logging
 import tensorflow as tf
 
 
@@ -52,7 +56,9 @@ def fail(message):
 def run_main(main_fn, argv):
   """Calls main_fn(argv) and turns a UsageError into a one-line message and exit status 2.
 
-  Also makes TensorFlow log each line once (absl and TF both attach handlers otherwise).
+  Also makes TensorFlow log each line once (absl and TF both attach handlers otherwise) and
+  hides the frameworks' own INFO / WARNING records unless --verbosity >= 1
+  (quiet_framework_logs).
 
   Args:
     main_fn: the tool's main function.
@@ -62,6 +68,7 @@ def run_main(main_fn, argv):
     Whatever main_fn returns.
   """
   tf.get_logger().propagate = False
+  quiet_framework_logs()
   try:
     return main_fn(argv)
   except UsageError as e:
@@ -75,14 +82,91 @@ def run_main(main_fn, argv):
   except tf.errors.OpError as e:
     if not _is_storage_error(str(e)):
       raise
-    sys.stderr.write("error: %s\n" % str(e.message).splitlines()[0])
+    sys.stderr.write("error: %s\n" % describe_storage_error(str(e.message)))
     sys.exit(1)
 
 
-# What a full or read-only disk says, in OSError numbers and in TensorFlow's messages.
-_STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS)
+def moved_names_getattr(module_name, new_place_of):
+  """A module `__getattr__` (PEP 562) saying in one line where a moved name lives now.
+
+  Raised as AttributeError for `module.NAME` (hasattr and getattr with a default keep working),
+  as ImportError for `from module import NAME` (Python replaces an AttributeError there by a
+  message of its own). Other missing names get the usual error.
+
+  Args:
+    module_name: the module's __name__.
+    new_place_of: a dict {name: "package.module.name"}, or a function of the name returning
+      that string or None.
+
+  Returns:
+    The function to assign to the module's `__getattr__`.
+  """
+  def module_getattr(name):
+    if callable(new_place_of):
+      new_place = new_place_of(name)
+    else:
+      new_place = new_place_of.get(name)
+    if new_place is None:
+      raise AttributeError("module %r has no attribute %r" % (module_name, name))
+    message = "%s.%s moved to %s" % (module_name, name, new_place)
+    if _called_by_import_from(sys._getframe(1)):  # pylint: disable=protected-access
+      raise ImportError(message, name=module_name)
+    raise AttributeError(message)
+  return module_getattr
+
+
+def _called_by_import_from(frame):
+  """Whether `frame` is executing a `from MODULE import NAME` (CPython's IMPORT_FROM)."""
+  try:
+    return frame.f_code.co_code[frame.f_lasti] == dis.opmap["IMPORT_FROM"]
+  except (AttributeError, IndexError, KeyError):
+    return False
+
+
+# Packages whose own INFO and WARNING records are framework detail for a user of the commands
+# (the Estimator's config dump, "Calling model_fn", deprecation notices, graph-building notes).
+FRAMEWORK_PACKAGES = ("tensorflow", "tensorflow_estimator", "tf_keras", "keras",
+                      "tensorflow_hub", "tensorflow_text")
+# The framework's lines that a run's log is read for (by users and by the paper's drivers): the
+# training's final loss, checkpoint saves and restores. They stay at every verbosity.
+KEPT_FRAMEWORK_MESSAGES = ("Loss for final step", "Saving checkpoints for",
+                           "Restoring parameters from")
+_FRAMEWORK_PATH = re.compile(r"[\\/](?:site|dist)-packages[\\/](?:%s)[\\/]" %
+                             "|".join(FRAMEWORK_PACKAGES))
+
+
+class FrameworkDetailFilter(logging.Filter):
+  """Drops INFO / WARNING records logged from inside the frameworks unless --verbosity >= 1.
+
+  Records the repository's own code logs (through tf.compat.v1.logging or absl) carry its file
+  as their pathname and always pass, as do ERROR records from anywhere and the few framework
+  lines a log is read for (KEPT_FRAMEWORK_MESSAGES).
+  """
+
+  def filter(self, record):
+    if record.levelno >= logging.ERROR or not _FRAMEWORK_PATH.search(record.pathname or ""):
+      return True
+    if str(record.msg).startswith(KEPT_FRAMEWORK_MESSAGES):
+      return True
+    try:
+      return absl_logging.get_verbosity() >= 1
+    except Exception:  # pylint: disable=broad-except  (flags not parsed: keep the record)
+      return True
+
+
+def quiet_framework_logs():
+  """Installs FrameworkDetailFilter on TensorFlow's logger and absl's handler (once)."""
+  targets = [tf.get_logger(), absl_logging.get_absl_handler()]
+  for target in targets:
+    if not any(isinstance(f, FrameworkDetailFilter) for f in target.filters):
+      target.addFilter(FrameworkDetailFilter())
+
+
+# What a full or read-only disk (or a directory the user may not write) says, in OSError numbers
+# and in TensorFlow's messages.
+_STORAGE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EACCES)
 _STORAGE_MESSAGES = ("No space left on device", "Disk quota exceeded", "File too large",
-                     "Read-only file system")
+                     "Read-only file system", "Permission denied")
 
 
 def _is_storage_error(message):
@@ -96,14 +180,57 @@ def describe_os_error(error):
     error: an OSError (its filename may be None for a failing write).
 
   Returns:
-    str such as "out/features.jsonl: No space left on device (errno 28)".
+    str such as "out/features.jsonl: No space left on device (errno 28)" (a writer's temporary
+    named by the output it stands for).
   """
   what = error.strerror or str(error)
   if error.errno:
     what = "%s (errno %d)" % (what, error.errno)
   if error.filename:
-    return "%s: %s" % (error.filename, what)
+    return "%s: %s" % (final_name(str(error.filename)), what)
   return what
+
+
+def final_name(path):
+  """The output a writer's temporary stands for: `dir/.NAME.tmp-<pid>/...` -> `dir/NAME`.
+
+  The temporary is removed by the time a message is read, and its name says nothing to a user.
+
+  Args:
+    path: a path, perhaps inside a temporary (temp_path) directory.
+
+  Returns:
+    The final output's path, or `path` when no part of it is a temporary.
+  """
+  parts = path.split("/")
+  for index, part in enumerate(parts):
+    if is_temp_path(part):
+      name = part.rpartition(TEMP_INFIX)[0]
+      return "/".join(parts[:index] + [name[1:] if name.startswith(".") else name])
+  return path
+
+
+def describe_storage_error(message):
+  """One line for TensorFlow's message of a full or read-only disk: the output and the problem.
+
+  TensorFlow says "{{function_node ...}} dir/.export.tmp-12/variables/...tempstate123; No space
+  left on device [Op:SaveV2]": the line names the output the temporary stands for instead.
+
+  Args:
+    message: the OpError's message (a storage error: _is_storage_error).
+
+  Returns:
+    str such as "out/export: No space left on device (errno 28)".
+  """
+  known = [m for m in _STORAGE_MESSAGES if m in message][0]
+  number = _STORAGE_ERRNOS[_STORAGE_MESSAGES.index(known)]
+  tokens = re.findall(r"[^\s;,'\"]+", message.split(known, 1)[0])
+  paths = [t for t in tokens if "/" in t and not t.startswith("{{")]
+  temps = [t for t in paths if final_name(t) != t]
+  path = final_name(temps[0]) if temps else (paths[-1].rstrip(":") if paths else None)
+  if not path:
+    return message.strip().splitlines()[0]
+  return "%s: %s (errno %d)" % (path, known, number)
 
 
 def with_file_name(error, path):

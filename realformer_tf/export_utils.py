@@ -24,6 +24,7 @@ from __future__ import division
 from __future__ import print_function
 
 import os
+import re
 
 import numpy as np
 import tensorflow as tf
@@ -65,15 +66,64 @@ def resolve_checkpoint(checkpoint_path, flag_name="init_checkpoint"):
   if tf.io.gfile.isdir(checkpoint_path):
     latest = tf1.train.latest_checkpoint(checkpoint_path)
     if latest:
-      return latest
+      return _readable(latest, checkpoint_path, flag_name)
     if tf.io.gfile.exists(os.path.join(checkpoint_path, "checkpoint")):
       # Not another checkpoint of the directory in place of the one the state file names.
       common.fail("--%s=%s: its `checkpoint` state file names no checkpoint that exists" % (
           flag_name, checkpoint_path))
-    return _only_checkpoint_in(checkpoint_path, flag_name)
-  if not (tf.io.gfile.exists(checkpoint_path + ".index") or tf.io.gfile.exists(checkpoint_path)):
+    return _readable(_only_checkpoint_in(checkpoint_path, flag_name), checkpoint_path, flag_name)
+  prefix = _prefix_of_checkpoint_file(checkpoint_path)
+  if not (tf.io.gfile.exists(prefix + ".index") or tf.io.gfile.exists(prefix)):
     common.fail("--%s=%s: no checkpoint there" % (flag_name, checkpoint_path))
-  return checkpoint_path
+  return _readable(prefix, checkpoint_path, flag_name)
+
+
+_CHECKPOINT_FILE = re.compile(r"^(.*)\.(index|meta|data-\d+-of-\d+)$")
+
+
+def _prefix_of_checkpoint_file(path):
+  """A checkpoint's own file name (model.ckpt.index, .meta, .data-00000-of-00001) -> its prefix."""
+  match = _CHECKPOINT_FILE.match(path)
+  if match and tf.io.gfile.exists(match.group(1) + ".index"):
+    return match.group(1)
+  return path
+
+
+def _readable(prefix, given, flag_name):
+  """`prefix` when its index opens; else one line naming the flag (a file of another format)."""
+  try:
+    tf.train.load_checkpoint(prefix)
+  except (tf.errors.OpError, ValueError) as e:
+    common.fail("--%s=%s: not a readable TensorFlow checkpoint (%s)" % (
+        flag_name, given, first_line(e)))
+  return prefix
+
+
+def first_line(error):
+  """The first line of an exception's message (a TensorFlow error's without its op context)."""
+  message = str(getattr(error, "message", None) or error).strip()
+  return message.splitlines()[0] if message else type(error).__name__
+
+
+def read_tensor(reader, name, checkpoint_path):
+  """reader.get_tensor(name), or one line naming the checkpoint when its data cannot be read.
+
+  A data file cut short (a copy that stopped, a full disk while saving) opens (its index is
+  whole) and fails only when a variable is read.
+
+  Args:
+    reader: tf.train.load_checkpoint(checkpoint_path).
+    name: the variable.
+    checkpoint_path: the checkpoint prefix, for the message.
+
+  Returns:
+    The numpy value.
+  """
+  try:
+    return reader.get_tensor(name)
+  except (tf.errors.OpError, IndexError, ValueError) as e:
+    common.fail("checkpoint %s: variable %s cannot be read (%s); the data file is cut short or "
+                "damaged" % (checkpoint_path, name, first_line(e)))
 
 
 def _only_checkpoint_in(directory, flag_name):
@@ -92,14 +142,18 @@ def _only_checkpoint_in(directory, flag_name):
 
 
 def range_checked(inputs, bert_config):
-  """The id inputs, with input_ids / segment_ids passed through range assertions.
+  """The id inputs, with the token and token-type ids passed through range assertions.
 
   A request whose ids lie outside the model's tables fails with an InvalidArgumentError naming
-  the input (a segment id >= type_vocab_size would otherwise select no embedding at all). Used
-  by export_saved_model's graph and by serving.BertClassifier's `serving_ids` signature.
+  the input (a segment id >= type_vocab_size would otherwise select no embedding at all), and
+  one longer than max_position_embeddings with one naming the length (instead of an error
+  deep inside the embedding lookup). Used by export_saved_model's graph, by
+  serving.BertClassifier's `serving_ids` signature and by serving.encoder_graph (the TF-Hub
+  encoder's `input_word_ids` / `input_type_ids`).
 
   Args:
-    inputs: dict name -> int tensor (placeholders, or a tf.function's arguments).
+    inputs: dict name -> int tensor (placeholders, or a tf.function's arguments): input_ids or
+      input_word_ids, segment_ids or input_type_ids [batch, seq], others passed through.
     bert_config: modeling.BertConfig or None (no checks).
 
   Returns:
@@ -108,15 +162,22 @@ def range_checked(inputs, bert_config):
   if bert_config is None:
     return inputs
   limits = {"input_ids": ("vocab_size", bert_config.vocab_size),
-            "segment_ids": ("type_vocab_size", bert_config.type_vocab_size)}
+            "input_word_ids": ("vocab_size", bert_config.vocab_size),
+            "segment_ids": ("type_vocab_size", bert_config.type_vocab_size),
+            "input_type_ids": ("type_vocab_size", bert_config.type_vocab_size)}
   checked = dict(inputs)
-  for name, (limit_name, limit) in limits.items():
+  for name, (limit_name, limit) in sorted(limits.items()):
     if name not in inputs:
       continue
     tensor = inputs[name]
     message = "%s must be in [0, %s=%d)" % (name, limit_name, limit)
     asserts = [tf1.debugging.assert_non_negative(tensor, message=message),
                tf1.debugging.assert_less(tensor, tf.cast(limit, tensor.dtype), message=message)]
+    if limit_name == "vocab_size":
+      asserts.append(tf1.debugging.assert_less_equal(
+          tf.shape(tensor)[-1], bert_config.max_position_embeddings,
+          message="%s: the sequence length must be <= max_position_embeddings=%d" % (
+              name, bert_config.max_position_embeddings)))
     with tf.control_dependencies(asserts):
       checked[name] = tf.identity(tensor)
   return checked
@@ -294,7 +355,7 @@ def variables_from_checkpoint(specs, checkpoint_path, flag_name=None):
     if list(shapes[name]) != list(shape):
       common.fail("checkpoint %s: variable %s has shape %s there but %s in the model (check "
                   "--bert_config_file)" % (checkpoint_path, name, list(shapes[name]), shape))
-    value = reader.get_tensor(name)
+    value = read_tensor(reader, name, checkpoint_path)
     if value.dtype != np.float32:
       value = value.astype(np.float32)
     variables[name] = tf.Variable(value, name=name, trainable=trainable)
@@ -345,7 +406,7 @@ def model_variables(build_fn, checkpoint_path, flag_name="init_checkpoint"):
 
 
 def save_atomically(module, export_dir, signatures, extra_files=None, overwrite=False,
-                    protected_paths=()):
+                    protected_paths=(), flag_name="export_dir"):
   """tf.saved_model.save to a temporary directory, then rename to export_dir.
 
   Args:
@@ -355,7 +416,8 @@ def save_atomically(module, export_dir, signatures, extra_files=None, overwrite=
     extra_files: dict file name -> text written beside saved_model.pb.
     overwrite: replace an earlier export of ours.
     protected_paths: paths the export must never replace (checkpoint, vocab, ...).
+    flag_name: the flag that named export_dir, for messages.
   """
-  with common.atomic_directory(export_dir, "export_dir", overwrite, protected_paths) as tmp_dir:
+  with common.atomic_directory(export_dir, flag_name, overwrite, protected_paths) as tmp_dir:
     tf.saved_model.save(module, tmp_dir, signatures=signatures)
     common.write_files(tmp_dir, extra_files)

@@ -21,6 +21,11 @@ import modeling
 
 tf1 = tf.compat.v1
 
+# Where the configs shipped with the code live: configs/ in a clone of the repository,
+# realformer_tf/configs/ once installed with pip (setup.py maps one onto the other).
+SHIPPED_CONFIG_DIRS = (os.path.join(common.REPO_DIR, "configs"),
+                       os.path.join(os.path.dirname(os.path.abspath(__file__)), "configs"))
+
 
 def save_config(config, output_dir, name="bert_config.json"):
   """Saves the BertConfig actually used next to the checkpoints (atomically)."""
@@ -29,17 +34,47 @@ def save_config(config, output_dir, name="bert_config.json"):
     writer.write(config.to_json_string())
 
 
+def shipped_config_path(path):
+  """The shipped config that a path such as `configs/NAME.json` means when it is not there.
+
+  A command pasted from the documentation into another working directory (or run after
+  `pip install .`) names the shipped configs by their place in the repository; such a path that
+  does not exist where the user stands resolves to the shipped file of that name, and says so.
+
+  Args:
+    path: a config path as given on the command line.
+
+  Returns:
+    The shipped config's path, or `path` unchanged (it exists, is not of the form
+    `[configs/]NAME.json`, or no shipped config has that name).
+  """
+  if not path or tf.io.gfile.exists(path):
+    return path
+  folder, name = os.path.split(os.path.normpath(path))
+  if folder not in ("", "configs"):
+    return path
+  for directory in SHIPPED_CONFIG_DIRS:
+    candidate = os.path.join(directory, name)
+    if os.path.isfile(candidate):
+      tf1.logging.info("%s is not in the working directory: using the shipped %s", path,
+                       candidate)
+      return candidate
+  return path
+
+
 def load_config(bert_config_file, flag_values=None, max_seq_length=None):
   """Reads --bert_config_file, applies --residual_attention / --layer_norm_type overrides.
 
   Args:
-    bert_config_file: path to bert_config.json.
+    bert_config_file: path to bert_config.json; `configs/NAME.json` not found in the working
+      directory means the shipped config of that name (shipped_config_path).
     flag_values: FLAGS; its residual_attention / layer_norm_type (if defined and set) override.
     max_seq_length: checked against max_position_embeddings when given.
 
   Returns:
     A validated modeling.BertConfig.
   """
+  bert_config_file = shipped_config_path(bert_config_file)
   common.require_file(bert_config_file, "bert_config_file")
   try:
     config = modeling.BertConfig.from_json_file(bert_config_file)

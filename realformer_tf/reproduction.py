@@ -370,9 +370,8 @@ def mean_std(values):
 
 
 def image_dir_name(report_path):
-  """The report's image folder beside it: "reproduction" for REPRODUCTION.md, else <stem>_images."""
-  stem = os.path.splitext(os.path.basename(report_path))[0]
-  return "reproduction" if stem == "REPRODUCTION" else stem + "_images"
+  """The report's image folder beside it: <stem>_images (paper/table2.md -> table2_images)."""
+  return os.path.splitext(os.path.basename(report_path))[0] + "_images"
 
 
 def tool_command(script, args=()):

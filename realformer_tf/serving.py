@@ -143,6 +143,9 @@ def encoder_graph(bert_config, inputs, training=False, with_attention=False):
     (outputs dict: pooled_output [batch, hidden], sequence_output [batch, seq, hidden],
     encoder_outputs list of [batch, seq, hidden], default; the BertModel).
   """
+  # A request's ids outside the tables, or longer than the position table, fail with a message
+  # naming the input (a token type id outside the table would select no embedding at all).
+  inputs = export_utils.range_checked(inputs, bert_config)
   # An explicit scope name (not the default_name) keeps the variable names "bert/..." on every
   # trace: default names are made unique per graph, and a tf.function traces several graphs.
   model = modeling.BertModel(

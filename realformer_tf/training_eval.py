@@ -13,6 +13,7 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import importlib.util
 import json
 import os
 import time
@@ -276,7 +277,12 @@ def save_best_checkpoint(output_dir, checkpoint, step, metric, score, metrics):
 
 
 def write_summaries(writer, step, metrics):
-  """Dev metrics of one evaluation as TensorBoard scalars (eval/<name>)."""
+  """Dev metrics of one evaluation as TensorBoard scalars (eval/<name>); none (a warning) where
+  the TensorBoard package is not installed (the newest TensorFlow does not require it)."""
+  if importlib.util.find_spec("tensorboard") is None:
+    tf1.logging.warning("TensorBoard is not installed: no eval/* scalars (%s has them all)",
+                        HISTORY_FILE)
+    return
   with writer.as_default():
     for key, value in sorted(metrics.items()):
       if isinstance(value, (int, float, np.floating, np.integer)) and not isinstance(value, bool):

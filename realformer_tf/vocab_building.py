@@ -430,7 +430,7 @@ def _keeping_input_errors(lines, input_errors):
 
 
 # SentencePiece special-id layouts (trainer arguments): BERT's ([PAD]=0, [UNK]=1, then the
-# control symbols [CLS], [SEP], [MASK], ...) and the translation model's (docs/NMT_MODEL.md:
+# control symbols [CLS], [SEP], [MASK], ...) and the translation model's (docs/translation.md:
 # pad=0, unk=1, bos=2, eos=3, no control symbols).
 SPM_ID_LAYOUTS = {
     "bert": dict(pad_id=0, unk_id=1, bos_id=-1, eos_id=-1, pad_piece="[PAD]", unk_piece="[UNK]"),

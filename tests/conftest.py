@@ -51,6 +51,23 @@ def write_random_bert_checkpoint(config_file, checkpoint_path, seed=1):
       return saver.save(sess, checkpoint_path)
 
 
+# The TF 2.15 interpreter, for tests run by the newest TF that compare the two (`bash run.sh
+# test-latest` sets it).
+TF215_PYTHON_ENV = "REALFORMER_TF215_PYTHON"
+
+
+def tf215_python():
+  """The TF 2.15 interpreter ($REALFORMER_TF215_PYTHON), or a skip of the test when this process
+  is not the newest TF's (TF 2.15 has the Estimator) or the variable is unset."""
+  from realformer_tf import estimator_utils  # pylint: disable=g-import-not-at-top
+  if estimator_utils.has_estimator():
+    pytest.skip("compares TF 2.15 with the newest TF: runs in `bash run.sh test-latest`")
+  python = os.environ.get(TF215_PYTHON_ENV)
+  if not python or not os.path.exists(python):
+    pytest.skip("needs $%s (the TF 2.15 interpreter; run.sh sets it)" % TF215_PYTHON_ENV)
+  return python
+
+
 def shared_path(*parts):
   """Returns a path under ../shared/data, or skips the test with the reason if it is absent."""
   path = os.path.join(SHARED_DATA_DIR, *parts)

@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 import types
 
 import pytest
@@ -10,6 +12,7 @@ import tensorflow as tf
 from realformer_tf import common
 from realformer_tf import estimator_utils
 from realformer_tf import model_config
+from conftest import REPO_DIR
 
 
 def test_expand_input_files_globs_and_comma_lists(tmp_path):
@@ -148,6 +151,23 @@ def test_load_config_overrides_and_errors(tmp_path):
     model_config.load_config(str(tmp_path / "nope.json"))
 
 
+def test_configs_path_means_the_shipped_config_from_any_working_directory(tmp_path,
+                                                                          monkeypatch):
+  shipped = os.path.join(REPO_DIR, "configs", "bert_tiny_realformer.json")
+  monkeypatch.chdir(tmp_path)
+  assert model_config.shipped_config_path("configs/bert_tiny_realformer.json") == shipped
+  assert model_config.shipped_config_path("bert_tiny_realformer.json") == shipped
+  assert model_config.load_config("configs/bert_tiny_realformer.json").residual_attention == "sum"
+  # Only the documented form: another folder, or a name nothing ships, stays the user's path.
+  for path in ("mine/bert_tiny_realformer.json", "configs/nope.json", ""):
+    assert model_config.shipped_config_path(path) == path
+  # A file of that name where the user stands is the user's.
+  (tmp_path / "configs").mkdir()
+  (tmp_path / "configs" / "bert_tiny_realformer.json").write_text("{}")
+  assert (model_config.shipped_config_path("configs/bert_tiny_realformer.json") ==
+          "configs/bert_tiny_realformer.json")
+
+
 def test_temp_names_are_hidden_and_skipped_by_input_globs(tmp_path):
   final = str(tmp_path / "data.tfrecord-00000-of-00002")
   tmp = common.temp_path(final)
@@ -237,3 +257,120 @@ def test_output_dir_lock_leaves_no_empty_directory_it_made(tmp_path):
   with common.OutputDirLock(str(existing)):
     pass
   assert existing.is_dir()
+
+
+def test_start_up_noise_is_dropped_and_other_import_lines_kept():
+  from realformer_tf import tf_startup  # pylint: disable=g-import-not-at-top
+  printed = (
+      "2026-11-27 10:37:15.552161: E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:9261]"
+      " Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN when"
+      " one has already been registered\n"
+      "2026-11-27 10:51:11.247093: I external/local_tsl/tsl/cuda/cudart_stub.cc:31] Could not"
+      " find cuda drivers on your machine, GPU will not be used.\n"
+      "2026-11-27 10:51:11.247381: I tensorflow/core/platform/cpu_feature_guard.cc:182] This"
+      " TensorFlow binary is optimized to use available CPU instructions.\n"
+      "To enable the following instructions: AVX2 FMA, in other operations, rebuild TensorFlow"
+      " with the appropriate compiler flags.\n"
+      "2026-11-27 10:51:12.150161: W tensorflow/compiler/tf2tensorrt/utils/py_utils.cc:38]"
+      " TF-TRT Warning: Could not find TensorRT\n"
+      "ImportError: libfoo.so: cannot open shared object file\n")
+  assert (tf_startup.drop_start_up_noise(printed) ==
+          "ImportError: libfoo.so: cannot open shared object file\n")
+
+
+def test_a_command_starts_without_tensorflow_start_up_noise():
+  from realformer_tf import tf_startup  # pylint: disable=g-import-not-at-top
+  env = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
+  env["PYTHONPATH"] = REPO_DIR
+  plain = subprocess.run([sys.executable, "-c", "import tensorflow"], env=env,
+                         capture_output=True, text=True, timeout=300)
+  if tf_startup.drop_start_up_noise(plain.stderr) == plain.stderr:
+    pytest.skip("this TensorFlow build prints no start-up noise to drop")
+  quiet = subprocess.run(
+      [sys.executable, "-c", "from realformer_tf import tf_startup; import tensorflow as tf; "
+       "import sys; sys.stderr.write('imported %s\\n' % tf.__version__)"],
+      env=env, capture_output=True, text=True, timeout=300)
+  assert quiet.returncode == 0, quiet.stderr
+  assert quiet.stderr == "imported %s\n" % tf.__version__
+
+
+def test_framework_records_are_hidden_unless_verbosity_is_raised(monkeypatch):
+  from absl import logging as absl_logging  # pylint: disable=g-import-not-at-top
+  import logging  # pylint: disable=g-import-not-at-top
+
+  def record(path, level=logging.INFO, message="Calling model_fn."):
+    return logging.LogRecord("tensorflow", level, path, 1, message, None, None)
+
+  framework = os.path.join("venv", "lib", "python3.11", "site-packages", "tensorflow_estimator",
+                           "python", "estimator", "estimator.py")
+  ours = os.path.join(REPO_DIR, "run_pretraining.py")
+  installed_ours = os.path.join("venv", "lib", "python3.11", "site-packages", "run_pretraining.py")
+  keep = common.FrameworkDetailFilter().filter
+  monkeypatch.setattr(absl_logging, "get_verbosity", lambda: 0)
+  assert not keep(record(framework)) and not keep(record(framework, logging.WARNING))
+  assert keep(record(framework, logging.ERROR))
+  assert keep(record(framework, message="Loss for final step: %s."))
+  assert keep(record(ours)) and keep(record(installed_ours))
+  monkeypatch.setattr(absl_logging, "get_verbosity", lambda: 1)
+  assert keep(record(framework))
+
+
+def test_storage_errors_name_the_output_not_its_temporary():
+  """TensorFlow's messages of a full or read-only disk name the writer's temporary (removed by
+  then) and op details: the line names the output and the problem."""
+  saved = ("{{function_node __wrapped__SaveV2_dtypes_57_device_/job:localhost/replica:0/task:0/"
+           "device:CPU:0}} out/.export.tmp-317/variables/variables_temp/part-00000-of-00001.data-"
+           "00000-of-00001.tempstate1763; No space left on device [Op:SaveV2]")
+  assert common.describe_storage_error(saved) == "out/export: No space left on device (errno 28)"
+  assert common.describe_storage_error("out/lt/.cloze_train.tfrecord.tmp-68; File too large") == (
+      "out/lt/cloze_train.tfrecord: File too large (errno 27)")
+  assert common.describe_storage_error("/mnt/new; Read-only file system") == (
+      "/mnt/new: Read-only file system (errno 30)")
+  assert common.describe_os_error(OSError(28, "No space left on device", "d/.x.json.tmp-5")) == (
+      "d/x.json: No space left on device (errno 28)")
+  assert common.final_name("a/b.txt") == "a/b.txt"
+
+
+def test_a_directory_the_user_may_not_write_is_one_line(monkeypatch, capsys):
+  """TensorFlow's writers (GFile, TFRecordWriter, SavedModel) report a directory without write
+  permission (chmod 555) as PermissionDeniedError: one line naming the output, exit 1, as an
+  OSError from Python's own writers is (not a traceback)."""
+
+  def main(unused_argv):
+    raise tf.errors.PermissionDeniedError(None, None,
+                                          "out/.x.tfrecord.tmp-12; Permission denied")
+
+  with pytest.raises(SystemExit) as e:
+    common.run_main(main, [])
+  assert e.value.code == 1
+  assert capsys.readouterr().err == "error: out/x.tfrecord: Permission denied (errno 13)\n"
+
+  def python_main(unused_argv):
+    raise PermissionError(13, "Permission denied", "out/.lock-local")
+
+  with pytest.raises(SystemExit) as e:
+    common.run_main(python_main, [])
+  assert e.value.code == 1
+  assert capsys.readouterr().err == "error: out/.lock-local: Permission denied (errno 13)\n"
+
+
+def test_helpers_that_moved_out_of_commands_name_their_new_place():
+  import export_hub  # pylint: disable=g-import-not-at-top
+  import extract_features  # pylint: disable=g-import-not-at-top
+  for module, name, place in (
+      (extract_features, "pad_batch", "realformer_tf.batch_inference.pad_batch"),
+      (extract_features, "RANDOM_WEIGHTS_SEED",
+       "realformer_tf.batch_inference.RANDOM_WEIGHTS_SEED"),
+      (export_hub, "BertClassifier", "realformer_tf.serving.BertClassifier")):
+    message = "%s.%s moved to %s" % (module.__name__, name, place)
+    with pytest.raises(AttributeError) as e:
+      getattr(module, name)
+    assert str(e.value) == message
+    with pytest.raises(ImportError) as e:
+      exec("from %s import %s" % (module.__name__, name), {})  # pylint: disable=exec-used
+    assert str(e.value) == message
+  # What the library module merely imports is not reported as moved.
+  for module, name in ((extract_features, "tf1"), (export_hub, "no_such_name")):
+    if not hasattr(module, name):
+      with pytest.raises(AttributeError, match="has no attribute"):
+        getattr(module, name)

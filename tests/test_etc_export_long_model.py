@@ -237,3 +237,74 @@ def test_one_line_errors(model, tmp_path):
   assert last_error_line(proc) == "error: --checkpoint=%s: no checkpoint there" % (
       tmp_path / "none")
   assert not (tmp_path / "export").exists()
+
+
+def _data_dir(path, settings, **changes):
+  """A data directory whose long_tasks.json holds `settings` with `changes`."""
+  path.mkdir()
+  (path / long_tasks.SUMMARY_NAME).write_text(json.dumps(
+      {"settings": dict(settings, **changes), "classify_labels": LABELS}))
+  return str(path)
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"max_seq_length": 0}, "max_seq_length=0 is not a whole number >= 1"),
+    ({"max_global_seq_length": "12"}, "max_global_seq_length='12' is not a whole number >= 1"),
+    ({"max_global_seq_length": 65}, "max_global_seq_length=65 is more than max_seq_length=64"),
+    ({"max_candidates": 12}, "max_candidates=12 leaves no global token of "
+                             "max_global_seq_length=12 for the question"),
+    ({"blank_token_id": -1}, "blank_token_id=-1 is not a token id"),
+])
+def test_settings_create_long_tasks_never_writes_are_one_line(model, tmp_path, changes, message):
+  # They built graphs that failed deep inside TensorFlow (or, L = 0, a model that reads nothing).
+  data_dir = _data_dir(tmp_path / "data", model["settings"], **changes)
+  with pytest.raises(common.UsageError) as e:
+    export.read_settings(data_dir)
+  assert str(e.value) == "--data_dir=%s: its %s: %s" % (data_dir, long_tasks.SUMMARY_NAME,
+                                                       message)
+
+
+def test_a_vocab_bigger_than_the_model_is_one_line(model, tmp_path):
+  # Its extra words' ids lie outside the token table: every request holding one would fail.
+  vocab = tmp_path / "vocab.txt"
+  with open(VOCAB) as f:
+    vocab.write_text(f.read() + "".join("extra%d\n" % i for i in range(3)))
+  with pytest.raises(common.UsageError, match=r"^--vocab_file=%s: has 30525 tokens but the "
+                     r"model's vocab_size is 30522" % vocab):
+    export.export_long_model("cloze", model["checkpoint"], model["config"], model["settings"],
+                             str(vocab), True, str(tmp_path / "export"))
+  assert not (tmp_path / "export").exists()
+
+
+@pytest.mark.slow
+def test_cloze_requests_it_cannot_answer_fail(model, tmp_path):
+  """No candidate answered "" and a question without the blank got an answer to nothing: both
+  fail the request now, naming what is missing; an empty batch answers an empty batch."""
+  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+  export.export_long_model("cloze", model["checkpoint"], model["config"], model["settings"],
+                           VOCAB, True, str(tmp_path / "cloze"))
+  serve = tf.saved_model.load(str(tmp_path / "cloze")).signatures["serving_default"]
+  sentences = tf.constant([["Anna walked to the river with Boris.", "Boris saw a boat."],
+                           ["Clara met David.", ""]])
+  question = tf.constant(["[MASK] laughed.", "[MASK] smiled."])
+  candidates = tf.constant([["Anna", "Boris"], ["Clara", "David"]])
+  answer = serve(sentences=sentences, question=question, candidates=candidates)["answer"]
+  assert set(answer.numpy().tolist()[0:1]) <= {b"Anna", b"Boris"}
+  empty = serve(sentences=tf.zeros([0, 2], tf.string), question=tf.zeros([0], tf.string),
+                candidates=tf.zeros([0, 2], tf.string))
+  assert empty["scores"].shape == (0, 2) and empty["answer"].shape == (0,)
+  with pytest.raises(tf.errors.InvalidArgumentError, match="a request without candidates"):
+    serve(sentences=sentences, question=question,
+          candidates=tf.constant([["Anna", ""], ["", ""]]))
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"a question without the blank token \[MASK\]"):
+    serve(sentences=sentences, question=tf.constant(["Anna laughed.", "[MASK] smiled."]),
+          candidates=candidates)
+
+
+def test_a_request_without_sentence_columns_keeps_its_batch_size():
+  # A [2, 0] request was read as a batch of 0 documents: 0 rows of answers for 2 questions.
+  tokens = export.tokenize_rows(export.WordpieceIds(VOCAB, True), tf.zeros([2, 0], tf.string))
+  assert tokens.nrows() == 2 and tokens.row_lengths().numpy().tolist() == [0, 0]
+  tokens = export.tokenize_rows(export.WordpieceIds(VOCAB, True), tf.constant([["a b"], ["c"]]))
+  assert tokens.to_list() == [[[1037, 1038]], [[1039]]]

@@ -70,3 +70,38 @@ def test_refuses_mismatched_configs(tmp_path):
     lift.lift_bert_checkpoint(prefix, str(tmp_path / "out"), etc_config_file=str(etc_file),
                               local_radius=4)
   assert not os.path.exists(tmp_path / "out")
+
+
+def test_refuses_a_checkpoint_that_is_not_the_configs_bert(tmp_path):
+  """An ETC checkpoint, or a BERT of fewer layers than its config says, would be "lifted" into
+  random ETC weights (all or the upper layers): one line instead, and nothing written."""
+  config_file = tmp_path / "bert_config.json"
+  config_file.write_text(json.dumps(TINY_BERT_CONFIG))
+  prefix = write_random_bert_checkpoint(str(config_file), str(tmp_path / "bert.ckpt"))
+  lifted = lift.lift_bert_checkpoint(prefix, str(tmp_path / "etc"))
+  with pytest.raises(common.UsageError, match=r"^--bert_checkpoint=\S+: holds none of BERT's "
+                     r"variables .*its top-level scopes are etc_document_bert\), so there is "
+                     r"nothing to lift"):
+    lift.lift_bert_checkpoint(lifted["output_checkpoint"], str(tmp_path / "out"),
+                              bert_config_file=str(config_file))
+  deeper = tmp_path / "bert3_config.json"
+  deeper.write_text(json.dumps(dict(TINY_BERT_CONFIG, num_hidden_layers=3)))
+  with pytest.raises(common.UsageError, match=r"^--bert_checkpoint=\S+: lacks 16 of the 52 BERT "
+                     r"variables the ETC config maps \(bert/encoder/layer_2/"):
+    lift.lift_bert_checkpoint(prefix, str(tmp_path / "out"), bert_config_file=str(deeper))
+  assert not os.path.exists(tmp_path / "out")
+
+
+def test_overwrite_never_deletes_an_input_config(tmp_path):
+  """--overwrite of an earlier output that holds the --bert_config_file read would delete it."""
+  config_file = tmp_path / "bert_config.json"
+  config_file.write_text(json.dumps(TINY_BERT_CONFIG))
+  prefix = write_random_bert_checkpoint(str(config_file), str(tmp_path / "bert.ckpt"))
+  out = tmp_path / "etc"
+  lift.lift_bert_checkpoint(prefix, str(out))
+  inside = out / "bert_config.json"
+  inside.write_text(config_file.read_text())
+  with pytest.raises(common.UsageError, match=r"^--output_dir=\S+: would replace \S+"
+                     r"bert_config.json, which the job needs"):
+    lift.lift_bert_checkpoint(prefix, str(out), bert_config_file=str(inside), overwrite=True)
+  assert inside.read_text() == config_file.read_text()

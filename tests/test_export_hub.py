@@ -826,3 +826,34 @@ def test_export_never_deletes_what_it_did_not_write(tmp_path, vocab_file):
   serving.export_preprocessor(out, vocab_file, seq_length=16, overwrite=True)
   assert os.path.exists(os.path.join(out, "saved_model.pb"))
   assert not [x for x in os.listdir(str(tmp_path)) if ".tmp-" in x]
+
+
+def test_encoder_fails_requests_outside_its_tables():
+  """A token type id >= type_vocab_size selected no embedding and answered as if it were
+  right; such ids, token ids >= vocab_size and sequences longer than the position table fail
+  the request with a message naming the input."""
+  config = _tiny_config()
+
+  def build():
+    ids = tf.zeros([1, 4], tf.int32)
+    modeling.BertModel(config, False, ids, ids, ids, scope="bert")
+
+  variables = export_utils.random_variables(build, export_utils.collect_variable_specs(build))
+  encoder = serving.BertEncoder(config, variables)
+  # serving_default's function: [batch, seq] of any length, as in the SavedModel.
+  serve = encoder.serve.get_concrete_function(
+      *[tf.TensorSpec([None, None], tf.int32, name=name) for name in serving.ENCODER_INPUTS])
+  inputs = {k: tf.constant(v) for k, v in _inputs(batch=3, seq=8).items()}
+  assert serve(**inputs)["pooled_output"].shape == (3, 32)
+  assert serve(**{k: v[:0] for k, v in inputs.items()})["pooled_output"].shape == (0, 32)
+  bad_requests = [
+      (dict(inputs, input_type_ids=inputs["input_type_ids"] + 2),
+       r"input_type_ids must be in \[0, type_vocab_size=2\)"),
+      (dict(inputs, input_word_ids=inputs["input_word_ids"] + 30522),
+       r"input_word_ids must be in \[0, vocab_size=30522\)"),
+      ({k: tf.ones([1, 65], tf.int32) for k in inputs},
+       r"input_word_ids: the sequence length must be <= max_position_embeddings=64"),
+  ]
+  for request, message in bad_requests:
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+      serve(**request)

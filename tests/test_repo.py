@@ -1,12 +1,16 @@
 """Repository-wide checks: setup.py installs every module, no machine path in tracked files, the
 import structure (no module uses another's private names, no import circle, no sys.path edits,
-no command or library module imports a command, nothing imports a paper driver)."""
+no command or library module imports a command, nothing imports a paper driver), and commands
+read FLAGS only in main and their flag functions."""
 
 import ast
 import functools
 import os
 import re
+import shutil
 import subprocess
+import sys
+import textwrap
 
 from conftest import REPO_DIR
 
@@ -38,8 +42,48 @@ def test_setup_installs_every_top_level_module():
   assert listed - modules == set(), "setup.py lists modules that do not exist"
   # paper/ (the paper's experiment drivers) runs from a checkout: it reads the repository's
   # data, configs and reports.
-  assert _setup_list("packages") == _packages() - {"paper"}, (
+  assert _setup_list("packages") == (_packages() - {"paper"}) | {"realformer_tf.configs"}, (
       "setup.py packages != the package folders")
+
+
+def _copy_sources(destination):
+  """The repository's files that pip builds from, without environments, outputs or tests."""
+  shutil.copytree(REPO_DIR, destination, ignore=shutil.ignore_patterns(
+      ".git", ".venv*", "output", "build", "*.egg-info", "__pycache__", "tests", "bench"))
+
+
+def test_pip_install_ships_commands_configs_and_runtime_requirements_only(tmp_path):
+  source, target, elsewhere = tmp_path / "src", tmp_path / "site", tmp_path / "cwd"
+  _copy_sources(str(source))
+  elsewhere.mkdir()
+  subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                  "--no-build-isolation", "--target", str(target), str(source)],
+                 check=True, capture_output=True, timeout=300)
+  installed = set(os.listdir(target))
+  for name in _setup_list("py_modules"):
+    assert name + ".py" in installed, name
+  assert {"realformer_tf", "etc_model", "translation"} <= installed
+  assert "paper" not in installed and "tests" not in installed
+  metadata = next(os.path.join(target, name, "METADATA") for name in installed
+                  if name.endswith(".dist-info"))
+  with open(metadata, encoding="utf-8") as f:
+    required = [line.split(":", 1)[1].strip() for line in f
+                if line.startswith("Requires-Dist:") and "extra ==" not in line]
+  assert any(r.startswith("tensorflow==") for r in required)
+  assert not [r for r in required if r.startswith(("pytest", "execnet", "matplotlib"))]
+  # From another working directory, with only the installed copy on the path, the documented
+  # `configs/NAME.json` finds the installed config.
+  script = ("from realformer_tf import model_config; "
+            "print(model_config.shipped_config_path('configs/bert_tiny_realformer.json')); "
+            "config = model_config.load_config('configs/bert_tiny_realformer.json'); "
+            "print(config.residual_attention)")
+  env = dict(os.environ, PYTHONPATH=str(target), TF_CPP_MIN_LOG_LEVEL="3")
+  result = subprocess.run([sys.executable, "-c", script], cwd=str(elsewhere), env=env,
+                          capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr[-2000:]
+  path, residual_attention = result.stdout.split()
+  assert path == os.path.join(str(target), "realformer_tf", "configs", "bert_tiny_realformer.json")
+  assert residual_attention == "sum"
 
 
 def _tracked_text_files():
@@ -355,6 +399,106 @@ def test_layering_check_sees_commands_libraries_and_paper_drivers():
   ]
 
 
+# ------------------------------------------------------------------------------------------------
+# Flags are read in a command's main (or the function that turns them into the job's settings, or
+# a check of them) and passed down as arguments: no job function reads the global FLAGS.
+
+# The functions of a command that may read FLAGS: main, the flag definitions, the checks of the
+# parsed flags (_check..._flags, _validate..._flags; run_squad's validate_flags_or_throw is
+# official google-research/bert API), the one function that turns them into the job's settings
+# (job_settings, settings_from_flags and the like, read_flags) and run_classifier's run().
+FLAG_READERS = re.compile(r"^(main|define_flags|run|job_settings|\w*_from_flags|read_flags"
+                          r"|_check\w*_flags|_validate\w*_flags|validate_flags_or_throw)$")
+# The library-like modules of the official code (their FLAGS reads are the official ones).
+OFFICIAL_FLAG_MODULES = ("modeling.py", "tokenization.py", "optimization.py")
+# Reads of FLAGS below main not converted yet, as {file: functions}: these files are being
+# rewritten elsewhere; an entry goes when its file passes the flag values down.
+FLAG_READS_TO_CONVERT = {
+    "etc_model/run_long_tasks.py": {"_padding", "_needed_files", "_expected_lengths",
+                                    "_Inference", "_scored_checkpoint", "_train",
+                                    "_side_input_options"},
+    "run_demo.py": {"demo_settings", "demo_inputs", "_path"},
+}
+
+
+def _flag_reads(source):
+  """[(top-level definition, line)] of every read of FLAGS (or flags.FLAGS) in `source`, the
+  module-level `FLAGS = flags.FLAGS` aside; "<module>" for module-level statements."""
+  reads = []
+  for node in ast.parse(source).body:
+    owner = getattr(node, "name", "<module>")
+    defines_flags = (isinstance(node, ast.Assign) and
+                     [getattr(t, "id", None) for t in node.targets] == ["FLAGS"])
+    for sub in ast.walk(node):
+      if defines_flags:
+        break
+      if (isinstance(sub, ast.Name) and sub.id == "FLAGS" and isinstance(sub.ctx, ast.Load) or
+          isinstance(sub, ast.Attribute) and sub.attr == "FLAGS"):
+        reads.append((owner, sub.lineno))
+  return reads
+
+
+def _flag_reads_outside_readers(source, allowed=()):
+  """["function (line N)"] of the reads of FLAGS in `source` outside FLAG_READERS and
+  `allowed`."""
+  return ["%s (line %d)" % (owner, line) for owner, line in _flag_reads(source)
+          if not FLAG_READERS.match(owner) and owner not in allowed]
+
+
+def _command_files():
+  """The repository-relative paths of the command modules: the root's scripts (the official
+  library modules aside) and the modules of etc_model/, translation/ and paper/."""
+  paths = [name for name in os.listdir(REPO_DIR)
+           if name.endswith(".py") and name != "setup.py" and name not in OFFICIAL_FLAG_MODULES]
+  for folder in ("etc_model", "translation", "paper"):
+    paths += ["%s/%s" % (folder, name) for name in os.listdir(os.path.join(REPO_DIR, folder))
+              if name.endswith(".py")]
+  return sorted(paths)
+
+
+def test_commands_read_flags_only_in_main_and_the_flag_functions():
+  paths = _command_files()
+  assert {"run_ner.py", "run_squad.py", "translation/run_translation.py",
+          "etc_model/run_pretraining.py", "paper/reproduce_table7.py"} <= set(paths)
+  assert "modeling.py" not in paths and "setup.py" not in paths
+  found = []
+  for path in paths:
+    with open(os.path.join(REPO_DIR, path), encoding="utf-8") as f:
+      found += ["%s: %s" % (path, read) for read in _flag_reads_outside_readers(
+          f.read(), FLAG_READS_TO_CONVERT.get(path, ()))]
+  assert not found, ("FLAGS read below main (pass the values down as arguments, or read them in "
+                     "job_settings): " + ", ".join(found))
+
+
+def test_flag_check_allows_main_the_checks_and_the_settings_only():
+  source = textwrap.dedent("""\
+      FLAGS = flags.FLAGS
+
+      def job_settings(flag_values):
+        return Settings(FLAGS.output_dir)
+
+      def settings_from_flags():
+        return FLAGS.size
+
+      def _validate_flags():
+        return FLAGS.vocab_file
+
+      def validate_flags_or_throw(bert_config):
+        return FLAGS.do_train
+
+      def main(_):
+        _run_job(job_settings(FLAGS))
+
+      def _run_job(settings):
+        return FLAGS.do_predict
+
+      def _predict(settings):
+        return FLAGS.output_dir
+      """)
+  assert _flag_reads_outside_readers(source) == ["_run_job (line 19)", "_predict (line 22)"]
+  assert _flag_reads_outside_readers(source, {"_predict"}) == ["_run_job (line 19)"]
+
+
 def _is_sys_path(node):
   return (isinstance(node, ast.Attribute) and node.attr == "path"
           and isinstance(node.value, ast.Name) and node.value.id == "sys")
@@ -421,3 +565,77 @@ def test_process_word_check_sees_tickets_and_work_slices():
            "on the previous session's machine", "a 1 MB slice of text", "x[:, :length] slice",
            "a tf.Session", "session_config(flag_values)"]
   assert [number for number, _ in _process_words(lines)] == [1, 2, 3, 4, 5]
+
+
+def _docstring_source(path):
+  """The source text of a file's module docstring ('' without one)."""
+  with open(path, encoding="utf-8") as f:
+    source = f.read()
+  tree = ast.parse(source)
+  if not (tree.body and isinstance(tree.body[0], ast.Expr)
+          and isinstance(tree.body[0].value, ast.Constant)
+          and isinstance(tree.body[0].value.value, str)):
+    return ""
+  node = tree.body[0]
+  return "".join(source.splitlines(True)[node.lineno - 1:node.end_lineno])
+
+
+def _loses_line_continuations(docstring_source):
+  """A non-raw docstring whose shell examples end lines with a backslash: Python joins those
+  lines, so --help shows each command as one line with runs of spaces."""
+  return (not docstring_source.lstrip().startswith(("r'''", 'r"""'))
+          and "\\\n" in docstring_source)
+
+
+def test_help_shows_usage_examples_with_their_line_breaks():
+  found = []
+  for module in _repo_modules():
+    path = os.path.join(REPO_DIR, *module.split(".")) + ".py"
+    if not os.path.isfile(path):
+      path = os.path.join(REPO_DIR, module, "__init__.py")
+    if _loses_line_continuations(_docstring_source(path)):
+      found.append(module)
+  assert not found, "make these module docstrings raw (r\"\"\"): %s" % found
+  assert _loses_line_continuations('"""Run:\n  python x.py --a=1 \\\n    --b=2\n"""')
+  assert not _loses_line_continuations('r"""Run:\n  python x.py --a=1 \\\n    --b=2\n"""')
+
+
+def _first_imports(tree):
+  """The modules a file imports at the top level, in order (`from a.b import c` gives "a.b.c")."""
+  order = []
+  for node in tree.body:
+    if isinstance(node, ast.Import):
+      order.extend(alias.name for alias in node.names)
+    elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+      order.extend("%s.%s" % (node.module, alias.name) for alias in node.names)
+  return order
+
+
+def _imports_tensorflow_before_startup(tree, repo_modules):
+  """Whether a command imports TensorFlow (or a repository module, which imports it) before
+  realformer_tf.tf_startup, or never imports tf_startup."""
+  for name in _first_imports(tree):
+    if name == "realformer_tf.tf_startup":
+      return False
+    top = name.split(".")[0]
+    if top.startswith("tensorflow") or top in ("tf_keras", "keras") or name in repo_modules or (
+        name.rsplit(".", 1)[0] in repo_modules and top in _packages()):
+      return True
+  return True
+
+
+def test_every_command_imports_tensorflow_through_tf_startup():
+  trees = _repo_modules()
+  commands = [m for m, tree in trees.items()
+              if _is_script(tree) and m not in ("modeling", "tokenization", "optimization")]
+  assert len(commands) > 20
+  late = [m for m in commands if _imports_tensorflow_before_startup(trees[m], trees)]
+  assert not late, "import realformer_tf.tf_startup before TensorFlow in: %s" % late
+  def parsed(source):
+    return ast.parse(textwrap.dedent(source))
+  assert _imports_tensorflow_before_startup(parsed("import tensorflow as tf\n"
+                                                   "from realformer_tf import tf_startup\n"), trees)
+  assert _imports_tensorflow_before_startup(parsed("from realformer_tf import common\n"), trees)
+  assert not _imports_tensorflow_before_startup(parsed("import os\nfrom absl import app\n"
+                                                       "from realformer_tf import tf_startup\n"
+                                                       "import tensorflow as tf\n"), trees)

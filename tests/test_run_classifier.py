@@ -18,6 +18,7 @@ import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, shared_path, start_tool
 from conftest import last_error_line, write_random_bert_checkpoint
+from test_repo import FLAG_READERS, _flag_reads
 
 from realformer_tf import checkpoint_utils
 from realformer_tf import classifier_features as cf
@@ -1239,9 +1240,6 @@ def test_padding_longest_trains_the_same_weights(tmp_path, vocab_file):
 # ----------------------------------------------------------------------------------------------
 # The module: the official API and the job; flags read in main; moved names named.
 
-# Functions of run_classifier.py that may read FLAGS: main, the flag definitions and checks, run()
-# and job_settings (which builds the JobSettings the job reads).
-FLAG_READERS = re.compile(r"^(main|define_flags|run|job_settings|_check\w*_flags)$")
 # The official google-research/bert names a user's code imports from run_classifier.
 OFFICIAL_NAMES = (
     "InputExample", "PaddingInputExample", "InputFeatures", "DataProcessor", "XnliProcessor",
@@ -1251,23 +1249,6 @@ OFFICIAL_NAMES = (
     "_truncate_seq_pair", "flags", "FLAGS")
 # Ours, documented for users' scripts (docs/fine_tuning.md).
 USER_NAMES = ("register_processor", "run", "define_flags")
-
-
-def _flag_reads(source):
-  """[(top-level definition, line)] of every read of FLAGS (or flags.FLAGS) in `source`, the
-  module-level `FLAGS = flags.FLAGS` aside; "<module>" for module-level statements."""
-  reads = []
-  for node in ast.parse(source).body:
-    owner = getattr(node, "name", "<module>")
-    defines_flags = (isinstance(node, ast.Assign) and
-                     [getattr(t, "id", None) for t in node.targets] == ["FLAGS"])
-    for sub in ast.walk(node):
-      if defines_flags:
-        break
-      if (isinstance(sub, ast.Name) and sub.id == "FLAGS" and isinstance(sub.ctx, ast.Load) or
-          isinstance(sub, ast.Attribute) and sub.attr == "FLAGS"):
-        reads.append((owner, sub.lineno))
-  return reads
 
 
 def test_only_main_and_the_flag_checks_read_flags():

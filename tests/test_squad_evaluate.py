@@ -223,7 +223,7 @@ def test_cli(tmp_path):
   pred_file.write_text(json.dumps(preds))
   na_file = tmp_path / "na.json"
   na_file.write_text(json.dumps(na_probs))
-  out_file = tmp_path / "eval.json"
+  out_file = tmp_path / "new_folder" / "eval.json"  # a folder that does not exist yet
   bad_file = tmp_path / "bad.json"
   bad_file.write_text("{not json")
   proc = run_tool("squad_evaluate.py", [
@@ -233,7 +233,7 @@ def test_cli(tmp_path):
   assert written == json.loads(proc.stdout)
   assert written["best_f1_thresh"] == pytest.approx(0.5)
   assert written["exact"] == pytest.approx(50.0)
-  assert not [p for p in os.listdir(tmp_path) if ".tmp-" in p]
+  assert not [p for p in os.listdir(out_file.parent) if ".tmp-" in p]
   proc = run_tool("squad_evaluate.py", [data_file, bad_file], expect_rc=2, timeout=120)
   assert last_error_line(proc).startswith(
       "error: predictions file %s: not valid JSON" % bad_file)

@@ -4,7 +4,8 @@ TensorFlow").
 These tests run in both environments:
 - TF 2.15 (`.venv`): the Estimator is there and the scripts do not refuse to run.
 - The newest TF (`.venv-tf-latest`, `bash run.sh test-latest`): the training scripts stop with one
-  line naming the TF 2.15 environment; the tools that need no training loop (extract_features,
+  line naming the TF 2.15 environment (run_classifier.py and run_pretraining.py train there with
+  realformer_tf.tf2_training: tests/test_tf2_training.py); the tools that need no training loop (extract_features,
   predict_masked, export_hub) give the same outputs as on TF 2.15 from the same checkpoint; and
   SavedModels exported on TF 2.15 load and answer identically. The TF 2.15 side runs in a
   subprocess with the interpreter that $REALFORMER_TF215_PYTHON names (run.sh sets it).
@@ -19,15 +20,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR, last_error_line, run_tool, tool_env
+from conftest import REPO_DIR, last_error_line, run_tool, tf215_python, tool_env
 import convert_hf_checkpoint
 from realformer_tf import estimator_utils
 import numpy_bert
 
-TF215_PYTHON_ENV = "REALFORMER_TF215_PYTHON"
 NEWEST_TF = not estimator_utils.has_estimator()
-# One training script, one fine-tuning script and a driver (all call require_estimator first).
-ESTIMATOR_SCRIPTS = ("run_pretraining.py", "run_classifier.py", "run_demo.py")
+# Two fine-tuning scripts and a driver (all call require_estimator first).
+ESTIMATOR_SCRIPTS = ("run_squad.py", "run_ner.py", "run_demo.py")
 CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
           "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
           "type_vocab_size": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
@@ -74,13 +74,8 @@ np.savez(out_file, probabilities=text["probabilities"].numpy(),
 
 
 def _tf215_python():
-  """The TF 2.15 interpreter, or a skip when this is not the newest-TF run."""
-  if not NEWEST_TF:
-    pytest.skip("compares TF 2.15 with the newest TF: runs in `bash run.sh test-latest`")
-  python = os.environ.get(TF215_PYTHON_ENV)
-  if not python or not os.path.exists(python):
-    pytest.skip("needs $%s (the TF 2.15 interpreter; run.sh sets it)" % TF215_PYTHON_ENV)
-  return python
+  """The TF 2.15 interpreter, or a skip when this is not the newest-TF run (conftest)."""
+  return tf215_python()
 
 
 def _run(python, script, args, timeout=300):
@@ -225,3 +220,39 @@ def test_classifier_exported_by_run_classifier_on_tf215_answers_identically(mode
   np.testing.assert_allclose(old["ids_probabilities"], new["ids_probabilities"], atol=1e-5)
   assert old["names"].tolist() == new["names"].tolist()
   assert set(new["names"].tolist()) <= {"0", "1"}
+
+
+def test_saved_model_exported_on_tf215_fails_wrong_requests_on_the_newest_tf(model, tmp_path,
+                                                                            vocab_file):
+  """The encoder exported on TF 2.15, served on the newest TF: a request of the wrong dtype,
+  rank or range fails with an error naming the problem (never a silent answer); an empty
+  batch answers an empty batch (docs/serving.md, "What the signatures accept")."""
+  python215 = _tf215_python()
+  export_dir = tmp_path / "hub"
+  _run(python215, "export_hub.py",
+       ["--mode=encoder", "--export_dir=%s" % export_dir,
+        "--bert_config_file=%s" % (model / "bert_config.json"),
+        "--init_checkpoint=%s" % (model / "model.ckpt"), "--vocab_file=%s" % vocab_file])
+  serve = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
+  ids = np.array([[101, 2009, 2001, 102, 0, 0]] * 2, np.int32)
+  good = {"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
+          "input_type_ids": 0 * ids}
+
+  def call(**changes):
+    return serve(**{k: tf.constant(v) for k, v in dict(good, **changes).items()})
+
+  assert call()["pooled_output"].shape == (2, CONFIG["hidden_size"])
+  assert call(**{k: v[:0] for k, v in good.items()})["pooled_output"].shape == (0, 32)
+  wrong = [
+      (dict((k, v.astype(np.int64)) for k, v in good.items()), "expected to be a int32 tensor"),
+      (dict(input_type_ids=good["input_type_ids"] + 2),
+       r"input_type_ids must be in \[0, type_vocab_size=2\)"),
+      (dict(input_word_ids=good["input_word_ids"] - 1),
+       r"input_word_ids must be in \[0, vocab_size=30522\)"),
+      (dict((k, np.ones([1, 65], np.int32)) for k in good),
+       "the sequence length must be <= max_position_embeddings=64"),
+      (dict((k, v[0]) for k, v in good.items()), ""),  # 1-D: TF checks no signature's rank
+  ]
+  for changes, message in wrong:
+    with pytest.raises(tf.errors.InvalidArgumentError, match=message):
+      call(**changes)

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Writes translation TFRecords from line-aligned parallel text (the ids of docs/NMT_MODEL.md).
+r"""Writes translation TFRecords from line-aligned parallel text (the ids of docs/translation.md).
 
 Line i of --source_file is the translation of line i of --target_file (plain or gzip text, read
 transparently). Each pair becomes one tf.train.Example with two variable-length int64 features
@@ -15,10 +15,10 @@ source and target text first (realformer_tf.vocab_building.build_sentencepiece w
 layout: case preserved, one thread, deterministic) and written to --spm_model, so a rerun reuses
 it.
 
-  python -m translation.create_translation_data \\
-      --source_file=../shared/data/nmt/multi30k/train.en.gz \\
-      --target_file=../shared/data/nmt/multi30k/train.de.gz \\
-      --spm_model=output/nmt/spm_en_de.model --train_spm_vocab_size=8000 \\
+  python -m translation.create_translation_data \
+      --source_file=../shared/data/nmt/multi30k/train.en.gz \
+      --target_file=../shared/data/nmt/multi30k/train.de.gz \
+      --spm_model=output/nmt/spm_en_de.model --train_spm_vocab_size=8000 \
       --output_file=output/nmt/train.tfrecord --max_length=128
 
 Misaligned files are an error: when the two files have different line counts (one deleted
@@ -55,6 +55,7 @@ import time
 from absl import app
 from absl import flags
 from absl import logging
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import common
@@ -346,10 +347,21 @@ def unequal_lines_allowed(allow_unequal_lines, strict, strict_given):
   return allow_unequal_lines or not strict
 
 
-def _spm_model(input_files, log_fn):
-  """The SentencePiece model of --spm_model, trained first when it is missing (see the flags)."""
-  path = FLAGS.spm_model
-  size = FLAGS.train_spm_vocab_size
+def _spm_model(input_files, log_fn, path, size, algorithm, max_line_chars, max_bad_fraction):
+  """The SentencePiece model of --spm_model, trained first when it is missing (see the flags).
+
+  Args:
+    input_files: the source and target text (training a model).
+    log_fn: function of one string.
+    path: --spm_model.
+    size: --train_spm_vocab_size (0: the model must exist).
+    algorithm: --spm_algorithm.
+    max_line_chars: --max_line_chars.
+    max_bad_fraction: --max_bad_fraction.
+
+  Returns:
+    the loaded SentencePiece model.
+  """
   if tf.io.gfile.exists(path):
     sp = translation_records.load_spm(path)
     if size and sp.get_piece_size() != size:
@@ -366,9 +378,9 @@ def _spm_model(input_files, log_fn):
   if os.path.dirname(path):
     tf.io.gfile.makedirs(os.path.dirname(path))
   vocab_building.build_sentencepiece(
-      input_files, size, path, do_lower_case=False, algorithm=FLAGS.spm_algorithm,
-      log_fn=log_fn, max_line_chars=FLAGS.max_line_chars,
-      max_bad_fraction=FLAGS.max_bad_fraction, id_layout="nmt",
+      input_files, size, path, do_lower_case=False, algorithm=algorithm,
+      log_fn=log_fn, max_line_chars=max_line_chars,
+      max_bad_fraction=max_bad_fraction, id_layout="nmt",
       flag_name="train_spm_vocab_size")
   return translation_records.load_spm(path)
 
@@ -397,7 +409,8 @@ def main(_):
   common.check_not_input(FLAGS.output_file, [FLAGS.spm_model, summary_file])
   text_input.check_text_inputs([FLAGS.source_file], "source_file")
   text_input.check_text_inputs([FLAGS.target_file], "target_file")
-  sp = _spm_model(input_files, logging.info)
+  sp = _spm_model(input_files, logging.info, FLAGS.spm_model, FLAGS.train_spm_vocab_size,
+                  FLAGS.spm_algorithm, FLAGS.max_line_chars, FLAGS.max_bad_fraction)
   for path in (FLAGS.output_file, summary_file):
     for removed in common.remove_stale_temps(path):
       logging.info("removed %s (left by an earlier run)", removed)

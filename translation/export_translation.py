@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Exports a translation checkpoint (nmt_modeling.py) as a raw-text SavedModel.
+r"""Exports a translation checkpoint (nmt_modeling.py) as a raw-text SavedModel.
 
 The SavedModel does everything run_translation.py --do_predict does, inside the graph: source
 strings -> SentencePiece pieces + eos -> encoder and beam search (greedy for beam_size 1) over
@@ -32,6 +32,7 @@ SentencePiece ops):
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import tensorflow as tf
 
 from realformer_tf import common

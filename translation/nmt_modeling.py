@@ -5,7 +5,7 @@ The paper's second system (Section 4.2, Table 7): ADMIN (Liu et al. 2020) as the
 with three independent skip paths over attention scores: encoder self-attention ([batch, heads,
 src, src]), decoder self-attention ([batch, heads, tgt, tgt]) and encoder-decoder attention
 ([batch, heads, tgt, src]); each hands its raw scores to the same kind of attention in the next
-layer. The exact math and every variable name are in docs/NMT_MODEL.md;
+layer. The exact math and every variable name are in docs/translation.md;
 tests/translation/numpy_nmt.py is an independent float64 reference of it.
 
 Built from modeling.py's pieces (dense_layer, layer_norm, dropout, scaled_dot_product_attention,
@@ -54,7 +54,7 @@ _ACTIVATIONS = ("relu", "gelu")
 
 
 class NmtConfig(object):
-  """Configuration of the translation Transformer (docs/NMT_MODEL.md)."""
+  """Configuration of the translation Transformer (docs/translation.md)."""
 
   def __init__(self,
                vocab_size,
@@ -250,7 +250,7 @@ def output_logits(config, hidden):
 
 # ----------------------------------------------------------------------------- ADMIN
 class AdminProfiler(object):
-  """Computes ADMIN's omegas in-graph during one forward pass (docs/NMT_MODEL.md).
+  """Computes ADMIN's omegas in-graph during one forward pass (docs/translation.md).
 
   `omega()` gives the current r for the next sub-layer; `update(x, omega, fx)` sets
   r = sqrt(Var[x * omega] + Var[f(x)]) over the elements of the non-padding positions.
@@ -692,7 +692,7 @@ def admin_profile_tensors(config, source_ids, target_input_ids):
 
 
 def profile_document(config, omegas, seed=None):
-  """The JSON document of a profile (docs/NMT_MODEL.md).
+  """The JSON document of a profile (docs/translation.md).
 
   Args:
     config: NmtConfig.

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""Trains, evaluates, decodes and scores the translation RealFormer (nmt_modeling.py).
+r"""Trains, evaluates, decodes and scores the translation RealFormer (nmt_modeling.py).
 
     python -m translation.create_translation_data ...  # text -> TFRecords (+ joint SentencePiece)
     python -m translation.run_translation --do_train --train_file=train.tfrecord \
@@ -29,6 +29,7 @@ line before any work, unless --allow_random_eval (evaluation and decoding only).
 the checkpoint and its global step (eval_results, bleu.json, translations.txt.checkpoint.json).
 """
 
+import collections
 import gzip
 import json
 import os
@@ -36,6 +37,7 @@ import time
 
 from absl import app
 from absl import flags
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 import numpy as np
 import tensorflow as tf
 
@@ -43,6 +45,7 @@ from realformer_tf import checkpoint_utils
 from realformer_tf import common
 from realformer_tf import estimator_utils
 from realformer_tf import export_utils
+from realformer_tf import model_config
 import optimization
 from translation import decoding
 from translation import nmt_modeling
@@ -80,7 +83,7 @@ def define_flags():
   """Defines the flags (called under __main__ so that every module imports together)."""
   estimator_utils.define_estimator_flags()
   flags.DEFINE_string("config_file", None,
-                      "NmtConfig JSON (docs/NMT_MODEL.md); a job with a checkpoint reuses the "
+                      "NmtConfig JSON (docs/translation.md); a job with a checkpoint reuses the "
                       "output_dir's nmt_config.json.")
   flags.DEFINE_enum("residual_attention", None, ["none", "sum", "mean"],
                     "Overrides residual_attention of --config_file (all three chains).")
@@ -143,7 +146,7 @@ def load_nmt_config(output_dir, config_file, overrides):
   saved = os.path.join(output_dir, CONFIG_NAME) if output_dir else None
   has_checkpoint = bool(output_dir and tf.io.gfile.isdir(output_dir)
                         and tf1.train.latest_checkpoint(output_dir))
-  path, flag = config_file, "config_file"
+  path, flag = model_config.shipped_config_path(config_file), "config_file"
   if not path:
     if not (saved and tf.io.gfile.exists(saved)):
       common.fail("--config_file is required (no %s in --output_dir)" % CONFIG_NAME)
@@ -278,28 +281,28 @@ def make_admin_profile(config, input_fn, seed, path):
   return {"encoder": document["encoder"], "decoder": document["decoder"]}
 
 
-def resolve_admin_profile(config, train_input_fn, resume_step):
+def resolve_admin_profile(settings, config, train_input_fn, resume_step):
   """The omega initial values of an ADMIN job (None for other layer-norm types).
 
   A given --admin_profile is checked against the config and seed; otherwise a new job profiles
   (make_admin_profile) and a resumed one rereads output_dir's profile (its omegas are in the
   checkpoint anyway). With --init_checkpoint the checkpoint's omegas are used.
   """
-  if config.layer_norm_type != "admin" or FLAGS.init_checkpoint:
+  if config.layer_norm_type != "admin" or settings.init_checkpoint:
     return None
-  path = FLAGS.admin_profile or os.path.join(FLAGS.output_dir, PROFILE_NAME)
-  if FLAGS.admin_profile or tf.io.gfile.exists(path):
+  path = settings.admin_profile or os.path.join(settings.output_dir, PROFILE_NAME)
+  if settings.admin_profile or tf.io.gfile.exists(path):
     common.require_file(path, "admin_profile")
     try:
-      return nmt_modeling.read_admin_profile(path, config, seed=FLAGS.seed)
+      return nmt_modeling.read_admin_profile(path, config, seed=settings.seed)
     except ValueError as e:
-      common.fail("--admin_profile=%s" % e if FLAGS.admin_profile else str(e))
+      common.fail("--admin_profile=%s" % e if settings.admin_profile else str(e))
   if resume_step:
     tf1.logging.warning("%s is missing; the checkpoint's omegas are used", path)
     return None
   if train_input_fn is None:
     return None
-  return make_admin_profile(config, train_input_fn, FLAGS.seed, path)
+  return make_admin_profile(config, train_input_fn, settings.seed, path)
 
 
 # ----------------------------------------------------------------------------- training
@@ -343,42 +346,44 @@ class TokenProgressHook(tf1.train.SessionRunHook):
                        prefix="train: step ")
 
 
-def train(config, train_files, resume_step):
+def train(settings, config, train_files, resume_step):
   """Profiles (ADMIN), then trains to the target step; returns the train summary dict."""
-  if FLAGS.num_train_steps:
-    num_train_steps = FLAGS.num_train_steps
+  if settings.num_train_steps:
+    num_train_steps = settings.num_train_steps
     epoch_batches = None
   else:
-    epoch_batches = translation_input.count_epoch_batches(train_files, FLAGS.max_tokens,
-                                                          FLAGS.max_length)
-    num_train_steps = max(1, int(round(epoch_batches * FLAGS.num_train_epochs
-                                       / FLAGS.gradient_accumulation_steps)))
-    if FLAGS.save_every_epoch and not FLAGS["save_checkpoints_steps"].present:
-      FLAGS.save_checkpoints_steps = epoch_batches
+    epoch_batches = translation_input.count_epoch_batches(train_files, settings.max_tokens,
+                                                          settings.max_length)
+    num_train_steps = max(1, int(round(epoch_batches * settings.num_train_epochs
+                                       / settings.gradient_accumulation_steps)))
+    if settings.save_every_epoch and not settings.save_checkpoints_steps_given:
+      # The estimators' RunConfig reads it from the flag values.
+      settings.flag_values.save_checkpoints_steps = epoch_batches
     tf1.logging.info("One epoch = %d batches of <= %d tokens: %d updates for %g epochs",
-                     epoch_batches, FLAGS.max_tokens, num_train_steps, FLAGS.num_train_epochs)
-  total_global_steps = num_train_steps * FLAGS.gradient_accumulation_steps
+                     epoch_batches, settings.max_tokens, num_train_steps, settings.num_train_epochs)
+  total_global_steps = num_train_steps * settings.gradient_accumulation_steps
   input_fn = translation_input.input_fn_builder(
-      train_files, FLAGS.max_tokens, FLAGS.max_length, is_training=True, seed=FLAGS.seed,
-      use_tpu=FLAGS.use_tpu,
-      skip_batches=estimator_utils.resume_skip_batches(resume_step, FLAGS))
+      train_files, settings.max_tokens, settings.max_length, is_training=True, seed=settings.seed,
+      use_tpu=settings.use_tpu,
+      skip_batches=estimator_utils.resume_skip_batches(resume_step, settings.flag_values))
   profile_input_fn = translation_input.input_fn_builder(
-      train_files, FLAGS.max_tokens, FLAGS.max_length, is_training=True, seed=FLAGS.seed)
-  admin_profile = resolve_admin_profile(config, profile_input_fn, resume_step)
-  with common.atomic_output(os.path.join(FLAGS.output_dir, CONFIG_NAME)) as f:
+      train_files, settings.max_tokens, settings.max_length, is_training=True, seed=settings.seed)
+  admin_profile = resolve_admin_profile(settings, config, profile_input_fn, resume_step)
+  with common.atomic_output(os.path.join(settings.output_dir, CONFIG_NAME)) as f:
     f.write(config.to_json_string())
   model_fn = model_fn_builder(
-      config, init_checkpoint=FLAGS.init_checkpoint, admin_profile=admin_profile,
-      allow_unmatched_init=FLAGS.allow_unmatched_init,
-      learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
-      num_warmup_steps=FLAGS.warmup_steps, lr_schedule=FLAGS.lr_schedule,
-      label_smoothing=FLAGS.label_smoothing,
-      gradient_accumulation_steps=FLAGS.gradient_accumulation_steps, clip_norm=FLAGS.clip_norm,
-      adam_beta2=FLAGS.adam_beta2, adam_epsilon=FLAGS.adam_epsilon,
-      weight_decay=FLAGS.weight_decay, use_tpu=FLAGS.use_tpu)
-  batch_size = max(1, FLAGS.max_tokens // FLAGS.max_length)  # fixed-shape (TPU) batches only
-  estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir, batch_size,
-                                             supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+      config, init_checkpoint=settings.init_checkpoint, admin_profile=admin_profile,
+      allow_unmatched_init=settings.allow_unmatched_init,
+      learning_rate=settings.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=settings.warmup_steps, lr_schedule=settings.lr_schedule,
+      label_smoothing=settings.label_smoothing,
+      gradient_accumulation_steps=settings.gradient_accumulation_steps,
+      clip_norm=settings.clip_norm,
+      adam_beta2=settings.adam_beta2, adam_epsilon=settings.adam_epsilon,
+      weight_decay=settings.weight_decay, use_tpu=settings.use_tpu)
+  batch_size = max(1, settings.max_tokens // settings.max_length)  # fixed-shape (TPU) batches only
+  estimator = estimator_utils.make_estimator(model_fn, settings.flag_values, settings.output_dir,
+                                             batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
   hook = TokenProgressHook(total_global_steps)
   start = time.time()
   estimator.train(input_fn=input_fn, max_steps=total_global_steps,
@@ -387,13 +392,14 @@ def train(config, train_files, resume_step):
   return {"num_train_steps": num_train_steps, "global_step_target": total_global_steps,
           "epoch_batches": epoch_batches, "train_seconds": round(time.time() - start, 1),
           "target_tokens_per_second": hook.tokens_per_second,
-          "global_step": estimator_utils.latest_global_step(FLAGS.output_dir)}
+          "global_step": estimator_utils.latest_global_step(settings.output_dir)}
 
 
-def evaluate(config, checkpoint, dev_files):
+def evaluate(settings, config, checkpoint, dev_files):
   """Dev loss and perplexity per target token (no label smoothing) of `checkpoint`.
 
   Args:
+    settings: JobSettings of job_settings.
     config: NmtConfig.
     checkpoint: checkpoint prefix, or None for randomly initialised weights (--allow_random_eval).
     dev_files: the dev TFRecords.
@@ -401,13 +407,13 @@ def evaluate(config, checkpoint, dev_files):
   Returns:
     dict: eval_nll_per_token, eval_perplexity, checkpoint (the prefix evaluated), global_step.
   """
-  model_fn = model_fn_builder(config, use_tpu=FLAGS.use_tpu)
-  batch_size = max(1, FLAGS.max_tokens // FLAGS.max_length)
-  estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir, batch_size,
-                                             batch_size,
+  model_fn = model_fn_builder(config, use_tpu=settings.use_tpu)
+  batch_size = max(1, settings.max_tokens // settings.max_length)
+  estimator = estimator_utils.make_estimator(model_fn, settings.flag_values, settings.output_dir,
+                                             batch_size, batch_size,
                                              supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-  input_fn = translation_input.input_fn_builder(dev_files, FLAGS.max_tokens, FLAGS.max_length,
-                                                is_training=False, use_tpu=FLAGS.use_tpu)
+  input_fn = translation_input.input_fn_builder(dev_files, settings.max_tokens, settings.max_length,
+                                                is_training=False, use_tpu=settings.use_tpu)
   results = estimator.evaluate(input_fn=input_fn, checkpoint_path=checkpoint)
   nll = float(results["eval_nll_per_token"])
   return {"eval_nll_per_token": nll, "eval_perplexity": float(np.exp(nll)),
@@ -462,10 +468,11 @@ def predict_input_fn_builder(source_ids, batch_size):
   return input_fn
 
 
-def translate_lines(config, checkpoint, sp, lines):
+def translate_lines(settings, config, checkpoint, sp, lines):
   """Translates sentences with the Estimator.
 
   Args:
+    settings: JobSettings of job_settings.
     config: NmtConfig.
     checkpoint: checkpoint prefix, or None for randomly initialised weights.
     sp: the SentencePiece model.
@@ -475,24 +482,24 @@ def translate_lines(config, checkpoint, sp, lines):
     (translations, num_cut, num_sources_cut): detokenised translations in input order, how many
     reached --max_decode_length without eos, how many sources were cut to --max_source_length.
   """
-  source_ids, sources_cut = encode_sources(sp, lines, FLAGS.max_source_length)
+  source_ids, sources_cut = encode_sources(sp, lines, settings.max_source_length)
   if sources_cut:
     tf1.logging.warning("%d of %d sources are longer than --max_source_length=%d ids: decoding "
                         "their first %d pieces", sources_cut, len(lines),
-                        FLAGS.max_source_length, FLAGS.max_source_length - 1)
-  model_fn = model_fn_builder(config, use_tpu=False, beam_size=FLAGS.beam_size,
-                              length_penalty=FLAGS.length_penalty,
-                              max_decode_length=FLAGS.max_decode_length)
-  estimator = estimator_utils.make_estimator(model_fn, FLAGS, FLAGS.output_dir,
-                                             FLAGS.predict_batch_size,
-                                             predict_batch_size=FLAGS.predict_batch_size,
+                        settings.max_source_length, settings.max_source_length - 1)
+  model_fn = model_fn_builder(config, use_tpu=False, beam_size=settings.beam_size,
+                              length_penalty=settings.length_penalty,
+                              max_decode_length=settings.max_decode_length)
+  estimator = estimator_utils.make_estimator(model_fn, settings.flag_values, settings.output_dir,
+                                             settings.predict_batch_size,
+                                             predict_batch_size=settings.predict_batch_size,
                                              supported_flags=SUPPORTED_MODEL_FN_FLAGS)
   translations = [None] * len(lines)
   meter = common.ProgressMeter(len(lines), unit="sentences", log_fn=tf1.logging.info)
   cut = 0
   done = 0
   for prediction in estimator.predict(
-      predict_input_fn_builder(source_ids, FLAGS.predict_batch_size),
+      predict_input_fn_builder(source_ids, settings.predict_batch_size),
       checkpoint_path=checkpoint, yield_single_examples=True):
     length = int(prediction["length"])
     ids = [int(i) for i in prediction["ids"][:length]]
@@ -508,23 +515,23 @@ def translate_lines(config, checkpoint, sp, lines):
   common.STOP_SIGNALS.exit_if_stopped()
   if cut:
     tf1.logging.warning("%d of %d translations reached --max_decode_length=%d without eos",
-                        cut, len(lines), FLAGS.max_decode_length)
+                        cut, len(lines), settings.max_decode_length)
   return translations, cut, sources_cut
 
 
-def predict(config, checkpoint, sp):
+def predict(settings, config, checkpoint, sp):
   """Writes the translations (and bleu.json with references); returns the results dict."""
-  lines = read_lines(FLAGS.predict_source_file, "predict_source_file")
+  lines = read_lines(settings.predict_source_file, "predict_source_file")
   references = None
-  if FLAGS.predict_reference_file:
-    references = read_lines(FLAGS.predict_reference_file, "predict_reference_file")
+  if settings.predict_reference_file:
+    references = read_lines(settings.predict_reference_file, "predict_reference_file")
     if len(references) != len(lines):
       common.fail("--predict_reference_file=%s: %d lines, --predict_source_file has %d" % (
-          FLAGS.predict_reference_file, len(references), len(lines)))
+          settings.predict_reference_file, len(references), len(lines)))
   start = time.time()
-  translations, cut, sources_cut = translate_lines(config, checkpoint, sp, lines)
+  translations, cut, sources_cut = translate_lines(settings, config, checkpoint, sp, lines)
   seconds = time.time() - start
-  output = predict_output_path()
+  output = predict_output_path(settings)
   parent = os.path.dirname(output)
   if parent:
     tf.io.gfile.makedirs(parent)
@@ -539,15 +546,15 @@ def predict(config, checkpoint, sp):
                    len(translations) / max(seconds, 1e-9))
   results = {"num_sentences": len(lines), "num_cut_at_max_decode_length": cut,
              "num_sources_cut_at_max_source_length": sources_cut,
-             "max_source_length": FLAGS.max_source_length,
-             "decode_seconds": round(seconds, 1), "beam_size": FLAGS.beam_size,
-             "length_penalty": FLAGS.length_penalty}
+             "max_source_length": settings.max_source_length,
+             "decode_seconds": round(seconds, 1), "beam_size": settings.beam_size,
+             "length_penalty": settings.length_penalty}
   results.update(record)
   if references is not None:
     scores = translation_metrics.score_translations(translations, references,
-                                                    FLAGS.target_language)
+                                                    settings.target_language)
     scores.update(results)
-    translation_metrics.write_bleu_json(os.path.join(FLAGS.output_dir, BLEU_NAME), scores)
+    translation_metrics.write_bleu_json(os.path.join(settings.output_dir, BLEU_NAME), scores)
     tf1.logging.info("BLEU %s", json.dumps({k: v for k, v in scores.items()
                                             if "bleu" in k.lower() or "chrf" in k.lower()}))
     return scores
@@ -589,21 +596,22 @@ def _check_flags():
     common.fail("--learning_rate must be > 0, got %g" % FLAGS.learning_rate)
 
 
-def check_resume(config):
+def check_resume(settings, config):
   """The output_dir's checkpoint step; one line if it holds a model of other shapes."""
-  return estimator_utils.check_resume_shapes(FLAGS.output_dir, {
+  return estimator_utils.check_resume_shapes(settings.output_dir, {
       "embeddings/word_embeddings": [config.vocab_size, config.hidden_size],
       "encoder/layer_0/intermediate/dense/kernel": [config.hidden_size,
                                                     config.intermediate_size]})
 
 
-def _weights_actions():
+def _weights_actions(settings):
   """The actions of this job that read trained weights, as the user typed them."""
-  return [name for name, on in (("--do_eval", FLAGS.do_eval), ("--do_predict", FLAGS.do_predict),
-                                ("--export_dir", FLAGS.export_dir)) if on]
+  return [name for name, on in (("--do_eval", settings.do_eval),
+                                ("--do_predict", settings.do_predict),
+                                ("--export_dir", settings.export_dir)) if on]
 
 
-def resolve_checkpoint_flag(config):
+def resolve_checkpoint_flag(settings, config):
   """The checkpoint --do_eval / --do_predict / --export_dir read, checked before any work.
 
   --checkpoint (prefix or directory); else the output_dir's latest; else --init_checkpoint.
@@ -614,25 +622,26 @@ def resolve_checkpoint_flag(config):
   line (check_checkpoint).
 
   Args:
+    settings: JobSettings of job_settings.
     config: the job's NmtConfig.
 
   Returns:
     The checkpoint prefix; None for randomly initialised weights or when it is resolved after
     training.
   """
-  if FLAGS.checkpoint:
-    flag_name, path = "checkpoint", FLAGS.checkpoint
-  elif FLAGS.do_train:
+  if settings.checkpoint:
+    flag_name, path = "checkpoint", settings.checkpoint
+  elif settings.do_train:
     return None
   else:
-    sources = [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)]
-    if FLAGS.export_dir and not any(checkpoint_utils.is_checkpoint(p) for _, p in sources):
+    sources = [("output_dir", settings.output_dir), ("init_checkpoint", settings.init_checkpoint)]
+    if settings.export_dir and not any(checkpoint_utils.is_checkpoint(p) for _, p in sources):
       common.fail("--export_dir=%s: no trained weights to export (no checkpoint in %s); give "
-                  "--checkpoint" % (FLAGS.export_dir, ", ".join(
+                  "--checkpoint" % (settings.export_dir, ", ".join(
                       "--%s=%s" % (name, path) for name, path in sources if path)))
     found = checkpoint_utils.require_trained_weights(
-        " and ".join(_weights_actions()), sources, allow_random_eval=FLAGS.allow_random_eval,
-        give_flag="checkpoint")
+        " and ".join(_weights_actions(settings)), sources,
+        allow_random_eval=settings.allow_random_eval, give_flag="checkpoint")
     if found is None:
       return None
     flag_name, path = found
@@ -642,16 +651,16 @@ def resolve_checkpoint_flag(config):
   return prefix
 
 
-def predict_output_path():
+def predict_output_path(settings):
   """--predict_output_file, else output_dir/translations.txt."""
-  return FLAGS.predict_output_file or os.path.join(FLAGS.output_dir, TRANSLATIONS_NAME)
+  return settings.predict_output_file or os.path.join(settings.output_dir, TRANSLATIONS_NAME)
 
 
 def check_predict_output(output, inputs, results):
   """One line when the translations file cannot be written or would replace a file of the job.
 
   Args:
-    output: the translations file (predict_output_path()).
+    output: the translations file (predict_output_path(settings)).
     inputs: files and directories the job reads (sources, references, the SentencePiece model,
       configs, checkpoint files: checkpoint_utils.checkpoint_files).
     results: other files the job writes (bleu.json, eval results, ...).
@@ -671,7 +680,7 @@ def job_inputs(fv, checkpoint):
   """The files and directories a job reads besides its TFRecords (for check_predict_output).
 
   Args:
-    fv: the flag values (FLAGS, or any object with the same attributes).
+    fv: the job's JobSettings (or FLAGS, or any object with the same attributes).
     checkpoint: the checkpoint prefix the job decodes (None: resolved after training).
 
   Returns:
@@ -690,6 +699,86 @@ def job_inputs(fv, checkpoint):
   return inputs
 
 
+JobSettings = collections.namedtuple("JobSettings", [
+    # Inputs and outputs.
+    "output_dir", "train_file", "dev_file", "predict_source_file", "predict_reference_file",
+    "predict_output_file", "spm_model", "config_file", "init_checkpoint", "allow_unmatched_init",
+    "checkpoint", "allow_random_eval", "admin_profile", "export_dir", "overwrite",
+    # What the job does.
+    "do_train", "do_eval", "do_predict",
+    # The model's overrides of the config file.
+    "residual_attention", "layer_norm_type",
+    # Batches and the training schedule.
+    "max_tokens", "max_length", "num_train_steps", "num_train_epochs",
+    "gradient_accumulation_steps", "learning_rate", "warmup_steps", "lr_schedule",
+    "label_smoothing", "clip_norm", "adam_beta2", "adam_epsilon", "weight_decay", "seed", "use_tpu",
+    # Checkpoints: one per epoch unless --save_checkpoints_steps is given.
+    "save_every_epoch", "save_checkpoints_steps_given",
+    # Decoding.
+    "predict_batch_size", "beam_size", "length_penalty", "max_decode_length", "max_source_length",
+    "target_language",
+    # The whole flag set, for estimator_utils.make_estimator and resume_skip_batches only (train
+    # sets its save_checkpoints_steps to an epoch's batches, see save_every_epoch).
+    "flag_values",
+])
+
+
+def job_settings(flag_values):
+  """The values the job reads, from the parsed flags (after main's checks).
+
+  Args:
+    flag_values: the parsed flags (FLAGS).
+
+  Returns:
+    JobSettings.
+  """
+  return JobSettings(
+      output_dir=flag_values.output_dir,
+      train_file=flag_values.train_file,
+      dev_file=flag_values.dev_file,
+      predict_source_file=flag_values.predict_source_file,
+      predict_reference_file=flag_values.predict_reference_file,
+      predict_output_file=flag_values.predict_output_file,
+      spm_model=flag_values.spm_model,
+      config_file=flag_values.config_file,
+      init_checkpoint=flag_values.init_checkpoint,
+      allow_unmatched_init=flag_values.allow_unmatched_init,
+      checkpoint=flag_values.checkpoint,
+      allow_random_eval=flag_values.allow_random_eval,
+      admin_profile=flag_values.admin_profile,
+      export_dir=flag_values.export_dir,
+      overwrite=flag_values.overwrite,
+      do_train=flag_values.do_train,
+      do_eval=flag_values.do_eval,
+      do_predict=flag_values.do_predict,
+      residual_attention=flag_values.residual_attention,
+      layer_norm_type=flag_values.layer_norm_type,
+      max_tokens=flag_values.max_tokens,
+      max_length=flag_values.max_length,
+      num_train_steps=flag_values.num_train_steps,
+      num_train_epochs=flag_values.num_train_epochs,
+      gradient_accumulation_steps=flag_values.gradient_accumulation_steps,
+      learning_rate=flag_values.learning_rate,
+      warmup_steps=flag_values.warmup_steps,
+      lr_schedule=flag_values.lr_schedule,
+      label_smoothing=flag_values.label_smoothing,
+      clip_norm=flag_values.clip_norm,
+      adam_beta2=flag_values.adam_beta2,
+      adam_epsilon=flag_values.adam_epsilon,
+      weight_decay=flag_values.weight_decay,
+      seed=flag_values.seed,
+      use_tpu=flag_values.use_tpu,
+      save_every_epoch=flag_values.save_every_epoch,
+      save_checkpoints_steps_given=flag_values["save_checkpoints_steps"].present,
+      predict_batch_size=flag_values.predict_batch_size,
+      beam_size=flag_values.beam_size,
+      length_penalty=flag_values.length_penalty,
+      max_decode_length=flag_values.max_decode_length,
+      max_source_length=flag_values.max_source_length,
+      target_language=flag_values.target_language,
+      flag_values=flag_values)
+
+
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   estimator_utils.require_estimator()
@@ -697,39 +786,41 @@ def main(_):
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
   common.check_output_dir(FLAGS.output_dir)
+  settings = job_settings(FLAGS)
   # Every job takes the lock, evaluation-only ones too, before the directory's config or
   # checkpoint is read: beside a running training job an evaluation would score (and write
   # results for) whichever checkpoint happens to be the latest.
   with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
-    _checked_run()
+    _checked_run(settings)
 
 
-def _checked_run():
+def _checked_run(settings):
   """main's checks of the inputs and the directory (under its lock), then the job."""
-  config = load_nmt_config(FLAGS.output_dir, FLAGS.config_file,
-                           {"residual_attention": FLAGS.residual_attention,
-                            "layer_norm_type": FLAGS.layer_norm_type})
+  config = load_nmt_config(settings.output_dir, settings.config_file,
+                           {"residual_attention": settings.residual_attention,
+                            "layer_norm_type": settings.layer_norm_type})
   sp = None
-  if FLAGS.spm_model:
-    sp = translation_records.load_spm(FLAGS.spm_model)
+  if settings.spm_model:
+    sp = translation_records.load_spm(settings.spm_model)
     if sp.GetPieceSize() != config.vocab_size:
       common.fail("--spm_model=%s: %d pieces, the model's vocab_size is %d" % (
-          FLAGS.spm_model, sp.GetPieceSize(), config.vocab_size))
-  if FLAGS.init_checkpoint and not tf1.train.checkpoint_exists(FLAGS.init_checkpoint):
-    common.fail("--init_checkpoint=%s: no checkpoint there" % FLAGS.init_checkpoint)
-  if FLAGS.do_train and FLAGS.init_checkpoint:
-    check_init_checkpoint(config, FLAGS.init_checkpoint, FLAGS.allow_unmatched_init)
+          settings.spm_model, sp.GetPieceSize(), config.vocab_size))
+  if settings.init_checkpoint and not tf1.train.checkpoint_exists(settings.init_checkpoint):
+    common.fail("--init_checkpoint=%s: no checkpoint there" % settings.init_checkpoint)
+  if settings.do_train and settings.init_checkpoint:
+    check_init_checkpoint(config, settings.init_checkpoint, settings.allow_unmatched_init)
   # Which weights evaluation, decoding and export read: none, or another model's, stops here.
   checkpoint = None
-  if _weights_actions():
-    checkpoint = resolve_checkpoint_flag(config)
-  train_files = common.expand_input_files(FLAGS.train_file, "train_file") \
-      if FLAGS.do_train else []
-  dev_files = common.expand_input_files(FLAGS.dev_file, "dev_file") if FLAGS.do_eval else []
-  if FLAGS.do_predict:
-    check_predict_output(predict_output_path(), job_inputs(FLAGS, checkpoint) + train_files +
+  if _weights_actions(settings):
+    checkpoint = resolve_checkpoint_flag(settings, config)
+  train_files = common.expand_input_files(settings.train_file, "train_file") \
+      if settings.do_train else []
+  dev_files = common.expand_input_files(settings.dev_file, "dev_file") if settings.do_eval else []
+  if settings.do_predict:
+    check_predict_output(predict_output_path(settings), job_inputs(settings, checkpoint) +
+                         train_files +
                          dev_files,
-                         [os.path.join(FLAGS.output_dir, name) for name in (
+                         [os.path.join(settings.output_dir, name) for name in (
                              BLEU_NAME, SUMMARY_NAME, "eval_results.txt", "eval_results.json")])
   if train_files or dev_files:
     try:
@@ -737,38 +828,38 @@ def _checked_run():
                                                     vocab_size=config.vocab_size)
     except ValueError as e:
       common.fail(str(e))
-  if FLAGS.export_dir:
-    common.check_export_dir(FLAGS.export_dir, "export_dir", FLAGS.overwrite,
-                            [FLAGS.output_dir])
+  if settings.export_dir:
+    common.check_export_dir(settings.export_dir, "export_dir", settings.overwrite,
+                            [settings.output_dir])
   common.STOP_SIGNALS.install()
-  _run(config, sp, train_files, dev_files, checkpoint)
+  _run(settings, config, sp, train_files, dev_files, checkpoint)
 
 
-def _run(config, sp, train_files, dev_files, checkpoint):
+def _run(settings, config, sp, train_files, dev_files, checkpoint):
   """The job after main's checks: train, eval, predict, export (of `checkpoint`)."""
-  tf.io.gfile.makedirs(FLAGS.output_dir)
-  if FLAGS.do_train:
-    resume_step = check_resume(config)
-    summary = train(config, train_files, resume_step)
-    common.write_json_atomic(os.path.join(FLAGS.output_dir, SUMMARY_NAME), summary)
-    if not FLAGS.checkpoint:
-      checkpoint = tf1.train.latest_checkpoint(FLAGS.output_dir)
+  tf.io.gfile.makedirs(settings.output_dir)
+  if settings.do_train:
+    resume_step = check_resume(settings, config)
+    summary = train(settings, config, train_files, resume_step)
+    common.write_json_atomic(os.path.join(settings.output_dir, SUMMARY_NAME), summary)
+    if not settings.checkpoint:
+      checkpoint = tf1.train.latest_checkpoint(settings.output_dir)
   final = []
-  if FLAGS.do_eval:
-    results = evaluate(config, checkpoint, dev_files)
+  if settings.do_eval:
+    results = evaluate(settings, config, checkpoint, dev_files)
     tf1.logging.info("dev: %s", results)
-    final.append(lambda: estimator_utils.write_eval_results(FLAGS.output_dir, results))
-  if FLAGS.do_predict:
-    predict(config, checkpoint, sp)
+    final.append(lambda: estimator_utils.write_eval_results(settings.output_dir, results))
+  if settings.do_predict:
+    predict(settings, config, checkpoint, sp)
   common.STOP_SIGNALS.exit_if_stopped()
   for write in final:
     write()
-  if FLAGS.export_dir:
-    translation_serving.export(config, checkpoint, FLAGS.spm_model, FLAGS.export_dir,
-                               beam_size=FLAGS.beam_size, length_penalty=FLAGS.length_penalty,
-                               max_decode_length=FLAGS.max_decode_length,
-                               max_source_length=FLAGS.max_source_length,
-                               overwrite=FLAGS.overwrite, protected_paths=[FLAGS.output_dir])
+  if settings.export_dir:
+    translation_serving.export(config, checkpoint, settings.spm_model, settings.export_dir,
+                               beam_size=settings.beam_size, length_penalty=settings.length_penalty,
+                               max_decode_length=settings.max_decode_length,
+                               max_source_length=settings.max_source_length,
+                               overwrite=settings.overwrite, protected_paths=[settings.output_dir])
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ from realformer_tf import common
 
 tf1 = tf.compat.v1
 
-# The ids of docs/NMT_MODEL.md.
+# The ids of docs/translation.md.
 PAD_ID = 0
 BOS_ID = 2
 EOS_ID = 3

@@ -1,5 +1,5 @@
 # coding=utf-8
-"""The translation records (docs/NMT_MODEL.md) and the SentencePiece model that makes them.
+"""The translation records (docs/translation.md) and the SentencePiece model that makes them.
 
 A record is one tf.train.Example with two variable-length int64 features (FEATURE_NAMES):
 source_ids and target_ids, each the SentencePiece pieces of a sentence followed by eos, without
@@ -20,7 +20,7 @@ import tensorflow as tf
 
 from realformer_tf import common
 
-# The ids of docs/NMT_MODEL.md.
+# The ids of docs/translation.md.
 PAD_ID = 0
 UNK_ID = 1
 BOS_ID = 2

@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from realformer_tf import common
 from realformer_tf import export_utils
+from realformer_tf import model_config
 from translation import decoding
 from translation import nmt_modeling
 from translation import translation_records
@@ -85,7 +86,7 @@ class Translator(tf.Module):
   def encode_source(self, source):
     """Raw strings [batch] -> (int32 [batch, src], bool [batch]).
 
-    The ids are pieces + eos, 0-padded (docs/NMT_MODEL.md), cut to max_source_length ids as
+    The ids are pieces + eos, 0-padded (docs/translation.md), cut to max_source_length ids as
     decoding.encode_sources cuts them; the bool says which sources were cut.
     """
     # Invalid UTF-8 would make SentencePiece fail the whole batch: U+FFFD instead.
@@ -205,6 +206,7 @@ def load_config(config_file, checkpoint):
     config_file = os.path.join(os.path.dirname(checkpoint) or ".", CONFIG_NAME)
     if not tf.io.gfile.exists(config_file):
       common.fail("--config_file is required (no %s beside %s)" % (CONFIG_NAME, checkpoint))
+  config_file = model_config.shipped_config_path(config_file)
   common.require_file(config_file, "config_file")
   try:
     return nmt_modeling.NmtConfig.from_json_file(config_file)

@@ -1,6 +1,6 @@
 """Independent float64 NumPy reference of the encoder-decoder translation model (no TensorFlow).
 
-Written from docs/NMT_MODEL.md only (the contract), without reading nmt_modeling.py, so that tests
+Written from docs/translation.md only (the contract), without reading nmt_modeling.py, so that tests
 can compare the TF model against it. Inference math: there is no dropout anywhere.
 
 Weights are a dict from the doc's variable names to arrays (kernels in TF [in, out] layout), e.g.

@@ -36,7 +36,7 @@ def tiny_config(layer_norm_type="admin", residual_attention="mean", **overrides)
 def _assign_all(session, weights):
   """Loads a NumPy name -> array dict into the graph's variables.
 
-  The names must be exactly those of the NumPy reference (docs/NMT_MODEL.md's table) and every
+  The names must be exactly those of the NumPy reference (docs/translation.md's table) and every
   shape must fit: this is where the variable contract is checked.
   """
   variables = {v.op.name: v for v in tf1.global_variables()}

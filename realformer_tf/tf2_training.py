@@ -1,0 +1,657 @@
+# coding=utf-8
+"""Training and inference without the Estimator: modeling.py's graph code in a tf.distribute loop.
+
+TensorFlow 2.16 removed the Estimator. `Engine` is the training engine of the commands there
+(run_classifier.py, run_pretraining.py; the Estimator stays theirs on TF 2.15), written as
+TensorFlow's migration guide and Model Garden write a TF2 loop: tf.functions, `strategy.run`, a
+distributed dataset.
+The model is the commands' own tf.compat.v1 graph code (modeling.BertModel with the official
+scope names) run inside those tf.functions, its tf.compat.v1.get_variable calls answered with
+tf.Variables the engine created once under the strategy (export_utils.in_variables, the shim
+realformer_tf/serving.py's SavedModels use). So:
+
+- Checkpoints are name-based, in the tf.compat.v1 Saver's format (`model.ckpt-<step>.index` /
+  `.data-*` and the `checkpoint` state file): the official variable names, the `<var>/adam_m`
+  and `<var>/adam_v` slots of optimization.AdamWeightDecayOptimizer and `global_step`, as the
+  Estimator writes them. A checkpoint of either engine resumes on the other.
+- An init checkpoint is loaded by the Estimator's own code (estimator_utils.
+  init_checkpoint_scaffold_fn in a scratch TF1 graph): the same shape and encoder-coverage
+  checks (checkpoint_utils.check_init_matches), the same assignment map.
+- A training step is optimization.create_optimizer's: the gradients of the loss, clipping to
+  global norm 1.0, AdamWeightDecayOptimizer (weight decay 0.01, no decay for LayerNorm / bias)
+  at optimization.learning_rate_schedule's rate (linear warm-up, linear decay to 0), then
+  global_step + 1. On one device these are the Estimator's ops in its order: the same losses
+  to float32 rounding.
+- With several replicas (MirroredStrategy, TPUStrategy) the gradients are averaged over the
+  global batch before they are clipped, so N replicas make one device's update for the same
+  global batch (the Estimator's MirroredStrategy clips each replica's gradient instead). Each
+  replica reads its share of the global batch from the one input pipeline, so a resumed job
+  skips exactly the batches trained so far.
+- The random initial weights (what init_checkpoint does not supply, e.g. a classifier head)
+  are the Estimator's: the same graph seed and the same sequence of op seeds.
+- Dropout masks are step-seeded (modeling.dropout keys them on the graph seed, the op's name and
+  the global step): a resumed job draws the masks of an uninterrupted one, and on one device the
+  masks of the Estimator (the replica's ops have the Estimator graph's names). Other replicas
+  draw other masks (their ops are named replica_<i>/...).
+
+Evaluation and prediction run on one device (as the Estimator's --distribution_strategy does),
+on TPU under the strategy. TPUStrategy needs static shapes (every batch [batch, max_seq_length],
+drop_remainder) and has not run on a TPU here. No flag is read here: `check_flags` refuses, in
+one line, the flags of a command that only the Estimator implements.
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import collections
+import os
+
+import numpy as np
+import tensorflow as tf
+
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import export_utils
+import optimization
+
+tf1 = tf.compat.v1
+
+# The strategies of make_strategy: one device, the local GPUs (or logical CPUs), a TPU.
+STRATEGIES = ("none", "mirrored", "tpu")
+
+# Flags of estimator_utils.define_estimator_flags that only the Estimator implements, with their
+# "off" value (check_flags refuses any other).
+ESTIMATOR_ONLY_FLAGS = collections.OrderedDict([
+    ("use_tpu", False), ("tpu_name", None), ("tpu_zone", None), ("gcp_project", None),
+    ("master", None), ("num_tpu_cores", 8), ("iterations_per_loop", 1000), ("use_xla", False),
+    ("precision", "fp32")])
+# --distribution_strategy values the engine runs.
+ENGINE_DISTRIBUTION_STRATEGIES = ("none", "mirrored")
+
+CHECKPOINT_NAME = "model.ckpt"
+GLOBAL_STEP = "global_step"
+ADAM_SLOTS = ("adam_m", "adam_v")
+CLIP_NORM = 1.0
+
+# A variable the model function creates: its shape, dtype and whether it is trained.
+VariableSpec = collections.namedtuple("VariableSpec", ["shape", "dtype", "trainable"])
+# What Engine.train returns: the global step reached and the steady steps per second (None when
+# too few steps ran to measure one).
+TrainResult = collections.namedtuple("TrainResult", ["global_step", "steps_per_second"])
+
+
+def check_flags(flag_values, script):
+  """One line for a flag set on the command line that only the Estimator engine implements.
+
+  Args:
+    flag_values: the parsed flags (those of estimator_utils.define_estimator_flags).
+    script: the command's name for the message, e.g. "run_classifier.py".
+  """
+  for name, off in ESTIMATOR_ONLY_FLAGS.items():
+    value = getattr(flag_values, name, off)
+    if value != off:
+      shown = "--%s" % name if value is True else "--%s=%s" % (name, value)
+      common.fail(
+          "%s: implemented by the Estimator only (TensorFlow %s); %s on TF %s trains with "
+          "tf.distribute without it: run it in the project's TF %s environment (`bash run.sh "
+          "python %s ...`)" % (shown, estimator_utils.ESTIMATOR_TF_VERSION, script,
+                               tf.__version__, estimator_utils.ESTIMATOR_TF_VERSION, script))
+  strategy = getattr(flag_values, "distribution_strategy", "none")
+  if strategy not in ENGINE_DISTRIBUTION_STRATEGIES:
+    common.fail("--distribution_strategy=%s: implemented by the Estimator only (TensorFlow %s); "
+                "%s on TF %s runs %s" % (strategy, estimator_utils.ESTIMATOR_TF_VERSION, script,
+                                         tf.__version__,
+                                         " or ".join(ENGINE_DISTRIBUTION_STRATEGIES)))
+
+
+def make_strategy(name="none", num_gpus=None, tpu_address=None):
+  """The tf.distribute strategy of the engine.
+
+  Args:
+    name: "none" (the default strategy: one device), "mirrored" (all local GPUs, or num_gpus;
+      on a machine without GPUs the logical CPUs the process configured, reduced on one
+      device: estimator_utils.make_distribution_strategy) or "tpu".
+    num_gpus: "mirrored": the number of GPUs (None: all).
+    tpu_address: "tpu": the TPU's name or grpc:// address (TPUClusterResolver).
+
+  Returns:
+    tf.distribute.Strategy.
+  """
+  if name == "none":
+    return tf.distribute.get_strategy()
+  if name == "mirrored":
+    return estimator_utils.make_distribution_strategy("mirrored", num_gpus)
+  if name == "tpu":
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address)
+    tf.config.experimental_connect_to_cluster(resolver)
+    tf.tpu.experimental.initialize_tpu_system(resolver)
+    return tf.distribute.TPUStrategy(resolver)
+  raise ValueError("strategy %r: not one of %s" % (name, ", ".join(STRATEGIES)))
+
+
+def is_tpu_strategy(strategy):
+  """Whether `strategy` runs on TPU cores (static shapes, one-hot embeddings)."""
+  return isinstance(strategy, tf.distribute.TPUStrategy)
+
+
+# ----------------------------------------------------------------------------------------------
+# Name-based checkpoints (the tf.compat.v1 Saver's format) of tf.Variables.
+
+
+def save_checkpoint(variables, output_dir, step, keep_checkpoint_max=5):
+  """Writes `variables` as output_dir/model.ckpt-<step> and names it in the state file.
+
+  The values are saved into a temporary directory and merged into place (the sharded Saver's
+  way), then the `checkpoint` state file is replaced atomically, then checkpoints beyond the
+  newest keep_checkpoint_max are deleted: a kill at any point leaves a state file naming
+  complete checkpoints.
+
+  Args:
+    variables: dict checkpoint name -> tf.Variable (a distributed one is read from its first
+      replica).
+    output_dir: the model directory.
+    step: the global step (the file name's suffix).
+    keep_checkpoint_max: checkpoints kept (the newest ones).
+
+  Returns:
+    The checkpoint prefix written.
+  """
+  prefix = os.path.join(output_dir, "%s-%d" % (CHECKPOINT_NAME, step))
+  tmp_dir = common.temp_path(os.path.join(output_dir, CHECKPOINT_NAME))
+  tf.io.gfile.makedirs(tmp_dir)
+  shard = os.path.join(tmp_dir, "part-00000-of-00001")
+  names = sorted(variables)
+  with tf.device("CPU:0"):
+    tf.raw_ops.SaveV2(prefix=shard, tensor_names=names, shape_and_slices=[""] * len(names),
+                      tensors=[variables[name].read_value() for name in names])
+    tf.raw_ops.MergeV2Checkpoints(checkpoint_prefixes=[shard], destination_prefix=prefix,
+                                  delete_old_dirs=True)
+  if tf.io.gfile.exists(tmp_dir):
+    tf.io.gfile.rmtree(tmp_dir)
+  name = os.path.basename(prefix)
+  kept = [p for p in _state_checkpoints(output_dir) if p != name] + [name]
+  kept, dropped = kept[-keep_checkpoint_max:], kept[:-keep_checkpoint_max]
+  # Relative names, as the Estimator's Saver writes them (save_relative_paths).
+  tf1.train.update_checkpoint_state(output_dir, name, all_model_checkpoint_paths=kept)
+  for old in dropped:
+    for path in tf.io.gfile.glob(os.path.join(output_dir, old) + ".*"):
+      tf.io.gfile.remove(path)
+  tf1.logging.info("Saved checkpoint %s", prefix)
+  return prefix
+
+
+def _state_checkpoints(output_dir):
+  """The checkpoint names (relative to output_dir) the state file lists, oldest first."""
+  state = tf1.train.get_checkpoint_state(output_dir)
+  if state is None:
+    return []
+  return [os.path.basename(p) for p in state.all_model_checkpoint_paths]
+
+
+def remove_stale_checkpoint_temps(output_dir):
+  """Removes the temporary directories of save_checkpoint left by a killed job."""
+  return common.remove_stale_temps(os.path.join(output_dir, CHECKPOINT_NAME))
+
+
+def restore_checkpoint(variables, checkpoint):
+  """Assigns each variable its value in a name-based checkpoint.
+
+  Call it under the variables' strategy scope (a distributed variable gets the value on every
+  replica).
+
+  Args:
+    variables: dict checkpoint name -> tf.Variable.
+    checkpoint: the checkpoint prefix.
+  """
+  reader = tf.train.load_checkpoint(checkpoint)
+  shapes = reader.get_variable_to_shape_map()
+  missing = [name for name in sorted(variables) if name not in shapes]
+  if missing:
+    common.fail("checkpoint %s: lacks %s%s that this job restores" % (
+        checkpoint, missing[0], " and %d more" % (len(missing) - 1) if len(missing) > 1 else ""))
+  for name in sorted(variables):
+    variable = variables[name]
+    if list(shapes[name]) != variable.shape.as_list():
+      common.fail("checkpoint %s: %s has shape %s there but %s in this job's model" % (
+          checkpoint, name, list(shapes[name]), variable.shape.as_list()))
+    variable.assign(np.asarray(reader.get_tensor(name)).astype(
+        variable.dtype.base_dtype.as_numpy_dtype))
+
+
+# ----------------------------------------------------------------------------------------------
+# The optimizer.
+
+
+class _AdamWeightDecay(optimization.AdamWeightDecayOptimizer):
+  """optimization.AdamWeightDecayOptimizer for a tf.distribute loop: its slots are made before
+  the first step (so a checkpoint restores them), and it applies gradients that are already
+  the global batch's (no second reduction across replicas)."""
+
+  def create_slots(self, variables):
+    """Creates the `adam_m` / `adam_v` slots of `variables` (under the strategy's scope)."""
+    with tf.init_scope():
+      self._create_slots(variables)
+
+  def apply_global_gradients(self, grads_and_vars, learning_rate):
+    """Applies one AdamW update from replica context; every replica passes the same gradients.
+
+    Args:
+      grads_and_vars: list of (gradient, variable): the gradient of the global batch.
+      learning_rate: float32 scalar Tensor, this step's rate.
+
+    Returns:
+      The update op.
+    """
+    def update(variable, grad, rate):
+      self.learning_rate = rate
+      return self._resource_apply_dense(grad, variable)
+
+    def apply(strategy, grads_and_vars, learning_rate):
+      ops = []
+      for grad, variable in grads_and_vars:
+        ops.extend(strategy.extended.update(variable, update, args=(grad, learning_rate),
+                                            group=False))
+      return tf.group(ops)
+
+    return tf.distribute.get_replica_context().merge_call(
+        apply, args=(list(grads_and_vars), learning_rate))
+
+
+# ----------------------------------------------------------------------------------------------
+# The engine.
+
+
+class Engine(object):
+  """Trains a tf.compat.v1 graph model function with tf.distribute and predicts with it.
+
+  The model function is `model_fn(features, is_training) -> (loss, predictions)`: it builds the
+  model with tf.compat.v1 variables (as an Estimator model_fn does) from a dict of feature
+  Tensors; loss is a float32 scalar (the mean over this replica's batch; None when there are no
+  labels) and predictions a dict of Tensors [batch, ...]. The engine creates the variables once,
+  on the first train() or predict(); every call restores its weights from a checkpoint (or the
+  initial weights), as each Estimator call does.
+  """
+
+  def __init__(self, model_fn, output_dir, strategy=None, train_batch_size=32,
+               learning_rate=5e-5, num_train_steps=None, num_warmup_steps=0,
+               init_checkpoint=None, allow_unmatched_init=False, encoder_scopes=None,
+               seed=12345, save_checkpoints_steps=1000, keep_checkpoint_max=5,
+               log_every_n_steps=10, fused_optimizer=False):
+    """Keeps the job's settings (nothing is built yet).
+
+    Args:
+      model_fn: the model function (class docstring).
+      output_dir: the model directory (its checkpoints).
+      strategy: tf.distribute.Strategy (make_strategy; None: the default one).
+      train_batch_size: the global training batch (all replicas).
+      learning_rate: the peak learning rate.
+      num_train_steps: the schedule's last step (the rate decays to 0 there).
+      num_warmup_steps: linear warm-up steps.
+      init_checkpoint: checkpoint the weights start from (BERT and any head variables it
+        has), or None (random weights).
+      allow_unmatched_init: accept an init_checkpoint lacking encoder variables
+        (checkpoint_utils.check_init_matches).
+      encoder_scopes: the model's encoder scopes for that check (None: every family's).
+      seed: the graph seed of the random initial weights, the input's shuffling and dropout.
+      save_checkpoints_steps: steps between checkpoints (one is also written at step 0 of a new
+        job and at the end of each train()).
+      keep_checkpoint_max: checkpoints kept.
+      log_every_n_steps: steps between the `loss = ..., step = ...` lines.
+      fused_optimizer: AdamWeightDecayOptimizer(fused=True).
+    """
+    self._model_fn = model_fn
+    self.output_dir = output_dir
+    self.strategy = strategy or tf.distribute.get_strategy()
+    self.train_batch_size = train_batch_size
+    self._learning_rate = learning_rate
+    self._num_train_steps = num_train_steps
+    self._num_warmup_steps = num_warmup_steps
+    self._init_checkpoint = init_checkpoint
+    self._allow_unmatched_init = allow_unmatched_init
+    self._encoder_scopes = encoder_scopes
+    self._seed = seed
+    self._save_checkpoints_steps = save_checkpoints_steps
+    self._keep_checkpoint_max = keep_checkpoint_max
+    self._log_every_n_steps = log_every_n_steps
+    self._fused_optimizer = fused_optimizer
+    self._specs = None
+    self._variables = None
+    self._trainable = None
+    self._global_step = None
+    self._optimizer = None
+    self._train_step = None
+    self._predict_steps = {}
+
+  @property
+  def num_replicas(self):
+    """Replicas in sync: the per-replica batches one training step reads from the input."""
+    return self.strategy.num_replicas_in_sync
+
+  @property
+  def on_tpu(self):
+    """Whether the strategy runs on TPU cores (static shapes; one-hot embedding lookups)."""
+    return is_tpu_strategy(self.strategy)
+
+  # -- variables --------------------------------------------------------------------------
+
+  def _load(self, feature_spec, checkpoint, with_slots=True):
+    """Gives the variables the weights of `checkpoint`, or the initial weights when it is None.
+
+    The first call creates the model's variables, global_step and the optimizer slots under the
+    strategy (from the model function built in a scratch graph).
+
+    Args:
+      feature_spec: dict feature name -> tf.TensorSpec (an input's element_spec).
+      checkpoint: a checkpoint prefix, or None: the initial weights (init_checkpoint and random
+        ones; zero slots, global_step 0).
+      with_slots: restore the optimizer slots too (training).
+    """
+    values = None
+    if self._variables is None:
+      self._specs, values = self._scratch_model(feature_spec, initial_values=not checkpoint)
+      self._create_variables(values)
+    elif not checkpoint:
+      _, values = self._scratch_model(feature_spec, initial_values=True)
+      with self.strategy.scope():
+        for name, variable in self._variables.items():
+          variable.assign(values[name])
+        for slot in self._slot_variables().values():
+          slot.assign(tf.zeros_like(slot))
+        self._global_step.assign(0)
+    if checkpoint:
+      with self.strategy.scope():
+        restore_checkpoint(self.checkpoint_variables(with_slots), checkpoint)
+
+  def _create_variables(self, values=None):
+    """Creates the model's variables (values, or zeros), global_step 0 and zero Adam slots."""
+    with self.strategy.scope():
+      self._variables = collections.OrderedDict(
+          (name, tf.Variable(values[name] if values else tf.zeros(spec.shape, spec.dtype),
+                             name=name, trainable=spec.trainable))
+          for name, spec in self._specs.items())
+      self._global_step = tf.Variable(
+          0, dtype=tf.int64, name=GLOBAL_STEP, trainable=False,
+          aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+      self._trainable = [self._variables[name] for name, spec in self._specs.items()
+                         if spec.trainable]
+      self._optimizer = _AdamWeightDecay(
+          learning_rate=self._learning_rate, weight_decay_rate=0.01, beta_1=0.9,
+          beta_2=0.999, epsilon=1e-6,
+          exclude_from_weight_decay=optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
+          fused=self._fused_optimizer)
+      self._optimizer.create_slots(self._trainable)
+
+  def _scratch_model(self, feature_spec, initial_values):
+    """Builds the model function in a scratch TF1 graph.
+
+    Args:
+      feature_spec: dict feature name -> tf.TensorSpec.
+      initial_values: also compute the initial weights: random (graph seed `seed`) and what
+        init_checkpoint supplies, loaded by estimator_utils.init_checkpoint_scaffold_fn (its
+        checks included).
+
+    Returns:
+      (OrderedDict name -> VariableSpec in creation order, dict name -> numpy value or None).
+    """
+    with tf.Graph().as_default():
+      tf1.set_random_seed(self._seed)
+      # Created first, as the Estimator does: dropout is then stateless here too, so the
+      # seedless initializers draw the op seeds of the Estimator's graph (the same random
+      # weights for what init_checkpoint does not supply).
+      global_step = tf1.train.get_or_create_global_step()
+      features = {name: tf1.placeholder(spec.dtype, spec.shape, name=name)
+                  for name, spec in feature_spec.items()}
+      self._model_fn(features, True)
+      trainable = set(v.op.name for v in tf1.trainable_variables())
+      variables = [v for v in tf1.global_variables() if v is not global_step]
+      specs = collections.OrderedDict(
+          (v.op.name, VariableSpec(v.shape.as_list(), v.dtype.base_dtype, v.op.name in trainable))
+          for v in variables)
+      if not initial_values:
+        return specs, None
+      estimator_utils.init_checkpoint_scaffold_fn(
+          self._init_checkpoint, False, allow_unmatched=self._allow_unmatched_init,
+          encoder_scopes=self._encoder_scopes)
+      with tf1.Session() as sess:
+        sess.run(tf1.global_variables_initializer())
+        values = sess.run({v.op.name: v for v in variables})
+    return specs, values
+
+  def _slot_variables(self):
+    """{`<var>/adam_m`, `<var>/adam_v`: slot variable}, the names optimization.py gives them."""
+    slots = {}
+    for variable in self._trainable:
+      name = variable.name.split(":")[0]
+      for slot_name in ADAM_SLOTS:
+        slots["%s/%s" % (name, slot_name)] = self._optimizer.get_slot(variable, slot_name)
+    return slots
+
+  def checkpoint_variables(self, with_slots=True):
+    """The name -> variable map of the engine's checkpoints (after the first train/predict).
+
+    Args:
+      with_slots: include the optimizer slots (training restores them; prediction does not).
+
+    Returns:
+      dict: the model variables, `global_step` and (with_slots) `<var>/adam_m`, `<var>/adam_v`.
+    """
+    variables = dict(self._variables)
+    variables[GLOBAL_STEP] = self._global_step
+    if with_slots:
+      variables.update(self._slot_variables())
+    return variables
+
+  # -- training ---------------------------------------------------------------------------
+
+  def train(self, input_fn_for, max_steps):
+    """Trains from the latest checkpoint in output_dir (or the initial weights) to max_steps.
+
+    Checkpoints at step 0 of a new job, every save_checkpoints_steps and at the end. On SIGINT
+    / SIGTERM (common.STOP_SIGNALS) the step finishes, a checkpoint is written and train()
+    returns early: the caller then calls common.STOP_SIGNALS.exit_if_stopped().
+
+    Args:
+      input_fn_for: skip_batches -> input_fn(params) -> tf.data.Dataset of feature dicts in
+        batches of params["batch_size"] (per replica), repeated; the input skips its first
+        skip_batches batches (those of the steps already trained: an exact resume).
+      max_steps: the global step to train to.
+
+    Returns:
+      TrainResult.
+    """
+    common.STOP_SIGNALS.install()
+    tf.random.set_seed(self._seed)
+    if self.train_batch_size % self.num_replicas:
+      common.fail("--train_batch_size=%d is not divisible by the %d replicas of the "
+                  "distribution strategy" % (self.train_batch_size, self.num_replicas))
+    per_replica = self.train_batch_size // self.num_replicas
+    if self.num_replicas > 1:
+      tf1.logging.info("%d replicas in sync: %d examples per replica per step",
+                       self.num_replicas, per_replica)
+    tf.io.gfile.makedirs(self.output_dir)
+    remove_stale_checkpoint_temps(self.output_dir)
+    latest = tf1.train.latest_checkpoint(self.output_dir)
+    start_step = (int(tf.train.load_checkpoint(latest).get_tensor(GLOBAL_STEP))
+                  if latest else 0)
+    input_fn = input_fn_for(start_step * self.num_replicas)
+    feature_spec = input_fn({"batch_size": per_replica}).element_spec
+    self._check_static_shapes(feature_spec, "training")
+    if latest:
+      tf1.logging.info("Restoring %s (step %d)", latest, start_step)
+    self._load(feature_spec, latest)
+    if not latest:
+      save_checkpoint(self.checkpoint_variables(), self.output_dir, 0,
+                      self._keep_checkpoint_max)
+    if start_step >= max_steps:
+      return TrainResult(start_step, None)
+    dataset = self.strategy.distribute_datasets_from_function(
+        lambda context: input_fn({"batch_size": context.get_per_replica_batch_size(
+            self.train_batch_size)}))
+    return self._train_loop(iter(dataset), start_step, max_steps)
+
+  def _train_loop(self, iterator, step, max_steps):
+    """Runs the steps from `step` to max_steps (or a stop signal); checkpoints as train()."""
+    if self._train_step is None:
+      # The model is graph code (no Python control flow on Tensors): autograph's rewriting of
+      # every function it calls would only cost tracing time.
+      self._train_step = tf.function(self._distributed_step, autograph=False)
+    progress = estimator_utils.ProgressHook(self._num_train_steps or max_steps,
+                                            self.train_batch_size)
+    last_saved = step
+    while step < max_steps and not common.STOP_SIGNALS.stopped:
+      loss = float(self._train_step(iterator))
+      step += 1
+      if not np.isfinite(loss):
+        common.fail("training: the loss is %s at step %d (diverged; try a lower "
+                    "--learning_rate)" % (loss, step))
+      # ProgressHook is the Estimator's progress line (steps/s, time remaining); it takes the
+      # step before the one that ran, as its after_run reads it from the session.
+      progress.after_run(None, tf1.train.SessionRunValues(results=step - 1, options=None,
+                                                          run_metadata=None))
+      if step % self._log_every_n_steps == 0 or step == max_steps:
+        tf1.logging.info("loss = %s, step = %d", np.float32(loss), step)
+      if step - last_saved >= self._save_checkpoints_steps:
+        save_checkpoint(self.checkpoint_variables(), self.output_dir, step,
+                        self._keep_checkpoint_max)
+        last_saved = step
+    if step != last_saved:
+      save_checkpoint(self.checkpoint_variables(), self.output_dir, step,
+                      self._keep_checkpoint_max)
+    return TrainResult(step, progress.last_rate)
+
+  def _distributed_step(self, iterator):
+    """One training step on every replica; returns the global batch's mean loss."""
+    graph = tf1.get_default_graph()
+    if not graph.get_collection(tf1.GraphKeys.GLOBAL_STEP):
+      # modeling.dropout keys its masks on the graph's global step: step-seeded dropout.
+      graph.add_to_collection(tf1.GraphKeys.GLOBAL_STEP, self._global_step)
+    losses = self.strategy.run(self._replica_step, args=(next(iterator),))
+    self._global_step.assign_add(1)
+    return self.strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
+
+  def _replica_step(self, features):
+    """The model and optimization.create_optimizer's update on one replica's batch."""
+    with export_utils.in_variables(self._variables):
+      loss, _ = self._model_fn(features, True)
+    grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
+             for g in tf.gradients(ys=loss, xs=self._trainable)]
+    if self.num_replicas > 1:
+      # The global batch's gradient, clipped as one device clips it.
+      grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN,
+                                                             grads)
+    grads, _ = tf.clip_by_global_norm(grads, clip_norm=CLIP_NORM)
+    learning_rate = optimization.learning_rate_schedule(
+        self._global_step, self._learning_rate, self._num_train_steps, self._num_warmup_steps)
+    self._optimizer.apply_global_gradients(list(zip(grads, self._trainable)), learning_rate)
+    return loss
+
+  def _check_static_shapes(self, feature_spec, purpose):
+    """On TPU, one line when an input has a dimension of unknown size."""
+    if not self.on_tpu:
+      return
+    for name, spec in sorted(feature_spec.items()):
+      if not spec.shape.is_fully_defined():
+        common.fail("TPUStrategy needs static shapes: the %s input's %s is %s (pad every batch "
+                    "to --max_seq_length: --padding=max_length, drop_remainder)" %
+                    (purpose, name, spec.shape))
+
+  # -- prediction -------------------------------------------------------------------------
+
+  def predict(self, input_fn, checkpoint_path=None, batch_size=8):
+    """Yields the model's predictions example by example, as Estimator.predict does.
+
+    Args:
+      input_fn: input_fn(params) -> tf.data.Dataset of feature dicts in batches of
+        params["batch_size"], read once.
+      checkpoint_path: the weights (None: the latest checkpoint in output_dir; without one,
+        the initial weights: init_checkpoint / random, with a warning).
+      batch_size: the batch size (global; on TPU split over the cores).
+
+    Yields:
+      dict prediction name -> numpy value of one example.
+    """
+    for _, outputs in self.predict_batches(input_fn, checkpoint_path, batch_size):
+      for i in range(len(next(iter(outputs.values())))):
+        yield {name: value[i] for name, value in outputs.items()}
+
+  def predict_batches(self, input_fn, checkpoint_path=None, batch_size=8, steps=None):
+    """Yields the model's loss and predictions batch by batch (what an evaluation sums up).
+
+    Args:
+      input_fn, checkpoint_path, batch_size: as predict().
+      steps: read at most this many batches (None: the whole input).
+
+    Yields:
+      (the batch's loss as a float, or None when the model has none; dict prediction name ->
+      numpy value [batch, ...]).
+    """
+    tf.random.set_seed(self._seed)
+    dataset = input_fn({"batch_size": batch_size})
+    if steps is not None:
+      dataset = dataset.take(steps)
+    feature_spec = dataset.element_spec
+    self._check_static_shapes(feature_spec, "prediction")
+    checkpoint = checkpoint_path or tf1.train.latest_checkpoint(self.output_dir)
+    if not checkpoint:
+      tf1.logging.warning("No checkpoint in %s: predicting with the initial weights",
+                          self.output_dir)
+    self._load(feature_spec, checkpoint, with_slots=False)
+    predict_step = self._predict_step(feature_spec)
+    if self.on_tpu:
+      dataset = self.strategy.experimental_distribute_dataset(dataset)
+    for batch in dataset:
+      loss, outputs = predict_step(batch)
+      yield (None if loss is None else float(loss),
+             {name: value.numpy() for name, value in outputs.items()})
+
+  def _predict_step(self, feature_spec):
+    """The tf.function of one prediction batch for inputs of feature_spec (traced once):
+    features -> (loss or None, predictions)."""
+    key = tuple(sorted((name, str(spec)) for name, spec in feature_spec.items()))
+    if key not in self._predict_steps:
+      def replica_predict(features):
+        with export_utils.in_variables(self._variables):
+          return self._model_fn(features, False)
+
+      if self.on_tpu:
+        def step(features):
+          loss, outputs = self.strategy.run(replica_predict, args=(features,))
+          if loss is not None:
+            loss = self.strategy.reduce(tf.distribute.ReduceOp.MEAN, loss, axis=None)
+          return loss, {name: tf.concat(self.strategy.experimental_local_results(value), axis=0)
+                        for name, value in outputs.items()}
+        self._predict_steps[key] = tf.function(step, autograph=False)
+      else:
+        self._predict_steps[key] = tf.function(replica_predict, input_signature=[feature_spec],
+                                                autograph=False)
+    return self._predict_steps[key]
+
+  def variable_values(self, trainable_only=True):
+    """{name: numpy value} of the model's variables now (a distributed one's first replica).
+
+    Args:
+      trainable_only: only the trained variables (what pretraining_utils.weights_digest hashes).
+
+    Returns:
+      dict name -> numpy array.
+    """
+    with self.strategy.scope():
+      return {name: variable.read_value().numpy() for name, variable in self._variables.items()
+              if variable.trainable or not trainable_only}
+
+  def predictor(self, batch_size):
+    """An object whose predict(input_fn, checkpoint_path=None) predicts in batches of
+    batch_size (what classifier_inference.Inference asks of an Estimator)."""
+    return _Predictor(self, batch_size)
+
+
+class _Predictor(object):
+  """Engine.predict at one batch size, with Estimator.predict's arguments."""
+
+  def __init__(self, engine, batch_size):
+    self._engine = engine
+    self._batch_size = batch_size
+
+  def predict(self, input_fn, checkpoint_path=None):
+    return self._engine.predict(input_fn, checkpoint_path, self._batch_size)

@@ -1,0 +1,559 @@
+"""Training on the newest TensorFlow: the tf.distribute engine (realformer_tf.tf2_training).
+
+Without the Estimator (TF >= 2.16) run_classifier and run_pretraining train (evaluate, predict)
+with tf2_training.Engine over the modeling.py graph the Estimator runs on TF 2.15. On the newest
+TF (`bash run.sh test-latest`) these tests check:
+- one job on both engines (the TF 2.15 side in a subprocess of $REALFORMER_TF215_PYTHON): the
+  same loss at every step, eval metrics, predictions and checkpoints (names, the checkpoints
+  kept, values), for run_classifier and for run_pretraining (MLM + NSP, from scratch); a
+  classifier checkpoint of either engine resumes on the other to the other's weights;
+- a job stopped by SIGTERM and killed by SIGKILL, then rerun, ends with the uninterrupted job's
+  weights, Adam slots and step, bit for bit;
+- MirroredStrategy over two logical CPUs ends with the single-device weights (evaluation during
+  training on the way);
+- the Estimator-only flags and an init checkpoint of another model are one-line errors.
+On both TFs, in process: the name-based checkpoints (save_checkpoint, restore_checkpoint),
+check_flags, and the engine's steps against optimization.py's math in NumPy.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import REPO_DIR, TINY_BERT_CONFIG, kill_when, last_error_line, run_tool
+from conftest import tf215_python, tool_env, write_random_bert_checkpoint
+from realformer_tf import common
+from realformer_tf import estimator_utils
+from realformer_tf import tf2_training
+
+SST2 = os.path.join(REPO_DIR, "tests", "fixtures", "glue", "SST-2")
+VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
+NEWEST_TF = not estimator_utils.has_estimator()
+newest_tf_only = pytest.mark.skipif(
+    not NEWEST_TF, reason="TF 2.15 trains with the Estimator: runs in `bash run.sh test-latest`")
+# 8 training examples in batches of 4 for 5 epochs: 10 steps, checkpoints 0, 4, 8 and 10.
+NUM_STEPS = 10
+CHECKPOINTS = ["model.ckpt-0", "model.ckpt-4", "model.ckpt-8", "model.ckpt-10"]
+# Float32 rounding between the two engines (and TF versions): measured 0 for the losses and
+# metrics, 6e-8 for the predictions, 1.2e-7 for the weights.
+ROUNDING = 1e-5
+
+# Run by TF 2.15 as `-c ESTIMATOR_WITH_STEP_LOSSES MODULE FLAGS...`: the command MODULE
+# (run_classifier, run_pretraining), its model_fn also logging the loss of every training step
+# (the Estimator off TPU logs only the last one).
+ESTIMATOR_WITH_STEP_LOSSES = r"""
+import importlib
+import sys
+from absl import app
+import tensorflow as tf
+from realformer_tf import common
+
+tf1 = tf.compat.v1
+command = importlib.import_module(sys.argv[1])
+official_builder = command.model_fn_builder
+
+
+def model_fn_builder(*args, **kwargs):
+  model_fn = official_builder(*args, **kwargs)
+
+  def logged(features, labels, mode, params):
+    spec = model_fn(features, labels, mode, params)
+    if mode == tf1.estimator.ModeKeys.TRAIN:
+      hook = tf1.train.LoggingTensorHook({"loss": spec.loss}, every_n_iter=1)
+      spec = spec._replace(training_hooks=tuple(spec.training_hooks) + (hook,))
+    return spec
+  return logged
+
+
+command.model_fn_builder = model_fn_builder
+command.define_flags()
+app.run(lambda argv: common.run_main(command.main, argv), argv=sys.argv[:1] + sys.argv[2:])
+"""
+
+# run_classifier.py without any dropout (the classifier head's fixed 0.1 included: other
+# replicas draw other masks), on a CPU split into two logical devices when the first argument is
+# --two_cpus (for --distribution_strategy=mirrored).
+WITHOUT_DROPOUT = r"""
+import sys
+import tensorflow as tf
+if sys.argv[1] == "--two_cpus":
+  cpu = tf.config.list_physical_devices("CPU")[0]
+  tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import modeling
+modeling.dropout = lambda input_tensor, dropout_prob, **kwargs: input_tensor
+import run_classifier
+run_classifier.run(sys.argv[:1] + sys.argv[2:])
+"""
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+  """A tiny RealFormer config (dropout 0.1) and a random BERT checkpoint without a classifier
+  head (the head starts from random weights)."""
+  root = tmp_path_factory.mktemp("tf2_engine_model")
+  config = dict(TINY_BERT_CONFIG, residual_attention="sum")
+  (root / "bert_config.json").write_text(json.dumps(config))
+  (root / "init").mkdir()
+  checkpoint = write_random_bert_checkpoint(str(root / "bert_config.json"),
+                                            str(root / "init" / "bert_model.ckpt"))
+  return root, checkpoint
+
+
+def _job_args(model, output_dir, extra=()):
+  root, checkpoint = model
+  return ["--task_name=sst-2", "--data_dir=%s" % SST2, "--vocab_file=%s" % VOCAB,
+          "--bert_config_file=%s" % (root / "bert_config.json"), "--init_checkpoint=%s" % checkpoint,
+          "--output_dir=%s" % output_dir, "--max_seq_length=32", "--train_batch_size=4",
+          "--eval_batch_size=3", "--predict_batch_size=2", "--learning_rate=1e-3",
+          "--num_train_epochs=5", "--save_checkpoints_steps=4", "--keep_checkpoint_max=10",
+          "--log_every_n_steps=1"] + list(extra)
+
+
+def _run215(python, args, timeout=300):
+  """Runs `python args...` (TF 2.15) in the repository; returns the CompletedProcess."""
+  result = subprocess.run([python] + [str(a) for a in args], cwd=REPO_DIR, env=tool_env(),
+                          capture_output=True, text=True, timeout=timeout)
+  assert result.returncode == 0, result.stderr[-3000:]
+  return result
+
+
+def _step_losses(log):
+  """The training loss of every step, in order, from `loss = ...` log lines."""
+  return [float(x) for x in re.findall(r"^INFO:tensorflow:loss = ([-+0-9.eE]+|nan|inf)", log,
+                                       re.M)]
+
+
+def _values(prefix):
+  """{name: value} of a checkpoint."""
+  reader = tf.train.load_checkpoint(str(prefix))
+  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+
+
+def _max_difference(got, want):
+  """The largest absolute difference of two {name: value} maps with the same names."""
+  assert sorted(got) == sorted(want)
+  return max(float(np.max(np.abs(got[n].astype(np.float64) - want[n]))) for n in want)
+
+
+def _state(output_dir):
+  """The checkpoints a state file lists (relative names), oldest first."""
+  state = tf.compat.v1.train.get_checkpoint_state(str(output_dir))
+  return [os.path.basename(p) for p in state.all_model_checkpoint_paths]
+
+
+def _read_floats(path):
+  with open(str(path)) as f:
+    return np.array([[float(x) for x in line.split("\t")] for line in f.read().splitlines()])
+
+
+@pytest.fixture(scope="module")
+def both_engines(tmp_path_factory, model):
+  """The same train / eval / predict job on the Estimator (TF 2.15) and the TF2 engine."""
+  python215 = tf215_python()
+  root = tmp_path_factory.mktemp("both_engines")
+  modes = ["--do_train", "--do_eval", "--do_predict"]
+  estimator = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_classifier"] +
+                      _job_args(model, root / "estimator", modes))
+  engine = run_tool("run_classifier.py", _job_args(model, root / "tf2", modes))
+  return {"estimator": root / "estimator", "tf2": root / "tf2",
+          "estimator_log": estimator.stderr, "tf2_log": engine.stderr, "python215": python215}
+
+
+@pytest.mark.slow
+def test_both_engines_give_the_same_losses_metrics_predictions_and_checkpoints(both_engines):
+  est, tf2 = both_engines["estimator"], both_engines["tf2"]
+  # The same loss at every step (dropout 0.1 included: the masks are keyed on the same op
+  # names and global step), hence the same batches in the same order.
+  est_losses, tf2_losses = (_step_losses(both_engines[k]) for k in ("estimator_log", "tf2_log"))
+  assert len(est_losses) == len(tf2_losses) == NUM_STEPS, (est_losses, tf2_losses)
+  np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=ROUNDING)
+  assert "train: step %d/%d" % (NUM_STEPS, NUM_STEPS) in both_engines["tf2_log"]
+  # Dev metrics and predictions.
+  est_results, tf2_results = (json.loads((d / "eval_results.json").read_text())
+                              for d in (est, tf2))
+  assert tf2_results["global_step"] == est_results["global_step"] == NUM_STEPS
+  assert tf2_results["eval_accuracy"] == est_results["eval_accuracy"]
+  assert tf2_results["eval_loss"] == pytest.approx(est_results["eval_loss"], abs=ROUNDING)
+  assert tf2_results["checkpoint"] == str(tf2 / "model.ckpt-10")
+  assert "eval_accuracy = " in (tf2 / "eval_results.txt").read_text()
+  np.testing.assert_allclose(_read_floats(tf2 / "test_results.tsv"),
+                             _read_floats(est / "test_results.tsv"), rtol=0, atol=ROUNDING)
+  assert (tf2 / "SST-2.tsv").read_text() == (est / "SST-2.tsv").read_text()
+  # The checkpoints: the same ones kept, with the same names and shapes (weights, Adam slots,
+  # global_step); the initial weights equal (the head's random ones included), the trained
+  # ones to rounding.
+  assert _state(tf2) == _state(est) == CHECKPOINTS
+  for name in CHECKPOINTS:
+    names = tf.train.list_variables(str(tf2 / name))
+    assert names == tf.train.list_variables(str(est / name)), name
+  assert {"global_step", "output_weights", "output_weights/adam_m", "output_weights/adam_v",
+          "bert/pooler/dense/kernel/adam_v"} <= {n for n, _ in names}
+  assert _max_difference(_values(tf2 / "model.ckpt-0"), _values(est / "model.ckpt-0")) == 0
+  assert _max_difference(_values(tf2 / "model.ckpt-10"),
+                         _values(est / "model.ckpt-10")) <= ROUNDING
+
+
+def _as_stopped_at(source, target, step):
+  """A copy of output directory `source` as a job stopped after checkpoint `step` left it."""
+  shutil.copytree(str(source), str(target))
+  kept = [name for name in CHECKPOINTS if int(name.rsplit("-", 1)[1]) <= step]
+  for entry in os.listdir(str(target)):
+    later = entry.startswith("model.ckpt-") and entry.split(".")[1] not in (
+        name.split(".")[1] for name in kept)
+    if later or entry.startswith(("eval_results", "test_results", "SST-2.tsv")):
+      os.remove(str(target / entry))
+  tf.compat.v1.train.update_checkpoint_state(str(target), kept[-1],
+                                             all_model_checkpoint_paths=kept)
+
+
+@pytest.mark.slow
+def test_a_checkpoint_of_either_engine_resumes_on_the_other(both_engines, model, tmp_path):
+  est, tf2 = both_engines["estimator"], both_engines["tf2"]
+  # The Estimator's step-4 checkpoint, continued by the TF2 engine.
+  resumed = tmp_path / "estimator_then_tf2"
+  _as_stopped_at(est, resumed, 4)
+  log = run_tool("run_classifier.py", _job_args(model, resumed, ["--do_train"])).stderr
+  assert "Restoring %s (step 4)" % (resumed / "model.ckpt-4") in log
+  assert len(_step_losses(log)) == NUM_STEPS - 4
+  assert _max_difference(_values(resumed / "model.ckpt-10"),
+                         _values(est / "model.ckpt-10")) <= ROUNDING
+  # The TF2 engine's, continued by the Estimator.
+  resumed = tmp_path / "tf2_then_estimator"
+  _as_stopped_at(tf2, resumed, 4)
+  _run215(both_engines["python215"], [os.path.join(REPO_DIR, "run_classifier.py")] +
+          _job_args(model, resumed, ["--do_train"]))
+  assert _max_difference(_values(resumed / "model.ckpt-10"),
+                         _values(tf2 / "model.ckpt-10")) <= ROUNDING
+
+
+def _checkpoint_step(output_dir):
+  """The step of the latest checkpoint the state file names (0 when there is none)."""
+  state = tf.compat.v1.train.get_checkpoint_state(str(output_dir))
+  return int(state.model_checkpoint_path.rsplit("-", 1)[1]) if state else 0
+
+
+@newest_tf_only
+@pytest.mark.slow
+def test_stopped_and_killed_job_reruns_to_the_uninterrupted_weights(model, tmp_path):
+  # 200 steps (checkpoints every 20): time to stop and kill it on the way.
+  extra = ["--do_train", "--num_train_epochs=100", "--save_checkpoints_steps=20",
+           "--log_every_n_steps=50"]
+  reference = tmp_path / "reference"
+  run_tool("run_classifier.py", _job_args(model, reference, extra))
+  out = tmp_path / "out"
+  args = _job_args(model, out, extra)
+  # SIGTERM: the step finishes, a checkpoint of that step is written, exit 143.
+  status, err = kill_when("run_classifier.py", args, lambda: _checkpoint_step(out) >= 20,
+                          signal.SIGTERM)
+  assert status == 143, err[-3000:]
+  assert "interrupted (signal 15)" in err
+  stopped_at = _checkpoint_step(out)
+  assert 20 <= stopped_at < 200
+  # SIGKILL later: the rerun continues from the last checkpoint.
+  status, err = kill_when("run_classifier.py", args,
+                          lambda: _checkpoint_step(out) >= stopped_at + 40, signal.SIGKILL)
+  assert status == -signal.SIGKILL, err[-3000:]
+  assert "Restoring %s (step %d)" % (out / ("model.ckpt-%d" % stopped_at), stopped_at) in err
+  killed_at = _checkpoint_step(out)
+  assert stopped_at < killed_at < 200
+  log = run_tool("run_classifier.py", args).stderr
+  assert "Restoring %s (step %d)" % (out / ("model.ckpt-%d" % killed_at), killed_at) in log
+  # Exactly the uninterrupted weights, Adam slots and step: the skipped batches and the
+  # step-seeded dropout masks are those the uninterrupted job saw.
+  assert _checkpoint_step(out) == 200
+  assert _max_difference(_values(out / "model.ckpt-200"),
+                         _values(reference / "model.ckpt-200")) == 0
+
+
+@newest_tf_only
+@pytest.mark.slow
+def test_mirrored_on_two_cpus_ends_with_the_single_device_weights(model, tmp_path):
+  # The single-device job also evaluates every 4 steps (--keep_best): it trains in chunks,
+  # each resumed from the last one's checkpoint, and still ends where the mirrored job does.
+  single, mirrored = tmp_path / "single", tmp_path / "mirrored"
+  single_log = run_tool(None, ["-c", WITHOUT_DROPOUT, "--one_cpu"] + _job_args(
+      model, single, ["--do_train", "--do_eval", "--eval_every_steps=4", "--keep_best"])).stderr
+  # The same global batch of 4: 2 examples on each replica.
+  log = run_tool(None, ["-c", WITHOUT_DROPOUT, "--two_cpus"] + _job_args(
+      model, mirrored, ["--do_train", "--do_eval", "--distribution_strategy=mirrored"])).stderr
+  assert "2 replicas in sync: 2 examples per replica per step" in log
+  assert len(_step_losses(log)) == len(_step_losses(single_log)) == NUM_STEPS
+  np.testing.assert_allclose(_step_losses(log), _step_losses(single_log), rtol=0,
+                             atol=ROUNDING)
+  assert _max_difference(_values(mirrored / "model.ckpt-10"),
+                         _values(single / "model.ckpt-10")) <= ROUNDING
+  single_results, mirrored_results = (json.loads((d / "eval_results.json").read_text())
+                                      for d in (single, mirrored))
+  assert mirrored_results["eval_accuracy"] == single_results["eval_accuracy"]
+  # Evaluation during training: the history of steps 4, 8, 10 and the best of them, scored.
+  history = [json.loads(line) for line in (single / "eval_history.jsonl").read_text().splitlines()]
+  assert [entry["step"] for entry in history] == [4, 8, 10]
+  best = json.loads((single / "best" / "best.json").read_text())
+  assert (single_results["scored_checkpoint"], single_results["scored_step"]) == (
+      "best", best["step"])
+  if best["step"] == 10:
+    assert single_results["eval_loss"] == pytest.approx(mirrored_results["eval_loss"],
+                                                        abs=ROUNDING)
+
+
+@newest_tf_only
+def test_estimator_only_flags_and_foreign_init_checkpoint_are_one_line_errors(model, tmp_path):
+  out = tmp_path / "out"
+  result = run_tool("run_classifier.py", _job_args(
+      model, out, ["--do_train", "--use_tpu", "--tpu_name=grpc://10.0.0.2:8470"]), expect_rc=2)
+  line = last_error_line(result)
+  assert line.startswith("error: --use_tpu: implemented by the Estimator only (TensorFlow "
+                         "2.15); run_classifier.py on TF %s trains with tf.distribute" %
+                         tf.__version__), line
+  assert "`bash run.sh python run_classifier.py ...`" in line
+  assert "Traceback" not in result.stderr and not out.exists()
+  # An init checkpoint of another model: the Estimator's check, the same line.
+  with tf.Graph().as_default():
+    tf.compat.v1.get_variable("encoder/layer_0/attention/kernel", [4, 4])
+    with tf.compat.v1.Session() as sess:
+      sess.run(tf.compat.v1.global_variables_initializer())
+      foreign = tf.compat.v1.train.Saver().save(sess, str(tmp_path / "nmt" / "model.ckpt-7"))
+  args = _job_args(model, out, ["--do_train"])
+  args = [a for a in args if not a.startswith("--init_checkpoint")]
+  result = run_tool("run_classifier.py", args + ["--init_checkpoint=%s" % foreign], expect_rc=2)
+  assert last_error_line(result).startswith(
+      "error: --init_checkpoint=%s: supplies none of the model's 41 variables (missing: "
+      "bert/embeddings/word_embeddings" % foreign)
+  assert not [p for p in os.listdir(out) if p.startswith("model.ckpt")]
+  # run_pretraining: gradient accumulation is the Estimator's.
+  out = tmp_path / "pretraining"
+  result = run_tool("run_pretraining.py", [
+      "--input_file=%s" % (tmp_path / "data.tfrecord"), "--output_dir=%s" % out,
+      "--bert_config_file=%s" % (model[0] / "bert_config.json"), "--do_train",
+      "--gradient_accumulation_steps=2"], expect_rc=2)
+  assert last_error_line(result).startswith(
+      "error: --gradient_accumulation_steps=2: implemented by the Estimator only (TensorFlow "
+      "2.15)")
+  assert not out.exists()
+
+
+def _pretraining_args(root, output_dir):
+  return ["--input_file=%s" % (root / "data.tfrecord"), "--output_dir=%s" % output_dir,
+          "--bert_config_file=%s" % (root / "bert_config.json"), "--max_seq_length=32",
+          "--max_predictions_per_seq=5", "--train_batch_size=8", "--eval_batch_size=8",
+          "--num_train_steps=8", "--num_warmup_steps=2", "--learning_rate=1e-3",
+          "--save_checkpoints_steps=4", "--keep_checkpoint_max=10", "--log_every_n_steps=1",
+          "--do_train", "--do_eval"]
+
+
+@pytest.mark.slow
+def test_pretraining_on_both_engines_gives_the_same_losses_metrics_and_checkpoints(tmp_path):
+  python215 = tf215_python()
+  rng = np.random.RandomState(0)
+  words = ("the king said that a whale was seen near the ship and the captain laughed at "
+           "her brother while the sea rose over old stone walls").split()
+  documents = ["\n".join(" ".join(rng.choice(words, rng.randint(4, 14))) + "."
+                         for _ in range(rng.randint(2, 8))) for _ in range(30)]
+  (tmp_path / "text.txt").write_text("\n\n".join(documents) + "\n")
+  _run215(python215, [os.path.join(REPO_DIR, "create_pretraining_data.py"),
+                      "--input_file=%s" % (tmp_path / "text.txt"),
+                      "--output_file=%s" % (tmp_path / "data.tfrecord"), "--vocab_file=%s" % VOCAB,
+                      "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1",
+                      "--num_workers=1"])
+  (tmp_path / "bert_config.json").write_text(json.dumps(dict(TINY_BERT_CONFIG,
+                                                             residual_attention="sum")))
+  # From scratch: every initial weight is a seeded random one.
+  est, tf2 = tmp_path / "estimator", tmp_path / "tf2"
+  est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_pretraining"] +
+                    _pretraining_args(tmp_path, est)).stderr
+  tf2_log = run_tool("run_pretraining.py", _pretraining_args(tmp_path, tf2)).stderr
+  est_losses, tf2_losses = _step_losses(est_log), _step_losses(tf2_log)
+  assert len(est_losses) == len(tf2_losses) == 8, (est_losses, tf2_losses)
+  np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=ROUNDING)
+  # The MLM and NSP metrics of the evaluation (and Estimator.evaluate's mean loss).
+  est_results, tf2_results = (json.loads((d / "eval_results.json").read_text())
+                              for d in (est, tf2))
+  assert sorted(tf2_results) == sorted(est_results)
+  for key in ("masked_lm_accuracy", "masked_lm_loss", "next_sentence_accuracy",
+              "next_sentence_loss", "loss"):
+    assert tf2_results[key] == pytest.approx(est_results[key], abs=ROUNDING), key
+  for key in ("global_step", "eval_examples", "eval_records"):
+    assert tf2_results[key] == est_results[key], key
+  est_summary, tf2_summary = (json.loads((d / "train_summary_local.json").read_text())
+                              for d in (est, tf2))
+  assert tf2_summary["global_step"] == est_summary["global_step"] == 8
+  assert sorted(tf2_summary) == sorted(est_summary)
+  # The checkpoints: names (the heads' cls/* and their Adam slots), the random initial
+  # weights bit for bit, the trained ones to rounding.
+  assert _state(tf2) == _state(est) == ["model.ckpt-0", "model.ckpt-4", "model.ckpt-8"]
+  names = tf.train.list_variables(str(tf2 / "model.ckpt-8"))
+  assert names == tf.train.list_variables(str(est / "model.ckpt-8"))
+  assert {"cls/predictions/output_bias/adam_m", "cls/seq_relationship/output_weights"} <= {
+      n for n, _ in names}
+  assert _max_difference(_values(tf2 / "model.ckpt-0"), _values(est / "model.ckpt-0")) == 0
+  assert _max_difference(_values(tf2 / "model.ckpt-8"),
+                         _values(est / "model.ckpt-8")) <= ROUNDING
+
+
+# ----------------------------------------------------------------------------------------------
+# The library, on both TFs.
+
+
+def test_check_flags_refuses_what_only_the_estimator_implements():
+  defaults = dict(tf2_training.ESTIMATOR_ONLY_FLAGS, distribution_strategy="none")
+  tf2_training.check_flags(argparse.Namespace(**defaults), "run_classifier.py")
+  tf2_training.check_flags(argparse.Namespace(**dict(defaults, distribution_strategy="mirrored")),
+                           "run_classifier.py")
+  cases = {"use_tpu": (True, "--use_tpu"), "tpu_name": ("t1", "--tpu_name=t1"),
+           "master": ("grpc://m", "--master=grpc://m"), "num_tpu_cores": (32, "--num_tpu_cores=32"),
+           "iterations_per_loop": (100, "--iterations_per_loop=100"),
+           "use_xla": (True, "--use_xla"), "precision": ("bf16", "--precision=bf16"),
+           "tpu_zone": ("z", "--tpu_zone=z"), "gcp_project": ("p", "--gcp_project=p")}
+  assert set(cases) == set(tf2_training.ESTIMATOR_ONLY_FLAGS)
+  for name, (value, shown) in cases.items():
+    with pytest.raises(common.UsageError) as e:
+      tf2_training.check_flags(argparse.Namespace(**dict(defaults, **{name: value})),
+                               "run_classifier.py")
+    assert str(e.value).startswith("%s: implemented by the Estimator only" % shown), name
+  with pytest.raises(common.UsageError, match="^--distribution_strategy=multi_worker_mirrored: "
+                     "implemented by the Estimator only"):
+    tf2_training.check_flags(argparse.Namespace(
+        **dict(defaults, distribution_strategy="multi_worker_mirrored")), "run_classifier.py")
+
+
+def test_name_based_checkpoints_are_the_tf1_savers(tmp_path):
+  out = str(tmp_path)
+  kernel = np.arange(6, dtype=np.float32).reshape(2, 3)
+  variables = {"bert/dense/kernel": tf.Variable(kernel),
+               "bert/dense/kernel/adam_m": tf.Variable(np.full((2, 3), 0.5, np.float32)),
+               "global_step": tf.Variable(4, dtype=tf.int64)}
+  for step in (0, 4, 8):
+    prefix = tf2_training.save_checkpoint(variables, out, step, keep_checkpoint_max=2)
+  assert prefix == os.path.join(out, "model.ckpt-8")
+  # The newest two kept, named relative to the directory (as the Estimator's Saver does).
+  assert _state(out) == ["model.ckpt-4", "model.ckpt-8"]
+  assert 'model_checkpoint_path: "model.ckpt-8"' in (tmp_path / "checkpoint").read_text()
+  assert sorted(os.listdir(out)) == ["checkpoint", "model.ckpt-4.data-00000-of-00001",
+                                     "model.ckpt-4.index", "model.ckpt-8.data-00000-of-00001",
+                                     "model.ckpt-8.index"]
+  assert tf.train.list_variables(prefix) == [("bert/dense/kernel", [2, 3]),
+                                             ("bert/dense/kernel/adam_m", [2, 3]),
+                                             ("global_step", [])]
+  # The tf.compat.v1 Saver of a graph (the Estimator's) restores it by name.
+  with tf.Graph().as_default():
+    graph_kernel = tf.compat.v1.get_variable("bert/dense/kernel", [2, 3])
+    with tf.compat.v1.Session() as sess:
+      tf.compat.v1.train.Saver([graph_kernel]).restore(sess, prefix)
+      np.testing.assert_array_equal(sess.run(graph_kernel), kernel)
+  # Restored into other variables; a missing name or another shape is one line.
+  fresh = {name: tf.Variable(tf.zeros_like(v)) for name, v in variables.items()}
+  tf2_training.restore_checkpoint(fresh, prefix)
+  np.testing.assert_array_equal(fresh["bert/dense/kernel"].numpy(), kernel)
+  assert int(fresh["global_step"].numpy()) == 4
+  with pytest.raises(common.UsageError, match=r"^checkpoint .*model.ckpt-8: lacks "
+                     r"output_bias that this job restores$"):
+    tf2_training.restore_checkpoint(dict(fresh, output_bias=tf.Variable([0.0])), prefix)
+  with pytest.raises(common.UsageError, match=r"bert/dense/kernel has shape \[2, 3\] there but "
+                     r"\[3, 2\] in this job's model$"):
+    tf2_training.restore_checkpoint({"bert/dense/kernel": tf.Variable(tf.zeros([3, 2]))},
+                                    prefix)
+
+
+# A linear regression with tf.compat.v1 variables: its step has a closed form (numpy_adamw_steps).
+FEATURES = np.random.RandomState(3).normal(size=(12, 3)).astype(np.float32)
+TARGETS = (FEATURES @ np.array([2.0, -1.0, 0.5], np.float32) + 3.0).astype(np.float32)
+
+
+def _linear_model_fn(features, is_training):  # pylint: disable=unused-argument
+  with tf.compat.v1.variable_scope("dense"):
+    kernel = tf.compat.v1.get_variable(
+        "kernel", [3, 1], initializer=tf.compat.v1.truncated_normal_initializer(stddev=0.5))
+    bias = tf.compat.v1.get_variable("bias", [1], initializer=tf.compat.v1.zeros_initializer())
+  prediction = (tf.matmul(features["x"], kernel) + bias)[:, 0]
+  return tf.reduce_mean(tf.square(prediction - features["y"])), {"prediction": prediction}
+
+
+def _linear_input_fn_for(skip_batches):
+  def input_fn(params):
+    dataset = tf.data.Dataset.from_tensor_slices({"x": FEATURES, "y": TARGETS}).repeat()
+    return dataset.batch(params["batch_size"], drop_remainder=True).skip(skip_batches)
+  return input_fn
+
+
+def numpy_adamw_steps(values, steps, learning_rate, num_train_steps, num_warmup_steps,
+                      batch_size=4):
+  """optimization.py's training steps of the linear model, in float64 NumPy.
+
+  Gradients of the mean squared error, clipping to global norm 1, linear warm-up then linear
+  decay, Adam without bias correction, weight decay 0.01 for the kernel (not the bias).
+
+  Args:
+    values: {"dense/kernel" [3, 1], "dense/bias" [1]} at step 0.
+    steps: the number of steps.
+    learning_rate, num_train_steps, num_warmup_steps: the schedule.
+    batch_size: examples per step (in order, repeated).
+
+  Returns:
+    {name: value} after `steps` steps, with the `/adam_m`, `/adam_v` slots and global_step.
+  """
+  params = {name: values[name].astype(np.float64) for name in ("dense/kernel", "dense/bias")}
+  slots = {name + suffix: np.zeros_like(value) for name, value in params.items()
+           for suffix in ("/adam_m", "/adam_v")}
+  for step in range(steps):
+    rows = [(step * batch_size + i) % len(FEATURES) for i in range(batch_size)]
+    x, y = FEATURES[rows].astype(np.float64), TARGETS[rows].astype(np.float64)
+    residual = x @ params["dense/kernel"][:, 0] + params["dense/bias"][0] - y
+    grads = {"dense/kernel": (2.0 / batch_size * x.T @ residual)[:, None],
+             "dense/bias": np.array([2.0 / batch_size * residual.sum()])}
+    norm = np.sqrt(sum((g ** 2).sum() for g in grads.values()))
+    grads = {name: g / max(norm, 1.0) for name, g in grads.items()}
+    if step < num_warmup_steps:
+      rate = learning_rate * step / num_warmup_steps
+    else:
+      rate = learning_rate * (1.0 - min(step, num_train_steps) / num_train_steps)
+    for name, grad in grads.items():
+      m = slots[name + "/adam_m"] = 0.9 * slots[name + "/adam_m"] + 0.1 * grad
+      v = slots[name + "/adam_v"] = 0.999 * slots[name + "/adam_v"] + 0.001 * grad ** 2
+      update = m / (np.sqrt(v) + 1e-6)
+      if name == "dense/kernel":
+        update += 0.01 * params[name]
+      params[name] = params[name] - rate * update
+  return dict(params, global_step=np.int64(steps), **slots)
+
+
+def _linear_engine(output_dir, **kwargs):
+  return tf2_training.Engine(_linear_model_fn, str(output_dir), train_batch_size=4,
+                             learning_rate=0.1, num_train_steps=8, num_warmup_steps=2,
+                             save_checkpoints_steps=3, **kwargs)
+
+
+def test_engine_steps_are_optimization_pys_and_resume_exactly(tmp_path):
+  # 4 steps, then a new engine (a rerun) resumes from checkpoint 4 to step 8.
+  engine = _linear_engine(tmp_path)
+  assert engine.train(_linear_input_fn_for, 4).global_step == 4
+  assert _state(tmp_path) == ["model.ckpt-0", "model.ckpt-3", "model.ckpt-4"]
+  assert _linear_engine(tmp_path).train(_linear_input_fn_for, 8).global_step == 8
+  assert _state(tmp_path)[-1] == "model.ckpt-8"
+  got = _values(tmp_path / "model.ckpt-8")
+  assert sorted(got) == ["dense/bias", "dense/bias/adam_m", "dense/bias/adam_v", "dense/kernel",
+                         "dense/kernel/adam_m", "dense/kernel/adam_v", "global_step"]
+  want = numpy_adamw_steps(_values(tmp_path / "model.ckpt-0"), 8, 0.1, 8, 2)
+  assert int(got["global_step"]) == 8
+  for name in want:
+    np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+  # Predictions of the checkpoint, example by example (as Estimator.predict yields them).
+  outputs = list(engine.predictor(5).predict(
+      lambda params: tf.data.Dataset.from_tensor_slices(
+          {"x": FEATURES, "y": TARGETS}).batch(params["batch_size"])))
+  assert len(outputs) == 12 and set(outputs[0]) == {"prediction"}
+  np.testing.assert_allclose([o["prediction"] for o in outputs],
+                             FEATURES @ got["dense/kernel"][:, 0] + got["dense/bias"][0],
+                             rtol=1e-5)
+  # The fused Adam kernel: each update ~6e-6 relatively larger (optimization.py).
+  fused = tmp_path / "fused"
+  _linear_engine(fused, fused_optimizer=True).train(_linear_input_fn_for, 8)
+  for name in ("dense/kernel", "dense/bias"):
+    np.testing.assert_allclose(_values(fused / "model.ckpt-8")[name], got[name], rtol=1e-4)
