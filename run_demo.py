@@ -407,12 +407,14 @@ def main(_):
   # One demo per directory, before anything is read or written there: a second one would take
   # the running demo's stage children for orphans and train in their place.
   common.OutputDirLock(FLAGS.output_dir, "output_dir", label=LOCK_LABEL).acquire()
-  check_output_dir_settings(FLAGS.output_dir, demo_settings(warmup_steps), demo_inputs())
+  settings = demo_settings(warmup_steps)
+  check_output_dir_settings(FLAGS.output_dir, settings, demo_inputs())
   # What the demo will do, before the minutes it takes (the report repeats it).
   model = _read_json(FLAGS.bert_config_file) or {}
   print("[demo] recipe: %s" % recipe_text(
-      model.get("vocab_size"), model.get("hidden_dropout_prob", 0.1)  # (BertConfig's default)
-      if FLAGS.pretrain_dropout is None else FLAGS.pretrain_dropout, warmup_steps), flush=True)
+      settings, FLAGS.vocab_file, FLAGS.finetune, model.get("vocab_size"),
+      model.get("hidden_dropout_prob", 0.1)  # (BertConfig's default)
+      if FLAGS.pretrain_dropout is None else FLAGS.pretrain_dropout), flush=True)
   # SIGINT / SIGTERM: the running stage saves and stops, the demo exits 130 / 143.
   subprocess_utils.install_signal_forwarding()
   log_dir = _path("logs")
@@ -525,8 +527,8 @@ def main(_):
   with open(fill_mask_file) as f:
     fill_mask = [json.loads(line) for line in f if line.strip()]
 
-  recipe = recipe_text(used_config["vocab_size"], used_config["hidden_dropout_prob"],
-                       warmup_steps)
+  recipe = recipe_text(settings, FLAGS.vocab_file, FLAGS.finetune, used_config["vocab_size"],
+                       used_config["hidden_dropout_prob"])
   report = _report(used_config, pretrain_eval, train_summary, classifier, timings, fill_mask,
                    recipe=recipe)
   with common.atomic_output(_path("report.md")) as f:
@@ -535,29 +537,34 @@ def main(_):
   print("[demo] report written to %s" % _path("report.md"))
 
 
-def recipe_text(vocab_size, pretrain_dropout, warmup_steps):
+def recipe_text(settings, vocab_file, finetune, vocab_size, pretrain_dropout):
   """The recipe in one line, as the demo states it when it starts and in its report.
 
   Args:
+    settings: demo_settings() of the run.
+    vocab_file: --vocab_file (None: the demo builds the vocab).
+    finetune: --finetune.
     vocab_size: the pre-trained model's vocab_size.
     pretrain_dropout: the pre-training's dropout probability.
-    warmup_steps: the pre-training's warm-up steps.
 
   Returns:
     str.
   """
   recipe = ("vocab: %s (%s entries); pre-training: %s, sequences of %d, %d steps of batch %d, "
             "peak learning rate %g, %d warm-up steps, dropout %g%s; seed %d" % (
-                "built from the pre-training text" if FLAGS.vocab_file is None else
-                _shown(FLAGS.vocab_file), vocab_size,
+                "built from the pre-training text" if vocab_file is None else
+                _shown(vocab_file), vocab_size,
                 "the text + the sentiment slice's unlabelled training sentences "
-                "(domain-adaptive)" if FLAGS.domain_adaptive else "the text only",
-                FLAGS.max_seq_length, FLAGS.pretrain_steps, FLAGS.pretrain_batch_size,
-                FLAGS.pretrain_learning_rate, warmup_steps, pretrain_dropout,
-                ", fused optimizer" if FLAGS.pretrain_fused_optimizer else "", FLAGS.seed))
-  if FLAGS.finetune:
+                "(domain-adaptive)" if settings["domain_adaptive"] else "the text only",
+                settings["max_seq_length"], settings["pretrain_steps"],
+                settings["pretrain_batch_size"], settings["pretrain_learning_rate"],
+                settings["pretrain_warmup_steps"], pretrain_dropout,
+                ", fused optimizer" if settings["pretrain_fused_optimizer"] else "",
+                settings["seed"]))
+  if finetune:
     recipe += "; fine-tuning: %d epochs of batch %d, peak learning rate %g" % (
-        FLAGS.finetune_epochs, FLAGS.finetune_batch_size, FLAGS.finetune_learning_rate)
+        settings["finetune_epochs"], settings["finetune_batch_size"],
+        settings["finetune_learning_rate"])
   return recipe
 
 
