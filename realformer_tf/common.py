@@ -128,8 +128,9 @@ def _called_by_import_from(frame):
 FRAMEWORK_PACKAGES = ("tensorflow", "tensorflow_estimator", "tf_keras", "keras",
                       "tensorflow_hub", "tensorflow_text")
 # The framework's lines that a run's log is read for (by users and by the paper's drivers): the
-# training's final loss, checkpoint saves and restores. They stay at every verbosity.
-KEPT_FRAMEWORK_MESSAGES = ("Loss for final step", "Saving checkpoints for",
+# training loss every --log_every_n_steps ("loss = 0.69, step = 10"), the final loss, checkpoint
+# saves and restores. They stay at every verbosity.
+KEPT_FRAMEWORK_MESSAGES = ("loss = ", "Loss for final step", "Saving checkpoints for",
                            "Restoring parameters from")
 _FRAMEWORK_PATH = re.compile(r"[\\/](?:site|dist)-packages[\\/](?:%s)[\\/]" %
                              "|".join(FRAMEWORK_PACKAGES))
@@ -146,7 +147,11 @@ class FrameworkDetailFilter(logging.Filter):
   def filter(self, record):
     if record.levelno >= logging.ERROR or not _FRAMEWORK_PATH.search(record.pathname or ""):
       return True
-    if str(record.msg).startswith(KEPT_FRAMEWORK_MESSAGES):
+    try:
+      message = record.getMessage()
+    except Exception:  # pylint: disable=broad-except  (a malformed record: keep it)
+      return True
+    if message.startswith(KEPT_FRAMEWORK_MESSAGES):
       return True
     try:
       return absl_logging.get_verbosity() >= 1

@@ -310,6 +310,7 @@ def test_framework_records_are_hidden_unless_verbosity_is_raised(monkeypatch):
   assert not keep(record(framework)) and not keep(record(framework, logging.WARNING))
   assert keep(record(framework, logging.ERROR))
   assert keep(record(framework, message="Loss for final step: %s."))
+  assert keep(record(framework, message="loss = 0.6931, step = 10"))
   assert keep(record(ours)) and keep(record(installed_ours))
   monkeypatch.setattr(absl_logging, "get_verbosity", lambda: 1)
   assert keep(record(framework))
