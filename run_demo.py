@@ -11,11 +11,11 @@ and the sha256 of every input file, so an input edited in place is noticed too) 
 one line: no stage reuses another run's outputs. One demo at a time per --output_dir (lock file
 .lock-run_demo): a second one fails in one line naming the running one.
 SIGINT / SIGTERM stop the running stage cleanly (exit 130 / 143); a stage that fails stops the
-demo with one line naming it (exit 1). It states its recipe when it starts; 8-10 minutes on a
-shared 2-core Xeon (9 minutes of CPU time; docs/benchmarks.md). Every stage is seeded (--seed):
-the same flags give the same bytes on the same CPU, and on another CPU the same learning with
-other last digits (docs/demo.md). docs/demo.md has the sweeps that chose the recipe (an
-8,000-entry vocab built from the 2.9 MB of training text, sequences of 64;
+demo with one line naming it (exit 1). It states its recipe when it starts; 6-10 minutes on a
+2-core Xeon shared with other jobs (9 minutes of CPU time; docs/benchmarks.md). Every stage is
+seeded (--seed): the same flags give the same bytes on the same CPU, and on another CPU the same
+learning with other last digits (docs/demo.md). docs/demo.md has the sweeps that chose the
+recipe (an 8,000-entry vocab built from the 2.9 MB of training text, sequences of 64;
 configs/bert_demo_ffn256.json pre-trained without dropout for 5,000 steps of batch 32 at 1e-3
 with the fused optimizer; fine-tuning 4 epochs of batch 32 at 2e-4 on 9,065 sentences) and the
 fill-mask prompts.
