@@ -21,6 +21,7 @@ TINY_BERT_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers":
 
 if REPO_DIR not in sys.path:
   sys.path.insert(0, REPO_DIR)
+from realformer_tf import tf_startup  # pylint: disable=g-import-not-at-top,wrong-import-position,unused-import
 from realformer_tf import common  # pylint: disable=g-import-not-at-top,wrong-import-position
 
 SHARED_DATA_DIR = common.shared_data_dir()

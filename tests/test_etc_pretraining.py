@@ -296,6 +296,10 @@ def test_lifting_copies_the_bert_mlm_head_onto_the_head_pretraining_builds():
   bert_values = {name: rng.randn(*shape).astype(np.float32) for name, shape in built.items()}
   bert_values["cls/seq_relationship/output_weights"] = np.zeros([2, 32], np.float32)
   bert_values["cls/predictions/output_bias_wrong"] = np.zeros([3], np.float32)
+  # The encoder a BERT checkpoint holds beside its head (lifting refuses a head alone).
+  for name, initial in lift.new_etc_values(config, 12345).items():
+    if lift.bert_source(name):
+      bert_values[lift.bert_source(name)] = np.zeros(initial.shape, np.float32)
   values, report = lift.lift_values(bert_values, config)
   assert sorted(report["head"]) == sorted(built) and len(built) == 5
   for name in built:

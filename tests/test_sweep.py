@@ -12,14 +12,23 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from conftest import last_error_line, process_alive, REPO_DIR, run_tool, start_tool
 from conftest import TINY_BERT_CONFIG
 from conftest import write_random_bert_checkpoint
 
+from realformer_tf import checkpoint_slimming
 from realformer_tf import common
 from paper import sweep
+
+
+def _tiny_checkpoint(prefix):
+  """A readable checkpoint for the sweep's checks (its fake children never load it)."""
+  checkpoint_slimming.write_checkpoint({"bert/embeddings/word_embeddings":
+                                        np.zeros([2, 2], np.float32)}, prefix)
+
 
 GLUE_FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "glue")
 SQUAD_FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "squad")
@@ -474,7 +483,7 @@ def test_sigterm_stops_the_child_and_a_rerun_finishes(tmp_path, vocab_file):
   fake = tmp_path / "fake_python"
   fake.write_text("#!%s\n%s" % (sys.executable, FAKE_PYTHON))
   fake.chmod(0o755)
-  (tmp_path / "ckpt.index").write_text("")
+  _tiny_checkpoint(str(tmp_path / "ckpt"))
   (tmp_path / "bert_config.json").write_text("{}")
   out = tmp_path / "sweep"
   args = ["--tasks=sst-2", "--glue_dir=%s" % GLUE_FIXTURES,
@@ -585,7 +594,7 @@ def test_a_rerun_after_an_edit_in_place_is_refused(tmp_path, vocab_file):
   fake.chmod(0o755)
   glue = tmp_path / "glue"
   shutil.copytree(GLUE_FIXTURES, str(glue))
-  (tmp_path / "ckpt.index").write_text("")
+  _tiny_checkpoint(str(tmp_path / "ckpt"))
   (tmp_path / "bert_config.json").write_text("{}")
   out = tmp_path / "sweep"
   args = ["--tasks=sst-2", "--glue_dir=%s" % glue, "--init_checkpoint=%s" % (tmp_path / "ckpt"),
