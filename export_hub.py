@@ -92,18 +92,8 @@ tf1 = tf.compat.v1
 FLAGS = flags.FLAGS
 
 
-def _new_place(name):
-  """Where a serving helper this command used to define lives now, or None."""
-  value = getattr(serving, name, None)
-  defined_there = (getattr(value, "__module__", None) == serving.__name__ or
-                   (name.isupper() and value is not None))
-  if name.startswith("__") or not defined_there:
-    return None
-  return "realformer_tf.serving.%s" % name
-
-
 # `export_hub.NAME` for a serving helper that moved into the library: one line naming its place.
-__getattr__ = common.moved_names_getattr(__name__, _new_place)
+__getattr__ = common.moved_names_getattr(__name__, serving)
 
 
 def define_flags():

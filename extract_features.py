@@ -106,18 +106,8 @@ POOLING_TYPES = ("mean", "cls")
 _PAIR_RE = re.compile(r"^(.*) \|\|\| (.*)$")
 
 
-def _new_place(name):
-  """Where a helper this command used to define lives now, or None."""
-  value = getattr(batch_inference, name, None)
-  defined_there = (getattr(value, "__module__", None) == batch_inference.__name__ or
-                   (name.isupper() and value is not None))
-  if name.startswith("__") or not defined_there:
-    return None
-  return "realformer_tf.batch_inference.%s" % name
-
-
 # `extract_features.NAME` for a helper that moved into the library: one line naming its new place.
-__getattr__ = common.moved_names_getattr(__name__, _new_place)
+__getattr__ = common.moved_names_getattr(__name__, batch_inference)
 
 
 def define_flags():

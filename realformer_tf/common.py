@@ -95,17 +95,17 @@ def moved_names_getattr(module_name, new_place_of):
 
   Args:
     module_name: the module's __name__.
-    new_place_of: a dict {name: "package.module.name"}, or a function of the name returning
-      that string or None.
+    new_place_of: a dict {name: "package.module.name"}, or a module (the helpers defined in it:
+      functions and classes whose __module__ it is, UPPER_CASE constants).
 
   Returns:
     The function to assign to the module's `__getattr__`.
   """
   def module_getattr(name):
-    if callable(new_place_of):
-      new_place = new_place_of(name)
-    else:
+    if isinstance(new_place_of, dict):
       new_place = new_place_of.get(name)
+    else:
+      new_place = _defined_in(new_place_of, name)
     if new_place is None:
       raise AttributeError("module %r has no attribute %r" % (module_name, name))
     message = "%s.%s moved to %s" % (module_name, name, new_place)
@@ -113,6 +113,16 @@ def moved_names_getattr(module_name, new_place_of):
       raise ImportError(message, name=module_name)
     raise AttributeError(message)
   return module_getattr
+
+
+def _defined_in(module, name):
+  """"module.name" when `module` defines `name` (not a name it merely imports), else None."""
+  value = getattr(module, name, None)
+  defined_there = (getattr(value, "__module__", None) == module.__name__ or
+                   (name.isupper() and value is not None))
+  if name.startswith("__") or not defined_there:
+    return None
+  return "%s.%s" % (module.__name__, name)
 
 
 def _called_by_import_from(frame):
