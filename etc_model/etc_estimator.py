@@ -50,18 +50,8 @@ def add_side_inputs(features, config, long_seq_len, global_seq_len):
       features["long_breakpoints"], features["global_breakpoints"], features["sentence_ids"],
       config.local_radius, config.relative_pos_max_distance,
       use_hard_g2l_mask=config.use_hard_g2l_mask, use_hard_l2g_mask=config.use_hard_l2g_mask)
-  batch = tf.compat.dimension_value(features["token_ids"].shape[0])
-  window = 2 * config.local_radius + 1
-  shapes = {"l2l": [batch, long_seq_len, window], "g2g": [batch, global_seq_len, global_seq_len],
-            "l2g": [batch, long_seq_len, global_seq_len],
-            "g2l": [batch, global_seq_len, long_seq_len]}
-  out = dict(features)
-  for name, value in side.items():
-    if value is not None:
-      value = tf.cast(value, tf.int32)
-      value.set_shape(shapes[name[:3]])
-      out[name] = value
-  return out
+  return etc_inputs.with_side_inputs(features, side, config.local_radius, long_seq_len,
+                                     global_seq_len)
 
 
 def encode(model, features, token_ids=None, att_implementation="auto"):

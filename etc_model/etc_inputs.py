@@ -403,3 +403,31 @@ def make_multihop_side_inputs_tf(long_paragraph_breakpoints, long_paragraph_ids,
     side["l2g_relative_att_ids"] = related + offset
     side["g2l_relative_att_ids"] = tf.transpose(related, [0, 2, 1]) + offset
   return side
+
+
+def with_side_inputs(features, side, local_radius, long_seq_len, global_seq_len):
+  """`features` plus the side inputs that are not None, as int32 with their static shapes.
+
+  Args:
+    features: dict of batched record features (token_ids [batch, L] gives the batch size).
+    side: dict of side inputs (l2l_* [batch, L, 2 * local_radius + 1], g2g_* [batch, G, G],
+      l2g_* [batch, L, G], g2l_* [batch, G, L]; None for one the layout does not use).
+    local_radius: the config's local_radius.
+    long_seq_len: L, or None (a batch cut to its own length).
+    global_seq_len: G, or None.
+
+  Returns:
+    A new dict.
+  """
+  batch = tf.compat.dimension_value(features["token_ids"].shape[0])
+  window = 2 * local_radius + 1
+  shapes = {"l2l": [batch, long_seq_len, window], "g2g": [batch, global_seq_len, global_seq_len],
+            "l2g": [batch, long_seq_len, global_seq_len],
+            "g2l": [batch, global_seq_len, long_seq_len]}
+  out = dict(features)
+  for name, value in side.items():
+    if value is not None:
+      value = tf.cast(value, tf.int32)
+      value.set_shape(shapes[name[:3]])
+      out[name] = value
+  return out

@@ -448,18 +448,8 @@ def add_side_inputs(features, config, long_seq_len, global_seq_len,
       use_hard_g2l_mask=config.use_hard_g2l_mask, ignore_hard_g2l_mask=ignore,
       use_hard_l2g_mask=config.use_hard_l2g_mask,
       l2g_linked_ids=features["l2g_linked_ids"] if enable_l2g_linking else None)
-  batch = tf.compat.dimension_value(features["token_ids"].shape[0])
-  window = 2 * config.local_radius + 1
-  shapes = {"l2l": [batch, long_seq_len, window], "g2g": [batch, global_seq_len, global_seq_len],
-            "l2g": [batch, long_seq_len, global_seq_len],
-            "g2l": [batch, global_seq_len, long_seq_len]}
-  out = dict(features)
-  for name, value in side.items():
-    if value is not None:
-      value = tf.cast(value, tf.int32)
-      value.set_shape(shapes[name[:3]])
-      out[name] = value
-  return out
+  return etc_inputs.with_side_inputs(features, side, config.local_radius, long_seq_len,
+                                     global_seq_len)
 
 
 # ----------------------------------------------------------------------------- split files
