@@ -173,25 +173,6 @@ def build_examples(input_files, tokenizer, settings, should_stop=_never):
   return chapters, splits, examples, labels
 
 
-def write_records(path, examples, should_stop=_never):
-  """Writes serialized examples to `path` atomically (temporary name, then rename).
-
-  should_stop is polled at every example; True removes the temporary and raises
-  pretraining_data.Stopped.
-  """
-  tmp_path = common.temp_path(path)
-  try:
-    with tf.io.TFRecordWriter(tmp_path) as writer:
-      for example in examples:
-        if should_stop():
-          raise pretraining_data.Stopped()
-        writer.write(long_tasks.serialize(example))
-    tf.io.gfile.rename(tmp_path, path, overwrite=True)
-  finally:
-    if tf.io.gfile.exists(tmp_path):
-      tf.io.gfile.remove(tmp_path)
-
-
 
 def _accuracies(examples):
   n = float(len(examples))
@@ -304,7 +285,7 @@ def create_long_tasks(input_files, output_dir, tokenizer, settings, extra_settin
   tf.io.gfile.makedirs(output_dir)
   for task in TASKS:
     for split in SPLITS:
-      write_records(os.path.join(output_dir, "%s_%s.tfrecord" % (task, split)),
+      long_tasks.write_records(os.path.join(output_dir, "%s_%s.tfrecord" % (task, split)),
                     examples[task][split], should_stop)
   recorded = dict(settings, **(extra_settings or {}))
   summary = collections.OrderedDict()

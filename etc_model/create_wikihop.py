@@ -189,22 +189,6 @@ def convert_split(examples, tokenize, ids, settings, should_stop=_never, log_pre
   return records, lines, split_statistics(examples, infos, records)
 
 
-def write_records(path, records, should_stop=_never):
-  """Writes records to `path` atomically; should_stop (polled per record) removes the
-  temporary and raises pretraining_data.Stopped."""
-  tmp_path = common.temp_path(path)
-  try:
-    with tf.io.TFRecordWriter(tmp_path) as writer:
-      for features in records:
-        if should_stop():
-          raise pretraining_data.Stopped()
-        writer.write(long_tasks.serialize(features))
-    tf.io.gfile.rename(tmp_path, path, overwrite=True)
-  finally:
-    if tf.io.gfile.exists(tmp_path):
-      tf.io.gfile.remove(tmp_path)
-
-
 def create_wikihop(examples_by_split, output_dir, tokenizer, settings, extra_settings=None,
                    should_stop=_never):
   """Writes every split's records and examples file, then wikihop.json; returns the summary.
@@ -233,7 +217,7 @@ def create_wikihop(examples_by_split, output_dir, tokenizer, settings, extra_set
                                      log_prefix="%s: " % split)
   tf.io.gfile.makedirs(output_dir)
   for split, (records, lines, _) in converted.items():
-    write_records(wikihop.record_file(output_dir, split), records, should_stop)
+    long_tasks.write_records(wikihop.record_file(output_dir, split), records, should_stop)
     with common.atomic_output(wikihop.examples_file(output_dir, split)) as f:
       for line in lines:
         f.write(json.dumps(line, sort_keys=False) + "\n")

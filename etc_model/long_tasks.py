@@ -48,6 +48,8 @@ import zlib
 import numpy as np
 import tensorflow as tf
 
+from realformer_tf import common
+from realformer_tf import pretraining_data
 from etc_model import etc_inputs
 
 HEADING_PATTERN = re.compile(
@@ -655,3 +657,25 @@ def serialize(features):
   # deterministic: map entries in key order, so that a rerun writes the same bytes.
   return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString(
       deterministic=True)
+
+
+def write_records(path, examples, should_stop=None):
+  """Writes examples (serialize) to `path` atomically (temporary name, then rename).
+
+  Args:
+    path: the TFRecord file to write.
+    examples: iterable of feature dicts.
+    should_stop: polled at every example; True removes the temporary and raises
+      pretraining_data.Stopped. None: never.
+  """
+  tmp_path = common.temp_path(path)
+  try:
+    with tf.io.TFRecordWriter(tmp_path) as writer:
+      for features in examples:
+        if should_stop is not None and should_stop():
+          raise pretraining_data.Stopped()
+        writer.write(serialize(features))
+    tf.io.gfile.rename(tmp_path, path, overwrite=True)
+  finally:
+    if tf.io.gfile.exists(tmp_path):
+      tf.io.gfile.remove(tmp_path)
