@@ -1573,7 +1573,7 @@ def run(argv=None):
     argv: command line (default sys.argv).
   """
   define_flags()
-  app.run(lambda args: common.run_main(main, args), argv=argv)
+  app.run(lambda args: common.run_main(main, args), argv=argv, flags_parser=common.parse_flags)
 
 
 if __name__ == "__main__":

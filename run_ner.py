@@ -1880,4 +1880,4 @@ def _predict_file(settings, model_fn, conll, batch_size, split, convert, num_lab
 
 if __name__ == "__main__":
   define_flags()
-  app.run(lambda argv: common.run_main(main, argv))
+  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.parse_flags)

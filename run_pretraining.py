@@ -898,4 +898,4 @@ def _run_engine(flag_values, bert_config, input_files, eval_files, resume_step, 
 
 if __name__ == "__main__":
   define_flags()
-  app.run(lambda argv: common.run_main(main, argv))
+  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.parse_flags)

@@ -1742,4 +1742,4 @@ def _export(settings, bert_config):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(lambda argv: common.run_main(main, argv))
+  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.parse_flags)

@@ -20,6 +20,7 @@ import socket
 import sys
 import time
 
+from absl import flags as absl_flags
 from absl import logging as absl_logging
 import tensorflow as tf
 
@@ -84,6 +85,24 @@ def run_main(main_fn, argv):
       raise
     sys.stderr.write("error: %s\n" % describe_storage_error(str(e.message)))
     sys.exit(1)
+
+
+def parse_flags(argv):
+  """app.run's flags_parser: a bad flag is one line and exit status 2, as every other bad input.
+
+  absl's own parser prints two lines ("FATAL Flags parsing error: ..." and a hint) and exits 1.
+
+  Args:
+    argv: the command line (sys.argv).
+
+  Returns:
+    The arguments left after the flags (what app.run passes to main).
+  """
+  try:
+    return absl_flags.FLAGS(argv)
+  except absl_flags.Error as e:
+    sys.stderr.write("error: %s (--helpfull lists the flags)\n" % e)
+    sys.exit(2)
 
 
 def moved_names_getattr(module_name, new_place_of):

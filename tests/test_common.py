@@ -375,3 +375,16 @@ def test_helpers_that_moved_out_of_commands_name_their_new_place():
     if not hasattr(module, name):
       with pytest.raises(AttributeError, match="has no attribute"):
         getattr(module, name)
+
+
+@pytest.mark.parametrize("flag, message", [
+    ("--no_such_flag=1", "Unknown command line flag 'no_such_flag'"),
+    ("--na_prob_thresh=many", "--na_prob_thresh=many"),
+])
+def test_a_bad_flag_is_one_line_and_exit_status_2(tmp_path, flag, message):
+  env = dict(os.environ, PYTHONPATH=REPO_DIR)
+  run = subprocess.run([sys.executable, os.path.join(REPO_DIR, "squad_evaluate.py"), flag],
+                       cwd=str(tmp_path), env=env, capture_output=True, text=True, timeout=300)
+  assert run.returncode == 2, run.stderr
+  assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: "), run.stderr
+  assert message in run.stderr and "--helpfull" in run.stderr

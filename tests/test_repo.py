@@ -639,3 +639,17 @@ def test_every_command_imports_tensorflow_through_tf_startup():
   assert not _imports_tensorflow_before_startup(parsed("import os\nfrom absl import app\n"
                                                        "from realformer_tf import tf_startup\n"
                                                        "import tensorflow as tf\n"), trees)
+
+
+def test_every_command_parses_its_flags_with_one_line_errors():
+  # app.run's own parser prints two lines and exits 1 for an unknown or malformed flag.
+  runs = {}
+  for path in _command_files():
+    with open(os.path.join(REPO_DIR, path), encoding="utf-8") as f:
+      calls = re.findall(r"^\s*app\.run\(.*$", f.read(), re.MULTILINE)
+    if calls:
+      runs[path] = calls
+  assert {"run_classifier.py", "run_squad.py", "etc_model/run_long_tasks.py"} <= set(runs)
+  plain = [path for path, calls in runs.items()
+           if not all("flags_parser=common.parse_flags" in call for call in calls)]
+  assert not plain, "app.run(..., flags_parser=common.parse_flags) in: %s" % plain

@@ -864,4 +864,4 @@ def _run(settings, config, sp, train_files, dev_files, checkpoint):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(lambda argv: common.run_main(main, argv))
+  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.parse_flags)
