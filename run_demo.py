@@ -25,6 +25,7 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import functools
 import json
 import os
 import sys
@@ -253,16 +254,17 @@ DEMO_OUTPUTS = ("vocab.txt", "domain_text.txt", "pretrain_config.json", "data", 
 LOCK_LABEL = "run_demo"
 
 
-def demo_settings(warmup_steps):
+def demo_settings(flag_values, warmup_steps):
   """The recipe's flags that every output of a demo run depends on.
 
   Args:
+    flag_values: the parsed flags.
     warmup_steps: the pre-training warm-up steps in effect (the flag or its default).
 
   Returns:
     dict: flag name -> value.
   """
-  settings = {name: getattr(FLAGS, name) for name in (
+  settings = {name: getattr(flag_values, name) for name in (
       "residual_attention", "domain_adaptive", "max_seq_length", "pretrain_steps",
       "pretrain_batch_size", "pretrain_learning_rate", "pretrain_dropout",
       "pretrain_fused_optimizer", "finetune_learning_rate", "finetune_epochs",
@@ -271,18 +273,21 @@ def demo_settings(warmup_steps):
   return settings
 
 
-def demo_inputs():
+def demo_inputs(flag_values):
   """The demo's input files (recorded by the sha256 of their contents, paths left out).
+
+  Args:
+    flag_values: the parsed flags.
 
   Returns:
     list of reproduction.InputFile: --train_text, --heldout_text, --bert_config_file,
     --vocab_file (when given) and the train.tsv / dev.tsv of --sentiment_dir that exist.
   """
-  inputs = [reproduction.input_file(name, getattr(FLAGS, name))
+  inputs = [reproduction.input_file(name, getattr(flag_values, name))
             for name in ("train_text", "heldout_text", "bert_config_file", "vocab_file")
-            if getattr(FLAGS, name) is not None]
+            if getattr(flag_values, name) is not None]
   for name in ("train.tsv", "dev.tsv"):
-    path = os.path.join(FLAGS.sentiment_dir, name)
+    path = os.path.join(flag_values.sentiment_dir, name)
     if os.path.isfile(path):
       inputs.append(reproduction.input_file("sentiment_dir", path, name))
   return inputs
@@ -374,10 +379,6 @@ def _is_progress(line):
   return any(k in line for k in keys)
 
 
-def _path(*parts):
-  return os.path.join(FLAGS.output_dir, *parts)
-
-
 def main(_):
   # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
   estimator_utils.require_estimator()
@@ -407,8 +408,9 @@ def main(_):
   # One demo per directory, before anything is read or written there: a second one would take
   # the running demo's stage children for orphans and train in their place.
   common.OutputDirLock(FLAGS.output_dir, "output_dir", label=LOCK_LABEL).acquire()
-  settings = demo_settings(warmup_steps)
-  check_output_dir_settings(FLAGS.output_dir, settings, demo_inputs())
+  settings = demo_settings(FLAGS, warmup_steps)
+  output_path = functools.partial(os.path.join, FLAGS.output_dir)
+  check_output_dir_settings(FLAGS.output_dir, settings, demo_inputs(FLAGS))
   # What the demo will do, before the minutes it takes (the report repeats it).
   model = _read_json(FLAGS.bert_config_file) or {}
   print("[demo] recipe: %s" % recipe_text(
@@ -417,12 +419,12 @@ def main(_):
       if FLAGS.pretrain_dropout is None else FLAGS.pretrain_dropout), flush=True)
   # SIGINT / SIGTERM: the running stage saves and stops, the demo exits 130 / 143.
   subprocess_utils.install_signal_forwarding()
-  log_dir = _path("logs")
+  log_dir = output_path("logs")
   timings = {}
   pretrain_text = [FLAGS.train_text]
   if FLAGS.domain_adaptive:
     # Domain-adaptive pre-training on the fine-tuning task's unlabelled training sentences.
-    domain_text = _path("domain_text.txt")
+    domain_text = output_path("domain_text.txt")
     if not os.path.exists(domain_text):  # written atomically: its existence marks it done
       write_domain_text(os.path.join(FLAGS.sentiment_dir, "train.tsv"), domain_text)
     pretrain_text.append(domain_text)
@@ -430,7 +432,7 @@ def main(_):
   if vocab_file is None:
     # A vocab of the corpus: the 30,522-entry bert-base-uncased one makes the MLM softmax and
     # the embedding update most of a step's time, and ~2/3 of its rows never occur in the text.
-    vocab_file = _path("vocab.txt")  # written atomically: its existence marks the stage done
+    vocab_file = output_path("vocab.txt")  # written atomically: its existence marks the stage done
     timings["build vocab"] = run_stage(
         "build vocab",
         ["build_vocab.py", "--input_file=%s" % ",".join(pretrain_text),
@@ -448,18 +450,20 @@ def main(_):
   timings["create data (train)"] = run_stage(
       "create data train",
       ["create_pretraining_data.py", "--input_file=%s" % ",".join(pretrain_text),
-       "--output_file=%s" % _path("data", "train.tfrecord"), "--dupe_factor=10"] + data_args,
-      lambda: file_done(text_input.summary_path_for(_path("data", "train.tfrecord"))), log_dir)
+       "--output_file=%s" % output_path("data", "train.tfrecord"), "--dupe_factor=10"] + data_args,
+      lambda: file_done(text_input.summary_path_for(output_path("data", "train.tfrecord"))),
+      log_dir)
   timings["create data (held-out)"] = run_stage(
       "create data heldout",
       ["create_pretraining_data.py", "--input_file=%s" % FLAGS.heldout_text,
-       "--output_file=%s" % _path("data", "heldout.tfrecord"), "--dupe_factor=1"] + data_args,
-      lambda: file_done(text_input.summary_path_for(_path("data", "heldout.tfrecord"))), log_dir)
+       "--output_file=%s" % output_path("data", "heldout.tfrecord"), "--dupe_factor=1"] + data_args,
+      lambda: file_done(text_input.summary_path_for(output_path("data", "heldout.tfrecord"))),
+      log_dir)
 
-  with open(text_input.summary_path_for(_path("data", "heldout.tfrecord"))) as f:
+  with open(text_input.summary_path_for(output_path("data", "heldout.tfrecord"))) as f:
     heldout_instances = json.load(f)["instances"]
   eval_batch = 32
-  pretrain_dir = _path("pretrain")
+  pretrain_dir = output_path("pretrain")
   steps = FLAGS.pretrain_steps
   summary = _read_json(os.path.join(pretrain_dir, "train_summary_local.json")) or {}
   # Trained but not evaluated (stopped during the evaluation): evaluate only, so the training
@@ -467,12 +471,12 @@ def main(_):
   train_flag = "--nodo_train" if summary.get("global_step") == steps else "--do_train"
   pretrain_config = FLAGS.bert_config_file
   if FLAGS.pretrain_dropout is not None:
-    pretrain_config = _path("pretrain_config.json")
+    pretrain_config = output_path("pretrain_config.json")
     write_pretrain_config(FLAGS.bert_config_file, FLAGS.pretrain_dropout, pretrain_config)
   pretrain_args = [
       "run_pretraining.py", "--bert_config_file=%s" % pretrain_config,
-      "--input_file=%s" % _path("data", "train.tfrecord"),
-      "--eval_input_file=%s" % _path("data", "heldout.tfrecord"),
+      "--input_file=%s" % output_path("data", "train.tfrecord"),
+      "--eval_input_file=%s" % output_path("data", "heldout.tfrecord"),
       "--output_dir=%s" % pretrain_dir, train_flag, "--do_eval",
       "--max_seq_length=%d" % seq, "--max_predictions_per_seq=%d" % preds,
       "--train_batch_size=%d" % FLAGS.pretrain_batch_size, "--eval_batch_size=%d" % eval_batch,
@@ -497,8 +501,8 @@ def main(_):
 
   classifier = None
   if FLAGS.finetune:
-    classifier_dir = _path("sst2")
-    export_dir = _path("sst2_export")
+    classifier_dir = output_path("sst2")
+    export_dir = output_path("sst2_export")
     timings["fine-tune + export"] = run_stage(
         "finetune sst2",
         ["run_classifier.py", "--task_name=sst-2", "--data_dir=%s" % FLAGS.sentiment_dir,
@@ -517,7 +521,7 @@ def main(_):
     classifier["export_dir"] = export_dir
     classifier["answers"] = ask_text_classifier(export_dir, CLASSIFIER_SENTENCES)
 
-  fill_mask_file = _path("fill_mask-%d.jsonl" % steps)  # named by the step it was filled at
+  fill_mask_file = output_path("fill_mask-%d.jsonl" % steps)  # named by the step it was filled at
   timings["fill-mask"] = run_stage(
       "fill mask",
       ["predict_masked.py", "--init_checkpoint=%s" % train_summary["checkpoint"],
@@ -531,10 +535,10 @@ def main(_):
                        used_config["hidden_dropout_prob"])
   report = _report(used_config, pretrain_eval, train_summary, classifier, timings, fill_mask,
                    recipe=recipe)
-  with common.atomic_output(_path("report.md")) as f:
+  with common.atomic_output(output_path("report.md")) as f:
     f.write(report)
   print(report)
-  print("[demo] report written to %s" % _path("report.md"))
+  print("[demo] report written to %s" % output_path("report.md"))
 
 
 def recipe_text(settings, vocab_file, finetune, vocab_size, pretrain_dropout):

@@ -417,7 +417,6 @@ FLAG_READS_TO_CONVERT = {
     "etc_model/run_long_tasks.py": {"_padding", "_needed_files", "_expected_lengths",
                                     "_Inference", "_scored_checkpoint", "_train",
                                     "_side_input_options"},
-    "run_demo.py": {"demo_settings", "demo_inputs", "_path"},
 }
 
 
