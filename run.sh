@@ -72,7 +72,8 @@ export TF_ENABLE_ONEDNN_OPTS="${TF_ENABLE_ONEDNN_OPTS:-1}"
 # training loop, run_classifier's tf.distribute engine, SavedModels exported on TF 2.15):
 # docs/compatibility.md.
 LATEST_VENV=.venv-tf-latest
-LATEST_TESTS=(tests/test_tf_versions.py tests/test_tf2_training.py tests/test_modeling.py
+LATEST_TESTS=(tests/test_tf_versions.py tests/test_tf2_training.py tests/test_etc_pretraining_tf2.py
+              tests/test_modeling.py
               tests/test_tokenization.py tests/test_optimization.py
               tests/test_convert_hf_checkpoint.py
               tests/test_checkpoint_utils.py tests/test_average_checkpoints.py

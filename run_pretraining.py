@@ -28,7 +28,6 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
-import collections
 import json
 import os
 import time
@@ -36,7 +35,6 @@ import time
 from absl import app
 from absl import flags
 from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
-import numpy as np
 import tensorflow as tf
 
 from realformer_tf import checkpoint_utils
@@ -253,39 +251,6 @@ def _engine_model_fn(bert_config, use_one_hot_embeddings):
         "next_sentence_labels": tf.reshape(features["next_sentence_labels"], [-1]),
     }
   return model_fn
-
-
-def _engine_metrics(batches):
-  """metric_fn's metrics over an evaluation's batches, and Estimator.evaluate's `loss`.
-
-  Args:
-    batches: iterable of (total loss of the batch, dict of the engine model function's
-      per-example values [batch, ...]) (tf2_training.Engine.predict_batches).
-
-  Returns:
-    dict: loss (the batches' mean total loss), masked_lm_accuracy and masked_lm_loss (weighted
-    by masked_lm_weights), next_sentence_accuracy, next_sentence_loss.
-  """
-  sums = collections.defaultdict(float)
-  for loss, values in batches:
-    weights = values["masked_lm_weights"].astype(np.float64)
-    sums["batches"] += 1
-    sums["loss"] += loss
-    sums["masked_lm_weight"] += weights.sum()
-    sums["masked_lm_correct"] += (
-        weights * (values["masked_lm_predictions"] == values["masked_lm_ids"])).sum()
-    sums["masked_lm_loss"] += (weights * values["masked_lm_example_loss"]).sum()
-    labels = values["next_sentence_labels"]
-    sums["next_sentence_count"] += len(labels)
-    sums["next_sentence_correct"] += (values["next_sentence_predictions"] == labels).sum()
-    sums["next_sentence_loss"] += values["next_sentence_example_loss"].astype(np.float64).sum()
-  return {
-      "loss": sums["loss"] / max(sums["batches"], 1),
-      "masked_lm_accuracy": sums["masked_lm_correct"] / max(sums["masked_lm_weight"], 1e-30),
-      "masked_lm_loss": sums["masked_lm_loss"] / max(sums["masked_lm_weight"], 1e-30),
-      "next_sentence_accuracy": sums["next_sentence_correct"] / max(sums["next_sentence_count"], 1),
-      "next_sentence_loss": sums["next_sentence_loss"] / max(sums["next_sentence_count"], 1),
-  }
 
 
 # Moved to estimator_utils (every fine-tuning script's fp16 jobs use it); kept under this name.
@@ -885,7 +850,7 @@ def _run_engine(flag_values, bert_config, input_files, eval_files, resume_step, 
         input_files=eval_files, max_seq_length=flag_values.max_seq_length,
         max_predictions_per_seq=flag_values.max_predictions_per_seq, is_training=False,
         repeat=not eval_once, drop_remainder=not eval_once)
-    result = _engine_metrics(engine.predict_batches(
+    result = pretraining_utils.engine_metrics(engine.predict_batches(
         eval_input_fn, batch_size=flag_values.eval_batch_size, steps=flag_values.max_eval_steps))
     common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
     result["global_step"] = estimator_utils.latest_global_step(flag_values.output_dir)

@@ -41,6 +41,11 @@ the summary.
 dtype with float32 variables, softmaxes, LayerNorm statistics and residual-attention running
 sums; fp16 trains with dynamic loss scaling (estimator_utils.create_train_op). The checkpoints
 are the same in every precision: a job continues in another one.
+
+On TensorFlow >= 2.16 (no Estimator) the same flags train and evaluate with
+realformer_tf.tf2_training.Engine over the same graph: the same checkpoints (a job continues on
+either engine), train_summary and eval_results; the Estimator-only flags (TPU, XLA, precision,
+--gradient_accumulation_steps) are one-line errors there.
 """
 
 from __future__ import absolute_import
@@ -65,6 +70,7 @@ from realformer_tf import model_config
 import modeling
 from realformer_tf import pretraining_utils
 from realformer_tf import text_input
+from realformer_tf import tf2_training
 import run_pretraining as bert_pretraining
 from etc_model import cpc
 from etc_model import etc_estimator
@@ -416,6 +422,49 @@ def model_fn_builder(config, init_checkpoint, learning_rate, num_train_steps, nu
   return model_fn
 
 
+def engine_model_fn(config, cpc_options=None, att_implementation="auto",
+                    use_one_hot_embeddings=False):
+  """model_fn_builder's graph as a tf2_training.Engine model function.
+
+  Args:
+    config: EtcConfig.
+    cpc_options: CpcOptions (loss_weight > 0 adds the CPC loss) or None.
+    att_implementation: "auto", "full" or "sparse".
+    use_one_hot_embeddings: TPU embedding lookups.
+
+  Returns:
+    model_fn(features, is_training) -> (loss, {name: Tensor [batch, ...]}: what
+    pretraining_utils.engine_metrics reads: the MLM per-prediction losses, predictions, ids and
+    weights (inside CPC's masked sentences 0), and with CPC cpc_example_loss, cpc_correct,
+    cpc_weights).
+  """
+  def model_fn(features, is_training):
+    cpc_out = None
+    if cpc_options is not None and cpc_options.loss_weight > 0:
+      loss, example_loss, log_probs, cpc_out = build_model_with_cpc(
+          config, features, is_training, cpc_options, cpc_seed(features, is_training),
+          use_one_hot_embeddings=use_one_hot_embeddings, att_implementation=att_implementation)
+      weights = cpc_out["masked_lm_weights"]
+    else:
+      loss, example_loss, log_probs = build_model(
+          config, features, is_training, use_one_hot_embeddings=use_one_hot_embeddings,
+          att_implementation=att_implementation)
+      weights = features["masked_lm_weights"]
+    batch_shape = tf.shape(features["masked_lm_ids"])
+    values = {
+        "masked_lm_example_loss": tf.reshape(example_loss, batch_shape),
+        "masked_lm_predictions": tf.reshape(
+            tf.argmax(log_probs, axis=-1, output_type=tf.int32), batch_shape),
+        "masked_lm_ids": features["masked_lm_ids"],
+        "masked_lm_weights": tf.reshape(weights, batch_shape),
+    }
+    if cpc_out is not None:
+      values.update((name, cpc_out[name])
+                    for name in ("cpc_example_loss", "cpc_correct", "cpc_weights"))
+    return loss, values
+  return model_fn
+
+
 def variable_shapes(config, max_seq_length, max_global_seq_length, att_implementation="auto"):
   """{variable name: shape} of the model and head this job builds (nothing is computed)."""
   with tf.Graph().as_default():
@@ -547,12 +596,26 @@ def _check_vocab_ids(input_files, config):
                                 ("token_ids", "global_token_ids", "masked_lm_ids"))
 
 
-def main(_):
-  tf1.logging.set_verbosity(tf1.logging.INFO)
-  estimator_utils.require_estimator(script="-m " + SCRIPT)
-  _check_flags()
+def _check_engine_flags():
+  """One-line errors for the device, precision and distribution flags: on the TF2 engine those
+  only the Estimator implements (tf2_training.check_flags, --gradient_accumulation_steps), on
+  both the combinations estimator_utils refuses."""
+  if not estimator_utils.has_estimator():
+    tf2_training.check_flags(FLAGS, "-m " + SCRIPT)
+    if FLAGS.gradient_accumulation_steps != 1:
+      common.fail("--gradient_accumulation_steps=%d: implemented by the Estimator only "
+                  "(TensorFlow %s); run it in the project's TF %s environment (`bash run.sh "
+                  "python -m %s ...`)" % (
+                      FLAGS.gradient_accumulation_steps, estimator_utils.ESTIMATOR_TF_VERSION,
+                      estimator_utils.ESTIMATOR_TF_VERSION, SCRIPT))
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
+
+
+def main(_):
+  tf1.logging.set_verbosity(tf1.logging.INFO)
+  _check_flags()
+  _check_engine_flags()
   # --etc_config_file with the --residual_attention override, validated (one-line errors).
   config = etc_estimator.load_config(FLAGS.etc_config_file, FLAGS.residual_attention,
                                      FLAGS.max_seq_length)
@@ -596,6 +659,18 @@ def main(_):
       tf1.logging.info("Warm-up: %d of %d steps (--num_warmup_steps default: min(%d, a tenth))",
                        num_warmup_steps, FLAGS.num_train_steps,
                        pretraining_utils.OFFICIAL_WARMUP_STEPS)
+  summary = {"residual_attention": config.residual_attention,
+             "att_implementation": FLAGS.att_implementation, "precision": FLAGS.precision,
+             "use_xla": FLAGS.use_xla,
+             "fused_optimizer": FLAGS.fused_optimizer, "max_seq_length": FLAGS.max_seq_length,
+             "max_global_seq_length": FLAGS.max_global_seq_length}
+  if cpc_options is not None:
+    summary["cpc"] = dict(cpc_options._asdict())
+  if not estimator_utils.has_estimator():
+    _run_engine(FLAGS, config, cpc_options, input_files, eval_files, resume_step,
+                num_warmup_steps, label, summary)
+    lock.release()
+    return
   digest_hook = pretraining_utils.WeightsDigestHook()
   progress_hook = estimator_utils.ProgressHook(total_steps, FLAGS.train_batch_size)
   model_fn = model_fn_builder(
@@ -611,13 +686,6 @@ def main(_):
       model_fn, FLAGS, FLAGS.output_dir, train_batch_size=FLAGS.train_batch_size,
       eval_batch_size=FLAGS.eval_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
 
-  summary = {"residual_attention": config.residual_attention,
-             "att_implementation": FLAGS.att_implementation, "precision": FLAGS.precision,
-             "use_xla": FLAGS.use_xla,
-             "fused_optimizer": FLAGS.fused_optimizer, "max_seq_length": FLAGS.max_seq_length,
-             "max_global_seq_length": FLAGS.max_global_seq_length}
-  if cpc_options is not None:
-    summary["cpc"] = dict(cpc_options._asdict())
   if FLAGS.do_train:
     train_input_fn = input_fn_builder(
         input_files, config, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
@@ -669,6 +737,83 @@ def main(_):
                      result["eval_examples"], result["eval_records"])
     estimator_utils.write_eval_results(FLAGS.output_dir, result)
   lock.release()
+
+
+def _run_engine(flag_values, config, cpc_options, input_files, eval_files, resume_step,
+                num_warmup_steps, label, summary):
+  """--do_train / --do_eval with tf2_training.Engine (a TensorFlow without the Estimator): the
+  checkpoints, train_summary_<label>.json and eval_results of the Estimator's path.
+
+  Args:
+    flag_values: the parsed flags, as main read and checked them.
+    config: the job's EtcConfig.
+    cpc_options: CpcOptions or None.
+    input_files: the training TFRecords.
+    eval_files: the evaluation TFRecords.
+    resume_step: the global step of the checkpoint the job resumes from (0 for none).
+    num_warmup_steps: the warm-up, resolved.
+    label: the train_summary file's label.
+    summary: the train summary's settings (completed with the run's figures).
+  """
+  strategy = tf2_training.make_strategy(flag_values.distribution_strategy, flag_values.num_gpus)
+  engine = tf2_training.Engine(
+      engine_model_fn(config, cpc_options, flag_values.att_implementation,
+                      tf2_training.is_tpu_strategy(strategy)),
+      flag_values.output_dir, strategy=strategy, train_batch_size=flag_values.train_batch_size,
+      learning_rate=flag_values.learning_rate, num_train_steps=flag_values.num_train_steps,
+      num_warmup_steps=num_warmup_steps, init_checkpoint=flag_values.init_checkpoint,
+      allow_unmatched_init=flag_values.allow_unmatched_init,
+      encoder_scopes=checkpoint_utils.ENCODER_SCOPES["etc"], seed=flag_values.seed,
+      save_checkpoints_steps=flag_values.save_checkpoints_steps,
+      keep_checkpoint_max=flag_values.keep_checkpoint_max,
+      log_every_n_steps=flag_values.log_every_n_steps,
+      fused_optimizer=flag_values.fused_optimizer)
+  total_steps = flag_values.num_train_steps
+  if flag_values.do_train:
+    if resume_step:
+      tf1.logging.info("Resuming from step %d of %d in %s", resume_step, total_steps,
+                       flag_values.output_dir)
+    start = time.time()
+    result = engine.train(
+        lambda skip_batches: input_fn_builder(
+            input_files, config, flag_values.max_seq_length, flag_values.max_global_seq_length,
+            flag_values.max_predictions_per_seq, is_training=True, seed=flag_values.seed,
+            skip_batches=skip_batches), total_steps)
+    common.STOP_SIGNALS.exit_if_stopped(
+        "checkpoint saved at step %d of %d; rerun the same command to resume" %
+        (result.global_step, total_steps))
+    elapsed = time.time() - start
+    steps_done = result.global_step - (resume_step or 0)
+    summary.update({
+        "global_step": result.global_step, "num_train_steps": total_steps,
+        "resumed_from_step": resume_step or 0,
+        "train_seconds": round(elapsed, 1),
+        "train_steps_per_sec": round(steps_done / elapsed, 3) if elapsed > 0 else None,
+        "steady_steps_per_sec": (round(result.steps_per_second, 3)
+                                 if result.steps_per_second else None),
+        "checkpoint": tf1.train.latest_checkpoint(flag_values.output_dir),
+        "weights_digest": pretraining_utils.weights_digest(engine.variable_values()),
+    })
+    common.write_json_atomic(
+        os.path.join(flag_values.output_dir, "train_summary_%s.json" % label), summary)
+    tf1.logging.info("Training done: %s", json.dumps(summary, sort_keys=True))
+  if flag_values.do_eval:
+    # As the Estimator's: every record once in full batches by default (the side inputs take
+    # static shapes); --max_eval_steps: that many batches of the repeated records.
+    eval_input_fn = input_fn_builder(
+        eval_files, config, flag_values.max_seq_length, flag_values.max_global_seq_length,
+        flag_values.max_predictions_per_seq, is_training=False,
+        repeat=flag_values.max_eval_steps is not None)
+    result = pretraining_utils.engine_metrics(engine.predict_batches(
+        eval_input_fn, batch_size=flag_values.eval_batch_size,
+        steps=flag_values.max_eval_steps))
+    common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
+    result["global_step"] = estimator_utils.latest_global_step(flag_values.output_dir)
+    result.update(pretraining_utils.eval_counts(eval_files, flag_values.eval_batch_size,
+                                                flag_values.max_eval_steps, True))
+    tf1.logging.info("Evaluated %d examples (%d records in --eval_input_file)",
+                     result["eval_examples"], result["eval_records"])
+    estimator_utils.write_eval_results(flag_values.output_dir, result)
 
 
 if __name__ == "__main__":

@@ -5,14 +5,15 @@ The parts of a pre-training job that do not depend on the model: who this proces
 TF_CONFIG cluster (task_label, is_chief), the training loop (train_to_step, through
 train_and_evaluate under multi_worker_mirrored), the weights digest every worker writes in its
 summary (weights_digest, WeightsDigestHook), the MLM accuracy of one batch for training
-summaries, the default warm-up (default_warmup_steps) and what an evaluation scored
-(eval_counts).
+summaries, the default warm-up (default_warmup_steps), what an evaluation scored
+(eval_counts) and the eval metrics of the TF2 engine's batches (engine_metrics).
 """
 
 from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import collections
 import hashlib
 import json
 import os
@@ -157,3 +158,57 @@ def eval_counts(eval_files, batch_size, max_eval_steps, drop_remainder):
   else:
     examples = records // batch_size * batch_size if drop_remainder else records
   return {"eval_examples": examples, "eval_records": records}
+
+
+def engine_metrics(batches):
+  """The Estimator's pre-training eval metrics, from the tf2_training engine's batches.
+
+  Sums over every batch as the tf.compat.v1.metrics of the model_fns' metric_fn do: the MLM
+  metrics weighted by masked_lm_weights, the next-sentence ones over the examples, CPC's
+  weighted by cpc_weights, and `loss` the batches' mean loss (Estimator.evaluate's loss).
+
+  Args:
+    batches: iterable of (the batch's mean loss, dict of per-example numpy arrays
+      [batch, ...]): masked_lm_example_loss, masked_lm_predictions, masked_lm_ids,
+      masked_lm_weights; optionally next_sentence_example_loss, next_sentence_predictions,
+      next_sentence_labels; optionally cpc_example_loss, cpc_correct, cpc_weights
+      (tf2_training.Engine.predict_batches).
+
+  Returns:
+    dict: loss, masked_lm_accuracy, masked_lm_loss, and next_sentence_accuracy /
+    next_sentence_loss, cpc_accuracy / cpc_loss when the batches have them.
+  """
+  sums = collections.defaultdict(float)
+  keys = set()
+  for loss, values in batches:
+    keys.update(values)
+    weights = values["masked_lm_weights"].astype(np.float64)
+    sums["batches"] += 1
+    sums["loss"] += loss
+    sums["masked_lm_weight"] += weights.sum()
+    sums["masked_lm_correct"] += (
+        weights * (values["masked_lm_predictions"] == values["masked_lm_ids"])).sum()
+    sums["masked_lm_loss"] += (weights * values["masked_lm_example_loss"]).sum()
+    if "next_sentence_labels" in values:
+      labels = values["next_sentence_labels"]
+      sums["next_sentence_count"] += len(labels)
+      sums["next_sentence_correct"] += (values["next_sentence_predictions"] == labels).sum()
+      sums["next_sentence_loss"] += values["next_sentence_example_loss"].astype(np.float64).sum()
+    if "cpc_weights" in values:
+      cpc_weights = values["cpc_weights"].astype(np.float64)
+      sums["cpc_weight"] += cpc_weights.sum()
+      sums["cpc_correct"] += (cpc_weights * values["cpc_correct"]).sum()
+      sums["cpc_loss"] += (cpc_weights * values["cpc_example_loss"]).sum()
+  metrics = {
+      "loss": sums["loss"] / max(sums["batches"], 1),
+      "masked_lm_accuracy": sums["masked_lm_correct"] / max(sums["masked_lm_weight"], 1e-30),
+      "masked_lm_loss": sums["masked_lm_loss"] / max(sums["masked_lm_weight"], 1e-30),
+  }
+  if "next_sentence_labels" in keys:
+    count = max(sums["next_sentence_count"], 1)
+    metrics["next_sentence_accuracy"] = sums["next_sentence_correct"] / count
+    metrics["next_sentence_loss"] = sums["next_sentence_loss"] / count
+  if "cpc_weights" in keys:
+    metrics["cpc_accuracy"] = sums["cpc_correct"] / max(sums["cpc_weight"], 1e-30)
+    metrics["cpc_loss"] = sums["cpc_loss"] / max(sums["cpc_weight"], 1e-30)
+  return metrics
