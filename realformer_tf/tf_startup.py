@@ -11,8 +11,14 @@ those is written back, so a real problem during the import still shows.
 It also makes C++ INFO lines (e.g. "oneDNN custom operations are on") opt-in: TF_CPP_MIN_LOG_LEVEL
 defaults to 1 when unset. The Python-side counterpart (TensorFlow's own INFO and WARNING records
 hidden unless --verbosity >= 1) is common.quiet_framework_logs, which common.run_main installs.
+
+Newer TensorFlow builds (2.16+) print their CUDA failure ("failed call to cuInit") when the
+devices are first listed rather than at import: the devices are listed inside the capture too,
+and that line is dropped only on a machine without NVIDIA device nodes (/dev/nvidia*), where it
+says nothing; with a GPU present a failing driver still shows.
 """
 
+import glob
 import os
 import re
 import sys
@@ -29,11 +35,26 @@ START_UP_NOISE = re.compile("|".join([
     r"All log messages before absl::InitializeLog\(\) is called are written to STDERR",
     r"computation placer already registered",
 ]))
+# The CUDA initialisation failure of TF 2.16+, noise only where no NVIDIA device exists.
+NO_GPU_NOISE = re.compile(r"failed call to cuInit")
 
 
-def drop_start_up_noise(text):
-  """The lines of `text` (what the import printed) that are not START_UP_NOISE, joined."""
-  return "".join(line for line in text.splitlines(True) if not START_UP_NOISE.search(line))
+def drop_start_up_noise(text, has_gpu_devices=None):
+  """The lines of `text` (what the import printed) that are not start-up noise, joined.
+
+  Args:
+    text: the captured output.
+    has_gpu_devices: whether the machine has NVIDIA device nodes (None: look at /dev); without
+      them NO_GPU_NOISE is noise too.
+
+  Returns:
+    The lines kept.
+  """
+  if has_gpu_devices is None:
+    has_gpu_devices = bool(glob.glob("/dev/nvidia*"))
+  def is_noise(line):
+    return START_UP_NOISE.search(line) or (not has_gpu_devices and NO_GPU_NOISE.search(line))
+  return "".join(line for line in text.splitlines(True) if not is_noise(line))
 
 
 def import_tensorflow_quietly():
@@ -51,6 +72,8 @@ def import_tensorflow_quietly():
     os.dup2(captured.fileno(), 2)
     try:
       import tensorflow  # pylint: disable=unused-import,g-import-not-at-top,redefined-outer-name
+      # Where newer builds print their CUDA start-up lines (logical devices stay configurable).
+      tensorflow.config.list_physical_devices("GPU")
     finally:
       sys.stderr.flush()
       os.dup2(saved_stderr, 2)

@@ -388,3 +388,11 @@ def test_a_bad_flag_is_one_line_and_exit_status_2(tmp_path, flag, message):
   assert run.returncode == 2, run.stderr
   assert run.stderr.count("\n") == 1 and run.stderr.startswith("error: "), run.stderr
   assert message in run.stderr and "--helpfull" in run.stderr
+
+
+def test_cuda_init_failure_is_noise_only_without_gpu_device_nodes():
+  from realformer_tf import tf_startup  # pylint: disable=g-import-not-at-top
+  text = ("E0000 00:00:1.0 123 cuda_platform.cc:52] failed call to cuInit: INTERNAL: CUDA error\n"
+          "a real problem\n")
+  assert tf_startup.drop_start_up_noise(text, has_gpu_devices=False) == "a real problem\n"
+  assert tf_startup.drop_start_up_noise(text, has_gpu_devices=True) == text

@@ -11,6 +11,7 @@ These tests run in both environments:
   subprocess with the interpreter that $REALFORMER_TF215_PYTHON names (run.sh sets it).
 """
 
+import glob
 import json
 import os
 import subprocess
@@ -256,3 +257,17 @@ def test_saved_model_exported_on_tf215_fails_wrong_requests_on_the_newest_tf(mod
   for changes, message in wrong:
     with pytest.raises(tf.errors.InvalidArgumentError, match=message):
       call(**changes)
+
+
+def test_first_operation_prints_no_cuda_start_up_line():
+  # Newer TensorFlow prints its CUDA failure when devices are first used, after the import.
+  env = dict(tool_env())
+  env.pop("TF_CPP_MIN_LOG_LEVEL", None)
+  result = subprocess.run(
+      [sys.executable, "-c", "from realformer_tf import tf_startup\nimport tensorflow as tf\n"
+       "import sys\nsys.stderr.write('sum %d\\n' % int(tf.constant(1) + 1))\n"],
+      cwd=REPO_DIR, env=env, capture_output=True, text=True, timeout=300)
+  assert result.returncode == 0, result.stderr
+  if glob.glob("/dev/nvidia*"):
+    pytest.skip("a machine with GPU device nodes keeps TensorFlow's CUDA lines")
+  assert result.stderr == "sum 2\n"
