@@ -29,6 +29,11 @@ get_final_text, null-score handling, output files and variable names), with:
   * --precision=bf16|fp16 (BERT's matmuls in bfloat16 / float16, fp16 with dynamic loss
     scaling; variables, checkpoints, the span logits and the loss float32, as
     run_pretraining.py) and --fused_optimizer.
+
+On TensorFlow 2.15 it trains and predicts with the Estimator; on a TensorFlow without it (2.16
+and later), with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU,
+XLA and precision flags refused), checkpoints and output files (docs/compatibility.md, "Training
+without the Estimator").
 """
 
 from __future__ import absolute_import
@@ -57,6 +62,7 @@ from realformer_tf import model_config
 import modeling
 from realformer_tf import sliding_window
 from realformer_tf import squad_scoring
+from realformer_tf import tf2_training
 import tokenization
 
 tf1 = tf.compat.v1
@@ -65,6 +71,16 @@ FLAGS = flags.FLAGS
 
 # The shared estimator_utils.MODEL_FN_FLAGS this script implements.
 SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
+
+# The training engines: the Estimator (TensorFlow <= 2.15) and, on a TensorFlow without it,
+# tf2_training.Engine (tf.distribute; docs/compatibility.md).
+ENGINE_ESTIMATOR = "estimator"
+ENGINE_TF2 = "tf2"
+
+# BERT's pooler: built by modeling.BertModel, unused by the span head, so its variables get no
+# gradient. The Estimator's optimizer skips them (no Adam slots in its checkpoints); the TF2
+# engine gets them as non-trainable variables to the same effect (_untrained_pooler).
+POOLER_SCOPE = "bert/pooler/"
 
 # Starting value of the feature unique ids (as in the official code).
 FIRST_UNIQUE_ID = 1000000000
@@ -827,9 +843,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
         init_checkpoint, use_tpu, allow_unmatched=allow_unmatched_init)
 
     if mode == tf1.estimator.ModeKeys.TRAIN:
-      start_loss = compute_span_loss(start_logits, features["start_positions"])
-      end_loss = compute_span_loss(end_logits, features["end_positions"])
-      total_loss = (start_loss + end_loss) / 2.0
+      total_loss = _span_loss(start_logits, end_logits, features)
 
       train_op = estimator_utils.create_train_op(
           total_loss, learning_rate, num_train_steps, num_warmup_steps, use_tpu,
@@ -852,6 +866,56 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
     raise ValueError("Only TRAIN and PREDICT modes are supported: %s" % (mode))
 
   return model_fn
+
+
+def _span_loss(start_logits, end_logits, features):
+  """model_fn_builder's training loss: the mean of the start and end cross-entropies."""
+  start_loss = compute_span_loss(start_logits, features["start_positions"])
+  end_loss = compute_span_loss(end_logits, features["end_positions"])
+  return (start_loss + end_loss) / 2.0
+
+
+def _engine_model_fn(bert_config, use_one_hot_embeddings):
+  """model_fn_builder's graph as a tf2_training.Engine model function (float32).
+
+  Args:
+    bert_config: modeling.BertConfig.
+    use_one_hot_embeddings: one-hot embedding lookups (TPUStrategy).
+
+  Returns:
+    model_fn(features, is_training) -> (loss, predictions): the span loss (None for features
+    without start_positions / end_positions: prediction) and the PREDICT outputs unique_ids
+    [batch], start_logits and end_logits [batch, seq_length].
+  """
+  def model_fn(features, is_training):
+    with _untrained_pooler():
+      start_logits, end_logits = create_model(
+          bert_config=bert_config,
+          is_training=is_training,
+          input_ids=features["input_ids"],
+          input_mask=features["input_mask"],
+          segment_ids=features["segment_ids"],
+          use_one_hot_embeddings=use_one_hot_embeddings)
+    loss = None
+    if "start_positions" in features:
+      loss = _span_loss(start_logits, end_logits, features)
+    return loss, {"unique_ids": features["unique_ids"], "start_logits": start_logits,
+                  "end_logits": end_logits}
+
+  return model_fn
+
+
+def _untrained_pooler():
+  """A variable scope (names unchanged) in which the variables under POOLER_SCOPE are created
+  non-trainable: the engine then trains, and gives Adam slots to, exactly the variables the
+  Estimator's optimizer updates."""
+  def untrained_pooler_getter(getter, name, *args, **kwargs):
+    if name.startswith(POOLER_SCOPE):
+      kwargs["trainable"] = False
+    return getter(name, *args, **kwargs)
+
+  return tf1.variable_scope(tf1.get_variable_scope(), custom_getter=untrained_pooler_getter,
+                            auxiliary_name_scope=False)
 
 
 def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=None,
@@ -1337,6 +1401,10 @@ JobSettings = collections.namedtuple("JobSettings", [
     # Features, sizes and the training schedule.
     "max_seq_length", "doc_stride", "max_query_length", "train_batch_size", "predict_batch_size",
     "learning_rate", "num_train_epochs", "warmup_proportion", "seed", "use_tpu",
+    # The training engine (ENGINE_ESTIMATOR or ENGINE_TF2), its devices, checkpointing and
+    # logging.
+    "engine", "distribution_strategy", "num_gpus", "save_checkpoints_steps",
+    "keep_checkpoint_max", "log_every_n_steps",
     # Answers: n-best size, answer length, the no-answer threshold (SQuAD 2.0).
     "n_best_size", "max_answer_length", "null_score_diff_threshold",
     # Padding of training's and prediction's batches.
@@ -1383,6 +1451,12 @@ def job_settings(flag_values):
       warmup_proportion=flag_values.warmup_proportion,
       seed=flag_values.seed,
       use_tpu=flag_values.use_tpu,
+      engine=ENGINE_ESTIMATOR if estimator_utils.has_estimator() else ENGINE_TF2,
+      distribution_strategy=flag_values.distribution_strategy,
+      num_gpus=flag_values.num_gpus,
+      save_checkpoints_steps=flag_values.save_checkpoints_steps,
+      keep_checkpoint_max=flag_values.keep_checkpoint_max,
+      log_every_n_steps=flag_values.log_every_n_steps,
       n_best_size=flag_values.n_best_size,
       max_answer_length=flag_values.max_answer_length,
       null_score_diff_threshold=flag_values.null_score_diff_threshold,
@@ -1398,12 +1472,12 @@ def _feature_sizes(settings):
               max_query_length=settings.max_query_length)
 
 
-def _predict(settings, estimator, tokenizer, extra_results=None, record=None):
-  """Runs --do_predict: features, Estimator predictions, output files, scoring.
+def _predict(settings, trainer, tokenizer, extra_results=None, record=None):
+  """Runs --do_predict: features, the model's predictions, output files, scoring.
 
   Args:
     settings: JobSettings of job_settings.
-    estimator: the (TPU)Estimator.
+    trainer: the (TPU)Estimator, or the tf2_training.Engine (_job_trainer).
     tokenizer: the checked FullTokenizer.
     extra_results: dict added to eval_results (e.g. global_step, num_train_steps), or None.
     record: checkpoint_utils.checkpoint_record of the weights: `checkpoint` and
@@ -1442,7 +1516,7 @@ def _predict(settings, estimator, tokenizer, extra_results=None, record=None):
 
   all_results = []
   meter = common.ProgressMeter(num_features, unit="features", min_interval_s=10.0)
-  for result in estimator.predict(predict_input_fn, yield_single_examples=True):
+  for result in _predictions(settings, trainer, predict_input_fn):
     all_results.append(
         RawResult(
             unique_id=int(result["unique_ids"]),
@@ -1499,6 +1573,23 @@ def _predict(settings, estimator, tokenizer, extra_results=None, record=None):
                      settings.predict_file)
 
 
+def _predictions(settings, trainer, input_fn):
+  """The model's outputs example by example (unique_ids, start_logits, end_logits), from the
+  latest checkpoint in --output_dir (else the initial weights).
+
+  Args:
+    settings: JobSettings of job_settings.
+    trainer: the (TPU)Estimator, or the tf2_training.Engine.
+    input_fn: the prediction input_fn.
+
+  Returns:
+    Iterator of dicts name -> numpy value.
+  """
+  if settings.engine == ENGINE_TF2:
+    return trainer.predict(input_fn, batch_size=settings.predict_batch_size)
+  return trainer.predict(input_fn, yield_single_examples=True)
+
+
 def export_protected_paths(settings):
   """What an --export_dir must never replace: this job's --output_dir and its inputs.
 
@@ -1523,15 +1614,23 @@ def head_shapes(bert_config):
           "cls/squad/output_bias": [2]}
 
 
+def _check_engine_flags():
+  """One-line errors for the device, precision and distribution flags: on the TF2 engine those
+  only the Estimator implements (tf2_training.check_flags), on both the combinations
+  estimator_utils refuses."""
+  if not estimator_utils.has_estimator():
+    tf2_training.check_flags(FLAGS, "run_squad.py")
+  estimator_utils.validate_estimator_flags(FLAGS)
+  estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
+
+
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
-  estimator_utils.require_estimator()
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
   common.check_output_dir(FLAGS.output_dir, "output_dir")
   common.require_file(FLAGS.vocab_file, "vocab_file")
-  estimator_utils.validate_estimator_flags(FLAGS)
-  estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
+  _check_engine_flags()
   bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
   validate_flags_or_throw(bert_config)
   settings = job_settings(FLAGS)
@@ -1581,21 +1680,21 @@ def _run_job(settings, bert_config, tokenizer, eval_weights=None):
   train_examples = num_train_steps = num_warmup_steps = None
   if settings.do_train:
     train_examples, num_train_steps, num_warmup_steps = _read_train_examples(settings)
-  estimator = _job_estimator(settings, bert_config, num_train_steps, num_warmup_steps)
+  trainer = _job_trainer(settings, bert_config, num_train_steps, num_warmup_steps)
 
   train_summary = {}
   if settings.do_train:
     train_record_file = _write_train_features(settings, bert_config, tokenizer, train_examples,
                                               num_train_steps)
     del train_examples  # On disk now: not kept in memory while training.
-    train_summary = _train(settings, estimator, train_record_file, num_train_steps, resume_step)
+    train_summary = _train(settings, trainer, train_record_file, num_train_steps, resume_step)
 
   if settings.do_predict:
-    # Which weights the predictions come from: the latest checkpoint in --output_dir (the
-    # Estimator restores it), else the --init_checkpoint the model starts from, or None.
+    # Which weights the predictions come from: the latest checkpoint in --output_dir (either
+    # engine restores it), else the --init_checkpoint the model starts from, or None.
     record = checkpoint_utils.checkpoint_record(
         tf1.train.latest_checkpoint(settings.output_dir) or eval_weights)
-    _predict(settings, estimator, tokenizer, train_summary, record)
+    _predict(settings, trainer, tokenizer, train_summary, record)
 
   if settings.export_dir:
     _export(settings, bert_config)
@@ -1629,6 +1728,34 @@ def _read_train_examples(settings):
   rng = random.Random(settings.seed)
   rng.shuffle(train_examples)
   return train_examples, num_train_steps, num_warmup_steps
+
+
+def _job_trainer(settings, bert_config, num_train_steps, num_warmup_steps):
+  """What trains and predicts: the (TPU)Estimator (ENGINE_ESTIMATOR) or a tf2_training.Engine
+  over the same graph (ENGINE_TF2), its model directory --output_dir.
+
+  Args:
+    settings: JobSettings of job_settings.
+    bert_config: modeling.BertConfig.
+    num_train_steps: training steps (None without --do_train).
+    num_warmup_steps: warm-up steps (None without --do_train).
+
+  Returns:
+    The Estimator, or the tf2_training.Engine.
+  """
+  if settings.engine == ENGINE_ESTIMATOR:
+    return _job_estimator(settings, bert_config, num_train_steps, num_warmup_steps)
+  strategy = tf2_training.make_strategy(settings.distribution_strategy, settings.num_gpus)
+  return tf2_training.Engine(
+      _engine_model_fn(bert_config, tf2_training.is_tpu_strategy(strategy)),
+      settings.output_dir, strategy=strategy, train_batch_size=settings.train_batch_size,
+      learning_rate=settings.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps or 0, init_checkpoint=settings.init_checkpoint,
+      allow_unmatched_init=settings.allow_unmatched_init, seed=settings.seed,
+      save_checkpoints_steps=settings.save_checkpoints_steps,
+      keep_checkpoint_max=settings.keep_checkpoint_max,
+      log_every_n_steps=settings.log_every_n_steps,
+      fused_optimizer=settings.precision_kwargs["fused_optimizer"])
 
 
 def _job_estimator(settings, bert_config, num_train_steps, num_warmup_steps):
@@ -1689,12 +1816,12 @@ def _write_train_features(settings, bert_config, tokenizer, train_examples, num_
   return train_record_file
 
 
-def _train(settings, estimator, train_record_file, num_train_steps, resume_step):
+def _train(settings, trainer, train_record_file, num_train_steps, resume_step):
   """Runs --do_train: trains (or resumes training) up to num_train_steps.
 
   Args:
     settings: JobSettings of job_settings.
-    estimator: the (TPU)Estimator.
+    trainer: the (TPU)Estimator, or the tf2_training.Engine (_job_trainer).
     train_record_file: the features _write_train_features wrote.
     num_train_steps: the step to train to.
     resume_step: the step of the checkpoint training resumes from (check_resume), or None.
@@ -1703,23 +1830,35 @@ def _train(settings, estimator, train_record_file, num_train_steps, resume_step)
     {"global_step", "num_train_steps"}: the step reached and the target, for eval_results (a
     reader such as paper/sweep.py can check they agree).
   """
-  train_input_fn = input_fn_builder(
-      input_file=train_record_file,
-      seq_length=settings.max_seq_length,
-      is_training=True,
-      drop_remainder=True,
-      seed=settings.seed,
-      skip_batches=estimator_utils.resume_skip_batches(resume_step, settings.flag_values),
-      padding=settings.train_padding)
-  # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
+  # On SIGINT / SIGTERM the step finishes, the engine checkpoints, and the job exits
   # 130 / 143 below without writing any result that would make it look finished.
-  estimator.train(input_fn=train_input_fn, max_steps=num_train_steps,
+  if settings.engine == ENGINE_TF2:
+    # The engine resumes from the latest checkpoint itself, skipping the batches trained.
+    trainer.train(lambda skip_batches: _train_input_fn(settings, train_record_file,
+                                                       skip_batches), num_train_steps)
+  else:
+    train_input_fn = _train_input_fn(
+        settings, train_record_file,
+        estimator_utils.resume_skip_batches(resume_step, settings.flag_values))
+    trainer.train(input_fn=train_input_fn, max_steps=num_train_steps,
                   hooks=[estimator_utils.ProgressHook(num_train_steps,
                                                       settings.train_batch_size),
                          estimator_utils.StopOnSignalHook()])
   common.STOP_SIGNALS.exit_if_stopped()
   return {"global_step": estimator_utils.latest_global_step(settings.output_dir),
           "num_train_steps": num_train_steps}
+
+
+def _train_input_fn(settings, train_record_file, skip_batches):
+  """The training input_fn (shuffled with --seed) that skips the batches trained so far."""
+  return input_fn_builder(
+      input_file=train_record_file,
+      seq_length=settings.max_seq_length,
+      is_training=True,
+      drop_remainder=True,
+      seed=settings.seed,
+      skip_batches=skip_batches,
+      padding=settings.train_padding)
 
 
 def _export(settings, bert_config):
