@@ -13,6 +13,7 @@ from realformer_tf import common
 from realformer_tf import vocab_building
 import tokenization
 from conftest import last_error_line, run_tool, shared_path
+from etc_model import bert_windows
 from etc_model import create_wikihop
 from etc_model import etc_modeling
 from etc_model import export_long_model as export
@@ -218,6 +219,7 @@ def _write_wikihop(path):
     json.dump(data, f)
 
 
+@pytest.mark.slow
 def test_create_wikihop_with_a_sentencepiece_model(spm_model, tmp_path):
   _write_wikihop(str(tmp_path / "dev.json"))
   args = ["--dev_file=%s" % (tmp_path / "dev.json"), "--spm_model_file=%s" % spm_model,
@@ -407,3 +409,16 @@ def test_graph_ids_and_blanked_questions_equal_long_tasks(spm_model, do_lower_ca
     questions.append(re.sub(r"\b%s\b" % answer, "[MASK]", line))
   got = export.blanked_question(ids, tf.constant(questions), "[MASK]", blank).to_list()
   assert got == want
+
+
+def test_bert_windows_reads_cls_and_sep_of_sentencepiece_records(spm_model, tmp_path):
+  (tmp_path / long_tasks.SUMMARY_NAME).write_text(json.dumps(
+      {"settings": {"vocab_file": None, "spm_model_file": spm_model}}))
+  sp = _tokenizer(spm_model).sp_model
+  assert bert_windows.special_token_ids(str(tmp_path)) == (sp.piece_to_id("[CLS]"),
+                                                           sp.piece_to_id("[SEP]"))
+  (tmp_path / long_tasks.SUMMARY_NAME).write_text(json.dumps(
+      {"settings": {"vocab_file": None, "spm_model_file": spm_model + "x"}}))
+  with pytest.raises(common.UsageError, match=r"the spm_model_file of long_tasks.json \(.*x\) "
+                     r"is not there"):
+    bert_windows.special_token_ids(str(tmp_path))
