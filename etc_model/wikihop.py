@@ -8,8 +8,8 @@ google-research etcmodel's (models/wikihop/data_utils.py, models/multihop_utils.
 
 Lower case. The text, the query and the candidates are lower-cased before tokenising, as the
 official code does (do_lower_case must be true). With a SentencePiece model (spm_model_file) the
-same holds: the text is lower-cased and then given to SentencePiece (the official etcmodel's
-SentencePiece tokenizer does the same), so a model trained on lower-cased text (build_vocab.py
+same holds: the text is lower-cased and then given to SentencePiece (tokenization.FullTokenizer
+with spm_model_file and do_lower_case), so a model trained on lower-cased text (build_vocab.py
 --do_lower_case, its default) fits; a cased model's capital-letter pieces are never used.
 
 Data. A QAngaroo file is a JSON list of {"id", "query", "supports": [str], "candidates": [str],
