@@ -152,9 +152,11 @@ class WordpieceIds(tf.Module):
     return self(text).merge_dims(1, 2)
 
 
-# The word written in place of each blank marker of a SentencePiece question (any letters do:
-# its pieces become the blank; SentencePiece never joins letters with the punctuation around).
-BLANK_PLACEHOLDER = "X"
+# The letters tried for the word written in place of each blank marker of a SentencePiece
+# question (any letter the model knows does: its pieces become the blank; SentencePiece does not
+# join letters with the punctuation around them, but it would join an unknown letter with an
+# unknown character next to it).
+PLACEHOLDER_LETTERS = "xaeioXAEIO"
 
 
 class SentencepieceIds(tf.Module):
@@ -179,8 +181,12 @@ class SentencepieceIds(tf.Module):
     with tf.io.gfile.GFile(spm_model_file, "rb") as f:
       self._sp = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
     self._lower = bool(do_lower_case)
-    marker = reference.sp_model.PieceToId(long_tasks.WORD_START)
-    self._marker_id = -1 if reference.sp_model.IsUnknown(marker) else int(marker)
+    sp = reference.sp_model
+    marker = sp.PieceToId(long_tasks.WORD_START)
+    self._marker_id = -1 if sp.IsUnknown(marker) else int(marker)
+    known = [c for c in PLACEHOLDER_LETTERS if not sp.IsUnknown(sp.PieceToId(c)) and
+             (c.islower() or not do_lower_case)]
+    self.placeholder = (known or ["x"])[0]
 
   def _text(self, text):
     text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
@@ -195,9 +201,10 @@ class SentencepieceIds(tf.Module):
 
     long_tasks tokenises the whole question sentence (with the answer's name) and replaces the
     pieces of each mention of it (tokenize_sentence: the pieces over its characters, with a
-    word-start marker alone before them) by one blank id. Here each blank marker is written as
-    BLANK_PLACEHOLDER, the text tokenised whole, and the pieces over each placeholder (with a
-    marker alone before them) replaced likewise: the pieces around a blank are the same.
+    word-start marker alone before them) by one blank id. Here each blank marker is written as a
+    letter the model knows (self.placeholder), the text tokenised whole, and the pieces over each
+    placeholder (with a marker alone before them) replaced likewise: the pieces around a blank
+    are the same.
 
     Args:
       question: string [batch].
@@ -213,8 +220,8 @@ class SentencepieceIds(tf.Module):
     # A placeholder after every part but a row's last.
     is_span = (tf.range(tf.size(lowered, out_type=tf.int64)) - tf.gather(parts.row_starts(), row)
                < tf.gather(parts.row_lengths(), row) - 1)
-    width = len(BLANK_PLACEHOLDER.encode("utf-8"))
-    with_placeholders = tf.where(is_span, lowered + BLANK_PLACEHOLDER, lowered)
+    width = len(self.placeholder.encode("utf-8"))
+    with_placeholders = tf.where(is_span, lowered + self.placeholder, lowered)
     # (A ragged reduce_join with a separator leaves out the separator after an empty part.)
     text = tf.strings.reduce_join(parts.with_flat_values(with_placeholders), axis=1)
     # The placeholders' byte spans in their row's text.

@@ -101,10 +101,10 @@ _BOOK_NUMBER_PATTERN = re.compile(r" #\d+$")
 # Buckets of answer_distance (word pieces) for the by-distance breakdown.
 DISTANCE_BUCKETS = (128, 512, 2048)
 # The packed long / global features every task's record starts with (make_sentence_global_inputs).
-# SentencePiece's word-start marker (a piece "\u2581the" is the word "the" after a space).
-WORD_START = u"\u2581"
 PACKED_FEATURES = ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
                    "global_breakpoints")
+# SentencePiece's word-start marker (a piece "\u2581the" is the word "the" after a space).
+WORD_START = u"\u2581"
 
 
 def distance_bucket(distance):
@@ -507,27 +507,26 @@ def load_tokenizer(vocab_file, spm_model_file, do_lower_case):
     common.fail("%s: cannot be read as a vocabulary (%s)" % (source, e))
 
 
-def special_token_ids(tokenizer, tokens, source, suffix="_id"):
-  """{flag + suffix: id} of the special tokens; one line for one the vocabulary lacks.
+def special_token_ids(tokenizer, tokens, source):
+  """{flag + "_id": id} of the special tokens; one line for one the vocabulary lacks.
 
   Args:
     tokenizer: tokenization.FullTokenizer (WordPiece or SentencePiece: vocab holds its pieces).
     tokens: OrderedDict {flag name: token}.
     source: vocabulary_flag's text, for messages.
-    suffix: appended to the flag name in the keys.
 
   Returns:
     dict.
   """
   ids = {}
+  is_spm = getattr(tokenizer, "sp_model", None) is not None
   for flag, token in tokens.items():
     if token not in tokenizer.vocab:
-      common.fail("--%s=%s: not %s %s" % (
-          flag, token, "a piece of" if "spm_model_file" in source else "in", source))
+      common.fail("--%s=%s: not %s %s" % (flag, token, "a piece of" if is_spm else "in", source))
     if tokenizer.vocab[token] == 0:  # 0 pads the records: a global token of id 0 is not read
       common.fail("--%s=%s: has id 0, the padding id of the records; choose another token of "
                   "%s" % (flag, token, source))
-    ids[flag + suffix] = tokenizer.vocab[token]
+    ids[flag + "_id"] = tokenizer.vocab[token]
   return ids
 
 

@@ -392,7 +392,9 @@ def test_graph_ids_and_blanked_questions_equal_long_tasks(spm_model, do_lower_ca
   tokenize = long_tasks.tokenize_fn(tokenizer)
   ids = export.SentencepieceIds(spm_model, do_lower_case)
   lines, names = _real_sentences()
-  lines = lines[:120] + [u"\u0130stanbul: Emma's friend, \"Emma!\" said (Emma).", "Emma"]
+  # Unknown characters next to a name ("\u2603") stay apart from the blank.
+  lines = lines[:120] + [u"\u0130stanbul: Emma's friend, \"Emma!\" said (Emma).", "Emma",
+                         u"\u2603Emma\u2603 met Emma\u00e7."]
   pattern = long_tasks.names_regex(names + ["Emma"])
   assert ids.ids(tf.constant(lines)).to_list() == [tokenizer.tokenize_to_ids(l) for l in lines]
   blank = tokenizer.vocab["[MASK]"]
