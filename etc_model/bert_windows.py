@@ -40,8 +40,8 @@ cloze_metrics / supporting_metrics), predictions and results files are the same.
 Variables: cls/long_tasks_bert/cloze/output_weights [hidden, hidden] and output_bias [1];
 cls/long_tasks_bert/supporting/output_weights [1, hidden] and output_bias [1].
 
-[CLS] / [SEP] are the ids in the vocabulary the records were made with (the vocab_file in
-<data_dir>/long_tasks.json, special_token_ids).
+[CLS] / [SEP] are the ids in the vocabulary the records were made with (the vocab_file, or the
+spm_model_file of SentencePiece records, in <data_dir>/long_tasks.json, special_token_ids).
 """
 
 from __future__ import absolute_import
