@@ -40,8 +40,8 @@ cloze_metrics / supporting_metrics), predictions and results files are the same.
 Variables: cls/long_tasks_bert/cloze/output_weights [hidden, hidden] and output_bias [1];
 cls/long_tasks_bert/supporting/output_weights [1, hidden] and output_bias [1].
 
-[CLS] / [SEP] are the ids in the vocabulary the records were made with (the vocab_file in
-<data_dir>/long_tasks.json, special_token_ids).
+[CLS] / [SEP] are the ids in the vocabulary the records were made with (the vocab_file, or the
+spm_model_file of SentencePiece records, in <data_dir>/long_tasks.json, special_token_ids).
 """
 
 from __future__ import absolute_import
@@ -99,7 +99,8 @@ def special_token_ids(data_dir, flag_name="data_dir"):
   """The [CLS] and [SEP] ids of the vocabulary the records of data_dir were made with.
 
   Args:
-    data_dir: create_long_tasks' --output_dir (its long_tasks.json names the vocab_file).
+    data_dir: create_long_tasks' --output_dir (its long_tasks.json names the vocab_file, or the
+      spm_model_file of SentencePiece records).
     flag_name: the flag naming data_dir (errors).
 
   Returns:
@@ -108,15 +109,21 @@ def special_token_ids(data_dir, flag_name="data_dir"):
   path = os.path.join(data_dir, SUMMARY_NAME)
   try:
     with tf.io.gfile.GFile(path) as f:
-      vocab_file = json.load(f).get("settings", {}).get("vocab_file")
+      settings = json.load(f).get("settings", {})
+    spm_model_file = settings.get("spm_model_file")
+    vocab_file = spm_model_file or settings.get("vocab_file")
   except (tf.errors.OpError, ValueError, AttributeError) as e:
     common.fail("--%s=%s: cannot read %s for the vocab_file of the records (%s)" % (
         flag_name, data_dir, SUMMARY_NAME, str(e).splitlines()[0] if str(e) else type(e)))
   if not vocab_file or not tf.io.gfile.exists(vocab_file):
-    common.fail("--%s=%s: the vocab_file of %s (%s) is not there; --model=bert_windows needs "
+    common.fail("--%s=%s: the %s of %s (%s) is not there; --model=bert_windows needs "
                 "its [CLS] / [SEP] ids (run from where create_long_tasks ran)" % (
-                    flag_name, data_dir, SUMMARY_NAME, vocab_file))
-  vocab = tokenization.load_vocab(vocab_file)
+                    flag_name, data_dir, "spm_model_file" if spm_model_file else "vocab_file",
+                    SUMMARY_NAME, vocab_file))
+  if spm_model_file:  # the model's pieces ([CLS] / [SEP]: build_vocab.py's control symbols)
+    vocab = tokenization.FullTokenizer(None, True, spm_model_file=spm_model_file).vocab
+  else:
+    vocab = tokenization.load_vocab(vocab_file)
   for token in ("[CLS]", "[SEP]"):
     if token not in vocab:
       common.fail("--%s=%s: %s, the records' vocab_file, has no %s" % (

@@ -7,6 +7,12 @@ classification) to TFRecords.
       --output_dir=long_tasks --vocab_file=data/vocab.txt \
       --max_seq_length=4096 --max_global_seq_length=256
 
+With a SentencePiece vocabulary, --spm_model_file=spm.model instead of --vocab_file: the
+special tokens (--global_token, --candidate_token, --blank_token) must be pieces of the model
+(build_vocab.py --model_type=sentencepiece makes [MASK] and, with --num_unused, [unusedN]), and
+each sentence's ids are exactly the whole sentence's SentencePiece ids (long_tasks.
+tokenize_sentence finds the names' pieces by SentencePiece's offsets).
+
 The input is cut into chapters, whole chapters are assigned to train / dev / test per book
 (seeded), and each chapter's windows give the examples of every task (etc_model.long_tasks has
 the rules: headings, books, names, windows, candidates, baselines, inserted runs, labels).
@@ -62,15 +68,21 @@ def define_flags():
                       "comma-separated files and globs).")
   flags.DEFINE_string("output_dir", None, "Where the TFRecords and long_tasks.json go.")
   flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary of the model.")
+  flags.DEFINE_string("spm_model_file", None,
+                      "The SentencePiece model of the model, instead of --vocab_file (the "
+                      "special tokens must be pieces of it: build_vocab.py "
+                      "--model_type=sentencepiece --num_unused=2 makes [unused0], [unused1]).")
   flags.DEFINE_bool("do_lower_case", True, "Whether to lower case the input text.")
   flags.DEFINE_integer("max_seq_length", 4096, "Long input length L (word pieces).")
   flags.DEFINE_integer("max_global_seq_length", 256,
                        "Global input length G: candidates plus one global token a sentence.")
   flags.DEFINE_string("global_token", "[unused0]",
-                      "The vocabulary token of every sentence's global token.")
+                      "The vocabulary token (or SentencePiece piece) of every sentence's global "
+                      "token.")
   flags.DEFINE_string("candidate_token", "[unused1]",
-                      "The vocabulary token of every cloze candidate's global token.")
-  flags.DEFINE_string("blank_token", "[MASK]", "The token that replaces the cloze answer.")
+                      "The vocabulary token (or piece) of every cloze candidate's global token.")
+  flags.DEFINE_string("blank_token", "[MASK]",
+                      "The vocabulary token (or piece) that replaces the cloze answer.")
   flags.DEFINE_integer("max_candidates", 10, "At most this many cloze candidates.")
   flags.DEFINE_integer("max_candidate_pieces", 4,
                        "A candidate's name is cut to this many word pieces.")
@@ -340,26 +352,20 @@ def _validate_flags():
 def main(_):
   logging.set_verbosity(logging.INFO)
   _validate_flags()
-  common.require_file(FLAGS.vocab_file, "vocab_file")
+  source = long_tasks.vocabulary_flag(FLAGS.vocab_file, FLAGS.spm_model_file)
+  vocabulary = FLAGS.spm_model_file or FLAGS.vocab_file
   input_files = common.expand_input_files(FLAGS.input_file, "input_file")
   common.check_output_dir(FLAGS.output_dir)
   outputs = [os.path.join(FLAGS.output_dir, "%s_%s.tfrecord" % (task, split))
              for task in TASKS for split in SPLITS]
   for path in outputs + [os.path.join(FLAGS.output_dir, SUMMARY_NAME)]:
-    common.check_not_input(path, input_files + [FLAGS.vocab_file], "output_dir")
+    common.check_not_input(path, input_files + [vocabulary], "output_dir")
   text_input.check_text_inputs(input_files)
-  try:
-    tokenizer = pretraining_data.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
-  except (UnicodeDecodeError, ValueError, KeyError, IndexError) as e:
-    if isinstance(e, common.UsageError):
-      raise
-    common.fail("--vocab_file=%s: cannot be read as a vocabulary (%s)" % (FLAGS.vocab_file, e))
-  ids = {}
-  for flag in ("global_token", "candidate_token", "blank_token"):
-    token = getattr(FLAGS, flag)
-    if token not in tokenizer.vocab:
-      common.fail("--%s=%s: not in --vocab_file=%s" % (flag, token, FLAGS.vocab_file))
-    ids[flag + "_id"] = tokenizer.vocab[token]
+  tokenizer = long_tasks.load_tokenizer(FLAGS.vocab_file, FLAGS.spm_model_file,
+                                       FLAGS.do_lower_case)
+  ids = long_tasks.special_token_ids(tokenizer, collections.OrderedDict(
+      (flag, getattr(FLAGS, flag)) for flag in ("global_token", "candidate_token", "blank_token")),
+                                     source)
   settings = {
       "max_seq_length": FLAGS.max_seq_length,
       "max_global_seq_length": FLAGS.max_global_seq_length,
@@ -387,7 +393,8 @@ def main(_):
   try:
     summary = create_long_tasks(
         input_files, FLAGS.output_dir, tokenizer, settings,
-        extra_settings={"vocab_file": FLAGS.vocab_file, "do_lower_case": FLAGS.do_lower_case},
+        extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
+                        "do_lower_case": FLAGS.do_lower_case},
         should_stop=lambda: common.STOP_SIGNALS.stopped)
   except pretraining_data.Stopped:
     common.STOP_SIGNALS.exit_if_stopped(

@@ -6,6 +6,12 @@ r"""Writes WikiHop (QAngaroo) records for ETC, with the official etcmodel featur
       --output_dir=wikihop_data [--max_seq_length=4096 --max_global_seq_length=430 \
       --max_candidates=79 --max_num_sentences=200]
 
+With a SentencePiece vocabulary, --spm_model_file=spm.model instead of --vocab_file; the global
+tokens (--sentence_token, --question_token, --candidate_token, --paragraph_token: [unused0],
+[unused2], [unused3], [unused4] by default) must be pieces of it. The text is lower-cased before
+SentencePiece and a candidate's mentions are found by text at word starts on piece boundaries
+(etc_model.wikihop's docstring).
+
 Inputs: --train_file, --dev_file and --test_file (any of them; each a QAngaroo JSON list of
 {"id", "query", "supports", "candidates", "answer"}; the test file's records may lack "answer",
 as the hidden test set's). Every file is read and checked before anything is written: a file
@@ -64,9 +70,19 @@ def define_flags():
                             split, " (records may lack \"answer\")" if split == "test" else ""))
   flags.DEFINE_string("output_dir", None, "Where the records and wikihop.json go.")
   flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary of the model.")
+  flags.DEFINE_string("spm_model_file", None,
+                      "The SentencePiece model of the model, instead of --vocab_file (the "
+                      "global tokens must be pieces of it: build_vocab.py "
+                      "--model_type=sentencepiece --num_unused=5 makes [unused0] ... "
+                      "[unused4]).")
   flags.DEFINE_bool("do_lower_case", True,
                     "Lower-case the text (required: WikiHop's candidates are lower case and "
-                    "their mentions are matched on lower-cased word pieces, as officially).")
+                    "their mentions are matched on lower-cased text, as officially; with "
+                    "--spm_model_file the text is lower-cased before SentencePiece).")
+  for kind, token in wikihop.GLOBAL_TOKENS.items():
+    flags.DEFINE_string("%s_token" % kind, token,
+                        "The vocabulary token (or SentencePiece piece) of the %s global tokens."
+                        % kind)
   flags.DEFINE_integer("max_seq_length", wikihop.DEFAULT_MAX_SEQ_LENGTH,
                        "Long input length L (word pieces).")
   flags.DEFINE_integer("max_global_seq_length", wikihop.DEFAULT_MAX_GLOBAL_SEQ_LENGTH,
@@ -105,13 +121,24 @@ def output_files(output_dir, splits):
 
 
 def make_tokenize(tokenizer):
-  """text -> (word pieces, ids) with the tokenizer (candidate texts cached)."""
+  """text -> (word pieces, ids) with the tokenizer (candidate texts cached).
+
+  A SentencePiece tokenizer gives (pieces, ids, spans): each piece's character span in the text
+  (wikihop.find_mentions matches the candidates by text and spans).
+  """
   cache = {}
+  spm_spans = long_tasks.tokenize_fn(tokenizer)
+  if not isinstance(spm_spans, long_tasks.SentencePieceSpans):
+    spm_spans = None
 
   def tokenize(text):
     if text not in cache:
-      pieces = tokenizer.tokenize(text)
-      result = (pieces, tokenizer.convert_tokens_to_ids(pieces))
+      if spm_spans is not None:
+        ids, spans = spm_spans.pieces_with_spans(text)
+        result = (tokenizer.convert_ids_to_tokens(ids), ids, spans)
+      else:
+        pieces = tokenizer.tokenize(text)
+        result = (pieces, tokenizer.convert_tokens_to_ids(pieces))
       if len(text) > 100:  # documents and long sentences: not repeated
         return result
       cache[text] = result
@@ -190,7 +217,7 @@ def convert_split(examples, tokenize, ids, settings, should_stop=_never, log_pre
 
 
 def create_wikihop(examples_by_split, output_dir, tokenizer, settings, extra_settings=None,
-                   should_stop=_never):
+                   should_stop=_never, global_tokens=None):
   """Writes every split's records and examples file, then wikihop.json; returns the summary.
 
   Args:
@@ -202,14 +229,16 @@ def create_wikihop(examples_by_split, output_dir, tokenizer, settings, extra_set
     extra_settings: more settings to record (vocab_file, input files, ...).
     should_stop: polled at every example and record; True raises pretraining_data.Stopped
       (the file being written is removed; wikihop.json is not written).
+    global_tokens: {kind: token} of the global tokens (None: wikihop.GLOBAL_TOKENS).
 
   Returns:
     The summary written to wikihop.json.
   """
+  global_tokens = global_tokens or wikihop.GLOBAL_TOKENS
   try:
-    ids = wikihop.global_token_ids(tokenizer.vocab)
+    ids = wikihop.global_token_ids(tokenizer.vocab, global_tokens)
   except KeyError as e:
-    common.fail("--vocab_file: has no %s, WikiHop's global token" % e)
+    common.fail("the vocabulary has no %s, WikiHop's global token" % e)
   tokenize = make_tokenize(tokenizer)
   converted = collections.OrderedDict()
   for split, examples in examples_by_split.items():
@@ -224,7 +253,7 @@ def create_wikihop(examples_by_split, output_dir, tokenizer, settings, extra_set
   summary = collections.OrderedDict()
   summary["settings"] = dict(settings, **(extra_settings or {}))
   summary["global_tokens"] = collections.OrderedDict(
-      (kind, {"token": wikihop.GLOBAL_TOKENS[kind], "id": ids[kind]}) for kind in ids)
+      (kind, {"token": global_tokens[kind], "id": ids[kind]}) for kind in ids)
   summary["splits"] = collections.OrderedDict(
       (split, stats) for split, (_, _, stats) in converted.items())
   summary["features"] = wikihop.feature_lengths(
@@ -255,23 +284,23 @@ def _validate_flags():
 def main(_):
   logging.set_verbosity(logging.INFO)
   _validate_flags()
-  common.require_file(FLAGS.vocab_file, "vocab_file")
+  source = long_tasks.vocabulary_flag(FLAGS.vocab_file, FLAGS.spm_model_file)
+  vocabulary = FLAGS.spm_model_file or FLAGS.vocab_file
   inputs = split_files(_split_files_from_flags())
   common.check_output_dir(FLAGS.output_dir)
   outputs = output_files(FLAGS.output_dir, inputs)
   for path in outputs:
-    common.check_not_input(path, list(inputs.values()) + [FLAGS.vocab_file], "output_dir")
+    common.check_not_input(path, list(inputs.values()) + [vocabulary], "output_dir")
   # Every file is read and checked before anything is written.
   examples = collections.OrderedDict(
       (split, wikihop.read_examples(path, "--%s_file=%s" % (split, path),
                                     require_answer=split != "test"))
       for split, path in inputs.items())
-  try:
-    tokenizer = pretraining_data.make_tokenizer(FLAGS.vocab_file, True)
-  except (UnicodeDecodeError, ValueError, KeyError, IndexError) as e:
-    if isinstance(e, common.UsageError):
-      raise
-    common.fail("--vocab_file=%s: cannot be read as a vocabulary (%s)" % (FLAGS.vocab_file, e))
+  tokenizer = long_tasks.load_tokenizer(FLAGS.vocab_file, FLAGS.spm_model_file, True)
+  global_tokens = collections.OrderedDict(
+      (kind, getattr(FLAGS, "%s_token" % kind)) for kind in wikihop.GLOBAL_TOKENS)
+  long_tasks.special_token_ids(tokenizer, collections.OrderedDict(
+      ("%s_token" % kind, token) for kind, token in global_tokens.items()), source)
   settings = collections.OrderedDict([
       ("max_seq_length", FLAGS.max_seq_length),
       ("max_global_seq_length", FLAGS.max_global_seq_length),
@@ -284,9 +313,9 @@ def main(_):
   try:
     summary = create_wikihop(
         examples, FLAGS.output_dir, tokenizer, settings,
-        extra_settings={"vocab_file": FLAGS.vocab_file, "do_lower_case": True,
-                        "input_files": dict(inputs)},
-        should_stop=lambda: common.STOP_SIGNALS.stopped)
+        extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
+                        "do_lower_case": True, "input_files": dict(inputs)},
+        should_stop=lambda: common.STOP_SIGNALS.stopped, global_tokens=global_tokens)
   except pretraining_data.Stopped:
     common.STOP_SIGNALS.exit_if_stopped(
         "stopped before the end; wikihop.json was not written and the temporary file was "

@@ -4,6 +4,15 @@ r"""Exports a fine-tuned long-context model (etc_model.run_long_tasks) as a raw-
   python -m etc_model.export_long_model --task=cloze --checkpoint=cloze_out \
       --data_dir=long_tasks --vocab_file=data/vocab.txt --output_dir=cloze_export
 
+SentencePiece: for a --data_dir made with create_long_tasks --spm_model_file (long_tasks.json
+records it; --spm_model_file overrides the path), the SavedModel tokenises with tensorflow-text's
+SentencepieceTokenizer, the model file an asset, as serving.BertPreprocessor does: its ids are
+FullTokenizer(spm_model_file=...)'s. A cloze question's blank is written as the data's
+blank_token; the graph puts a placeholder word there, tokenises the whole sentence and replaces
+the placeholder's pieces by the blank id, which gives the pieces long_tasks gives around the
+blank (exactly so when no piece of the model joins letters with the punctuation or space
+around them: SentencePiece's split_by_unicode_script, on by default and in build_vocab.py).
+
 --checkpoint is a run_long_tasks --output_dir (its latest checkpoint) or a checkpoint prefix;
 its etc_config.json (or --etc_config_file) is the model, and --data_dir's long_tasks.json the
 settings the records were made with (L, G, candidates, the global / candidate / blank tokens,
@@ -94,6 +103,9 @@ def define_flags():
                       "long_tasks.json: lengths, tokens, do_lower_case, classify labels).")
   flags.DEFINE_string("vocab_file", None,
                       "The WordPiece vocabulary (default: long_tasks.json's vocab_file).")
+  flags.DEFINE_string("spm_model_file", None,
+                      "The SentencePiece model of a SentencePiece-based --data_dir (default: "
+                      "long_tasks.json's spm_model_file).")
   flags.DEFINE_string("etc_config_file", None,
                       "The ETC config (default: etc_config.json beside the checkpoint).")
   flags.DEFINE_string("output_dir", None, "The SavedModel directory to write.")
@@ -135,19 +147,123 @@ class WordpieceIds(tf.Module):
     words = serving.wordpiece_words(text, self._lower)
     return tf.cast(self._wordpiece.tokenize(words), tf.int32)
 
+  def ids(self, text):
+    """string [n] -> int32 RaggedTensor [n, (pieces)]."""
+    return self(text).merge_dims(1, 2)
+
+
+# The letters tried for the word written in place of each blank marker of a SentencePiece
+# question (any letter the model knows does: its pieces become the blank; SentencePiece does not
+# join letters with the punctuation around them, but it would join an unknown letter with an
+# unknown character next to it).
+PLACEHOLDER_LETTERS = "xaeioXAEIO"
+
+
+class SentencepieceIds(tf.Module):
+  """FullTokenizer(spm_model_file=...)'s ids as TF ops (tensorflow-text's SentencepieceTokenizer).
+
+  As serving.BertPreprocessor's SentencePiece tokenizer: the model file is an asset of the
+  SavedModel, the text is lower-cased (without stripping accents) with do_lower_case, then
+  SentencePiece gives the ids.
+  """
+
+  def __init__(self, spm_model_file, do_lower_case):
+    """Loads the model.
+
+    Args:
+      spm_model_file: the SentencePiece model (stored as an asset).
+      do_lower_case: lower-case the text first.
+    """
+    super(SentencepieceIds, self).__init__()
+    import tensorflow_text as tf_text  # pylint: disable=g-import-not-at-top
+    reference = tokenization.FullTokenizer(None, do_lower_case, spm_model_file=spm_model_file)
+    self.sp_model_file = tf.saved_model.Asset(spm_model_file)
+    with tf.io.gfile.GFile(spm_model_file, "rb") as f:
+      self._sp = tf_text.SentencepieceTokenizer(model=f.read(), out_type=tf.int32)
+    self._lower = bool(do_lower_case)
+    sp = reference.sp_model
+    marker = sp.PieceToId(long_tasks.WORD_START)
+    self._marker_id = -1 if sp.IsUnknown(marker) else int(marker)
+    known = [c for c in PLACEHOLDER_LETTERS if not sp.IsUnknown(sp.PieceToId(c)) and
+             (c.islower() or not do_lower_case)]
+    self.placeholder = (known or ["x"])[0]
+
+  def _text(self, text):
+    text = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="ignore")
+    return serving.lower_text(text, strip_accents=False) if self._lower else text
+
+  def ids(self, text):
+    """string [n] -> int32 RaggedTensor [n, (pieces)]."""
+    return self._sp.tokenize(self._text(text))
+
+  def blanked(self, question, blank_token, blank_token_id):
+    """The ids of the question with each blank_token as one blank id, as long_tasks makes them.
+
+    long_tasks tokenises the whole question sentence (with the answer's name) and replaces the
+    pieces of each mention of it (tokenize_sentence: the pieces over its characters, with a
+    word-start marker alone before them) by one blank id. Here each blank marker is written as a
+    letter the model knows (self.placeholder), the text tokenised whole, and the pieces over each
+    placeholder (with a marker alone before them) replaced likewise: the pieces around a blank
+    are the same.
+
+    Args:
+      question: string [batch].
+      blank_token: the marker in the text ("[MASK]").
+      blank_token_id: its id.
+
+    Returns:
+      int32 RaggedTensor [batch, (pieces)].
+    """
+    parts = tf.strings.split(question, sep=blank_token)
+    lowered = self._text(parts.flat_values)
+    row = parts.value_rowids()
+    # A placeholder after every part but a row's last.
+    is_span = (tf.range(tf.size(lowered, out_type=tf.int64)) - tf.gather(parts.row_starts(), row)
+               < tf.gather(parts.row_lengths(), row) - 1)
+    width = len(self.placeholder.encode("utf-8"))
+    with_placeholders = tf.where(is_span, lowered + self.placeholder, lowered)
+    # (A ragged reduce_join with a separator leaves out the separator after an empty part.)
+    text = tf.strings.reduce_join(parts.with_flat_values(with_placeholders), axis=1)
+    # The placeholders' byte spans in their row's text.
+    lengths = tf.strings.length(with_placeholders, unit="BYTE")
+    part_ends = tf.cumsum(lengths)
+    row_begin = tf.gather(part_ends - lengths, tf.gather(parts.row_starts(), row))
+    span_row = tf.boolean_mask(row, is_span)
+    span_end = tf.cast(tf.boolean_mask(part_ends - row_begin, is_span), tf.int64)
+    span_start = span_end - width
+    ids, begins, ends = self._sp.tokenize_with_offsets(text)
+    piece_row = ids.value_rowids()
+    overlap = ((piece_row[:, tf.newaxis] == span_row[tf.newaxis]) &
+               (tf.cast(ends.flat_values, tf.int64)[:, tf.newaxis] > span_start[tf.newaxis]) &
+               (tf.cast(begins.flat_values, tf.int64)[:, tf.newaxis] < span_end[tf.newaxis]))
+    # A column of False: argmax needs one even when the batch has no blank at all.
+    overlap = tf.concat([overlap, tf.zeros([tf.shape(overlap)[0], 1], tf.bool)], axis=1)
+    covered = tf.reduce_any(overlap, axis=1)
+    span_of = tf.where(covered, tf.argmax(tf.cast(overlap, tf.int32), axis=1), -1)
+    position = tf.range(tf.size(piece_row, out_type=tf.int64)) - tf.gather(ids.row_starts(),
+                                                                          piece_row)
+    previous = tf.where(position > 0, tf.roll(span_of, 1, axis=0), -1)
+    first = covered & tf.not_equal(span_of, previous)
+    last_in_row = position == tf.gather(ids.row_lengths(), piece_row) - 1
+    before_first = tf.logical_and(tf.logical_not(last_in_row), tf.roll(first, -1, axis=0))
+    marker = before_first & tf.logical_not(covered) & tf.equal(ids.flat_values, self._marker_id)
+    keep = (tf.logical_not(covered) | first) & tf.logical_not(marker)
+    values = tf.where(first, tf.constant(blank_token_id, tf.int32), ids.flat_values)
+    return tf.ragged.boolean_mask(ids.with_flat_values(values), ids.with_flat_values(keep))
+
 
 def tokenize_rows(tokenizer, text):
-  """WordPiece ids of every string of a [batch, n] tensor: int32 RaggedTensor [batch, n, (p)].
+  """Token ids of every string of a [batch, n] tensor: int32 RaggedTensor [batch, n, (p)].
 
   Args:
-    tokenizer: WordpieceIds of the vocab.
+    tokenizer: WordpieceIds or SentencepieceIds of the vocabulary.
     text: string Tensor [batch, n].
 
   Returns:
     int32 RaggedTensor [batch, n, (pieces)].
   """
   flat = tf.reshape(text, [-1])
-  pieces = tokenizer(flat).merge_dims(1, 2)
+  pieces = tokenizer.ids(flat)
   shape = tf.shape(text, out_type=tf.int64)
   # nrows: with no column the batch size is not implied by the (empty) values.
   return tf.RaggedTensor.from_uniform_row_length(pieces, shape[1], nrows=shape[0])
@@ -224,8 +340,11 @@ def blanked_question(tokenizer, question, blank_token, blank_token_id):
   long_tasks tokenises the text between the answer's mentions on its own and puts one
   blank_token_id for each mention: the text is split at the marker and the parts tokenised.
 
+  SentencePiece (SentencepieceIds): SentencepieceIds.blanked (the parts would not tokenise as
+  the whole sentence does).
+
   Args:
-    tokenizer: WordpieceIds of the vocab.
+    tokenizer: WordpieceIds or SentencepieceIds of the vocabulary.
     question: string [batch].
     blank_token: the marker ("[MASK]").
     blank_token_id: its id.
@@ -233,8 +352,10 @@ def blanked_question(tokenizer, question, blank_token, blank_token_id):
   Returns:
     int32 RaggedTensor [batch, (pieces)].
   """
+  if isinstance(tokenizer, SentencepieceIds):
+    return tokenizer.blanked(question, blank_token, blank_token_id)
   parts = tf.strings.split(question, sep=blank_token)
-  pieces = tokenizer(parts.flat_values).merge_dims(1, 2)
+  pieces = tokenizer.ids(parts.flat_values)
   part_index = tf.range(tf.size(parts.flat_values, out_type=tf.int64)) - tf.gather(
       parts.row_starts(), parts.value_rowids())
   blank_after = tf.cast(part_index < tf.gather(parts.row_lengths(), parts.value_rowids()) - 1,
@@ -291,7 +412,7 @@ class LongTaskModel(tf.Module):
       task: a name of SIGNATURES.
       config: EtcConfig.
       variables: dict name -> tf.Variable (export_utils.variables_from_checkpoint).
-      tokenizer: WordpieceIds of the vocab.
+      tokenizer: WordpieceIds or SentencepieceIds of the vocabulary.
       settings: long_tasks.json's settings (max_seq_length, max_global_seq_length,
         max_candidates, max_candidate_pieces, global_token_id, candidate_token_id,
         blank_token, blank_token_id).
@@ -504,7 +625,7 @@ def check_settings(settings, where):
                                        settings["max_seq_length"]))
 
 
-def check_vocab_fits(reference, vocab_file, config, settings):
+def check_vocab_fits(reference, vocab_file, config, settings, flag_name="vocab_file"):
   """One line when the vocabulary has ids the model's token table lacks.
 
   A word of such an id would fail every request that holds it (an index outside the table), or
@@ -515,10 +636,12 @@ def check_vocab_fits(reference, vocab_file, config, settings):
     vocab_file: its path, for the message.
     config: EtcConfig.
     settings: long_tasks.json's settings (the special token ids).
+    flag_name: the flag that gave vocab_file ("spm_model_file" for a SentencePiece model).
   """
   if len(reference.vocab) > config.vocab_size:
-    common.fail("--vocab_file=%s: has %d tokens but the model's vocab_size is %d (the vocabulary "
-                "of another model?)" % (vocab_file, len(reference.vocab), config.vocab_size))
+    common.fail("--%s=%s: has %d tokens but the model's vocab_size is %d (the vocabulary "
+                "of another model?)" % (flag_name, vocab_file, len(reference.vocab),
+                                          config.vocab_size))
   for key in ("global_token_id", "candidate_token_id", "blank_token_id"):
     if settings[key] >= config.vocab_size:
       common.fail("the data's %s: %s=%d is not below the model's vocab_size=%d" % (
@@ -540,7 +663,7 @@ def check_task(task, checkpoint, num_labels=None):
 
 
 def export_long_model(task, checkpoint, config, settings, vocab_file, do_lower_case, output_dir,
-                      label_names=None, overwrite=False, protected_paths=()):
+                      label_names=None, overwrite=False, protected_paths=(), spm_model_file=None):
   """Writes the raw-text SavedModel of a fine-tuned long-task checkpoint.
 
   Args:
@@ -548,30 +671,37 @@ def export_long_model(task, checkpoint, config, settings, vocab_file, do_lower_c
     checkpoint: checkpoint prefix.
     config: EtcConfig.
     settings: long_tasks.json's settings (read_settings).
-    vocab_file: the WordPiece vocabulary (stored as an asset).
+    vocab_file: the WordPiece vocabulary (stored as an asset; None with spm_model_file).
     do_lower_case: the tokenizer's setting.
     output_dir: the SavedModel directory (new, or an earlier export of ours with overwrite).
     label_names: classify: the label vocabulary.
     overwrite: replace an earlier export of ours.
     protected_paths: paths the export must never replace.
+    spm_model_file: the SentencePiece model of a SentencePiece-based data directory (stored as
+      an asset; the graph tokenises with tensorflow-text's SentencepieceTokenizer).
 
   Returns:
     The LongTaskModel written.
   """
-  protected = list(protected_paths) + [checkpoint, vocab_file]
+  vocabulary = spm_model_file or vocab_file
+  flag_name = "spm_model_file" if spm_model_file else "vocab_file"
+  protected = list(protected_paths) + [checkpoint, vocabulary]
   common.check_export_dir(output_dir, "output_dir", overwrite, protected)
   num_labels = len(label_names) if task in heads.LABEL_VOCABULARY_TASKS else None
   check_task(task, checkpoint, num_labels)
-  reference = tokenization.FullTokenizer(vocab_file, do_lower_case)
-  check_vocab_fits(reference, vocab_file, config, settings)
+  reference = tokenization.FullTokenizer(vocab_file, do_lower_case, spm_model_file=spm_model_file)
+  check_vocab_fits(reference, vocabulary, config, settings, flag_name)
   for name in ("global_token", "candidate_token", "blank_token"):
     token = settings.get(name)
     if token is not None and reference.vocab.get(token) != settings[name + "_id"]:
-      common.fail("--vocab_file=%s: %s %s is not id %d as in the data's %s" % (
-          vocab_file, name, token, settings[name + "_id"], long_tasks.SUMMARY_NAME))
+      common.fail("--%s=%s: %s %s is not id %d as in the data's %s" % (
+          flag_name, vocabulary, name, token, settings[name + "_id"], long_tasks.SUMMARY_NAME))
   settings = dict(settings)
   settings.setdefault("blank_token", reference.inv_vocab[settings["blank_token_id"]])
-  tokenizer = WordpieceIds(vocab_file, do_lower_case)
+  if spm_model_file:
+    tokenizer = SentencepieceIds(spm_model_file, do_lower_case)
+  else:
+    tokenizer = WordpieceIds(vocab_file, do_lower_case)
   variables = export_utils.variables_from_checkpoint(
       export_utils.collect_variable_specs(
           lambda: _placeholder_build(task, config, settings, num_labels)),
@@ -579,7 +709,8 @@ def export_long_model(task, checkpoint, config, settings, vocab_file, do_lower_c
   model = LongTaskModel(task, config, variables, tokenizer, settings,
                         label_names if num_labels else None)
   info = {"task": task, "checkpoint": checkpoint, "do_lower_case": bool(do_lower_case),
-          "labels": label_names if num_labels else None}
+          "labels": label_names if num_labels else None,
+          "vocabulary": "sentencepiece" if spm_model_file else "wordpiece"}
   for key in ("max_seq_length", "max_global_seq_length", "max_candidates",
               "max_candidate_pieces", "global_token_id", "candidate_token_id", "blank_token",
               "blank_token_id"):
@@ -590,6 +721,43 @@ def export_long_model(task, checkpoint, config, settings, vocab_file, do_lower_c
                                protected, flag_name="output_dir")
   tf1.logging.info("Exported the %s model %s to %s", task, checkpoint, output_dir)
   return model
+
+
+def data_vocabulary(vocab_file, spm_model_file, settings, data_dir):
+  """(vocab_file, spm_model_file) of the export: the flags', else the data's; one of them None.
+
+  A WordPiece vocabulary for SentencePiece data (or the reverse) is one line: the records'
+  ids are the data's vocabulary's.
+
+  Args:
+    vocab_file: --vocab_file (or None).
+    spm_model_file: --spm_model_file (or None).
+    settings: long_tasks.json's settings (vocab_file / spm_model_file as create_long_tasks
+      recorded them).
+    data_dir: --data_dir, for messages.
+
+  Returns:
+    (vocab_file or None, spm_model_file or None), the given one an existing file.
+  """
+  data_vocab, data_spm = settings.get("vocab_file"), settings.get("spm_model_file")
+  if vocab_file and spm_model_file:
+    common.fail("--spm_model_file=%s: give it or --vocab_file=%s, not both" %
+                (spm_model_file, vocab_file))
+  if spm_model_file and data_vocab:
+    common.fail("--spm_model_file=%s: --data_dir=%s was made with the WordPiece vocabulary %s "
+                "(pass --vocab_file)" % (spm_model_file, data_dir, data_vocab))
+  if vocab_file and data_spm:
+    common.fail("--vocab_file=%s: --data_dir=%s was made with the SentencePiece model %s (pass "
+                "--spm_model_file)" % (vocab_file, data_dir, data_spm))
+  spm_model_file = spm_model_file or (None if vocab_file else data_spm)
+  if spm_model_file:
+    common.require_file(spm_model_file, "spm_model_file")
+    return None, spm_model_file
+  vocab_file = vocab_file or data_vocab
+  if not vocab_file:
+    common.fail("--vocab_file is required (--data_dir=%s records none)" % data_dir)
+  common.require_file(vocab_file, "vocab_file")
+  return vocab_file, None
 
 
 def beside_checkpoint(checkpoint, name):
@@ -620,10 +788,8 @@ def main(_):
       if json.loads(f.read()) != labels:
         common.fail("--data_dir=%s: its classify_labels differ from the model's %s" %
                     (FLAGS.data_dir, saved_labels))
-  vocab_file = FLAGS.vocab_file or settings.get("vocab_file")
-  if not vocab_file:
-    common.fail("--vocab_file is required (--data_dir=%s records none)" % FLAGS.data_dir)
-  common.require_file(vocab_file, "vocab_file")
+  vocab_file, spm_model_file = data_vocabulary(FLAGS.vocab_file, FLAGS.spm_model_file, settings,
+                                               FLAGS.data_dir)
   config_file = FLAGS.etc_config_file or beside_checkpoint(checkpoint, CONFIG_NAME)
   if not config_file:
     common.fail("--etc_config_file is required (no %s beside --checkpoint=%s)" %
@@ -633,7 +799,8 @@ def main(_):
                     settings.get("do_lower_case", True), FLAGS.output_dir, label_names=labels,
                     overwrite=FLAGS.overwrite,
                     protected_paths=[config_file, os.path.join(FLAGS.data_dir,
-                                                               long_tasks.SUMMARY_NAME)])
+                                                               long_tasks.SUMMARY_NAME)],
+                    spm_model_file=spm_model_file)
 
 
 if __name__ == "__main__":

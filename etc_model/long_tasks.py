@@ -103,6 +103,8 @@ DISTANCE_BUCKETS = (128, 512, 2048)
 # The packed long / global features every task's record starts with (make_sentence_global_inputs).
 PACKED_FEATURES = ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
                    "global_breakpoints")
+# SentencePiece's word-start marker (a piece "\u2581the" is the word "the" after a space).
+WORD_START = u"\u2581"
 
 
 def distance_bucket(distance):
@@ -301,11 +303,84 @@ def find_names(sentences, min_name_count):
 
 
 def tokenize_fn(tokenizer):
-  """text -> word-piece ids of a FullTokenizer (its fast tokenize_to_ids when it has one)."""
+  """text -> ids of a FullTokenizer (its fast tokenize_to_ids when it has one).
+
+  A SentencePiece tokenizer (spm_model_file) gives a SentencePieceSpans, which also tells
+  where each piece is in the text (tokenize_sentence finds the names' pieces by it).
+  """
+  if getattr(tokenizer, "sp_model", None) is not None:
+    return SentencePieceSpans(tokenizer)
   tokenize = getattr(tokenizer, "tokenize_to_ids", None)
   if tokenize is None:
     tokenize = lambda text: tokenizer.convert_tokens_to_ids(tokenizer.tokenize(text))
   return tokenize
+
+
+def original_offsets(text, lowered):
+  """For each character position of `lowered` (= text.lower()), the position in `text`.
+
+  str.lower maps a few characters to two ("\u0130" -> "i\u0307"); both map to the original one.
+
+  Args:
+    text: str.
+    lowered: text.lower() (or text itself).
+
+  Returns:
+    list of len(lowered) + 1 ints (the last is len(text)).
+  """
+  if len(lowered) == len(text):
+    return list(range(len(text) + 1))
+  back = []
+  for i, char in enumerate(text):
+    back.extend([i] * len(char.lower()))
+  back.append(len(text))
+  if len(back) != len(lowered) + 1:  # not text.lower(): no character correspondence
+    raise ValueError("the lower-cased text has another length than text.lower()")
+  return back
+
+
+class SentencePieceSpans(object):
+  """A SentencePiece FullTokenizer's ids of a text, and where each piece is in it.
+
+  Calling it gives FullTokenizer.tokenize_to_ids(text) (the text lower-cased first with
+  do_lower_case). pieces_with_spans gives the same ids with each piece's character span in the
+  text, from SentencePiece's own offsets (encode_as_immutable_proto): a piece after a space
+  starts at that space ("\u2581friend" covers " friend"), the word-start marker alone
+  ("\u2581") before a word covers that space or nothing.
+  """
+
+  def __init__(self, tokenizer):
+    """Args: tokenizer: a tokenization.FullTokenizer with spm_model_file."""
+    self._tokenizer = tokenizer
+    self._sp = tokenizer.sp_model
+    marker = self._sp.PieceToId(WORD_START)
+    # The marker alone as a piece (build_vocab's models have it; a model without it: None).
+    self.marker_id = None if self._sp.IsUnknown(marker) else marker
+
+  def __call__(self, text):
+    return self._tokenizer.tokenize_to_ids(text)
+
+  def pieces_with_spans(self, text):
+    """(ids, spans): the ids of __call__ and each piece's [begin, end) character span in text.
+
+    Args:
+      text: str.
+
+    Returns:
+      (list of int, list of (begin, end)).
+    """
+    lowered = text.lower() if self._tokenizer.do_lower_case else text
+    back = original_offsets(text, lowered)
+    pieces = self._sp.encode_as_immutable_proto(lowered).pieces
+    return ([p.id for p in pieces],
+            [(back[p.begin], back[p.end - 1] + 1 if p.end > p.begin else back[p.begin])
+             for p in pieces])
+
+
+def piece_run(spans, begin, end):
+  """The pieces [first, last + 1) whose spans overlap the characters [begin, end), or None."""
+  inside = [i for i, (b, e) in enumerate(spans) if e > begin and b < end]
+  return (inside[0], inside[-1] + 1) if inside else None
 
 
 class TokenizedSentence(object):
@@ -314,38 +389,70 @@ class TokenizedSentence(object):
   Attributes:
     ids: list of word-piece ids.
     mentions: list of (name, start, end): the name's pieces are ids[start:end].
+    name_ids: {name: the ids of the name tokenised on its own} for the names mentioned (a cloze
+      candidate's pieces; with WordPiece they are a mention's, with SentencePiece a mention
+      after punctuation lacks the word-start marker), or None.
   """
 
-  def __init__(self, ids, mentions):
+  def __init__(self, ids, mentions, name_ids=None):
     self.ids = ids
     self.mentions = mentions
+    self.name_ids = name_ids
 
 
 def tokenize_sentence(text, names_pattern, tokenize):
-  """Tokenises one sentence in pieces cut around the names, recording each name's pieces.
+  """Tokenises one sentence, recording each name's pieces.
 
-  The names are bounded by \\b (never a letter or digit next to them), where BERT's basic
-  tokenizer splits anyway: the ids equal those of the whole sentence.
+  WordPiece: the sentence is tokenised in pieces cut around the names. The names are bounded by
+  \\b (never a letter or digit next to them), where BERT's basic tokenizer splits anyway: the
+  ids equal those of the whole sentence.
+
+  SentencePiece (tokenize a SentencePieceSpans): cutting would change the ids (the text after a
+  name would start a new word: "Emma's" cut as "Emma" + "'s" gives an extra word-start
+  marker), so the whole sentence is tokenised and a name's mention is the run of pieces that
+  overlap its characters, with a word-start marker piece ("\u2581") alone right before it (so
+  that a blank in place of the mention leaves the same pieces around it whether the model
+  writes the marker alone or joined to the name's first piece).
 
   Args:
     text: the sentence.
     names_pattern: compiled regex matching the chapter's names, or None.
-    tokenize: text -> ids.
+    tokenize: text -> ids (tokenize_fn).
 
   Returns:
     TokenizedSentence.
   """
   if names_pattern is None:
     return TokenizedSentence(list(tokenize(text)), [])
+  if isinstance(tokenize, SentencePieceSpans):
+    return _tokenize_sentence_by_spans(text, names_pattern, tokenize)
   ids, mentions, pos = [], [], 0
+  name_ids = {}
   for match in names_pattern.finditer(text):
     ids.extend(tokenize(text[pos:match.start()]))
-    name_ids = tokenize(match.group(0))
-    mentions.append((match.group(0), len(ids), len(ids) + len(name_ids)))
-    ids.extend(name_ids)
+    name_ids[match.group(0)] = list(tokenize(match.group(0)))
+    mentions.append((match.group(0), len(ids), len(ids) + len(name_ids[match.group(0)])))
+    ids.extend(name_ids[match.group(0)])
     pos = match.end()
   ids.extend(tokenize(text[pos:]))
-  return TokenizedSentence(ids, mentions)
+  return TokenizedSentence(ids, mentions, name_ids)
+
+
+def _tokenize_sentence_by_spans(text, names_pattern, tokenize):
+  """tokenize_sentence with SentencePiece: the whole sentence's ids, mentions by piece spans."""
+  ids, spans = tokenize.pieces_with_spans(text)
+  mentions, name_ids = [], {}
+  for match in names_pattern.finditer(text):
+    run = piece_run(spans, match.start(), match.end())
+    if run is None:  # no piece covers it (not possible for letters; kept safe)
+      continue
+    first, end = run
+    if first > 0 and ids[first - 1] == tokenize.marker_id:
+      first -= 1
+    mentions.append((match.group(0), first, end))
+    if match.group(0) not in name_ids:
+      name_ids[match.group(0)] = list(tokenize(match.group(0)))
+  return TokenizedSentence(ids, mentions, name_ids)
 
 
 def names_regex(names):
@@ -362,6 +469,65 @@ def tokenize_chapter(chapter, tokenize, min_name_count):
   pattern = names_regex(names)
   sentences = [tokenize_sentence(s, pattern, tokenize) for s in chapter.sentences]
   return names, [s for s in sentences if s.ids]
+
+
+def vocabulary_flag(vocab_file, spm_model_file):
+  """The flag naming the vocabulary ("--vocab_file=..." or "--spm_model_file=..."), checked.
+
+  Exactly one of them is given and it is a file: one line otherwise.
+
+  Args:
+    vocab_file: --vocab_file (or None).
+    spm_model_file: --spm_model_file (or None).
+
+  Returns:
+    str, for messages.
+  """
+  if vocab_file and spm_model_file:
+    common.fail("--spm_model_file=%s: give it or --vocab_file=%s, not both (the SentencePiece "
+                "model is the vocabulary)" % (spm_model_file, vocab_file))
+  if spm_model_file:
+    common.require_file(spm_model_file, "spm_model_file")
+    return "--spm_model_file=%s" % spm_model_file
+  if not vocab_file:
+    common.fail("--vocab_file (or --spm_model_file) is required")
+  common.require_file(vocab_file, "vocab_file")
+  return "--vocab_file=%s" % vocab_file
+
+
+def load_tokenizer(vocab_file, spm_model_file, do_lower_case):
+  """The checked FullTokenizer of the vocabulary (WordPiece or SentencePiece); one line if bad."""
+  source = vocabulary_flag(vocab_file, spm_model_file)
+  try:
+    return pretraining_data.make_tokenizer(vocab_file, do_lower_case,
+                                           spm_model_file=spm_model_file or None)
+  except (UnicodeDecodeError, ValueError, KeyError, IndexError) as e:
+    if isinstance(e, common.UsageError):
+      raise
+    common.fail("%s: cannot be read as a vocabulary (%s)" % (source, e))
+
+
+def special_token_ids(tokenizer, tokens, source):
+  """{flag + "_id": id} of the special tokens; one line for one the vocabulary lacks.
+
+  Args:
+    tokenizer: tokenization.FullTokenizer (WordPiece or SentencePiece: vocab holds its pieces).
+    tokens: OrderedDict {flag name: token}.
+    source: vocabulary_flag's text, for messages.
+
+  Returns:
+    dict.
+  """
+  ids = {}
+  is_spm = getattr(tokenizer, "sp_model", None) is not None
+  for flag, token in tokens.items():
+    if token not in tokenizer.vocab:
+      common.fail("--%s=%s: not %s %s" % (flag, token, "a piece of" if is_spm else "in", source))
+    if tokenizer.vocab[token] == 0:  # 0 pads the records: a global token of id 0 is not read
+      common.fail("--%s=%s: has id 0, the padding id of the records; choose another token of "
+                  "%s" % (flag, token, source))
+    ids[flag + "_id"] = tokenizer.vocab[token]
+  return ids
 
 
 def example_rng(seed, task, chapter, window):
@@ -496,7 +662,7 @@ def _cloze_example(context, question, answers, rng, settings):
   name_ids = {}
   for sentence in context:
     for name, begin, end in sentence.mentions:
-      name_ids.setdefault(name, sentence.ids[begin:end])
+      name_ids.setdefault(name, (sentence.name_ids or {}).get(name, sentence.ids[begin:end]))
   cand_ids = [name_ids[c][:settings["max_candidate_pieces"]] for c in candidates]
   # One packed example: the candidates first, each a "sentence" of its name's pieces under its
   # own global token, then the context and the question (all attend to each other).

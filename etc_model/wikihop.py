@@ -6,6 +6,12 @@ The library of `python -m etc_model.create_wikihop`, `python -m etc_model.run_lo
 --task=wikihop` and `python -m etc_model.wikihop_evaluate`. The feature layout is the official
 google-research etcmodel's (models/wikihop/data_utils.py, models/multihop_utils.py):
 
+Lower case. The text, the query and the candidates are lower-cased before tokenising, as the
+official code does (do_lower_case must be true). With a SentencePiece model (spm_model_file) the
+same holds: the text is lower-cased and then given to SentencePiece (tokenization.FullTokenizer
+with spm_model_file and do_lower_case), so a model trained on lower-cased text (build_vocab.py
+--do_lower_case, its default) fits; a cased model's capital-letter pieces are never used.
+
 Data. A QAngaroo file is a JSON list of {"id", "query", "supports": [str], "candidates": [str],
 "answer": str} (the hidden test set has no "answer"; the dev set's "annotations" are not read).
 Candidates and answers are compared as the official code does after `strip().lower()`; a
@@ -30,7 +36,12 @@ with 0. Candidate i is global token i (i < max_candidates).
     in a kept sentence are linked to global token i (-1 elsewhere; a later candidate's mention
     overwrites an earlier one's where they overlap, as the official loop does). A mention: the
     candidate's text occurs in the sentence's lower-cased text and its word pieces occur as a run
-    of the sentence's pieces (every such run).
+    of the sentence's pieces (every such run). With a SentencePiece model the pieces of a word
+    depend on what precedes it ("\u2581emma" after a space, "emma" or "em" "ma" after "("), so
+    the pieces are not compared: a mention is an occurrence of the candidate's text in the
+    sentence's lower-cased text that starts a word (no letter or digit before it) and starts and
+    ends at piece boundaries (SentencePiece's offsets; a piece's leading space aside), linked
+    over the pieces that cover it (find_mentions with spans).
   candidate_mask [C] (1 for a real candidate), label [1] (the answer's candidate index; -1 when
     the data has no answer).
 
@@ -71,6 +82,7 @@ import tensorflow as tf
 
 from realformer_tf import common
 from etc_model import etc_inputs
+from etc_model import long_tasks
 
 TASK = "wikihop"
 SPLITS = ("train", "dev", "test")
@@ -261,7 +273,7 @@ def truncate_documents(sentence_lengths, max_sentences, max_tokens):
   return kept
 
 
-def find_mentions(sentence, pieces, candidate, candidate_pieces):
+def find_mentions(sentence, pieces, candidate, candidate_pieces, spans=None):
   """Where a candidate is mentioned in a sentence, as inclusive word-piece spans.
 
   Args:
@@ -269,20 +281,49 @@ def find_mentions(sentence, pieces, candidate, candidate_pieces):
     pieces: its word pieces.
     candidate: the candidate's text (normalized).
     candidate_pieces: its word pieces.
+    spans: SentencePiece: each piece's [begin, end) character span in `sentence`
+      (long_tasks.SentencePieceSpans.pieces_with_spans); the mentions are then found by text
+      and spans (module docstring). None: WordPiece, runs of candidate_pieces.
 
   Returns:
     list of (first, last) indices into `pieces` (overlapping runs included).
   """
   if not candidate or not candidate_pieces or candidate not in sentence.lower():
     return []
+  if spans is not None:
+    return _mentions_by_spans(sentence, spans, candidate)
   n = len(candidate_pieces)
   return [(i, i + n - 1) for i in range(len(pieces) - n + 1)
           if pieces[i:i + n] == candidate_pieces]
 
 
-def global_token_ids(vocab):
-  """{"sentence": id, ...} of GLOBAL_TOKENS in a vocabulary {token: id} (missing: KeyError)."""
-  return collections.OrderedDict((kind, vocab[token]) for kind, token in GLOBAL_TOKENS.items())
+def _mentions_by_spans(sentence, spans, candidate):
+  """find_mentions of a SentencePiece sentence: word-start occurrences on piece boundaries."""
+  lowered = sentence.lower()
+  back = long_tasks.original_offsets(sentence, lowered)
+  found = []
+  start = lowered.find(candidate)
+  while start >= 0:
+    if start == 0 or not lowered[start - 1].isalnum():
+      begin, end = back[start], back[start + len(candidate)]
+      run = long_tasks.piece_run(spans, begin, end)
+      # The first piece may hold the space before the word (its marker), nothing else.
+      if (run is not None and not sentence[spans[run[0]][0]:begin].strip() and
+          spans[run[1] - 1][1] == end):
+        found.append((run[0], run[1] - 1))
+    start = lowered.find(candidate, start + 1)
+  return found
+
+
+def global_token_ids(vocab, tokens=None):
+  """{"sentence": id, ...} of the global tokens in a vocabulary {token: id} (missing: KeyError).
+
+  Args:
+    vocab: {token: id} (a FullTokenizer's vocab: WordPiece tokens or SentencePiece pieces).
+    tokens: {kind: token} for the kinds of GLOBAL_TOKENS (None: GLOBAL_TOKENS).
+  """
+  tokens = tokens or GLOBAL_TOKENS
+  return collections.OrderedDict((kind, vocab[tokens[kind]]) for kind in GLOBAL_TOKENS)
 
 
 class _Builder(object):
@@ -322,7 +363,7 @@ def convert_example(example, tokenize, ids, settings):
   Args:
     example: Example.
     tokenize: function text -> (word pieces, their ids) (lower-casing, as the official BERT
-      tokenizer of WikiHop).
+      tokenizer of WikiHop), or (pieces, ids, spans) with SentencePiece (find_mentions).
     ids: global_token_ids() of the vocabulary.
     settings: dict with max_seq_length, max_global_seq_length, max_candidates,
       max_num_sentences.
@@ -339,15 +380,16 @@ def convert_example(example, tokenize, ids, settings):
   if num_candidates > settings["max_candidates"]:
     info["skipped"] = "more than --max_candidates=%d candidates" % settings["max_candidates"]
     return None, info
-  candidates = [tokenize(c) for c in example.candidates]
-  query_pieces, query_ids = tokenize(example.query)
+  candidates = [tuple(tokenize(c))[:2] for c in example.candidates]
+  query_pieces, query_ids = tuple(tokenize(example.query))[:2]
   if not query_pieces:
     info["skipped"] = "a query without word pieces"
     return None, info
   documents = []
   for text in example.supports:
     sentences = split_sentences(text)
-    documents.append([(s,) + tuple(tokenize(s)) for s in sentences])
+    # (text, pieces, ids, spans or None)
+    documents.append([((s,) + tuple(tokenize(s)) + (None,))[:4] for s in sentences])
   long_budget = long_len - sum(len(p) for p, _ in candidates) - len(query_pieces)
   global_budget = global_len - num_candidates - len(query_pieces) - len(documents)
   if long_budget < 0:
@@ -357,7 +399,7 @@ def convert_example(example, tokenize, ids, settings):
     info["skipped"] = ("candidates, query pieces and documents more than "
                        "--max_global_seq_length=%d" % global_len)
     return None, info
-  kept = truncate_documents([[len(p) for _, p, _ in doc] for doc in documents],
+  kept = truncate_documents([[len(p) for _, p, _, _ in doc] for doc in documents],
                             min(settings["max_num_sentences"], global_budget), long_budget)
 
   built = _Builder()
@@ -376,11 +418,11 @@ def convert_example(example, tokenize, ids, settings):
   mentions = [0] * num_candidates
   for document, keep in zip(documents, kept):
     paragraph = built.add_global(ids["paragraph"], GLOBAL_PARAGRAPH_TYPE)
-    for text, pieces, piece_ids in document[:keep]:
+    for text, pieces, piece_ids, piece_spans in document[:keep]:
       sentence = built.add_global(ids["sentence"], GLOBAL_SENTENCE_TYPE)
       offset = len(built.long["token_ids"])
       for i, candidate in enumerate(example.candidates):
-        found = find_mentions(text, pieces, candidate, candidates[i][0])
+        found = find_mentions(text, pieces, candidate, candidates[i][0], piece_spans)
         spans[i].extend((offset + first, offset + last) for first, last in found)
         mentions[i] += len(found)
       built.add_long(piece_ids, sentence, paragraph, SENTENCE_TYPE)

@@ -1,0 +1,426 @@
+# coding=utf-8
+"""The long-context tasks with a SentencePiece vocabulary: records, WikiHop, training, export."""
+
+import json
+import os
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from realformer_tf import common
+from realformer_tf import vocab_building
+import tokenization
+from conftest import last_error_line, run_tool, shared_path
+from etc_model import bert_windows
+from etc_model import create_wikihop
+from etc_model import etc_modeling
+from etc_model import export_long_model as export
+from etc_model import long_task_heads as heads
+from etc_model import long_tasks
+from etc_model import run_long_tasks
+from etc_model import wikihop
+
+tf1 = tf.compat.v1
+L, G, C = 128, 16, 4
+TINY_CONFIG = {"vocab_size": 1000, "hidden_size": 32, "num_hidden_layers": 2,
+               "num_attention_heads": 2, "intermediate_size": 64, "local_radius": 8,
+               "relative_pos_max_distance": 4, "relative_vocab_size": 12,
+               "residual_attention": "sum", "use_hard_g2l_mask": True,
+               "segment_vocab_size": 16}
+# Names followed by possessives and punctuation, the cases where SentencePiece ids of a sentence
+# cut around its names differ from the whole sentence's.
+NAMES = ["Anna", "Boris", "Clara", "David"]
+ENDINGS = ["'s house", ",", "!", ".", "?\"", ";", ")", " laughed"]
+
+
+@pytest.fixture(scope="module")
+def spm_model(tmp_path_factory):
+  """A 1000-piece cased SentencePiece model of the shared sample, with [unused0] ... [unused4]."""
+  sample = shared_path("sample_1mb.txt")
+  path = str(tmp_path_factory.mktemp("spm") / "spm.model")
+  vocab_building.build_sentencepiece([sample], 1000, path, do_lower_case=False, num_unused=5,
+                                     max_input_bytes=200000)
+  return path
+
+
+def _tokenizer(spm_model, do_lower_case=False):
+  return tokenization.FullTokenizer(None, do_lower_case, spm_model_file=spm_model)
+
+
+def _real_sentences():
+  """Lines of the shared sample with a title-case word right before a possessive or punctuation,
+  and those words (the names to find)."""
+  pattern = re.compile(r"\b([A-Z][a-z]+)('s\b|[,.;:!?\"')])")
+  with open(shared_path("sample_1mb.txt"), encoding="utf-8") as f:
+    lines = [l.strip() for l in f if pattern.search(l)][:400]
+  names = sorted(set(m.group(1) for l in lines for m in pattern.finditer(l)))
+  return lines, names
+
+
+@pytest.mark.parametrize("do_lower_case", [False, True])
+def test_sentence_ids_are_the_whole_sentences_and_mentions_cover_the_names(spm_model,
+                                                                          do_lower_case):
+  tokenizer = _tokenizer(spm_model, do_lower_case)
+  sp = tokenizer.sp_model
+  tokenize = long_tasks.tokenize_fn(tokenizer)
+  lines, names = _real_sentences()
+  lines += [u"\u0130stanbul: Emma's friend, \"Emma!\" said (Emma)."]  # "İ".lower() is 2 chars
+  pattern = long_tasks.names_regex(names + ["Emma"])
+  cut_differs = 0
+  for line in lines:
+    text = line.lower() if do_lower_case else line
+    sentence = long_tasks.tokenize_sentence(line, pattern, tokenize)
+    assert sentence.ids == sp.encode(text), line
+    found = [m.group(0) for m in pattern.finditer(line)]
+    assert [name for name, _, _ in sentence.mentions] == found
+    for name, start, end in sentence.mentions:
+      # The mention's pieces spell the name (a word-start marker aside), nothing more.
+      spelled = "".join(sp.id_to_piece(i) for i in sentence.ids[start:end])
+      assert spelled.replace(long_tasks.WORD_START, "") == (name.lower() if do_lower_case
+                                                             else name), (line, name)
+      assert sentence.name_ids[name] == tokenizer.tokenize_to_ids(name)
+    # Cutting the sentence around the names (what WordPiece does) gives other ids.
+    cut, pos = [], 0
+    for match in pattern.finditer(line):
+      cut += tokenize(line[pos:match.start()]) + tokenize(match.group(0))
+      pos = match.end()
+    cut_differs += (cut + tokenize(line[pos:])) != sentence.ids
+  assert cut_differs > len(lines) // 2
+
+
+def _chapter_sentences(seed=0, count=40):
+  rng = np.random.RandomState(seed)
+  words = "the old man walked to the river and saw a small boat near home".split()
+  return [" ".join([NAMES[rng.randint(4)] + ENDINGS[rng.randint(len(ENDINGS))]] +
+                   list(rng.choice(words, 4)) + ["with", NAMES[rng.randint(4)] +
+                                                 ENDINGS[rng.randint(len(ENDINGS))]]) + "."
+          for _ in range(count)]
+
+
+def _settings(tokenizer):
+  return {"max_seq_length": L, "max_global_seq_length": G, "max_candidates": C,
+          "max_candidate_pieces": 4, "min_name_count": 2, "min_context_tokens": 0,
+          "global_token_id": tokenizer.vocab["[unused0]"],
+          "candidate_token_id": tokenizer.vocab["[unused1]"],
+          "blank_token_id": tokenizer.vocab["[MASK]"]}
+
+
+def test_cloze_blank_replaces_the_mention_and_candidates_are_the_names_own_pieces(spm_model):
+  tokenizer = _tokenizer(spm_model)
+  sp = tokenizer.sp_model
+  settings = _settings(tokenizer)
+  chapter = long_tasks.Chapter("book", 0, _chapter_sentences())
+  names, sentences = long_tasks.tokenize_chapter(chapter, long_tasks.tokenize_fn(tokenizer), 2)
+  assert names == NAMES
+  examples = long_tasks.make_cloze_examples(chapter, sentences, settings, 1)
+  assert examples
+  blank = settings["blank_token_id"]
+  for example in examples:
+    ids = [i for i in example["token_ids"] if i]
+    groups = [[i for i, s in zip(example["token_ids"], example["sentence_ids"]) if s == g and i]
+              for g in range(sum(1 for g in example["global_token_ids"] if g))]
+    num_c = sum(example["candidate_mask"])
+    # Candidates: the name tokenised on its own (as the export tokenises a candidate).
+    assert groups[:num_c] == [sp.encode(name)[:4] for name in example["candidates"]]
+    # Context sentences: each exactly a sentence's ids.
+    encoded = [sp.encode(s) for s in chapter.sentences]
+    assert all(g in encoded for g in groups[num_c:-1])
+    # The question: its sentence's ids with each mention of the answer one blank.
+    question = groups[-1]
+    assert blank in question and len(ids) == sum(len(g) for g in groups)
+    source = [s for s in chapter.sentences
+              if re.search(r"\b%s\b" % example["answer"], s) and
+              _blanked(sp, s, example["answer"], blank) == question]
+    assert source, (example["answer"], question)
+
+
+def _blanked(sp, text, name, blank_id):
+  """The whole text's ids with the pieces of each mention of `name` (and a word-start marker
+  alone before them) as one blank: computed from the pieces' surfaces, without long_tasks."""
+  proto = sp.encode_as_immutable_proto(text)
+  spans = [m.span() for m in re.finditer(r"\b%s\b" % name, text)]
+  out = []
+  for piece in proto.pieces:
+    inside = [s for s in spans if piece.end > s[0] and piece.begin < s[1]]
+    if inside:
+      if out and out[-1] == ("marker", inside[0]):
+        out.pop()
+      if not out or out[-1] != ("blank", inside[0]):
+        out.append(("blank", inside[0]))
+    elif piece.piece == long_tasks.WORD_START:
+      nxt = [s for s in spans if s[0] == piece.end or s[0] == piece.begin + 1]
+      out.append(("marker", nxt[0]) if nxt else piece.id)
+    else:
+      out.append(piece.id)
+  return [blank_id if isinstance(o, tuple) and o[0] == "blank" else
+          sp.piece_to_id(long_tasks.WORD_START) if isinstance(o, tuple) else o for o in out]
+
+
+def test_special_tokens_must_be_pieces_of_the_model(spm_model):
+  tokenizer = _tokenizer(spm_model)
+  source = long_tasks.vocabulary_flag(None, spm_model)
+  assert source == "--spm_model_file=%s" % spm_model
+  ids = long_tasks.special_token_ids(tokenizer, {"global_token": "[unused3]",
+                                                 "blank_token": "[MASK]"}, source)
+  assert ids == {"global_token_id": tokenizer.sp_model.piece_to_id("[unused3]"),
+                 "blank_token_id": tokenizer.sp_model.piece_to_id("[MASK]")}
+  with pytest.raises(common.UsageError, match=r"^--global_token=\[unused9\]: not a piece of "
+                     r"--spm_model_file=%s$" % re.escape(spm_model)):
+    long_tasks.special_token_ids(tokenizer, {"global_token": "[unused9]"}, source)
+  with pytest.raises(common.UsageError, match=r"^--candidate_token=\[PAD\]: has id 0, the "
+                     r"padding id of the records"):
+    long_tasks.special_token_ids(tokenizer, {"candidate_token": "[PAD]"}, source)
+  with pytest.raises(common.UsageError, match=r"^--spm_model_file=%s: give it or "
+                     r"--vocab_file=v.txt, not both" % re.escape(spm_model)):
+    long_tasks.vocabulary_flag("v.txt", spm_model)
+
+
+def test_wikihop_mentions_at_word_starts_on_piece_boundaries(spm_model):
+  tokenizer = _tokenizer(spm_model, True)
+  tokenize = create_wikihop.make_tokenize(tokenizer)
+  sentence = "The Thames (thames river) flows past Gemma's thames-side house; Thames."
+  pieces, ids, spans = tokenize(sentence)
+  assert ids == tokenizer.sp_model.encode(sentence.lower())
+  found = wikihop.find_mentions(sentence, pieces, "thames", tokenize("thames")[0], spans)
+  # Every "thames" that starts a word (after a space, "(" or nothing), whatever its pieces
+  # there; not "gemma" for "emma".
+  spelled = ["".join(pieces[a:b + 1]).replace(long_tasks.WORD_START, "").strip("(")
+             for a, b in found]
+  assert spelled == ["thames"] * 4
+  assert wikihop.find_mentions(sentence, pieces, "emma", tokenize("emma")[0], spans) == []
+  # A candidate that ends inside a piece is not mentioned there ("hous" of "\u2581house").
+  house = [i for i, (b, e) in enumerate(spans) if sentence[b:e] == " house"]
+  assert house, pieces
+  assert wikihop.find_mentions(sentence, pieces, "hous", tokenize("hous")[0], spans) == []
+  assert wikihop.find_mentions(sentence, pieces, "house", tokenize("house")[0], spans) == [
+      (house[0], house[0])]
+  # A record: the candidates' pieces first (each on its own), mentions linked to them.
+  example = wikihop.Example("q1", "country river", [sentence + " More about the Thames."],
+                            ["thames", "nile"], "thames", 0)
+  global_ids = wikihop.global_token_ids(tokenizer.vocab)
+  features, info = wikihop.convert_example(
+      example, tokenize, global_ids, {"max_seq_length": 256, "max_global_seq_length": 64,
+                                      "max_candidates": 4, "max_num_sentences": 10})
+  thames = tokenize("thames")[1]
+  assert features["token_ids"][:len(thames)] == thames
+  assert info["mentions"] == 5 and info["most_mentioned"] == 0
+  linked = features["l2g_linked_ids"]
+  # Its own pieces, the four mentions above and "the Thames." (its pieces after a space).
+  assert sum(1 for i in linked if i == 0) == 2 * len(thames) + sum(b - a + 1 for a, b in found)
+
+
+def _write_wikihop(path):
+  data = [{"id": "a", "query": "located_in river", "answer": "Thames",
+           "candidates": ["Thames", "Nile"],
+           "supports": ["The Thames (Thames river) is in England. The Nile's delta is not."]}]
+  with open(path, "w") as f:
+    json.dump(data, f)
+
+
+@pytest.mark.slow
+def test_create_wikihop_with_a_sentencepiece_model(spm_model, tmp_path):
+  _write_wikihop(str(tmp_path / "dev.json"))
+  args = ["--dev_file=%s" % (tmp_path / "dev.json"), "--spm_model_file=%s" % spm_model,
+          "--output_dir=%s" % (tmp_path / "out"), "--max_seq_length=128",
+          "--max_global_seq_length=64", "--max_candidates=4", "--sentence_token=[unused1]"]
+  run_tool("etc_model/create_wikihop.py", args)
+  summary = json.loads((tmp_path / "out" / "wikihop.json").read_text())
+  sp = _tokenizer(spm_model).sp_model
+  assert summary["settings"]["spm_model_file"] == spm_model
+  assert summary["settings"]["vocab_file"] is None
+  assert summary["global_tokens"]["sentence"] == {"token": "[unused1]",
+                                                  "id": sp.piece_to_id("[unused1]")}
+  assert summary["global_tokens"]["paragraph"]["id"] == sp.piece_to_id("[unused4]")
+  assert summary["splits"]["dev"]["mean_mentions"] == 3
+  record = _read_records(str(tmp_path / "out" / "wikihop_dev.tfrecord"))[0]
+  assert record["token_ids"][:len(sp.encode("thames"))] == sp.encode("thames")
+  # A global token that is not a piece of the model: one line naming the flag and the model.
+  result = run_tool("etc_model/create_wikihop.py", args[:-1] + [
+      "--output_dir=%s" % (tmp_path / "bad"), "--question_token=[unused7]"], expect_rc=2)
+  assert last_error_line(result) == ("error: --question_token=[unused7]: not a piece of "
+                                     "--spm_model_file=%s" % spm_model)
+
+
+def _corpus(path):
+  """Two books of chapters whose names are followed by possessives and punctuation."""
+  lines = []
+  for book in range(2):
+    for chapter in range(4):
+      lines += ["CHAPTER %d." % (chapter + 1)] + _chapter_sentences(10 * book + chapter, 12)
+      lines.append("")
+  with open(path, "w") as f:
+    f.write("\n".join(lines) + "\n")
+
+
+def _read_records(path):
+  records = []
+  for raw in tf.data.TFRecordDataset(path).as_numpy_iterator():
+    feature = tf.train.Example.FromString(raw).features.feature
+    records.append({k: list(v.int64_list.value) for k, v in feature.items()})
+  return records
+
+
+def _estimator_logits(config, records, checkpoint, path):
+  """run_long_tasks' input_fn and PREDICT model_fn over cloze records."""
+  long_tasks.write_records(path, records)
+  with tf.Graph().as_default():
+    dataset = run_long_tasks.input_fn_builder(path, "cloze", config, L, G, C, is_training=False)(
+        {"batch_size": len(records)})
+    features = tf1.data.make_one_shot_iterator(dataset).get_next()
+    model_fn = run_long_tasks.model_fn_builder("cloze", config, checkpoint, 1e-3, 1, 0, False)
+    spec = model_fn(features, None, tf1.estimator.ModeKeys.PREDICT,
+                    {"batch_size": len(records)})
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      return sess.run(spec.predictions["logits"])
+
+
+@pytest.mark.slow
+def test_records_train_and_export_answer_as_long_tasks_builds(spm_model, tmp_path):
+  _corpus(str(tmp_path / "corpus.txt"))
+  data = tmp_path / "data"
+  run_tool("etc_model/create_long_tasks.py", [
+      "--input_file=%s" % (tmp_path / "corpus.txt"), "--output_dir=%s" % data,
+      "--spm_model_file=%s" % spm_model, "--do_lower_case=false", "--max_seq_length=%d" % L,
+      "--max_global_seq_length=%d" % G, "--max_candidates=%d" % C, "--min_name_count=2",
+      "--min_context_tokens=0", "--dev_fraction=0.25", "--test_fraction=0.25",
+      "--global_token=[unused2]"])
+  summary = json.loads((data / "long_tasks.json").read_text())
+  tokenizer = _tokenizer(spm_model)
+  sp = tokenizer.sp_model
+  assert summary["settings"]["spm_model_file"] == spm_model
+  assert summary["settings"]["vocab_file"] is None
+  assert summary["settings"]["global_token_id"] == sp.piece_to_id("[unused2]")
+  assert summary["examples"]["cloze"]["train"] > 0
+  # Every sentence of a record is exactly a corpus line's SentencePiece ids.
+  encoded = [sp.encode(l.strip()) for l in (tmp_path / "corpus.txt").read_text().splitlines()]
+  for record in _read_records(str(data / "supporting_train.tfrecord"))[:5]:
+    groups = {}
+    for token, sentence in zip(record["token_ids"], record["sentence_ids"]):
+      if token:
+        groups.setdefault(sentence, []).append(token)
+    assert groups and all(g in encoded for g in groups.values())
+  # run_long_tasks trains and evaluates on them as on WordPiece records.
+  (tmp_path / "etc_config.json").write_text(json.dumps(TINY_CONFIG))
+  out = tmp_path / "out"
+  run_tool("etc_model/run_long_tasks.py", [
+      "--task=cloze", "--data_dir=%s" % data, "--etc_config_file=%s" % (tmp_path /
+                                                                        "etc_config.json"),
+      "--output_dir=%s" % out, "--max_seq_length=%d" % L, "--max_global_seq_length=%d" % G,
+      "--max_candidates=%d" % C, "--train_batch_size=4", "--eval_batch_size=4",
+      "--learning_rate=1e-3", "--do_train", "--do_eval", "--num_train_steps=2",
+      "--save_checkpoints_steps=100"])
+  results = json.loads((out / "eval_results.json").read_text())
+  assert results["global_step"] == 2
+  assert results["examples"] == summary["examples"]["cloze"]["dev"]
+  # The raw-text export of the trained model: SentencePiece in the graph.
+  settings, labels = export.read_settings(str(data))
+  vocab_file, spm_file = export.data_vocabulary(None, None, settings, str(data))
+  assert (vocab_file, spm_file) == (None, spm_model)
+  config = etc_modeling.EtcConfig.from_dict(TINY_CONFIG)
+  checkpoint = tf.train.latest_checkpoint(str(out))
+  export.export_long_model("cloze", checkpoint, config, settings, None, False,
+                           str(tmp_path / "export"), label_names=labels, spm_model_file=spm_file)
+  info = json.loads((tmp_path / "export" / export.EXPORT_CONFIG).read_text())
+  assert info["vocabulary"] == "sentencepiece"
+  assert os.listdir(str(tmp_path / "export" / "assets")) == ["spm.model"]
+  import tensorflow_text  # pylint: disable=g-import-not-at-top,unused-import
+  loaded = tf.saved_model.load(str(tmp_path / "export"))
+  # Its token ids of raw texts are FullTokenizer(spm_model_file=...)'s.
+  texts = [u"Na\u00efve Anna's caf\u00e9 \u2014 \"Boris!\"  said (Clara).",
+           "The  old man's boat, near home?", u"\u0130stanbul \u00e9t\u00e9 DAVID's."]
+  features = loaded.signatures["features"](
+      sentences=tf.constant([texts]), question=tf.constant(["[MASK] left."]),
+      candidates=tf.constant([["Anna"]]))
+  token_ids, sentence_ids = (features[k].numpy()[0] for k in ("token_ids", "sentence_ids"))
+  got = [[int(t) for t, s in zip(token_ids, sentence_ids) if s == g and t] for g in range(5)]
+  assert got[0] == sp.encode("Anna")
+  assert got[1:4] == [tokenizer.tokenize_to_ids(t) for t in texts]
+  question = long_tasks.tokenize_sentence("Anna left.", long_tasks.names_regex(["Anna"]),
+                                          long_tasks.tokenize_fn(tokenizer))
+  assert question.mentions == [("Anna", 0, len(sp.encode("Anna")))]
+  assert got[4] == [settings["blank_token_id"]] + question.ids[question.mentions[0][2]:]
+  # A cloze answer end to end: requests made of raw text get the records' features and the
+  # Estimator's logits of those records.
+  records, inputs = _cloze_requests(tokenizer, settings)
+  served = loaded.signatures["serving_default"](**{k: tf.constant(v) for k, v in inputs.items()})
+  served_features = loaded.signatures["features"](
+      **{k: tf.constant(v) for k, v in inputs.items()})
+  for name in heads.COMMON_FEATURES + ("candidate_mask",):
+    assert served_features[name].numpy().tolist() == [r[name] for r in records], name
+  logits = _estimator_logits(config, records, checkpoint, str(tmp_path / "requests.tfrecord"))
+  for b, record in enumerate(records):
+    n = len(record["candidates"])
+    np.testing.assert_allclose(served["scores"].numpy()[b][:n], logits[b][:n], atol=1e-5,
+                               rtol=1e-5)
+    assert served["answer"].numpy()[b].decode() == record["candidates"][
+        int(np.argmax(logits[b][:n]))]
+
+
+def _cloze_requests(tokenizer, settings):
+  """Cloze records long_tasks builds from short documents, and the same as raw-text requests
+  (each document's last sentence the question, its answer's mentions written as [MASK])."""
+  documents = [_chapter_sentences(seed, 5) for seed in (3, 4, 5)]
+  documents.append(["Anna met Boris's dog, and Anna laughed.", "Boris (the old man) left.",
+                    "\"Anna!\" said Boris's friend; Anna's boat was near."])
+  tokenize = long_tasks.tokenize_fn(tokenizer)
+  records, inputs = [], {"sentences": [], "question": [], "candidates": []}
+  for d, sentences in enumerate(documents):
+    pattern = long_tasks.names_regex(long_tasks.find_names(sentences, 1))
+    tokenized = [long_tasks.tokenize_sentence(s, pattern, tokenize) for s in sentences]
+    earlier = set(m[0] for s in tokenized[:-1] for m in s.mentions)
+    answers = sorted(set(m[0] for m in tokenized[-1].mentions) & earlier)
+    record = long_tasks._cloze_example(tokenized[:-1], tokenized[-1], answers,
+                                       np.random.default_rng(d), settings)
+    assert record, d
+    records.append(record)
+    inputs["sentences"].append(sentences[:-1])
+    inputs["question"].append(re.sub(r"\b%s\b" % record["answer"], "[MASK]", sentences[-1]))
+    inputs["candidates"].append(record["candidates"])
+  width = max(len(s) for s in inputs["sentences"])
+  inputs["sentences"] = [s + [""] * (width - len(s)) for s in inputs["sentences"]]
+  width = max(len(c) for c in inputs["candidates"])
+  inputs["candidates"] = [c + [""] * (width - len(c)) for c in inputs["candidates"]]
+  return records, inputs
+
+
+@pytest.mark.parametrize("do_lower_case", [False, True])
+def test_graph_ids_and_blanked_questions_equal_long_tasks(spm_model, do_lower_case):
+  tokenizer = _tokenizer(spm_model, do_lower_case)
+  tokenize = long_tasks.tokenize_fn(tokenizer)
+  ids = export.SentencepieceIds(spm_model, do_lower_case)
+  lines, names = _real_sentences()
+  # Unknown characters next to a name ("\u2603") stay apart from the blank.
+  lines = lines[:120] + [u"\u0130stanbul: Emma's friend, \"Emma!\" said (Emma).", "Emma",
+                         u"\u2603Emma\u2603 met Emma\u00e7."]
+  pattern = long_tasks.names_regex(names + ["Emma"])
+  assert ids.ids(tf.constant(lines)).to_list() == [tokenizer.tokenize_to_ids(l) for l in lines]
+  blank = tokenizer.vocab["[MASK]"]
+  want, questions = [], []
+  for line in lines:
+    sentence = long_tasks.tokenize_sentence(line, pattern, tokenize)
+    answer = sentence.mentions[0][0]
+    blanked, pos = [], 0
+    for name, begin, end in sentence.mentions:
+      if name == answer:
+        blanked += sentence.ids[pos:begin] + [blank]
+        pos = end
+    want.append(blanked + sentence.ids[pos:])
+    questions.append(re.sub(r"\b%s\b" % answer, "[MASK]", line))
+  got = export.blanked_question(ids, tf.constant(questions), "[MASK]", blank).to_list()
+  assert got == want
+
+
+def test_bert_windows_reads_cls_and_sep_of_sentencepiece_records(spm_model, tmp_path):
+  (tmp_path / long_tasks.SUMMARY_NAME).write_text(json.dumps(
+      {"settings": {"vocab_file": None, "spm_model_file": spm_model}}))
+  sp = _tokenizer(spm_model).sp_model
+  assert bert_windows.special_token_ids(str(tmp_path)) == (sp.piece_to_id("[CLS]"),
+                                                           sp.piece_to_id("[SEP]"))
+  (tmp_path / long_tasks.SUMMARY_NAME).write_text(json.dumps(
+      {"settings": {"vocab_file": None, "spm_model_file": spm_model + "x"}}))
+  with pytest.raises(common.UsageError, match=r"the spm_model_file of long_tasks.json \(.*x\) "
+                     r"is not there"):
+    bert_windows.special_token_ids(str(tmp_path))
