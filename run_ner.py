@@ -1683,7 +1683,8 @@ def _run_job(settings, bert_config, tokenizer, inputs, eval_weights=None):
     del train_features
 
   # Which weights every result below comes from: the latest checkpoint in --output_dir (the
-  # Estimator and the engine restore it), else the --init_checkpoint the model starts from, or None.
+  # Estimator and the engine restore it), else the --init_checkpoint the model starts from, or
+  # None.
   record = checkpoint_utils.checkpoint_record(
       tf1.train.latest_checkpoint(settings.output_dir) or eval_weights)
   final = []  # (writer function) run at the end, eval_results last.
