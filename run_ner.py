@@ -817,35 +817,42 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
   return model_fn
 
 
-# BERT's pooler ([CLS] -> dense): built with BertModel, unused by the tagging layer. The
-# Estimator's optimizer skips a variable without a gradient (no update, no Adam slots);
-# tf2_training.Engine trains every trainable variable, so its model function builds the pooler
-# as not trainable (the same checkpoint names, the pooler's values unchanged by training).
-UNUSED_SCOPE = "bert/pooler/"
+# BERT's pooler ([CLS] -> dense): built by modeling.BertModel, unused by the tagging layer, so
+# its variables get no gradient. The Estimator's optimizer skips them (no update, no Adam
+# slots); the TF2 engine gets them as non-trainable variables to the same effect
+# (_untrained_pooler), loaded from init_checkpoint as the Estimator loads them
+# (_init_pooler_from).
+POOLER_SCOPE = "bert/pooler/"
 
 
-def _unused_not_trainable(getter, name, *args, **kwargs):
-  """A tf.compat.v1 custom getter: the variables under UNUSED_SCOPE are not trainable."""
-  if name.startswith(UNUSED_SCOPE):
-    kwargs["trainable"] = False
-  return getter(name, *args, **kwargs)
+def _untrained_pooler():
+  """A variable scope (names unchanged) in which the variables under POOLER_SCOPE are created
+  non-trainable: the engine then trains, and gives Adam slots to, exactly the variables the
+  Estimator's optimizer updates."""
+  def untrained_pooler_getter(getter, name, *args, **kwargs):
+    if name.startswith(POOLER_SCOPE):
+      kwargs["trainable"] = False
+    return getter(name, *args, **kwargs)
+
+  return tf1.variable_scope(tf1.get_variable_scope(), custom_getter=untrained_pooler_getter,
+                            auxiliary_name_scope=False)
 
 
-def _init_unused_variables(init_checkpoint):
-  """Initialises the graph's UNUSED_SCOPE variables from init_checkpoint, as the Estimator's
-  init (which loads the trainable ones) does; the engine's init loads only its trainable ones.
+def _init_pooler_from(init_checkpoint):
+  """Initialises the graph's POOLER_SCOPE variables from init_checkpoint, as the Estimator's
+  init does (it loads every trainable variable; the engine's init loads its trainable ones).
 
-  Call it after the whole model is built (its restore ops then shift no op seed of the
-  model's random initializers). A variable the checkpoint lacks keeps its random initializer,
-  as on the Estimator; one of another shape too (its encoder then has another hidden size,
-  which the engine's init refuses in one line).
+  Call it after the whole model is built: its restore ops then shift no op seed of the model's
+  random initializers. A variable the checkpoint lacks keeps its random initializer, as on the
+  Estimator; one of another shape too (the encoder then has another hidden size, which the
+  engine's init refuses in one line).
 
   Args:
     init_checkpoint: the checkpoint prefix (or directory).
   """
   shapes = dict(tf.train.list_variables(init_checkpoint))
   assignment = {v.op.name: v for v in tf1.global_variables()
-                if v.op.name.startswith(UNUSED_SCOPE)
+                if v.op.name.startswith(POOLER_SCOPE)
                 and shapes.get(v.op.name) == v.shape.as_list()}
   if assignment:
     tf1.train.init_from_checkpoint(init_checkpoint, assignment)
@@ -864,8 +871,7 @@ def _engine_model_fn(bert_config, num_labels, use_one_hot_embeddings, init_check
     {"logits": float32 [batch, seq, num_labels]}).
   """
   def model_fn(features, is_training):
-    with tf1.variable_scope(tf1.get_variable_scope(), custom_getter=_unused_not_trainable,
-                            auxiliary_name_scope=False):
+    with _untrained_pooler():
       with (modeling.full_length_dropout(max_seq_length) if max_seq_length
             else contextlib.nullcontext()):
         logits = create_model(bert_config, is_training, features["input_ids"],
@@ -876,7 +882,7 @@ def _engine_model_fn(bert_config, num_labels, use_one_hot_embeddings, init_check
       loss = masked_loss(logits, features["label_ids"], features["label_weights"])
     if init_checkpoint and not tf.inside_function():
       # The engine's scratch graph, where it computes the initial weights.
-      _init_unused_variables(init_checkpoint)
+      _init_pooler_from(init_checkpoint)
     return loss, {"logits": logits}
 
   return model_fn
