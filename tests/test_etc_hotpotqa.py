@@ -1,0 +1,391 @@
+"""Tests of HotpotQA for ETC (etc_model/hotpotqa.py, create_hotpotqa, hotpotqa_evaluate and
+run_long_tasks --task=hotpotqa): the official scorer on crafted cases computed by hand from its
+definitions, reading HotpotQA files, the features of a hand-made example and the official
+truncation, the records of the fixtures in tests/fixtures/hotpotqa, the answer decoding, and a
+tiny train / eval / predict job from a lifted checkpoint."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import REPO_DIR, last_error_line, run_tool
+from etc_model import create_hotpotqa
+from etc_model import hotpotqa
+from etc_model import hotpotqa_evaluate
+from realformer_tf import common
+from realformer_tf import pretraining_data
+
+VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
+FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "hotpotqa")
+L, G = 128, 32
+SETTINGS = {"max_seq_length": L, "max_global_seq_length": G, "do_lower_case": True}
+
+
+def _write(path, data):
+  path.write_text(data if isinstance(data, str) else json.dumps(data))
+  return str(path)
+
+
+# ----------------------------------------------------------------------------- the official scorer
+def test_answer_scores_by_hand():
+  # Normalization: lower case, punctuation and articles removed, spaces collapsed.
+  assert hotpotqa.normalize_answer("  The Eiffel-Tower, an  icon! ") == "eiffeltower icon"
+  assert hotpotqa.answer_f1("eiffel tower!", "The Eiffel Tower") == (1.0, 1.0, 1.0)
+  # Repeated words count once per gold occurrence: 1 common of 2 predicted, 1 gold.
+  f1, precision, recall = hotpotqa.answer_f1("paris paris", "Paris")
+  assert (precision, recall) == (0.5, 1.0) and f1 == pytest.approx(2 / 3.0)
+  # yes / no / noanswer against anything else is 0 on both sides, even with a common word.
+  assert hotpotqa.answer_f1("yes it is", "yes") == (0, 0, 0)
+  assert hotpotqa.answer_f1("yes", "yes it is") == (0, 0, 0)
+  assert hotpotqa.answer_f1("no", "yes") == (0, 0, 0)
+  assert hotpotqa.answer_f1("Yes.", "yes") == (1.0, 1.0, 1.0)
+  assert hotpotqa.answer_f1("noanswer", "noanswer") == (1.0, 1.0, 1.0)
+  # An empty answer: no common word, F1 0, even against an empty gold (whose EM is 1).
+  assert hotpotqa.answer_f1("", "Paris") == (0, 0, 0)
+  assert hotpotqa.answer_f1("the", "a") == (0, 0, 0)
+  # Supporting facts are sets: a duplicate pair counts once.
+  assert hotpotqa.supporting_facts_scores(
+      [["A", 0], ["A", 0], ["B", 2]], [["A", 0], ["B", 1]]) == (0.0, 0.5, 0.5, 0.5)
+  assert hotpotqa.supporting_facts_scores([], [["A", 0]]) == (0.0, 0.0, 0.0, 0.0)
+  assert hotpotqa.supporting_facts_scores([["A", 0]], [["A", 0]]) == (1.0, 1.0, 1.0, 1.0)
+  # Titles are compared exactly and sentence ids as integers.
+  assert hotpotqa.supporting_facts_scores([["a", 0], ["A", 1]], [["A", 0]])[1] == 0.0
+
+
+GOLD = [("a", "The Eiffel Tower", [["Paris", 0], ["Tower", 1]]),
+        ("b", "yes", [["X", 0], ["Y", 0]]),
+        ("c", "1889", [["Tower", 0]]),
+        ("d", "no", [["Z", 2]])]
+PREDICTIONS = {
+    "answer": {"a": "eiffel tower!", "b": "yes it is", "c": "in 1889 and 1890", "e": "x"},
+    "sp": {"a": [["Paris", 0], ["Paris", 0], ["Tower", 2]], "b": [["Y", 0], ["X", 0]],
+           "d": []}}
+# By hand: a: answer 1 / 1 / 1 / 1, facts {Paris 0, Tower 2} vs {Paris 0, Tower 1}: EM 0,
+# P = R = F1 = 0.5, joint P = R = F1 = 0.5, EM 0. b: "yes it is" vs yes: 0; facts exact: 1;
+# joint 0. c: 1 common word of 4 predicted: P 0.25, R 1, F1 0.4, EM 0; no facts predicted: 0, no
+# joint. d: no answer predicted (0, no joint); facts [] vs 1 gold: 0. Sums over 4 examples.
+EXPECTED = {
+    "em": 1 / 4.0, "f1": 1.4 / 4, "prec": 1.25 / 4, "recall": 2 / 4.0,
+    "sp_em": 1 / 4.0, "sp_f1": 1.5 / 4, "sp_prec": 1.5 / 4, "sp_recall": 1.5 / 4,
+    "joint_em": 0.0, "joint_f1": 0.5 / 4, "joint_prec": 0.5 / 4, "joint_recall": 0.5 / 4,
+    "examples": 4, "missing_answers": 1, "missing_sp": 1, "unknown_ids": 1}
+
+
+def test_official_metrics_on_crafted_predictions():
+  result = hotpotqa.evaluate(PREDICTIONS, GOLD)
+  assert list(result) == list(hotpotqa.METRIC_NAMES) + [
+      "examples", "missing_answers", "missing_sp", "unknown_ids"]
+  for key, value in EXPECTED.items():
+    assert result[key] == pytest.approx(value, abs=1e-12), key
+  # Joint scores are products of the answer's and the facts' precision and recall: answer P 0.5
+  # R 1 (2 predicted words, 1 gold) and facts P 1 R 0.5 give joint P 0.5, R 0.5, F1 0.5.
+  joint = hotpotqa.evaluate({"answer": {"a": "paris london"}, "sp": {"a": [["A", 0]]}},
+                            [("a", "Paris", [["A", 0], ["B", 0]])])
+  assert (joint["joint_prec"], joint["joint_recall"], joint["joint_f1"]) == (0.5, 0.5, 0.5)
+  assert joint["joint_em"] == 0.0
+  # An empty predicted answer against an empty gold one: EM 1 but F1 0 (official).
+  empty = hotpotqa.evaluate({"answer": {"a": ""}, "sp": {"a": [["A", 0]]}}, [("a", "", [["A", 0]])])
+  assert (empty["em"], empty["f1"], empty["joint_em"], empty["joint_f1"]) == (1.0, 0.0, 1.0, 0.0)
+  assert hotpotqa.evaluate({"answer": {}, "sp": {}}, [])["em"] is None
+
+
+def _dev_record(**overrides):
+  record = {"_id": "a", "question": "q?", "answer": "x",
+            "supporting_facts": [["T", 0]], "context": [["T", ["x is here."]]]}
+  record.update(overrides)
+  return record
+
+
+def test_the_command_scores_a_prediction_file_and_refuses_bad_ones(tmp_path):
+  gold = [_dev_record(_id=key, answer=answer, supporting_facts=facts)
+          for key, answer, facts in GOLD]
+  data = _write(tmp_path / "dev.json", gold)
+  predictions = _write(tmp_path / "pred.json", PREDICTIONS)
+  out = tmp_path / "eval.json"
+  result = run_tool(None, ["-m", "etc_model.hotpotqa_evaluate", data, predictions,
+                           "--out_file=%s" % out])
+  written = json.loads(out.read_text())
+  for key, value in EXPECTED.items():
+    assert written[key] == pytest.approx(value, abs=1e-12), key
+  assert "1 predicted ids are not in" in result.output
+  assert hotpotqa_evaluate.evaluate_files(data, predictions) == written
+
+  # Bad prediction files are one line naming the file (the command: exit 2).
+  bad = _write(tmp_path / "bad.json", {"answer": {}})
+  assert last_error_line(run_tool(None, ["-m", "etc_model.hotpotqa_evaluate", data, bad],
+                                  expect_rc=2)) == (
+      'error: prediction file %s: has no "sp" (the official format {"answer": {id: text}, '
+      '"sp": {id: [[title, sent_id], ...]}})' % bad)
+
+  def error(predictions):
+    path = _write(tmp_path / "bad.json", predictions)
+    with pytest.raises(common.UsageError) as e:
+      hotpotqa.read_predictions(path)
+    return str(e.value).replace(path, "P")
+
+  assert error({"answer": {"a": ["x"]}, "sp": {}}) == (
+      "prediction file P: the answer of a is a list, not a string")
+  assert error({"answer": {}, "sp": {"a": [["T", "0"]]}}) == (
+      "prediction file P: the supporting facts of a are not a list of [title, sentence index] "
+      "pairs")
+  assert error({"answer": {}, "sp": {"a": [["T", True]]}}) == error({"answer": {}, "sp": {
+      "a": [["T", 0, 1]]}})
+  assert error({"answer": [], "sp": {}}) == (
+      'prediction file P: "answer" is a list, not an object {id: ...}')
+  assert error("[1, ").startswith("prediction file P: not valid JSON (")
+
+
+# ----------------------------------------------------------------------------- reading the data
+def test_reading_checks_name_the_file_and_the_record(tmp_path):
+  def error(data, require_answer=True):
+    path = _write(tmp_path / "dev.json", data)
+    with pytest.raises(common.UsageError) as e:
+      hotpotqa.read_examples(path, "--dev_file=" + path, require_answer)
+    return str(e.value).replace(path, "P")
+
+  assert error("[{").startswith("--dev_file=P: not valid JSON (")
+  assert error({"data": []}) == (
+      "--dev_file=P: not a HotpotQA file (a JSON list of records), got a dict")
+  assert error([_dev_record(), 3]) == "--dev_file=P: record 1 is a int, not an object"
+  no_facts = _dev_record(_id="b")
+  del no_facts["supporting_facts"]
+  assert error([_dev_record(), no_facts]) == (
+      '--dev_file=P: record 1 (_id b) has no "supporting_facts"')
+  assert error([_dev_record(question=None)]) == (
+      '--dev_file=P: record 0 (_id a): "question" is a NoneType, not a string')
+  assert error([_dev_record(context=[["T", "x is here."]])]) == (
+      '--dev_file=P: record 0 (_id a): "context" paragraph 0 is not [title, [sentences]]')
+  assert error([_dev_record(supporting_facts=[["T", 0.0]])]) == (
+      '--dev_file=P: record 0 (_id a): "supporting_facts" is not a list of [title, sentence '
+      'index] pairs')
+  assert error([_dev_record(), _dev_record()]) == (
+      "--dev_file=P: record 1 (_id a) repeats an earlier record's _id")
+  # The fullwiki test file has neither answers nor facts; a fact outside the context is kept.
+  test = _dev_record(supporting_facts=[["T", 1], ["U", 0], ["T", 0]])
+  del test["answer"]
+  path = _write(tmp_path / "test.json", [test])
+  example, = hotpotqa.read_examples(path, "--test_file", require_answer=False)
+  assert example.answer is None and example.type == ""
+  assert hotpotqa.facts_outside_context(example) == [["T", 1], ["U", 0]]
+
+
+def test_bad_input_file_is_one_line_and_writes_nothing(tmp_path):
+  good = os.path.join(FIXTURES, "train.json")
+  bad = _write(tmp_path / "dev.json", [_dev_record(), _dev_record(context="T")])
+  result = run_tool(None, ["-m", "etc_model.create_hotpotqa", "--train_file=" + good,
+                           "--dev_file=" + bad, "--vocab_file=" + VOCAB,
+                           "--output_dir=%s" % (tmp_path / "out")], expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --dev_file=%s: record 1 (_id a): \"context\" is not a list of [title, "
+      "[sentences]]" % bad)
+  assert not (tmp_path / "out").exists()
+
+
+# ----------------------------------------------------------------------------- features
+class _FakeTokenizer(object):
+  """Lower-cases a white-space word; a final "." or "?" is its own piece; ids grow from 1000."""
+
+  def __init__(self):
+    self.vocab = {}
+
+  def tokenize(self, text):
+    pieces = []
+    for word in text.lower().split():
+      if word[-1] in ".?" and len(word) > 1:
+        pieces += [word[:-1], word[-1]]
+      else:
+        pieces.append(word)
+    return pieces
+
+  def convert_tokens_to_ids(self, pieces):
+    return [self.vocab.setdefault(p, 1000 + len(self.vocab)) for p in pieces]
+
+
+IDS = {"cls": 101, "sentence": 1, "question": 3, "paragraph": 5}
+HAND_EXAMPLE = hotpotqa.Example(
+    id="x", question="Where is X?",
+    context=[hotpotqa.Paragraph("Alpha", ["Alpha is in Beta.", " It is old."]),
+             hotpotqa.Paragraph("Beta", ["Beta is a city."])],
+    answer="Beta", supporting_facts=[["Alpha", 0], ["Beta", 0]], type="bridge", level="easy")
+
+
+def _convert(example, is_training=False, **settings):
+  tokenizer = _FakeTokenizer()
+  settings = dict({"max_seq_length": 24, "max_global_seq_length": 14}, **settings)
+  features, info = hotpotqa.convert_example(example, hotpotqa.make_tokenize(tokenizer),
+                                            tokenizer.tokenize, IDS, settings, is_training)
+  words = {i: w for w, i in tokenizer.vocab.items()}
+  words[101] = "[CLS]"
+  return features, info, words
+
+
+def test_features_of_a_hand_made_example():
+  features, info, words = _convert(HAND_EXAMPLE)
+  assert list(features) == [name for name, _ in hotpotqa.FEATURES]
+  assert info == {"skipped": None, "long_tokens": 21, "global_tokens": 12, "dropped_parts": 0,
+                  "dropped_pieces": 0, "answer_type": 0, "answer_found": True}
+  assert [words.get(i, "") for i in features["token_ids"]] == (
+      ["[CLS]", "where", "is", "x", "?", "alpha", "alpha", "is", "in", "beta", ".",
+       "it", "is", "old", ".", "beta", "beta", "is", "a", "city", "."] + [""] * 3)
+  # Global: [CLS], 4 question pieces, Alpha (paragraph 5, title 6, sentences 7, 8), Beta
+  # (paragraph 9, title 10, sentence 11); every global token of type 0.
+  assert features["global_token_ids"] == [101, 3, 3, 3, 3, 5, 1, 1, 1, 5, 1, 1, 0, 0]
+  assert features["global_segment_ids"] == [0] * 14
+  assert features["global_breakpoints"] == [1, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 1, 0, 0]
+  assert features["sentence_ids"] == ([-1, 1, 2, 3, 4, 6] + [7] * 5 + [8] * 4 + [10] +
+                                      [11] * 5 + [-1] * 3)
+  assert features["paragraph_ids"] == [-1] * 5 + [5] * 10 + [9] * 6 + [-1] * 3
+  assert features["long_breakpoints"] == ([1, 0, 0, 0, 1] + [0] * 9 + [1] + [0] * 5 + [1] +
+                                          [0] * 3)
+  assert features["segment_ids"] == [1, 3, 3, 3, 3, 2] + [1] * 9 + [2] + [1] * 5 + [0] * 3
+  assert features["long_tokens_to_unigrams"] == (
+      [-1] * 5 + [0, 0, 1, 2, 3, 3, 0, 1, 2, 2, 0, 0, 1, 2, 3, 3] + [-1] * 3)
+  assert features["global_paragraph_ids"] == [-1] * 5 + [0] * 4 + [1] * 3 + [-1] * 2
+  assert features["global_sentence_ids"] == [-1] * 7 + [0, 1, -1, -1, 0, -1, -1]
+  # The supporting paragraphs' paragraph and title tokens and the supporting sentences.
+  assert features["supporting_facts"] == [0] * 5 + [1, 1, 1, 0, 1, 1, 1, 0, 0]
+  # "Beta" occurs in Alpha's sentence 0 ("beta ." tightened to "beta"), Beta's title and its
+  # sentence: the occurrence ending first.
+  assert (features["answer_type"], features["answer_begin"], features["answer_end"]) == (
+      [0], [9], [9])
+
+
+def test_truncation_answer_types_and_the_training_filter():
+  # L = 15: Beta's title and sentence do not fit (its paragraph token does).
+  features, info, _ = _convert(HAND_EXAMPLE, max_seq_length=15)
+  assert (info["long_tokens"], info["global_tokens"]) == (15, 10)
+  assert (info["dropped_parts"], info["dropped_pieces"]) == (2, 6)
+  assert features["global_token_ids"][9:] == [5, 0, 0, 0, 0]
+  assert features["global_breakpoints"][9:] == [1, 0, 0, 0, 0]
+  # L = 14: Alpha's sentence 1 (4 pieces) does not fit but Beta's title (1 piece) after it does,
+  # as officially; the sentence numbers stay those of the data.
+  features, info, words = _convert(HAND_EXAMPLE, max_seq_length=14)
+  assert (info["dropped_parts"], info["dropped_pieces"]) == (2, 9)
+  assert features["global_token_ids"] == [101, 3, 3, 3, 3, 5, 1, 1, 5, 1, 0, 0, 0, 0]
+  assert features["global_sentence_ids"][:10] == [-1] * 7 + [0, -1, -1]
+  assert [words.get(i, "") for i in features["token_ids"][11:]] == ["beta", "", ""]
+  assert features["long_breakpoints"][10:] == [1, 1, 0, 0]
+  # G = 8: the global input fills up at Alpha's sentence 0.
+  features, info, _ = _convert(HAND_EXAMPLE, max_global_seq_length=8)
+  assert (info["global_tokens"], info["dropped_parts"]) == (8, 3)
+  # yes / no: type 1 / 2 and the [CLS] span; an unknown answer: -1.
+  for answer, want in (("yes", [1, 0, 0]), ("no", [2, 0, 0]), ("Gamma", [-1, -1, -1]),
+                       (None, [-1, -1, -1])):
+    features, info, _ = _convert(HAND_EXAMPLE._replace(answer=answer))
+    assert [features[k][0] for k in ("answer_type", "answer_begin", "answer_end")] == want
+  # Training: an answer not found, or no supporting fact kept, gives no record.
+  assert _convert(HAND_EXAMPLE._replace(answer="Gamma"), is_training=True)[:2] == (
+      None, {"skipped": "answer not found in the kept supporting sentences", "long_tokens": 21,
+             "global_tokens": 12, "dropped_parts": 0, "dropped_pieces": 0, "answer_type": -1,
+             "answer_found": False})
+  # (Beta's paragraph token carries a label too; with G = 9 it does not fit.)
+  features, info, _ = _convert(HAND_EXAMPLE._replace(supporting_facts=[["Beta", 0]]),
+                               is_training=True, max_global_seq_length=9)
+  assert features is None and info["skipped"] == "no supporting fact in the kept input"
+  # The answer must be found in a kept supporting sentence: Beta's was cut, Alpha's is not one.
+  features, info, _ = _convert(HAND_EXAMPLE._replace(supporting_facts=[["Alpha", 1],
+                                                                       ["Beta", 0]]),
+                               is_training=True, max_seq_length=15)
+  assert features is None and info["skipped"] == (
+      "answer not found in the kept supporting sentences")
+
+
+def test_answer_spans_are_tightened_to_the_answer_pieces():
+  tokenizer = pretraining_data.make_tokenizer(VOCAB, True)
+  tokenize = hotpotqa.make_tokenize(tokenizer)
+  text = "The leader was John Smith (1895-1943). John Smith's son"
+  tokenized = tokenize(text)
+  spans = hotpotqa.find_answer_spans(tokenized, "1895", tokenizer.tokenize)
+  assert [tokenized.pieces[a:b + 1] for a, b in spans] == [["1895"]]
+  spans = hotpotqa.find_answer_spans(tokenized, "John Smith", tokenizer.tokenize)
+  assert [tokenized.pieces[a:b + 1] for a, b in spans] == [["john", "smith"]] * 2
+  # A match inside a word keeps the whole word (as officially): "opera" in "operas".
+  tokenized = tokenize("He wrote 39 operas.")
+  spans = hotpotqa.find_answer_spans(tokenized, "opera", tokenizer.tokenize)
+  assert [tokenized.pieces[a:b + 1] for a, b in spans] == [tokenizer.tokenize("operas.")]
+  assert hotpotqa.find_answer_spans(tokenized, "", tokenizer.tokenize) == []
+
+
+# ----------------------------------------------------------------------------- the fixtures
+def _fixture_examples(splits=("train", "dev", "test")):
+  return {split: hotpotqa.read_examples(os.path.join(FIXTURES, split + ".json"), split,
+                                        require_answer=split != "test") for split in splits}
+
+
+def test_outputs_counts_and_byte_identical_rerun(tmp_path):
+  tokenizer = pretraining_data.make_tokenizer(VOCAB, True)
+  examples = _fixture_examples()
+  summaries = [create_hotpotqa.create_hotpotqa(examples, str(tmp_path / out), tokenizer, VOCAB,
+                                               SETTINGS) for out in ("a", "b")]
+  names = sorted(os.listdir(str(tmp_path / "a")))
+  assert names == ["hotpotqa.json", "hotpotqa_dev.examples.jsonl", "hotpotqa_dev.tfrecord",
+                   "hotpotqa_test.examples.jsonl", "hotpotqa_test.tfrecord",
+                   "hotpotqa_train.examples.jsonl", "hotpotqa_train.tfrecord",
+                   "hotpotqa_vocab.txt"]
+  for name in names:
+    assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes(), name
+  splits = summaries[0]["splits"]
+  assert [(s, splits[s]["examples"], splits[s]["records"]) for s in splits] == [
+      ("train", 5, 4), ("dev", 3, 3), ("test", 2, 2)]
+  # hp_train_4's answer ("the harpsichord") is nowhere in its context.
+  assert splits["train"]["skipped"] == {"answer not found in the kept supporting sentences": 1}
+  assert splits["train"]["answer_types"] == {"span": 2, "yes": 1, "no": 1, "unknown": 0}
+  # hp_dev_2's ["Jorn Utzon", 3] points past its one-sentence paragraph.
+  assert splits["dev"]["supporting_facts_outside_context"] == 1
+  assert splits["test"]["answer_types"] == {"span": 0, "yes": 1, "no": 0, "unknown": 1}
+  assert splits["dev"]["truncated_examples"] == 0
+  assert summaries[0]["global_tokens"]["cls"] == {"token": "[CLS]", "id": 101}
+  assert (tmp_path / "a" / "hotpotqa_vocab.txt").read_bytes() == open(VOCAB, "rb").read()
+  lines = hotpotqa.read_split_examples(str(tmp_path / "a"), "train", 4)
+  assert [(l["id"], l["record"]) for l in lines] == [
+      ("hp_train_0", 0), ("hp_train_1", 1), ("hp_train_2", 2), ("hp_train_3", 3),
+      ("hp_train_4", None)]
+  with pytest.raises(common.UsageError,
+                     match="lists 4 records but hotpotqa_train.tfrecord has 5"):
+    hotpotqa.read_split_examples(str(tmp_path / "a"), "train", 5)
+  # Every record's answer span reads the answer, every supporting sentence is labelled.
+  records = hotpotqa.read_decoding_features(str(tmp_path / "a" / "hotpotqa_dev.tfrecord"))
+  dev = hotpotqa.read_split_examples(str(tmp_path / "a"), "dev", 3)
+  for i, raw in enumerate(tf.compat.v1.io.tf_record_iterator(
+      str(tmp_path / "a" / "hotpotqa_dev.tfrecord"))):
+    feature = tf.train.Example.FromString(raw).features.feature
+    begin = feature["answer_begin"].int64_list.value[0]
+    end = feature["answer_end"].int64_list.value[0]
+    answer_type = feature["answer_type"].int64_list.value[0]
+    if answer_type == 0:
+      pieces = tokenizer.convert_ids_to_tokens(records["token_ids"][i][begin:end + 1].tolist())
+      assert pieces == tokenizer.tokenize(dev[i]["answer"])
+    else:
+      assert (begin, end) == (0, 0) and hotpotqa.ANSWER_TYPES[answer_type] == dev[i]["answer"]
+    labels = list(feature["supporting_facts"].int64_list.value)
+    labelled = [[dev[i]["context"][p][0], s] for p, s, label in zip(
+        records["global_paragraph_ids"][i], records["global_sentence_ids"][i], labels)
+                if label and s >= 0]
+    assert sorted(labelled) == sorted(f for f in dev[i]["supporting_facts"]
+                                      if f != ["Jorn Utzon", 3]), dev[i]["id"]
+
+
+def test_stop_request_leaves_no_temporary_and_no_summary(tmp_path):
+  tokenizer = pretraining_data.make_tokenizer(VOCAB, True)
+  examples = _fixture_examples(("train", "dev"))
+  polls = []
+  create_hotpotqa.create_hotpotqa(examples, str(tmp_path / "full"), tokenizer, VOCAB, SETTINGS,
+                                  should_stop=lambda: polls.append(1) and False)
+  assert len(polls) == (5 + 3) + (4 + 3)  # each example converted, each record written
+  out = str(tmp_path / "out")
+  for polls_before_stop in (2, 9, len(polls) - 1):
+    calls = []
+
+    def should_stop():
+      calls.append(1)
+      return len(calls) > polls_before_stop  # pylint: disable=cell-var-from-loop
+
+    with pytest.raises(pretraining_data.Stopped):
+      create_hotpotqa.create_hotpotqa(examples, out, tokenizer, VOCAB, SETTINGS,
+                                      should_stop=should_stop)
+    left = sorted(os.listdir(out)) if os.path.exists(out) else []
+    assert hotpotqa.SUMMARY_NAME not in left
+    assert not [name for name in left if ".tmp-" in name], left
