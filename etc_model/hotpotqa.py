@@ -84,6 +84,7 @@ import numpy as np
 import tensorflow as tf
 
 import run_squad
+import tokenization
 from realformer_tf import common
 from etc_model import etc_inputs
 
@@ -686,6 +687,28 @@ def read_split_examples(data_dir, split, num_records):
                     os.path.basename(record_file(data_dir, split)), num_records))
   return lines
 
+
+def load_data_tokenizer(data_dir):
+  """The tokenizer of a create_hotpotqa directory (its vocabulary copy and do_lower_case).
+
+  Args:
+    data_dir: the --data_dir.
+
+  Returns:
+    (tokenization.FullTokenizer, do_lower_case).
+  """
+  summary_path = os.path.join(data_dir, SUMMARY_NAME)
+  vocab_path = os.path.join(data_dir, VOCAB_NAME)
+  for path in (summary_path, vocab_path):
+    if not tf.io.gfile.exists(path):
+      common.fail("--data_dir=%s: has no %s (write the data with etc_model.create_hotpotqa)" %
+                  (data_dir, os.path.basename(path)))
+  summary = load_json(summary_path, "--data_dir=%s: %s" % (data_dir, SUMMARY_NAME))
+  do_lower_case = summary.get("settings", {}).get("do_lower_case")
+  if not isinstance(do_lower_case, bool):
+    common.fail("--data_dir=%s: %s has no settings.do_lower_case (write the data again with "
+                "etc_model.create_hotpotqa)" % (data_dir, SUMMARY_NAME))
+  return tokenization.FullTokenizer(vocab_path, do_lower_case), do_lower_case
 
 # The record features the answers are decoded from (read_decoding_features).
 DECODING_FEATURES = ("token_ids", "sentence_ids", "segment_ids", "long_tokens_to_unigrams",

@@ -11,10 +11,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR, last_error_line, run_tool
+from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
+from conftest import write_random_bert_checkpoint
 from etc_model import create_hotpotqa
 from etc_model import hotpotqa
 from etc_model import hotpotqa_evaluate
+from etc_model import lift_bert_checkpoint as lift
 from realformer_tf import common
 from realformer_tf import pretraining_data
 
@@ -113,19 +115,16 @@ def test_the_command_scores_a_prediction_file_and_refuses_bad_ones(tmp_path):
   assert "1 predicted ids are not in" in result.output
   assert hotpotqa_evaluate.evaluate_files(data, predictions) == written
 
-  # Bad prediction files are one line naming the file (the command: exit 2).
-  bad = _write(tmp_path / "bad.json", {"answer": {}})
-  assert last_error_line(run_tool(None, ["-m", "etc_model.hotpotqa_evaluate", data, bad],
-                                  expect_rc=2)) == (
-      'error: prediction file %s: has no "sp" (the official format {"answer": {id: text}, '
-      '"sp": {id: [[title, sent_id], ...]}})' % bad)
-
+  # Bad prediction files are one line naming the file.
   def error(predictions):
     path = _write(tmp_path / "bad.json", predictions)
     with pytest.raises(common.UsageError) as e:
       hotpotqa.read_predictions(path)
     return str(e.value).replace(path, "P")
 
+  assert error({"answer": {}}) == (
+      'prediction file P: has no "sp" (the official format {"answer": {id: text}, "sp": {id: '
+      '[[title, sent_id], ...]}})')
   assert error({"answer": {"a": ["x"]}, "sp": {}}) == (
       "prediction file P: the answer of a is a list, not a string")
   assert error({"answer": {}, "sp": {"a": [["T", "0"]]}}) == (
@@ -136,6 +135,11 @@ def test_the_command_scores_a_prediction_file_and_refuses_bad_ones(tmp_path):
   assert error({"answer": [], "sp": {}}) == (
       'prediction file P: "answer" is a list, not an object {id: ...}')
   assert error("[1, ").startswith("prediction file P: not valid JSON (")
+  empty = _write(tmp_path / "empty.json", [])
+  with pytest.raises(common.UsageError, match=r"empty.json: has no examples to score$"):
+    hotpotqa_evaluate.evaluate_files(empty, predictions)
+  with pytest.raises(common.UsageError, match=r"^usage: python -m etc_model.hotpotqa_evaluate "):
+    hotpotqa_evaluate.main(["hotpotqa_evaluate", data])
 
 
 # ----------------------------------------------------------------------------- reading the data
@@ -389,3 +393,176 @@ def test_stop_request_leaves_no_temporary_and_no_summary(tmp_path):
     left = sorted(os.listdir(out)) if os.path.exists(out) else []
     assert hotpotqa.SUMMARY_NAME not in left
     assert not [name for name in left if ".tmp-" in name], left
+
+
+# ----------------------------------------------------------------------------- answers
+def test_best_span_and_predicted_facts_by_hand():
+  # Long: [CLS], q, title T0 (sentence token 3), sentence 0 of T0 (4: 3 pieces), title T1 (6),
+  # sentence 0 of T1 (7: 2 pieces).
+  types = np.array([1, 3, 2, 1, 1, 1, 2, 1, 1])
+  sentence_ids = np.array([-1, 1, 3, 4, 4, 4, 6, 7, 7])
+  begin = np.array([9.0, 8, 0, 1, 3, 0, 0, 2, 0])
+  end = np.array([9.0, 8, 0, 0, 1, 2, 0, 0, 5])
+  supporting = np.array([0, 0, 0, 1, 1, 0, 1, 0], bool)
+  # [CLS] and the question never; across sentences never: (4, 5) in sentence 4 scores 3 + 2
+  # (title 6's one piece: 0).
+  assert hotpotqa.best_span(begin, end, types, sentence_ids, supporting, 30) == (4, 5)
+  # Only sentence 7 supporting: (7, 8) 2 + 5.
+  supporting_7 = np.array([0, 0, 0, 0, 0, 0, 0, 1], bool)
+  assert hotpotqa.best_span(begin, end, types, sentence_ids, supporting_7, 30) == (7, 8)
+  # At most 1 piece: (7, 7) 2 + 0 against (8, 8) 0 + 5.
+  assert hotpotqa.best_span(begin, end, types, sentence_ids, supporting_7, 1) == (8, 8)
+  # Ties go to the later span (the official sorted()[-1]).
+  assert hotpotqa.best_span(np.zeros(9), np.zeros(9), types, sentence_ids, supporting_7,
+                            30) == (8, 8)
+  assert hotpotqa.best_span(begin, end, types, sentence_ids, np.zeros(8, bool), 30) is None
+
+
+def test_predictions_of_a_record_read_the_context():
+  tokenizer = pretraining_data.make_tokenizer(VOCAB, True)
+  example = hotpotqa.Example(
+      id="x", question="Where does the Loire end?",
+      context=[hotpotqa.Paragraph("Loire", ["The Loire rises in the Massif Central.",
+                                            " It flows into the Bay of Biscay."]),
+               hotpotqa.Paragraph("Seine", ["The Seine flows through Paris."])],
+      answer="Bay of Biscay", supporting_facts=[["Loire", 1]], type="", level="")
+  features, _ = hotpotqa.convert_example(
+      example, hotpotqa.make_tokenize(tokenizer), tokenizer.tokenize,
+      hotpotqa.global_token_ids(tokenizer.vocab), {"max_seq_length": 64,
+                                                   "max_global_seq_length": 16})
+  record = {name: np.array(features[name]) for name in hotpotqa.DECODING_FEATURES}
+  begin, end = features["answer_begin"][0], features["answer_end"][0]
+  context = [[p.title, p.sentences] for p in example.context]
+  # The gold span reads back as the answer's own text (case kept, "." left out).
+  assert hotpotqa.span_text((begin, end), record, context, tokenizer) == "Bay of Biscay"
+  # Loire's paragraph and title tokens, its sentence 1 at probability 0.5.
+  loire = np.nonzero(record["global_paragraph_ids"] == 0)[0]
+  sentence_1 = loire[record["global_sentence_ids"][loire] == 1][0]
+  sp_logits = np.full(16, -5.0)
+  sp_logits[[loire[0], loire[1], sentence_1]] = [3.0, 3.0, 0.0]
+  outputs = {"sp_logits": sp_logits, "answer_type_logits": np.array([2.0, 1.0, 0.0]),
+             "begin_logits": np.where(np.arange(64) == begin, 5.0, 0.0),
+             "end_logits": np.where(np.arange(64) == end, 5.0, 0.0)}
+  answer, facts = hotpotqa.predict_example(outputs, record, context, tokenizer)
+  assert (answer, facts) == ("Bay of Biscay", [["Loire", 1]])
+  # At 0.6 sentence 1 is no fact; the span comes from the supporting title (a title is no
+  # fact).
+  assert hotpotqa.predict_example(outputs, record, context, tokenizer, sp_threshold=0.6) == (
+      "Loire", [])
+  sp_logits[loire[1]] = -3.0
+  assert hotpotqa.predict_example(outputs, record, context, tokenizer, sp_threshold=0.6) == (
+      "", [])
+  outputs["answer_type_logits"] = np.array([0.0, 1.0, 3.0])
+  assert hotpotqa.predict_example(outputs, record, context, tokenizer)[0] == "no"
+  # A split: every example predicted, one without a record "" and no facts; scored officially.
+  lines = [{"id": "x", "record": 0, "answer": "Bay of Biscay",
+            "supporting_facts": [["Loire", 1]], "context": context},
+           {"id": "y", "record": None, "answer": "no", "supporting_facts": [["A", 0]],
+            "context": []}]
+  stacked = {name: np.stack([value]) for name, value in outputs.items()}
+  stacked["answer_type_logits"] = np.array([[2.0, 1.0, 0.0]])
+  records = {name: np.stack([value]) for name, value in record.items()}
+  predictions, metrics = hotpotqa.split_metrics(stacked, records, lines, tokenizer)
+  assert predictions == {"answer": {"x": "Bay of Biscay", "y": ""},
+                         "sp": {"x": [["Loire", 1]], "y": []}}
+  assert (metrics["em"], metrics["sp_em"], metrics["joint_f1"], metrics["skipped"]) == (
+      0.5, 0.5, 0.5, 1)
+
+
+# ----------------------------------------------------------------------------- run_long_tasks
+TINY_ETC_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
+                   "num_attention_heads": 2, "intermediate_size": 64, "local_radius": 8,
+                   "relative_pos_max_distance": 4, "relative_vocab_size": 12,
+                   "residual_attention": "sum", "use_hard_g2l_mask": True}
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+  """The fixtures' records (create_hotpotqa's command), an ETC config and a lifted checkpoint."""
+  root = tmp_path_factory.mktemp("hotpotqa_run")
+  run_tool(None, ["-m", "etc_model.create_hotpotqa", "--vocab_file=" + VOCAB,
+                  "--output_dir=%s" % (root / "data"), "--max_seq_length=%d" % L,
+                  "--max_global_seq_length=%d" % G] +
+           ["--%s_file=%s" % (split, os.path.join(FIXTURES, split + ".json"))
+            for split in ("train", "dev", "test")])
+  (root / "etc_config.json").write_text(json.dumps(TINY_ETC_CONFIG))
+  (root / "bert_config.json").write_text(json.dumps(TINY_BERT_CONFIG))
+  write_random_bert_checkpoint(str(root / "bert_config.json"), str(root / "bert.ckpt"))
+  lifted = lift.lift_bert_checkpoint(str(root / "bert.ckpt"), str(root / "lifted"),
+                                     etc_config_file=str(root / "etc_config.json"))
+  return {"root": root, "init": lifted["output_checkpoint"]}
+
+
+def _args(job, out, extra=()):
+  root = job["root"]
+  return ["-m", "etc_model.run_long_tasks", "--task=hotpotqa",
+          "--data_dir=%s" % (root / "data"), "--etc_config_file=%s" % (root / "etc_config.json"),
+          "--output_dir=%s" % out, "--max_seq_length=%d" % L, "--max_global_seq_length=%d" % G,
+          "--train_batch_size=2", "--eval_batch_size=2", "--predict_batch_size=2",
+          "--learning_rate=1e-3"] + list(extra)
+
+
+@pytest.mark.slow
+def test_train_eval_predict_from_a_lifted_checkpoint(job, tmp_path):
+  out = tmp_path / "out"
+  result = run_tool(None, _args(job, out, ["--init_checkpoint=" + job["init"], "--do_train",
+                                           "--do_eval", "--do_predict", "--num_train_steps=2",
+                                           "--sp_threshold=0.4"]))
+  # Every ETC variable comes from the lifted BERT; only the head's are new.
+  assert "6 not in checkpoint: cls/long_tasks/hotpotqa/" in result.output, result.output[-3000:]
+  results = json.loads((out / "eval_results.json").read_text())
+  assert results["task"] == "hotpotqa" and results["global_step"] == 2
+  assert (results["examples"], results["records"], results["skipped"]) == (3, 3, 0)
+  for key in hotpotqa.METRIC_NAMES + ("answer_type_accuracy", "sp_label_f1"):
+    assert results[key] is not None and 0.0 <= results[key] <= 1.0, key
+  # dev_predictions.json is the official submission; the official scorer agrees.
+  dev = json.loads((out / "dev_predictions.json").read_text())
+  assert sorted(dev) == ["answer", "sp"]
+  assert sorted(dev["answer"]) == sorted(dev["sp"]) == ["hp_dev_0", "hp_dev_1", "hp_dev_2"]
+  scored = hotpotqa_evaluate.evaluate_files(os.path.join(FIXTURES, "dev.json"),
+                                            str(out / "dev_predictions.json"))
+  for key in hotpotqa.METRIC_NAMES:
+    assert scored[key] == pytest.approx(results[key]), key
+  assert (scored["missing_answers"], scored["missing_sp"]) == (0, 0)
+  # Every predicted fact is a sentence of its example's context.
+  contexts = {e["_id"]: dict(e["context"])
+              for e in json.load(open(os.path.join(FIXTURES, "dev.json")))}
+  for key, facts in dev["sp"].items():
+    assert all(0 <= n < len(contexts[key][title]) for title, n in facts), (key, facts)
+  # Test: both examples, the lines name them.
+  test = json.loads((out / "test_predictions.json").read_text())
+  lines = [json.loads(line) for line in
+           (out / "test_predictions.jsonl").read_text().splitlines()]
+  assert [l["id"] for l in lines] == list(test["answer"]) == ["hp_test_0", "hp_test_1"]
+  for line in lines:
+    assert (line["answer"], line["sp"]) == (test["answer"][line["id"]], test["sp"][line["id"]])
+  assert [l["label"] for l in lines] == [-1, 1]
+  results = json.loads((out / "test_results.json").read_text())
+  assert results["examples"] == 1   # hp_test_1 has an answer and facts
+  # The batches cut to their real lengths (the default) predict as --padding=max_length does,
+  # here from the trained checkpoint as --init_checkpoint.
+  full = tmp_path / "max_length"
+  run_tool(None, _args(job, full, ["--init_checkpoint=%s" % (out / "model.ckpt-2"),
+                                   "--do_predict", "--padding=max_length",
+                                   "--sp_threshold=0.4"]))
+  full_lines = [json.loads(line) for line in
+                (full / "test_predictions.jsonl").read_text().splitlines()]
+  for cut, whole in zip(lines, full_lines):
+    np.testing.assert_allclose(cut["answer_type_probabilities"],
+                               whole["answer_type_probabilities"], atol=2e-5)
+    assert (cut["answer"], cut["sp"]) == (whole["answer"], whole["sp"])
+
+
+def test_flags_and_token_types_are_checked(job, tmp_path):
+  small = tmp_path / "small_segments.json"
+  small.write_text(json.dumps(dict(TINY_ETC_CONFIG, segment_vocab_size=3)))
+  args = ["-m", "etc_model.run_long_tasks", "--data_dir=%s" % (job["root"] / "data"),
+          "--etc_config_file=%s" % small, "--output_dir=%s" % (tmp_path / "out"),
+          "--max_seq_length=%d" % L, "--max_global_seq_length=%d" % G, "--do_eval"]
+  result = run_tool(None, args + ["--task=hotpotqa"], expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --etc_config_file=%s: segment_vocab_size=3, but HotpotQA's token types go up to 3"
+      % small)
+  result = run_tool(None, args + ["--task=wikihop", "--sp_threshold=0.3"], expect_rc=2)
+  assert last_error_line(result) == "error: --sp_threshold: only with --task=hotpotqa"
+  assert not (tmp_path / "out").exists()
