@@ -29,7 +29,8 @@ summary last):
   hotpotqa.json: the settings, the global tokens' ids, and per split the counts (examples,
     records, skipped by reason, answer types, span answers not found in the kept input,
     supporting facts outside their context, examples cut and the question pieces / titles /
-    sentences and word pieces left out because L or G was full) and the mean and largest
+    sentences and word pieces left out because L or G was full, how many of them for G) and
+    the mean and largest
     long / global lengths.
 A rerun with the same flags writes the same bytes. SIGINT / SIGTERM stop at the next example,
 remove the file being written and exit 130 / 143 without hotpotqa.json; a rerun starts over.
@@ -130,6 +131,7 @@ def split_statistics(examples, infos, records):
       len(hotpotqa.facts_outside_context(e)) for e in examples)
   stats["truncated_examples"] = sum(1 for info in made if info["dropped_parts"])
   stats["dropped_parts"] = sum(info["dropped_parts"] for info in made)
+  stats["dropped_parts_global_full"] = sum(info["dropped_global_full"] for info in made)
   stats["dropped_word_pieces"] = sum(info["dropped_pieces"] for info in made)
   stats["mean_paragraphs"] = _mean([len(e.context) for e in examples])
   for key in ("long_tokens", "global_tokens"):
@@ -272,9 +274,11 @@ def main(_):
   for split, stats in summary["splits"].items():
     if stats["truncated_examples"]:
       logging.warning("%s: %d examples cut to fit L=%d / G=%d: %d question pieces, titles or "
-                      "sentences (%d word pieces) left out", split, stats["truncated_examples"],
-                      FLAGS.max_seq_length, FLAGS.max_global_seq_length, stats["dropped_parts"],
-                      stats["dropped_word_pieces"])
+                      "sentences (%d word pieces) left out, %d of them because G was full, the "
+                      "rest because they were longer than what was left of L", split,
+                      stats["truncated_examples"], FLAGS.max_seq_length,
+                      FLAGS.max_global_seq_length, stats["dropped_parts"],
+                      stats["dropped_word_pieces"], stats["dropped_parts_global_full"])
   sys.stdout.flush()
 
 

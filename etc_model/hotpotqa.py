@@ -471,6 +471,7 @@ class _Builder(object):
         "global_sentence_ids", "supporting_facts"))
     self.dropped_pieces = 0
     self.dropped_parts = 0
+    self.dropped_global_full = 0
 
   @property
   def num_long(self):
@@ -496,6 +497,7 @@ class _Builder(object):
     if self.num_long + len(ids) > self.long_len or self.num_global >= self.global_len:
       self.dropped_parts += 1
       self.dropped_pieces += len(ids)
+      self.dropped_global_full += int(self.num_global >= self.global_len)
       return None
     offset = self.num_long
     sentence_token = self.num_global
@@ -537,7 +539,8 @@ def convert_example(example, tokenize, tokenize_answer, ids, settings, is_traini
   Returns:
     (features, info): features an OrderedDict {name: list of int} in FEATURES order (None when
     skipped); info a dict: skipped (None or the reason), long_tokens, global_tokens,
-    dropped_parts (question pieces, titles, sentences left out), dropped_pieces (their word
+    dropped_parts (question pieces, titles, sentences left out: G was full, dropped_global_full
+    of them, or the rest of L too short), dropped_pieces (their word
     pieces), answer_type (-1 unknown), answer_found (a span answer found in the input).
   """
   long_len, global_len = settings["max_seq_length"], settings["max_global_seq_length"]
@@ -573,7 +576,8 @@ def convert_example(example, tokenize, tokenize_answer, ids, settings, is_traini
     built.end_paragraph()
 
   info = {"skipped": None, "long_tokens": built.num_long, "global_tokens": built.num_global,
-          "dropped_parts": built.dropped_parts, "dropped_pieces": built.dropped_pieces}
+          "dropped_parts": built.dropped_parts, "dropped_global_full": built.dropped_global_full,
+          "dropped_pieces": built.dropped_pieces}
   answer_type, span = -1, (-1, -1)
   if answer is not None:
     answer_type = answer_type_of(answer)

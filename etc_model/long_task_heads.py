@@ -23,6 +23,16 @@ candidates, averaged over the examples with an answer (label >= 0). Variables un
 cls/long_tasks/wikihop/ (transform/dense_0, transform/dense_1, transform/layer_norm,
 output_weights, output_bias).
 
+HotpotQA (etc_model.hotpotqa, the official etcmodel head, span answers): a supporting-fact
+logit per global token, three answer-type logits (span / yes / no) on the first global token
+([CLS]) and begin / end logits per long token, no dropout; the loss is the mean of the official
+four (sigmoid cross-entropy summed over the global tokens, the type's and the begin's and end's
+softmax cross-entropies), each averaged over the examples that have its label. Variables under
+cls/long_tasks/hotpotqa/ with the official names (supporting_facts_output_weights [1, hidden],
+answer_type_output_weights [3, hidden], answer_span_output_weights [2, hidden] and their
+biases). The head reads the long output too (LONG_OUTPUT_TASKS) and returns a dict of logits;
+the official scores are etc_model.hotpotqa's, hotpotqa_metrics the records' own.
+
 Metrics are computed in NumPy over the whole evaluation set (no streaming approximation):
 cloze_metrics (accuracy overall and per long_tasks.DISTANCE_BUCKETS bucket beside the
 most-frequent / most-recent baselines read from the records), supporting_metrics
@@ -637,5 +647,5 @@ def task_metrics(task, outputs, label_names=None):
 
 def prediction_lines(task, outputs, label_names=None):
   """One JSON-able dict per example of stacked predict outputs (PREDICTION_LINES)."""
-  count = len(outputs["global_token_ids"])
+  count = len(outputs["logits"] if "logits" in outputs else outputs["global_token_ids"])
   return [PREDICTION_LINES[task](outputs, i, label_names) for i in range(count)]

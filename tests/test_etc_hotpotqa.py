@@ -17,6 +17,7 @@ from etc_model import create_hotpotqa
 from etc_model import hotpotqa
 from etc_model import hotpotqa_evaluate
 from etc_model import lift_bert_checkpoint as lift
+from etc_model import long_task_heads as heads
 from realformer_tf import common
 from realformer_tf import pretraining_data
 
@@ -230,7 +231,8 @@ def test_features_of_a_hand_made_example():
   features, info, words = _convert(HAND_EXAMPLE)
   assert list(features) == [name for name, _ in hotpotqa.FEATURES]
   assert info == {"skipped": None, "long_tokens": 21, "global_tokens": 12, "dropped_parts": 0,
-                  "dropped_pieces": 0, "answer_type": 0, "answer_found": True}
+                  "dropped_global_full": 0, "dropped_pieces": 0, "answer_type": 0,
+                  "answer_found": True}
   assert [words.get(i, "") for i in features["token_ids"]] == (
       ["[CLS]", "where", "is", "x", "?", "alpha", "alpha", "is", "in", "beta", ".",
        "it", "is", "old", ".", "beta", "beta", "is", "a", "city", "."] + [""] * 3)
@@ -261,7 +263,7 @@ def test_truncation_answer_types_and_the_training_filter():
   # L = 15: Beta's title and sentence do not fit (its paragraph token does).
   features, info, _ = _convert(HAND_EXAMPLE, max_seq_length=15)
   assert (info["long_tokens"], info["global_tokens"]) == (15, 10)
-  assert (info["dropped_parts"], info["dropped_pieces"]) == (2, 6)
+  assert (info["dropped_parts"], info["dropped_pieces"], info["dropped_global_full"]) == (2, 6, 0)
   assert features["global_token_ids"][9:] == [5, 0, 0, 0, 0]
   assert features["global_breakpoints"][9:] == [1, 0, 0, 0, 0]
   # L = 14: Alpha's sentence 1 (4 pieces) does not fit but Beta's title (1 piece) after it does,
@@ -274,7 +276,7 @@ def test_truncation_answer_types_and_the_training_filter():
   assert features["long_breakpoints"][10:] == [1, 1, 0, 0]
   # G = 8: the global input fills up at Alpha's sentence 0.
   features, info, _ = _convert(HAND_EXAMPLE, max_global_seq_length=8)
-  assert (info["global_tokens"], info["dropped_parts"]) == (8, 3)
+  assert (info["global_tokens"], info["dropped_parts"], info["dropped_global_full"]) == (8, 3, 3)
   # yes / no: type 1 / 2 and the [CLS] span; an unknown answer: -1.
   for answer, want in (("yes", [1, 0, 0]), ("no", [2, 0, 0]), ("Gamma", [-1, -1, -1]),
                        (None, [-1, -1, -1])):
@@ -283,8 +285,8 @@ def test_truncation_answer_types_and_the_training_filter():
   # Training: an answer not found, or no supporting fact kept, gives no record.
   assert _convert(HAND_EXAMPLE._replace(answer="Gamma"), is_training=True)[:2] == (
       None, {"skipped": "answer not found in the kept supporting sentences", "long_tokens": 21,
-             "global_tokens": 12, "dropped_parts": 0, "dropped_pieces": 0, "answer_type": -1,
-             "answer_found": False})
+             "global_tokens": 12, "dropped_parts": 0, "dropped_global_full": 0,
+             "dropped_pieces": 0, "answer_type": -1, "answer_found": False})
   # (Beta's paragraph token carries a label too; with G = 9 it does not fit.)
   features, info, _ = _convert(HAND_EXAMPLE._replace(supporting_facts=[["Beta", 0]]),
                                is_training=True, max_global_seq_length=9)
@@ -343,6 +345,18 @@ def test_outputs_counts_and_byte_identical_rerun(tmp_path):
   assert splits["dev"]["truncated_examples"] == 0
   assert summaries[0]["global_tokens"]["cls"] == {"token": "[CLS]", "id": 101}
   assert (tmp_path / "a" / "hotpotqa_vocab.txt").read_bytes() == open(VOCAB, "rb").read()
+  # G = 16: hp_dev_0 (12 global tokens of [CLS] and question, Louvre's 3) keeps Paris' paragraph
+  # token and loses its title and 2 sentences and Madrid's title and sentence (its answer
+  # "France" with them); hp_dev_2 loses 3 likewise; every cut because G was full.
+  _, _, stats = create_hotpotqa.convert_split(
+      examples["dev"], tokenizer, hotpotqa.global_token_ids(tokenizer.vocab),
+      dict(SETTINGS, max_global_seq_length=16), is_training=False)
+  assert {k: stats[k] for k in ("truncated_examples", "dropped_parts", "dropped_parts_global_full",
+                                "span_answers_not_found", "max_global_tokens")} == {
+                                    "truncated_examples": 2, "dropped_parts": 8,
+                                    "dropped_parts_global_full": 8, "span_answers_not_found": 1,
+                                    "max_global_tokens": 16}
+  assert stats["answer_types"] == {"span": 1, "yes": 1, "no": 0, "unknown": 1}
   lines = hotpotqa.read_split_examples(str(tmp_path / "a"), "train", 4)
   assert [(l["id"], l["record"]) for l in lines] == [
       ("hp_train_0", 0), ("hp_train_1", 1), ("hp_train_2", 2), ("hp_train_3", 3),
@@ -468,6 +482,47 @@ def test_predictions_of_a_record_read_the_context():
   assert (metrics["em"], metrics["sp_em"], metrics["joint_f1"], metrics["skipped"]) == (
       0.5, 0.5, 0.5, 1)
 
+
+def test_head_loss_is_the_official_mean_of_four_losses():
+  rng = np.random.RandomState(3)
+  batch, long_len, global_len, hidden = 3, 6, 5, 4
+  long_output = rng.randn(batch, long_len, hidden).astype(np.float32)
+  global_output = rng.randn(batch, global_len, hidden).astype(np.float32)
+  features = {"supporting_facts": np.array([[0, 1, 1, 0, 0], [0, 0, 1, 0, 0], [0] * 5]),
+              "answer_type": np.array([[0], [1], [-1]]),
+              "answer_begin": np.array([[3], [0], [-1]]), "answer_end": np.array([[4], [0], [-1]])}
+  config = type("Config", (), {"hidden_size": hidden, "initializer_range": 0.5})()
+  tf1 = tf.compat.v1
+  with tf.Graph().as_default():
+    loss, per_example, logits = heads.hotpotqa_head(
+        tf.constant(long_output), tf.constant(global_output),
+        {k: tf.constant(v, tf.int32) for k, v in features.items()}, config, True)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      got = sess.run({"loss": loss, "per_example": per_example, "logits": logits,
+                      "variables": {v.op.name.split("/")[-1]: v for v in tf1.global_variables()}})
+  v = got["variables"]
+  sp = global_output @ v["supporting_facts_output_weights"][0] + v["supporting_facts_output_bias"]
+  types = global_output[:, 0] @ v["answer_type_output_weights"].T + v["answer_type_output_bias"]
+  spans = long_output @ v["answer_span_output_weights"].T + v["answer_span_output_bias"]
+  np.testing.assert_allclose(got["logits"]["sp_logits"], sp, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(got["logits"]["begin_logits"], spans[..., 0], rtol=1e-5, atol=1e-5)
+
+  def log_softmax(x):
+    x = x - x.max(-1, keepdims=True)
+    return x - np.log(np.exp(x).sum(-1, keepdims=True))
+
+  z = features["supporting_facts"]
+  sp_ce = (np.maximum(sp, 0) - sp * z + np.log1p(np.exp(-np.abs(sp)))).sum(1)
+  type_ce = -log_softmax(types)[[0, 1], [0, 1]]
+  begin_ce = -log_softmax(spans[..., 0])[[0, 1], [3, 0]]
+  end_ce = -log_softmax(spans[..., 1])[[0, 1], [4, 0]]
+  # Example 2 has no label: no loss; each loss is the mean over the examples with its label.
+  want = (sp_ce[:2].mean() + type_ce.mean() + begin_ce.mean() + end_ce.mean()) / 4
+  assert got["loss"] == pytest.approx(want, rel=1e-5)
+  assert got["per_example"][2] == 0.0
+  assert got["per_example"][0] == pytest.approx(
+      (sp_ce[0] + type_ce[0] + begin_ce[0] + end_ce[0]) / 4, rel=1e-5)
 
 # ----------------------------------------------------------------------------- run_long_tasks
 TINY_ETC_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
