@@ -154,7 +154,8 @@ def define_flags():
   flags.DEFINE_integer("num_train_steps", 0,
                        "Optimizer updates; 0: --num_train_epochs over the training records.")
   flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear warm-up.")
-  training_eval.define_flags("the main metric: cloze accuracy, supporting f1, classify accuracy")
+  training_eval.define_flags("the main metric: cloze accuracy, supporting f1, classify "
+                             "accuracy, wikihop accuracy, hotpotqa joint_f1")
   flags.DEFINE_enum("residual_attention", None, list(modeling.RESIDUAL_ATTENTION_TYPES),
                     "Overrides residual_attention in --etc_config_file (none | sum | mean).")
   flags.DEFINE_enum("att_implementation", "auto", list(etc_modeling.ATT_IMPLEMENTATIONS),
@@ -486,7 +487,7 @@ def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_ste
         global_names.append("sp_logits")
       for name in global_names:
         predictions[name] = _pad_to_length(predictions[name], max_global_seq_length)
-      if task == hotpotqa.TASK:
+      if task == hotpotqa.TASK and max_seq_length:
         for name in ("begin_logits", "end_logits"):
           predictions[name] = _pad_to_length(predictions[name], max_seq_length,
                                              heads.MASKED_LOGIT)
