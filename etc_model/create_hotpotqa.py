@@ -23,7 +23,8 @@ summary last):
     record; dev and test examples always get one;
   hotpotqa_<split>.examples.jsonl: one line per example of the input file, in its order: id,
     record (the record's index, or null), skipped (why there is no record), answer,
-    supporting_facts and context (what the answers and the official scores are made from);
+    supporting_facts and context (what the answers and the official scores are made from;
+    null in the train split's file, which is never decoded);
   hotpotqa_vocab.txt: a copy of --vocab_file (run_long_tasks turns word pieces back into text
     with it);
   hotpotqa.json: the settings, the global tokens' ids, and per split the counts (examples,
@@ -164,7 +165,8 @@ def convert_split(examples, tokenizer, ids, settings, is_training, should_stop=_
       raise pretraining_data.Stopped()
     features, info = hotpotqa.convert_example(example, tokenize, tokenizer.tokenize, ids,
                                               settings, is_training=is_training)
-    lines.append(hotpotqa.example_line(example, len(records) if features else None, info))
+    lines.append(hotpotqa.example_line(example, len(records) if features else None, info,
+                                       with_context=not is_training))
     infos.append(info)
     if features:
       records.append(features)

@@ -650,13 +650,15 @@ def examples_file(data_dir, split):
   return record_file(data_dir, split)[:-len(".tfrecord")] + EXAMPLES_SUFFIX
 
 
-def example_line(example, record_index, info):
+def example_line(example, record_index, info, with_context=True):
   """The examples file's line of one example: what scoring and the answer text need (id,
-  record index or None, skipped reason or None, answer, supporting_facts, context)."""
+  record index or None, skipped reason or None, answer, supporting_facts, context: None without
+  with_context, as the train split's, which is never decoded)."""
+  context = [[p.title, p.sentences] for p in example.context] if with_context else None
   return collections.OrderedDict([
       ("id", example.id), ("record", record_index), ("skipped", info["skipped"]),
       ("answer", example.answer), ("supporting_facts", example.supporting_facts),
-      ("context", [[p.title, p.sentences] for p in example.context])])
+      ("context", context)])
 
 
 def read_split_examples(data_dir, split, num_records):

@@ -361,6 +361,7 @@ def test_outputs_counts_and_byte_identical_rerun(tmp_path):
   assert [(l["id"], l["record"]) for l in lines] == [
       ("hp_train_0", 0), ("hp_train_1", 1), ("hp_train_2", 2), ("hp_train_3", 3),
       ("hp_train_4", None)]
+  assert {l["context"] is None for l in lines} == {True}  # never decoded: not kept
   with pytest.raises(common.UsageError,
                      match="lists 4 records but hotpotqa_train.tfrecord has 5"):
     hotpotqa.read_split_examples(str(tmp_path / "a"), "train", 5)
