@@ -2,8 +2,8 @@
 """Pre-trains BERT / RealFormer (MLM + NSP) on TPUEstimator, or on CPU/GPU with tf.distribute.
 
 On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
-with realformer_tf.tf2_training: the same flags (the Estimator's TPU, XLA, precision,
-multi-worker and gradient-accumulation flags refused), checkpoints and output files
+with realformer_tf.tf2_training: the same flags (the Estimator's TPU, XLA, precision and
+multi-worker flags refused), checkpoints and output files
 (docs/compatibility.md, "Training without the Estimator").
 
 Reads the TFRecords written by create_pretraining_data.py (or the official BERT script). The
@@ -653,16 +653,10 @@ def _configure_cpu_devices(count):
 
 def _check_engine_flags():
   """One-line errors for the device, precision and distribution flags: on the TF2 engine those
-  only the Estimator implements (tf2_training.check_flags, --gradient_accumulation_steps), on
-  both the combinations estimator_utils refuses."""
+  only the Estimator implements (tf2_training.check_flags), on both the combinations
+  estimator_utils refuses."""
   if not estimator_utils.has_estimator():
     tf2_training.check_flags(FLAGS, "run_pretraining.py")
-    if FLAGS.gradient_accumulation_steps != 1:
-      common.fail("--gradient_accumulation_steps=%d: implemented by the Estimator only "
-                  "(TensorFlow %s); run it in the project's TF %s environment (`bash run.sh "
-                  "python run_pretraining.py ...`)" % (
-                      FLAGS.gradient_accumulation_steps, estimator_utils.ESTIMATOR_TF_VERSION,
-                      estimator_utils.ESTIMATOR_TF_VERSION))
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -839,15 +833,18 @@ def _run_engine(flag_values, bert_config, input_files, eval_files, resume_step, 
       allow_unmatched_init=flag_values.allow_unmatched_init, seed=flag_values.seed,
       save_checkpoints_steps=flag_values.save_checkpoints_steps,
       keep_checkpoint_max=flag_values.keep_checkpoint_max, log_every_n_steps=flag_values.log_every_n_steps,
-      fused_optimizer=flag_values.fused_optimizer)
+      fused_optimizer=flag_values.fused_optimizer,
+      gradient_accumulation_steps=flag_values.gradient_accumulation_steps)
   summary = {"residual_attention": bert_config.residual_attention,
              "layer_norm_type": bert_config.layer_norm_type,
              "precision": flag_values.precision, "use_xla": flag_values.use_xla,
              "fused_optimizer": flag_values.fused_optimizer}
-  total_steps = flag_values.num_train_steps
+  # The global step counts micro-batches, as on the Estimator.
+  total_steps = flag_values.num_train_steps * flag_values.gradient_accumulation_steps
   if flag_values.do_train:
     tf1.logging.info("***** Running training *****")
-    tf1.logging.info("  Batch size = %d", flag_values.train_batch_size)
+    tf1.logging.info("  Batch size = %d x %d accumulation", flag_values.train_batch_size,
+                     flag_values.gradient_accumulation_steps)
     if resume_step:
       tf1.logging.info("Resuming from step %d of %d in %s", resume_step, total_steps,
                        flag_values.output_dir)

@@ -22,6 +22,12 @@ realformer_tf/serving.py's SavedModels use). So:
   at optimization.learning_rate_schedule's rate (linear warm-up, linear decay to 0), then
   global_step + 1. On one device these are the Estimator's ops in its order: the same losses
   to float32 rounding.
+- Gradient accumulation (gradient_accumulation_steps=N) is create_optimizer's too: global_step
+  counts micro-batches, each adds its gradient to `<var>/grad_accum` (in the checkpoints, as the
+  Estimator writes them: a job stopped inside an accumulation resumes on either engine), every
+  N-th applies the mean of the N gradients, clipped, at the rate of update global_step // N
+  and zeroes the accumulators. A checkpoint without accumulators (from a job without
+  accumulation) resumes only at a step that starts an accumulation.
 - With several replicas (MirroredStrategy, TPUStrategy) the gradients are averaged over the
   global batch before they are clipped, so N replicas make one device's update for the same
   global batch (the Estimator's MirroredStrategy clips each replica's gradient instead). Each
@@ -72,6 +78,8 @@ ENGINE_DISTRIBUTION_STRATEGIES = ("none", "mirrored")
 CHECKPOINT_NAME = "model.ckpt"
 GLOBAL_STEP = "global_step"
 ADAM_SLOTS = ("adam_m", "adam_v")
+# optimization.create_optimizer's gradient accumulator of a variable: `<var>/grad_accum`.
+GRAD_ACCUM = "grad_accum"
 CLIP_NORM = 1.0
 
 # A variable the model function creates: its shape, dtype and whether it is trained.
@@ -233,29 +241,32 @@ class _AdamWeightDecay(optimization.AdamWeightDecayOptimizer):
     with tf.init_scope():
       self._create_slots(variables)
 
-  def apply_global_gradients(self, grads_and_vars, learning_rate):
+  def apply_global_gradients(self, grads_and_vars, learning_rate, apply_now=None):
     """Applies one AdamW update from replica context; every replica passes the same gradients.
 
     Args:
       grads_and_vars: list of (gradient, variable): the gradient of the global batch.
       learning_rate: float32 scalar Tensor, this step's rate.
+      apply_now: None, or a bool scalar Tensor: the update happens only when it is True
+        (gradient accumulation: the last micro-batch of each group).
 
     Returns:
       The update op.
     """
-    def update(variable, grad, rate):
+    def update(variable, grad, rate, condition):
       self.learning_rate = rate
+      self.set_apply_condition(condition)
       return self._resource_apply_dense(grad, variable)
 
-    def apply(strategy, grads_and_vars, learning_rate):
+    def apply(strategy, grads_and_vars, learning_rate, apply_now):
       ops = []
       for grad, variable in grads_and_vars:
-        ops.extend(strategy.extended.update(variable, update, args=(grad, learning_rate),
-                                            group=False))
+        ops.extend(strategy.extended.update(variable, update,
+                                            args=(grad, learning_rate, apply_now), group=False))
       return tf.group(ops)
 
     return tf.distribute.get_replica_context().merge_call(
-        apply, args=(list(grads_and_vars), learning_rate))
+        apply, args=(list(grads_and_vars), learning_rate, apply_now))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -277,7 +288,7 @@ class Engine(object):
                learning_rate=5e-5, num_train_steps=None, num_warmup_steps=0,
                init_checkpoint=None, allow_unmatched_init=False, encoder_scopes=None,
                seed=12345, save_checkpoints_steps=1000, keep_checkpoint_max=5,
-               log_every_n_steps=10, fused_optimizer=False):
+               log_every_n_steps=10, fused_optimizer=False, gradient_accumulation_steps=1):
     """Keeps the job's settings (nothing is built yet).
 
     Args:
@@ -299,7 +310,13 @@ class Engine(object):
       keep_checkpoint_max: checkpoints kept.
       log_every_n_steps: steps between the `loss = ..., step = ...` lines.
       fused_optimizer: AdamWeightDecayOptimizer(fused=True).
+      gradient_accumulation_steps: micro-batches of train_batch_size averaged per update
+        (optimization.create_optimizer's; the global step counts micro-batches, so
+        num_train_steps updates take num_train_steps * gradient_accumulation_steps steps).
     """
+    if gradient_accumulation_steps < 1:
+      raise ValueError("gradient_accumulation_steps must be >= 1, got %d" %
+                       gradient_accumulation_steps)
     self._model_fn = model_fn
     self.output_dir = output_dir
     self.strategy = strategy or tf.distribute.get_strategy()
@@ -315,11 +332,13 @@ class Engine(object):
     self._keep_checkpoint_max = keep_checkpoint_max
     self._log_every_n_steps = log_every_n_steps
     self._fused_optimizer = fused_optimizer
+    self._accumulation_steps = gradient_accumulation_steps
     self._specs = None
     self._variables = None
     self._trainable = None
     self._global_step = None
     self._optimizer = None
+    self._accumulators = {}
     self._train_step = None
     self._predict_steps = {}
 
@@ -356,12 +375,42 @@ class Engine(object):
       with self.strategy.scope():
         for name, variable in self._variables.items():
           variable.assign(values[name])
-        for slot in self._slot_variables().values():
+        for slot in list(self._slot_variables().values()) + list(self._accumulators.values()):
           slot.assign(tf.zeros_like(slot))
         self._global_step.assign(0)
     if checkpoint:
       with self.strategy.scope():
-        restore_checkpoint(self.checkpoint_variables(with_slots), checkpoint)
+        variables = self.checkpoint_variables(with_slots)
+        if with_slots:
+          variables = self._without_absent_accumulators(variables, checkpoint)
+        restore_checkpoint(variables, checkpoint)
+
+  def _without_absent_accumulators(self, variables, checkpoint):
+    """`variables` less the gradient accumulators `checkpoint` lacks, which are zeroed.
+
+    A checkpoint of a job without accumulation has none: it resumes at a step that starts an
+    accumulation (the accumulators are zero there); at any other step it is one line.
+
+    Args:
+      variables: dict checkpoint name -> tf.Variable (checkpoint_variables()).
+      checkpoint: the checkpoint prefix.
+
+    Returns:
+      dict: the variables to restore.
+    """
+    reader = tf.train.load_checkpoint(checkpoint)
+    present = reader.get_variable_to_shape_map()
+    absent = [name for name in self._accumulators if name not in present]
+    if not absent or GLOBAL_STEP not in present:
+      return variables  # (restore_checkpoint names what a checkpoint lacks.)
+    step = int(reader.get_tensor(GLOBAL_STEP))
+    if step % self._accumulation_steps:
+      common.fail("checkpoint %s: lacks the gradient accumulators (%s) of its step %d, inside an "
+                  "accumulation of %d micro-batches: resume it with the gradient accumulation "
+                  "it was trained with" % (checkpoint, absent[0], step, self._accumulation_steps))
+    for name in absent:
+      self._accumulators[name].assign(tf.zeros_like(self._accumulators[name]))
+    return {name: v for name, v in variables.items() if name not in absent}
 
   def _create_variables(self, values=None):
     """Creates the model's variables (values, or zeros), global_step 0 and zero Adam slots."""
@@ -381,6 +430,22 @@ class Engine(object):
           exclude_from_weight_decay=optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
           fused=self._fused_optimizer)
       self._optimizer.create_slots(self._trainable)
+      self._accumulators = self._create_accumulators()
+
+  def _create_accumulators(self):
+    """optimization.create_optimizer's `<var>/grad_accum` of each trained variable (none without
+    accumulation): zeros, one per replica (each sums its own gradients; a checkpoint holds their
+    sum, as the Estimator's MirroredStrategy saves it)."""
+    accumulators = collections.OrderedDict()
+    if self._accumulation_steps == 1:
+      return accumulators
+    for variable in self._trainable:
+      name = "%s/%s" % (variable.name.split(":")[0], GRAD_ACCUM)
+      accumulators[name] = tf.Variable(
+          tf.zeros(variable.shape, tf.float32), name=name, trainable=False,
+          synchronization=tf.VariableSynchronization.ON_READ,
+          aggregation=tf.VariableAggregation.SUM)
+    return accumulators
 
   def _scratch_model(self, feature_spec, initial_values):
     """Builds the model function in a scratch TF1 graph.
@@ -434,12 +499,14 @@ class Engine(object):
       with_slots: include the optimizer slots (training restores them; prediction does not).
 
     Returns:
-      dict: the model variables, `global_step` and (with_slots) `<var>/adam_m`, `<var>/adam_v`.
+      dict: the model variables, `global_step` and (with_slots) `<var>/adam_m`, `<var>/adam_v`
+      and, with gradient accumulation, `<var>/grad_accum`.
     """
     variables = dict(self._variables)
     variables[GLOBAL_STEP] = self._global_step
     if with_slots:
       variables.update(self._slot_variables())
+      variables.update(self._accumulators)
     return variables
 
   # -- training ---------------------------------------------------------------------------
@@ -496,8 +563,9 @@ class Engine(object):
       # The model is graph code (no Python control flow on Tensors): autograph's rewriting of
       # every function it calls would only cost tracing time.
       self._train_step = tf.function(self._distributed_step, autograph=False)
-    progress = estimator_utils.ProgressHook(self._num_train_steps or max_steps,
-                                            self.train_batch_size)
+    total_steps = (self._num_train_steps * self._accumulation_steps if self._num_train_steps
+                   else max_steps)
+    progress = estimator_utils.ProgressHook(total_steps, self.train_batch_size)
     last_saved = step
     while step < max_steps and not common.STOP_SIGNALS.stopped:
       loss = float(self._train_step(iterator))
@@ -536,15 +604,43 @@ class Engine(object):
       loss, _ = self._model_fn(features, True)
     grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
              for g in tf.gradients(ys=loss, xs=self._trainable)]
+    apply_now = None
+    if self._accumulation_steps > 1:
+      grads, apply_now = self._accumulate(grads)
     if self.num_replicas > 1:
       # The global batch's gradient, clipped as one device clips it.
       grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN,
                                                              grads)
     grads, _ = tf.clip_by_global_norm(grads, clip_norm=CLIP_NORM)
+    # The schedule counts updates; the global step counts micro-batches.
     learning_rate = optimization.learning_rate_schedule(
-        self._global_step, self._learning_rate, self._num_train_steps, self._num_warmup_steps)
-    self._optimizer.apply_global_gradients(list(zip(grads, self._trainable)), learning_rate)
+        self._global_step // self._accumulation_steps, self._learning_rate,
+        self._num_train_steps, self._num_warmup_steps)
+    self._optimizer.apply_global_gradients(list(zip(grads, self._trainable)), learning_rate,
+                                           apply_now)
     return loss
+
+  def _accumulate(self, grads):
+    """Adds this micro-batch's gradients to the accumulators (optimization.create_optimizer's).
+
+    Args:
+      grads: list of dense gradients, one per trained variable.
+
+    Returns:
+      (mean_grads, apply_now): the mean of the accumulated gradients (what the update applies
+      when apply_now) and a bool scalar that is True on the last micro-batch of each group,
+      after which the accumulators are zero.
+    """
+    apply_now = tf.equal((self._global_step + 1) % self._accumulation_steps, 0)
+    mean_grads = []
+    for grad, variable in zip(grads, self._trainable):
+      accumulator = self._accumulators["%s/%s" % (variable.name.split(":")[0], GRAD_ACCUM)]
+      total = accumulator.read_value() + grad
+      assign = accumulator.assign(tf.where(apply_now, tf.zeros_like(total), total))
+      # Using the mean runs the accumulator update first.
+      with tf.control_dependencies([assign]):
+        mean_grads.append(total / float(self._accumulation_steps))
+    return mean_grads, apply_now
 
   def _check_static_shapes(self, feature_spec, purpose):
     """On TPU, one line when an input has a dimension of unknown size."""

@@ -201,10 +201,11 @@ def test_both_engines_give_the_same_losses_metrics_predictions_and_checkpoints(b
                          _values(est / "model.ckpt-10")) <= ROUNDING
 
 
-def _as_stopped_at(source, target, step):
-  """A copy of output directory `source` as a job stopped after checkpoint `step` left it."""
+def _as_stopped_at(source, target, step, checkpoints=CHECKPOINTS):
+  """A copy of output directory `source` (whose checkpoints are `checkpoints`) as a job stopped
+  after checkpoint `step` left it."""
   shutil.copytree(str(source), str(target))
-  kept = [name for name in CHECKPOINTS if int(name.rsplit("-", 1)[1]) <= step]
+  kept = [name for name in checkpoints if int(name.rsplit("-", 1)[1]) <= step]
   for entry in os.listdir(str(target)):
     later = entry.startswith("model.ckpt-") and entry.split(".")[1] not in (
         name.split(".")[1] for name in kept)
@@ -328,16 +329,6 @@ def test_estimator_only_flags_and_foreign_init_checkpoint_are_one_line_errors(mo
       "error: --init_checkpoint=%s: supplies none of the model's 41 variables (missing: "
       "bert/embeddings/word_embeddings" % foreign)
   assert not [p for p in os.listdir(out) if p.startswith("model.ckpt")]
-  # run_pretraining: gradient accumulation is the Estimator's.
-  out = tmp_path / "pretraining"
-  result = run_tool("run_pretraining.py", [
-      "--input_file=%s" % (tmp_path / "data.tfrecord"), "--output_dir=%s" % out,
-      "--bert_config_file=%s" % (model[0] / "bert_config.json"), "--do_train",
-      "--gradient_accumulation_steps=2"], expect_rc=2)
-  assert last_error_line(result).startswith(
-      "error: --gradient_accumulation_steps=2: implemented by the Estimator only (TensorFlow "
-      "2.15)")
-  assert not out.exists()
 
 
 def _pretraining_args(root, output_dir):
@@ -349,27 +340,37 @@ def _pretraining_args(root, output_dir):
           "--do_train", "--do_eval"]
 
 
-@pytest.mark.slow
-def test_pretraining_on_both_engines_gives_the_same_losses_metrics_and_checkpoints(tmp_path):
+@pytest.fixture(scope="module")
+def pretraining_data(tmp_path_factory):
+  """A directory with pre-training records (data.tfrecord, written by TF 2.15's
+  create_pretraining_data.py) and a tiny RealFormer bert_config.json."""
   python215 = tf215_python()
+  root = tmp_path_factory.mktemp("pretraining_data")
   rng = np.random.RandomState(0)
   words = ("the king said that a whale was seen near the ship and the captain laughed at "
            "her brother while the sea rose over old stone walls").split()
   documents = ["\n".join(" ".join(rng.choice(words, rng.randint(4, 14))) + "."
                          for _ in range(rng.randint(2, 8))) for _ in range(30)]
-  (tmp_path / "text.txt").write_text("\n\n".join(documents) + "\n")
+  (root / "text.txt").write_text("\n\n".join(documents) + "\n")
   _run215(python215, [os.path.join(REPO_DIR, "create_pretraining_data.py"),
-                      "--input_file=%s" % (tmp_path / "text.txt"),
-                      "--output_file=%s" % (tmp_path / "data.tfrecord"), "--vocab_file=%s" % VOCAB,
+                      "--input_file=%s" % (root / "text.txt"),
+                      "--output_file=%s" % (root / "data.tfrecord"), "--vocab_file=%s" % VOCAB,
                       "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1",
                       "--num_workers=1"])
-  (tmp_path / "bert_config.json").write_text(json.dumps(dict(TINY_BERT_CONFIG,
-                                                             residual_attention="sum")))
+  (root / "bert_config.json").write_text(json.dumps(dict(TINY_BERT_CONFIG,
+                                                         residual_attention="sum")))
+  return root
+
+
+@pytest.mark.slow
+def test_pretraining_on_both_engines_gives_the_same_losses_metrics_and_checkpoints(
+    pretraining_data, tmp_path):
+  python215 = tf215_python()
   # From scratch: every initial weight is a seeded random one.
   est, tf2 = tmp_path / "estimator", tmp_path / "tf2"
   est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_pretraining"] +
-                    _pretraining_args(tmp_path, est)).stderr
-  tf2_log = run_tool("run_pretraining.py", _pretraining_args(tmp_path, tf2)).stderr
+                    _pretraining_args(pretraining_data, est)).stderr
+  tf2_log = run_tool("run_pretraining.py", _pretraining_args(pretraining_data, tf2)).stderr
   est_losses, tf2_losses = _step_losses(est_log), _step_losses(tf2_log)
   assert len(est_losses) == len(tf2_losses) == 8, (est_losses, tf2_losses)
   np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=ROUNDING)
@@ -484,36 +485,49 @@ def _linear_input_fn_for(skip_batches):
 
 
 def numpy_adamw_steps(values, steps, learning_rate, num_train_steps, num_warmup_steps,
-                      batch_size=4):
+                      batch_size=4, accumulation_steps=1):
   """optimization.py's training steps of the linear model, in float64 NumPy.
 
   Gradients of the mean squared error, clipping to global norm 1, linear warm-up then linear
-  decay, Adam without bias correction, weight decay 0.01 for the kernel (not the bias).
+  decay, Adam without bias correction, weight decay 0.01 for the kernel (not the bias). With
+  gradient accumulation every step adds its (unclipped) gradient to an accumulator, and every
+  accumulation_steps-th applies their mean, clipped, at the rate of update step //
+  accumulation_steps.
 
   Args:
     values: {"dense/kernel" [3, 1], "dense/bias" [1]} at step 0.
-    steps: the number of steps.
-    learning_rate, num_train_steps, num_warmup_steps: the schedule.
+    steps: the number of steps (micro-batches).
+    learning_rate, num_train_steps, num_warmup_steps: the schedule (in updates).
     batch_size: examples per step (in order, repeated).
+    accumulation_steps: micro-batches per update.
 
   Returns:
-    {name: value} after `steps` steps, with the `/adam_m`, `/adam_v` slots and global_step.
+    {name: value} after `steps` steps, with the `/adam_m`, `/adam_v` slots, global_step and
+    (accumulation_steps > 1) the `/grad_accum` accumulators.
   """
   params = {name: values[name].astype(np.float64) for name in ("dense/kernel", "dense/bias")}
   slots = {name + suffix: np.zeros_like(value) for name, value in params.items()
            for suffix in ("/adam_m", "/adam_v")}
+  accumulators = {name: np.zeros_like(value) for name, value in params.items()}
   for step in range(steps):
     rows = [(step * batch_size + i) % len(FEATURES) for i in range(batch_size)]
     x, y = FEATURES[rows].astype(np.float64), TARGETS[rows].astype(np.float64)
     residual = x @ params["dense/kernel"][:, 0] + params["dense/bias"][0] - y
     grads = {"dense/kernel": (2.0 / batch_size * x.T @ residual)[:, None],
              "dense/bias": np.array([2.0 / batch_size * residual.sum()])}
+    for name, grad in grads.items():
+      accumulators[name] = accumulators[name] + grad
+    if (step + 1) % accumulation_steps:
+      continue
+    grads = {name: total / accumulation_steps for name, total in accumulators.items()}
+    accumulators = {name: np.zeros_like(value) for name, value in params.items()}
     norm = np.sqrt(sum((g ** 2).sum() for g in grads.values()))
     grads = {name: g / max(norm, 1.0) for name, g in grads.items()}
-    if step < num_warmup_steps:
-      rate = learning_rate * step / num_warmup_steps
+    update_step = step // accumulation_steps
+    if update_step < num_warmup_steps:
+      rate = learning_rate * update_step / num_warmup_steps
     else:
-      rate = learning_rate * (1.0 - min(step, num_train_steps) / num_train_steps)
+      rate = learning_rate * (1.0 - min(update_step, num_train_steps) / num_train_steps)
     for name, grad in grads.items():
       m = slots[name + "/adam_m"] = 0.9 * slots[name + "/adam_m"] + 0.1 * grad
       v = slots[name + "/adam_v"] = 0.999 * slots[name + "/adam_v"] + 0.001 * grad ** 2
@@ -521,6 +535,8 @@ def numpy_adamw_steps(values, steps, learning_rate, num_train_steps, num_warmup_
       if name == "dense/kernel":
         update += 0.01 * params[name]
       params[name] = params[name] - rate * update
+  if accumulation_steps > 1:
+    slots.update((name + "/grad_accum", total) for name, total in accumulators.items())
   return dict(params, global_step=np.int64(steps), **slots)
 
 
@@ -557,3 +573,98 @@ def test_engine_steps_are_optimization_pys_and_resume_exactly(tmp_path):
   _linear_engine(fused, fused_optimizer=True).train(_linear_input_fn_for, 8)
   for name in ("dense/kernel", "dense/bias"):
     np.testing.assert_allclose(_values(fused / "model.ckpt-8")[name], got[name], rtol=1e-4)
+
+
+def test_engine_accumulates_gradients_as_optimization_py_and_resumes_inside_an_accumulation(
+    tmp_path):
+  # 2 micro-batches per update, 4 updates: 8 steps. Stopped at step 3 (inside an accumulation:
+  # its checkpoint holds the gradient of step 2), then a new engine resumes to step 8.
+  def engine(output_dir, accumulation_steps):
+    return tf2_training.Engine(_linear_model_fn, str(output_dir), train_batch_size=4,
+                               learning_rate=0.1, num_train_steps=4, num_warmup_steps=1,
+                               save_checkpoints_steps=3,
+                               gradient_accumulation_steps=accumulation_steps)
+
+  assert engine(tmp_path, 2).train(_linear_input_fn_for, 3).global_step == 3
+  initial = _values(tmp_path / "model.ckpt-0")
+  assert sorted(initial) == [
+      "dense/bias", "dense/bias/adam_m", "dense/bias/adam_v", "dense/bias/grad_accum",
+      "dense/kernel", "dense/kernel/adam_m", "dense/kernel/adam_v", "dense/kernel/grad_accum",
+      "global_step"]
+  got = _values(tmp_path / "model.ckpt-3")
+  want = numpy_adamw_steps(initial, 3, 0.1, 4, 1, accumulation_steps=2)
+  assert np.abs(got["dense/kernel/grad_accum"]).sum() > 0
+  for name in want:
+    np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+  assert engine(tmp_path, 2).train(_linear_input_fn_for, 8).global_step == 8
+  got = _values(tmp_path / "model.ckpt-8")
+  want = numpy_adamw_steps(initial, 8, 0.1, 4, 1, accumulation_steps=2)
+  assert sorted(got) == sorted(want)
+  for name in want:
+    np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+  # Each update is the mean of two micro-batches: not the steps without accumulation.
+  plain = numpy_adamw_steps(initial, 8, 0.1, 4, 1)
+  assert np.abs(got["dense/kernel"] - plain["dense/kernel"]).max() > 1e-3
+  # A checkpoint without accumulators resumes at the start of an accumulation only.
+  without = tmp_path / "without"
+  engine(without, 1).train(_linear_input_fn_for, 3)
+  with pytest.raises(common.UsageError, match=r"^checkpoint .*model.ckpt-3: lacks the gradient "
+                     r"accumulators \(dense/\w+/grad_accum\) of its step 3, inside an "
+                     r"accumulation of 2 micro-batches"):
+    engine(without, 2).train(_linear_input_fn_for, 8)
+  engine(without, 1).train(_linear_input_fn_for, 4)
+  assert engine(without, 2).train(_linear_input_fn_for, 6).global_step == 6
+  assert np.abs(_values(without / "model.ckpt-6")["dense/kernel/grad_accum"]).max() == 0
+
+
+# 2 micro-batches per update, 4 updates: 8 global steps, checkpoints 0, 3 (inside an
+# accumulation), 6 and 8.
+ACCUMULATION_CHECKPOINTS = ["model.ckpt-0", "model.ckpt-3", "model.ckpt-6", "model.ckpt-8"]
+
+
+def _accumulation_args(root, output_dir):
+  return [a for a in _pretraining_args(root, output_dir)
+          if not a.startswith(("--num_train_steps", "--num_warmup_steps",
+                               "--save_checkpoints_steps", "--do_eval"))] + [
+              "--num_train_steps=4", "--num_warmup_steps=1", "--save_checkpoints_steps=3",
+              "--gradient_accumulation_steps=2"]
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_on_both_engines_and_resumed_inside_an_accumulation(
+    pretraining_data, tmp_path):
+  python215 = tf215_python()
+  est, tf2 = tmp_path / "estimator", tmp_path / "tf2"
+  est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_pretraining"] +
+                    _accumulation_args(pretraining_data, est)).stderr
+  tf2_log = run_tool("run_pretraining.py", _accumulation_args(pretraining_data, tf2)).stderr
+  est_losses, tf2_losses = _step_losses(est_log), _step_losses(tf2_log)
+  assert len(est_losses) == len(tf2_losses) == 8, (est_losses, tf2_losses)
+  np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=ROUNDING)
+  assert "Batch size = 8 x 2 accumulation" in tf2_log
+  # The same checkpoints, with the accumulators `<var>/grad_accum`: at step 3 they hold the
+  # gradient of step 2, at the end of an accumulation (6, 8) zeros.
+  assert _state(tf2) == _state(est) == ACCUMULATION_CHECKPOINTS
+  names = tf.train.list_variables(str(tf2 / "model.ckpt-3"))
+  assert names == tf.train.list_variables(str(est / "model.ckpt-3"))
+  assert {"bert/pooler/dense/kernel/grad_accum", "cls/predictions/output_bias/grad_accum"} <= {
+      n for n, _ in names}
+  for step in (3, 8):
+    tf2_values, est_values = (_values(d / ("model.ckpt-%d" % step)) for d in (tf2, est))
+    assert _max_difference(tf2_values, est_values) <= ROUNDING, step
+    accumulated = np.abs(tf2_values["bert/pooler/dense/kernel/grad_accum"]).max()
+    assert (accumulated > 0) if step == 3 else (accumulated == 0), step
+  assert json.loads((tf2 / "train_summary_local.json").read_text())["global_step"] == 8
+  # Stopped inside an accumulation (step 3), resumed on the other engine: the other's end.
+  resumed = tmp_path / "estimator_then_tf2"
+  _as_stopped_at(est, resumed, 3, ACCUMULATION_CHECKPOINTS)
+  log = run_tool("run_pretraining.py", _accumulation_args(pretraining_data, resumed)).stderr
+  np.testing.assert_allclose(_step_losses(log), est_losses[3:], rtol=0, atol=ROUNDING)
+  assert _max_difference(_values(resumed / "model.ckpt-8"),
+                         _values(est / "model.ckpt-8")) <= ROUNDING
+  resumed = tmp_path / "tf2_then_estimator"
+  _as_stopped_at(tf2, resumed, 3, ACCUMULATION_CHECKPOINTS)
+  _run215(python215, [os.path.join(REPO_DIR, "run_pretraining.py")] +
+          _accumulation_args(pretraining_data, resumed))
+  assert _max_difference(_values(resumed / "model.ckpt-8"),
+                         _values(tf2 / "model.ckpt-8")) <= ROUNDING
