@@ -434,8 +434,10 @@ class Engine(object):
 
   def _create_accumulators(self):
     """optimization.create_optimizer's `<var>/grad_accum` of each trained variable (none without
-    accumulation): zeros, one per replica (each sums its own gradients; a checkpoint holds their
-    sum, as the Estimator's MirroredStrategy saves it)."""
+    accumulation): zeros, one per replica. Each replica sums its own gradients (the mean over
+    its share of the batch); a checkpoint holds the replicas' mean, the global batch's sum, so
+    it resumes on any number of replicas (the Estimator's MirroredStrategy saves the replicas'
+    sum instead)."""
     accumulators = collections.OrderedDict()
     if self._accumulation_steps == 1:
       return accumulators
@@ -444,7 +446,7 @@ class Engine(object):
       accumulators[name] = tf.Variable(
           tf.zeros(variable.shape, tf.float32), name=name, trainable=False,
           synchronization=tf.VariableSynchronization.ON_READ,
-          aggregation=tf.VariableAggregation.SUM)
+          aggregation=tf.VariableAggregation.MEAN)
     return accumulators
 
   def _scratch_model(self, feature_spec, initial_values):

@@ -575,16 +575,19 @@ def test_engine_steps_are_optimization_pys_and_resume_exactly(tmp_path):
     np.testing.assert_allclose(_values(fused / "model.ckpt-8")[name], got[name], rtol=1e-4)
 
 
+def accumulating_linear_engine(output_dir, accumulation_steps=2, strategy=None):
+  """The linear model's engine with gradient accumulation: 4 updates, checkpoints every 3 steps."""
+  return tf2_training.Engine(_linear_model_fn, str(output_dir), strategy=strategy,
+                             train_batch_size=4, learning_rate=0.1, num_train_steps=4,
+                             num_warmup_steps=1, save_checkpoints_steps=3,
+                             gradient_accumulation_steps=accumulation_steps)
+
+
 def test_engine_accumulates_gradients_as_optimization_py_and_resumes_inside_an_accumulation(
     tmp_path):
   # 2 micro-batches per update, 4 updates: 8 steps. Stopped at step 3 (inside an accumulation:
   # its checkpoint holds the gradient of step 2), then a new engine resumes to step 8.
-  def engine(output_dir, accumulation_steps):
-    return tf2_training.Engine(_linear_model_fn, str(output_dir), train_batch_size=4,
-                               learning_rate=0.1, num_train_steps=4, num_warmup_steps=1,
-                               save_checkpoints_steps=3,
-                               gradient_accumulation_steps=accumulation_steps)
-
+  engine = accumulating_linear_engine
   assert engine(tmp_path, 2).train(_linear_input_fn_for, 3).global_step == 3
   initial = _values(tmp_path / "model.ckpt-0")
   assert sorted(initial) == [
@@ -668,3 +671,42 @@ def test_gradient_accumulation_on_both_engines_and_resumed_inside_an_accumulatio
           _accumulation_args(pretraining_data, resumed))
   assert _max_difference(_values(resumed / "model.ckpt-8"),
                          _values(tf2 / "model.ckpt-8")) <= ROUNDING
+
+
+# Run as `-c MIRRORED_ACCUMULATION DIR...` (with tests/ on PYTHONPATH): the linear model with 2
+# micro-batches per update on two logical CPUs (MirroredStrategy), in each DIR from its latest
+# checkpoint (or from scratch) to step 3 when the directory is empty, then to step 8.
+MIRRORED_ACCUMULATION = r"""
+import sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import test_tf2_training
+for output_dir in sys.argv[1:]:
+  fresh = tf.compat.v1.train.latest_checkpoint(output_dir) is None
+  for max_steps in ([3, 8] if fresh else [8]):
+    engine = test_tf2_training.accumulating_linear_engine(
+        output_dir, strategy=test_tf2_training.tf2_training.make_strategy("mirrored"))
+    assert engine.num_replicas == 2
+    engine.train(test_tf2_training._linear_input_fn_for, max_steps)
+"""
+
+
+@pytest.mark.slow
+def test_mirrored_accumulation_is_one_devices_and_resumes_across_replica_counts(tmp_path):
+  single = tmp_path / "single"
+  accumulating_linear_engine(single).train(_linear_input_fn_for, 8)
+  # A one-device checkpoint inside an accumulation (step 3), resumed on two replicas.
+  resumed = tmp_path / "single_then_mirrored"
+  _as_stopped_at(single, resumed, 3, ACCUMULATION_CHECKPOINTS)
+  mirrored = tmp_path / "mirrored"
+  mirrored.mkdir()
+  run_tool(None, ["-c", MIRRORED_ACCUMULATION, mirrored, resumed],
+           env={"PYTHONPATH": os.path.join(REPO_DIR, "tests")})
+  # Each replica accumulates its half of the batch; the checkpoint holds the global batch's
+  # accumulated gradient, as one device's.
+  assert _max_difference(_values(mirrored / "model.ckpt-3"),
+                         _values(single / "model.ckpt-3")) <= ROUNDING
+  for output_dir in (mirrored, resumed):
+    assert _max_difference(_values(output_dir / "model.ckpt-8"),
+                           _values(single / "model.ckpt-8")) <= ROUNDING
