@@ -156,11 +156,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
           gradient_accumulation_steps=gradient_accumulation_steps)
       hooks = []
       if not use_tpu:
-        mlm_accuracy = pretraining_utils.masked_lm_accuracy(masked_lm_log_probs, masked_lm_ids,
-                                                            masked_lm_weights)
-        tf1.summary.scalar("masked_lm_accuracy", mlm_accuracy)
-        tf1.summary.scalar("masked_lm_loss", masked_lm_loss)
-        tf1.summary.scalar("next_sentence_loss", next_sentence_loss)
+        _training_summaries(features, masked_lm_loss, masked_lm_log_probs, next_sentence_loss)
         # Used as a library (the official arguments only), the step count and batch size come
         # from num_train_steps and the estimator's params / the batch's static shape.
         hooks.append(progress_hook or estimator_utils.ProgressHook(
@@ -234,12 +230,30 @@ def _pretraining_graph(features, is_training, bert_config, use_one_hot_embedding
           next_sentence_loss, next_sentence_example_loss, next_sentence_log_probs)
 
 
+def _training_summaries(features, masked_lm_loss, masked_lm_log_probs, next_sentence_loss):
+  """The TensorBoard scalars of a training step (tf.compat.v1 summaries, on both engines).
+
+  Args:
+    features: dict of the pre-training features.
+    masked_lm_loss: float32 scalar.
+    masked_lm_log_probs: [batch * max_predictions, vocab].
+    next_sentence_loss: float32 scalar.
+  """
+  mlm_accuracy = pretraining_utils.masked_lm_accuracy(
+      masked_lm_log_probs, features["masked_lm_ids"], features["masked_lm_weights"])
+  tf1.summary.scalar("masked_lm_accuracy", mlm_accuracy)
+  tf1.summary.scalar("masked_lm_loss", masked_lm_loss)
+  tf1.summary.scalar("next_sentence_loss", next_sentence_loss)
+
+
 def _engine_model_fn(bert_config, use_one_hot_embeddings):
   """The tf2_training.Engine model function: (total loss, what metric_fn reads per example)."""
   def model_fn(features, is_training):
-    (total_loss, _, masked_lm_example_loss, masked_lm_log_probs, _,
-     next_sentence_example_loss, next_sentence_log_probs) = _pretraining_graph(
+    (total_loss, masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs,
+     next_sentence_loss, next_sentence_example_loss, next_sentence_log_probs) = _pretraining_graph(
          features, is_training, bert_config, use_one_hot_embeddings)
+    if is_training:
+      _training_summaries(features, masked_lm_loss, masked_lm_log_probs, next_sentence_loss)
     batch_shape = tf.shape(features["masked_lm_ids"])
     return total_loss, {
         "masked_lm_example_loss": tf.reshape(masked_lm_example_loss, batch_shape),

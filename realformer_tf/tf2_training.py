@@ -40,6 +40,12 @@ realformer_tf/serving.py's SavedModels use). So:
   masks of the Estimator (the replica's ops have the Estimator graph's names). Other replicas
   draw other masks (their ops are named replica_<i>/...).
 
+TensorBoard: training writes the Estimator's scalars into output_dir (a tf.summary events file
+beside the Estimator's): `loss`, `learning_rate` (this step's rate), `global_step/sec` and the
+model function's own tf.compat.v1.summary.scalar calls (run_pretraining's masked_lm_accuracy,
+...), at each step that logs its loss (every log_every_n_steps and the last), with the step the
+Estimator's SummarySaverHook gives (the global step after the update).
+
 Evaluation and prediction run on one device (as the Estimator's --distribution_strategy does),
 on TPU under the strategy. TPUStrategy needs static shapes (every batch [batch, max_seq_length],
 drop_remainder) and has not run on a TPU here. No flag is read here: `check_flags` refuses, in
@@ -52,6 +58,7 @@ from __future__ import print_function
 
 import collections
 import os
+import time
 
 import numpy as np
 import tensorflow as tf
@@ -339,6 +346,7 @@ class Engine(object):
     self._global_step = None
     self._optimizer = None
     self._accumulators = {}
+    self._summary_writer = None
     self._train_step = None
     self._predict_steps = {}
 
@@ -565,12 +573,17 @@ class Engine(object):
       # The model is graph code (no Python control flow on Tensors): autograph's rewriting of
       # every function it calls would only cost tracing time.
       self._train_step = tf.function(self._distributed_step, autograph=False)
+      # One writer for the engine's life: the traced step keeps the writer it was traced with.
+      self._summary_writer = tf.summary.create_file_writer(self.output_dir)
     total_steps = (self._num_train_steps * self._accumulation_steps if self._num_train_steps
                    else max_steps)
     progress = estimator_utils.ProgressHook(total_steps, self.train_batch_size)
     last_saved = step
+    rate_origin = None  # (step, time) global_step/sec counts from: after the first step's tracing
     while step < max_steps and not common.STOP_SIGNALS.stopped:
-      loss = float(self._train_step(iterator))
+      logged = (step + 1) % self._log_every_n_steps == 0 or step + 1 == max_steps
+      loss, learning_rate = self._train_step(iterator, tf.constant(logged))
+      loss = float(loss)
       step += 1
       if not np.isfinite(loss):
         common.fail("training: the loss is %s at step %d (diverged; try a lower "
@@ -579,29 +592,75 @@ class Engine(object):
       # step before the one that ran, as its after_run reads it from the session.
       progress.after_run(None, tf1.train.SessionRunValues(results=step - 1, options=None,
                                                           run_metadata=None))
-      if step % self._log_every_n_steps == 0 or step == max_steps:
+      if logged:
         tf1.logging.info("loss = %s, step = %d", np.float32(loss), step)
+        rate_origin = self._write_summaries(step, loss, float(learning_rate), rate_origin)
+      if rate_origin is None:
+        rate_origin = (step, time.time())
       if step - last_saved >= self._save_checkpoints_steps:
         save_checkpoint(self.checkpoint_variables(), self.output_dir, step,
                         self._keep_checkpoint_max)
         last_saved = step
+    self._summary_writer.flush()
     if step != last_saved:
       save_checkpoint(self.checkpoint_variables(), self.output_dir, step,
                       self._keep_checkpoint_max)
     return TrainResult(step, progress.last_rate)
 
-  def _distributed_step(self, iterator):
-    """One training step on every replica; returns the global batch's mean loss."""
+  def _write_summaries(self, step, loss, learning_rate, rate_origin):
+    """Writes the Estimator's scalars of `step` (under the default summary writer).
+
+    Args:
+      step: the global step after the update (the events' step).
+      loss: the step's loss (the global batch's mean).
+      learning_rate: the step's rate.
+      rate_origin: (step, time) global_step/sec counts from, or None (none written).
+
+    Returns:
+      The next rate_origin: (step, now).
+    """
+    scalars = [("loss", loss), ("learning_rate", learning_rate)]
+    now = time.time()
+    if rate_origin is not None and now > rate_origin[1] and step > rate_origin[0]:
+      scalars.append(("global_step/sec", (step - rate_origin[0]) / (now - rate_origin[1])))
+    # tf.compat.v1 Summary protos (simple_value), as the Estimator writes them: TensorBoard
+    # shows both engines' runs alike, and the TensorBoard package is not needed.
+    summary = tf1.Summary(value=[tf1.Summary.Value(tag=tag, simple_value=value)
+                                 for tag, value in scalars])
+    with self._summary_writer.as_default():
+      tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=step)
+    return step, now
+
+  def _distributed_step(self, iterator, record_summaries):
+    """One training step on every replica.
+
+    Args:
+      iterator: the distributed dataset's iterator.
+      record_summaries: bool scalar Tensor: write the model function's summaries of this step.
+
+    Returns:
+      (the global batch's mean loss, the step's learning rate).
+    """
     graph = tf1.get_default_graph()
     if not graph.get_collection(tf1.GraphKeys.GLOBAL_STEP):
       # modeling.dropout keys its masks on the graph's global step: step-seeded dropout.
       graph.add_to_collection(tf1.GraphKeys.GLOBAL_STEP, self._global_step)
-    losses = self.strategy.run(self._replica_step, args=(next(iterator),))
+    # The Estimator's step of the summaries: the global step after the update.
+    summary_step = self._global_step + 1
+    # No default writer here: the model's tf.compat.v1.summary calls make Summary protos (in
+    # the graph's SUMMARIES collection, the first replica's), as in the Estimator's graph.
+    losses, learning_rates = self.strategy.run(self._replica_step, args=(next(iterator),))
+    summaries = graph.get_collection(tf1.GraphKeys.SUMMARIES)
+    if summaries and not self.on_tpu:
+      with self._summary_writer.as_default(), tf.summary.record_if(record_summaries):
+        tf.summary.experimental.write_raw_pb(tf.stack(summaries), step=summary_step)
     self._global_step.assign_add(1)
-    return self.strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
+    return (self.strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None),
+            self.strategy.experimental_local_results(learning_rates)[0])
 
   def _replica_step(self, features):
-    """The model and optimization.create_optimizer's update on one replica's batch."""
+    """The model and optimization.create_optimizer's update on one replica's batch: returns
+    (the replica's loss, the learning rate)."""
     with export_utils.in_variables(self._variables):
       loss, _ = self._model_fn(features, True)
     grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
@@ -620,7 +679,7 @@ class Engine(object):
         self._num_train_steps, self._num_warmup_steps)
     self._optimizer.apply_global_gradients(list(zip(grads, self._trainable)), learning_rate,
                                            apply_now)
-    return loss
+    return loss, learning_rate
 
   def _accumulate(self, grads):
     """Adds this micro-batch's gradients to the accumulators (optimization.create_optimizer's).

@@ -149,6 +149,19 @@ def _state(output_dir):
   return [os.path.basename(p) for p in state.all_model_checkpoint_paths]
 
 
+def _scalar_events(output_dir):
+  """{tag: [(step, value), ...]} of the scalar summaries in output_dir's events files."""
+  scalars = {}
+  for path in sorted(tf.io.gfile.glob(os.path.join(str(output_dir), "events.out.tfevents.*"))):
+    for record in tf.data.TFRecordDataset(path):
+      event = tf.compat.v1.Event.FromString(record.numpy())
+      for value in event.summary.value:
+        number = (value.simple_value if value.WhichOneof("value") == "simple_value"
+                  else float(tf.make_ndarray(value.tensor)))
+        scalars.setdefault(value.tag, []).append((event.step, number))
+  return scalars
+
+
 def _read_floats(path):
   with open(str(path)) as f:
     return np.array([[float(x) for x in line.split("\t")] for line in f.read().splitlines()])
@@ -397,6 +410,25 @@ def test_pretraining_on_both_engines_gives_the_same_losses_metrics_and_checkpoin
   assert _max_difference(_values(tf2 / "model.ckpt-0"), _values(est / "model.ckpt-0")) == 0
   assert _max_difference(_values(tf2 / "model.ckpt-8"),
                          _values(est / "model.ckpt-8")) <= ROUNDING
+  _check_same_scalars(est, tf2)
+
+
+def _check_same_scalars(est, tf2):
+  """The TensorBoard scalars of both engines' jobs: the Estimator's tags (the model's own
+  included) in the TF2 engine's events, and their values at the step the Estimator wrote them
+  (its first: every 100 steps)."""
+  est_scalars, tf2_scalars = _scalar_events(est), _scalar_events(tf2)
+  assert {"loss", "learning_rate", "masked_lm_accuracy", "masked_lm_loss",
+          "next_sentence_loss"} <= set(est_scalars)
+  assert set(tf2_scalars) == set(est_scalars) | {"global_step/sec"}
+  for tag, points in est_scalars.items():
+    assert [step for step, _ in points] == [1], (tag, points)
+    got = dict(tf2_scalars[tag])
+    assert got[1] == pytest.approx(points[0][1], abs=ROUNDING), tag
+  # The TF2 engine logs every step (--log_every_n_steps=1): all but the first have a rate.
+  assert [step for step, _ in tf2_scalars["loss"]] == list(range(1, 9))
+  assert [step for step, _ in tf2_scalars["global_step/sec"]] == list(range(2, 9))
+  assert all(rate > 0 for _, rate in tf2_scalars["global_step/sec"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -645,6 +677,10 @@ def test_gradient_accumulation_on_both_engines_and_resumed_inside_an_accumulatio
   assert len(est_losses) == len(tf2_losses) == 8, (est_losses, tf2_losses)
   np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=ROUNDING)
   assert "Batch size = 8 x 2 accumulation" in tf2_log
+  _check_same_scalars(est, tf2)
+  # The rate of the update the step belongs to (1 warm-up update, then the decay over 4).
+  assert [rate for _, rate in _scalar_events(tf2)["learning_rate"]] == pytest.approx(
+      [0, 0, 0.75e-3, 0.75e-3, 0.5e-3, 0.5e-3, 0.25e-3, 0.25e-3])
   # The same checkpoints, with the accumulators `<var>/grad_accum`: at step 3 they hold the
   # gradient of step 2, at the end of an accumulation (6, 8) zeros.
   assert _state(tf2) == _state(est) == ACCUMULATION_CHECKPOINTS
@@ -710,3 +746,44 @@ def test_mirrored_accumulation_is_one_devices_and_resumes_across_replica_counts(
   for output_dir in (mirrored, resumed):
     assert _max_difference(_values(output_dir / "model.ckpt-8"),
                            _values(single / "model.ckpt-8")) <= ROUNDING
+
+
+def _linear_model_with_summary_fn(features, is_training):
+  """_linear_model_fn, with a tf.compat.v1 summary of the mean prediction (in training)."""
+  loss, predictions = _linear_model_fn(features, is_training)
+  if is_training:
+    tf.compat.v1.summary.scalar("mean_prediction", tf.reduce_mean(predictions["prediction"]))
+  return loss, predictions
+
+
+def test_engine_writes_the_estimators_tensorboard_scalars_at_the_logging_interval(tmp_path):
+  # Steps 1-5, then a new engine (a rerun) to step 8: scalars at the logged steps 3, 5 (a
+  # train()'s last), 6 and 8.
+  def engine():
+    return tf2_training.Engine(_linear_model_with_summary_fn, str(tmp_path), train_batch_size=4,
+                               learning_rate=0.1, num_train_steps=8, num_warmup_steps=2,
+                               log_every_n_steps=3)
+
+  engine().train(_linear_input_fn_for, 5)
+  engine().train(_linear_input_fn_for, 8)
+  scalars = _scalar_events(tmp_path)
+  assert sorted(scalars) == ["global_step/sec", "learning_rate", "loss", "mean_prediction"]
+  logged = [3, 5, 6, 8]
+  for tag in ("loss", "learning_rate", "mean_prediction"):
+    assert [step for step, _ in scalars[tag]] == logged, tag
+  # The rate since the previous point, or since a train()'s first step (its tracing left
+  # out): none at step 6, the rerun's first.
+  assert [step for step, _ in scalars["global_step/sec"]] == [3, 5, 8]
+  assert all(rate > 0 for _, rate in scalars["global_step/sec"])
+  # Step s's point is the step that made global step s: its batch, the weights before it, the
+  # rate it applied.
+  initial = _values(tmp_path / "model.ckpt-0")
+  for (step, loss), (_, rate), (_, mean_prediction) in zip(
+      scalars["loss"], scalars["learning_rate"], scalars["mean_prediction"]):
+    weights = numpy_adamw_steps(initial, step - 1, 0.1, 8, 2)
+    rows = [((step - 1) * 4 + i) % len(FEATURES) for i in range(4)]
+    prediction = FEATURES[rows] @ weights["dense/kernel"][:, 0] + weights["dense/bias"][0]
+    assert loss == pytest.approx(np.mean((prediction - TARGETS[rows]) ** 2), rel=1e-5), step
+    assert mean_prediction == pytest.approx(prediction.mean(), rel=1e-5, abs=1e-6), step
+    want_rate = 0.1 * ((step - 1) / 2 if step - 1 < 2 else 1 - (step - 1) / 8)
+    assert rate == pytest.approx(want_rate, rel=1e-6), step
