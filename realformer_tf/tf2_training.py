@@ -567,14 +567,43 @@ class Engine(object):
             self.train_batch_size)}))
     return self._train_loop(iter(dataset), start_step, max_steps)
 
+  def step_runner(self, input_fn):
+    """A function that runs one training step, for a benchmark: no checkpoint, log or summary.
+
+    The first call of step_runner (or train) creates the initial weights; steps count on from
+    the weights and global step the engine has.
+
+    Args:
+      input_fn: input_fn(params) -> tf.data.Dataset of feature dicts in batches of
+        params["batch_size"] (per replica), repeated.
+
+    Returns:
+      run() -> float: runs the next step (the first one traces the tf.function) and returns its
+      loss.
+    """
+    per_replica = self.train_batch_size // self.num_replicas
+    if self._variables is None:
+      self._load(input_fn({"batch_size": per_replica}).element_spec, None)
+    self._trace_train_step()
+    iterator = iter(self.strategy.distribute_datasets_from_function(
+        lambda context: input_fn({"batch_size": context.get_per_replica_batch_size(
+            self.train_batch_size)})))
+    no_summaries = tf.constant(False)
+    return lambda: float(self._train_step(iterator, no_summaries)[0])
+
+  def _trace_train_step(self):
+    """Makes the training step's tf.function (traced on its first call) and the summary writer."""
+    if self._train_step is not None:
+      return
+    # The model is graph code (no Python control flow on Tensors): autograph's rewriting of
+    # every function it calls would only cost tracing time.
+    self._train_step = tf.function(self._distributed_step, autograph=False)
+    # One writer for the engine's life: the traced step keeps the writer it was traced with.
+    self._summary_writer = tf.summary.create_file_writer(self.output_dir)
+
   def _train_loop(self, iterator, step, max_steps):
     """Runs the steps from `step` to max_steps (or a stop signal); checkpoints as train()."""
-    if self._train_step is None:
-      # The model is graph code (no Python control flow on Tensors): autograph's rewriting of
-      # every function it calls would only cost tracing time.
-      self._train_step = tf.function(self._distributed_step, autograph=False)
-      # One writer for the engine's life: the traced step keeps the writer it was traced with.
-      self._summary_writer = tf.summary.create_file_writer(self.output_dir)
+    self._trace_train_step()
     total_steps = (self._num_train_steps * self._accumulation_steps if self._num_train_steps
                    else max_steps)
     progress = estimator_utils.ProgressHook(total_steps, self.train_batch_size)
