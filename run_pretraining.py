@@ -2,7 +2,7 @@
 """Pre-trains BERT / RealFormer (MLM + NSP) on TPUEstimator, or on CPU/GPU with tf.distribute.
 
 On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
-with realformer_tf.tf2_training: the same flags (the Estimator's TPU, XLA, precision and
+with realformer_tf.tf2_training: the same flags (the Estimator's TPU, precision and
 multi-worker flags refused), checkpoints and output files
 (docs/compatibility.md, "Training without the Estimator").
 
@@ -848,7 +848,8 @@ def _run_engine(flag_values, bert_config, input_files, eval_files, resume_step, 
       save_checkpoints_steps=flag_values.save_checkpoints_steps,
       keep_checkpoint_max=flag_values.keep_checkpoint_max, log_every_n_steps=flag_values.log_every_n_steps,
       fused_optimizer=flag_values.fused_optimizer,
-      gradient_accumulation_steps=flag_values.gradient_accumulation_steps)
+      gradient_accumulation_steps=flag_values.gradient_accumulation_steps,
+      use_xla=flag_values.use_xla)
   summary = {"residual_attention": bert_config.residual_attention,
              "layer_norm_type": bert_config.layer_norm_type,
              "precision": flag_values.precision, "use_xla": flag_values.use_xla,

@@ -82,7 +82,7 @@ REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OFFICIAL_PACKAGE = "bert-tensorflow==1.0.4"
 VARIANT_OPTIONS = ("xla", "fused", "bf16", "fp16", "nndropout", "tfrecord")
 # The options of a variant that tf2_training.Engine also runs.
-ENGINE_OPTIONS = frozenset(["fused"])
+ENGINE_OPTIONS = frozenset(["fused", "xla"])
 # The newest TF's interpreter run.sh sets up (relative to the repository).
 LATEST_PYTHON = os.path.join(".venv-tf-latest", "bin", "python")
 
@@ -401,7 +401,7 @@ def engine_child(spec):
     engine = tf2_training.Engine(
         pretraining_model_fn(config), tmp, train_batch_size=FLAGS.batch_size,
         learning_rate=1e-4, num_train_steps=1000, num_warmup_steps=100, seed=0,
-        fused_optimizer="fused" in options)
+        fused_optimizer="fused" in options, use_xla="xla" in options)
     run_step = engine.step_runner(lambda params: tf.data.Dataset.from_tensors(features).repeat())
     print("ready TF %s" % tf.__version__, flush=True)
     for line in sys.stdin:

@@ -40,6 +40,13 @@ realformer_tf/serving.py's SavedModels use). So:
   masks of the Estimator (the replica's ops have the Estimator graph's names). Other replicas
   draw other masks (their ops are named replica_<i>/...).
 
+XLA (use_xla, --use_xla) is the Estimator's: XLA auto-clustering of the training step (the
+session config's global_jit_level ON_1; on CPU the fusible ops of estimator_utils.XLA_CPU_FLAGS,
+which TensorFlow reads from TF_XLA_FLAGS at start-up). Auto-clustering leaves the stateless
+random ops to TensorFlow (XLA draws other numbers), so dropout keeps its masks: the same losses
+as without XLA to float32 rounding. (A step compiled whole, tf.function(jit_compile=True), would
+draw other masks: another run, not the Estimator's.)
+
 TensorBoard: training writes the Estimator's scalars into output_dir (a tf.summary events file
 beside the Estimator's): `loss`, `learning_rate` (this step's rate), `global_step/sec` and the
 model function's own tf.compat.v1.summary.scalar calls (run_pretraining's masked_lm_accuracy,
@@ -57,8 +64,10 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import contextlib
 import os
 import time
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -77,7 +86,7 @@ STRATEGIES = ("none", "mirrored", "tpu")
 # "off" value (check_flags refuses any other).
 ESTIMATOR_ONLY_FLAGS = collections.OrderedDict([
     ("use_tpu", False), ("tpu_name", None), ("tpu_zone", None), ("gcp_project", None),
-    ("master", None), ("num_tpu_cores", 8), ("iterations_per_loop", 1000), ("use_xla", False),
+    ("master", None), ("num_tpu_cores", 8), ("iterations_per_loop", 1000),
     ("precision", "fp32")])
 # --distribution_strategy values the engine runs.
 ENGINE_DISTRIBUTION_STRATEGIES = ("none", "mirrored")
@@ -276,6 +285,29 @@ class _AdamWeightDecay(optimization.AdamWeightDecayOptimizer):
         apply, args=(list(grads_and_vars), learning_rate, apply_now))
 
 
+@contextlib.contextmanager
+def _xla_autoclustering(enabled=True):
+  """While it is entered, tf.functions called run with XLA auto-clustering (what the Estimator's
+  --use_xla session config asks: global_jit_level ON_1), then the previous setting is back.
+
+  Args:
+    enabled: False: no change.
+  """
+  if not enabled:
+    yield
+    return
+  previous = tf.config.optimizer.get_jit()
+  tf.config.optimizer.set_jit("autoclustering")
+  try:
+    yield
+  finally:
+    tf.config.optimizer.set_jit(previous)
+
+
+# The flag set estimator_utils.session_config reads, for its check that XLA clusters CPU ops.
+_XlaFlags = collections.namedtuple("_XlaFlags", ["use_xla"])
+
+
 # ----------------------------------------------------------------------------------------------
 # The engine.
 
@@ -295,7 +327,8 @@ class Engine(object):
                learning_rate=5e-5, num_train_steps=None, num_warmup_steps=0,
                init_checkpoint=None, allow_unmatched_init=False, encoder_scopes=None,
                seed=12345, save_checkpoints_steps=1000, keep_checkpoint_max=5,
-               log_every_n_steps=10, fused_optimizer=False, gradient_accumulation_steps=1):
+               log_every_n_steps=10, fused_optimizer=False, gradient_accumulation_steps=1,
+               use_xla=False):
     """Keeps the job's settings (nothing is built yet).
 
     Args:
@@ -320,6 +353,9 @@ class Engine(object):
       gradient_accumulation_steps: micro-batches of train_batch_size averaged per update
         (optimization.create_optimizer's; the global step counts micro-batches, so
         num_train_steps updates take num_train_steps * gradient_accumulation_steps steps).
+      use_xla: XLA auto-clustering of the training step (the Estimator's --use_xla; on CPU
+        the process must start with estimator_utils.XLA_CPU_FLAGS in TF_XLA_FLAGS, or train()
+        says so in one line).
     """
     if gradient_accumulation_steps < 1:
       raise ValueError("gradient_accumulation_steps must be >= 1, got %d" %
@@ -340,6 +376,7 @@ class Engine(object):
     self._log_every_n_steps = log_every_n_steps
     self._fused_optimizer = fused_optimizer
     self._accumulation_steps = gradient_accumulation_steps
+    self._use_xla = use_xla
     self._specs = None
     self._variables = None
     self._trainable = None
@@ -542,6 +579,7 @@ class Engine(object):
     if self.train_batch_size % self.num_replicas:
       common.fail("--train_batch_size=%d is not divisible by the %d replicas of the "
                   "distribution strategy" % (self.train_batch_size, self.num_replicas))
+    self._check_xla()
     per_replica = self.train_batch_size // self.num_replicas
     if self.num_replicas > 1:
       tf1.logging.info("%d replicas in sync: %d examples per replica per step",
@@ -581,6 +619,7 @@ class Engine(object):
       run() -> float: runs the next step (the first one traces the tf.function) and returns its
       loss.
     """
+    self._check_xla()
     per_replica = self.train_batch_size // self.num_replicas
     if self._variables is None:
       self._load(input_fn({"batch_size": per_replica}).element_spec, None)
@@ -589,7 +628,17 @@ class Engine(object):
         lambda context: input_fn({"batch_size": context.get_per_replica_batch_size(
             self.train_batch_size)})))
     no_summaries = tf.constant(False)
-    return lambda: float(self._train_step(iterator, no_summaries)[0])
+
+    def run():
+      with _xla_autoclustering(self._use_xla):
+        return float(self._train_step(iterator, no_summaries)[0])
+    return run
+
+  def _check_xla(self):
+    """With use_xla, the Estimator's one line when XLA would cluster no CPU op in this process
+    (TF_XLA_FLAGS read before estimator_utils.set_xla_cpu_flags set it)."""
+    if self._use_xla:
+      estimator_utils.session_config(_XlaFlags(use_xla=True))
 
   def _trace_train_step(self):
     """Makes the training step's tf.function (traced on its first call) and the summary writer."""
@@ -611,7 +660,8 @@ class Engine(object):
     rate_origin = None  # (step, time) global_step/sec counts from: after the first step's tracing
     while step < max_steps and not common.STOP_SIGNALS.stopped:
       logged = (step + 1) % self._log_every_n_steps == 0 or step + 1 == max_steps
-      loss, learning_rate = self._train_step(iterator, tf.constant(logged))
+      with _xla_autoclustering(self._use_xla):
+        loss, learning_rate = self._train_step(iterator, tf.constant(logged))
       loss = float(loss)
       step += 1
       if not np.isfinite(loss):
@@ -678,7 +728,11 @@ class Engine(object):
     summary_step = self._global_step + 1
     # No default writer here: the model's tf.compat.v1.summary calls make Summary protos (in
     # the graph's SUMMARIES collection, the first replica's), as in the Estimator's graph.
-    losses, learning_rates = self.strategy.run(self._replica_step, args=(next(iterator),))
+    with warnings.catch_warnings():
+      # tf.compat.v1.summary without a default writer in TF2 warns that it makes a TF1 summary
+      # op: what the engine collects and writes.
+      warnings.filterwarnings("ignore", message="Cannot activate TF2 compatibility support")
+      losses, learning_rates = self.strategy.run(self._replica_step, args=(next(iterator),))
     summaries = graph.get_collection(tf1.GraphKeys.SUMMARIES)
     if summaries and not self.on_tpu:
       with self._summary_writer.as_default(), tf.summary.record_if(record_summaries):

@@ -440,10 +440,11 @@ def test_check_flags_refuses_what_only_the_estimator_implements():
   tf2_training.check_flags(argparse.Namespace(**defaults), "run_classifier.py")
   tf2_training.check_flags(argparse.Namespace(**dict(defaults, distribution_strategy="mirrored")),
                            "run_classifier.py")
+  tf2_training.check_flags(argparse.Namespace(**dict(defaults, use_xla=True)), "run_classifier.py")
   cases = {"use_tpu": (True, "--use_tpu"), "tpu_name": ("t1", "--tpu_name=t1"),
            "master": ("grpc://m", "--master=grpc://m"), "num_tpu_cores": (32, "--num_tpu_cores=32"),
            "iterations_per_loop": (100, "--iterations_per_loop=100"),
-           "use_xla": (True, "--use_xla"), "precision": ("bf16", "--precision=bf16"),
+           "precision": ("bf16", "--precision=bf16"),
            "tpu_zone": ("z", "--tpu_zone=z"), "gcp_project": ("p", "--gcp_project=p")}
   assert set(cases) == set(tf2_training.ESTIMATOR_ONLY_FLAGS)
   for name, (value, shown) in cases.items():
@@ -787,3 +788,22 @@ def test_engine_writes_the_estimators_tensorboard_scalars_at_the_logging_interva
     assert mean_prediction == pytest.approx(prediction.mean(), rel=1e-5, abs=1e-6), step
     want_rate = 0.1 * ((step - 1) / 2 if step - 1 < 2 else 1 - (step - 1) / 8)
     assert rate == pytest.approx(want_rate, rel=1e-6), step
+
+
+@newest_tf_only
+@pytest.mark.slow
+def test_pretraining_with_xla_gives_the_same_losses_as_without(pretraining_data, tmp_path):
+  # XLA auto-clustering (the Estimator's --use_xla) leaves dropout's stateless random draws to
+  # TensorFlow: the same masks, so the same losses to rounding (dropout 0.1 on).
+  args = [a for a in _pretraining_args(pretraining_data, tmp_path / "plain")
+          if not a.startswith(("--num_train_steps", "--do_eval"))] + ["--num_train_steps=4"]
+  verbose = {"TF_CPP_MIN_LOG_LEVEL": "0"}  # TensorFlow's line when it compiles a cluster
+  plain = run_tool("run_pretraining.py", args, env=verbose).stderr
+  xla_args = [a.replace(str(tmp_path / "plain"), str(tmp_path / "xla")) for a in args]
+  xla = run_tool("run_pretraining.py", xla_args + ["--use_xla"], env=verbose).stderr
+  assert "Compiled cluster using XLA" in xla and "Compiled cluster using XLA" not in plain
+  assert len(_step_losses(xla)) == len(_step_losses(plain)) == 4
+  np.testing.assert_allclose(_step_losses(xla), _step_losses(plain), rtol=0, atol=ROUNDING)
+  assert _max_difference(_values(tmp_path / "xla" / "model.ckpt-4"),
+                         _values(tmp_path / "plain" / "model.ckpt-4")) <= ROUNDING
+  assert json.loads((tmp_path / "xla" / "train_summary_local.json").read_text())["use_xla"]
