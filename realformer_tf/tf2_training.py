@@ -48,10 +48,14 @@ as without XLA to float32 rounding. (A step compiled whole, tf.function(jit_comp
 draw other masks: another run, not the Estimator's.)
 
 TensorBoard: training writes the Estimator's scalars into output_dir (a tf.summary events file
-beside the Estimator's): `loss`, `learning_rate` (this step's rate), `global_step/sec` and the
-model function's own tf.compat.v1.summary.scalar calls (run_pretraining's masked_lm_accuracy,
-...), at each step that logs its loss (every log_every_n_steps and the last), with the step the
-Estimator's SummarySaverHook gives (the global step after the update).
+beside the Estimator's, tf.compat.v1 Summary protos as its are): `loss`, `learning_rate` (the
+step's rate) and the model function's own tf.compat.v1.summary.scalar calls (run_pretraining's
+masked_lm_accuracy, ...; the first replica's), at the step the Estimator's SummarySaverHook
+gives them (the global step after the update), plus `global_step/sec` (the tag of the
+Estimator's StepCounterHook, which the project's Estimator off TPU leaves to its progress
+line). They are written at each step that logs its loss (every log_every_n_steps and a
+train()'s last; the Estimator: every 100 steps), global_step/sec from the second step of a
+train() on (the first one traces the step).
 
 Evaluation and prediction run on one device (as the Estimator's --distribution_strategy does),
 on TPU under the strategy. TPUStrategy needs static shapes (every batch [batch, max_seq_length],

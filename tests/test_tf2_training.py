@@ -150,7 +150,8 @@ def _state(output_dir):
 
 
 def _scalar_events(output_dir):
-  """{tag: [(step, value), ...]} of the scalar summaries in output_dir's events files."""
+  """{tag: [(step, value), ...] in the order of the steps} of the scalar summaries in
+  output_dir's events files (one per engine or Estimator call)."""
   scalars = {}
   for path in sorted(tf.io.gfile.glob(os.path.join(str(output_dir), "events.out.tfevents.*"))):
     for record in tf.data.TFRecordDataset(path):
@@ -159,7 +160,7 @@ def _scalar_events(output_dir):
         number = (value.simple_value if value.WhichOneof("value") == "simple_value"
                   else float(tf.make_ndarray(value.tensor)))
         scalars.setdefault(value.tag, []).append((event.step, number))
-  return scalars
+  return {tag: sorted(points) for tag, points in scalars.items()}
 
 
 def _read_floats(path):
