@@ -11,9 +11,14 @@ TF (`bash run.sh test-latest`) these tests check:
   weights, Adam slots and step, bit for bit;
 - MirroredStrategy over two logical CPUs ends with the single-device weights (evaluation during
   training on the way);
-- the Estimator-only flags and an init checkpoint of another model are one-line errors.
+- the Estimator-only flags and an init checkpoint of another model are one-line errors;
+- run_pretraining with --gradient_accumulation_steps=2 on both engines: the same losses,
+  checkpoints (with the `<var>/grad_accum` accumulators) and TensorBoard scalars, and a job
+  stopped inside an accumulation resumes on the other engine to the other's weights;
+- --use_xla (XLA auto-clustering) gives the losses without it.
 On both TFs, in process: the name-based checkpoints (save_checkpoint, restore_checkpoint),
-check_flags, and the engine's steps against optimization.py's math in NumPy.
+check_flags, the engine's steps against optimization.py's math in NumPy (with gradient
+accumulation too; on two replicas in a subprocess) and the TensorBoard scalars it writes.
 """
 
 import argparse
