@@ -316,6 +316,26 @@ _XlaFlags = collections.namedtuple("_XlaFlags", ["use_xla"])
 # The engine.
 
 
+def _trained_variable_names(loss, trainable_variables):
+  """The names of the trainable variables a training step updates: those the loss has a
+  gradient for, as optimization.create_optimizer's AdamWeightDecayOptimizer updates (and gives
+  Adam slots to) only those. A variable the model builds but the loss never reads (BERT's pooler
+  under a span or tagging head) keeps its initial or init_checkpoint value, without slots.
+
+  Args:
+    loss: the model function's loss Tensor, or None (a prediction input without labels: every
+      trainable variable counts).
+    trainable_variables: the graph's trainable variables.
+
+  Returns:
+    set of variable names.
+  """
+  if loss is None:
+    return set(v.op.name for v in trainable_variables)
+  grads = tf.gradients(ys=loss, xs=trainable_variables)
+  return set(v.op.name for v, g in zip(trainable_variables, grads) if g is not None)
+
+
 class Engine(object):
   """Trains a tf.compat.v1 graph model function with tf.distribute and predicts with it.
 
@@ -518,8 +538,8 @@ class Engine(object):
       global_step = tf1.train.get_or_create_global_step()
       features = {name: tf1.placeholder(spec.dtype, spec.shape, name=name)
                   for name, spec in feature_spec.items()}
-      self._model_fn(features, True)
-      trainable = set(v.op.name for v in tf1.trainable_variables())
+      loss, _ = self._model_fn(features, True)
+      trainable = _trained_variable_names(loss, tf1.trainable_variables())
       variables = [v for v in tf1.global_variables() if v is not global_step]
       specs = collections.OrderedDict(
           (v.op.name, VariableSpec(v.shape.as_list(), v.dtype.base_dtype, v.op.name in trainable))
@@ -752,6 +772,11 @@ class Engine(object):
       loss, _ = self._model_fn(features, True)
     grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
              for g in tf.gradients(ys=loss, xs=self._trainable)]
+    untrained = [v.name for v, g in zip(self._trainable, grads) if g is None]
+    if untrained:
+      # The variables were made from an input without labels (_trained_variable_names).
+      raise ValueError("the loss has no gradient for %s: predict() before train() in one "
+                       "engine; train first" % ", ".join(untrained[:3]))
     apply_now = None
     if self._accumulation_steps > 1:
       grads, apply_now = self._accumulate(grads)
