@@ -1,5 +1,5 @@
 # coding=utf-8
-"""CPU-scale reproduction of the RealFormer paper's Table 8 (long inputs, ETC).
+r"""CPU-scale reproduction of the RealFormer paper's Table 8 (long inputs, ETC).
 
 The paper (§4.3, Table 8) lifts RoBERTa into ETC-Large with and without residual attention
 (sum), gives both the same long-document pre-training, fine-tunes each five times per task and
@@ -378,8 +378,9 @@ def check_settings(settings, check_files=True):
   for task, files in (settings.real_task_files or {}).items():
     for split, path in files.items():
       common.require_file(path, "%s_%s_file" % (task, split))
-  for path in settings.pretraining_input_files:
-    common.require_file(path, "pretraining_input_file")
+  if etc_residuals(settings) and settings.pretrain_steps:  # the pretraining_data stage
+    for path in settings.pretraining_input_files:
+      common.require_file(path, "pretraining_input_file")
 
 
 def substitute_tasks(settings):
@@ -1111,8 +1112,9 @@ def _task_data_lines(task, out_dir):
     text = "%s %s: %s examples, %s records" % (REAL_TASKS[task].label, split,
                                                stats.get("examples"), stats.get("records"))
     if skipped:
-      text += "; no record (counted wrong): %s" % ", ".join(
-          "%s %s" % (count, reason) for reason, count in skipped.items())
+      text += "; no record%s: %s" % (
+          " (counted wrong)" if split != "train" else " (not trained on)", ", ".join(
+              "%s %s" % (count, reason) for reason, count in skipped.items()))
     if stats.get("truncated_examples"):
       text += "; %s examples cut to L / G" % stats["truncated_examples"]
     if stats.get("most_mentioned_accuracy") is not None:

@@ -251,3 +251,32 @@ def test_tiny_wikihop_run_resume_and_an_edited_dev_file(tmp_path):
   assert last_error_line(refused).startswith(
       "error: --output_dir=%s holds a run of other settings or input files: --wikihop_dev_file "
       "file %s: other contents" % (out, data / "dev.json"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (rt8.real_task_available("hotpotqa") and os.path.isdir(os.path.join(
+    REPO_DIR, "tests", "fixtures", "hotpotqa"))), reason="this checkout has no HotpotQA tools")
+def test_tiny_hotpotqa_run(tmp_path):
+  """The real tools end to end on official-format HotpotQA files: one seed, 4 steps."""
+  data = tmp_path / "hotpotqa"
+  os.makedirs(str(data))
+  for split in rt8.REAL_SPLITS:
+    shutil.copy(os.path.join(REPO_DIR, "tests", "fixtures", "hotpotqa", split + ".json"),
+                str(data / (split + ".json")))
+  _tiny_bert(str(tmp_path / "bert"))
+  out = tmp_path / "out"
+  run_tool("paper/reproduce_table8.py", [
+      "--output_dir=%s" % out, "--bert_checkpoint=%s" % (tmp_path / "bert"),
+      "--hotpotqa_train_file=%s" % (data / "train.json"),
+      "--hotpotqa_dev_file=%s" % (data / "dev.json"), "--seeds=1", "--max_seq_length=128",
+      "--max_global_seq_length=32", "--local_radius=8", "--pretrain_steps=0",
+      "--finetune_steps=4", "--eval_every_steps=2", "--finetune_batch_size=2",
+      "--predict_batch_size=4"])
+  report = (out / "report.md").read_text()
+  assert "All 2 fine-tuning runs finished" in report
+  assert "Not run: BERT, sliding windows on hotpotqa" in report
+  for name in ("HotpotQA supporting-fact F1", "HotpotQA answer F1", "HotpotQA joint F1"):
+    assert re.search(r"\| %s \| [\d.]+ \| [\d.]+ \| \+[\d.]+ \| \d+\.\d\d \| \d+\.\d\d \| "
+                     r"[+-]\d+\.\d\d \| 1 / 1 \|" % name, report), name
+  results = json.loads((out / "runs" / "etc_none_hotpotqa_seed1" / rt8.EVAL_RESULTS).read_text())
+  assert {"f1", "sp_f1", "joint_f1"} <= set(results)
