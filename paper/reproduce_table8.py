@@ -498,7 +498,6 @@ def paths_of(out_dir):
       "bert": os.path.join(out_dir, "bert"),
       "bert_config_cut": os.path.join(out_dir, "bert", "bert_config_cut.json"),
       "long_tasks": os.path.join(out_dir, "data", "long_tasks"),
-      "data": os.path.join(out_dir, "data"),
       "pretraining_data": os.path.join(out_dir, "data", "pretraining", "train.tfrecord"),
   }
 
@@ -1305,7 +1304,7 @@ def _paper_lines(settings, results):
         name, paper_none, paper_sum, paper_sum - paper_none, " | ".join(cells)))
   return lines + ["", "The paper: ETC-Large lifted from RoBERTa, 4,096 long tokens, real "
                   "long-document pre-training, five fine-tuning seeds, the best median. Ours: "
-                  "the settings below; compare directions against the seeds' spread, not "
+                  "the settings above; compare directions against the seeds' spread, not "
                   "values.\n"]
 
 

@@ -143,6 +143,9 @@ def test_the_official_files_are_recorded_and_an_edited_one_refused(tmp_path):
   settings = _real_settings(tmp_path, pretrain_steps=0)
   out = str(tmp_path / "out")
   os.makedirs(out)
+  # Neither the corpus (no corpus task) nor the pre-training text (no pre-training) is needed.
+  os.remove(str(tmp_path / "plays.txt"))
+  rt8.check_settings(settings)
   (tmp_path / "hf" / "vocab.txt").write_text("[PAD]\n")
   rt8.check_record(out, settings, write=True)
   record = json.load(open(os.path.join(out, rt8.RECORD_NAME)))
