@@ -63,6 +63,11 @@ end exclusive), tags (in the training files' scheme), word_logits, num_words; en
 of each predicted entity), entity_types, entity_starts, entity_ends, num_entities. A second
 signature `token_logits` takes int32 input_ids / input_mask / segment_ids [batch,
 max_seq_length] and returns logits [batch, max_seq_length, num_labels] and predicted_label.
+
+On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
+with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU, XLA and
+precision flags refused), checkpoints (a checkpoint of either resumes on the other) and output
+files (docs/compatibility.md, "Training without the Estimator").
 """
 
 from __future__ import absolute_import
@@ -94,6 +99,7 @@ from realformer_tf import model_config
 import modeling
 from realformer_tf import ner_metrics
 from realformer_tf import sliding_window
+from realformer_tf import tf2_training
 import tokenization
 
 tf1 = tf.compat.v1
@@ -102,6 +108,11 @@ FLAGS = flags.FLAGS
 
 # The shared estimator_utils.MODEL_FN_FLAGS this script implements.
 SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
+
+# The training engines: the Estimator (TensorFlow <= 2.15) and, on a TensorFlow without it,
+# tf2_training.Engine (tf.distribute; docs/compatibility.md).
+ENGINE_ESTIMATOR = "estimator"
+ENGINE_TF2 = "tf2"
 
 # File names looked for in --data_dir, in order (the first one found is used).
 DATA_FILE_NAMES = collections.OrderedDict([
@@ -806,6 +817,77 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
   return model_fn
 
 
+# BERT's pooler ([CLS] -> dense): built by modeling.BertModel, unused by the tagging layer, so
+# its variables get no gradient. The Estimator's optimizer skips them (no update, no Adam
+# slots); the TF2 engine gets them as non-trainable variables to the same effect
+# (_untrained_pooler), loaded from init_checkpoint as the Estimator loads them
+# (_init_pooler_from).
+POOLER_SCOPE = "bert/pooler/"
+
+
+def _untrained_pooler():
+  """A variable scope (names unchanged) in which the variables under POOLER_SCOPE are created
+  non-trainable: the engine then trains, and gives Adam slots to, exactly the variables the
+  Estimator's optimizer updates."""
+  def untrained_pooler_getter(getter, name, *args, **kwargs):
+    if name.startswith(POOLER_SCOPE):
+      kwargs["trainable"] = False
+    return getter(name, *args, **kwargs)
+
+  return tf1.variable_scope(tf1.get_variable_scope(), custom_getter=untrained_pooler_getter,
+                            auxiliary_name_scope=False)
+
+
+def _init_pooler_from(init_checkpoint):
+  """Initialises the graph's POOLER_SCOPE variables from init_checkpoint, as the Estimator's
+  init does (it loads every trainable variable; the engine's init loads its trainable ones).
+
+  Call it after the whole model is built: its restore ops then shift no op seed of the model's
+  random initializers. A variable the checkpoint lacks keeps its random initializer, as on the
+  Estimator; one of another shape too (the encoder then has another hidden size, which the
+  engine's init refuses in one line).
+
+  Args:
+    init_checkpoint: the checkpoint prefix (or directory).
+  """
+  shapes = dict(tf.train.list_variables(init_checkpoint))
+  assignment = {v.op.name: v for v in tf1.global_variables()
+                if v.op.name.startswith(POOLER_SCOPE)
+                and shapes.get(v.op.name) == v.shape.as_list()}
+  if assignment:
+    tf1.train.init_from_checkpoint(init_checkpoint, assignment)
+
+
+def _engine_model_fn(bert_config, num_labels, use_one_hot_embeddings, init_checkpoint=None,
+                     max_seq_length=None, skip_padding=False):
+  """model_fn_builder's graph as a tf2_training.Engine model function.
+
+  Args:
+    bert_config, num_labels, use_one_hot_embeddings, init_checkpoint, max_seq_length,
+      skip_padding: as model_fn_builder (float32: the engine has no --precision).
+
+  Returns:
+    model_fn(features, is_training) -> (the masked loss in training, else None;
+    {"logits": float32 [batch, seq, num_labels]}).
+  """
+  def model_fn(features, is_training):
+    with _untrained_pooler():
+      with (modeling.full_length_dropout(max_seq_length) if max_seq_length
+            else contextlib.nullcontext()):
+        logits = create_model(bert_config, is_training, features["input_ids"],
+                              features["input_mask"], features["segment_ids"], num_labels,
+                              use_one_hot_embeddings, skip_padding=skip_padding)
+    loss = None
+    if is_training:
+      loss = masked_loss(logits, features["label_ids"], features["label_weights"])
+    if init_checkpoint and not tf.inside_function():
+      # The engine's scratch graph, where it computes the initial weights.
+      _init_pooler_from(init_checkpoint)
+    return loss, {"logits": logits}
+
+  return model_fn
+
+
 def model_variable_names(bert_config):
   """The names of the model's variables (BERT and the tagging layer)."""
   return set(estimator_utils.bert_variable_shapes(bert_config)) | {
@@ -1305,6 +1387,10 @@ JobSettings = collections.namedtuple("JobSettings", [
     # Windows, sizes and the training schedule.
     "max_seq_length", "doc_stride", "train_batch_size", "eval_batch_size", "predict_batch_size",
     "learning_rate", "num_train_epochs", "warmup_proportion", "seed", "use_tpu",
+    # The engine (ENGINE_ESTIMATOR / ENGINE_TF2) and what tf2_training.Engine reads (the
+    # Estimator reads them from flag_values).
+    "engine", "distribution_strategy", "num_gpus", "save_checkpoints_steps",
+    "keep_checkpoint_max", "log_every_n_steps",
     # Padding: --padding as given (the export's), training's and evaluation / prediction's,
     # BERT skipping padding rows.
     "padding", "train_padding", "eval_padding", "skip_padding",
@@ -1354,6 +1440,12 @@ def job_settings(flag_values):
       warmup_proportion=flag_values.warmup_proportion,
       seed=flag_values.seed,
       use_tpu=flag_values.use_tpu,
+      engine=ENGINE_ESTIMATOR if estimator_utils.has_estimator() else ENGINE_TF2,
+      distribution_strategy=flag_values.distribution_strategy,
+      num_gpus=flag_values.num_gpus,
+      save_checkpoints_steps=flag_values.save_checkpoints_steps,
+      keep_checkpoint_max=flag_values.keep_checkpoint_max,
+      log_every_n_steps=flag_values.log_every_n_steps,
       padding=flag_values.padding,
       # Training as evaluation: model_fn draws dropout masks at --max_seq_length.
       train_padding=batch_padding.effective_padding(flag_values, training=True,
@@ -1444,12 +1536,20 @@ def _saved_ner_config(output_dir):
     return {}
 
 
-def main(_):
-  tf1.logging.set_verbosity(tf1.logging.INFO)
-  estimator_utils.require_estimator()
-  _check_flags()
+def _check_engine_flags():
+  """One-line errors for the device, precision and distribution flags: on the TF2 engine those
+  only the Estimator implements (tf2_training.check_flags), on both the combinations
+  estimator_utils refuses."""
+  if not estimator_utils.has_estimator():
+    tf2_training.check_flags(FLAGS, "run_ner.py")
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
+
+
+def main(_):
+  tf1.logging.set_verbosity(tf1.logging.INFO)
+  _check_flags()
+  _check_engine_flags()
   settings = job_settings(FLAGS)
   bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
   paths = {split: data_file(split, settings) for split, mode in (("train", FLAGS.do_train),
@@ -1581,22 +1681,23 @@ def _run_job(settings, bert_config, tokenizer, inputs, eval_weights=None):
 
   train_features, num_train_steps, num_warmup_steps = _train_features(settings, inputs.train,
                                                                       convert)
-  model_fn = _job_model_fn(settings, bert_config, len(labels), num_train_steps, num_warmup_steps)
+  trainer = _job_trainer(settings, bert_config, len(labels), num_train_steps, num_warmup_steps)
   summary = {}
   if inputs.train is not None:
-    summary = _train(settings, bert_config, model_fn, inputs, train_features,
+    summary = _train(settings, bert_config, trainer, inputs, train_features,
                      num_train_steps, num_warmup_steps, resume_step)
     del train_features
 
   # Which weights every result below comes from: the latest checkpoint in --output_dir (the
-  # Estimator restores it), else the --init_checkpoint the model starts from, or None.
+  # Estimator and the engine restore it), else the --init_checkpoint the model starts from, or
+  # None.
   record = checkpoint_utils.checkpoint_record(
       tf1.train.latest_checkpoint(settings.output_dir) or eval_weights)
   final = []  # (writer function) run at the end, eval_results last.
   if inputs.dev is not None:
-    final.append(_evaluate(settings, model_fn, inputs, convert, record, summary))
+    final.append(_evaluate(settings, trainer, inputs, convert, record, summary))
   if inputs.test is not None:
-    write_test_results = _predict(settings, model_fn, inputs, convert, record, summary)
+    write_test_results = _predict(settings, trainer, inputs, convert, record, summary)
     if write_test_results is not None:
       final.insert(0, write_test_results)
 
@@ -1661,6 +1762,46 @@ def _job_model_fn(settings, bert_config, num_labels, num_train_steps, num_warmup
       **settings.precision_kwargs)
 
 
+def _job_trainer(settings, bert_config, num_labels, num_train_steps, num_warmup_steps):
+  """What trains and predicts: the Estimator's model_fn (ENGINE_ESTIMATOR) or a
+  tf2_training.Engine over the same graph (ENGINE_TF2).
+
+  Args:
+    settings: JobSettings.
+    bert_config: modeling.BertConfig.
+    num_labels: number of BIO labels.
+    num_train_steps: training steps (None without training).
+    num_warmup_steps: warm-up steps (None without training).
+
+  Returns:
+    model_fn of model_fn_builder, or tf2_training.Engine.
+  """
+  if settings.engine == ENGINE_ESTIMATOR:
+    return _job_model_fn(settings, bert_config, num_labels, num_train_steps, num_warmup_steps)
+  strategy = tf2_training.make_strategy(settings.distribution_strategy, settings.num_gpus)
+  on_tpu = tf2_training.is_tpu_strategy(strategy)
+  return tf2_training.Engine(
+      _engine_model_fn(bert_config, num_labels, on_tpu, init_checkpoint=settings.init_checkpoint,
+                       max_seq_length=settings.max_seq_length,
+                       skip_padding=settings.skip_padding and not on_tpu),
+      settings.output_dir, strategy=strategy, train_batch_size=settings.train_batch_size,
+      learning_rate=settings.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps or 0, init_checkpoint=settings.init_checkpoint,
+      allow_unmatched_init=settings.allow_unmatched_init, seed=settings.seed,
+      save_checkpoints_steps=settings.save_checkpoints_steps,
+      keep_checkpoint_max=settings.keep_checkpoint_max,
+      log_every_n_steps=settings.log_every_n_steps,
+      fused_optimizer=settings.precision_kwargs["fused_optimizer"])
+
+
+def _make_estimator(model_fn, settings, predict_batch_size):
+  """estimator_utils.make_estimator of the job's model_fn in --output_dir."""
+  return estimator_utils.make_estimator(model_fn, settings.flag_values, settings.output_dir,
+                                        settings.train_batch_size, settings.eval_batch_size,
+                                        predict_batch_size=predict_batch_size,
+                                        supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+
+
 def _write_model_files(settings, bert_config, labels, scheme):
   """Writes bert_config.json, labels.txt and ner_config.json beside the checkpoints.
 
@@ -1678,14 +1819,14 @@ def _write_model_files(settings, bert_config, labels, scheme):
                             settings.doc_stride))
 
 
-def _train(settings, bert_config, model_fn, inputs, train_features, num_train_steps,
+def _train(settings, bert_config, trainer, inputs, train_features, num_train_steps,
            num_warmup_steps, resume_step):
   """Writes the training windows and the model's files, then trains (exits on a signal).
 
   Args:
     settings: JobSettings.
     bert_config: modeling.BertConfig.
-    model_fn: the model_fn.
+    trainer: the Estimator's model_fn, or the tf2_training.Engine (_job_trainer).
     inputs: JobInputs of read_inputs.
     train_features: the training windows of _train_features.
     num_train_steps: training steps.
@@ -1703,21 +1844,25 @@ def _train(settings, bert_config, model_fn, inputs, train_features, num_train_st
   tf1.logging.info("  Num windows = %d, batch size = %d, steps = %d (warm-up %d), "
                    "--padding=%s", len(train_features), settings.train_batch_size,
                    num_train_steps, num_warmup_steps, train_padding)
-  estimator = estimator_utils.make_estimator(model_fn, settings.flag_values, settings.output_dir,
-                                             settings.train_batch_size, settings.eval_batch_size,
-                                             settings.predict_batch_size,
-                                             supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-  input_fn = input_fn_builder(
-      train_file, settings.max_seq_length, is_training=True, drop_remainder=True,
-      seed=settings.seed,
-      skip_batches=estimator_utils.resume_skip_batches(resume_step, settings.flag_values),
-      padding=train_padding)
-  hook = estimator_utils.ProgressHook(num_train_steps, settings.train_batch_size)
+
+  def input_fn_for(skip_batches):
+    return input_fn_builder(train_file, settings.max_seq_length, is_training=True,
+                            drop_remainder=True, seed=settings.seed, skip_batches=skip_batches,
+                            padding=train_padding)
+
   start = time.time()
-  # On SIGINT / SIGTERM the step finishes, the Estimator checkpoints, and the job exits
-  # 130 / 143 below without writing any result that would make it look finished.
-  estimator.train(input_fn=input_fn, max_steps=num_train_steps,
-                  hooks=[hook, estimator_utils.StopOnSignalHook()])
+  # On SIGINT / SIGTERM the step finishes, the engine checkpoints, and the job exits 130 / 143
+  # below without writing any result that would make it look finished.
+  if settings.engine == ENGINE_TF2:
+    # The engine resumes from the latest checkpoint, skipping the batches trained so far.
+    trainer.train(input_fn_for, num_train_steps)
+  else:
+    estimator = _make_estimator(trainer, settings, settings.predict_batch_size)
+    hook = estimator_utils.ProgressHook(num_train_steps, settings.train_batch_size)
+    estimator.train(
+        input_fn=input_fn_for(estimator_utils.resume_skip_batches(resume_step,
+                                                                  settings.flag_values)),
+        max_steps=num_train_steps, hooks=[hook, estimator_utils.StopOnSignalHook()])
   common.STOP_SIGNALS.exit_if_stopped()
   # The target beside global_step: a reader (paper/sweep.py) can check the step was reached.
   return {"train_seconds": round(time.time() - start, 1), "num_train_steps": num_train_steps}
@@ -1740,12 +1885,12 @@ def _checkpoint_results(settings, record, summary):
   return results
 
 
-def _evaluate(settings, model_fn, inputs, convert, record, summary):
+def _evaluate(settings, trainer, inputs, convert, record, summary):
   """Scores the dev file (logs the report); eval_results is written by the returned function.
 
   Args:
     settings: JobSettings.
-    model_fn: the model_fn.
+    trainer: the Estimator's model_fn, or the tf2_training.Engine (_job_trainer).
     inputs: JobInputs of read_inputs.
     convert: keyword arguments of convert_sentences.
     record: checkpoint_utils.checkpoint_record of the scored weights.
@@ -1755,7 +1900,7 @@ def _evaluate(settings, model_fn, inputs, convert, record, summary):
     A function of no argument that writes eval_results.json / .txt.
   """
   dev, labels = inputs.dev, inputs.labels
-  word_logits, stats = _predict_file(settings, model_fn, dev, settings.eval_batch_size, "dev",
+  word_logits, stats = _predict_file(settings, trainer, dev, settings.eval_batch_size, "dev",
                                      convert, len(labels))
   tags = [predicted_tags(x, labels, inputs.scheme) for x in word_logits]
   scores = ner_metrics.evaluate([s.tags for s in dev.sentences], tags)
@@ -1798,12 +1943,12 @@ def _write_predictions(settings, test, tags, word_logits, labels, stats, record)
     checkpoint_utils.write_sidecar(path, record)
 
 
-def _predict(settings, model_fn, inputs, convert, record, summary):
+def _predict(settings, trainer, inputs, convert, record, summary):
   """Tags the test file and writes the predictions; scores it when it is tagged.
 
   Args:
     settings: JobSettings.
-    model_fn: the model_fn.
+    trainer: the Estimator's model_fn, or the tf2_training.Engine (_job_trainer).
     inputs: JobInputs of read_inputs.
     convert: keyword arguments of convert_sentences.
     record: checkpoint_utils.checkpoint_record of the scored weights.
@@ -1813,7 +1958,7 @@ def _predict(settings, model_fn, inputs, convert, record, summary):
     A function of no argument that writes test_results.json / .txt, or None (untagged file).
   """
   test, labels = inputs.test, inputs.labels
-  word_logits, stats = _predict_file(settings, model_fn, test, settings.predict_batch_size,
+  word_logits, stats = _predict_file(settings, trainer, test, settings.predict_batch_size,
                                      "test", convert, len(labels))
   tags = [predicted_tags(x, labels, inputs.scheme) for x in word_logits]
   _write_predictions(settings, test, tags, word_logits, labels, stats, record)
@@ -1829,12 +1974,13 @@ def _predict(settings, model_fn, inputs, convert, record, summary):
       settings.output_dir, test_results, name="test_results")
 
 
-def _predict_file(settings, model_fn, conll, batch_size, split, convert, num_labels):
-  """Runs Estimator.predict over a file's windows.
+def _predict_file(settings, trainer, conll, batch_size, split, convert, num_labels):
+  """Predicts a file's windows (Estimator.predict, or the engine's) with the latest checkpoint
+  in --output_dir (else the initial weights).
 
   Args:
     settings: JobSettings.
-    model_fn: the model_fn.
+    trainer: the Estimator's model_fn, or the tf2_training.Engine (_job_trainer).
     conll: ConllFile.
     batch_size: windows per batch.
     split: "dev" or "test" (TFRecord name, log).
@@ -1855,10 +2001,10 @@ def _predict_file(settings, model_fn, conll, batch_size, split, convert, num_lab
                                   [0.0] * settings.max_seq_length, []))
   record = os.path.join(settings.output_dir, "%s.tf_record" % split)
   write_features(padded, record)
-  estimator = estimator_utils.make_estimator(model_fn, settings.flag_values, settings.output_dir,
-                                             settings.train_batch_size, settings.eval_batch_size,
-                                             predict_batch_size=batch_size,
-                                             supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+  if settings.engine == ENGINE_TF2:
+    predictor = trainer.predictor(batch_size)
+  else:
+    predictor = _make_estimator(trainer, settings, batch_size)
   padding = settings.eval_padding
   input_fn = input_fn_builder(record, settings.max_seq_length, is_training=False,
                               drop_remainder=settings.use_tpu, padding=padding)
@@ -1867,7 +2013,7 @@ def _predict_file(settings, model_fn, conll, batch_size, split, convert, num_lab
   start = time.time()
   meter = common.ProgressMeter(len(padded), unit="windows", min_interval_s=10.0)
   outputs = []
-  for output in estimator.predict(input_fn=input_fn, yield_single_examples=True):
+  for output in predictor.predict(input_fn=input_fn):
     outputs.append(output)
     meter.update(len(outputs))
     if common.STOP_SIGNALS.stopped:
