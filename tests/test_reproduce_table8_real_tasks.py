@@ -210,8 +210,10 @@ def _tiny_bert(directory):
                                os.path.join(directory, "bert_model.ckpt"))
 
 
+@pytest.mark.slow
 def test_tiny_wikihop_run_resume_and_an_edited_dev_file(tmp_path):
-  """The real tools end to end on official-format WikiHop files: one seed, 4 steps."""
+  """The real tools end to end on official-format WikiHop files: one seed, 2 steps (60-100 s on
+  2 shared cores)."""
   data = tmp_path / "qangaroo_v1.1" / "wikihop"
   os.makedirs(str(data))
   for split in rt8.REAL_SPLITS:
@@ -222,7 +224,7 @@ def test_tiny_wikihop_run_resume_and_an_edited_dev_file(tmp_path):
           "--wikihop_train_file=%s" % (data / "train.json"),
           "--wikihop_dev_file=%s" % (data / "dev.json"), "--systems=etc_none,etc_sum",
           "--seeds=1", "--max_seq_length=128", "--max_global_seq_length=32",
-          "--max_candidates=6", "--local_radius=8", "--pretrain_steps=0", "--finetune_steps=4",
+          "--max_candidates=6", "--local_radius=8", "--pretrain_steps=0", "--finetune_steps=2",
           "--eval_every_steps=2", "--finetune_batch_size=2", "--predict_batch_size=4"]
   dry = run_tool("paper/reproduce_table8.py", args + ["--dry_run"])
   assert re.search(r"Plan: 6 stages; systems etc_none,etc_sum; tasks wikihop; seeds 1;", dry.stdout)
@@ -260,7 +262,7 @@ def test_tiny_wikihop_run_resume_and_an_edited_dev_file(tmp_path):
 @pytest.mark.skipif(not (rt8.real_task_available("hotpotqa") and os.path.isdir(os.path.join(
     REPO_DIR, "tests", "fixtures", "hotpotqa"))), reason="this checkout has no HotpotQA tools")
 def test_tiny_hotpotqa_run(tmp_path):
-  """The real tools end to end on official-format HotpotQA files: one seed, 4 steps."""
+  """The real tools end to end on official-format HotpotQA files: one seed, 2 steps."""
   data = tmp_path / "hotpotqa"
   os.makedirs(str(data))
   for split in rt8.REAL_SPLITS:
@@ -273,7 +275,7 @@ def test_tiny_hotpotqa_run(tmp_path):
       "--hotpotqa_train_file=%s" % (data / "train.json"),
       "--hotpotqa_dev_file=%s" % (data / "dev.json"), "--seeds=1", "--max_seq_length=128",
       "--max_global_seq_length=32", "--local_radius=8", "--pretrain_steps=0",
-      "--finetune_steps=4", "--eval_every_steps=2", "--finetune_batch_size=2",
+      "--finetune_steps=2", "--eval_every_steps=2", "--finetune_batch_size=2",
       "--predict_batch_size=4"])
   report = (out / "report.md").read_text()
   assert "All 2 fine-tuning runs finished" in report
