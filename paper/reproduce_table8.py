@@ -1,12 +1,16 @@
 # coding=utf-8
-"""CPU-scale reproduction of the RealFormer paper's Table 8 (long inputs, ETC).
+r"""CPU-scale reproduction of the RealFormer paper's Table 8 (long inputs, ETC).
 
 The paper (§4.3, Table 8) lifts RoBERTa into ETC-Large with and without residual attention
 (sum), gives both the same long-document pre-training, fine-tunes each five times per task and
-reports the best median. Here the same comparison runs at CPU scale on the long-context tasks
-of etc_model/create_long_tasks.py (a long-range cloze with candidate global tokens, WikiHop's
-form, and supporting sentences, HotpotQA's supporting-fact form), with BERT over sliding
-windows (run_long_tasks --model=bert_windows) as the baseline users would otherwise pick.
+reports the best median. Here the same comparison runs at CPU scale, on the paper's own tasks
+when their official files are given (--wikihop_train_file / --wikihop_dev_file: QAngaroo
+WikiHop, the official accuracy; --hotpotqa_train_file / --hotpotqa_dev_file: HotpotQA
+distractor, answer / supporting-fact / joint F1), else on the long-context tasks of
+etc_model/create_long_tasks.py built from a corpus (a long-range cloze with candidate global
+tokens, WikiHop's form, and supporting sentences, HotpotQA's supporting-fact form), with BERT
+over sliding windows (run_long_tasks --model=bert_windows) as the baseline users would otherwise
+pick, on the tasks it has (cloze and supporting; not the paper's tasks).
 
 Stages (each skipped when its done marker <output_dir>/stages/<stage>.json exists, so a killed
 run resumes by rerunning the same command; SIGINT / SIGTERM stop the running child cleanly and
@@ -16,7 +20,11 @@ other flags, or after an input was edited in place, is refused in one line. --be
 is resolved to one checkpoint prefix before any stage and every stage reads that one.
   bert              convert_hf_checkpoint.py of --hf_dir (or --bert_checkpoint as given), and
                     the BERT config cut to --num_layers layers (bert/bert_config_cut.json).
-  long_tasks        etc_model.create_long_tasks: cloze / supporting TFRecords (data/long_tasks).
+  long_tasks        etc_model.create_long_tasks: cloze / supporting TFRecords (data/long_tasks);
+                    only with those tasks.
+  data_wikihop, data_hotpotqa
+                    etc_model.create_wikihop / create_hotpotqa of the official train and dev
+                    files at the driver's L and G (data/<task>); only with those tasks.
   pretraining_data  etc_model.create_pretraining_data on --pretraining_input_file.
   lift_none, lift_sum
                     etc_model.lift_bert_checkpoint of the same BERT weights, same seed.
@@ -25,15 +33,20 @@ is resolved to one checkpoint prefix before any stage and every stage reads that
   finetune_<system>_<task>_seed<s>
                     etc_model.run_long_tasks --do_train --do_eval --do_predict with evaluation
                     every --eval_every_steps and --keep_best: the dev-selected checkpoint's dev
-                    and test results (eval_results.json, test_results.json); seed by seed, so a
-                    partial run has every system for the first seeds.
+                    and test results (eval_results.json, test_results.json); the paper's tasks
+                    have no public test answers, so --do_train --do_eval only (the paper's
+                    figures are dev ones too). Seed by seed, so a partial run has every system
+                    for the first seeds.
 The report (<output_dir>/report.md) is rewritten after every fine-tuning run (marked partial
 until all are done): for each system and task the median over seeds of the dev-selected result
 (the paper's "best median"), every seed, the test figures, the cloze accuracy by distance
-beside the most-frequent / most-recent baselines, sum - none against the seeds' spread, and the
-run time of every stage.
+beside the most-frequent / most-recent baselines, sum - none against the seeds' spread, the
+paper's Table 8 beside ours for the same metric, and the run time of every stage.
 
   python -m paper.reproduce_table8 --output_dir=output/table8
+  python -m paper.reproduce_table8 --output_dir=output/table8_wikihop \
+      --wikihop_train_file=qangaroo_v1.1/wikihop/train.json \
+      --wikihop_dev_file=qangaroo_v1.1/wikihop/dev.json          # the paper's task, 5 seeds
   python -m paper.reproduce_table8 --output_dir=output/table8 --dry_run      # the stages
   python -m paper.reproduce_table8 --output_dir=output/table8 --report_only
 """
@@ -70,15 +83,53 @@ SYSTEMS = collections.OrderedDict([
     ("etc_sum", ("ETC + residual attention (sum)", "etc", "sum")),
     ("bert_windows", ("BERT, sliding windows", "bert_windows", "none")),
 ])
+# The tasks built from a corpus by etc_model.create_long_tasks (the default without the paper's
+# files).
 TASKS = ("cloze", "supporting")
+
+
+class RealTask(collections.namedtuple("RealTask", [
+    "label",         # the paper's name of the task
+    "data_tool",     # the tool writing its records from the official files (--train_file, ...)
+    "summary_name",  # the tool's summary in its --output_dir
+    "data_flags",    # the data tool's flags of the driver's settings, beside L and G
+    "files",         # what the official train / dev files are (flag help, messages)
+])):
+  """One of the paper's tasks, run from its official files."""
+  __slots__ = ()
+
+
+# The paper's tasks this driver runs when their official files are given (--<task>_train_file,
+# --<task>_dev_file); run_long_tasks --task=<task> fine-tunes and scores them.
+REAL_TASKS = collections.OrderedDict([
+    ("wikihop", RealTask("WikiHop", "etc_model/create_wikihop.py", "wikihop.json",
+                         ("max_candidates",),
+                         "QAngaroo WikiHop JSON (qangaroo_v1.1/wikihop/train.json, dev.json)")),
+    ("hotpotqa", RealTask("HotpotQA", "etc_model/create_hotpotqa.py", "hotpotqa.json", (),
+                          "HotpotQA JSON (hotpot_train_v1.1.json, "
+                          "hotpot_dev_distractor_v1.json)")),
+])
+REAL_SPLITS = ("train", "dev")   # the official test answers are hidden
+# --model=bert_windows' tasks (etc_model.bert_windows.TASKS; a test keeps them equal).
+BERT_WINDOWS_TASKS = ("cloze", "supporting")
 # task -> [(metric key, label)]: the first is the dev selection metric (run_long_tasks').
 TASK_METRICS = {"cloze": [("accuracy", "accuracy")],
-                "supporting": [("f1", "sentence F1"), ("exact_match", "exact match")]}
+                "supporting": [("f1", "sentence F1"), ("exact_match", "exact match")],
+                "wikihop": [("accuracy", "accuracy")],
+                "hotpotqa": [("joint_f1", "joint F1"), ("f1", "answer F1"),
+                             ("sp_f1", "supporting-fact F1"), ("joint_em", "joint EM"),
+                             ("em", "answer EM"), ("sp_em", "supporting-fact EM")]}
+DEFAULT_SEEDS = {"substitute": "1,2,3", "real": "1,2,3,4,5"}
 # The paper's Table 8 (dev, ETC-Large vs + residual attention), for the report's context.
 PAPER_TABLE8 = [("WikiHop accuracy", 78.92, 79.21), ("HotpotQA supporting-fact F1", 89.07, 89.21),
                 ("HotpotQA answer F1", 80.38, 80.86), ("HotpotQA joint F1", 73.12, 73.57),
                 ("NQ long-answer F1", 77.70, 77.93), ("NQ short-answer F1", 58.54, 59.10),
                 ("OpenKP F1@3", 44.06, 44.27)]
+# PAPER_TABLE8 row -> (task, metric key) of ours that measure the same (the official scorers).
+PAPER_METRICS = {"WikiHop accuracy": ("wikihop", "accuracy"),
+                 "HotpotQA supporting-fact F1": ("hotpotqa", "sp_f1"),
+                 "HotpotQA answer F1": ("hotpotqa", "f1"),
+                 "HotpotQA joint F1": ("hotpotqa", "joint_f1")}
 
 REPORT_NAME = "report.md"
 RECORD_NAME = "reproduce_table8.json"   # the settings and input contents of the first invocation
@@ -107,8 +158,17 @@ def define_flags():
                       "tasks do not use).")
   flags.DEFINE_string("systems", ",".join(SYSTEMS), "Ordered comma list of %s." %
                       ", ".join(SYSTEMS))
-  flags.DEFINE_string("tasks", ",".join(TASKS), "Comma list of %s." % ", ".join(TASKS))
-  flags.DEFINE_string("seeds", "1,2,3", "Comma list of fine-tuning seeds (>= 3 for a median).")
+  for task, real in REAL_TASKS.items():
+    for split in REAL_SPLITS:
+      flags.DEFINE_string("%s_%s_file" % (task, split), None,
+                          "The official %s file of %s: %s; with its pair, the run has the "
+                          "task %s." % (split, real.label, real.files, task))
+  flags.DEFINE_string("tasks", None, "Comma list of %s (default: the paper's tasks whose "
+                      "official files are given, else %s)." % (
+                          ", ".join(TASKS + tuple(REAL_TASKS)), ",".join(TASKS)))
+  flags.DEFINE_string("seeds", None, "Comma list of fine-tuning seeds (>= 3 for a median; "
+                      "default %s with one of the paper's tasks, as the paper, else %s)." % (
+                          DEFAULT_SEEDS["real"], DEFAULT_SEEDS["substitute"]))
   flags.DEFINE_integer("max_seq_length", 256, "Long input length L (word pieces).")
   flags.DEFINE_integer("max_global_seq_length", 32, "Global input length G.")
   flags.DEFINE_integer("max_candidates", 8, "Cloze candidates C.")
@@ -146,12 +206,14 @@ class Settings(collections.namedtuple("Settings", [
     "min_context_tokens", "local_radius", "window_length", "window_stride", "pretrain_steps",
     "pretrain_batch_size", "pretrain_learning_rate", "max_predictions_per_seq",
     "finetune_steps", "finetune_batch_size", "finetune_learning_rate", "eval_every_steps",
-    "predict_batch_size", "data_seed", "bert_init_checkpoint"], defaults=(None,))):
+    "predict_batch_size", "data_seed", "bert_init_checkpoint", "real_task_files"],
+    defaults=(None, None))):
   """What the reproduction runs (the flags of the same names; paths absolute, lists as lists).
 
   bert_checkpoint is the directory of --bert_checkpoint (config and vocab); bert_init_checkpoint
   the checkpoint prefix resolved in it once, before any stage (resolve_bert_checkpoint), that
-  every stage reads; both None with --hf_dir (the bert stage converts it).
+  every stage reads; both None with --hf_dir (the bert stage converts it). real_task_files:
+  {task: {split: path}} of the --<task>_<split>_file flags given (None or {}: none).
   """
   __slots__ = ()
 
@@ -173,12 +235,38 @@ def _abs_list(text, default):
   return [os.path.abspath(p) for p in (split_list(text) or default)]
 
 
+def real_task_files_from_flags():
+  """{task: {split: absolute path}} of the --<task>_<split>_file flags given."""
+  files = collections.OrderedDict()
+  for task in REAL_TASKS:
+    given = collections.OrderedDict(
+        (split, os.path.abspath(getattr(FLAGS, "%s_%s_file" % (task, split))))
+        for split in REAL_SPLITS if getattr(FLAGS, "%s_%s_file" % (task, split)))
+    if given:
+      files[task] = given
+  return files
+
+
+def default_tasks(real_task_files):
+  """--tasks' default: the paper's tasks whose files are given, else the corpus tasks."""
+  return [task for task in REAL_TASKS if task in real_task_files] or list(TASKS)
+
+
+def default_seeds(tasks):
+  """--seeds' default: five with one of the paper's tasks (the paper's protocol), else three."""
+  return DEFAULT_SEEDS["real" if any(t in REAL_TASKS for t in tasks) else "substitute"]
+
+
 def settings_from_flags():
   """The Settings the flags ask for, checked (one-line errors)."""
+  real_task_files = real_task_files_from_flags()
+  tasks = split_list(FLAGS.tasks) if FLAGS.tasks is not None else default_tasks(
+      real_task_files)
+  seeds_text = FLAGS.seeds if FLAGS.seeds is not None else default_seeds(tasks)
   try:
-    seeds = [int(x) for x in split_list(FLAGS.seeds)]
+    seeds = [int(x) for x in split_list(seeds_text)]
   except ValueError:
-    common.fail("--seeds=%s: not a comma list of integers" % FLAGS.seeds)
+    common.fail("--seeds=%s: not a comma list of integers" % seeds_text)
   corpus = os.path.join(common.shared_data_dir(), "corpus")
   bert_checkpoint, bert_init_checkpoint = resolve_bert_checkpoint(FLAGS.bert_checkpoint)
   settings = Settings(
@@ -190,7 +278,7 @@ def settings_from_flags():
           corpus, "novels_austen_melville_wells_verne_dickens.txt")]),
       pretraining_input_files=_abs_list(FLAGS.pretraining_input_file, [os.path.join(
           corpus, "shakespeare_gutenberg.txt")]),
-      systems=split_list(FLAGS.systems), tasks=split_list(FLAGS.tasks), seeds=seeds,
+      systems=split_list(FLAGS.systems), tasks=tasks, seeds=seeds,
       max_seq_length=FLAGS.max_seq_length, max_global_seq_length=FLAGS.max_global_seq_length,
       max_candidates=FLAGS.max_candidates, min_context_tokens=FLAGS.min_context_tokens,
       local_radius=FLAGS.local_radius, window_length=FLAGS.window_length,
@@ -201,7 +289,7 @@ def settings_from_flags():
       finetune_steps=FLAGS.finetune_steps, finetune_batch_size=FLAGS.finetune_batch_size,
       finetune_learning_rate=FLAGS.finetune_learning_rate,
       eval_every_steps=FLAGS.eval_every_steps, predict_batch_size=FLAGS.predict_batch_size,
-      data_seed=FLAGS.data_seed)
+      data_seed=FLAGS.data_seed, real_task_files=real_task_files)
   check_settings(settings)
   return settings
 
@@ -230,7 +318,7 @@ def resolve_bert_checkpoint(path):
 def check_settings(settings, check_files=True):
   """Fails with one line naming the flag when a setting is out of range or an input is missing."""
   for name, known, given in (("systems", SYSTEMS, settings.systems),
-                             ("tasks", TASKS, settings.tasks)):
+                             ("tasks", TASKS + tuple(REAL_TASKS), settings.tasks)):
     unknown = [x for x in given if x not in known]
     if unknown or not given:
       common.fail("--%s=%s: unknown %s (known: %s)" % (
@@ -253,7 +341,9 @@ def check_settings(settings, check_files=True):
   for key in ("pretrain_learning_rate", "finetune_learning_rate"):
     if getattr(settings, key) <= 0:
       common.fail("--%s=%g: must be > 0" % (key, getattr(settings, key)))
-  if settings.min_context_tokens >= settings.max_seq_length:
+  check_real_tasks(settings)
+  if (substitute_tasks(settings) and
+      settings.min_context_tokens >= settings.max_seq_length):
     common.fail("--min_context_tokens=%d: must be below --max_seq_length=%d" % (
         settings.min_context_tokens, settings.max_seq_length))
   if settings.window_stride > settings.window_length - 2:
@@ -265,6 +355,16 @@ def check_settings(settings, check_files=True):
   if "bert_windows" in settings.systems and not bert_windows_available():
     common.fail("--systems=%s: this checkout's etc_model/run_long_tasks.py has no "
                 "--model=bert_windows; leave bert_windows out" % ",".join(settings.systems))
+  if not finetune_order(settings):
+    common.fail("--systems=%s: run_long_tasks --model=bert_windows has the tasks %s, not %s; "
+                "add etc_none or etc_sum" % (",".join(settings.systems),
+                                             ", ".join(BERT_WINDOWS_TASKS),
+                                             ",".join(settings.tasks)))
+  if ({"cloze", "wikihop"} & set(settings.tasks) and
+      settings.max_candidates >= settings.max_global_seq_length):
+    common.fail("--max_candidates=%d: must be < --max_global_seq_length=%d (a candidate's "
+                "global token each)" % (settings.max_candidates,
+                                        settings.max_global_seq_length))
   if not check_files:
     return
   if settings.bert_checkpoint:
@@ -272,10 +372,52 @@ def check_settings(settings, check_files=True):
       common.require_file(os.path.join(settings.bert_checkpoint, name), "bert_checkpoint")
   elif not os.path.isdir(settings.hf_dir):
     common.fail("--hf_dir=%s: not a directory" % settings.hf_dir)
-  for path in settings.task_input_files:
-    common.require_file(path, "task_input_file")
-  for path in settings.pretraining_input_files:
-    common.require_file(path, "pretraining_input_file")
+  if substitute_tasks(settings):
+    for path in settings.task_input_files:
+      common.require_file(path, "task_input_file")
+  for task, files in (settings.real_task_files or {}).items():
+    for split, path in files.items():
+      common.require_file(path, "%s_%s_file" % (task, split))
+  if etc_residuals(settings) and settings.pretrain_steps:  # the pretraining_data stage
+    for path in settings.pretraining_input_files:
+      common.require_file(path, "pretraining_input_file")
+
+
+def substitute_tasks(settings):
+  """The tasks of the run built from a corpus by create_long_tasks (cloze, supporting)."""
+  return [t for t in settings.tasks if t in TASKS]
+
+
+def real_tasks(settings):
+  """The paper's tasks of the run (run from their official files)."""
+  return [t for t in settings.tasks if t in REAL_TASKS]
+
+
+def real_task_available(task):
+  """Whether this checkout has the task's data tool and run_long_tasks --task=<task>."""
+  if not os.path.exists(os.path.join(REPO_DIR, REAL_TASKS[task].data_tool)):
+    return False
+  with open(os.path.join(REPO_DIR, "etc_model", "long_task_heads.py")) as f:
+    return "\"%s\"" % task in f.read()
+
+
+def check_real_tasks(settings):
+  """One line when one of the paper's tasks lacks its files or tools, or files lack the task."""
+  files = settings.real_task_files or {}
+  for task in real_tasks(settings):
+    missing = [s for s in REAL_SPLITS if s not in files.get(task, {})]
+    if missing:
+      common.fail("--tasks=%s: %s needs its official files: give %s (%s; paper/table8.md "
+                  "says where they come from)" % (
+                      ",".join(settings.tasks), task, " and ".join(
+                          "--%s_%s_file" % (task, s) for s in missing), REAL_TASKS[task].files))
+    if not real_task_available(task):
+      common.fail("--tasks=%s: this checkout has no %s or run_long_tasks --task=%s; leave %s "
+                  "out" % (",".join(settings.tasks), REAL_TASKS[task].data_tool, task, task))
+  for task in files:
+    if task not in settings.tasks:
+      common.fail("--%s_%s_file given, but --tasks=%s leaves %s out" % (
+          task, next(iter(files[task])), ",".join(settings.tasks), task))
 
 
 def bert_windows_available():
@@ -292,6 +434,10 @@ def settings_record(settings):
   record["task_input_files"] = [os.path.basename(p) for p in settings.task_input_files]
   record["pretraining_input_files"] = [os.path.basename(p)
                                        for p in settings.pretraining_input_files]
+  if settings.real_task_files:  # absent otherwise: records of corpus-task runs stay valid
+    record["real_task_files"] = {task: {split: os.path.basename(path)
+                                        for split, path in files.items()}
+                                 for task, files in settings.real_task_files.items()}
   return record
 
 
@@ -320,7 +466,11 @@ def bert_input_files(settings):
 def input_files(settings):
   """Every input file the stages read (recorded with the settings, see check_record)."""
   inputs = bert_input_files(settings)
-  inputs += reproduction.input_files("task_input_file", settings.task_input_files)
+  if substitute_tasks(settings):  # the long_tasks stage
+    inputs += reproduction.input_files("task_input_file", settings.task_input_files)
+  for task, files in (settings.real_task_files or {}).items():  # the data_<task> stages
+    inputs += [reproduction.input_file("%s_%s_file" % (task, split), path)
+               for split, path in files.items()]
   if etc_residuals(settings) and settings.pretrain_steps:  # the pretraining_data stage
     inputs += reproduction.input_files("pretraining_input_file",
                                        settings.pretraining_input_files)
@@ -364,6 +514,11 @@ def bert_prefix(settings, out_dir):
                                                        "bert_model.ckpt")
 
 
+def task_data_dir(out_dir, task):
+  """The records of a task: data/long_tasks for the corpus tasks, data/<task> for the paper's."""
+  return os.path.join(out_dir, "data", task if task in REAL_TASKS else "long_tasks")
+
+
 def lifted_dir(out_dir, residual_attention):
   return os.path.join(out_dir, "lifted", residual_attention)
 
@@ -383,10 +538,10 @@ def run_dir_of(out_dir, system, task, seed):
 
 Stage = collections.namedtuple("Stage", [
     "name",      # unique; the done marker is stages/<name>.json
-    "kind",      # bert, long_tasks, pretraining_data, lift, pretrain, finetune
+    "kind",      # bert, long_tasks, task_data, pretraining_data, lift, pretrain, finetune
     "output",    # the directory (or file) it writes
     "resumable",  # True: rerun in place (the tool resumes); False: the output is removed first
-    "params",    # dict: residual_attention / system, task, seed
+    "params",    # dict: residual_attention / task / system, task, seed
 ])
 
 
@@ -395,10 +550,21 @@ def etc_residuals(settings):
   return [SYSTEMS[s][2] for s in settings.systems if SYSTEMS[s][1] == "etc"]
 
 
+def system_runs_task(system, task):
+  """Whether run_long_tasks has the system's model for the task (bert_windows: not every task)."""
+  return SYSTEMS[system][1] != "bert_windows" or task in BERT_WINDOWS_TASKS
+
+
 def finetune_order(settings):
-  """[(system, task, seed)]: seed by seed, every task, every system."""
+  """[(system, task, seed)]: seed by seed, every task, every system that has the task."""
   return [(system, task, seed) for seed in settings.seeds for task in settings.tasks
-          for system in settings.systems]
+          for system in settings.systems if system_runs_task(system, task)]
+
+
+def systems_without(settings):
+  """[(system, task)] of the systems asked for that run_long_tasks has no model of for a task."""
+  return [(system, task) for task in settings.tasks for system in settings.systems
+          if not system_runs_task(system, task)]
 
 
 def stage_plan(settings, out_dir):
@@ -408,8 +574,12 @@ def stage_plan(settings, out_dir):
       # With --bert_checkpoint the stage writes only the cut config.
       Stage("bert", "bert", paths["bert_config_cut"] if settings.bert_checkpoint
             else paths["bert"], False, {}),
-      Stage("long_tasks", "long_tasks", paths["long_tasks"], False, {}),
   ]
+  if substitute_tasks(settings):
+    stages.append(Stage("long_tasks", "long_tasks", paths["long_tasks"], False, {}))
+  for task in real_tasks(settings):
+    stages.append(Stage("data_" + task, "task_data", task_data_dir(out_dir, task), False,
+                        {"task": task}))
   residuals = etc_residuals(settings)
   if residuals and settings.pretrain_steps:
     stages.append(Stage("pretraining_data", "pretraining_data", paths["pretraining_data"],
@@ -511,6 +681,9 @@ def plan_lines(settings, out_dir):
     else:
       state = "to run"
     lines.append("  %-40s %s" % (stage.name, state))
+  for system, task in systems_without(settings):
+    lines.append("  (%s on %s: not run, run_long_tasks --model=bert_windows has %s only)" % (
+        system, task, ", ".join(BERT_WINDOWS_TASKS)))
   lines.append(progress_line(stages, seconds_of))
   return lines
 
@@ -530,6 +703,28 @@ def long_task_args(settings, out_dir):
           "--max_candidates=%d" % settings.max_candidates,
           "--min_context_tokens=%d" % settings.min_context_tokens,
           "--random_seed=%d" % settings.data_seed]
+
+
+def task_data_args(settings, out_dir, task):
+  """create_wikihop / create_hotpotqa flags: the official train and dev files at L and G."""
+  args = ["--%s_file=%s" % (split, path)
+          for split, path in settings.real_task_files[task].items()]
+  args += ["--output_dir=%s" % task_data_dir(out_dir, task),
+           "--vocab_file=%s" % os.path.join(bert_dir(settings, out_dir), "vocab.txt"),
+           "--max_seq_length=%d" % settings.max_seq_length,
+           "--max_global_seq_length=%d" % settings.max_global_seq_length]
+  return args + ["--%s=%s" % (name, getattr(settings, name))
+                 for name in REAL_TASKS[task].data_flags]
+
+
+def task_data_outputs(settings, out_dir, task):
+  """The files a task's data stage leaves for fine-tuning (records of train and dev, summary)."""
+  directory = task_data_dir(out_dir, task)
+  if task in REAL_TASKS:
+    return [os.path.join(directory, "%s_%s.tfrecord" % (task, split))
+            for split in REAL_SPLITS] + [os.path.join(directory, REAL_TASKS[task].summary_name)]
+  return [os.path.join(directory, "%s_%s.tfrecord" % (task, split))
+          for split in ("train", "dev", "test")]
 
 
 def pretraining_data_args(settings, out_dir):
@@ -583,12 +778,12 @@ def etc_start_checkpoint(settings, out_dir, residual_attention):
 def finetune_args(settings, out_dir, system, task, seed):
   """etc_model.run_long_tasks flags of one fine-tuning run."""
   _, model, residual_attention = SYSTEMS[system]
-  args = ["--task=%s" % task, "--data_dir=%s" % paths_of(out_dir)["long_tasks"],
+  args = ["--task=%s" % task, "--data_dir=%s" % task_data_dir(out_dir, task),
           "--output_dir=%s" % run_dir_of(out_dir, system, task, seed),
           "--max_seq_length=%d" % settings.max_seq_length,
           "--max_global_seq_length=%d" % settings.max_global_seq_length,
           "--max_candidates=%d" % settings.max_candidates,
-          "--do_train", "--do_eval", "--do_predict",
+          "--do_train", "--do_eval"] + ([] if task in REAL_TASKS else ["--do_predict"]) + [
           "--num_train_steps=%d" % settings.finetune_steps,
           "--train_batch_size=%d" % settings.finetune_batch_size,
           "--learning_rate=%g" % settings.finetune_learning_rate,
@@ -628,8 +823,10 @@ def check_stage_outputs(settings, out_dir, stage):
   if stage.kind == "bert":
     needed = [paths_of(out_dir)["bert_config_cut"], bert_prefix(settings, out_dir) + ".index"]
   elif stage.kind == "long_tasks":
-    needed = [os.path.join(stage.output, "%s_%s.tfrecord" % (task, split))
-              for task in settings.tasks for split in ("train", "dev", "test")]
+    needed = [path for task in substitute_tasks(settings)
+              for path in task_data_outputs(settings, out_dir, task)]
+  elif stage.kind == "task_data":
+    needed = task_data_outputs(settings, out_dir, stage.params["task"])
   elif stage.kind == "pretraining_data":
     needed = [stage.output]
   elif stage.kind == "lift":
@@ -638,6 +835,8 @@ def check_stage_outputs(settings, out_dir, stage):
   elif stage.kind == "pretrain":
     needed = [etc_start_checkpoint(settings, out_dir, stage.params["residual_attention"]) +
               ".index"]
+  elif stage.params["task"] in REAL_TASKS:  # no public test answers: dev only
+    needed = [os.path.join(stage.output, EVAL_RESULTS)]
   else:
     needed = [os.path.join(stage.output, name) for name in (EVAL_RESULTS, TEST_RESULTS)]
   missing = [p for p in needed if not os.path.exists(p)]
@@ -660,6 +859,9 @@ def run_stage(runner, settings, out_dir, stage):
     write_cut_config(settings, out_dir)
   elif stage.kind == "long_tasks":
     runner.run(stage.name, "etc_model/create_long_tasks.py", long_task_args(settings, out_dir))
+  elif stage.kind == "task_data":
+    task = stage.params["task"]
+    runner.run(stage.name, REAL_TASKS[task].data_tool, task_data_args(settings, out_dir, task))
   elif stage.kind == "pretraining_data":
     os.makedirs(os.path.dirname(stage.output), exist_ok=True)
     runner.run(stage.name, "etc_model/create_pretraining_data.py",
@@ -806,6 +1008,8 @@ def _main_table(settings, results):
   ]
   for task in settings.tasks:
     for system in settings.systems:
+      if not system_runs_task(system, task):
+        continue
       per_seed = results.get((system, task)) or {}
       for metric, label in TASK_METRICS[task]:
         dev, dev_pairs = best_median(per_seed, metric, "dev")
@@ -817,7 +1021,18 @@ def _main_table(settings, results):
         lines.append("| %s | %s | %s | %s | %s | %s | %s | %d/%d |" % (
             _label(system), task, label, _pct(dev), dev_cell, _pct(test),
             _seeds_cell(test_pairs), len(per_seed), len(settings.seeds)))
-  return lines + [""]
+  lines.append("")
+  if real_tasks(settings):
+    lines.append("%s: the official scorer's figures over every dev example (an example "
+                 "without a record counts as wrong); no test figures (the official test "
+                 "answers are hidden).\n" % ", ".join(REAL_TASKS[t].label
+                                                     for t in real_tasks(settings)))
+  left_out = systems_without(settings)
+  if left_out:
+    lines.append("Not run: %s (run_long_tasks --model=bert_windows has the tasks %s only).\n" % (
+        "; ".join("%s on %s" % (_label(system), task) for system, task in left_out),
+        ", ".join(BERT_WINDOWS_TASKS)))
+  return lines
 
 
 def supporting_all_inserted(path):
@@ -876,8 +1091,35 @@ def _baseline_lines(settings, results, out_dir=None):
                      "match %s / %s (the F1 a model must beat to have learnt anything).\n" % (
                          _pct(every[0]["f1"]), _pct(every[1]["f1"]),
                          _pct(every[0]["exact_match"]), _pct(every[1]["exact_match"])))
+  for task in real_tasks(settings):
+    lines += _task_data_lines(task, out_dir)
   if len(lines) == 1:
     lines.append("_No finished run yet._\n")
+  return lines
+
+
+def _task_data_lines(task, out_dir):
+  """What the data stage of one of the paper's tasks kept: examples, records, skipped by reason
+  (counted wrong by the official scorer), WikiHop's most-mentioned-candidate baseline."""
+  summary = reproduction.read_json(os.path.join(
+      task_data_dir(out_dir, task), REAL_TASKS[task].summary_name)) if out_dir else None
+  if not summary:
+    return []
+  lines = []
+  for split, stats in (summary.get("splits") or {}).items():
+    skipped = stats.get("skipped") or {}
+    text = "%s %s: %s examples, %s records" % (REAL_TASKS[task].label, split,
+                                               stats.get("examples"), stats.get("records"))
+    if skipped:
+      text += "; no record%s: %s" % (
+          " (counted wrong)" if split != "train" else " (not trained on)", ", ".join(
+              "%s %s" % (count, reason) for reason, count in skipped.items()))
+    if stats.get("truncated_examples"):
+      text += "; %s examples cut to L / G" % stats["truncated_examples"]
+    if stats.get("most_mentioned_accuracy") is not None:
+      text += "; the most-mentioned candidate is right on %s%% of the records with an answer" % (
+          _pct(stats["most_mentioned_accuracy"]))
+    lines.append(text + ".\n")
   return lines
 
 
@@ -917,8 +1159,10 @@ def difference_lines(settings, results):
   lines += ["| task | metric | split | median sum − median none | paired by seed | std over "
             "seeds (none / sum) |", "|---|---|---|---|---|---|"]
   for task in settings.tasks:
-    for metric, label in TASK_METRICS[task][:1]:
-      for split in ("dev", "test"):
+    metrics = ([m for m in TASK_METRICS[task] if (task, m[0]) in PAPER_METRICS.values()]
+               if task in REAL_TASKS else TASK_METRICS[task][:1])
+    for metric, label in metrics:
+      for split in ("dev",) if task in REAL_TASKS else ("dev", "test"):
         none_med, none_pairs = best_median(results.get(("etc_none", task)) or {}, metric, split)
         sum_med, sum_pairs = best_median(results.get(("etc_sum", task)) or {}, metric, split)
         a, b = dict(sum_pairs), dict(none_pairs)
@@ -988,6 +1232,26 @@ def _time_lines(settings, out_dir):
   return lines + ["", progress_line(stages, seconds_of) + ".\n"]
 
 
+def _task_descriptions(settings):
+  """The settings table's description of each kind of task of the run."""
+  texts = []
+  if substitute_tasks(settings):
+    texts.append("%s from %s: L=%d, G=%d, at most %d candidates, contexts >= %d pieces" % (
+        ", ".join(substitute_tasks(settings)), ", ".join(
+            reproduction.display_path(p, "task_input_file") for p in settings.task_input_files),
+        settings.max_seq_length, settings.max_global_seq_length, settings.max_candidates,
+        settings.min_context_tokens))
+  for task in real_tasks(settings):
+    texts.append("%s from the official %s: L=%d, G=%d%s" % (
+        REAL_TASKS[task].label, ", ".join(
+            "%s %s" % (split, os.path.basename(path))
+            for split, path in settings.real_task_files[task].items()),
+        settings.max_seq_length, settings.max_global_seq_length,
+        ", at most %d candidates" % settings.max_candidates
+        if "max_candidates" in REAL_TASKS[task].data_flags else ""))
+  return texts
+
+
 def _settings_lines(settings, out_dir):
   bert_config = reproduction.read_json(paths_of(out_dir)["bert_config_cut"]) or {}
   rows = [
@@ -996,11 +1260,7 @@ def _settings_lines(settings, out_dir):
                                     "bert_checkpoint" if settings.bert_checkpoint else "hf_dir"),
           bert_config.get("num_hidden_layers", "?"), bert_config.get("hidden_size", "?"),
           bert_config.get("num_attention_heads", "?"))),
-      ("tasks", "%s from %s: L=%d, G=%d, at most %d candidates, contexts >= %d pieces" % (
-          ", ".join(settings.tasks), ", ".join(reproduction.display_path(p, "task_input_file")
-                                               for p in settings.task_input_files),
-          settings.max_seq_length, settings.max_global_seq_length, settings.max_candidates,
-          settings.min_context_tokens)),
+      ("tasks", "; ".join(_task_descriptions(settings))),
       ("ETC", "lifted from the same BERT weights (seed %d), local_radius %d; residual "
               "attention %s" % (settings.data_seed, settings.local_radius,
                                 " / ".join(etc_residuals(settings)) or "n/a")),
@@ -1022,12 +1282,34 @@ def _settings_lines(settings, out_dir):
   return lines + ["| %s | %s |" % row for row in rows] + [""]
 
 
-def _paper_lines():
-  lines = ["## The paper's Table 8 (dev, ETC-Large: without / with residual attention)\n",
-           "| task | ETC | + residual attention |", "|---|---|---|"]
-  lines += ["| %s | %.2f | %.2f |" % row for row in PAPER_TABLE8]
-  return lines + ["", "Other data, a 24-layer model and real pre-training: compare directions, "
-                  "not values.\n"]
+def _paper_lines(settings, results):
+  """The paper's Table 8 beside ours (dev medians over seeds) for the same task and metric."""
+  lines = ["## The paper's Table 8 beside ours (dev; ETC without / with residual attention)\n",
+           "| task | paper: ETC | paper: + residual attention | paper: sum − none | ours: ETC "
+           "| ours: + residual attention | ours: sum − none | ours: seeds |",
+           "|---|---|---|---|---|---|---|---|"]
+  for name, paper_none, paper_sum in PAPER_TABLE8:
+    task, metric = PAPER_METRICS.get(name, (None, None))
+    ours = [best_median(results.get((system, task)) or {}, metric, "dev")
+            for system in ("etc_none", "etc_sum")] if task in settings.tasks else []
+    if ours and any(pairs for _, pairs in ours):
+      (none_med, none_pairs), (sum_med, sum_pairs) = ours
+      cells = [_pct_points(none_med), _pct_points(sum_med),
+               "n/a" if none_med is None or sum_med is None else "%+.2f" % (
+                   100 * (sum_med - none_med)),
+               "%d / %d" % (len(none_pairs), len(sum_pairs))]
+    else:
+      cells = ["not run"] * 3 + ["0"]
+    lines.append("| %s | %.2f | %.2f | %+.2f | %s |" % (
+        name, paper_none, paper_sum, paper_sum - paper_none, " | ".join(cells)))
+  return lines + ["", "The paper: ETC-Large lifted from RoBERTa, 4,096 long tokens, real "
+                  "long-document pre-training, five fine-tuning seeds, the best median. Ours: "
+                  "the settings above; compare directions against the seeds' spread, not "
+                  "values.\n"]
+
+
+def _pct_points(x):
+  return "n/a" if x is None else "%.2f" % (100.0 * x)
 
 
 def report_text(settings, out_dir, results=None):
@@ -1046,7 +1328,7 @@ def report_text(settings, out_dir, results=None):
   lines = (header + _main_table(settings, results) + _baseline_lines(settings, results, out_dir) +
            _distance_lines(settings, results) + difference_lines(settings, results) +
            _pretrain_lines(settings, out_dir) + _time_lines(settings, out_dir) +
-           _settings_lines(settings, out_dir) + _paper_lines())
+           _settings_lines(settings, out_dir) + _paper_lines(settings, results))
   return reproduction.portable_text("\n".join(lines) + "\n", out_dir)
 
 

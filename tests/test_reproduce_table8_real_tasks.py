@@ -1,0 +1,287 @@
+"""Tests for paper/reproduce_table8.py on the paper's own tasks (WikiHop, HotpotQA) from their
+official files: the plan, the checks, the record, the report (stages stubbed), and a tiny run
+of the real tools on official-format WikiHop files (tests/fixtures/wikihop)."""
+
+import json
+import os
+import re
+import shutil
+
+import pytest
+
+from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
+from conftest import write_random_bert_checkpoint
+from realformer_tf import common
+from paper import reproduce_table8 as rt8
+from test_etc_reproduce_table8 import MACHINE_PATH, StubStages, _settings, _touch, _write_json
+
+FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "wikihop")
+VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
+
+
+def _real_settings(tmp_path, tasks=("wikihop",), **overrides):
+  """Settings of a run of the paper's tasks, their official files in tmp_path/<task>/."""
+  files = {}
+  for task in tasks:
+    files[task] = {}
+    for split in rt8.REAL_SPLITS:
+      path = tmp_path / task / ("%s.json" % split)
+      if not path.exists():
+        os.makedirs(str(path.parent), exist_ok=True)
+        path.write_text("[]")
+      files[task][split] = str(path)
+  os.makedirs(str(tmp_path / "hf"), exist_ok=True)
+  (tmp_path / "plays.txt").write_text("To be.\n")
+  values = dict(tasks=list(tasks), seeds=[1, 2, 3, 4, 5], real_task_files=files)
+  values.update(overrides)
+  return _settings(tmp_path, **values)
+
+
+# Dev metrics per (system, seed) of the stub: sum above none on seeds 1, 2, 4.
+REAL_SCORES = {"etc_none": [0.40, 0.42, 0.50, 0.38, 0.45],
+               "etc_sum": [0.44, 0.43, 0.47, 0.40, 0.45]}
+
+
+class RealStubStages(StubStages):
+  """StubStages with the files of the paper's tasks' data and fine-tuning stages."""
+
+  def __call__(self, runner, settings, out_dir, stage):
+    if stage.kind == "task_data":
+      self.calls.append(stage.name)
+      task = stage.params["task"]
+      for path in rt8.task_data_outputs(settings, out_dir, task)[:-1]:
+        _touch(path)
+      _write_json(rt8.task_data_outputs(settings, out_dir, task)[-1], {"splits": {
+          "dev": {"examples": 10, "records": 9, "skipped": {"more_candidates": 1},
+                  "most_mentioned_accuracy": 0.3}}})
+    elif stage.kind == "finetune" and stage.params["task"] in rt8.REAL_TASKS:
+      self.calls.append(stage.name)
+      system, task, seed = (stage.params[k] for k in ("system", "task", "seed"))
+      value = REAL_SCORES[system][seed - 1]
+      _write_json(os.path.join(stage.output, rt8.EVAL_RESULTS),
+                  {"accuracy": value, "joint_f1": value, "f1": value + 0.2,
+                   "sp_f1": value + 0.3, "best_step": 2})
+    else:
+      super(RealStubStages, self).__call__(runner, settings, out_dir, stage)
+
+
+def test_defaults_follow_the_files_given():
+  assert rt8.default_tasks({}) == ["cloze", "supporting"]
+  assert rt8.default_tasks({"hotpotqa": {}, "wikihop": {}}) == ["wikihop", "hotpotqa"]
+  # The paper's protocol: five fine-tuning seeds per setting.
+  assert rt8.default_seeds(["wikihop"]) == "1,2,3,4,5"
+  assert rt8.default_seeds(["cloze", "hotpotqa"]) == "1,2,3,4,5"
+  assert rt8.default_seeds(["cloze", "supporting"]) == "1,2,3"
+
+
+def test_plan_and_commands_of_the_papers_tasks(tmp_path, monkeypatch):
+  monkeypatch.setattr(rt8, "real_task_available", lambda task: True)
+  settings = _real_settings(tmp_path, tasks=("wikihop", "hotpotqa"))
+  out = str(tmp_path / "out")
+  rt8.check_settings(settings)
+  names = [s.name for s in rt8.stage_plan(settings, out)]
+  # No corpus tasks: no long_tasks stage; BERT over windows has no model of these tasks.
+  assert names[:8] == ["bert", "data_wikihop", "data_hotpotqa", "pretraining_data",
+                       "lift_none", "lift_sum", "pretrain_none", "pretrain_sum"]
+  assert names[8:12] == ["finetune_etc_none_wikihop_seed1", "finetune_etc_sum_wikihop_seed1",
+                         "finetune_etc_none_hotpotqa_seed1", "finetune_etc_sum_hotpotqa_seed1"]
+  assert len(names) == 8 + 2 * 2 * 5 and not any("bert_windows" in n for n in names)
+  assert rt8.systems_without(settings) == [("bert_windows", "wikihop"),
+                                           ("bert_windows", "hotpotqa")]
+  assert ("  (bert_windows on wikihop: not run, run_long_tasks --model=bert_windows has cloze, "
+          "supporting only)") in rt8.plan_lines(settings, out)
+  files = settings.real_task_files
+  assert rt8.task_data_args(settings, out, "wikihop") == [
+      "--train_file=%s" % files["wikihop"]["train"], "--dev_file=%s" % files["wikihop"]["dev"],
+      "--output_dir=%s" % os.path.join(out, "data", "wikihop"),
+      "--vocab_file=%s" % os.path.join(out, "bert", "vocab.txt"), "--max_seq_length=256",
+      "--max_global_seq_length=32", "--max_candidates=8"]
+  assert rt8.task_data_args(settings, out, "hotpotqa")[-1] == "--max_global_seq_length=32"
+  ft = rt8.finetune_args(settings, out, "etc_sum", "hotpotqa", 3)
+  assert "--task=hotpotqa" in ft and "--data_dir=%s" % os.path.join(out, "data", "hotpotqa") in ft
+  # Dev-selected, no test split (the official test answers are hidden).
+  assert "--keep_best" in ft and "--do_eval" in ft and "--do_predict" not in ft
+  assert "--do_predict" in rt8.finetune_args(settings, out, "etc_sum", "cloze", 3)
+  # Corpus and paper's tasks together: both data stages, BERT windows on the corpus tasks.
+  mixed = _real_settings(tmp_path, tasks=("cloze", "wikihop"), seeds=[1])
+  assert [s.name for s in rt8.stage_plan(mixed, out)][:3] == ["bert", "long_tasks",
+                                                              "data_wikihop"]
+  assert [s.name for s in rt8.stage_plan(mixed, out) if "bert_windows" in s.name] == [
+      "finetune_bert_windows_cloze_seed1"]
+
+
+def test_checks_of_the_papers_tasks(tmp_path, monkeypatch):
+  assert rt8.real_task_available("wikihop")
+  assert rt8.real_task_available("hotpotqa") == os.path.exists(
+      os.path.join(REPO_DIR, "etc_model", "create_hotpotqa.py"))
+  from etc_model import bert_windows  # pylint: disable=g-import-not-at-top
+  assert rt8.BERT_WINDOWS_TASKS == tuple(bert_windows.TASKS)
+  settings = _real_settings(tmp_path)
+  for overrides, message in (
+      (dict(real_task_files={"wikihop": {"train": settings.real_task_files["wikihop"]["train"]}}),
+       "--tasks=wikihop: wikihop needs its official files: give --wikihop_dev_file ("),
+      (dict(tasks=["cloze"]), "--wikihop_train_file given, but --tasks=cloze leaves wikihop out"),
+      (dict(systems=["bert_windows"]), "--systems=bert_windows: run_long_tasks "
+       "--model=bert_windows has the tasks cloze, supporting, not wikihop"),
+      (dict(max_candidates=32), "--max_candidates=32: must be < --max_global_seq_length=32"),
+  ):
+    with pytest.raises(common.UsageError, match="^" + re.escape(message)):
+      rt8.check_settings(settings._replace(**overrides), check_files=False)
+  os.remove(settings.real_task_files["wikihop"]["dev"])
+  with pytest.raises(common.UsageError, match="^--wikihop_dev_file="):
+    rt8.check_settings(settings)
+  # A checkout without the HotpotQA tools: one line naming them.
+  monkeypatch.setattr(rt8, "real_task_available", lambda task: task != "hotpotqa")
+  hotpot = _real_settings(tmp_path, tasks=("hotpotqa",))
+  with pytest.raises(common.UsageError, match=re.escape(
+      "--tasks=hotpotqa: this checkout has no etc_model/create_hotpotqa.py or run_long_tasks "
+      "--task=hotpotqa; leave hotpotqa out")):
+    rt8.check_settings(hotpot, check_files=False)
+
+
+def test_the_official_files_are_recorded_and_an_edited_one_refused(tmp_path):
+  settings = _real_settings(tmp_path, pretrain_steps=0)
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  # Neither the corpus (no corpus task) nor the pre-training text (no pre-training) is needed.
+  os.remove(str(tmp_path / "plays.txt"))
+  rt8.check_settings(settings)
+  (tmp_path / "hf" / "vocab.txt").write_text("[PAD]\n")
+  rt8.check_record(out, settings, write=True)
+  record = json.load(open(os.path.join(out, rt8.RECORD_NAME)))
+  # The corpus is not read without the corpus tasks.
+  assert sorted(record["inputs"]) == ["hf_dir/vocab.txt", "wikihop_dev_file",
+                                      "wikihop_train_file"]
+  assert set(record["inputs"]["wikihop_dev_file"]) == {"sha256", "size"}
+  assert record["settings"]["real_task_files"] == {"wikihop": {"train": "train.json",
+                                                               "dev": "dev.json"}}
+  dev = tmp_path / "wikihop" / "dev.json"
+  dev.write_text('[{"id": "x"}]')
+  with pytest.raises(common.UsageError) as e:
+    rt8.check_record(out, settings, write=True)
+  assert "\n" not in str(e.value)
+  assert str(e.value).startswith(
+      "--output_dir=%s holds a run of other settings or input files: --wikihop_dev_file file "
+      "%s: other contents" % (out, dev))
+
+
+def test_report_puts_the_papers_numbers_beside_ours(tmp_path, monkeypatch):
+  monkeypatch.setattr(rt8, "real_task_available", lambda task: True)
+  settings = _real_settings(tmp_path, tasks=("wikihop", "hotpotqa", "cloze"), seeds=[1, 2, 3],
+                            pretrain_steps=0)
+  out = str(tmp_path / "out")
+  stub = RealStubStages()
+  rt8.run_all(settings, out, runner=None, run_fn=stub)
+  assert "data_hotpotqa" in stub.calls
+  assert rt8.run_all(settings, out, runner=None, run_fn=stub) == []   # resumed: all done
+  text = rt8.report_text(settings, out)
+  assert "All 21 fine-tuning runs finished" in text   # (2 systems x 2 tasks + 3 on cloze) x 3
+  # Medians over seeds 1-3: none 42 (40, 42, 50), sum 44 (44, 43, 47).
+  assert "| ETC | wikihop | accuracy | 42.0 | s1 40.0 @2, s2 42.0 @2, s3 50.0 @2 | n/a |" in text
+  assert "| ETC + residual attention (sum) | hotpotqa | supporting-fact F1 | 74.0 |" in text
+  assert ("| WikiHop accuracy | 78.92 | 79.21 | +0.29 | 42.00 | 44.00 | +2.00 | 3 / 3 |"
+          in text)
+  assert "| HotpotQA answer F1 | 80.38 | 80.86 | +0.48 | 62.00 | 64.00 | +2.00 | 3 / 3 |" in text
+  assert "| NQ long-answer F1 | 77.70 | 77.93 | +0.23 | not run |" in text
+  # sum - none: dev only for the paper's tasks, each of the paper's metrics.
+  assert "| wikihop | accuracy | dev | +2.0 | s1 +4.0, s2 +1.0, s3 -3.0 |" in text
+  assert "| hotpotqa | supporting-fact F1 | dev |" in text
+  assert "| wikihop | accuracy | test |" not in text and "| cloze | accuracy | test |" in text
+  assert ("Not run: BERT, sliding windows on wikihop; BERT, sliding windows on hotpotqa "
+          "(run_long_tasks --model=bert_windows has the tasks cloze, supporting only).") in text
+  assert ("WikiHop dev: 10 examples, 9 records; no record (counted wrong): 1 more_candidates; "
+          "the most-mentioned candidate is right on 30.0% of the records with an answer.") in text
+  assert "WikiHop from the official train train.json, dev dev.json: L=256, G=32, at most 8" in text
+  assert not MACHINE_PATH.search(text), MACHINE_PATH.search(text)
+  # A fine-tuning run of one of the paper's tasks needs only its dev results.
+  stage = [s for s in rt8.stage_plan(settings, out) if s.name.endswith("wikihop_seed1")][0]
+  os.remove(os.path.join(stage.output, rt8.EVAL_RESULTS))
+  with pytest.raises(common.UsageError, match="without <output_dir>/runs/etc_none_wikihop_seed1/"
+                     "eval_results.json"):
+    rt8.check_stage_outputs(settings, out, stage)
+
+
+def _tiny_bert(directory):
+  """A tiny random BERT directory (bert_model.ckpt, bert_config.json, the repository's vocab)."""
+  os.makedirs(directory)
+  _write_json(os.path.join(directory, "bert_config.json"), TINY_BERT_CONFIG)
+  shutil.copy(VOCAB, os.path.join(directory, "vocab.txt"))
+  write_random_bert_checkpoint(os.path.join(directory, "bert_config.json"),
+                               os.path.join(directory, "bert_model.ckpt"))
+
+
+@pytest.mark.slow
+def test_tiny_wikihop_run_resume_and_an_edited_dev_file(tmp_path):
+  """The real tools end to end on official-format WikiHop files: one seed, 2 steps (60-100 s on
+  2 shared cores)."""
+  data = tmp_path / "qangaroo_v1.1" / "wikihop"
+  os.makedirs(str(data))
+  for split in rt8.REAL_SPLITS:
+    shutil.copy(os.path.join(FIXTURES, split + ".json"), str(data / (split + ".json")))
+  _tiny_bert(str(tmp_path / "bert"))
+  out = tmp_path / "out"
+  args = ["--output_dir=%s" % out, "--bert_checkpoint=%s" % (tmp_path / "bert"),
+          "--wikihop_train_file=%s" % (data / "train.json"),
+          "--wikihop_dev_file=%s" % (data / "dev.json"), "--systems=etc_none,etc_sum",
+          "--seeds=1", "--max_seq_length=128", "--max_global_seq_length=32",
+          "--max_candidates=6", "--local_radius=8", "--pretrain_steps=0", "--finetune_steps=2",
+          "--eval_every_steps=2", "--finetune_batch_size=2", "--predict_batch_size=4"]
+  dry = run_tool("paper/reproduce_table8.py", args + ["--dry_run"])
+  assert re.search(r"Plan: 6 stages; systems etc_none,etc_sum; tasks wikihop; seeds 1;", dry.stdout)
+  assert "data_wikihop" in dry.stdout and not os.path.exists(str(out / rt8.RECORD_NAME))
+  run_tool("paper/reproduce_table8.py", args)
+  report = (out / "report.md").read_text()
+  assert "All 2 fine-tuning runs finished" in report
+  assert re.search(r"\| WikiHop accuracy \| 78\.92 \| 79\.21 \| \+0\.29 \| \d+\.\d\d \| \d+\.\d\d "
+                   r"\| [+-]\d+\.\d\d \| 1 / 1 \|", report)
+  # The dev fixture has 4 examples, one with more candidates than C = 6 (no record, wrong).
+  assert "WikiHop dev: 4 examples, 3 records; no record (counted wrong): 1 " in report
+  # The driver's accuracy is the official scorer's on the run's dev predictions.
+  from etc_model import wikihop_evaluate  # pylint: disable=g-import-not-at-top
+  run = out / "runs" / "etc_sum_wikihop_seed1"
+  results = json.loads((run / rt8.EVAL_RESULTS).read_text())
+  official = wikihop_evaluate.evaluate_files(str(data / "dev.json"),
+                                             str(run / "dev_predictions.json"))
+  assert results["accuracy"] == official["accuracy"] and official["examples"] == 4
+  assert results["scored_checkpoint"] == "best" and results["residual_attention"] == "sum"
+  # Rerun: every stage is done, nothing runs.
+  again = run_tool("paper/reproduce_table8.py", args)
+  assert "6/6 stages done" in again.stdout and "reproduce_table8: stage" not in again.stderr
+  # An official file edited in place: refused in one line before any stage.
+  with open(str(data / "dev.json")) as f:
+    examples = json.load(f)
+  examples[0]["supports"][0] += " It is long."
+  (data / "dev.json").write_text(json.dumps(examples))
+  refused = run_tool("paper/reproduce_table8.py", args, expect_rc=2)
+  assert last_error_line(refused).startswith(
+      "error: --output_dir=%s holds a run of other settings or input files: --wikihop_dev_file "
+      "file %s: other contents" % (out, data / "dev.json"))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (rt8.real_task_available("hotpotqa") and os.path.isdir(os.path.join(
+    REPO_DIR, "tests", "fixtures", "hotpotqa"))), reason="this checkout has no HotpotQA tools")
+def test_tiny_hotpotqa_run(tmp_path):
+  """The real tools end to end on official-format HotpotQA files: one seed, 2 steps."""
+  data = tmp_path / "hotpotqa"
+  os.makedirs(str(data))
+  for split in rt8.REAL_SPLITS:
+    shutil.copy(os.path.join(REPO_DIR, "tests", "fixtures", "hotpotqa", split + ".json"),
+                str(data / (split + ".json")))
+  _tiny_bert(str(tmp_path / "bert"))
+  out = tmp_path / "out"
+  run_tool("paper/reproduce_table8.py", [
+      "--output_dir=%s" % out, "--bert_checkpoint=%s" % (tmp_path / "bert"),
+      "--hotpotqa_train_file=%s" % (data / "train.json"),
+      "--hotpotqa_dev_file=%s" % (data / "dev.json"), "--seeds=1", "--max_seq_length=128",
+      "--max_global_seq_length=32", "--local_radius=8", "--pretrain_steps=0",
+      "--finetune_steps=2", "--eval_every_steps=2", "--finetune_batch_size=2",
+      "--predict_batch_size=4"])
+  report = (out / "report.md").read_text()
+  assert "All 2 fine-tuning runs finished" in report
+  assert "Not run: BERT, sliding windows on hotpotqa" in report
+  for name in ("HotpotQA supporting-fact F1", "HotpotQA answer F1", "HotpotQA joint F1"):
+    assert re.search(r"\| %s \| [\d.]+ \| [\d.]+ \| \+[\d.]+ \| \d+\.\d\d \| \d+\.\d\d \| "
+                     r"[+-]\d+\.\d\d \| 1 / 1 \|" % name, report), name
+  results = json.loads((out / "runs" / "etc_none_hotpotqa_seed1" / rt8.EVAL_RESULTS).read_text())
+  assert {"f1", "sp_f1", "joint_f1"} <= set(results)
