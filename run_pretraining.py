@@ -635,7 +635,7 @@ def _check_engine_flags():
   only the Estimator implements (tf2_training.check_flags), on both the combinations
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
-    tf2_training.check_flags(FLAGS, "run_pretraining.py")
+    tf2_training.check_flags(FLAGS, "run_pretraining.py", multi_worker=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -645,6 +645,10 @@ def main(_):
   _check_flags()
   _check_engine_flags()
   _configure_cpu_devices(FLAGS.num_cpu_devices)
+  # The TF2 engine's strategy, before any TensorFlow operation runs (a multi-worker one must).
+  strategy = None
+  if not estimator_utils.has_estimator():
+    strategy = tf2_training.make_strategy(FLAGS.distribution_strategy, FLAGS.num_gpus)
 
   bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS,
                                             max_seq_length=FLAGS.max_seq_length)
@@ -691,8 +695,8 @@ def main(_):
                        num_warmup_steps, FLAGS.num_train_steps,
                        pretraining_utils.OFFICIAL_WARMUP_STEPS)
   if not estimator_utils.has_estimator():
-    _run_engine(FLAGS, bert_config, input_files, eval_files, resume_step, num_warmup_steps,
-                label)
+    _run_engine(FLAGS, strategy, bert_config, input_files, eval_files, resume_step,
+                num_warmup_steps, label)
     lock.release()
     return
   digest_hook = WeightsDigestHook()
@@ -789,13 +793,14 @@ def main(_):
   lock.release()
 
 
-def _run_engine(flag_values, bert_config, input_files, eval_files, resume_step, num_warmup_steps,
-                label):
+def _run_engine(flag_values, strategy, bert_config, input_files, eval_files, resume_step,
+                num_warmup_steps, label):
   """--do_train / --do_eval with tf2_training.Engine (a TensorFlow without the Estimator): the
   checkpoints, train_summary_<label>.json and eval_results of the Estimator's path.
 
   Args:
     flag_values: the parsed flags, as main read and checked them.
+    strategy: tf2_training.make_strategy's strategy of --distribution_strategy.
     bert_config: the job's BertConfig.
     input_files: the training TFRecords.
     eval_files: the evaluation TFRecords.
@@ -803,7 +808,6 @@ def _run_engine(flag_values, bert_config, input_files, eval_files, resume_step, 
     num_warmup_steps: the warm-up, resolved.
     label: the train_summary file's label.
   """
-  strategy = tf2_training.make_strategy(flag_values.distribution_strategy, flag_values.num_gpus)
   engine = tf2_training.Engine(
       _engine_model_fn(bert_config, tf2_training.is_tpu_strategy(strategy)), flag_values.output_dir,
       strategy=strategy, train_batch_size=flag_values.train_batch_size,
@@ -854,7 +858,8 @@ def _run_engine(flag_values, bert_config, input_files, eval_files, resume_step, 
     common.write_json_atomic(
         os.path.join(flag_values.output_dir, "train_summary_%s.json" % label), summary)
     tf1.logging.info("Training done: %s", json.dumps(summary, sort_keys=True))
-  if flag_values.do_eval:
+  # A multi-worker job evaluates on its chief, as the Estimator's does.
+  if flag_values.do_eval and engine.is_chief:
     tf1.logging.info("***** Running evaluation *****")
     tf1.logging.info("  Batch size = %d", flag_values.eval_batch_size)
     eval_once = flag_values.max_eval_steps is None

@@ -79,12 +79,14 @@ import tensorflow as tf
 from realformer_tf import common
 from realformer_tf import estimator_utils
 from realformer_tf import export_utils
+from realformer_tf import pretraining_utils
 import optimization
 
 tf1 = tf.compat.v1
 
-# The strategies of make_strategy: one device, the local GPUs (or logical CPUs), a TPU.
-STRATEGIES = ("none", "mirrored", "tpu")
+# The strategies of make_strategy: one device, the local GPUs (or logical CPUs), the workers of
+# TF_CONFIG, a TPU.
+STRATEGIES = ("none", "mirrored", "multi_worker_mirrored", "tpu")
 
 # Flags of estimator_utils.define_estimator_flags that only the Estimator implements, with their
 # "off" value (check_flags refuses any other).
@@ -92,8 +94,10 @@ ESTIMATOR_ONLY_FLAGS = collections.OrderedDict([
     ("use_tpu", False), ("tpu_name", None), ("tpu_zone", None), ("gcp_project", None),
     ("master", None), ("num_tpu_cores", 8), ("iterations_per_loop", 1000),
     ("precision", "fp32")])
-# --distribution_strategy values the engine runs.
+# --distribution_strategy values the engine runs; MULTI_WORKER where the command makes its
+# strategy before any TensorFlow operation (check_flags' multi_worker).
 ENGINE_DISTRIBUTION_STRATEGIES = ("none", "mirrored")
+MULTI_WORKER = "multi_worker_mirrored"
 
 CHECKPOINT_NAME = "model.ckpt"
 GLOBAL_STEP = "global_step"
@@ -109,12 +113,14 @@ VariableSpec = collections.namedtuple("VariableSpec", ["shape", "dtype", "traina
 TrainResult = collections.namedtuple("TrainResult", ["global_step", "steps_per_second"])
 
 
-def check_flags(flag_values, script):
+def check_flags(flag_values, script, multi_worker=False):
   """One line for a flag set on the command line that only the Estimator engine implements.
 
   Args:
     flag_values: the parsed flags (those of estimator_utils.define_estimator_flags).
     script: the command's name for the message, e.g. "run_classifier.py".
+    multi_worker: the command runs --distribution_strategy=multi_worker_mirrored on the engine
+      (it makes the strategy before any TensorFlow operation).
   """
   for name, off in ESTIMATOR_ONLY_FLAGS.items():
     value = getattr(flag_values, name, off)
@@ -126,11 +132,11 @@ def check_flags(flag_values, script):
           "python %s ...`)" % (shown, estimator_utils.ESTIMATOR_TF_VERSION, script,
                                tf.__version__, estimator_utils.ESTIMATOR_TF_VERSION, script))
   strategy = getattr(flag_values, "distribution_strategy", "none")
-  if strategy not in ENGINE_DISTRIBUTION_STRATEGIES:
+  supported = ENGINE_DISTRIBUTION_STRATEGIES + ((MULTI_WORKER,) if multi_worker else ())
+  if strategy not in supported:
     common.fail("--distribution_strategy=%s: implemented by the Estimator only (TensorFlow %s); "
                 "%s on TF %s runs %s" % (strategy, estimator_utils.ESTIMATOR_TF_VERSION, script,
-                                         tf.__version__,
-                                         " or ".join(ENGINE_DISTRIBUTION_STRATEGIES)))
+                                         tf.__version__, " or ".join(supported)))
 
 
 def make_strategy(name="none", num_gpus=None, tpu_address=None):
@@ -148,8 +154,10 @@ def make_strategy(name="none", num_gpus=None, tpu_address=None):
   """
   if name == "none":
     return tf.distribute.get_strategy()
-  if name == "mirrored":
-    return estimator_utils.make_distribution_strategy("mirrored", num_gpus)
+  if name in ("mirrored", MULTI_WORKER):
+    # multi_worker_mirrored: the workers of TF_CONFIG, which must be created before the
+    # process runs any TensorFlow operation (a command makes it first thing in main).
+    return estimator_utils.make_distribution_strategy(name, num_gpus)
   if name == "tpu":
     resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address)
     tf.config.experimental_connect_to_cluster(resolver)
@@ -316,6 +324,31 @@ _XlaFlags = collections.namedtuple("_XlaFlags", ["use_xla"])
 # The engine.
 
 
+def _pipeline_share(dataset, context):
+  """This worker's share of the one input pipeline's per-replica batches.
+
+  A step takes the pipeline's next num_replicas batches, replica r the r-th: with several
+  workers (one pipeline each) worker w keeps every n-th batch from its w-th, so the workers
+  together train on the batches one process would (and a resumed job skips the same ones).
+
+  Args:
+    dataset: the input_fn's dataset of per-replica batches (every worker builds the same one).
+    context: the tf.distribute.InputContext.
+
+  Returns:
+    tf.data.Dataset.
+  """
+  if context.num_input_pipelines == 1:
+    return dataset
+  return dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
+
+
+def _on_device_of(variable, tensor):
+  """`tensor` placed on the device of this replica's copy of `variable`."""
+  with tf.device(variable.device):
+    return tf.identity(tensor)
+
+
 def _trained_variable_names(loss, trainable_variables):
   """The names of the trainable variables a training step updates: those the loss has a
   gradient for, as optimization.create_optimizer's AdamWeightDecayOptimizer updates (and gives
@@ -415,6 +448,16 @@ class Engine(object):
   def num_replicas(self):
     """Replicas in sync: the per-replica batches one training step reads from the input."""
     return self.strategy.num_replicas_in_sync
+
+  @property
+  def is_chief(self):
+    """Whether this process writes the job's checkpoints and TensorBoard events: a single
+    process, or the chief (worker 0 of a cluster without one) of a multi-worker job."""
+    return pretraining_utils.is_chief() if self._multi_worker else True
+
+  @property
+  def _multi_worker(self):
+    return isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
 
   @property
   def on_tpu(self):
@@ -609,7 +652,8 @@ class Engine(object):
       tf1.logging.info("%d replicas in sync: %d examples per replica per step",
                        self.num_replicas, per_replica)
     tf.io.gfile.makedirs(self.output_dir)
-    remove_stale_checkpoint_temps(self.output_dir)
+    if self.is_chief:
+      remove_stale_checkpoint_temps(self.output_dir)
     latest = tf1.train.latest_checkpoint(self.output_dir)
     start_step = (int(tf.train.load_checkpoint(latest).get_tensor(GLOBAL_STEP))
                   if latest else 0)
@@ -620,14 +664,26 @@ class Engine(object):
       tf1.logging.info("Restoring %s (step %d)", latest, start_step)
     self._load(feature_spec, latest)
     if not latest:
-      save_checkpoint(self.checkpoint_variables(), self.output_dir, 0,
-                      self._keep_checkpoint_max)
+      self._save_checkpoint(0)
     if start_step >= max_steps:
       return TrainResult(start_step, None)
     dataset = self.strategy.distribute_datasets_from_function(
-        lambda context: input_fn({"batch_size": context.get_per_replica_batch_size(
-            self.train_batch_size)}))
+        lambda context: _pipeline_share(input_fn({
+            "batch_size": context.get_per_replica_batch_size(self.train_batch_size)}), context))
     return self._train_loop(iter(dataset), start_step, max_steps)
+
+  def _save_checkpoint(self, step):
+    """save_checkpoint of the engine's variables at `step`, written by the chief only.
+
+    Every worker of a multi-worker job reads the values, in the same order: reading a gradient
+    accumulator (per-replica, averaged on read) is a collective operation all of them join.
+    """
+    variables = self.checkpoint_variables()
+    if self.is_chief:
+      save_checkpoint(variables, self.output_dir, step, self._keep_checkpoint_max)
+    else:
+      for name in sorted(variables):
+        variables[name].read_value()
 
   def step_runner(self, input_fn):
     """A function that runs one training step, for a benchmark: no checkpoint, log or summary.
@@ -672,7 +728,8 @@ class Engine(object):
     # every function it calls would only cost tracing time.
     self._train_step = tf.function(self._distributed_step, autograph=False)
     # One writer for the engine's life: the traced step keeps the writer it was traced with.
-    self._summary_writer = tf.summary.create_file_writer(self.output_dir)
+    self._summary_writer = (tf.summary.create_file_writer(self.output_dir) if self.is_chief
+                            else tf.summary.create_noop_writer())
 
   def _train_loop(self, iterator, step, max_steps):
     """Runs the steps from `step` to max_steps (or a stop signal); checkpoints as train()."""
@@ -701,13 +758,11 @@ class Engine(object):
       if rate_origin is None:
         rate_origin = (step, time.time())
       if step - last_saved >= self._save_checkpoints_steps:
-        save_checkpoint(self.checkpoint_variables(), self.output_dir, step,
-                        self._keep_checkpoint_max)
+        self._save_checkpoint(step)
         last_saved = step
     self._summary_writer.flush()
     if step != last_saved:
-      save_checkpoint(self.checkpoint_variables(), self.output_dir, step,
-                      self._keep_checkpoint_max)
+      self._save_checkpoint(step)
     return TrainResult(step, progress.last_rate)
 
   def _write_summaries(self, step, loss, learning_rate, rate_origin):
@@ -781,6 +836,10 @@ class Engine(object):
     if self._accumulation_steps > 1:
       grads, apply_now = self._accumulate(grads)
     if self.num_replicas > 1:
+      if self._multi_worker:
+        # Collective all-reduce takes its destinations from the values' devices: each gradient
+        # on its variable's (the graph code places no op).
+        grads = [_on_device_of(variable, grad) for variable, grad in zip(self._trainable, grads)]
       # The global batch's gradient, clipped as one device clips it.
       grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN,
                                                              grads)

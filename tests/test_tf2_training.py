@@ -462,6 +462,10 @@ def test_check_flags_refuses_what_only_the_estimator_implements():
                      "implemented by the Estimator only"):
     tf2_training.check_flags(argparse.Namespace(
         **dict(defaults, distribution_strategy="multi_worker_mirrored")), "run_classifier.py")
+  # A command that makes its strategy at start-up runs several workers.
+  tf2_training.check_flags(argparse.Namespace(
+      **dict(defaults, distribution_strategy="multi_worker_mirrored")), "run_pretraining.py",
+                           multi_worker=True)
 
 
 def test_name_based_checkpoints_are_the_tf1_savers(tmp_path):
