@@ -35,7 +35,6 @@ from absl import flags
 
 from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 from realformer_tf import common
-from realformer_tf import estimator_utils
 from realformer_tf import reproduction
 from realformer_tf import subprocess_utils
 from realformer_tf import text_input
@@ -380,8 +379,6 @@ def _is_progress(line):
 
 
 def main(_):
-  # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
-  estimator_utils.require_estimator()
   for flag_name in ("train_text", "heldout_text", "bert_config_file"):
     common.require_file(getattr(FLAGS, flag_name), flag_name)
   if FLAGS.vocab_file is not None:

@@ -1111,7 +1111,7 @@ def record_invocation(plan_path, plan, start_time):
 
 def main(_):
   # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
-  estimator_utils.require_estimator()
+  estimator_utils.require_estimator(script="-m paper.reproduce_table2")
   tf1.logging.set_verbosity(tf1.logging.INFO)
   log = lambda msg: tf1.logging.info(msg)
   settings, options = read_flags()

@@ -1017,7 +1017,7 @@ def write_report(settings, out_dir, results=None):
 
 def main(_):
   # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
-  estimator_utils.require_estimator()
+  estimator_utils.require_estimator(script="-m paper.reproduce_table7")
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
   if FLAGS.plan_only and FLAGS.report_only:

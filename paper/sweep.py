@@ -1186,7 +1186,7 @@ def tasks_on_disk(output_dir):
 
 def main(_):
   # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
-  estimator_utils.require_estimator()
+  estimator_utils.require_estimator(script="-m paper.sweep")
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
   common.check_output_dir(FLAGS.output_dir)
