@@ -1496,7 +1496,7 @@ def _check_engine_flags():
   only the Estimator implements (tf2_training.check_flags), on both the combinations
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
-    tf2_training.check_flags(FLAGS, "run_ner.py")
+    tf2_training.check_flags(FLAGS, "run_ner.py", xla=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -1745,7 +1745,8 @@ def _job_trainer(settings, bert_config, num_labels, num_train_steps, num_warmup_
       save_checkpoints_steps=settings.save_checkpoints_steps,
       keep_checkpoint_max=settings.keep_checkpoint_max,
       log_every_n_steps=settings.log_every_n_steps,
-      fused_optimizer=settings.precision_kwargs["fused_optimizer"])
+      fused_optimizer=settings.precision_kwargs["fused_optimizer"],
+      use_xla=settings.flag_values.use_xla)
 
 
 def _make_estimator(model_fn, settings, predict_batch_size):

@@ -107,6 +107,8 @@ FLAGS = flags.FLAGS
 
 # The shared estimator_utils.MODEL_FN_FLAGS this script implements.
 SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
+# The --precision values of the TF2 engine (fp16's dynamic loss scaling is the Estimator's).
+ENGINE_PRECISIONS = ("fp32", "bf16")
 
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_steps,
@@ -244,12 +246,13 @@ def _training_summaries(features, masked_lm_loss, masked_lm_log_probs, next_sent
   tf1.summary.scalar("next_sentence_loss", next_sentence_loss)
 
 
-def _engine_model_fn(bert_config, use_one_hot_embeddings):
-  """The tf2_training.Engine model function: (total loss, what metric_fn reads per example)."""
+def _engine_model_fn(bert_config, use_one_hot_embeddings, compute_dtype=None):
+  """The tf2_training.Engine model function: (total loss, what metric_fn reads per example);
+  compute_dtype as _pretraining_graph's (--precision=bf16)."""
   def model_fn(features, is_training):
     (total_loss, masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs,
      next_sentence_loss, next_sentence_example_loss, next_sentence_log_probs) = _pretraining_graph(
-         features, is_training, bert_config, use_one_hot_embeddings)
+         features, is_training, bert_config, use_one_hot_embeddings, compute_dtype)
     if is_training:
       _training_summaries(features, masked_lm_loss, masked_lm_log_probs, next_sentence_loss)
     batch_shape = tf.shape(features["masked_lm_ids"])
@@ -635,7 +638,8 @@ def _check_engine_flags():
   only the Estimator implements (tf2_training.check_flags), on both the combinations
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
-    tf2_training.check_flags(FLAGS, "run_pretraining.py", multi_worker=True)
+    tf2_training.check_flags(FLAGS, "run_pretraining.py", multi_worker=True,
+                             precisions=ENGINE_PRECISIONS, xla=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -809,7 +813,9 @@ def _run_engine(flag_values, strategy, bert_config, input_files, eval_files, res
     label: the train_summary file's label.
   """
   engine = tf2_training.Engine(
-      _engine_model_fn(bert_config, tf2_training.is_tpu_strategy(strategy)), flag_values.output_dir,
+      _engine_model_fn(bert_config, tf2_training.is_tpu_strategy(strategy),
+                       modeling.get_compute_dtype(flag_values.precision)),
+      flag_values.output_dir,
       strategy=strategy, train_batch_size=flag_values.train_batch_size,
       learning_rate=flag_values.learning_rate, num_train_steps=flag_values.num_train_steps,
       num_warmup_steps=num_warmup_steps, init_checkpoint=flag_values.init_checkpoint,

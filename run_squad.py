@@ -1600,7 +1600,7 @@ def _check_engine_flags():
   only the Estimator implements (tf2_training.check_flags), on both the combinations
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
-    tf2_training.check_flags(FLAGS, "run_squad.py")
+    tf2_training.check_flags(FLAGS, "run_squad.py", xla=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -1736,7 +1736,8 @@ def _job_trainer(settings, bert_config, num_train_steps, num_warmup_steps):
       save_checkpoints_steps=settings.save_checkpoints_steps,
       keep_checkpoint_max=settings.keep_checkpoint_max,
       log_every_n_steps=settings.log_every_n_steps,
-      fused_optimizer=settings.precision_kwargs["fused_optimizer"])
+      fused_optimizer=settings.precision_kwargs["fused_optimizer"],
+      use_xla=settings.flag_values.use_xla)
 
 
 def _job_estimator(settings, bert_config, num_train_steps, num_warmup_steps):

@@ -44,8 +44,8 @@ are the same in every precision: a job continues in another one.
 
 On TensorFlow >= 2.16 (no Estimator) the same flags train and evaluate with
 realformer_tf.tf2_training.Engine over the same graph: the same checkpoints (a job continues on
-either engine), train_summary and eval_results; the Estimator-only flags (TPU, XLA, precision,
---gradient_accumulation_steps) are one-line errors there.
+either engine), train_summary and eval_results, --precision=bf16 included; the Estimator-only
+flags (TPU, XLA, fp16) are one-line errors there.
 """
 
 from __future__ import absolute_import
@@ -423,7 +423,7 @@ def model_fn_builder(config, init_checkpoint, learning_rate, num_train_steps, nu
 
 
 def engine_model_fn(config, cpc_options=None, att_implementation="auto",
-                    use_one_hot_embeddings=False):
+                    use_one_hot_embeddings=False, compute_dtype=None):
   """model_fn_builder's graph as a tf2_training.Engine model function.
 
   Args:
@@ -431,6 +431,7 @@ def engine_model_fn(config, cpc_options=None, att_implementation="auto",
     cpc_options: CpcOptions (loss_weight > 0 adds the CPC loss) or None.
     att_implementation: "auto", "full" or "sparse".
     use_one_hot_embeddings: TPU embedding lookups.
+    compute_dtype: as build_model's (--precision=bf16; None: float32).
 
   Returns:
     model_fn(features, is_training) -> (loss, {name: Tensor [batch, ...]}: what
@@ -443,12 +444,13 @@ def engine_model_fn(config, cpc_options=None, att_implementation="auto",
     if cpc_options is not None and cpc_options.loss_weight > 0:
       loss, example_loss, log_probs, cpc_out = build_model_with_cpc(
           config, features, is_training, cpc_options, cpc_seed(features, is_training),
-          use_one_hot_embeddings=use_one_hot_embeddings, att_implementation=att_implementation)
+          use_one_hot_embeddings=use_one_hot_embeddings, att_implementation=att_implementation,
+          compute_dtype=compute_dtype)
       weights = cpc_out["masked_lm_weights"]
     else:
       loss, example_loss, log_probs = build_model(
           config, features, is_training, use_one_hot_embeddings=use_one_hot_embeddings,
-          att_implementation=att_implementation)
+          att_implementation=att_implementation, compute_dtype=compute_dtype)
       weights = features["masked_lm_weights"]
     batch_shape = tf.shape(features["masked_lm_ids"])
     values = {
@@ -598,16 +600,10 @@ def _check_vocab_ids(input_files, config):
 
 def _check_engine_flags():
   """One-line errors for the device, precision and distribution flags: on the TF2 engine those
-  only the Estimator implements (tf2_training.check_flags, --gradient_accumulation_steps), on
-  both the combinations estimator_utils refuses."""
+  only the Estimator implements (tf2_training.check_flags), on both the combinations
+  estimator_utils refuses."""
   if not estimator_utils.has_estimator():
-    tf2_training.check_flags(FLAGS, "-m " + SCRIPT)
-    if FLAGS.gradient_accumulation_steps != 1:
-      common.fail("--gradient_accumulation_steps=%d: implemented by the Estimator only "
-                  "(TensorFlow %s); run it in the project's TF %s environment (`bash run.sh "
-                  "python -m %s ...`)" % (
-                      FLAGS.gradient_accumulation_steps, estimator_utils.ESTIMATOR_TF_VERSION,
-                      estimator_utils.ESTIMATOR_TF_VERSION, SCRIPT))
+    tf2_training.check_flags(FLAGS, "-m " + SCRIPT, precisions=("fp32", "bf16"), xla=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
 
@@ -758,7 +754,8 @@ def _run_engine(flag_values, config, cpc_options, input_files, eval_files, resum
   strategy = tf2_training.make_strategy(flag_values.distribution_strategy, flag_values.num_gpus)
   engine = tf2_training.Engine(
       engine_model_fn(config, cpc_options, flag_values.att_implementation,
-                      tf2_training.is_tpu_strategy(strategy)),
+                      tf2_training.is_tpu_strategy(strategy),
+                      modeling.get_compute_dtype(flag_values.precision)),
       flag_values.output_dir, strategy=strategy, train_batch_size=flag_values.train_batch_size,
       learning_rate=flag_values.learning_rate, num_train_steps=flag_values.num_train_steps,
       num_warmup_steps=num_warmup_steps, init_checkpoint=flag_values.init_checkpoint,
@@ -767,8 +764,11 @@ def _run_engine(flag_values, config, cpc_options, input_files, eval_files, resum
       save_checkpoints_steps=flag_values.save_checkpoints_steps,
       keep_checkpoint_max=flag_values.keep_checkpoint_max,
       log_every_n_steps=flag_values.log_every_n_steps,
-      fused_optimizer=flag_values.fused_optimizer)
-  total_steps = flag_values.num_train_steps
+      fused_optimizer=flag_values.fused_optimizer,
+      gradient_accumulation_steps=flag_values.gradient_accumulation_steps,
+      use_xla=flag_values.use_xla)
+  # The global step counts micro-batches, as the Estimator's.
+  total_steps = flag_values.num_train_steps * flag_values.gradient_accumulation_steps
   if flag_values.do_train:
     if resume_step:
       tf1.logging.info("Resuming from step %d of %d in %s", resume_step, total_steps,

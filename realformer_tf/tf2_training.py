@@ -89,11 +89,12 @@ tf1 = tf.compat.v1
 STRATEGIES = ("none", "mirrored", "multi_worker_mirrored", "tpu")
 
 # Flags of estimator_utils.define_estimator_flags that only the Estimator implements, with their
-# "off" value (check_flags refuses any other).
+# "off" value (check_flags refuses any other; use_xla and precision where the command passes
+# them to the engine: check_flags' xla and precisions).
 ESTIMATOR_ONLY_FLAGS = collections.OrderedDict([
     ("use_tpu", False), ("tpu_name", None), ("tpu_zone", None), ("gcp_project", None),
     ("master", None), ("num_tpu_cores", 8), ("iterations_per_loop", 1000),
-    ("precision", "fp32")])
+    ("use_xla", False), ("precision", "fp32")])
 # --distribution_strategy values the engine runs; MULTI_WORKER where the command makes its
 # strategy before any TensorFlow operation (check_flags' multi_worker).
 ENGINE_DISTRIBUTION_STRATEGIES = ("none", "mirrored")
@@ -113,7 +114,7 @@ VariableSpec = collections.namedtuple("VariableSpec", ["shape", "dtype", "traina
 TrainResult = collections.namedtuple("TrainResult", ["global_step", "steps_per_second"])
 
 
-def check_flags(flag_values, script, multi_worker=False):
+def check_flags(flag_values, script, multi_worker=False, precisions=("fp32",), xla=False):
   """One line for a flag set on the command line that only the Estimator engine implements.
 
   Args:
@@ -121,9 +122,14 @@ def check_flags(flag_values, script, multi_worker=False):
     script: the command's name for the message, e.g. "run_classifier.py".
     multi_worker: the command runs --distribution_strategy=multi_worker_mirrored on the engine
       (it makes the strategy before any TensorFlow operation).
+    precisions: the --precision values the command's engine model function computes in (bf16
+      needs only the model's compute dtype; fp16 also the Estimator's dynamic loss scaling).
+    xla: the command passes --use_xla to the Engine (use_xla).
   """
   for name, off in ESTIMATOR_ONLY_FLAGS.items():
     value = getattr(flag_values, name, off)
+    if (name == "precision" and value in precisions) or (name == "use_xla" and xla):
+      continue
     if value != off:
       shown = "--%s" % name if value is True else "--%s=%s" % (name, value)
       common.fail(
