@@ -837,7 +837,6 @@ def test_pretraining_in_bfloat16_on_both_engines(pretraining_data, tmp_path):
   tf2_log = run_tool("run_pretraining.py", _pretraining_args(pretraining_data, tf2) + bf16).stderr
   est_losses, tf2_losses = _step_losses(est_log), _step_losses(tf2_log)
   assert len(est_losses) == len(tf2_losses) == 4, (est_losses, tf2_losses)
-  # The same bfloat16 graph: the float32 run's losses are further away than the engines are.
   np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=BF16_ROUNDING)
   summary = json.loads((tf2 / "train_summary_local.json").read_text())
   assert summary["precision"] == "bf16"
