@@ -21,7 +21,9 @@ realformer_tf/serving.py's SavedModels use). So:
   global norm 1.0, AdamWeightDecayOptimizer (weight decay 0.01, no decay for LayerNorm / bias)
   at optimization.learning_rate_schedule's rate (linear warm-up, linear decay to 0), then
   global_step + 1. On one device these are the Estimator's ops in its order: the same losses
-  to float32 rounding.
+  to float32 rounding. The optimizer's settings are create_optimizer's keyword arguments
+  (beta_2, epsilon, weight_decay_rate, clip_norm, schedule) with BERT's values by default
+  (translation/run_translation.py passes its Adam (0.9, 0.98) and its schedule).
 - With several replicas (MirroredStrategy, TPUStrategy) the gradients are averaged over the
   global batch before they are clipped, so N replicas make one device's update for the same
   global batch (the Estimator's MirroredStrategy clips each replica's gradient instead). Each
@@ -277,7 +279,9 @@ class Engine(object):
                learning_rate=5e-5, num_train_steps=None, num_warmup_steps=0,
                init_checkpoint=None, allow_unmatched_init=False, encoder_scopes=None,
                seed=12345, save_checkpoints_steps=1000, keep_checkpoint_max=5,
-               log_every_n_steps=10, fused_optimizer=False):
+               log_every_n_steps=10, fused_optimizer=False,
+               beta_2=0.999, epsilon=1e-6, weight_decay_rate=0.01, clip_norm=CLIP_NORM,
+               schedule="linear"):
     """Keeps the job's settings (nothing is built yet).
 
     Args:
@@ -299,6 +303,11 @@ class Engine(object):
       keep_checkpoint_max: checkpoints kept.
       log_every_n_steps: steps between the `loss = ..., step = ...` lines.
       fused_optimizer: AdamWeightDecayOptimizer(fused=True).
+      beta_2, epsilon, weight_decay_rate: AdamWeightDecayOptimizer's (as
+        optimization.create_optimizer passes them; BERT's by default).
+      clip_norm: the global-norm clipping threshold of the gradients.
+      schedule: the learning rate after warm-up, optimization.learning_rate_schedule's
+        "linear" (decay to 0 at num_train_steps) or "inverse_sqrt".
     """
     self._model_fn = model_fn
     self.output_dir = output_dir
@@ -315,6 +324,10 @@ class Engine(object):
     self._keep_checkpoint_max = keep_checkpoint_max
     self._log_every_n_steps = log_every_n_steps
     self._fused_optimizer = fused_optimizer
+    self._adam_settings = {"beta_2": beta_2, "epsilon": epsilon,
+                           "weight_decay_rate": weight_decay_rate}
+    self._clip_norm = clip_norm
+    self._schedule = schedule
     self._specs = None
     self._variables = None
     self._trainable = None
@@ -376,10 +389,9 @@ class Engine(object):
       self._trainable = [self._variables[name] for name, spec in self._specs.items()
                          if spec.trainable]
       self._optimizer = _AdamWeightDecay(
-          learning_rate=self._learning_rate, weight_decay_rate=0.01, beta_1=0.9,
-          beta_2=0.999, epsilon=1e-6,
+          learning_rate=self._learning_rate, beta_1=0.9,
           exclude_from_weight_decay=optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
-          fused=self._fused_optimizer)
+          fused=self._fused_optimizer, **self._adam_settings)
       self._optimizer.create_slots(self._trainable)
 
   def _scratch_model(self, feature_spec, initial_values):
@@ -540,9 +552,10 @@ class Engine(object):
       # The global batch's gradient, clipped as one device clips it.
       grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN,
                                                              grads)
-    grads, _ = tf.clip_by_global_norm(grads, clip_norm=CLIP_NORM)
+    grads, _ = tf.clip_by_global_norm(grads, clip_norm=self._clip_norm)
     learning_rate = optimization.learning_rate_schedule(
-        self._global_step, self._learning_rate, self._num_train_steps, self._num_warmup_steps)
+        self._global_step, self._learning_rate, self._num_train_steps, self._num_warmup_steps,
+        schedule=self._schedule)
     self._optimizer.apply_global_gradients(list(zip(grads, self._trainable)), learning_rate)
     return loss
 
