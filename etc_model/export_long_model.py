@@ -553,8 +553,9 @@ SIGNATURES = {
 def build_head(task, config, features, num_labels=None):
   """EtcModel (inference) and the task's head over features with side inputs; the logits."""
   model = etc_modeling.EtcModel(config, is_training=False)
-  _, global_output = etc_estimator.encode(model, features)
-  return heads.task_head(task, global_output, features, config, False, num_labels=num_labels)[2]
+  long_output, global_output = etc_estimator.encode(model, features)
+  return heads.task_head(task, global_output, features, config, False, num_labels=num_labels,
+                         long_output=long_output)[2]
 
 
 def _placeholder_build(task, config, settings, num_labels):

@@ -23,6 +23,16 @@ candidates, averaged over the examples with an answer (label >= 0). Variables un
 cls/long_tasks/wikihop/ (transform/dense_0, transform/dense_1, transform/layer_norm,
 output_weights, output_bias).
 
+HotpotQA (etc_model.hotpotqa, the official etcmodel head, span answers): a supporting-fact
+logit per global token, three answer-type logits (span / yes / no) on the first global token
+([CLS]) and begin / end logits per long token, no dropout; the loss is the mean of the official
+four (sigmoid cross-entropy summed over the global tokens, the type's and the begin's and end's
+softmax cross-entropies), each averaged over the examples that have its label. Variables under
+cls/long_tasks/hotpotqa/ with the official names (supporting_facts_output_weights [1, hidden],
+answer_type_output_weights [3, hidden], answer_span_output_weights [2, hidden] and their
+biases). The head reads the long output too (LONG_OUTPUT_TASKS) and returns a dict of logits;
+the official scores are etc_model.hotpotqa's, hotpotqa_metrics the records' own.
+
 Metrics are computed in NumPy over the whole evaluation set (no streaming approximation):
 cloze_metrics (accuracy overall and per long_tasks.DISTANCE_BUCKETS bucket beside the
 most-frequent / most-recent baselines read from the records), supporting_metrics
@@ -48,9 +58,9 @@ from etc_model import long_tasks
 
 tf1 = tf.compat.v1
 
-TASKS = ("cloze", "supporting", "classify", "wikihop")
+TASKS = ("cloze", "supporting", "classify", "wikihop", "hotpotqa")
 MAIN_METRIC = {"cloze": "accuracy", "supporting": "f1", "classify": "accuracy",
-               "wikihop": "accuracy"}
+               "wikihop": "accuracy", "hotpotqa": "joint_f1"}
 # The tasks whose head needs the label vocabulary of the data (long_tasks.json).
 LABEL_VOCABULARY_TASKS = ("classify",)
 SCOPE = "cls/long_tasks"
@@ -63,6 +73,7 @@ INPUT_FEATURES = {
     "cloze": (), "supporting": (), "classify": (),
     "wikihop": (("paragraph_ids", "L"), ("segment_ids", "L"), ("l2g_linked_ids", "L"),
                 ("global_segment_ids", "G")),
+    "hotpotqa": (("paragraph_ids", "L"), ("segment_ids", "L"), ("global_segment_ids", "G")),
 }
 # Per task: (feature name, length key) of the label features the records add ("C": the
 # candidates, "G": the global length, 1: a scalar).
@@ -72,9 +83,15 @@ LABEL_FEATURES = {
     "supporting": (("sentence_labels", "G"), ("inserted_start", 1), ("inserted_count", 1)),
     "classify": (("label", 1),),
     "wikihop": (("candidate_mask", "C"), ("label", 1)),
+    "hotpotqa": (("supporting_facts", "G"), ("answer_type", 1), ("answer_begin", 1),
+                 ("answer_end", 1)),
 }
 # The tasks whose candidates are the first max_candidates global tokens (candidate_mask [C]).
 CANDIDATE_TASKS = ("cloze", "wikihop")
+# The tasks whose head also reads the long output (task_head's long_output).
+LONG_OUTPUT_TASKS = ("hotpotqa",)
+# HotpotQA's answer types (span, yes, no: etc_model.hotpotqa.ANSWER_TYPES).
+NUM_ANSWER_TYPES = 3
 
 
 def feature_lengths(task, max_seq_length, max_global_seq_length, max_candidates):
@@ -200,6 +217,103 @@ def wikihop_metrics(logits, candidate_mask, labels):
       "record_accuracy": float(np.mean(correct[answered])) if answered.any() else None,
       "loss": (cloze_loss(np.asarray(logits)[answered], np.asarray(candidate_mask)[answered],
                           labels[answered]) if answered.any() else None),
+  }
+
+
+def _weighted_mean(values, weights):
+  """sum(values * weights) / max(sum(weights), 1) over a batch [batch]."""
+  return tf.reduce_sum(values * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
+
+
+def hotpotqa_head(long_output, global_output, features, config, is_training):
+  """The official HotpotQA head (etcmodel run_finetuning_lib, span answers) and its loss.
+
+  A supporting-fact logit per global token (dense -> 1), three answer-type logits (span / yes /
+  no) from the first global token ([CLS]), begin and end logits per long token (dense -> 2).
+  Loss: the mean of the four official losses, each averaged over the examples that have its
+  label: the sigmoid cross-entropy summed over the global tokens (examples with a
+  supporting-fact label), the answer type's softmax cross-entropy (answer_type >= 0) and the
+  begin's and the end's softmax cross-entropy over the long tokens (answer_begin >= 0). The
+  training records all have every label (create_hotpotqa's filter): the official loss.
+
+  Args:
+    long_output: float32 [batch, L, hidden].
+    global_output: float32 [batch, G, hidden].
+    features: dict with supporting_facts [batch, G], answer_type, answer_begin, answer_end
+      [batch, 1].
+    config: EtcConfig (hidden_size, initializer_range).
+    is_training: unused (the official head has no dropout).
+
+  Returns:
+    (loss scalar, per-example loss [batch], logits dict: sp_logits [batch, G],
+    answer_type_logits [batch, 3], begin_logits / end_logits [batch, L]).
+  """
+  del is_training
+  initializer = tf1.truncated_normal_initializer(stddev=config.initializer_range)
+  hidden = config.hidden_size
+  with tf1.variable_scope("%s/hotpotqa" % SCOPE):
+    sp_weights = tf1.get_variable("supporting_facts_output_weights", [1, hidden],
+                                  initializer=initializer)
+    sp_bias = tf1.get_variable("supporting_facts_output_bias", [1],
+                               initializer=tf1.zeros_initializer())
+    type_weights = tf1.get_variable("answer_type_output_weights", [NUM_ANSWER_TYPES, hidden],
+                                    initializer=initializer)
+    type_bias = tf1.get_variable("answer_type_output_bias", [NUM_ANSWER_TYPES],
+                                 initializer=tf1.zeros_initializer())
+    span_weights = tf1.get_variable("answer_span_output_weights", [2, hidden],
+                                    initializer=initializer)
+    span_bias = tf1.get_variable("answer_span_output_bias", [2],
+                                 initializer=tf1.zeros_initializer())
+  sp_logits = tf.einsum("bgh,h->bg", global_output, sp_weights[0]) + sp_bias[0]
+  type_logits = tf.matmul(global_output[:, 0, :], type_weights, transpose_b=True) + type_bias
+  span_logits = tf.einsum("blh,kh->kbl", long_output, span_weights) + span_bias[:, None, None]
+  begin_logits, end_logits = span_logits[0], span_logits[1]
+
+  sp_labels = tf.cast(features["supporting_facts"], tf.float32)
+  answer_type = tf.reshape(features["answer_type"], [-1])
+  begin = tf.reshape(features["answer_begin"], [-1])
+  end = tf.reshape(features["answer_end"], [-1])
+  sp_weight = tf.cast(tf.reduce_any(sp_labels > 0, axis=1), tf.float32)
+  type_weight = tf.cast(answer_type >= 0, tf.float32)
+  span_weight = tf.cast(begin >= 0, tf.float32)
+  sp_ce = tf.reduce_sum(tf.nn.sigmoid_cross_entropy_with_logits(labels=sp_labels,
+                                                                logits=sp_logits), axis=1)
+  type_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.maximum(answer_type, 0), logits=type_logits)
+  begin_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.maximum(begin, 0),
+                                                            logits=begin_logits)
+  end_ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=tf.maximum(end, 0),
+                                                          logits=end_logits)
+  loss = (_weighted_mean(sp_ce, sp_weight) + _weighted_mean(type_ce, type_weight) +
+          _weighted_mean(begin_ce, span_weight) + _weighted_mean(end_ce, span_weight)) / 4.0
+  per_example = (sp_ce * sp_weight + type_ce * type_weight +
+                 (begin_ce + end_ce) * span_weight) / 4.0
+  logits = {"sp_logits": sp_logits, "answer_type_logits": type_logits,
+            "begin_logits": begin_logits, "end_logits": end_logits}
+  return loss, per_example, logits
+
+
+def hotpotqa_metrics(outputs):
+  """Record-level HotpotQA metrics (the official scores are etc_model.hotpotqa's).
+
+  Args:
+    outputs: stacked predict outputs (hotpotqa_head's logits, the label features and
+      global_token_ids).
+
+  Returns:
+    dict: records, answer_type_accuracy (arg-max type over the records with a known type; None
+    without any), sp_label_f1 (supporting_metrics' per-record F1 of the supporting-fact labels
+    over the real global tokens: paragraph and title labels included, logit > 0).
+  """
+  answer_type = np.asarray(outputs["answer_type"]).reshape(-1)
+  known = answer_type >= 0
+  predicted = np.asarray(outputs["answer_type_logits"]).argmax(axis=1)
+  return {
+      "records": int(len(answer_type)),
+      "answer_type_accuracy": (float(np.mean(predicted[known] == answer_type[known]))
+                               if known.any() else None),
+      "sp_label_f1": supporting_metrics(outputs["sp_logits"], outputs["supporting_facts"],
+                                        outputs["global_token_ids"])["f1"],
   }
 
 
@@ -420,6 +534,8 @@ HEADS = {
         out, f["global_token_ids"], f["label"], num_labels, config, training),
     "wikihop": lambda out, f, config, training, num_labels: wikihop_head(
         out, f["candidate_mask"], f["label"], config, training),
+    "hotpotqa": lambda out, f, config, training, num_labels, long_output: hotpotqa_head(
+        long_output, out, f, config, training),
 }
 
 
@@ -439,6 +555,7 @@ METRICS = {
     "classify": lambda o, label_names: classify_metrics(o["logits"], o["label"], label_names),
     "wikihop": lambda o, label_names: wikihop_metrics(o["logits"], o["candidate_mask"],
                                                       o["label"]),
+    "hotpotqa": lambda o, label_names: hotpotqa_metrics(o),
 }
 
 
@@ -483,12 +600,27 @@ def _wikihop_line(outputs, i, label_names):  # pylint: disable=unused-argument
           "probabilities": [round(float(p), 6) for p in probs]}
 
 
+def _hotpotqa_line(outputs, i, label_names):  # pylint: disable=unused-argument
+  logits = np.asarray(outputs["answer_type_logits"][i], np.float64)
+  probs = np.exp(logits - logits.max())
+  probs /= probs.sum()
+  num = int((outputs["global_token_ids"][i] > 0).sum())
+  return {"index": i, "answer_type": int(np.argmax(logits)),
+          "label": int(outputs["answer_type"][i][0]),
+          "answer_type_probabilities": [round(float(p), 6) for p in probs],
+          "supporting_global_tokens": [
+              int(g) for g in np.nonzero(outputs["sp_logits"][i][:num] >= 0)[0]]}
+
+
 PREDICTION_LINES = {"cloze": _cloze_line, "supporting": _supporting_line,
-                    "classify": _classify_line, "wikihop": _wikihop_line}
+                    "classify": _classify_line, "wikihop": _wikihop_line,
+                    "hotpotqa": _hotpotqa_line}
 
 
-def task_head(task, global_output, features, config, is_training, num_labels=None):
-  """The task's head over the encoder's global output (HEADS).
+def task_head(task, global_output, features, config, is_training, num_labels=None,
+              long_output=None):
+  """The task's head over the encoder's global output (HEADS; LONG_OUTPUT_TASKS also read the
+  long output).
 
   Args:
     task: a name of TASKS.
@@ -497,11 +629,14 @@ def task_head(task, global_output, features, config, is_training, num_labels=Non
     config: EtcConfig.
     is_training: dropout on.
     num_labels: the label vocabulary's size (LABEL_VOCABULARY_TASKS), else unused.
+    long_output: float32 [batch, L, hidden] (LONG_OUTPUT_TASKS), else unused.
 
   Returns:
     (loss scalar, per-example loss [batch], logits: cloze and wikihop [batch, C], supporting
-    [batch, G], classify [batch, num_labels]).
+    [batch, G], classify [batch, num_labels], hotpotqa a dict (hotpotqa_head)).
   """
+  if task in LONG_OUTPUT_TASKS:
+    return HEADS[task](global_output, features, config, is_training, num_labels, long_output)
   return HEADS[task](global_output, features, config, is_training, num_labels)
 
 
@@ -512,4 +647,5 @@ def task_metrics(task, outputs, label_names=None):
 
 def prediction_lines(task, outputs, label_names=None):
   """One JSON-able dict per example of stacked predict outputs (PREDICTION_LINES)."""
-  return [PREDICTION_LINES[task](outputs, i, label_names) for i in range(len(outputs["logits"]))]
+  count = len(outputs["logits"] if "logits" in outputs else outputs["global_token_ids"])
+  return [PREDICTION_LINES[task](outputs, i, label_names) for i in range(count)]

@@ -28,6 +28,18 @@ pre-trained by etc_model.run_pretraining; residual_attention from the config, or
               record_accuracy is over the records); --do_eval also writes dev_predictions.json
               and --do_predict test_predictions.json, {id: answer}, the official submission
               format (etc_model.wikihop_evaluate scores them against a QAngaroo file).
+  hotpotqa    HotpotQA records of etc_model.create_hotpotqa (the official etcmodel features and
+              head: a supporting-fact logit per global token, answer type span / yes / no from
+              the [CLS] global token, begin / end logits per long token; the mean of the four
+              official losses); side inputs hotpotqa.add_side_inputs ([CLS] ignores the hard
+              g2l mask). eval_results.json holds the official scores (em, f1, sp_em, sp_f1,
+              joint_em, joint_f1, ... of hotpot_evaluate_v1, over every example of the dev
+              file; the main metric joint_f1) beside answer_type_accuracy and sp_label_f1 over
+              the records; --do_eval writes dev_predictions.json and --do_predict
+              test_predictions.json, {"answer": {id: text}, "sp": {id: [[title, sent_id],
+              ...]}}, the official submission format (etc_model.hotpotqa_evaluate scores them),
+              the facts at --sp_threshold, span answers of at most --max_answer_length pieces,
+              the text from the data's vocabulary copy (etc_model.hotpotqa.predict_example).
 The task dispatch is long_task_heads' tables (HEADS, METRICS, PREDICTION_LINES).
 
 --model=bert_windows is the baseline users would otherwise pick (etc_model.bert_windows, cloze
@@ -92,6 +104,7 @@ from realformer_tf import training_eval
 from etc_model import bert_windows
 from etc_model import etc_estimator
 from etc_model import etc_modeling
+from etc_model import hotpotqa
 from etc_model import long_task_heads as heads
 from etc_model import long_tasks
 from etc_model import wikihop
@@ -105,7 +118,8 @@ CONFIG_NAME = "etc_config.json"
 SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
 SPLITS = ("train", "dev", "test")
 PREDICTIONS_NAME = "test_predictions.jsonl"
-# --task=wikihop: the answers {id: answer} of the dev / test split, the official submission format.
+# --task=wikihop: the answers {id: answer} of the dev / test split, the official submission format;
+# --task=hotpotqa: {"answer": {id: text}, "sp": {id: [[title, sent_id], ...]}}, likewise.
 DEV_ANSWERS_NAME = "dev_predictions.json"
 TEST_ANSWERS_NAME = "test_predictions.json"
 MODELS = ("etc", "bert_windows")
@@ -140,7 +154,8 @@ def define_flags():
   flags.DEFINE_integer("num_train_steps", 0,
                        "Optimizer updates; 0: --num_train_epochs over the training records.")
   flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear warm-up.")
-  training_eval.define_flags("the main metric: cloze accuracy, supporting f1, classify accuracy")
+  training_eval.define_flags("the main metric: cloze accuracy, supporting f1, classify "
+                             "accuracy, wikihop accuracy, hotpotqa joint_f1")
   flags.DEFINE_enum("residual_attention", None, list(modeling.RESIDUAL_ATTENTION_TYPES),
                     "Overrides residual_attention in --etc_config_file (none | sum | mean).")
   flags.DEFINE_enum("att_implementation", "auto", list(etc_modeling.ATT_IMPLEMENTATIONS),
@@ -173,12 +188,26 @@ def define_flags():
   flags.DEFINE_bool("enable_l2g_linking", True,
                     "--task=wikihop: a candidate's mentions in the documents get the relative id "
                     "of its own sentence towards its global token.")
+  flags.DEFINE_float("sp_threshold", hotpotqa.DEFAULT_SP_THRESHOLD,
+                     "--task=hotpotqa: a title or sentence is a predicted supporting fact when "
+                     "its probability is at least this (the official default 0.5).")
+  flags.DEFINE_integer("max_answer_length", hotpotqa.DEFAULT_MAX_ANSWER_LENGTH,
+                       "--task=hotpotqa: the most word pieces of a predicted span answer.")
   estimator_utils.define_estimator_flags()
 
 
 # The flags of --task=wikihop's side inputs (wikihop.add_side_inputs keyword arguments).
 WIKIHOP_SIDE_INPUT_FLAGS = ("candidate_ignore_hard_g2l", "query_ignore_hard_g2l",
                             "enable_l2g_linking")
+# The flags of --task=hotpotqa's answers (hotpotqa.split_metrics keyword arguments).
+HOTPOTQA_ANSWER_FLAGS = ("sp_threshold", "max_answer_length")
+# The command that writes a task's records.
+DATA_COMMANDS = {wikihop.TASK: "create_wikihop", hotpotqa.TASK: "create_hotpotqa"}
+
+
+def data_command(task):
+  """The etc_model command that writes the records of `task`."""
+  return DATA_COMMANDS.get(task, "create_long_tasks")
 
 
 def task_files(data_dir, task):
@@ -286,10 +315,11 @@ def cut_batch(batch, task, config, max_seq_length, max_global_seq_length, max_ca
   return cut
 
 
-def _pad_to_global_length(tensor, max_global_seq_length):
-  """[batch, g] -> [batch, G], zeros after g (predictions of a cut batch stack with the rest)."""
-  tensor = tf.pad(tensor, [[0, 0], [0, max_global_seq_length - tf.shape(tensor)[1]]])
-  tensor.set_shape([None, max_global_seq_length])
+def _pad_to_length(tensor, length, value=0):
+  """[batch, n] -> [batch, length], `value` after n (predictions of a cut batch stack with the
+  rest)."""
+  tensor = tf.pad(tensor, [[0, 0], [0, length - tf.shape(tensor)[1]]], constant_values=value)
+  tensor.set_shape([None, length])
   return tensor
 
 
@@ -318,7 +348,8 @@ def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_le
     num_records: the file's record count (training's shuffle buffer) when the caller has
       counted it; counted here otherwise.
     side_input_options: --task=wikihop: the keyword arguments of wikihop.add_side_inputs
-      (WIKIHOP_SIDE_INPUT_FLAGS).
+      (WIKIHOP_SIDE_INPUT_FLAGS); --task=hotpotqa: those of hotpotqa.add_side_inputs
+      (cls_token_id).
 
   Returns:
     input_fn(params) -> tf.data.Dataset of feature dicts with batch params["batch_size"].
@@ -345,6 +376,9 @@ def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_le
     if not isinstance(config, bert_windows.BertWindowsConfig):  # ETC's side inputs
       if task == wikihop.TASK:
         add_side_inputs = lambda batch, long_len, global_len: wikihop.add_side_inputs(
+            batch, config, long_len, global_len, **(side_input_options or {}))
+      elif task == hotpotqa.TASK:
+        add_side_inputs = lambda batch, long_len, global_len: hotpotqa.add_side_inputs(
             batch, config, long_len, global_len, **(side_input_options or {}))
       else:
         add_side_inputs = lambda batch, long_len, global_len: etc_estimator.add_side_inputs(
@@ -377,7 +411,7 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
 
   Returns:
     (loss, per-example loss [batch], logits: cloze [batch, C], supporting [batch, G], classify
-    [batch, num_labels]).
+    [batch, num_labels], hotpotqa a dict of them (long_task_heads.hotpotqa_head)).
   """
   if isinstance(config, bert_windows.BertWindowsConfig):  # --model=bert_windows
     return bert_windows.build_model(task, config, features, is_training,
@@ -386,9 +420,10 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
   model = etc_modeling.EtcModel(config, is_training=is_training,
                                 use_one_hot_embeddings=use_one_hot_embeddings,
                                 compute_dtype=compute_dtype)
-  _, global_output = etc_estimator.encode(model, features, att_implementation=att_implementation)
+  long_output, global_output = etc_estimator.encode(model, features,
+                                                    att_implementation=att_implementation)
   return heads.task_head(task, global_output, features, config, is_training,
-                         num_labels=num_labels)
+                         num_labels=num_labels, long_output=long_output)
 
 
 def encoder_scopes(config):
@@ -400,13 +435,16 @@ def encoder_scopes(config):
 def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_steps,
                      num_warmup_steps, use_tpu, train_batch_size=None, fused_optimizer=False,
                      keep_checkpoint_max=5, att_implementation="auto", num_labels=None,
-                     precision="fp32", max_global_seq_length=None, allow_unmatched_init=False):
+                     precision="fp32", max_global_seq_length=None, allow_unmatched_init=False,
+                     max_seq_length=None):
   """Returns the `model_fn` closure for TPUEstimator (TRAIN, EVAL: the loss, PREDICT).
 
   precision ("fp32", "bf16", "fp16") is the encoder's compute dtype (build_model); "fp16"
   trains with dynamic loss scaling (estimator_utils.create_train_op). max_global_seq_length:
   PREDICT's per-global-token outputs (supporting logits, global_token_ids, sentence_labels) are
-  padded back to this length with zeros (batches cut by --padding=longest stack together).
+  padded back to this length with zeros (batches cut by --padding=longest stack together);
+  max_seq_length: likewise the per-long-token outputs (hotpotqa's begin / end logits, padded
+  with long_task_heads.MASKED_LOGIT).
   """
   compute_dtype = modeling.get_compute_dtype(precision)
 
@@ -435,7 +473,8 @@ def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_ste
       return tf1.estimator.tpu.TPUEstimatorSpec(
           mode=mode, loss=loss, scaffold_fn=scaffold_fn,
           eval_metrics=(lambda x: {"loss": tf1.metrics.mean(x)}, [per_example]))
-    predictions = {"logits": logits, "example_loss": per_example}
+    predictions = dict(logits) if isinstance(logits, dict) else {"logits": logits}
+    predictions["example_loss"] = per_example
     for name, _ in heads.LABEL_FEATURES[task]:
       predictions[name] = features[name]
     predictions["global_token_ids"] = features["global_token_ids"]
@@ -444,8 +483,14 @@ def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_ste
           name for name, size in heads.LABEL_FEATURES[task] if size == "G"]
       if task == "supporting":
         global_names.append("logits")
+      if task == hotpotqa.TASK:
+        global_names.append("sp_logits")
       for name in global_names:
-        predictions[name] = _pad_to_global_length(predictions[name], max_global_seq_length)
+        predictions[name] = _pad_to_length(predictions[name], max_global_seq_length)
+      if task == hotpotqa.TASK and max_seq_length:
+        for name in ("begin_logits", "end_logits"):
+          predictions[name] = _pad_to_length(predictions[name], max_seq_length,
+                                             heads.MASKED_LOGIT)
     return tf1.estimator.tpu.TPUEstimatorSpec(mode=mode, predictions=predictions,
                                               scaffold_fn=scaffold_fn)
 
@@ -541,10 +586,15 @@ def _check_flags():
       FLAGS.max_candidates >= FLAGS.max_global_seq_length):
     common.fail("--max_candidates=%d: must be < --max_global_seq_length=%d" %
                 (FLAGS.max_candidates, FLAGS.max_global_seq_length))
-  if FLAGS.task != wikihop.TASK:
-    for name in WIKIHOP_SIDE_INPUT_FLAGS:
-      if FLAGS[name].present:
-        common.fail("--%s: only with --task=wikihop" % name)
+  for task, names in ((wikihop.TASK, WIKIHOP_SIDE_INPUT_FLAGS),
+                      (hotpotqa.TASK, HOTPOTQA_ANSWER_FLAGS)):
+    for name in names:
+      if FLAGS.task != task and FLAGS[name].present:
+        common.fail("--%s: only with --task=%s" % (name, task))
+  if not 0.0 <= FLAGS.sp_threshold <= 1.0:
+    common.fail("--sp_threshold=%g: must be in [0, 1]" % FLAGS.sp_threshold)
+  if FLAGS.max_answer_length < 1:
+    common.fail("--max_answer_length=%d: must be >= 1" % FLAGS.max_answer_length)
   training_eval.check_flags(FLAGS)
   batch_padding.check_padding_flag(FLAGS)
   if FLAGS.model == "bert_windows" and FLAGS.padding in ("longest", "bucket"):
@@ -573,8 +623,7 @@ def _needed_files():
   for split, path in needed.items():
     if not tf.io.gfile.exists(path):
       common.fail("--data_dir=%s: has no %s (write it with etc_model.%s)" %
-                  (FLAGS.data_dir, os.path.basename(path),
-                   "create_wikihop" if FLAGS.task == wikihop.TASK else "create_long_tasks"))
+                  (FLAGS.data_dir, os.path.basename(path), data_command(FLAGS.task)))
   return needed
 
 
@@ -583,9 +632,8 @@ def _expected_lengths():
   described = {"L": "--max_seq_length=%d" % FLAGS.max_seq_length,
                "G": "--max_global_seq_length=%d" % FLAGS.max_global_seq_length,
                "C": "--max_candidates=%d" % FLAGS.max_candidates,
-               1: "1 (a --task=%s record of etc_model.%s)" % (
-                   FLAGS.task,
-                   "create_wikihop" if FLAGS.task == wikihop.TASK else "create_long_tasks")}
+               1: "1 (a --task=%s record of etc_model.%s)" % (FLAGS.task,
+                                                              data_command(FLAGS.task))}
   sizes = dict(heads.INPUT_FEATURES[FLAGS.task] + heads.LABEL_FEATURES[FLAGS.task])
   sizes.update({name: "L" for name in heads.COMMON_FEATURES[:3]})
   sizes.update({name: "G" for name in heads.COMMON_FEATURES[3:]})
@@ -594,8 +642,11 @@ def _expected_lengths():
   return {name: (length, described[sizes[name]]) for name, length in lengths.items()}
 
 
-def _side_input_options():
-  """--task=wikihop: wikihop.add_side_inputs' keyword arguments from the flags; else None."""
+def _side_input_options(cls_token_id=None):
+  """--task=wikihop: wikihop.add_side_inputs' keyword arguments from the flags; --task=hotpotqa:
+  hotpotqa.add_side_inputs' (the data's [CLS] id); else None."""
+  if FLAGS.task == hotpotqa.TASK:
+    return {"cls_token_id": cls_token_id}
   if FLAGS.task != wikihop.TASK:
     return None
   return {name: FLAGS[name].value for name in WIKIHOP_SIDE_INPUT_FLAGS}
@@ -607,15 +658,48 @@ def wikihop_split_examples(data_dir, files):
           for split, path in files.items() if split != "train"}
 
 
+def wikihop_scorers(data_dir, files):
+  """{record file: outputs -> ({id: answer}, official metrics)} of a WikiHop job's dev / test
+  splits."""
+  def scorer(lines):
+    return lambda outputs: wikihop.split_metrics(outputs["logits"], outputs["candidate_mask"],
+                                                 lines)
+  return {path: scorer(lines) for path, lines in wikihop_split_examples(data_dir, files).items()}
+
+
+def hotpotqa_scorers(data_dir, files, tokenizer, do_lower_case, sp_threshold,
+                     max_answer_length):
+  """{record file: outputs -> (the official prediction object, official metrics)} of a
+  HotpotQA job's dev / test splits (hotpotqa.split_metrics over every example of the split).
+
+  Args:
+    data_dir: the --data_dir.
+    files: {split: record file} the job reads.
+    tokenizer: the data's tokenizer (hotpotqa.load_data_tokenizer).
+    do_lower_case: its lower-casing.
+    sp_threshold: --sp_threshold.
+    max_answer_length: --max_answer_length.
+  """
+  def scorer(path, lines):
+    records = hotpotqa.read_decoding_features(path)
+    return lambda outputs: hotpotqa.split_metrics(
+        outputs, records, lines, tokenizer, do_lower_case, sp_threshold=sp_threshold,
+        max_answer_length=max_answer_length)
+  return {path: scorer(path, hotpotqa.read_split_examples(data_dir, split, count_records(path)))
+          for split, path in files.items() if split != "train"}
+
+
 class _Inference(object):
   """Estimator.predict over a whole split (no example dropped), outputs stacked."""
 
-  def __init__(self, estimator, config, label_names=None, split_examples=None):
+  def __init__(self, estimator, config, label_names=None, split_scorers=None,
+               side_input_options=None):
     self.estimator = estimator
     self.config = config
     self.label_names = label_names
-    # {record file: examples file lines} (--task=wikihop): the official accuracy and answers.
-    self.split_examples = split_examples or {}
+    # {record file: outputs -> (answers, official metrics)} (--task=wikihop / hotpotqa).
+    self.split_scorers = split_scorers or {}
+    self.side_input_options = side_input_options
     # {(file, step): metrics}: the final --do_eval of a checkpoint scored during training (the
     # best one, or the last step) reuses those metrics instead of predicting the file again.
     self.scored = {}
@@ -627,20 +711,20 @@ class _Inference(object):
                                 FLAGS.max_global_seq_length, FLAGS.max_candidates,
                                 is_training=False, padding=_padding(training=False),
                                 att_implementation=FLAGS.att_implementation,
-                                side_input_options=_side_input_options())
+                                side_input_options=self.side_input_options)
     rows = list(self.estimator.predict(input_fn=input_fn, checkpoint_path=checkpoint,
                                        yield_single_examples=True))
     common.STOP_SIGNALS.exit_if_stopped("no results written; rerun to evaluate")
     return {key: np.stack([row[key] for row in rows]) for key in rows[0]}
 
   def metrics(self, path, outputs):
-    """The task's metrics of a split's outputs (WikiHop: with the official accuracy); also
-    returns the WikiHop answers {id: answer} (else None)."""
+    """The task's metrics of a split's outputs (WikiHop, HotpotQA: with the official ones);
+    also returns the official answers (WikiHop {id: answer}, HotpotQA {"answer", "sp"}; else
+    None)."""
     metrics = task_metrics(FLAGS.task, outputs, self.label_names)
-    if path not in self.split_examples:
+    if path not in self.split_scorers:
       return metrics, None
-    answers, official = wikihop.split_metrics(outputs["logits"], outputs["candidate_mask"],
-                                              self.split_examples[path])
+    answers, official = self.split_scorers[path](outputs)
     metrics.update(official)
     return metrics, answers
 
@@ -651,7 +735,8 @@ class _Inference(object):
     return dict(self.scored[key])
 
   def evaluated_answers(self, path, checkpoint):
-    """The {id: answer} of the last evaluate(path, checkpoint) (--task=wikihop), or None."""
+    """The official answers of the last evaluate(path, checkpoint) (--task=wikihop /
+    hotpotqa), or None."""
     return self.answers.get(self._key(path, checkpoint))
 
   @staticmethod
@@ -680,7 +765,7 @@ def _scored_checkpoint():
 
 
 def _train(estimator, config, train_file, num_records, num_train_steps, resume_step, inference,
-           dev_file):
+           dev_file, side_input_options=None):
   """--do_train (with evaluations when --eval_every_steps is set); returns the results dict."""
   def train_to(step, target):
     input_fn = input_fn_builder(
@@ -688,7 +773,7 @@ def _train(estimator, config, train_file, num_records, num_train_steps, resume_s
         FLAGS.max_candidates, is_training=True, seed=FLAGS.seed,
         skip_batches=estimator_utils.resume_skip_batches(step, FLAGS),
         padding=_padding(training=True), att_implementation=FLAGS.att_implementation,
-        num_records=num_records, side_input_options=_side_input_options())
+        num_records=num_records, side_input_options=side_input_options)
     estimator.train(input_fn=input_fn, max_steps=target)
     common.STOP_SIGNALS.exit_if_stopped(
         "checkpoint saved; rerun the same command to resume")
@@ -728,13 +813,20 @@ def main(_):
   estimator_utils.check_tfrecord_lengths(list(files.values()), _expected_lengths(), "data_dir")
   etc_estimator.check_vocab_ids(list(files.values()), config,
                                 ("token_ids", "global_token_ids"), flag_name="data_dir")
-  split_examples = None
+  split_scorers, cls_token_id = None, None
+  for task, name, least in ((wikihop.TASK, "WikiHop", wikihop.MIN_SEGMENT_VOCAB_SIZE),
+                            (hotpotqa.TASK, "HotpotQA", hotpotqa.MIN_SEGMENT_VOCAB_SIZE)):
+    if FLAGS.task == task and config.segment_vocab_size < least:
+      common.fail("--etc_config_file=%s: segment_vocab_size=%d, but %s's token types go up "
+                  "to %d" % (FLAGS.etc_config_file, config.segment_vocab_size, name, least - 1))
   if FLAGS.task == wikihop.TASK:
-    if config.segment_vocab_size < wikihop.MIN_SEGMENT_VOCAB_SIZE:
-      common.fail("--etc_config_file=%s: segment_vocab_size=%d, but WikiHop's token types go up "
-                  "to %d" % (FLAGS.etc_config_file, config.segment_vocab_size,
-                             wikihop.MIN_SEGMENT_VOCAB_SIZE - 1))
-    split_examples = wikihop_split_examples(FLAGS.data_dir, files)
+    split_scorers = wikihop_scorers(FLAGS.data_dir, files)
+  if FLAGS.task == hotpotqa.TASK:
+    tokenizer, do_lower_case = hotpotqa.load_data_tokenizer(FLAGS.data_dir)
+    cls_token_id = tokenizer.vocab[hotpotqa.GLOBAL_TOKENS["cls"]]
+    split_scorers = hotpotqa_scorers(FLAGS.data_dir, files, tokenizer, do_lower_case,
+                                     FLAGS.sp_threshold, FLAGS.max_answer_length)
+  side_input_options = _side_input_options(cls_token_id)
   common.check_output_dir(FLAGS.output_dir)
   # One job per directory, taken before the directory's labels or checkpoint are read.
   lock = common.OutputDirLock(FLAGS.output_dir).acquire()
@@ -799,12 +891,12 @@ def main(_):
       allow_unmatched_init=FLAGS.allow_unmatched_init,
       att_implementation=layout_for(FLAGS.att_implementation, FLAGS.max_seq_length),
       num_labels=len(label_names) if label_names else None,
-      max_global_seq_length=FLAGS.max_global_seq_length,
+      max_global_seq_length=FLAGS.max_global_seq_length, max_seq_length=FLAGS.max_seq_length,
       **estimator_utils.precision_kwargs(FLAGS))
   estimator = estimator_utils.make_estimator(
       model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
       FLAGS.predict_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-  inference = _Inference(estimator, config, label_names, split_examples)
+  inference = _Inference(estimator, config, label_names, split_scorers, side_input_options)
 
   # The same keys for both models (a driver reads both alike); no windows: None.
   windowed = FLAGS.model == "bert_windows"
@@ -818,7 +910,7 @@ def main(_):
     summary["labels"] = label_names
   if FLAGS.do_train:
     summary.update(_train(estimator, config, files["train"], num_records, num_train_steps,
-                          resume_step, inference, files.get("dev")))
+                          resume_step, inference, files.get("dev"), side_input_options))
   checkpoint, scored = _scored_checkpoint()
   # Which weights the results come from (no checkpoint in --output_dir: --init_checkpoint).
   record = checkpoint_utils.checkpoint_record(checkpoint or eval_weights)
@@ -837,9 +929,15 @@ def main(_):
     outputs = inference.outputs(files["test"], checkpoint)
     metrics, answers = inference.metrics(files["test"], outputs)
     lines = prediction_lines(FLAGS.task, outputs, label_names)
-    if answers is not None:  # WikiHop: each line's id and answer; the official submission
+    if answers is not None and FLAGS.task == wikihop.TASK:  # each line's id and answer
       for line, (key, answer) in zip(lines, answers.items()):
         line.update(id=key, answer=answer)
+    if answers is not None and FLAGS.task == hotpotqa.TASK:  # each line's id, answer, facts
+      examples = hotpotqa.read_split_examples(FLAGS.data_dir, "test", len(lines))
+      record_ids = [line["id"] for line in examples if line["record"] is not None]
+      for line, key in zip(lines, record_ids):
+        line.update(id=key, answer=answers["answer"][key], sp=answers["sp"][key])
+    if answers is not None:  # the official submission
       _write_with_sidecar(os.path.join(FLAGS.output_dir, TEST_ANSWERS_NAME),
                           json.dumps(answers, indent=2) + "\n", record)
     _write_with_sidecar(os.path.join(FLAGS.output_dir, PREDICTIONS_NAME),

@@ -12,7 +12,7 @@ Training runs on Estimator / TPUEstimator (estimator_utils.make_estimator: the s
 --distribution_strategy and TPU flags as run_pretraining) on TensorFlow 2.15, and on a
 TensorFlow without the Estimator (>= 2.16) on realformer_tf/tf2_training.Engine over the same
 graph (ENGINE_TF2: the same checkpoints, results and flags but the Estimator-only ones,
-tf2_training.check_flags, and --gradient_accumulation_steps > 1), with token-budget batches
+tf2_training.check_flags), with token-budget batches
 (translation_input.py), label smoothing, Adam (0.9, 0.98), warm-up then linear decay (the
 paper) or inverse square root (ADMIN), gradient accumulation, a checkpoint per epoch, exact
 resume after a kill, and progress in target tokens/s with the time remaining. With
@@ -436,7 +436,7 @@ def train(settings, config, train_files, resume_step):
   start = time.time()
   if settings.engine == ENGINE_TF2:
     tokens_per_second = _train_engine(settings, config, train_files, admin_profile,
-                                      num_train_steps)
+                                      num_train_steps, total_global_steps)
   else:
     tokens_per_second = _train_estimator(settings, config, train_files, admin_profile,
                                          num_train_steps, resume_step)
@@ -473,9 +473,10 @@ def _train_estimator(settings, config, train_files, admin_profile, num_train_ste
   return hook.tokens_per_second
 
 
-def _train_engine(settings, config, train_files, admin_profile, num_train_steps):
-  """Trains with tf2_training.Engine to num_train_steps updates (it resumes from the latest
-  checkpoint in output_dir itself, skipping the batches trained).
+def _train_engine(settings, config, train_files, admin_profile, num_train_steps,
+                  total_global_steps):
+  """Trains with tf2_training.Engine to num_train_steps updates, total_global_steps batches (it
+  resumes from the latest checkpoint in output_dir itself, skipping the batches trained).
 
   Returns:
     None: the engine's progress line counts steps, not target tokens.
@@ -486,7 +487,7 @@ def _train_engine(settings, config, train_files, admin_profile, num_train_steps)
                        strategy=strategy, num_train_steps=num_train_steps)
   engine.train(lambda skip_batches: translation_input.input_fn_builder(
       train_files, settings.max_tokens, settings.max_length, is_training=True,
-      seed=settings.seed, skip_batches=skip_batches), num_train_steps)
+      seed=settings.seed, skip_batches=skip_batches), total_global_steps)
   return None
 
 
@@ -498,7 +499,8 @@ def _job_engine(settings, model_fn, strategy=None, num_train_steps=None):
     model_fn: engine_model_fn's model function.
     strategy: training's tf.distribute strategy (None: one device, as evaluation and decoding
       run).
-    num_train_steps: the updates of a training job (None: evaluation, decoding).
+    num_train_steps: the updates of a training job (None: evaluation, decoding); with
+      --gradient_accumulation_steps N the global step counts N batches per update.
 
   Returns:
     tf2_training.Engine; it starts a training job from --init_checkpoint (evaluation and
@@ -516,6 +518,8 @@ def _job_engine(settings, model_fn, strategy=None, num_train_steps=None):
       seed=settings.seed, save_checkpoints_steps=flag_values.save_checkpoints_steps,
       keep_checkpoint_max=flag_values.keep_checkpoint_max,
       log_every_n_steps=flag_values.log_every_n_steps,
+      gradient_accumulation_steps=settings.gradient_accumulation_steps,
+      use_xla=flag_values.use_xla,
       beta_2=settings.adam_beta2, epsilon=settings.adam_epsilon,
       weight_decay_rate=settings.weight_decay,
       clip_norm=settings.clip_norm if settings.clip_norm > 0 else 1e30,
@@ -744,16 +748,10 @@ def _check_flags():
 
 def _check_engine_flags():
   """One-line errors for the device, precision and distribution flags: on the TF2 engine those
-  only the Estimator implements (tf2_training.check_flags, --gradient_accumulation_steps), on
-  both the combinations estimator_utils refuses."""
+  only the Estimator implements (tf2_training.check_flags), on both the combinations
+  estimator_utils refuses."""
   if not estimator_utils.has_estimator():
     tf2_training.check_flags(FLAGS, "-m " + SCRIPT)
-    if FLAGS.gradient_accumulation_steps != 1:
-      common.fail("--gradient_accumulation_steps=%d: implemented by the Estimator only "
-                  "(TensorFlow %s); run it in the project's TF %s environment (`bash run.sh "
-                  "python -m %s ...`)" % (
-                      FLAGS.gradient_accumulation_steps, estimator_utils.ESTIMATOR_TF_VERSION,
-                      estimator_utils.ESTIMATOR_TF_VERSION, SCRIPT))
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 

@@ -7,8 +7,9 @@ run.sh test-latest`) these tests check:
   a tiny model without dropout): post-LN with residual attention, trained, evaluated, decoded
   and exported, gives the same loss at every step, the same eval_results, translations.txt (and
   its sidecar), bleu.json and checkpoints (names, Adam slots, global_step); ADMIN with the
-  inverse square root schedule, clipping and weight decay gives the same losses, profile and
-  checkpoints, and a checkpoint of either engine resumes on the other to the other's weights;
+  inverse square root schedule, clipping, weight decay and gradient accumulation gives the same
+  losses, profile and checkpoints (gradient accumulators included), and a checkpoint of either
+  engine resumes on the other to the other's weights;
 - the engine's SavedModel translates as the engine decoded;
 - the flags only the Estimator implements are one-line errors before any work;
 - in process: the engine's optimizer settings against optimization.py's math in NumPy, and the
@@ -116,11 +117,12 @@ def _full_job_args(data, config_file, output_dir, export=True):
       "--beam_size=3"]
 
 
-def _admin_job_args(data, config_file, output_dir, num_train_steps=NUM_STEPS):
-  """ADMIN's recipe: inverse square root schedule; clipping and weight decay switched on."""
+def _admin_job_args(data, config_file, output_dir, num_train_steps):
+  """ADMIN's recipe: inverse square root schedule; clipping, weight decay and gradient
+  accumulation (2 batches per update) switched on."""
   return _train_args(data, config_file, output_dir, [
       "--lr_schedule=inverse_sqrt", "--clip_norm=0.5", "--weight_decay=0.01",
-      "--adam_epsilon=1e-7"], num_train_steps)
+      "--adam_epsilon=1e-7", "--gradient_accumulation_steps=2"], num_train_steps)
 
 
 def _start215(python, args):
@@ -180,16 +182,15 @@ def _read_json(path):
     return json.load(f)
 
 
-def _check_same_losses_and_checkpoints(runs, last_step=NUM_STEPS, first_step=1):
-  """The same loss at every step from first_step to last_step and the same checkpoints (up to
-  last_step) on both engines."""
+def _check_same_losses_and_checkpoints(runs, checkpoints=CHECKPOINTS, num_losses=NUM_STEPS):
+  """The same loss at each of the last num_losses steps and the same checkpoints on both
+  engines."""
   est, tf2 = runs["estimator"], runs["tf2"]
   est_losses, tf2_losses = (_step_losses(runs[k]) for k in ("estimator_log", "tf2_log"))
-  assert len(est_losses) == len(tf2_losses) == last_step - first_step + 1, (est_losses,
-                                                                             tf2_losses)
+  assert len(est_losses) == len(tf2_losses) == num_losses, (est_losses, tf2_losses)
   np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=ROUNDING)
+  last_step = int(checkpoints[-1].rsplit("-", 1)[1])
   assert "train: step %d/%d" % (last_step, last_step) in runs["tf2_log"]
-  checkpoints = [name for name in CHECKPOINTS if int(name.rsplit("-", 1)[1]) <= last_step]
   assert _state(tf2) == _state(est) == checkpoints
   for name in checkpoints:
     assert tf.train.list_variables(str(tf2 / name)) == tf.train.list_variables(str(est / name))
@@ -198,8 +199,8 @@ def _check_same_losses_and_checkpoints(runs, last_step=NUM_STEPS, first_step=1):
           "decoder/layer_1/cross_attention/source/value/bias/adam_v"} <= names
   # The initial weights bit for bit, the trained ones to rounding.
   assert _max_difference(_values(tf2 / "model.ckpt-0"), _values(est / "model.ckpt-0")) == 0
-  assert _max_difference(_values(tf2 / checkpoints[-1]), _values(est / checkpoints[-1]),
-                         skip=KEY_BIAS) <= ROUNDING
+  for name in checkpoints:
+    assert _max_difference(_values(tf2 / name), _values(est / name), skip=KEY_BIAS) <= ROUNDING
   assert _read_json(tf2 / "nmt_config.json") == _read_json(est / "nmt_config.json")
   est_summary, tf2_summary = (_read_json(d / "train_summary.json") for d in (est, tf2))
   assert sorted(tf2_summary) == sorted(est_summary)
@@ -263,38 +264,42 @@ def test_the_engines_saved_model_translates_as_the_engine_decoded(post_ln_runs, 
 @pytest.mark.slow
 def test_admin_on_both_engines_and_a_checkpoint_of_either_resumes_on_the_other(nmt_data,
                                                                                tmp_path):
-  """ADMIN to step 3 on both engines, then each job continued to step 6 on the other engine
-  (the inverse square root schedule does not depend on --num_train_steps)."""
+  """ADMIN with gradient accumulation, 3 updates (6 batches) on both engines, then each job
+  continued to 6 updates on the other engine (the inverse square root schedule does not
+  depend on --num_train_steps)."""
   python215 = tf215_python()
   config_file = _config_file(tmp_path, ADMIN, "admin.json")
   first = _on_both_engines(
-      python215, lambda out: _admin_job_args(nmt_data, config_file, out, num_train_steps=3),
-      tmp_path)
-  _check_same_losses_and_checkpoints(first, 3)
+      python215, lambda out: _admin_job_args(nmt_data, config_file, out, 3), tmp_path)
+  # Checkpoint 3 is taken inside an accumulation: its gradient accumulators are not zero.
+  _check_same_losses_and_checkpoints(first, CHECKPOINTS)
   est, tf2 = first["estimator"], first["tf2"]
+  accumulators = [n for n in _values(tf2 / "model.ckpt-3") if n.endswith("/grad_accum")]
+  assert "encoder/layer_0/attention/self/query/kernel/grad_accum" in accumulators
+  assert np.any(_values(tf2 / "model.ckpt-3")[accumulators[0]] != 0)
   # The profile of the initial model (a TF1 session on the newest TF too).
   assert _read_json(tf2 / "admin_profile.json") == _read_json(est / "admin_profile.json")
   # The Estimator's checkpoint continued by the TF2 engine and the TF2 engine's by the
   # Estimator, at the same time.
   estimator = _start215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES] +
-                        _admin_job_args(nmt_data, config_file, tf2))
+                        _admin_job_args(nmt_data, config_file, tf2, 6))
   try:
     log = run_tool("translation/run_translation.py",
-                   _admin_job_args(nmt_data, config_file, est)).stderr
+                   _admin_job_args(nmt_data, config_file, est, 6)).stderr
   finally:
     estimator_log = _wait(estimator)
-  assert "Restoring %s (step 3)" % (est / "model.ckpt-3") in log
-  # Named by the engine that trained steps 4 to 6.
+  assert "Restoring %s (step 6)" % (est / "model.ckpt-6") in log
+  # Named by the engine that trained the batches 7 to 12.
   second = {"estimator": tf2, "tf2": est, "estimator_log": estimator_log, "tf2_log": log}
-  _check_same_losses_and_checkpoints(second, NUM_STEPS, first_step=4)
+  _check_same_losses_and_checkpoints(second, CHECKPOINTS + ["model.ckpt-9", "model.ckpt-12"])
 
 
 @pytest.mark.parametrize("flags,shown", [
     (["--use_tpu", "--tpu_name=grpc://10.0.0.2:8470"], "--use_tpu: implemented by the "
      "Estimator only (TensorFlow 2.15); -m translation.run_translation on TF %s" %
      tf.__version__),
-    (["--gradient_accumulation_steps=2"], "--gradient_accumulation_steps=2: implemented by the "
-     "Estimator only (TensorFlow 2.15)"),
+    (["--iterations_per_loop=100"], "--iterations_per_loop=100: implemented by the Estimator "
+     "only (TensorFlow 2.15)"),
 ])
 def test_estimator_only_flags_are_one_line_errors(nmt_data, tmp_path, flags, shown):
   out = tmp_path / "out"
