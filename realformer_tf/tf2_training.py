@@ -21,7 +21,9 @@ realformer_tf/serving.py's SavedModels use). So:
   global norm 1.0, AdamWeightDecayOptimizer (weight decay 0.01, no decay for LayerNorm / bias)
   at optimization.learning_rate_schedule's rate (linear warm-up, linear decay to 0), then
   global_step + 1. On one device these are the Estimator's ops in its order: the same losses
-  to float32 rounding.
+  to float32 rounding. The optimizer's settings are create_optimizer's keyword arguments
+  (beta_2, epsilon, weight_decay_rate, clip_norm, schedule) with BERT's values by default
+  (translation/run_translation.py passes its Adam (0.9, 0.98) and its schedule).
 - Gradient accumulation (gradient_accumulation_steps=N) is create_optimizer's too: global_step
   counts micro-batches, each adds its gradient to `<var>/grad_accum` (in the checkpoints, as the
   Estimator writes them: a job stopped inside an accumulation resumes on either engine), every
@@ -391,7 +393,8 @@ class Engine(object):
                init_checkpoint=None, allow_unmatched_init=False, encoder_scopes=None,
                seed=12345, save_checkpoints_steps=1000, keep_checkpoint_max=5,
                log_every_n_steps=10, fused_optimizer=False, gradient_accumulation_steps=1,
-               use_xla=False):
+               use_xla=False, beta_2=0.999, epsilon=1e-6, weight_decay_rate=0.01,
+               clip_norm=CLIP_NORM, schedule="linear"):
     """Keeps the job's settings (nothing is built yet).
 
     Args:
@@ -419,6 +422,11 @@ class Engine(object):
       use_xla: XLA auto-clustering of the training step (the Estimator's --use_xla; on CPU
         the process must start with estimator_utils.XLA_CPU_FLAGS in TF_XLA_FLAGS, or train()
         says so in one line).
+      beta_2, epsilon, weight_decay_rate: AdamWeightDecayOptimizer's (as
+        optimization.create_optimizer passes them; BERT's by default).
+      clip_norm: the global-norm clipping threshold of the gradients.
+      schedule: the learning rate after warm-up, optimization.learning_rate_schedule's
+        "linear" (decay to 0 at num_train_steps) or "inverse_sqrt".
     """
     if gradient_accumulation_steps < 1:
       raise ValueError("gradient_accumulation_steps must be >= 1, got %d" %
@@ -440,6 +448,10 @@ class Engine(object):
     self._fused_optimizer = fused_optimizer
     self._accumulation_steps = gradient_accumulation_steps
     self._use_xla = use_xla
+    self._adam_settings = {"beta_2": beta_2, "epsilon": epsilon,
+                           "weight_decay_rate": weight_decay_rate}
+    self._clip_norm = clip_norm
+    self._schedule = schedule
     self._specs = None
     self._variables = None
     self._trainable = None
@@ -543,10 +555,9 @@ class Engine(object):
       self._trainable = [self._variables[name] for name, spec in self._specs.items()
                          if spec.trainable]
       self._optimizer = _AdamWeightDecay(
-          learning_rate=self._learning_rate, weight_decay_rate=0.01, beta_1=0.9,
-          beta_2=0.999, epsilon=1e-6,
+          learning_rate=self._learning_rate, beta_1=0.9,
           exclude_from_weight_decay=optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
-          fused=self._fused_optimizer)
+          fused=self._fused_optimizer, **self._adam_settings)
       self._optimizer.create_slots(self._trainable)
       self._accumulators = self._create_accumulators()
 
@@ -849,11 +860,11 @@ class Engine(object):
       # The global batch's gradient, clipped as one device clips it.
       grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN,
                                                              grads)
-    grads, _ = tf.clip_by_global_norm(grads, clip_norm=CLIP_NORM)
+    grads, _ = tf.clip_by_global_norm(grads, clip_norm=self._clip_norm)
     # The schedule counts updates; the global step counts micro-batches.
     learning_rate = optimization.learning_rate_schedule(
         self._global_step // self._accumulation_steps, self._learning_rate,
-        self._num_train_steps, self._num_warmup_steps)
+        self._num_train_steps, self._num_warmup_steps, schedule=self._schedule)
     self._optimizer.apply_global_gradients(list(zip(grads, self._trainable)), learning_rate,
                                            apply_now)
     return loss, learning_rate

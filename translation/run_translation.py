@@ -9,7 +9,10 @@ r"""Trains, evaluates, decodes and scores the translation RealFormer (nmt_modeli
         --spm_model=spm.model --predict_source_file=test.en --predict_reference_file=test.de
 
 Training runs on Estimator / TPUEstimator (estimator_utils.make_estimator: the same
---distribution_strategy and TPU flags as run_pretraining) with token-budget batches
+--distribution_strategy and TPU flags as run_pretraining) on TensorFlow 2.15, and on a
+TensorFlow without the Estimator (>= 2.16) on realformer_tf/tf2_training.Engine over the same
+graph (ENGINE_TF2: the same checkpoints, results and flags but the Estimator-only ones,
+tf2_training.check_flags), with token-budget batches
 (translation_input.py), label smoothing, Adam (0.9, 0.98), warm-up then linear decay (the
 paper) or inverse square root (ADMIN), gradient accumulation, a checkpoint per epoch, exact
 resume after a kill, and progress in target tokens/s with the time remaining. With
@@ -46,6 +49,7 @@ from realformer_tf import common
 from realformer_tf import estimator_utils
 from realformer_tf import export_utils
 from realformer_tf import model_config
+from realformer_tf import tf2_training
 import optimization
 from translation import decoding
 from translation import nmt_modeling
@@ -68,6 +72,12 @@ TRANSLATIONS_NAME = "translations.txt"
 DEFAULT_MAX_SOURCE_LENGTH = decoding.DEFAULT_MAX_SOURCE_LENGTH
 # Shared flags this model_fn does not implement (estimator_utils.check_supported refuses them).
 SUPPORTED_MODEL_FN_FLAGS = ()
+SCRIPT = "translation.run_translation"
+
+# The training engines: the Estimator (TensorFlow <= 2.15) and, on a TensorFlow without it,
+# tf2_training.Engine (tf.distribute over model_fn_builder's graph code).
+ENGINE_ESTIMATOR = "estimator"
+ENGINE_TF2 = "tf2"
 
 
 # The decoding graph and the checkpoint checks live in translation/decoding.py (shared with
@@ -249,6 +259,62 @@ def model_fn_builder(config, init_checkpoint=None, admin_profile=None, learning_
   return model_fn
 
 
+def engine_model_fn(config, admin_profile=None, label_smoothing=0.1, beam_size=4,
+                    length_penalty=0.6, max_decode_length=128):
+  """model_fn_builder's graph as a tf2_training.Engine model function.
+
+  Args:
+    config: NmtConfig.
+    admin_profile: ADMIN's omega initial values (the training model's), or None.
+    label_smoothing: the training loss's epsilon (evaluation: none).
+    beam_size, length_penalty, max_decode_length: decoding (translate_graph).
+
+  Returns:
+    model_fn(features, is_training) -> (loss, predictions). Features with "target_ids"
+    (training, evaluation): the label-smoothed loss (training) or the mean nll per target token,
+    and {"nll_sum": float32 [1], "num_tokens": float32 [1]} (what model_fn_builder's metric_fn
+    sums up). Features without (decoding: "source_ids", "example_index"): no loss and
+    model_fn_builder's PREDICT outputs ids [batch, max_decode_length], length, score and
+    example_index [batch].
+  """
+  def model_fn(features, is_training):
+    source_ids = features["source_ids"]
+    if "target_ids" not in features:
+      predictions = translate_graph(config, source_ids, beam_size, length_penalty,
+                                    max_decode_length)
+      predictions["example_index"] = features["example_index"]
+      return None, predictions
+    model = nmt_modeling.NmtModel(config, is_training, source_ids,
+                                  features["target_input_ids"], admin_profile=admin_profile)
+    loss, nll_sum, num_tokens = nmt_modeling.label_smoothed_loss(
+        model.logits, features["target_ids"], label_smoothing if is_training else 0.0)
+    return loss, {"nll_sum": tf.reshape(nll_sum, [1]), "num_tokens": tf.reshape(num_tokens, [1])}
+
+  return model_fn
+
+
+def mean_nll_per_token(nll_sums, token_counts):
+  """The eval_nll_per_token of model_fn_builder's metric_fn, from its per-batch values.
+
+  tf.compat.v1.metrics.mean(nll_sum / max(num_tokens, 1), weights=num_tokens) in float32 NumPy,
+  batch by batch as the metric's total and count variables accumulate.
+
+  Args:
+    nll_sums: per batch, the float32 sum of the target tokens' nll.
+    token_counts: per batch, the float32 number of target tokens.
+
+  Returns:
+    float: the mean nll per target token (0.0 without any token, as the metric's div_no_nan).
+  """
+  total, count = np.float32(0.0), np.float32(0.0)
+  for nll_sum, num_tokens in zip(nll_sums, token_counts):
+    nll_sum, num_tokens = np.float32(nll_sum), np.float32(num_tokens)
+    per_token = np.float32(nll_sum / np.maximum(num_tokens, np.float32(1.0)))
+    total = np.float32(total + np.float32(per_token * num_tokens))
+    count = np.float32(count + num_tokens)
+  return float(total / count) if count else 0.0
+
+
 # ----------------------------------------------------------------------------- ADMIN profile
 def make_admin_profile(config, input_fn, seed, path):
   """ADMIN's initialisation: profiles the seed's initial model on the first training batch.
@@ -362,15 +428,32 @@ def train(settings, config, train_files, resume_step):
     tf1.logging.info("One epoch = %d batches of <= %d tokens: %d updates for %g epochs",
                      epoch_batches, settings.max_tokens, num_train_steps, settings.num_train_epochs)
   total_global_steps = num_train_steps * settings.gradient_accumulation_steps
-  input_fn = translation_input.input_fn_builder(
-      train_files, settings.max_tokens, settings.max_length, is_training=True, seed=settings.seed,
-      use_tpu=settings.use_tpu,
-      skip_batches=estimator_utils.resume_skip_batches(resume_step, settings.flag_values))
   profile_input_fn = translation_input.input_fn_builder(
       train_files, settings.max_tokens, settings.max_length, is_training=True, seed=settings.seed)
   admin_profile = resolve_admin_profile(settings, config, profile_input_fn, resume_step)
   with common.atomic_output(os.path.join(settings.output_dir, CONFIG_NAME)) as f:
     f.write(config.to_json_string())
+  start = time.time()
+  if settings.engine == ENGINE_TF2:
+    tokens_per_second = _train_engine(settings, config, train_files, admin_profile,
+                                      num_train_steps, total_global_steps)
+  else:
+    tokens_per_second = _train_estimator(settings, config, train_files, admin_profile,
+                                         num_train_steps, resume_step)
+  common.STOP_SIGNALS.exit_if_stopped()
+  return {"num_train_steps": num_train_steps, "global_step_target": total_global_steps,
+          "epoch_batches": epoch_batches, "train_seconds": round(time.time() - start, 1),
+          "target_tokens_per_second": tokens_per_second,
+          "global_step": estimator_utils.latest_global_step(settings.output_dir)}
+
+
+def _train_estimator(settings, config, train_files, admin_profile, num_train_steps, resume_step):
+  """Trains with the (TPU)Estimator to num_train_steps updates; returns the target tokens/s."""
+  total_global_steps = num_train_steps * settings.gradient_accumulation_steps
+  input_fn = translation_input.input_fn_builder(
+      train_files, settings.max_tokens, settings.max_length, is_training=True, seed=settings.seed,
+      use_tpu=settings.use_tpu,
+      skip_batches=estimator_utils.resume_skip_batches(resume_step, settings.flag_values))
   model_fn = model_fn_builder(
       config, init_checkpoint=settings.init_checkpoint, admin_profile=admin_profile,
       allow_unmatched_init=settings.allow_unmatched_init,
@@ -385,14 +468,62 @@ def train(settings, config, train_files, resume_step):
   estimator = estimator_utils.make_estimator(model_fn, settings.flag_values, settings.output_dir,
                                              batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
   hook = TokenProgressHook(total_global_steps)
-  start = time.time()
   estimator.train(input_fn=input_fn, max_steps=total_global_steps,
                   hooks=[hook, estimator_utils.StopOnSignalHook()])
-  common.STOP_SIGNALS.exit_if_stopped()
-  return {"num_train_steps": num_train_steps, "global_step_target": total_global_steps,
-          "epoch_batches": epoch_batches, "train_seconds": round(time.time() - start, 1),
-          "target_tokens_per_second": hook.tokens_per_second,
-          "global_step": estimator_utils.latest_global_step(settings.output_dir)}
+  return hook.tokens_per_second
+
+
+def _train_engine(settings, config, train_files, admin_profile, num_train_steps,
+                  total_global_steps):
+  """Trains with tf2_training.Engine to num_train_steps updates, total_global_steps batches (it
+  resumes from the latest checkpoint in output_dir itself, skipping the batches trained).
+
+  Returns:
+    None: the engine's progress line counts steps, not target tokens.
+  """
+  strategy = tf2_training.make_strategy(settings.flag_values.distribution_strategy,
+                                        settings.flag_values.num_gpus)
+  engine = _job_engine(settings, engine_model_fn(config, admin_profile, settings.label_smoothing),
+                       strategy=strategy, num_train_steps=num_train_steps)
+  engine.train(lambda skip_batches: translation_input.input_fn_builder(
+      train_files, settings.max_tokens, settings.max_length, is_training=True,
+      seed=settings.seed, skip_batches=skip_batches), total_global_steps)
+  return None
+
+
+def _job_engine(settings, model_fn, strategy=None, num_train_steps=None):
+  """A tf2_training.Engine over model_fn in --output_dir with the optimizer of model_fn_builder.
+
+  Args:
+    settings: JobSettings of job_settings.
+    model_fn: engine_model_fn's model function.
+    strategy: training's tf.distribute strategy (None: one device, as evaluation and decoding
+      run).
+    num_train_steps: the updates of a training job (None: evaluation, decoding); with
+      --gradient_accumulation_steps N the global step counts N batches per update.
+
+  Returns:
+    tf2_training.Engine; it starts a training job from --init_checkpoint (evaluation and
+    decoding read their checkpoint).
+  """
+  flag_values = settings.flag_values
+  return tf2_training.Engine(
+      model_fn, settings.output_dir, strategy=strategy,
+      # Token-budget batches ignore the batch size: one batch per replica and step.
+      train_batch_size=strategy.num_replicas_in_sync if strategy else 1,
+      learning_rate=settings.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=settings.warmup_steps,
+      init_checkpoint=settings.init_checkpoint if num_train_steps else None,
+      allow_unmatched_init=settings.allow_unmatched_init, encoder_scopes=ENCODER_SCOPES,
+      seed=settings.seed, save_checkpoints_steps=flag_values.save_checkpoints_steps,
+      keep_checkpoint_max=flag_values.keep_checkpoint_max,
+      log_every_n_steps=flag_values.log_every_n_steps,
+      gradient_accumulation_steps=settings.gradient_accumulation_steps,
+      use_xla=flag_values.use_xla,
+      beta_2=settings.adam_beta2, epsilon=settings.adam_epsilon,
+      weight_decay_rate=settings.weight_decay,
+      clip_norm=settings.clip_norm if settings.clip_norm > 0 else 1e30,
+      schedule=settings.lr_schedule)
 
 
 def evaluate(settings, config, checkpoint, dev_files):
@@ -407,17 +538,25 @@ def evaluate(settings, config, checkpoint, dev_files):
   Returns:
     dict: eval_nll_per_token, eval_perplexity, checkpoint (the prefix evaluated), global_step.
   """
-  model_fn = model_fn_builder(config, use_tpu=settings.use_tpu)
-  batch_size = max(1, settings.max_tokens // settings.max_length)
-  estimator = estimator_utils.make_estimator(model_fn, settings.flag_values, settings.output_dir,
-                                             batch_size, batch_size,
-                                             supported_flags=SUPPORTED_MODEL_FN_FLAGS)
   input_fn = translation_input.input_fn_builder(dev_files, settings.max_tokens, settings.max_length,
                                                 is_training=False, use_tpu=settings.use_tpu)
-  results = estimator.evaluate(input_fn=input_fn, checkpoint_path=checkpoint)
-  nll = float(results["eval_nll_per_token"])
+  if settings.engine == ENGINE_TF2:
+    # The per-batch sums of model_fn_builder's metric_fn, accumulated as its metric does.
+    sums = [outputs for _, outputs in _job_engine(settings, engine_model_fn(config))
+            .predict_batches(input_fn, checkpoint)]
+    nll = mean_nll_per_token([o["nll_sum"][0] for o in sums], [o["num_tokens"][0] for o in sums])
+    global_step = checkpoint_utils.checkpoint_step(checkpoint) if checkpoint else 0
+  else:
+    model_fn = model_fn_builder(config, use_tpu=settings.use_tpu)
+    batch_size = max(1, settings.max_tokens // settings.max_length)
+    estimator = estimator_utils.make_estimator(model_fn, settings.flag_values,
+                                               settings.output_dir, batch_size, batch_size,
+                                               supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+    results = estimator.evaluate(input_fn=input_fn, checkpoint_path=checkpoint)
+    nll = float(results["eval_nll_per_token"])
+    global_step = int(results["global_step"])
   return {"eval_nll_per_token": nll, "eval_perplexity": float(np.exp(nll)),
-          "checkpoint": checkpoint, "global_step": int(results["global_step"])}
+          "checkpoint": checkpoint, "global_step": global_step}
 
 
 # ----------------------------------------------------------------------------- decoding
@@ -487,20 +626,12 @@ def translate_lines(settings, config, checkpoint, sp, lines):
     tf1.logging.warning("%d of %d sources are longer than --max_source_length=%d ids: decoding "
                         "their first %d pieces", sources_cut, len(lines),
                         settings.max_source_length, settings.max_source_length - 1)
-  model_fn = model_fn_builder(config, use_tpu=False, beam_size=settings.beam_size,
-                              length_penalty=settings.length_penalty,
-                              max_decode_length=settings.max_decode_length)
-  estimator = estimator_utils.make_estimator(model_fn, settings.flag_values, settings.output_dir,
-                                             settings.predict_batch_size,
-                                             predict_batch_size=settings.predict_batch_size,
-                                             supported_flags=SUPPORTED_MODEL_FN_FLAGS)
   translations = [None] * len(lines)
   meter = common.ProgressMeter(len(lines), unit="sentences", log_fn=tf1.logging.info)
   cut = 0
   done = 0
-  for prediction in estimator.predict(
-      predict_input_fn_builder(source_ids, settings.predict_batch_size),
-      checkpoint_path=checkpoint, yield_single_examples=True):
+  for prediction in _decoded(settings, config, checkpoint,
+                             predict_input_fn_builder(source_ids, settings.predict_batch_size)):
     length = int(prediction["length"])
     ids = [int(i) for i in prediction["ids"][:length]]
     if ids and ids[-1] == nmt_modeling.EOS_ID:
@@ -517,6 +648,25 @@ def translate_lines(settings, config, checkpoint, sp, lines):
     tf1.logging.warning("%d of %d translations reached --max_decode_length=%d without eos",
                         cut, len(lines), settings.max_decode_length)
   return translations, cut, sources_cut
+
+
+def _decoded(settings, config, checkpoint, input_fn):
+  """The beam search's outputs (ids, length, score, example_index) sentence by sentence, on
+  the Estimator or the TF2 engine (translate_graph in its tf.function)."""
+  if settings.engine == ENGINE_TF2:
+    model_fn = engine_model_fn(config, beam_size=settings.beam_size,
+                               length_penalty=settings.length_penalty,
+                               max_decode_length=settings.max_decode_length)
+    return _job_engine(settings, model_fn).predict(input_fn, checkpoint,
+                                                   batch_size=settings.predict_batch_size)
+  model_fn = model_fn_builder(config, use_tpu=False, beam_size=settings.beam_size,
+                              length_penalty=settings.length_penalty,
+                              max_decode_length=settings.max_decode_length)
+  estimator = estimator_utils.make_estimator(model_fn, settings.flag_values, settings.output_dir,
+                                             settings.predict_batch_size,
+                                             predict_batch_size=settings.predict_batch_size,
+                                             supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+  return estimator.predict(input_fn, checkpoint_path=checkpoint, yield_single_examples=True)
 
 
 def predict(settings, config, checkpoint, sp):
@@ -594,6 +744,16 @@ def _check_flags():
     common.fail("--label_smoothing must be in [0, 1), got %g" % FLAGS.label_smoothing)
   if FLAGS.learning_rate <= 0:
     common.fail("--learning_rate must be > 0, got %g" % FLAGS.learning_rate)
+
+
+def _check_engine_flags():
+  """One-line errors for the device, precision and distribution flags: on the TF2 engine those
+  only the Estimator implements (tf2_training.check_flags), on both the combinations
+  estimator_utils refuses."""
+  if not estimator_utils.has_estimator():
+    tf2_training.check_flags(FLAGS, "-m " + SCRIPT)
+  estimator_utils.validate_estimator_flags(FLAGS)
+  estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
 
 def check_resume(settings, config):
@@ -717,8 +877,11 @@ JobSettings = collections.namedtuple("JobSettings", [
     # Decoding.
     "predict_batch_size", "beam_size", "length_penalty", "max_decode_length", "max_source_length",
     "target_language",
-    # The whole flag set, for estimator_utils.make_estimator and resume_skip_batches only (train
-    # sets its save_checkpoints_steps to an epoch's batches, see save_every_epoch).
+    # The training engine (ENGINE_ESTIMATOR or ENGINE_TF2).
+    "engine",
+    # The whole flag set, for estimator_utils.make_estimator, the engine's strategy and
+    # checkpointing (_job_engine) and resume_skip_batches only (train sets its
+    # save_checkpoints_steps to an epoch's batches, see save_every_epoch).
     "flag_values",
 ])
 
@@ -776,15 +939,14 @@ def job_settings(flag_values):
       max_decode_length=flag_values.max_decode_length,
       max_source_length=flag_values.max_source_length,
       target_language=flag_values.target_language,
+      engine=ENGINE_ESTIMATOR if estimator_utils.has_estimator() else ENGINE_TF2,
       flag_values=flag_values)
 
 
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
-  estimator_utils.require_estimator()
   _check_flags()
-  estimator_utils.validate_estimator_flags(FLAGS)
-  estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
+  _check_engine_flags()
   common.check_output_dir(FLAGS.output_dir)
   settings = job_settings(FLAGS)
   # Every job takes the lock, evaluation-only ones too, before the directory's config or
