@@ -99,6 +99,7 @@ from realformer_tf import common
 from realformer_tf import estimator_utils
 from realformer_tf import batch_padding
 from realformer_tf import model_config
+from realformer_tf import tf2_training
 import modeling
 from realformer_tf import training_eval
 from etc_model import bert_windows
@@ -473,26 +474,142 @@ def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_ste
       return tf1.estimator.tpu.TPUEstimatorSpec(
           mode=mode, loss=loss, scaffold_fn=scaffold_fn,
           eval_metrics=(lambda x: {"loss": tf1.metrics.mean(x)}, [per_example]))
-    predictions = dict(logits) if isinstance(logits, dict) else {"logits": logits}
-    predictions["example_loss"] = per_example
-    for name, _ in heads.LABEL_FEATURES[task]:
-      predictions[name] = features[name]
-    predictions["global_token_ids"] = features["global_token_ids"]
-    if max_global_seq_length and not isinstance(config, bert_windows.BertWindowsConfig):
-      global_names = ["global_token_ids"] + [
-          name for name, size in heads.LABEL_FEATURES[task] if size == "G"]
-      if task == "supporting":
-        global_names.append("logits")
-      if task == hotpotqa.TASK:
-        global_names.append("sp_logits")
-      for name in global_names:
-        predictions[name] = _pad_to_length(predictions[name], max_global_seq_length)
-      if task == hotpotqa.TASK and max_seq_length:
-        for name in ("begin_logits", "end_logits"):
-          predictions[name] = _pad_to_length(predictions[name], max_seq_length,
-                                             heads.MASKED_LOGIT)
+    predictions = _predictions(task, config, features, per_example, logits,
+                               max_global_seq_length, max_seq_length)
     return tf1.estimator.tpu.TPUEstimatorSpec(mode=mode, predictions=predictions,
                                               scaffold_fn=scaffold_fn)
+
+  return model_fn
+
+
+def _predictions(task, config, features, per_example, logits, max_global_seq_length=None,
+                 max_seq_length=None):
+  """The PREDICT outputs of build_model (what task_metrics and prediction_lines read).
+
+  Args:
+    task: a name of long_task_heads.TASKS.
+    config: EtcConfig or bert_windows.BertWindowsConfig.
+    features: the model's input features (the labels and global_token_ids are passed through).
+    per_example: the per-example loss [batch].
+    logits: build_model's logits (a Tensor, or hotpotqa's dict of them).
+    max_global_seq_length: ETC: the per-global-token outputs are padded back to this length
+      with zeros (batches cut by --padding=longest stack together); None: left as they are.
+    max_seq_length: ETC hotpotqa: likewise the begin / end logits, with MASKED_LOGIT.
+
+  Returns:
+    dict name -> Tensor [batch, ...]: logits (or hotpotqa's), example_loss, the label features
+    and global_token_ids.
+  """
+  predictions = dict(logits) if isinstance(logits, dict) else {"logits": logits}
+  predictions["example_loss"] = per_example
+  for name, _ in heads.LABEL_FEATURES[task]:
+    predictions[name] = features[name]
+  predictions["global_token_ids"] = features["global_token_ids"]
+  if max_global_seq_length and not isinstance(config, bert_windows.BertWindowsConfig):
+    global_names = ["global_token_ids"] + [
+        name for name, size in heads.LABEL_FEATURES[task] if size == "G"]
+    if task == "supporting":
+      global_names.append("logits")
+    if task == hotpotqa.TASK:
+      global_names.append("sp_logits")
+    for name in global_names:
+      predictions[name] = _pad_to_length(predictions[name], max_global_seq_length)
+    if task == hotpotqa.TASK and max_seq_length:
+      for name in ("begin_logits", "end_logits"):
+        predictions[name] = _pad_to_length(predictions[name], max_seq_length,
+                                           heads.MASKED_LOGIT)
+  return predictions
+
+
+# Variables the task's loss does not depend on get no gradient: ETC's last layer computes long
+# outputs a global-token head never reads (cloze, supporting, classify, wikihop), BERT's pooler
+# is unused by the bert_windows heads. The Estimator's optimizer skips them (no update, no Adam
+# slots); the TF2 engine gets them as non-trainable variables to the same effect
+# (_untrained_variables), loaded from init_checkpoint as the Estimator loads them
+# (_init_untrained_from).
+
+
+def _gradientless_variable_names(graph_fn, features):
+  """The trainable variables of graph_fn's model whose loss gradient is None.
+
+  Args:
+    graph_fn: features -> the loss (builds the model in the default graph).
+    features: dict name -> Tensor: the inputs' dtypes and shapes.
+
+  Returns:
+    set of variable names (op names).
+  """
+  with tf.Graph().as_default():
+    loss = graph_fn({name: tf1.placeholder(t.dtype, t.shape) for name, t in features.items()})
+    tvars = tf1.trainable_variables()
+    grads = tf.gradients(ys=loss, xs=tvars)
+    return {v.op.name for v, grad in zip(tvars, grads) if grad is None}
+
+
+def _untrained_variables(names):
+  """A variable scope (names unchanged) in which the variables `names` are created
+  non-trainable: the engine then trains, and gives Adam slots to, exactly the variables the
+  Estimator's optimizer updates."""
+  def untrained_getter(getter, name, *args, **kwargs):
+    if name in names:
+      kwargs["trainable"] = False
+    return getter(name, *args, **kwargs)
+
+  return tf1.variable_scope(tf1.get_variable_scope(), custom_getter=untrained_getter,
+                            auxiliary_name_scope=False)
+
+
+def _init_untrained_from(init_checkpoint, names):
+  """Initialises the graph's variables `names` from init_checkpoint, as the Estimator's init
+  does (it loads every trainable variable; the engine's init loads its trainable ones).
+
+  Call it after the whole model is built: its restore ops then shift no op seed of the model's
+  random initializers. A variable the checkpoint lacks (or has in another shape) keeps its
+  random initializer, as on the Estimator (which the engine's init check refuses for the
+  encoder's trained variables).
+
+  Args:
+    init_checkpoint: the checkpoint prefix (or directory).
+    names: the variable names.
+  """
+  shapes = dict(tf.train.list_variables(init_checkpoint))
+  assignment = {v.op.name: v for v in tf1.global_variables()
+                if v.op.name in names and shapes.get(v.op.name) == v.shape.as_list()}
+  if assignment:
+    tf1.train.init_from_checkpoint(init_checkpoint, assignment)
+
+
+def engine_model_fn(task, config, att_implementation="full", num_labels=None,
+                    max_global_seq_length=None, max_seq_length=None,
+                    use_one_hot_embeddings=False, init_checkpoint=None):
+  """model_fn_builder's graph as a tf2_training.Engine model function (float32: the engine has
+  no --precision).
+
+  Args:
+    task, config, init_checkpoint, att_implementation, num_labels, max_global_seq_length,
+      max_seq_length: as model_fn_builder.
+    use_one_hot_embeddings: TPU embedding lookups.
+
+  Returns:
+    model_fn(features, is_training) -> (the mean loss, _predictions' dict).
+  """
+  def graph(features, is_training):
+    loss, per_example, logits = build_model(
+        task, config, features, is_training, use_one_hot_embeddings=use_one_hot_embeddings,
+        att_implementation=att_implementation, num_labels=num_labels)
+    return loss, _predictions(task, config, features, per_example, logits,
+                              max_global_seq_length, max_seq_length)
+
+  def model_fn(features, is_training):
+    if tf.inside_function():  # the engine's steps: the variables exist
+      return graph(features, is_training)
+    # The engine's scratch graph, where it creates the variables and the initial weights.
+    untrained = _gradientless_variable_names(lambda f: graph(f, True)[0], features)
+    with _untrained_variables(untrained):
+      outputs = graph(features, is_training)
+    if init_checkpoint and untrained:
+      _init_untrained_from(init_checkpoint, untrained)
+    return outputs
 
   return model_fn
 
@@ -690,11 +807,13 @@ def hotpotqa_scorers(data_dir, files, tokenizer, do_lower_case, sp_threshold,
 
 
 class _Inference(object):
-  """Estimator.predict over a whole split (no example dropped), outputs stacked."""
+  """Estimator.predict (or the TF2 engine's) over a whole split (no example dropped), outputs
+  stacked."""
 
-  def __init__(self, estimator, config, label_names=None, split_scorers=None,
+  def __init__(self, trainer, config, label_names=None, split_scorers=None,
                side_input_options=None):
-    self.estimator = estimator
+    # The Estimator, or the tf2_training.Engine (_job_trainer).
+    self.trainer = trainer
     self.config = config
     self.label_names = label_names
     # {record file: outputs -> (answers, official metrics)} (--task=wikihop / hotpotqa).
@@ -712,7 +831,11 @@ class _Inference(object):
                                 is_training=False, padding=_padding(training=False),
                                 att_implementation=FLAGS.att_implementation,
                                 side_input_options=self.side_input_options)
-    rows = list(self.estimator.predict(input_fn=input_fn, checkpoint_path=checkpoint,
+    if isinstance(self.trainer, tf2_training.Engine):
+      rows = list(self.trainer.predict(input_fn, checkpoint_path=checkpoint,
+                                       batch_size=FLAGS.predict_batch_size))
+    else:
+      rows = list(self.trainer.predict(input_fn=input_fn, checkpoint_path=checkpoint,
                                        yield_single_examples=True))
     common.STOP_SIGNALS.exit_if_stopped("no results written; rerun to evaluate")
     return {key: np.stack([row[key] for row in rows]) for key in rows[0]}
@@ -764,17 +887,25 @@ def _scored_checkpoint():
   return latest, "last"
 
 
-def _train(estimator, config, train_file, num_records, num_train_steps, resume_step, inference,
+def _train(trainer, config, train_file, num_records, num_train_steps, resume_step, inference,
            dev_file, side_input_options=None):
-  """--do_train (with evaluations when --eval_every_steps is set); returns the results dict."""
-  def train_to(step, target):
-    input_fn = input_fn_builder(
+  """--do_train (with evaluations when --eval_every_steps is set); returns the results dict.
+
+  trainer: the Estimator, or the tf2_training.Engine (_job_trainer)."""
+  def train_input_fn(skip_batches):
+    return input_fn_builder(
         train_file, FLAGS.task, config, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
-        FLAGS.max_candidates, is_training=True, seed=FLAGS.seed,
-        skip_batches=estimator_utils.resume_skip_batches(step, FLAGS),
+        FLAGS.max_candidates, is_training=True, seed=FLAGS.seed, skip_batches=skip_batches,
         padding=_padding(training=True), att_implementation=FLAGS.att_implementation,
         num_records=num_records, side_input_options=side_input_options)
-    estimator.train(input_fn=input_fn, max_steps=target)
+
+  def train_to(step, target):
+    if isinstance(trainer, tf2_training.Engine):
+      # The engine resumes from the latest checkpoint (that of `step`), skipping its batches.
+      trainer.train(train_input_fn, target)
+    else:
+      trainer.train(input_fn=train_input_fn(estimator_utils.resume_skip_batches(step, FLAGS)),
+                    max_steps=target)
     common.STOP_SIGNALS.exit_if_stopped(
         "checkpoint saved; rerun the same command to resume")
     return estimator_utils.latest_global_step(FLAGS.output_dir)
@@ -797,12 +928,60 @@ def _train(estimator, config, train_file, num_records, num_train_steps, resume_s
   return summary
 
 
-def main(_):
-  tf1.logging.set_verbosity(tf1.logging.INFO)
-  estimator_utils.require_estimator(script="-m " + SCRIPT)
-  _check_flags()
+def _check_engine_flags():
+  """One-line errors for the device, precision and distribution flags: on the TF2 engine those
+  only the Estimator implements (tf2_training.check_flags), on both the combinations
+  estimator_utils refuses."""
+  if not estimator_utils.has_estimator():
+    tf2_training.check_flags(FLAGS, "-m " + SCRIPT)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
+
+
+def _job_trainer(config, num_labels, num_train_steps, num_warmup_steps):
+  """What trains and predicts: the Estimator of model_fn_builder's model_fn (TF 2.15), or a
+  tf2_training.Engine over the same graph (a TensorFlow without the Estimator).
+
+  Args:
+    config: EtcConfig or bert_windows.BertWindowsConfig.
+    num_labels: classify: the size of the label vocabulary; else None.
+    num_train_steps: the schedule's last step (0 without --do_train).
+    num_warmup_steps: linear warm-up steps.
+
+  Returns:
+    tf.compat.v1.estimator.tpu.TPUEstimator or tf2_training.Engine.
+  """
+  att_implementation = layout_for(FLAGS.att_implementation, FLAGS.max_seq_length)
+  if estimator_utils.has_estimator():
+    model_fn = model_fn_builder(
+        FLAGS.task, config, FLAGS.init_checkpoint, FLAGS.learning_rate, num_train_steps,
+        num_warmup_steps, FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
+        allow_unmatched_init=FLAGS.allow_unmatched_init,
+        att_implementation=att_implementation, num_labels=num_labels,
+        max_global_seq_length=FLAGS.max_global_seq_length, max_seq_length=FLAGS.max_seq_length,
+        **estimator_utils.precision_kwargs(FLAGS))
+    return estimator_utils.make_estimator(
+        model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
+        FLAGS.predict_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+  strategy = tf2_training.make_strategy(FLAGS.distribution_strategy, FLAGS.num_gpus)
+  return tf2_training.Engine(
+      engine_model_fn(FLAGS.task, config, att_implementation, num_labels,
+                      FLAGS.max_global_seq_length, FLAGS.max_seq_length,
+                      use_one_hot_embeddings=tf2_training.is_tpu_strategy(strategy),
+                      init_checkpoint=FLAGS.init_checkpoint),
+      FLAGS.output_dir, strategy=strategy, train_batch_size=FLAGS.train_batch_size,
+      learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps, init_checkpoint=FLAGS.init_checkpoint,
+      allow_unmatched_init=FLAGS.allow_unmatched_init, encoder_scopes=encoder_scopes(config),
+      seed=FLAGS.seed, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
+      keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every_n_steps=FLAGS.log_every_n_steps,
+      fused_optimizer=FLAGS.fused_optimizer)
+
+
+def main(_):
+  tf1.logging.set_verbosity(tf1.logging.INFO)
+  _check_flags()
+  _check_engine_flags()
   if FLAGS.model == "bert_windows":
     config = bert_windows.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.window_length,
                                       FLAGS.window_stride, FLAGS.data_dir)
@@ -885,18 +1064,9 @@ def main(_):
                      "residual_attention=%s; L=%d, G=%d", config.num_hidden_layers,
                      config.hidden_size, config.local_radius, config.residual_attention,
                      FLAGS.max_seq_length, FLAGS.max_global_seq_length)
-  model_fn = model_fn_builder(
-      FLAGS.task, config, FLAGS.init_checkpoint, FLAGS.learning_rate, num_train_steps,
-      num_warmup_steps, FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
-      allow_unmatched_init=FLAGS.allow_unmatched_init,
-      att_implementation=layout_for(FLAGS.att_implementation, FLAGS.max_seq_length),
-      num_labels=len(label_names) if label_names else None,
-      max_global_seq_length=FLAGS.max_global_seq_length, max_seq_length=FLAGS.max_seq_length,
-      **estimator_utils.precision_kwargs(FLAGS))
-  estimator = estimator_utils.make_estimator(
-      model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
-      FLAGS.predict_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-  inference = _Inference(estimator, config, label_names, split_scorers, side_input_options)
+  trainer = _job_trainer(config, len(label_names) if label_names else None, num_train_steps,
+                         num_warmup_steps)
+  inference = _Inference(trainer, config, label_names, split_scorers, side_input_options)
 
   # The same keys for both models (a driver reads both alike); no windows: None.
   windowed = FLAGS.model == "bert_windows"
@@ -909,7 +1079,7 @@ def main(_):
   if label_names is not None:
     summary["labels"] = label_names
   if FLAGS.do_train:
-    summary.update(_train(estimator, config, files["train"], num_records, num_train_steps,
+    summary.update(_train(trainer, config, files["train"], num_records, num_train_steps,
                           resume_step, inference, files.get("dev"), side_input_options))
   checkpoint, scored = _scored_checkpoint()
   # Which weights the results come from (no checkpoint in --output_dir: --init_checkpoint).
