@@ -51,8 +51,8 @@ bilinear; supporting: the mean of each sentence's tokens -> a logit). The same f
 evaluation, resume, early stopping and files, with the same keys (model, window_length,
 window_stride: None for ETC).
 
---do_eval scores the dev set exactly (Estimator.predict, metrics in NumPy) and writes
-eval_results.json (with the checkpoint and step scored): cloze accuracy overall and by
+--do_eval scores the dev set exactly (Estimator.predict or the engine's, metrics in NumPy) and
+writes eval_results.json (with the checkpoint and step scored): cloze accuracy overall and by
 answer_distance bucket beside the most-frequent / most-recent baselines of the records;
 supporting sentence-level F1 / precision / recall and exact match (all sentences of an example
 right), HotpotQA's sp_* definitions; classify accuracy, macro F1, the majority share and
@@ -69,6 +69,15 @@ the encoder, ETC's or BERT's; the task head starts fresh). --precision=bf16 / fp
 encoder (ETC's or BERT's) in that dtype with float32 variables (the same checkpoints in every
 precision), heads and losses float32; fp16 trains with dynamic loss scaling
 (estimator_utils.create_train_op).
+
+TensorFlow 2.15 trains with the Estimator. TF 2.16 and later (no Estimator) train, evaluate and
+predict with realformer_tf.tf2_training.Engine over the same graph: the same flags, checkpoints
+(official names, Adam slots, global_step: a job continues on either engine), eval_results,
+test_results, predictions files and sidecars, the same loss at every step to float32 rounding;
+the flags only the Estimator implements (TPU, XLA, --precision other than fp32, the distribution
+strategies other than mirrored) are one-line errors there. Variables the task's loss does not
+reach (ETC's last-layer long outputs under a global-token head, BERT's pooler under
+bert_windows) stay untrained on both engines: no Adam slots, their --init_checkpoint values.
 
 --padding=longest (the default of evaluation and prediction; training keeps max_length, as
 ETC draws its dropout masks over the batch's shape) cuts each batch to its longest real long
@@ -938,11 +947,12 @@ def _check_engine_flags():
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
 
 
-def _job_trainer(config, num_labels, num_train_steps, num_warmup_steps):
+def _job_trainer(flag_values, config, num_labels, num_train_steps, num_warmup_steps):
   """What trains and predicts: the Estimator of model_fn_builder's model_fn (TF 2.15), or a
   tf2_training.Engine over the same graph (a TensorFlow without the Estimator).
 
   Args:
+    flag_values: the parsed flags, as main read and checked them.
     config: EtcConfig or bert_windows.BertWindowsConfig.
     num_labels: classify: the size of the label vocabulary; else None.
     num_train_steps: the schedule's last step (0 without --do_train).
@@ -951,32 +961,36 @@ def _job_trainer(config, num_labels, num_train_steps, num_warmup_steps):
   Returns:
     tf.compat.v1.estimator.tpu.TPUEstimator or tf2_training.Engine.
   """
-  att_implementation = layout_for(FLAGS.att_implementation, FLAGS.max_seq_length)
+  att_implementation = layout_for(flag_values.att_implementation, flag_values.max_seq_length)
   if estimator_utils.has_estimator():
     model_fn = model_fn_builder(
-        FLAGS.task, config, FLAGS.init_checkpoint, FLAGS.learning_rate, num_train_steps,
-        num_warmup_steps, FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
-        allow_unmatched_init=FLAGS.allow_unmatched_init,
+        flag_values.task, config, flag_values.init_checkpoint, flag_values.learning_rate,
+        num_train_steps, num_warmup_steps, flag_values.use_tpu,
+        train_batch_size=flag_values.train_batch_size,
+        allow_unmatched_init=flag_values.allow_unmatched_init,
         att_implementation=att_implementation, num_labels=num_labels,
-        max_global_seq_length=FLAGS.max_global_seq_length, max_seq_length=FLAGS.max_seq_length,
-        **estimator_utils.precision_kwargs(FLAGS))
+        max_global_seq_length=flag_values.max_global_seq_length,
+        max_seq_length=flag_values.max_seq_length,
+        **estimator_utils.precision_kwargs(flag_values))
     return estimator_utils.make_estimator(
-        model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
-        FLAGS.predict_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-  strategy = tf2_training.make_strategy(FLAGS.distribution_strategy, FLAGS.num_gpus)
+        model_fn, flag_values, flag_values.output_dir, flag_values.train_batch_size,
+        flag_values.eval_batch_size, flag_values.predict_batch_size,
+        supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+  strategy = tf2_training.make_strategy(flag_values.distribution_strategy, flag_values.num_gpus)
   return tf2_training.Engine(
-      engine_model_fn(FLAGS.task, config, att_implementation, num_labels,
-                      FLAGS.max_global_seq_length, FLAGS.max_seq_length,
+      engine_model_fn(flag_values.task, config, att_implementation, num_labels,
+                      flag_values.max_global_seq_length, flag_values.max_seq_length,
                       use_one_hot_embeddings=tf2_training.is_tpu_strategy(strategy),
-                      init_checkpoint=FLAGS.init_checkpoint),
-      FLAGS.output_dir, strategy=strategy, train_batch_size=FLAGS.train_batch_size,
-      learning_rate=FLAGS.learning_rate, num_train_steps=num_train_steps,
-      num_warmup_steps=num_warmup_steps, init_checkpoint=FLAGS.init_checkpoint,
-      allow_unmatched_init=FLAGS.allow_unmatched_init, encoder_scopes=encoder_scopes(config),
-      seed=FLAGS.seed, save_checkpoints_steps=FLAGS.save_checkpoints_steps,
-      keep_checkpoint_max=FLAGS.keep_checkpoint_max, log_every_n_steps=FLAGS.log_every_n_steps,
-      fused_optimizer=FLAGS.fused_optimizer)
-
+                      init_checkpoint=flag_values.init_checkpoint),
+      flag_values.output_dir, strategy=strategy, train_batch_size=flag_values.train_batch_size,
+      learning_rate=flag_values.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps, init_checkpoint=flag_values.init_checkpoint,
+      allow_unmatched_init=flag_values.allow_unmatched_init,
+      encoder_scopes=encoder_scopes(config), seed=flag_values.seed,
+      save_checkpoints_steps=flag_values.save_checkpoints_steps,
+      keep_checkpoint_max=flag_values.keep_checkpoint_max,
+      log_every_n_steps=flag_values.log_every_n_steps,
+      fused_optimizer=flag_values.fused_optimizer)
 
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
@@ -1064,8 +1078,8 @@ def main(_):
                      "residual_attention=%s; L=%d, G=%d", config.num_hidden_layers,
                      config.hidden_size, config.local_radius, config.residual_attention,
                      FLAGS.max_seq_length, FLAGS.max_global_seq_length)
-  trainer = _job_trainer(config, len(label_names) if label_names else None, num_train_steps,
-                         num_warmup_steps)
+  trainer = _job_trainer(FLAGS, config, len(label_names) if label_names else None,
+                         num_train_steps, num_warmup_steps)
   inference = _Inference(trainer, config, label_names, split_scorers, side_input_options)
 
   # The same keys for both models (a driver reads both alike); no windows: None.
