@@ -16,12 +16,14 @@ test_etc_hotpotqa.py cover the Estimator's job).
 
 import json
 import os
+import subprocess
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import TINY_BERT_CONFIG, last_error_line, run_tool, tf215_python
+from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, tf215_python
+from conftest import tool_env
 from conftest import write_random_bert_checkpoint
 from etc_model import create_long_tasks
 from etc_model import lift_bert_checkpoint as lift
@@ -29,7 +31,7 @@ from realformer_tf import estimator_utils
 from realformer_tf import pretraining_data
 from test_etc_long_tasks import _corpus, _settings
 from test_tf2_training import ESTIMATOR_WITH_STEP_LOSSES, ROUNDING
-from test_tf2_training import _max_difference, _run215, _state, _step_losses, _values
+from test_tf2_training import _max_difference, _state, _step_losses, _values
 import test_etc_hotpotqa
 import test_etc_run_long_tasks
 
@@ -108,16 +110,35 @@ def _args(job, task, out, extra=(), model="etc"):
                          "--save_checkpoints_steps=2", "--keep_checkpoint_max=10"] + list(extra))
 
 
+def _run_on_both(python215, est_args, tf2_args, log_dir):
+  """Runs the job est_args on the Estimator (TF 2.15, every step's loss logged) while the job
+  tf2_args runs on the TF2 engine (the two processes side by side: half the wall time).
+
+  Returns:
+    (the Estimator's log, the TF2 engine's log): their stderr.
+  """
+  log_path = log_dir / "estimator.log"
+  with open(str(log_path), "w") as log:
+    estimator = subprocess.Popen(
+        [python215, "-c", ESTIMATOR_WITH_STEP_LOSSES, SCRIPT] + [str(a) for a in est_args[2:]],
+        cwd=REPO_DIR, env=tool_env(), stdout=subprocess.DEVNULL, stderr=log)
+    try:
+      tf2_log = run_tool(None, tf2_args).stderr
+    finally:
+      returncode = estimator.wait(timeout=300)
+  est_log = log_path.read_text()
+  assert returncode == 0, est_log[-3000:]
+  return est_log, tf2_log
+
+
 def _both_engines(python215, args_for, tmp_path):
-  """Runs one job on the Estimator (TF 2.15, every step's loss logged) and on the TF2 engine.
+  """Runs one job on the Estimator and on the TF2 engine (_run_on_both).
 
   Returns:
     (estimator output dir, TF2 output dir, {"estimator": step losses, "tf2": step losses}).
   """
   est, tf2 = tmp_path / "estimator", tmp_path / "tf2"
-  est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, SCRIPT] +
-                    args_for(est)[2:]).stderr
-  tf2_log = run_tool(None, args_for(tf2)).stderr
+  est_log, tf2_log = _run_on_both(python215, args_for(est), args_for(tf2), tmp_path)
   return est, tf2, {"estimator": _step_losses(est_log), "tf2": _step_losses(tf2_log)}
 
 
@@ -199,9 +220,8 @@ def test_cloze_on_both_engines_with_evaluations_during_training_and_cross_engine
   # Each engine's checkpoint resumes on the other (a longer schedule: 6 steps); both end with
   # the same weights.
   resume = ["--do_train", "--num_train_steps=6"]
-  tf2_log = run_tool(None, _args(long_tasks, "cloze", est, resume)).stderr
-  est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, SCRIPT] +
-                    _args(long_tasks, "cloze", tf2, resume)[2:]).stderr
+  est_log, tf2_log = _run_on_both(python215, _args(long_tasks, "cloze", tf2, resume),
+                                  _args(long_tasks, "cloze", est, resume), tmp_path)
   assert "Restoring %s (step 4)" % (est / "model.ckpt-4") in tf2_log
   assert len(_step_losses(tf2_log)) == len(_step_losses(est_log)) == 2
   np.testing.assert_allclose(_step_losses(tf2_log), _step_losses(est_log), rtol=0,
