@@ -18,7 +18,7 @@ own (--task_name=tsv) or your own DataProcessor (--processor=MODULE:CLASS).
   python run_classifier.py --task_name=xnli --xnli_language=zh --data_dir=$XNLI_DIR ...
 
 On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
-with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU, XLA and
+with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU and
 precision flags refused), checkpoints and output files (docs/compatibility.md, "Training without
 the Estimator").
 
@@ -1178,7 +1178,8 @@ def _job_trainer(task, bert_config, num_train_steps, num_warmup_steps, class_wei
       save_checkpoints_steps=settings.save_checkpoints_steps,
       keep_checkpoint_max=settings.keep_checkpoint_max,
       log_every_n_steps=settings.log_every_n_steps,
-      fused_optimizer=settings.precision_kwargs["fused_optimizer"])
+      fused_optimizer=settings.precision_kwargs["fused_optimizer"],
+      use_xla=settings.flag_values.use_xla)
 
 
 def _make_estimator(model_fn, settings, predict_batch_size):

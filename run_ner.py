@@ -817,72 +817,27 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
   return model_fn
 
 
-# BERT's pooler ([CLS] -> dense): built by modeling.BertModel, unused by the tagging layer, so
-# its variables get no gradient. The Estimator's optimizer skips them (no update, no Adam
-# slots); the TF2 engine gets them as non-trainable variables to the same effect
-# (_untrained_pooler), loaded from init_checkpoint as the Estimator loads them
-# (_init_pooler_from).
-POOLER_SCOPE = "bert/pooler/"
-
-
-def _untrained_pooler():
-  """A variable scope (names unchanged) in which the variables under POOLER_SCOPE are created
-  non-trainable: the engine then trains, and gives Adam slots to, exactly the variables the
-  Estimator's optimizer updates."""
-  def untrained_pooler_getter(getter, name, *args, **kwargs):
-    if name.startswith(POOLER_SCOPE):
-      kwargs["trainable"] = False
-    return getter(name, *args, **kwargs)
-
-  return tf1.variable_scope(tf1.get_variable_scope(), custom_getter=untrained_pooler_getter,
-                            auxiliary_name_scope=False)
-
-
-def _init_pooler_from(init_checkpoint):
-  """Initialises the graph's POOLER_SCOPE variables from init_checkpoint, as the Estimator's
-  init does (it loads every trainable variable; the engine's init loads its trainable ones).
-
-  Call it after the whole model is built: its restore ops then shift no op seed of the model's
-  random initializers. A variable the checkpoint lacks keeps its random initializer, as on the
-  Estimator; one of another shape too (the encoder then has another hidden size, which the
-  engine's init refuses in one line).
-
-  Args:
-    init_checkpoint: the checkpoint prefix (or directory).
-  """
-  shapes = dict(tf.train.list_variables(init_checkpoint))
-  assignment = {v.op.name: v for v in tf1.global_variables()
-                if v.op.name.startswith(POOLER_SCOPE)
-                and shapes.get(v.op.name) == v.shape.as_list()}
-  if assignment:
-    tf1.train.init_from_checkpoint(init_checkpoint, assignment)
-
-
-def _engine_model_fn(bert_config, num_labels, use_one_hot_embeddings, init_checkpoint=None,
-                     max_seq_length=None, skip_padding=False):
+def _engine_model_fn(bert_config, num_labels, use_one_hot_embeddings, max_seq_length=None,
+                     skip_padding=False):
   """model_fn_builder's graph as a tf2_training.Engine model function.
 
   Args:
-    bert_config, num_labels, use_one_hot_embeddings, init_checkpoint, max_seq_length,
-      skip_padding: as model_fn_builder (float32: the engine has no --precision).
+    bert_config, num_labels, use_one_hot_embeddings, max_seq_length, skip_padding: as
+      model_fn_builder (float32: the engine has no --precision).
 
   Returns:
     model_fn(features, is_training) -> (the masked loss in training, else None;
     {"logits": float32 [batch, seq, num_labels]}).
   """
   def model_fn(features, is_training):
-    with _untrained_pooler():
-      with (modeling.full_length_dropout(max_seq_length) if max_seq_length
-            else contextlib.nullcontext()):
-        logits = create_model(bert_config, is_training, features["input_ids"],
-                              features["input_mask"], features["segment_ids"], num_labels,
-                              use_one_hot_embeddings, skip_padding=skip_padding)
+    with (modeling.full_length_dropout(max_seq_length) if max_seq_length
+          else contextlib.nullcontext()):
+      logits = create_model(bert_config, is_training, features["input_ids"],
+                            features["input_mask"], features["segment_ids"], num_labels,
+                            use_one_hot_embeddings, skip_padding=skip_padding)
     loss = None
     if is_training:
       loss = masked_loss(logits, features["label_ids"], features["label_weights"])
-    if init_checkpoint and not tf.inside_function():
-      # The engine's scratch graph, where it computes the initial weights.
-      _init_pooler_from(init_checkpoint)
     return loss, {"logits": logits}
 
   return model_fn
@@ -1781,8 +1736,7 @@ def _job_trainer(settings, bert_config, num_labels, num_train_steps, num_warmup_
   strategy = tf2_training.make_strategy(settings.distribution_strategy, settings.num_gpus)
   on_tpu = tf2_training.is_tpu_strategy(strategy)
   return tf2_training.Engine(
-      _engine_model_fn(bert_config, num_labels, on_tpu, init_checkpoint=settings.init_checkpoint,
-                       max_seq_length=settings.max_seq_length,
+      _engine_model_fn(bert_config, num_labels, on_tpu, max_seq_length=settings.max_seq_length,
                        skip_padding=settings.skip_padding and not on_tpu),
       settings.output_dir, strategy=strategy, train_batch_size=settings.train_batch_size,
       learning_rate=settings.learning_rate, num_train_steps=num_train_steps,

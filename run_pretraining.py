@@ -2,8 +2,8 @@
 """Pre-trains BERT / RealFormer (MLM + NSP) on TPUEstimator, or on CPU/GPU with tf.distribute.
 
 On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
-with realformer_tf.tf2_training: the same flags (the Estimator's TPU, XLA, precision,
-multi-worker and gradient-accumulation flags refused), checkpoints and output files
+with realformer_tf.tf2_training: the same flags (the Estimator's TPU, precision and
+multi-worker flags refused), checkpoints and output files
 (docs/compatibility.md, "Training without the Estimator").
 
 Reads the TFRecords written by create_pretraining_data.py (or the official BERT script). The
@@ -154,11 +154,7 @@ def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_step
           gradient_accumulation_steps=gradient_accumulation_steps)
       hooks = []
       if not use_tpu:
-        mlm_accuracy = pretraining_utils.masked_lm_accuracy(masked_lm_log_probs, masked_lm_ids,
-                                                            masked_lm_weights)
-        tf1.summary.scalar("masked_lm_accuracy", mlm_accuracy)
-        tf1.summary.scalar("masked_lm_loss", masked_lm_loss)
-        tf1.summary.scalar("next_sentence_loss", next_sentence_loss)
+        _training_summaries(features, masked_lm_loss, masked_lm_log_probs, next_sentence_loss)
         # Used as a library (the official arguments only), the step count and batch size come
         # from num_train_steps and the estimator's params / the batch's static shape.
         hooks.append(progress_hook or estimator_utils.ProgressHook(
@@ -232,12 +228,30 @@ def _pretraining_graph(features, is_training, bert_config, use_one_hot_embedding
           next_sentence_loss, next_sentence_example_loss, next_sentence_log_probs)
 
 
+def _training_summaries(features, masked_lm_loss, masked_lm_log_probs, next_sentence_loss):
+  """The TensorBoard scalars of a training step (tf.compat.v1 summaries, on both engines).
+
+  Args:
+    features: dict of the pre-training features.
+    masked_lm_loss: float32 scalar.
+    masked_lm_log_probs: [batch * max_predictions, vocab].
+    next_sentence_loss: float32 scalar.
+  """
+  mlm_accuracy = pretraining_utils.masked_lm_accuracy(
+      masked_lm_log_probs, features["masked_lm_ids"], features["masked_lm_weights"])
+  tf1.summary.scalar("masked_lm_accuracy", mlm_accuracy)
+  tf1.summary.scalar("masked_lm_loss", masked_lm_loss)
+  tf1.summary.scalar("next_sentence_loss", next_sentence_loss)
+
+
 def _engine_model_fn(bert_config, use_one_hot_embeddings):
   """The tf2_training.Engine model function: (total loss, what metric_fn reads per example)."""
   def model_fn(features, is_training):
-    (total_loss, _, masked_lm_example_loss, masked_lm_log_probs, _,
-     next_sentence_example_loss, next_sentence_log_probs) = _pretraining_graph(
+    (total_loss, masked_lm_loss, masked_lm_example_loss, masked_lm_log_probs,
+     next_sentence_loss, next_sentence_example_loss, next_sentence_log_probs) = _pretraining_graph(
          features, is_training, bert_config, use_one_hot_embeddings)
+    if is_training:
+      _training_summaries(features, masked_lm_loss, masked_lm_log_probs, next_sentence_loss)
     batch_shape = tf.shape(features["masked_lm_ids"])
     return total_loss, {
         "masked_lm_example_loss": tf.reshape(masked_lm_example_loss, batch_shape),
@@ -618,16 +632,10 @@ def _configure_cpu_devices(count):
 
 def _check_engine_flags():
   """One-line errors for the device, precision and distribution flags: on the TF2 engine those
-  only the Estimator implements (tf2_training.check_flags, --gradient_accumulation_steps), on
-  both the combinations estimator_utils refuses."""
+  only the Estimator implements (tf2_training.check_flags), on both the combinations
+  estimator_utils refuses."""
   if not estimator_utils.has_estimator():
     tf2_training.check_flags(FLAGS, "run_pretraining.py")
-    if FLAGS.gradient_accumulation_steps != 1:
-      common.fail("--gradient_accumulation_steps=%d: implemented by the Estimator only "
-                  "(TensorFlow %s); run it in the project's TF %s environment (`bash run.sh "
-                  "python run_pretraining.py ...`)" % (
-                      FLAGS.gradient_accumulation_steps, estimator_utils.ESTIMATOR_TF_VERSION,
-                      estimator_utils.ESTIMATOR_TF_VERSION))
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -804,15 +812,19 @@ def _run_engine(flag_values, bert_config, input_files, eval_files, resume_step, 
       allow_unmatched_init=flag_values.allow_unmatched_init, seed=flag_values.seed,
       save_checkpoints_steps=flag_values.save_checkpoints_steps,
       keep_checkpoint_max=flag_values.keep_checkpoint_max, log_every_n_steps=flag_values.log_every_n_steps,
-      fused_optimizer=flag_values.fused_optimizer)
+      fused_optimizer=flag_values.fused_optimizer,
+      gradient_accumulation_steps=flag_values.gradient_accumulation_steps,
+      use_xla=flag_values.use_xla)
   summary = {"residual_attention": bert_config.residual_attention,
              "layer_norm_type": bert_config.layer_norm_type,
              "precision": flag_values.precision, "use_xla": flag_values.use_xla,
              "fused_optimizer": flag_values.fused_optimizer}
-  total_steps = flag_values.num_train_steps
+  # The global step counts micro-batches, as on the Estimator.
+  total_steps = flag_values.num_train_steps * flag_values.gradient_accumulation_steps
   if flag_values.do_train:
     tf1.logging.info("***** Running training *****")
-    tf1.logging.info("  Batch size = %d", flag_values.train_batch_size)
+    tf1.logging.info("  Batch size = %d x %d accumulation", flag_values.train_batch_size,
+                     flag_values.gradient_accumulation_steps)
     if resume_step:
       tf1.logging.info("Resuming from step %d of %d in %s", resume_step, total_steps,
                        flag_values.output_dir)

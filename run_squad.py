@@ -77,11 +77,6 @@ SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
 ENGINE_ESTIMATOR = "estimator"
 ENGINE_TF2 = "tf2"
 
-# BERT's pooler: built by modeling.BertModel, unused by the span head, so its variables get no
-# gradient. The Estimator's optimizer skips them (no Adam slots in its checkpoints); the TF2
-# engine gets them as non-trainable variables to the same effect (_untrained_pooler).
-POOLER_SCOPE = "bert/pooler/"
-
 # Starting value of the feature unique ids (as in the official code).
 FIRST_UNIQUE_ID = 1000000000
 
@@ -888,14 +883,13 @@ def _engine_model_fn(bert_config, use_one_hot_embeddings):
     [batch], start_logits and end_logits [batch, seq_length].
   """
   def model_fn(features, is_training):
-    with _untrained_pooler():
-      start_logits, end_logits = create_model(
-          bert_config=bert_config,
-          is_training=is_training,
-          input_ids=features["input_ids"],
-          input_mask=features["input_mask"],
-          segment_ids=features["segment_ids"],
-          use_one_hot_embeddings=use_one_hot_embeddings)
+    start_logits, end_logits = create_model(
+        bert_config=bert_config,
+        is_training=is_training,
+        input_ids=features["input_ids"],
+        input_mask=features["input_mask"],
+        segment_ids=features["segment_ids"],
+        use_one_hot_embeddings=use_one_hot_embeddings)
     loss = None
     if "start_positions" in features:
       loss = _span_loss(start_logits, end_logits, features)
@@ -903,19 +897,6 @@ def _engine_model_fn(bert_config, use_one_hot_embeddings):
                   "end_logits": end_logits}
 
   return model_fn
-
-
-def _untrained_pooler():
-  """A variable scope (names unchanged) in which the variables under POOLER_SCOPE are created
-  non-trainable: the engine then trains, and gives Adam slots to, exactly the variables the
-  Estimator's optimizer updates."""
-  def untrained_pooler_getter(getter, name, *args, **kwargs):
-    if name.startswith(POOLER_SCOPE):
-      kwargs["trainable"] = False
-    return getter(name, *args, **kwargs)
-
-  return tf1.variable_scope(tf1.get_variable_scope(), custom_getter=untrained_pooler_getter,
-                            auxiliary_name_scope=False)
 
 
 def input_fn_builder(input_file, seq_length, is_training, drop_remainder, seed=None,

@@ -24,6 +24,17 @@ of ours.
   python bench/bench_training_step.py --configs=small --variants=official,post:none,post:none+xla
   python bench/bench_training_step.py --configs=small --variants=post:none,post:none+tfrecord
 
+The TF2 engine: each of ours' variants that realformer_tf.tf2_training.Engine runs (options:
+ENGINE_OPTIONS) also runs as its twin "[TF2 engine]" (what run_pretraining.py trains with on
+TensorFlow >= 2.16), in a child process of --engine_python (the newest TF's interpreter;
+default the repository's .venv-tf-latest) that times the engine's tf.function step on the same
+model, batch and seed, interleaved round by round with the others over a pipe; "engine/Est" is
+its step time over its Estimator twin's (median of per-round ratios). The engine reads its
+constant batch from a tf.data iterator (the Estimator's graph has it as constants).
+
+  python bench/bench_training_step.py --configs=tiny --variants=post:none,post:sum \
+      --engine_python=.venv-tf-latest/bin/python
+
 --profile: instead of the variants table, where the time of a step goes. The official code and
 one of ours (--profile_variant, post:none = the exact fp32 default) are timed interleaved as
 above, then --profile_steps steps of each (interleaved, after one discarded traced step) are
@@ -70,6 +81,10 @@ tf1 = tf.compat.v1
 REPO_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OFFICIAL_PACKAGE = "bert-tensorflow==1.0.4"
 VARIANT_OPTIONS = ("xla", "fused", "bf16", "fp16", "nndropout", "tfrecord")
+# The options of a variant that tf2_training.Engine also runs.
+ENGINE_OPTIONS = frozenset(["fused", "xla"])
+# The newest TF's interpreter run.sh sets up (relative to the repository).
+LATEST_PYTHON = os.path.join(".venv-tf-latest", "bin", "python")
 
 
 def define_flags():
@@ -102,6 +117,13 @@ def define_flags():
   flags.DEFINE_integer("profile_steps", 25, "Traced steps per code with --profile.")
   flags.DEFINE_integer("profile_top", 15,
                        "With --profile, also list this many op types taking most time (0: none).")
+  flags.DEFINE_string("engine_python", LATEST_PYTHON,
+                      "The Python of the newest TensorFlow (relative paths from the repository) "
+                      "that times each variant's tf2_training.Engine twin; empty or missing: "
+                      "the Estimator variants only (said in the output).")
+  flags.DEFINE_string("engine_child", None,
+                      "Internal: run as the engine's timing process of this variant spec "
+                      "(steps asked on stdin, their times written to stdout).")
 
 
 FLAGS = flags.FLAGS
@@ -340,6 +362,121 @@ class _Flags(object):
 
   def __init__(self, use_xla):
     self.use_xla = use_xla
+
+
+# ---------------------------------------------------------------------------------------------
+# The TF2 engine (tf2_training.Engine) in a child process of the newest TensorFlow.
+
+
+def pretraining_model_fn(config):
+  """The Engine model function of the pre-training graph the Estimator variants time: BertModel
+  and the MLM + NSP heads of run_pretraining (their official library API)."""
+  def model_fn(features, is_training):
+    model = modeling.BertModel(
+        config=config, is_training=is_training, input_ids=features["input_ids"],
+        input_mask=features["input_mask"], token_type_ids=features["segment_ids"],
+        use_one_hot_embeddings=False)
+    masked_lm_loss = run_pretraining.get_masked_lm_output(
+        config, model.get_sequence_output(), model.get_embedding_table(),
+        features["masked_lm_positions"], features["masked_lm_ids"],
+        features["masked_lm_weights"])[0]
+    next_sentence_loss = run_pretraining.get_next_sentence_output(
+        config, model.get_pooled_output(), features["next_sentence_labels"])[0]
+    return masked_lm_loss + next_sentence_loss, {}
+  return model_fn
+
+
+def engine_child(spec):
+  """The engine's timing process: builds the variant `spec` (LN:RESIDUAL[+option...]) of
+  FLAGS.configs[0] on tf2_training.Engine, prints `ready TF <version>`, then for each line N on
+  stdin runs N steps and prints their seconds on one line; N <= 0 or end of input ends it."""
+  from realformer_tf import tf2_training  # pylint: disable=g-import-not-at-top
+  config = modeling.BertConfig.from_json_file(config_path(FLAGS.configs[0]))
+  base, _, extra = spec.partition("+")
+  options = set(o for o in extra.split("+") if o)
+  config.layer_norm_type, config.residual_attention = base.split(":")
+  features = random_examples(config.vocab_size, np.random.RandomState(0))
+  with tempfile.TemporaryDirectory() as tmp:
+    # The Estimator variants' schedule (model_fn_builder above), graph seed 0.
+    engine = tf2_training.Engine(
+        pretraining_model_fn(config), tmp, train_batch_size=FLAGS.batch_size,
+        learning_rate=1e-4, num_train_steps=1000, num_warmup_steps=100, seed=0,
+        fused_optimizer="fused" in options, use_xla="xla" in options)
+    run_step = engine.step_runner(lambda params: tf.data.Dataset.from_tensors(features).repeat())
+    print("ready TF %s" % tf.__version__, flush=True)
+    for line in sys.stdin:
+      steps = int(line)
+      if steps <= 0:
+        break
+      times = []
+      for _ in range(steps):
+        start = time.perf_counter()
+        run_step()
+        times.append(time.perf_counter() - start)
+      print(" ".join("%.6f" % t for t in times), flush=True)
+
+
+class EngineVariant(object):
+  """The tf2_training.Engine twin of an Estimator variant, timed in a child process."""
+
+  def __init__(self, size, twin, python, log_dir):
+    """Starts the child (it builds the model before answering).
+
+    Args:
+      size: the --configs entry.
+      twin: the Estimator Variant (its options are passed on).
+      python: the newest TF's interpreter.
+      log_dir: where the child's stderr goes (shown when it fails).
+    """
+    self.spec = twin.spec
+    self.twin = twin
+    self.name = "%s [TF2 engine]" % twin.name
+    self.times = []
+    self.round_medians = []
+    base = twin.spec.split("+")[0]
+    child_spec = "+".join([base] + sorted(twin.options))
+    self._log = os.path.join(log_dir, "engine_%d.log" % id(self))
+    with open(self._log, "w") as log:
+      self._process = subprocess.Popen(
+          [python, os.path.abspath(__file__), "--engine_child=%s" % child_spec,
+           "--configs=%s" % size, "--batch_size=%d" % FLAGS.batch_size,
+           "--seq_length=%d" % FLAGS.seq_length,
+           "--max_predictions=%d" % FLAGS.max_predictions],
+          cwd=REPO_DIR, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, text=True,
+          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    self.tf_version = self._read_line().split()[-1]  # "ready TF <version>"
+
+  def _read_line(self):
+    line = self._process.stdout.readline()
+    if not line:
+      with open(self._log) as log:
+        tail = log.read()[-3000:]
+      raise RuntimeError("the TF2 engine's timing process ended (exit %s):\n%s" % (
+          self._process.wait(), tail))
+    return line.strip()
+
+  def run(self, steps, timed=True):
+    self._process.stdin.write("%d\n" % steps)
+    self._process.stdin.flush()
+    times = [float(t) for t in self._read_line().split()]
+    if timed:
+      self.times.extend(times)
+      self.round_medians.append(np.median(times))
+
+  def close(self):
+    self._process.stdin.write("0\n")
+    self._process.stdin.close()
+    self._process.wait(timeout=60)
+
+
+def engine_python():
+  """The newest TF's interpreter from --engine_python (absolute), or (None, why not)."""
+  if not FLAGS.engine_python:
+    return None, "--engine_python is empty"
+  path = os.path.join(REPO_DIR, FLAGS.engine_python)
+  if not os.path.exists(path):
+    return None, "--engine_python=%s does not exist" % FLAGS.engine_python
+  return path, None
 
 
 def _official_train_op(official, config, features):
@@ -631,6 +768,9 @@ def profile_size(size, official):
 
 
 def main(_):
+  if FLAGS.engine_child:
+    engine_child(FLAGS.engine_child)
+    return
   if FLAGS.profile:
     if FLAGS.profile_steps < 1:
       raise app.UsageError("--profile_steps=%d: must be at least 1" % FLAGS.profile_steps)
@@ -660,6 +800,9 @@ def main(_):
     for size in FLAGS.configs:
       profile_size(size, official)
     return
+  python, why_no_engine = engine_python()
+  if python is None:
+    print("NOTE: the TF2 engine not measured (%s)" % why_no_engine)
   with tempfile.TemporaryDirectory() as tmp:
     for size in FLAGS.configs:
       tfrecord = None
@@ -669,7 +812,16 @@ def main(_):
         write_tfrecord(tfrecord, vocab_size)
         print("input pipeline alone (run_pretraining.input_fn_builder, batch %d): %.1f "
               "batches/s" % (FLAGS.batch_size, time_input_pipeline(tfrecord, vocab_size)))
-      variants = [Variant(size, spec, official, tfrecord) for spec in specs]
+      variants = []
+      for spec in specs:
+        variants.append(Variant(size, spec, official, tfrecord))
+        if (python and spec != "official" and variants[-1].options <= ENGINE_OPTIONS
+            and FLAGS.input == "constant"):
+          variants.append(EngineVariant(size, variants[-1], python, tmp))
+      engine_versions = sorted(set(v.tf_version for v in variants if hasattr(v, "tf_version")))
+      if engine_versions:
+        print("TF2 engine: tf2_training.Engine on TF %s (%s)" % (
+            ", ".join(engine_versions), FLAGS.engine_python))
       for v in variants:
         v.run(FLAGS.warmup_steps, timed=False)
       for _ in range(FLAGS.rounds):
@@ -677,16 +829,21 @@ def main(_):
           v.run(FLAGS.steps_per_round)
       official_v = next((v for v in variants if v.spec == "official"), None)
       ours_none = next((v for v in variants if v.spec.split("+")[0] == "post:none"), None)
-      print("\n%-34s %9s %9s %11s %12s %11s" % (
+      print("\n%-48s %9s %9s %11s %12s %11s %11s" % (
           "variant (%s)" % size, "ms/step", "p90 ms", "examples/s", "vs official",
-          "vs post:none"))
+          "vs post:none", "engine/Est"))
       for v in variants:
         median = np.median(v.times)
-        print("%-34s %9.1f %9.1f %11.1f %12.3f %11.3f" % (
+        print("%-48s %9.1f %9.1f %11.1f %12.3f %11.3f %11.3f" % (
             v.name, 1000 * median, 1000 * np.percentile(v.times, 90),
             FLAGS.batch_size / median, _ratio(v, official_v),
-            _ratio(v, ours_none) if v.spec != "official" else float("nan")))
-        v.session.close()
+            _ratio(v, ours_none) if v.spec != "official" else float("nan"),
+            _ratio(v, v.twin) if isinstance(v, EngineVariant) else float("nan")))
+      for v in variants:
+        if isinstance(v, EngineVariant):
+          v.close()
+        else:
+          v.session.close()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
-import glob
 import json
 import os
 import sys
@@ -29,6 +28,7 @@ import tensorflow as tf
 from realformer_tf import checkpoint_utils
 from realformer_tf import common
 from realformer_tf import batch_padding
+from realformer_tf import tf_startup
 import modeling
 import optimization
 
@@ -75,10 +75,8 @@ MODEL_FN_FLAGS = {"precision": "fp32", "fused_optimizer": False}
 # Each tool declares the ones its model_fn implements in a module-level
 # SUPPORTED_MODEL_FN_FLAGS tuple; the error names the tools that do (TOOLS_SUPPORTING).
 SUPPORTED_FLAGS_NAME = "SUPPORTED_MODEL_FN_FLAGS"
-# What --use_xla adds to TF_XLA_FLAGS on a machine without GPUs: auto-clustering on the CPU
-# (off by default in TensorFlow), and only of fusible element-wise / reduction ops, which keeps
-# the matmuls on oneDNN (clustering them too made a BERT-Small step 1.4x slower).
-XLA_CPU_FLAGS = ("--tf_xla_cpu_global_jit", "--tf_xla_ops_to_cluster=FUSIBLE")
+# What --use_xla adds to TF_XLA_FLAGS on a machine without GPUs (tf_startup.XLA_CPU_FLAGS).
+XLA_CPU_FLAGS = tf_startup.XLA_CPU_FLAGS
 
 
 def define_estimator_flags():
@@ -292,7 +290,7 @@ def session_config(flag_values):
   """
   if not getattr(flag_values, "use_xla", False):
     return None
-  if not _has_gpu_devices() and not _xla_clusters_cpu():
+  if not tf_startup.has_gpu_devices() and not _xla_clusters_cpu():
     common.fail("--use_xla: XLA auto-clustering is off for the CPU in this process (TensorFlow "
                 "read TF_XLA_FLAGS before it was set); start it with TF_XLA_FLAGS='%s'" %
                 " ".join(XLA_CPU_FLAGS))
@@ -304,28 +302,8 @@ def session_config(flag_values):
   return config
 
 
-def set_xla_cpu_flags():
-  """Adds XLA_CPU_FLAGS to TF_XLA_FLAGS on a machine without GPUs.
-
-  They only let a session that asks for XLA (global_jit_level, what --use_xla sets) cluster CPU
-  ops; sessions that do not ask are unchanged. TensorFlow reads TF_XLA_FLAGS once per process,
-  early: call this before absl's app.run (define_estimator_flags does). A flag the user already
-  set in TF_XLA_FLAGS is kept.
-  """
-  if _has_gpu_devices():
-    return
-  current = os.environ.get("TF_XLA_FLAGS", "")
-  missing = [f for f in XLA_CPU_FLAGS if f.split("=")[0] not in current]
-  if missing:
-    os.environ["TF_XLA_FLAGS"] = " ".join([current] + missing).strip()
-
-
-def _has_gpu_devices():
-  """Whether NVIDIA GPUs are visible, without starting TensorFlow's runtime (which would read
-  TF_XLA_FLAGS)."""
-  if os.environ.get("CUDA_VISIBLE_DEVICES", None) in ("", "-1"):
-    return False
-  return bool(glob.glob("/dev/nvidia[0-9]*"))
+# Kept under this name: tf_startup sets the flags before TensorFlow lists its devices.
+set_xla_cpu_flags = tf_startup.set_xla_cpu_flags
 
 
 def _xla_clusters_cpu():

@@ -22,6 +22,12 @@ realformer_tf/serving.py's SavedModels use). So:
   at optimization.learning_rate_schedule's rate (linear warm-up, linear decay to 0), then
   global_step + 1. On one device these are the Estimator's ops in its order: the same losses
   to float32 rounding.
+- Gradient accumulation (gradient_accumulation_steps=N) is create_optimizer's too: global_step
+  counts micro-batches, each adds its gradient to `<var>/grad_accum` (in the checkpoints, as the
+  Estimator writes them: a job stopped inside an accumulation resumes on either engine), every
+  N-th applies the mean of the N gradients, clipped, at the rate of update global_step // N
+  and zeroes the accumulators. A checkpoint without accumulators (from a job without
+  accumulation) resumes only at a step that starts an accumulation.
 - With several replicas (MirroredStrategy, TPUStrategy) the gradients are averaged over the
   global batch before they are clipped, so N replicas make one device's update for the same
   global batch (the Estimator's MirroredStrategy clips each replica's gradient instead). Each
@@ -34,6 +40,23 @@ realformer_tf/serving.py's SavedModels use). So:
   masks of the Estimator (the replica's ops have the Estimator graph's names). Other replicas
   draw other masks (their ops are named replica_<i>/...).
 
+XLA (use_xla, --use_xla) is the Estimator's: XLA auto-clustering of the training step (the
+session config's global_jit_level ON_1; on CPU the fusible ops of estimator_utils.XLA_CPU_FLAGS,
+which TensorFlow reads from TF_XLA_FLAGS at start-up). Auto-clustering leaves the stateless
+random ops to TensorFlow (XLA draws other numbers), so dropout keeps its masks: the same losses
+as without XLA to float32 rounding. (A step compiled whole, tf.function(jit_compile=True), would
+draw other masks: another run, not the Estimator's.)
+
+TensorBoard: training writes the Estimator's scalars into output_dir (a tf.summary events file
+beside the Estimator's, tf.compat.v1 Summary protos as its are): `loss`, `learning_rate` (the
+step's rate) and the model function's own tf.compat.v1.summary.scalar calls (run_pretraining's
+masked_lm_accuracy, ...; the first replica's), at the step the Estimator's SummarySaverHook
+gives them (the global step after the update), plus `global_step/sec` (the tag of the
+Estimator's StepCounterHook, which the project's Estimator off TPU leaves to its progress
+line). They are written at each step that logs its loss (every log_every_n_steps and a
+train()'s last; the Estimator: every 100 steps), global_step/sec from the second step of a
+train() on (the first one traces the step).
+
 Evaluation and prediction run on one device (as the Estimator's --distribution_strategy does),
 on TPU under the strategy. TPUStrategy needs static shapes (every batch [batch, max_seq_length],
 drop_remainder) and has not run on a TPU here. No flag is read here: `check_flags` refuses, in
@@ -45,7 +68,10 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import contextlib
 import os
+import time
+import warnings
 
 import numpy as np
 import tensorflow as tf
@@ -64,7 +90,7 @@ STRATEGIES = ("none", "mirrored", "tpu")
 # "off" value (check_flags refuses any other).
 ESTIMATOR_ONLY_FLAGS = collections.OrderedDict([
     ("use_tpu", False), ("tpu_name", None), ("tpu_zone", None), ("gcp_project", None),
-    ("master", None), ("num_tpu_cores", 8), ("iterations_per_loop", 1000), ("use_xla", False),
+    ("master", None), ("num_tpu_cores", 8), ("iterations_per_loop", 1000),
     ("precision", "fp32")])
 # --distribution_strategy values the engine runs.
 ENGINE_DISTRIBUTION_STRATEGIES = ("none", "mirrored")
@@ -72,6 +98,8 @@ ENGINE_DISTRIBUTION_STRATEGIES = ("none", "mirrored")
 CHECKPOINT_NAME = "model.ckpt"
 GLOBAL_STEP = "global_step"
 ADAM_SLOTS = ("adam_m", "adam_v")
+# optimization.create_optimizer's gradient accumulator of a variable: `<var>/grad_accum`.
+GRAD_ACCUM = "grad_accum"
 CLIP_NORM = 1.0
 
 # A variable the model function creates: its shape, dtype and whether it is trained.
@@ -233,33 +261,79 @@ class _AdamWeightDecay(optimization.AdamWeightDecayOptimizer):
     with tf.init_scope():
       self._create_slots(variables)
 
-  def apply_global_gradients(self, grads_and_vars, learning_rate):
+  def apply_global_gradients(self, grads_and_vars, learning_rate, apply_now=None):
     """Applies one AdamW update from replica context; every replica passes the same gradients.
 
     Args:
       grads_and_vars: list of (gradient, variable): the gradient of the global batch.
       learning_rate: float32 scalar Tensor, this step's rate.
+      apply_now: None, or a bool scalar Tensor: the update happens only when it is True
+        (gradient accumulation: the last micro-batch of each group).
 
     Returns:
       The update op.
     """
-    def update(variable, grad, rate):
+    def update(variable, grad, rate, condition):
       self.learning_rate = rate
+      self.set_apply_condition(condition)
       return self._resource_apply_dense(grad, variable)
 
-    def apply(strategy, grads_and_vars, learning_rate):
+    def apply(strategy, grads_and_vars, learning_rate, apply_now):
       ops = []
       for grad, variable in grads_and_vars:
-        ops.extend(strategy.extended.update(variable, update, args=(grad, learning_rate),
-                                            group=False))
+        ops.extend(strategy.extended.update(variable, update,
+                                            args=(grad, learning_rate, apply_now), group=False))
       return tf.group(ops)
 
     return tf.distribute.get_replica_context().merge_call(
-        apply, args=(list(grads_and_vars), learning_rate))
+        apply, args=(list(grads_and_vars), learning_rate, apply_now))
+
+
+@contextlib.contextmanager
+def _xla_autoclustering(enabled=True):
+  """While it is entered, tf.functions called run with XLA auto-clustering (what the Estimator's
+  --use_xla session config asks: global_jit_level ON_1), then the previous setting is back.
+
+  Args:
+    enabled: False: no change.
+  """
+  if not enabled:
+    yield
+    return
+  previous = tf.config.optimizer.get_jit()
+  tf.config.optimizer.set_jit("autoclustering")
+  try:
+    yield
+  finally:
+    tf.config.optimizer.set_jit(previous)
+
+
+# The flag set estimator_utils.session_config reads, for its check that XLA clusters CPU ops.
+_XlaFlags = collections.namedtuple("_XlaFlags", ["use_xla"])
 
 
 # ----------------------------------------------------------------------------------------------
 # The engine.
+
+
+def _trained_variable_names(loss, trainable_variables):
+  """The names of the trainable variables a training step updates: those the loss has a
+  gradient for, as optimization.create_optimizer's AdamWeightDecayOptimizer updates (and gives
+  Adam slots to) only those. A variable the model builds but the loss never reads (BERT's pooler
+  under a span or tagging head) keeps its initial or init_checkpoint value, without slots.
+
+  Args:
+    loss: the model function's loss Tensor, or None (a prediction input without labels: every
+      trainable variable counts).
+    trainable_variables: the graph's trainable variables.
+
+  Returns:
+    set of variable names.
+  """
+  if loss is None:
+    return set(v.op.name for v in trainable_variables)
+  grads = tf.gradients(ys=loss, xs=trainable_variables)
+  return set(v.op.name for v, g in zip(trainable_variables, grads) if g is not None)
 
 
 class Engine(object):
@@ -277,7 +351,8 @@ class Engine(object):
                learning_rate=5e-5, num_train_steps=None, num_warmup_steps=0,
                init_checkpoint=None, allow_unmatched_init=False, encoder_scopes=None,
                seed=12345, save_checkpoints_steps=1000, keep_checkpoint_max=5,
-               log_every_n_steps=10, fused_optimizer=False):
+               log_every_n_steps=10, fused_optimizer=False, gradient_accumulation_steps=1,
+               use_xla=False):
     """Keeps the job's settings (nothing is built yet).
 
     Args:
@@ -299,7 +374,16 @@ class Engine(object):
       keep_checkpoint_max: checkpoints kept.
       log_every_n_steps: steps between the `loss = ..., step = ...` lines.
       fused_optimizer: AdamWeightDecayOptimizer(fused=True).
+      gradient_accumulation_steps: micro-batches of train_batch_size averaged per update
+        (optimization.create_optimizer's; the global step counts micro-batches, so
+        num_train_steps updates take num_train_steps * gradient_accumulation_steps steps).
+      use_xla: XLA auto-clustering of the training step (the Estimator's --use_xla; on CPU
+        the process must start with estimator_utils.XLA_CPU_FLAGS in TF_XLA_FLAGS, or train()
+        says so in one line).
     """
+    if gradient_accumulation_steps < 1:
+      raise ValueError("gradient_accumulation_steps must be >= 1, got %d" %
+                       gradient_accumulation_steps)
     self._model_fn = model_fn
     self.output_dir = output_dir
     self.strategy = strategy or tf.distribute.get_strategy()
@@ -315,11 +399,15 @@ class Engine(object):
     self._keep_checkpoint_max = keep_checkpoint_max
     self._log_every_n_steps = log_every_n_steps
     self._fused_optimizer = fused_optimizer
+    self._accumulation_steps = gradient_accumulation_steps
+    self._use_xla = use_xla
     self._specs = None
     self._variables = None
     self._trainable = None
     self._global_step = None
     self._optimizer = None
+    self._accumulators = {}
+    self._summary_writer = None
     self._train_step = None
     self._predict_steps = {}
 
@@ -356,12 +444,42 @@ class Engine(object):
       with self.strategy.scope():
         for name, variable in self._variables.items():
           variable.assign(values[name])
-        for slot in self._slot_variables().values():
+        for slot in list(self._slot_variables().values()) + list(self._accumulators.values()):
           slot.assign(tf.zeros_like(slot))
         self._global_step.assign(0)
     if checkpoint:
       with self.strategy.scope():
-        restore_checkpoint(self.checkpoint_variables(with_slots), checkpoint)
+        variables = self.checkpoint_variables(with_slots)
+        if with_slots:
+          variables = self._without_absent_accumulators(variables, checkpoint)
+        restore_checkpoint(variables, checkpoint)
+
+  def _without_absent_accumulators(self, variables, checkpoint):
+    """`variables` less the gradient accumulators `checkpoint` lacks, which are zeroed.
+
+    A checkpoint of a job without accumulation has none: it resumes at a step that starts an
+    accumulation (the accumulators are zero there); at any other step it is one line.
+
+    Args:
+      variables: dict checkpoint name -> tf.Variable (checkpoint_variables()).
+      checkpoint: the checkpoint prefix.
+
+    Returns:
+      dict: the variables to restore.
+    """
+    reader = tf.train.load_checkpoint(checkpoint)
+    present = reader.get_variable_to_shape_map()
+    absent = [name for name in self._accumulators if name not in present]
+    if not absent or GLOBAL_STEP not in present:
+      return variables  # (restore_checkpoint names what a checkpoint lacks.)
+    step = int(reader.get_tensor(GLOBAL_STEP))
+    if step % self._accumulation_steps:
+      common.fail("checkpoint %s: lacks the gradient accumulators (%s) of its step %d, inside an "
+                  "accumulation of %d micro-batches: resume it with the gradient accumulation "
+                  "it was trained with" % (checkpoint, absent[0], step, self._accumulation_steps))
+    for name in absent:
+      self._accumulators[name].assign(tf.zeros_like(self._accumulators[name]))
+    return {name: v for name, v in variables.items() if name not in absent}
 
   def _create_variables(self, values=None):
     """Creates the model's variables (values, or zeros), global_step 0 and zero Adam slots."""
@@ -381,6 +499,24 @@ class Engine(object):
           exclude_from_weight_decay=optimization.DEFAULT_EXCLUDE_FROM_WEIGHT_DECAY,
           fused=self._fused_optimizer)
       self._optimizer.create_slots(self._trainable)
+      self._accumulators = self._create_accumulators()
+
+  def _create_accumulators(self):
+    """optimization.create_optimizer's `<var>/grad_accum` of each trained variable (none without
+    accumulation): zeros, one per replica. Each replica sums its own gradients (the mean over
+    its share of the batch); a checkpoint holds the replicas' mean, the global batch's sum, so
+    it resumes on any number of replicas (the Estimator's MirroredStrategy saves the replicas'
+    sum instead)."""
+    accumulators = collections.OrderedDict()
+    if self._accumulation_steps == 1:
+      return accumulators
+    for variable in self._trainable:
+      name = "%s/%s" % (variable.name.split(":")[0], GRAD_ACCUM)
+      accumulators[name] = tf.Variable(
+          tf.zeros(variable.shape, tf.float32), name=name, trainable=False,
+          synchronization=tf.VariableSynchronization.ON_READ,
+          aggregation=tf.VariableAggregation.MEAN)
+    return accumulators
 
   def _scratch_model(self, feature_spec, initial_values):
     """Builds the model function in a scratch TF1 graph.
@@ -402,8 +538,8 @@ class Engine(object):
       global_step = tf1.train.get_or_create_global_step()
       features = {name: tf1.placeholder(spec.dtype, spec.shape, name=name)
                   for name, spec in feature_spec.items()}
-      self._model_fn(features, True)
-      trainable = set(v.op.name for v in tf1.trainable_variables())
+      loss, _ = self._model_fn(features, True)
+      trainable = _trained_variable_names(loss, tf1.trainable_variables())
       variables = [v for v in tf1.global_variables() if v is not global_step]
       specs = collections.OrderedDict(
           (v.op.name, VariableSpec(v.shape.as_list(), v.dtype.base_dtype, v.op.name in trainable))
@@ -434,12 +570,14 @@ class Engine(object):
       with_slots: include the optimizer slots (training restores them; prediction does not).
 
     Returns:
-      dict: the model variables, `global_step` and (with_slots) `<var>/adam_m`, `<var>/adam_v`.
+      dict: the model variables, `global_step` and (with_slots) `<var>/adam_m`, `<var>/adam_v`
+      and, with gradient accumulation, `<var>/grad_accum`.
     """
     variables = dict(self._variables)
     variables[GLOBAL_STEP] = self._global_step
     if with_slots:
       variables.update(self._slot_variables())
+      variables.update(self._accumulators)
     return variables
 
   # -- training ---------------------------------------------------------------------------
@@ -465,6 +603,7 @@ class Engine(object):
     if self.train_batch_size % self.num_replicas:
       common.fail("--train_batch_size=%d is not divisible by the %d replicas of the "
                   "distribution strategy" % (self.train_batch_size, self.num_replicas))
+    self._check_xla()
     per_replica = self.train_batch_size // self.num_replicas
     if self.num_replicas > 1:
       tf1.logging.info("%d replicas in sync: %d examples per replica per step",
@@ -490,17 +629,64 @@ class Engine(object):
             self.train_batch_size)}))
     return self._train_loop(iter(dataset), start_step, max_steps)
 
+  def step_runner(self, input_fn):
+    """A function that runs one training step, for a benchmark: no checkpoint, log or summary.
+
+    The first call of step_runner (or train) creates the initial weights; steps count on from
+    the weights and global step the engine has.
+
+    Args:
+      input_fn: input_fn(params) -> tf.data.Dataset of feature dicts in batches of
+        params["batch_size"] (per replica), repeated.
+
+    Returns:
+      run() -> float: runs the next step (the first one traces the tf.function) and returns its
+      loss.
+    """
+    self._check_xla()
+    per_replica = self.train_batch_size // self.num_replicas
+    if self._variables is None:
+      self._load(input_fn({"batch_size": per_replica}).element_spec, None)
+    self._trace_train_step()
+    iterator = iter(self.strategy.distribute_datasets_from_function(
+        lambda context: input_fn({"batch_size": context.get_per_replica_batch_size(
+            self.train_batch_size)})))
+    no_summaries = tf.constant(False)
+
+    def run():
+      with _xla_autoclustering(self._use_xla):
+        return float(self._train_step(iterator, no_summaries)[0])
+    return run
+
+  def _check_xla(self):
+    """With use_xla, the Estimator's one line when XLA would cluster no CPU op in this process
+    (TF_XLA_FLAGS read before estimator_utils.set_xla_cpu_flags set it)."""
+    if self._use_xla:
+      estimator_utils.session_config(_XlaFlags(use_xla=True))
+
+  def _trace_train_step(self):
+    """Makes the training step's tf.function (traced on its first call) and the summary writer."""
+    if self._train_step is not None:
+      return
+    # The model is graph code (no Python control flow on Tensors): autograph's rewriting of
+    # every function it calls would only cost tracing time.
+    self._train_step = tf.function(self._distributed_step, autograph=False)
+    # One writer for the engine's life: the traced step keeps the writer it was traced with.
+    self._summary_writer = tf.summary.create_file_writer(self.output_dir)
+
   def _train_loop(self, iterator, step, max_steps):
     """Runs the steps from `step` to max_steps (or a stop signal); checkpoints as train()."""
-    if self._train_step is None:
-      # The model is graph code (no Python control flow on Tensors): autograph's rewriting of
-      # every function it calls would only cost tracing time.
-      self._train_step = tf.function(self._distributed_step, autograph=False)
-    progress = estimator_utils.ProgressHook(self._num_train_steps or max_steps,
-                                            self.train_batch_size)
+    self._trace_train_step()
+    total_steps = (self._num_train_steps * self._accumulation_steps if self._num_train_steps
+                   else max_steps)
+    progress = estimator_utils.ProgressHook(total_steps, self.train_batch_size)
     last_saved = step
+    rate_origin = None  # (step, time) global_step/sec counts from: after the first step's tracing
     while step < max_steps and not common.STOP_SIGNALS.stopped:
-      loss = float(self._train_step(iterator))
+      logged = (step + 1) % self._log_every_n_steps == 0 or step + 1 == max_steps
+      with _xla_autoclustering(self._use_xla):
+        loss, learning_rate = self._train_step(iterator, tf.constant(logged))
+      loss = float(loss)
       step += 1
       if not np.isfinite(loss):
         common.fail("training: the loss is %s at step %d (diverged; try a lower "
@@ -509,42 +695,125 @@ class Engine(object):
       # step before the one that ran, as its after_run reads it from the session.
       progress.after_run(None, tf1.train.SessionRunValues(results=step - 1, options=None,
                                                           run_metadata=None))
-      if step % self._log_every_n_steps == 0 or step == max_steps:
+      if logged:
         tf1.logging.info("loss = %s, step = %d", np.float32(loss), step)
+        rate_origin = self._write_summaries(step, loss, float(learning_rate), rate_origin)
+      if rate_origin is None:
+        rate_origin = (step, time.time())
       if step - last_saved >= self._save_checkpoints_steps:
         save_checkpoint(self.checkpoint_variables(), self.output_dir, step,
                         self._keep_checkpoint_max)
         last_saved = step
+    self._summary_writer.flush()
     if step != last_saved:
       save_checkpoint(self.checkpoint_variables(), self.output_dir, step,
                       self._keep_checkpoint_max)
     return TrainResult(step, progress.last_rate)
 
-  def _distributed_step(self, iterator):
-    """One training step on every replica; returns the global batch's mean loss."""
+  def _write_summaries(self, step, loss, learning_rate, rate_origin):
+    """Writes the Estimator's scalars of `step` (under the default summary writer).
+
+    Args:
+      step: the global step after the update (the events' step).
+      loss: the step's loss (the global batch's mean).
+      learning_rate: the step's rate.
+      rate_origin: (step, time) global_step/sec counts from, or None (none written).
+
+    Returns:
+      The next rate_origin: (step, now).
+    """
+    scalars = [("loss", loss), ("learning_rate", learning_rate)]
+    now = time.time()
+    if rate_origin is not None and now > rate_origin[1] and step > rate_origin[0]:
+      scalars.append(("global_step/sec", (step - rate_origin[0]) / (now - rate_origin[1])))
+    # tf.compat.v1 Summary protos (simple_value), as the Estimator writes them: TensorBoard
+    # shows both engines' runs alike, and the TensorBoard package is not needed.
+    summary = tf1.Summary(value=[tf1.Summary.Value(tag=tag, simple_value=value)
+                                 for tag, value in scalars])
+    with self._summary_writer.as_default():
+      tf.summary.experimental.write_raw_pb(summary.SerializeToString(), step=step)
+    return step, now
+
+  def _distributed_step(self, iterator, record_summaries):
+    """One training step on every replica.
+
+    Args:
+      iterator: the distributed dataset's iterator.
+      record_summaries: bool scalar Tensor: write the model function's summaries of this step.
+
+    Returns:
+      (the global batch's mean loss, the step's learning rate).
+    """
     graph = tf1.get_default_graph()
     if not graph.get_collection(tf1.GraphKeys.GLOBAL_STEP):
       # modeling.dropout keys its masks on the graph's global step: step-seeded dropout.
       graph.add_to_collection(tf1.GraphKeys.GLOBAL_STEP, self._global_step)
-    losses = self.strategy.run(self._replica_step, args=(next(iterator),))
+    # The Estimator's step of the summaries: the global step after the update.
+    summary_step = self._global_step + 1
+    # No default writer here: the model's tf.compat.v1.summary calls make Summary protos (in
+    # the graph's SUMMARIES collection, the first replica's), as in the Estimator's graph.
+    with warnings.catch_warnings():
+      # tf.compat.v1.summary without a default writer in TF2 warns that it makes a TF1 summary
+      # op: what the engine collects and writes.
+      warnings.filterwarnings("ignore", message="Cannot activate TF2 compatibility support")
+      losses, learning_rates = self.strategy.run(self._replica_step, args=(next(iterator),))
+    summaries = graph.get_collection(tf1.GraphKeys.SUMMARIES)
+    if summaries and not self.on_tpu:
+      with self._summary_writer.as_default(), tf.summary.record_if(record_summaries):
+        tf.summary.experimental.write_raw_pb(tf.stack(summaries), step=summary_step)
     self._global_step.assign_add(1)
-    return self.strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None)
+    return (self.strategy.reduce(tf.distribute.ReduceOp.MEAN, losses, axis=None),
+            self.strategy.experimental_local_results(learning_rates)[0])
 
   def _replica_step(self, features):
-    """The model and optimization.create_optimizer's update on one replica's batch."""
+    """The model and optimization.create_optimizer's update on one replica's batch: returns
+    (the replica's loss, the learning rate)."""
     with export_utils.in_variables(self._variables):
       loss, _ = self._model_fn(features, True)
     grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
              for g in tf.gradients(ys=loss, xs=self._trainable)]
+    untrained = [v.name for v, g in zip(self._trainable, grads) if g is None]
+    if untrained:
+      # The variables were made from an input without labels (_trained_variable_names).
+      raise ValueError("the loss has no gradient for %s: predict() before train() in one "
+                       "engine; train first" % ", ".join(untrained[:3]))
+    apply_now = None
+    if self._accumulation_steps > 1:
+      grads, apply_now = self._accumulate(grads)
     if self.num_replicas > 1:
       # The global batch's gradient, clipped as one device clips it.
       grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN,
                                                              grads)
     grads, _ = tf.clip_by_global_norm(grads, clip_norm=CLIP_NORM)
+    # The schedule counts updates; the global step counts micro-batches.
     learning_rate = optimization.learning_rate_schedule(
-        self._global_step, self._learning_rate, self._num_train_steps, self._num_warmup_steps)
-    self._optimizer.apply_global_gradients(list(zip(grads, self._trainable)), learning_rate)
-    return loss
+        self._global_step // self._accumulation_steps, self._learning_rate,
+        self._num_train_steps, self._num_warmup_steps)
+    self._optimizer.apply_global_gradients(list(zip(grads, self._trainable)), learning_rate,
+                                           apply_now)
+    return loss, learning_rate
+
+  def _accumulate(self, grads):
+    """Adds this micro-batch's gradients to the accumulators (optimization.create_optimizer's).
+
+    Args:
+      grads: list of dense gradients, one per trained variable.
+
+    Returns:
+      (mean_grads, apply_now): the mean of the accumulated gradients (what the update applies
+      when apply_now) and a bool scalar that is True on the last micro-batch of each group,
+      after which the accumulators are zero.
+    """
+    apply_now = tf.equal((self._global_step + 1) % self._accumulation_steps, 0)
+    mean_grads = []
+    for grad, variable in zip(grads, self._trainable):
+      accumulator = self._accumulators["%s/%s" % (variable.name.split(":")[0], GRAD_ACCUM)]
+      total = accumulator.read_value() + grad
+      assign = accumulator.assign(tf.where(apply_now, tf.zeros_like(total), total))
+      # Using the mean runs the accumulator update first.
+      with tf.control_dependencies([assign]):
+        mean_grads.append(total / float(self._accumulation_steps))
+    return mean_grads, apply_now
 
   def _check_static_shapes(self, feature_spec, purpose):
     """On TPU, one line when an input has a dimension of unknown size."""

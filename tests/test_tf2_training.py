@@ -11,9 +11,14 @@ TF (`bash run.sh test-latest`) these tests check:
   weights, Adam slots and step, bit for bit;
 - MirroredStrategy over two logical CPUs ends with the single-device weights (evaluation during
   training on the way);
-- the Estimator-only flags and an init checkpoint of another model are one-line errors.
+- the Estimator-only flags and an init checkpoint of another model are one-line errors;
+- run_pretraining with --gradient_accumulation_steps=2 on both engines: the same losses,
+  checkpoints (with the `<var>/grad_accum` accumulators) and TensorBoard scalars, and a job
+  stopped inside an accumulation resumes on the other engine to the other's weights;
+- --use_xla (XLA auto-clustering) gives the losses without it.
 On both TFs, in process: the name-based checkpoints (save_checkpoint, restore_checkpoint),
-check_flags, and the engine's steps against optimization.py's math in NumPy.
+check_flags, the engine's steps against optimization.py's math in NumPy (with gradient
+accumulation too; on two replicas in a subprocess) and the TensorBoard scalars it writes.
 """
 
 import argparse
@@ -149,6 +154,20 @@ def _state(output_dir):
   return [os.path.basename(p) for p in state.all_model_checkpoint_paths]
 
 
+def _scalar_events(output_dir):
+  """{tag: [(step, value), ...] in the order of the steps} of the scalar summaries in
+  output_dir's events files (one per engine or Estimator call)."""
+  scalars = {}
+  for path in sorted(tf.io.gfile.glob(os.path.join(str(output_dir), "events.out.tfevents.*"))):
+    for record in tf.data.TFRecordDataset(path):
+      event = tf.compat.v1.Event.FromString(record.numpy())
+      for value in event.summary.value:
+        number = (value.simple_value if value.WhichOneof("value") == "simple_value"
+                  else float(tf.make_ndarray(value.tensor)))
+        scalars.setdefault(value.tag, []).append((event.step, number))
+  return {tag: sorted(points) for tag, points in scalars.items()}
+
+
 def _read_floats(path):
   with open(str(path)) as f:
     return np.array([[float(x) for x in line.split("\t")] for line in f.read().splitlines()])
@@ -201,10 +220,11 @@ def test_both_engines_give_the_same_losses_metrics_predictions_and_checkpoints(b
                          _values(est / "model.ckpt-10")) <= ROUNDING
 
 
-def _as_stopped_at(source, target, step):
-  """A copy of output directory `source` as a job stopped after checkpoint `step` left it."""
+def _as_stopped_at(source, target, step, checkpoints=CHECKPOINTS):
+  """A copy of output directory `source` (whose checkpoints are `checkpoints`) as a job stopped
+  after checkpoint `step` left it."""
   shutil.copytree(str(source), str(target))
-  kept = [name for name in CHECKPOINTS if int(name.rsplit("-", 1)[1]) <= step]
+  kept = [name for name in checkpoints if int(name.rsplit("-", 1)[1]) <= step]
   for entry in os.listdir(str(target)):
     later = entry.startswith("model.ckpt-") and entry.split(".")[1] not in (
         name.split(".")[1] for name in kept)
@@ -328,16 +348,6 @@ def test_estimator_only_flags_and_foreign_init_checkpoint_are_one_line_errors(mo
       "error: --init_checkpoint=%s: supplies none of the model's 41 variables (missing: "
       "bert/embeddings/word_embeddings" % foreign)
   assert not [p for p in os.listdir(out) if p.startswith("model.ckpt")]
-  # run_pretraining: gradient accumulation is the Estimator's.
-  out = tmp_path / "pretraining"
-  result = run_tool("run_pretraining.py", [
-      "--input_file=%s" % (tmp_path / "data.tfrecord"), "--output_dir=%s" % out,
-      "--bert_config_file=%s" % (model[0] / "bert_config.json"), "--do_train",
-      "--gradient_accumulation_steps=2"], expect_rc=2)
-  assert last_error_line(result).startswith(
-      "error: --gradient_accumulation_steps=2: implemented by the Estimator only (TensorFlow "
-      "2.15)")
-  assert not out.exists()
 
 
 def _pretraining_args(root, output_dir):
@@ -349,27 +359,37 @@ def _pretraining_args(root, output_dir):
           "--do_train", "--do_eval"]
 
 
-@pytest.mark.slow
-def test_pretraining_on_both_engines_gives_the_same_losses_metrics_and_checkpoints(tmp_path):
+@pytest.fixture(scope="module")
+def pretraining_data(tmp_path_factory):
+  """A directory with pre-training records (data.tfrecord, written by TF 2.15's
+  create_pretraining_data.py) and a tiny RealFormer bert_config.json."""
   python215 = tf215_python()
+  root = tmp_path_factory.mktemp("pretraining_data")
   rng = np.random.RandomState(0)
   words = ("the king said that a whale was seen near the ship and the captain laughed at "
            "her brother while the sea rose over old stone walls").split()
   documents = ["\n".join(" ".join(rng.choice(words, rng.randint(4, 14))) + "."
                          for _ in range(rng.randint(2, 8))) for _ in range(30)]
-  (tmp_path / "text.txt").write_text("\n\n".join(documents) + "\n")
+  (root / "text.txt").write_text("\n\n".join(documents) + "\n")
   _run215(python215, [os.path.join(REPO_DIR, "create_pretraining_data.py"),
-                      "--input_file=%s" % (tmp_path / "text.txt"),
-                      "--output_file=%s" % (tmp_path / "data.tfrecord"), "--vocab_file=%s" % VOCAB,
+                      "--input_file=%s" % (root / "text.txt"),
+                      "--output_file=%s" % (root / "data.tfrecord"), "--vocab_file=%s" % VOCAB,
                       "--max_seq_length=32", "--max_predictions_per_seq=5", "--dupe_factor=1",
                       "--num_workers=1"])
-  (tmp_path / "bert_config.json").write_text(json.dumps(dict(TINY_BERT_CONFIG,
-                                                             residual_attention="sum")))
+  (root / "bert_config.json").write_text(json.dumps(dict(TINY_BERT_CONFIG,
+                                                         residual_attention="sum")))
+  return root
+
+
+@pytest.mark.slow
+def test_pretraining_on_both_engines_gives_the_same_losses_metrics_and_checkpoints(
+    pretraining_data, tmp_path):
+  python215 = tf215_python()
   # From scratch: every initial weight is a seeded random one.
   est, tf2 = tmp_path / "estimator", tmp_path / "tf2"
   est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_pretraining"] +
-                    _pretraining_args(tmp_path, est)).stderr
-  tf2_log = run_tool("run_pretraining.py", _pretraining_args(tmp_path, tf2)).stderr
+                    _pretraining_args(pretraining_data, est)).stderr
+  tf2_log = run_tool("run_pretraining.py", _pretraining_args(pretraining_data, tf2)).stderr
   est_losses, tf2_losses = _step_losses(est_log), _step_losses(tf2_log)
   assert len(est_losses) == len(tf2_losses) == 8, (est_losses, tf2_losses)
   np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=ROUNDING)
@@ -396,6 +416,25 @@ def test_pretraining_on_both_engines_gives_the_same_losses_metrics_and_checkpoin
   assert _max_difference(_values(tf2 / "model.ckpt-0"), _values(est / "model.ckpt-0")) == 0
   assert _max_difference(_values(tf2 / "model.ckpt-8"),
                          _values(est / "model.ckpt-8")) <= ROUNDING
+  _check_same_scalars(est, tf2)
+
+
+def _check_same_scalars(est, tf2):
+  """The TensorBoard scalars of both engines' jobs: the Estimator's tags (the model's own
+  included) in the TF2 engine's events, and their values at the step the Estimator wrote them
+  (its first: every 100 steps)."""
+  est_scalars, tf2_scalars = _scalar_events(est), _scalar_events(tf2)
+  assert {"loss", "learning_rate", "masked_lm_accuracy", "masked_lm_loss",
+          "next_sentence_loss"} <= set(est_scalars)
+  assert set(tf2_scalars) == set(est_scalars) | {"global_step/sec"}
+  for tag, points in est_scalars.items():
+    assert [step for step, _ in points] == [1], (tag, points)
+    got = dict(tf2_scalars[tag])
+    assert got[1] == pytest.approx(points[0][1], abs=ROUNDING), tag
+  # The TF2 engine logs every step (--log_every_n_steps=1): all but the first have a rate.
+  assert [step for step, _ in tf2_scalars["loss"]] == list(range(1, 9))
+  assert [step for step, _ in tf2_scalars["global_step/sec"]] == list(range(2, 9))
+  assert all(rate > 0 for _, rate in tf2_scalars["global_step/sec"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -407,10 +446,11 @@ def test_check_flags_refuses_what_only_the_estimator_implements():
   tf2_training.check_flags(argparse.Namespace(**defaults), "run_classifier.py")
   tf2_training.check_flags(argparse.Namespace(**dict(defaults, distribution_strategy="mirrored")),
                            "run_classifier.py")
+  tf2_training.check_flags(argparse.Namespace(**dict(defaults, use_xla=True)), "run_classifier.py")
   cases = {"use_tpu": (True, "--use_tpu"), "tpu_name": ("t1", "--tpu_name=t1"),
            "master": ("grpc://m", "--master=grpc://m"), "num_tpu_cores": (32, "--num_tpu_cores=32"),
            "iterations_per_loop": (100, "--iterations_per_loop=100"),
-           "use_xla": (True, "--use_xla"), "precision": ("bf16", "--precision=bf16"),
+           "precision": ("bf16", "--precision=bf16"),
            "tpu_zone": ("z", "--tpu_zone=z"), "gcp_project": ("p", "--gcp_project=p")}
   assert set(cases) == set(tf2_training.ESTIMATOR_ONLY_FLAGS)
   for name, (value, shown) in cases.items():
@@ -484,36 +524,49 @@ def _linear_input_fn_for(skip_batches):
 
 
 def numpy_adamw_steps(values, steps, learning_rate, num_train_steps, num_warmup_steps,
-                      batch_size=4):
+                      batch_size=4, accumulation_steps=1):
   """optimization.py's training steps of the linear model, in float64 NumPy.
 
   Gradients of the mean squared error, clipping to global norm 1, linear warm-up then linear
-  decay, Adam without bias correction, weight decay 0.01 for the kernel (not the bias).
+  decay, Adam without bias correction, weight decay 0.01 for the kernel (not the bias). With
+  gradient accumulation every step adds its (unclipped) gradient to an accumulator, and every
+  accumulation_steps-th applies their mean, clipped, at the rate of update step //
+  accumulation_steps.
 
   Args:
     values: {"dense/kernel" [3, 1], "dense/bias" [1]} at step 0.
-    steps: the number of steps.
-    learning_rate, num_train_steps, num_warmup_steps: the schedule.
+    steps: the number of steps (micro-batches).
+    learning_rate, num_train_steps, num_warmup_steps: the schedule (in updates).
     batch_size: examples per step (in order, repeated).
+    accumulation_steps: micro-batches per update.
 
   Returns:
-    {name: value} after `steps` steps, with the `/adam_m`, `/adam_v` slots and global_step.
+    {name: value} after `steps` steps, with the `/adam_m`, `/adam_v` slots, global_step and
+    (accumulation_steps > 1) the `/grad_accum` accumulators.
   """
   params = {name: values[name].astype(np.float64) for name in ("dense/kernel", "dense/bias")}
   slots = {name + suffix: np.zeros_like(value) for name, value in params.items()
            for suffix in ("/adam_m", "/adam_v")}
+  accumulators = {name: np.zeros_like(value) for name, value in params.items()}
   for step in range(steps):
     rows = [(step * batch_size + i) % len(FEATURES) for i in range(batch_size)]
     x, y = FEATURES[rows].astype(np.float64), TARGETS[rows].astype(np.float64)
     residual = x @ params["dense/kernel"][:, 0] + params["dense/bias"][0] - y
     grads = {"dense/kernel": (2.0 / batch_size * x.T @ residual)[:, None],
              "dense/bias": np.array([2.0 / batch_size * residual.sum()])}
+    for name, grad in grads.items():
+      accumulators[name] = accumulators[name] + grad
+    if (step + 1) % accumulation_steps:
+      continue
+    grads = {name: total / accumulation_steps for name, total in accumulators.items()}
+    accumulators = {name: np.zeros_like(value) for name, value in params.items()}
     norm = np.sqrt(sum((g ** 2).sum() for g in grads.values()))
     grads = {name: g / max(norm, 1.0) for name, g in grads.items()}
-    if step < num_warmup_steps:
-      rate = learning_rate * step / num_warmup_steps
+    update_step = step // accumulation_steps
+    if update_step < num_warmup_steps:
+      rate = learning_rate * update_step / num_warmup_steps
     else:
-      rate = learning_rate * (1.0 - min(step, num_train_steps) / num_train_steps)
+      rate = learning_rate * (1.0 - min(update_step, num_train_steps) / num_train_steps)
     for name, grad in grads.items():
       m = slots[name + "/adam_m"] = 0.9 * slots[name + "/adam_m"] + 0.1 * grad
       v = slots[name + "/adam_v"] = 0.999 * slots[name + "/adam_v"] + 0.001 * grad ** 2
@@ -521,6 +574,8 @@ def numpy_adamw_steps(values, steps, learning_rate, num_train_steps, num_warmup_
       if name == "dense/kernel":
         update += 0.01 * params[name]
       params[name] = params[name] - rate * update
+  if accumulation_steps > 1:
+    slots.update((name + "/grad_accum", total) for name, total in accumulators.items())
   return dict(params, global_step=np.int64(steps), **slots)
 
 
@@ -557,3 +612,204 @@ def test_engine_steps_are_optimization_pys_and_resume_exactly(tmp_path):
   _linear_engine(fused, fused_optimizer=True).train(_linear_input_fn_for, 8)
   for name in ("dense/kernel", "dense/bias"):
     np.testing.assert_allclose(_values(fused / "model.ckpt-8")[name], got[name], rtol=1e-4)
+
+
+def accumulating_linear_engine(output_dir, accumulation_steps=2, strategy=None):
+  """The linear model's engine with gradient accumulation: 4 updates, checkpoints every 3 steps."""
+  return tf2_training.Engine(_linear_model_fn, str(output_dir), strategy=strategy,
+                             train_batch_size=4, learning_rate=0.1, num_train_steps=4,
+                             num_warmup_steps=1, save_checkpoints_steps=3,
+                             gradient_accumulation_steps=accumulation_steps)
+
+
+def test_engine_accumulates_gradients_as_optimization_py_and_resumes_inside_an_accumulation(
+    tmp_path):
+  # 2 micro-batches per update, 4 updates: 8 steps. Stopped at step 3 (inside an accumulation:
+  # its checkpoint holds the gradient of step 2), then a new engine resumes to step 8.
+  engine = accumulating_linear_engine
+  assert engine(tmp_path, 2).train(_linear_input_fn_for, 3).global_step == 3
+  initial = _values(tmp_path / "model.ckpt-0")
+  assert sorted(initial) == [
+      "dense/bias", "dense/bias/adam_m", "dense/bias/adam_v", "dense/bias/grad_accum",
+      "dense/kernel", "dense/kernel/adam_m", "dense/kernel/adam_v", "dense/kernel/grad_accum",
+      "global_step"]
+  got = _values(tmp_path / "model.ckpt-3")
+  want = numpy_adamw_steps(initial, 3, 0.1, 4, 1, accumulation_steps=2)
+  assert np.abs(got["dense/kernel/grad_accum"]).sum() > 0
+  for name in want:
+    np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+  assert engine(tmp_path, 2).train(_linear_input_fn_for, 8).global_step == 8
+  got = _values(tmp_path / "model.ckpt-8")
+  want = numpy_adamw_steps(initial, 8, 0.1, 4, 1, accumulation_steps=2)
+  assert sorted(got) == sorted(want)
+  for name in want:
+    np.testing.assert_allclose(got[name], want[name], rtol=1e-5, atol=1e-6, err_msg=name)
+  # Each update is the mean of two micro-batches: not the steps without accumulation.
+  plain = numpy_adamw_steps(initial, 8, 0.1, 4, 1)
+  assert np.abs(got["dense/kernel"] - plain["dense/kernel"]).max() > 1e-3
+  # A checkpoint without accumulators resumes at the start of an accumulation only.
+  without = tmp_path / "without"
+  engine(without, 1).train(_linear_input_fn_for, 3)
+  with pytest.raises(common.UsageError, match=r"^checkpoint .*model.ckpt-3: lacks the gradient "
+                     r"accumulators \(dense/\w+/grad_accum\) of its step 3, inside an "
+                     r"accumulation of 2 micro-batches"):
+    engine(without, 2).train(_linear_input_fn_for, 8)
+  engine(without, 1).train(_linear_input_fn_for, 4)
+  assert engine(without, 2).train(_linear_input_fn_for, 6).global_step == 6
+  assert np.abs(_values(without / "model.ckpt-6")["dense/kernel/grad_accum"]).max() == 0
+
+
+# 2 micro-batches per update, 4 updates: 8 global steps, checkpoints 0, 3 (inside an
+# accumulation), 6 and 8.
+ACCUMULATION_CHECKPOINTS = ["model.ckpt-0", "model.ckpt-3", "model.ckpt-6", "model.ckpt-8"]
+
+
+def _accumulation_args(root, output_dir):
+  return [a for a in _pretraining_args(root, output_dir)
+          if not a.startswith(("--num_train_steps", "--num_warmup_steps",
+                               "--save_checkpoints_steps", "--do_eval"))] + [
+              "--num_train_steps=4", "--num_warmup_steps=1", "--save_checkpoints_steps=3",
+              "--gradient_accumulation_steps=2"]
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_on_both_engines_and_resumed_inside_an_accumulation(
+    pretraining_data, tmp_path):
+  python215 = tf215_python()
+  est, tf2 = tmp_path / "estimator", tmp_path / "tf2"
+  est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_pretraining"] +
+                    _accumulation_args(pretraining_data, est)).stderr
+  tf2_log = run_tool("run_pretraining.py", _accumulation_args(pretraining_data, tf2)).stderr
+  est_losses, tf2_losses = _step_losses(est_log), _step_losses(tf2_log)
+  assert len(est_losses) == len(tf2_losses) == 8, (est_losses, tf2_losses)
+  np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=ROUNDING)
+  assert "Batch size = 8 x 2 accumulation" in tf2_log
+  _check_same_scalars(est, tf2)
+  # The rate of the update the step belongs to (1 warm-up update, then the decay over 4).
+  assert [rate for _, rate in _scalar_events(tf2)["learning_rate"]] == pytest.approx(
+      [0, 0, 0.75e-3, 0.75e-3, 0.5e-3, 0.5e-3, 0.25e-3, 0.25e-3])
+  # The same checkpoints, with the accumulators `<var>/grad_accum`: at step 3 they hold the
+  # gradient of step 2, at the end of an accumulation (6, 8) zeros.
+  assert _state(tf2) == _state(est) == ACCUMULATION_CHECKPOINTS
+  names = tf.train.list_variables(str(tf2 / "model.ckpt-3"))
+  assert names == tf.train.list_variables(str(est / "model.ckpt-3"))
+  assert {"bert/pooler/dense/kernel/grad_accum", "cls/predictions/output_bias/grad_accum"} <= {
+      n for n, _ in names}
+  for step in (3, 8):
+    tf2_values, est_values = (_values(d / ("model.ckpt-%d" % step)) for d in (tf2, est))
+    assert _max_difference(tf2_values, est_values) <= ROUNDING, step
+    accumulated = np.abs(tf2_values["bert/pooler/dense/kernel/grad_accum"]).max()
+    assert (accumulated > 0) if step == 3 else (accumulated == 0), step
+  assert json.loads((tf2 / "train_summary_local.json").read_text())["global_step"] == 8
+  # Stopped inside an accumulation (step 3), resumed on the other engine: the other's end.
+  resumed = tmp_path / "estimator_then_tf2"
+  _as_stopped_at(est, resumed, 3, ACCUMULATION_CHECKPOINTS)
+  log = run_tool("run_pretraining.py", _accumulation_args(pretraining_data, resumed)).stderr
+  np.testing.assert_allclose(_step_losses(log), est_losses[3:], rtol=0, atol=ROUNDING)
+  assert _max_difference(_values(resumed / "model.ckpt-8"),
+                         _values(est / "model.ckpt-8")) <= ROUNDING
+  resumed = tmp_path / "tf2_then_estimator"
+  _as_stopped_at(tf2, resumed, 3, ACCUMULATION_CHECKPOINTS)
+  _run215(python215, [os.path.join(REPO_DIR, "run_pretraining.py")] +
+          _accumulation_args(pretraining_data, resumed))
+  assert _max_difference(_values(resumed / "model.ckpt-8"),
+                         _values(tf2 / "model.ckpt-8")) <= ROUNDING
+
+
+# Run as `-c MIRRORED_ACCUMULATION DIR...` (with tests/ on PYTHONPATH): the linear model with 2
+# micro-batches per update on two logical CPUs (MirroredStrategy), in each DIR from its latest
+# checkpoint (or from scratch) to step 3 when the directory is empty, then to step 8.
+MIRRORED_ACCUMULATION = r"""
+import sys
+import tensorflow as tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import test_tf2_training
+for output_dir in sys.argv[1:]:
+  fresh = tf.compat.v1.train.latest_checkpoint(output_dir) is None
+  for max_steps in ([3, 8] if fresh else [8]):
+    engine = test_tf2_training.accumulating_linear_engine(
+        output_dir, strategy=test_tf2_training.tf2_training.make_strategy("mirrored"))
+    assert engine.num_replicas == 2
+    engine.train(test_tf2_training._linear_input_fn_for, max_steps)
+"""
+
+
+@pytest.mark.slow
+def test_mirrored_accumulation_is_one_devices_and_resumes_across_replica_counts(tmp_path):
+  single = tmp_path / "single"
+  accumulating_linear_engine(single).train(_linear_input_fn_for, 8)
+  # A one-device checkpoint inside an accumulation (step 3), resumed on two replicas.
+  resumed = tmp_path / "single_then_mirrored"
+  _as_stopped_at(single, resumed, 3, ACCUMULATION_CHECKPOINTS)
+  mirrored = tmp_path / "mirrored"
+  mirrored.mkdir()
+  run_tool(None, ["-c", MIRRORED_ACCUMULATION, mirrored, resumed],
+           env={"PYTHONPATH": os.path.join(REPO_DIR, "tests")})
+  # Each replica accumulates its half of the batch; the checkpoint holds the global batch's
+  # accumulated gradient, as one device's.
+  assert _max_difference(_values(mirrored / "model.ckpt-3"),
+                         _values(single / "model.ckpt-3")) <= ROUNDING
+  for output_dir in (mirrored, resumed):
+    assert _max_difference(_values(output_dir / "model.ckpt-8"),
+                           _values(single / "model.ckpt-8")) <= ROUNDING
+
+
+def _linear_model_with_summary_fn(features, is_training):
+  """_linear_model_fn, with a tf.compat.v1 summary of the mean prediction (in training)."""
+  loss, predictions = _linear_model_fn(features, is_training)
+  if is_training:
+    tf.compat.v1.summary.scalar("mean_prediction", tf.reduce_mean(predictions["prediction"]))
+  return loss, predictions
+
+
+def test_engine_writes_the_estimators_tensorboard_scalars_at_the_logging_interval(tmp_path):
+  # Steps 1-5, then a new engine (a rerun) to step 8: scalars at the logged steps 3, 5 (a
+  # train()'s last), 6 and 8.
+  def engine():
+    return tf2_training.Engine(_linear_model_with_summary_fn, str(tmp_path), train_batch_size=4,
+                               learning_rate=0.1, num_train_steps=8, num_warmup_steps=2,
+                               log_every_n_steps=3)
+
+  engine().train(_linear_input_fn_for, 5)
+  engine().train(_linear_input_fn_for, 8)
+  scalars = _scalar_events(tmp_path)
+  assert sorted(scalars) == ["global_step/sec", "learning_rate", "loss", "mean_prediction"]
+  logged = [3, 5, 6, 8]
+  for tag in ("loss", "learning_rate", "mean_prediction"):
+    assert [step for step, _ in scalars[tag]] == logged, tag
+  # The rate since the previous point, or since a train()'s first step (its tracing left
+  # out): none at step 6, the rerun's first.
+  assert [step for step, _ in scalars["global_step/sec"]] == [3, 5, 8]
+  assert all(rate > 0 for _, rate in scalars["global_step/sec"])
+  # Step s's point is the step that made global step s: its batch, the weights before it, the
+  # rate it applied.
+  initial = _values(tmp_path / "model.ckpt-0")
+  for (step, loss), (_, rate), (_, mean_prediction) in zip(
+      scalars["loss"], scalars["learning_rate"], scalars["mean_prediction"]):
+    weights = numpy_adamw_steps(initial, step - 1, 0.1, 8, 2)
+    rows = [((step - 1) * 4 + i) % len(FEATURES) for i in range(4)]
+    prediction = FEATURES[rows] @ weights["dense/kernel"][:, 0] + weights["dense/bias"][0]
+    assert loss == pytest.approx(np.mean((prediction - TARGETS[rows]) ** 2), rel=1e-5), step
+    assert mean_prediction == pytest.approx(prediction.mean(), rel=1e-5, abs=1e-6), step
+    want_rate = 0.1 * ((step - 1) / 2 if step - 1 < 2 else 1 - (step - 1) / 8)
+    assert rate == pytest.approx(want_rate, rel=1e-6), step
+
+
+@newest_tf_only
+@pytest.mark.slow
+def test_pretraining_with_xla_gives_the_same_losses_as_without(pretraining_data, tmp_path):
+  # XLA auto-clustering (the Estimator's --use_xla) leaves dropout's stateless random draws to
+  # TensorFlow: the same masks, so the same losses to rounding (dropout 0.1 on).
+  args = [a for a in _pretraining_args(pretraining_data, tmp_path / "plain")
+          if not a.startswith(("--num_train_steps", "--do_eval"))] + ["--num_train_steps=4"]
+  verbose = {"TF_CPP_MIN_LOG_LEVEL": "0"}  # TensorFlow's line when it compiles a cluster
+  plain = run_tool("run_pretraining.py", args, env=verbose).stderr
+  xla_args = [a.replace(str(tmp_path / "plain"), str(tmp_path / "xla")) for a in args]
+  xla = run_tool("run_pretraining.py", xla_args + ["--use_xla"], env=verbose).stderr
+  assert "Compiled cluster using XLA" in xla and "Compiled cluster using XLA" not in plain
+  assert len(_step_losses(xla)) == len(_step_losses(plain)) == 4
+  np.testing.assert_allclose(_step_losses(xla), _step_losses(plain), rtol=0, atol=ROUNDING)
+  assert _max_difference(_values(tmp_path / "xla" / "model.ckpt-4"),
+                         _values(tmp_path / "plain" / "model.ckpt-4")) <= ROUNDING
+  assert json.loads((tmp_path / "xla" / "train_summary_local.json").read_text())["use_xla"]
