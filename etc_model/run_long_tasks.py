@@ -74,9 +74,9 @@ TensorFlow 2.15 trains with the Estimator. TF 2.16 and later (no Estimator) trai
 predict with realformer_tf.tf2_training.Engine over the same graph: the same flags, checkpoints
 (official names, Adam slots, global_step: a job continues on either engine), eval_results,
 test_results, predictions files and sidecars, the same loss at every step to float32 rounding;
-the flags only the Estimator implements (TPU, XLA, --precision other than fp32, the distribution
+the flags only the Estimator implements (TPU, --precision other than fp32, the distribution
 strategies other than mirrored) are one-line errors there. Variables the task's loss does not
-reach (ETC's last-layer long outputs under a global-token head, BERT's pooler under
+reach (ETC's last layer's long outputs under a global-token head, BERT's pooler under
 bert_windows) stay untrained on both engines: no Adam slots, their --init_checkpoint values.
 
 --padding=longest (the default of evaluation and prediction; training keeps max_length, as
@@ -530,95 +530,26 @@ def _predictions(task, config, features, per_example, logits, max_global_seq_len
   return predictions
 
 
-# Variables the task's loss does not depend on get no gradient: ETC's last layer computes long
-# outputs a global-token head never reads (cloze, supporting, classify, wikihop), BERT's pooler
-# is unused by the bert_windows heads. The Estimator's optimizer skips them (no update, no Adam
-# slots); the TF2 engine gets them as non-trainable variables to the same effect
-# (_untrained_variables), loaded from init_checkpoint as the Estimator loads them
-# (_init_untrained_from).
-
-
-def _gradientless_variable_names(graph_fn, features):
-  """The trainable variables of graph_fn's model whose loss gradient is None.
-
-  Args:
-    graph_fn: features -> the loss (builds the model in the default graph).
-    features: dict name -> Tensor: the inputs' dtypes and shapes.
-
-  Returns:
-    set of variable names (op names).
-  """
-  with tf.Graph().as_default():
-    loss = graph_fn({name: tf1.placeholder(t.dtype, t.shape) for name, t in features.items()})
-    tvars = tf1.trainable_variables()
-    grads = tf.gradients(ys=loss, xs=tvars)
-    return {v.op.name for v, grad in zip(tvars, grads) if grad is None}
-
-
-def _untrained_variables(names):
-  """A variable scope (names unchanged) in which the variables `names` are created
-  non-trainable: the engine then trains, and gives Adam slots to, exactly the variables the
-  Estimator's optimizer updates."""
-  def untrained_getter(getter, name, *args, **kwargs):
-    if name in names:
-      kwargs["trainable"] = False
-    return getter(name, *args, **kwargs)
-
-  return tf1.variable_scope(tf1.get_variable_scope(), custom_getter=untrained_getter,
-                            auxiliary_name_scope=False)
-
-
-def _init_untrained_from(init_checkpoint, names):
-  """Initialises the graph's variables `names` from init_checkpoint, as the Estimator's init
-  does (it loads every trainable variable; the engine's init loads its trainable ones).
-
-  Call it after the whole model is built: its restore ops then shift no op seed of the model's
-  random initializers. A variable the checkpoint lacks (or has in another shape) keeps its
-  random initializer, as on the Estimator (which the engine's init check refuses for the
-  encoder's trained variables).
-
-  Args:
-    init_checkpoint: the checkpoint prefix (or directory).
-    names: the variable names.
-  """
-  shapes = dict(tf.train.list_variables(init_checkpoint))
-  assignment = {v.op.name: v for v in tf1.global_variables()
-                if v.op.name in names and shapes.get(v.op.name) == v.shape.as_list()}
-  if assignment:
-    tf1.train.init_from_checkpoint(init_checkpoint, assignment)
-
-
 def engine_model_fn(task, config, att_implementation="full", num_labels=None,
                     max_global_seq_length=None, max_seq_length=None,
-                    use_one_hot_embeddings=False, init_checkpoint=None):
+                    use_one_hot_embeddings=False):
   """model_fn_builder's graph as a tf2_training.Engine model function (float32: the engine has
   no --precision).
 
   Args:
-    task, config, init_checkpoint, att_implementation, num_labels, max_global_seq_length,
-      max_seq_length: as model_fn_builder.
+    task, config, att_implementation, num_labels, max_global_seq_length, max_seq_length: as
+      model_fn_builder.
     use_one_hot_embeddings: TPU embedding lookups.
 
   Returns:
     model_fn(features, is_training) -> (the mean loss, _predictions' dict).
   """
-  def graph(features, is_training):
+  def model_fn(features, is_training):
     loss, per_example, logits = build_model(
         task, config, features, is_training, use_one_hot_embeddings=use_one_hot_embeddings,
         att_implementation=att_implementation, num_labels=num_labels)
     return loss, _predictions(task, config, features, per_example, logits,
                               max_global_seq_length, max_seq_length)
-
-  def model_fn(features, is_training):
-    if tf.inside_function():  # the engine's steps: the variables exist
-      return graph(features, is_training)
-    # The engine's scratch graph, where it creates the variables and the initial weights.
-    untrained = _gradientless_variable_names(lambda f: graph(f, True)[0], features)
-    with _untrained_variables(untrained):
-      outputs = graph(features, is_training)
-    if init_checkpoint and untrained:
-      _init_untrained_from(init_checkpoint, untrained)
-    return outputs
 
   return model_fn
 
@@ -980,8 +911,7 @@ def _job_trainer(flag_values, config, num_labels, num_train_steps, num_warmup_st
   return tf2_training.Engine(
       engine_model_fn(flag_values.task, config, att_implementation, num_labels,
                       flag_values.max_global_seq_length, flag_values.max_seq_length,
-                      use_one_hot_embeddings=tf2_training.is_tpu_strategy(strategy),
-                      init_checkpoint=flag_values.init_checkpoint),
+                      use_one_hot_embeddings=tf2_training.is_tpu_strategy(strategy)),
       flag_values.output_dir, strategy=strategy, train_batch_size=flag_values.train_batch_size,
       learning_rate=flag_values.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, init_checkpoint=flag_values.init_checkpoint,
@@ -990,7 +920,8 @@ def _job_trainer(flag_values, config, num_labels, num_train_steps, num_warmup_st
       save_checkpoints_steps=flag_values.save_checkpoints_steps,
       keep_checkpoint_max=flag_values.keep_checkpoint_max,
       log_every_n_steps=flag_values.log_every_n_steps,
-      fused_optimizer=flag_values.fused_optimizer)
+      fused_optimizer=flag_values.fused_optimizer, use_xla=flag_values.use_xla)
+
 
 def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
