@@ -51,8 +51,8 @@ bilinear; supporting: the mean of each sentence's tokens -> a logit). The same f
 evaluation, resume, early stopping and files, with the same keys (model, window_length,
 window_stride: None for ETC).
 
---do_eval scores the dev set exactly (Estimator.predict, metrics in NumPy) and writes
-eval_results.json (with the checkpoint and step scored): cloze accuracy overall and by
+--do_eval scores the dev set exactly (Estimator.predict or the engine's, metrics in NumPy) and
+writes eval_results.json (with the checkpoint and step scored): cloze accuracy overall and by
 answer_distance bucket beside the most-frequent / most-recent baselines of the records;
 supporting sentence-level F1 / precision / recall and exact match (all sentences of an example
 right), HotpotQA's sp_* definitions; classify accuracy, macro F1, the majority share and
@@ -69,6 +69,15 @@ the encoder, ETC's or BERT's; the task head starts fresh). --precision=bf16 / fp
 encoder (ETC's or BERT's) in that dtype with float32 variables (the same checkpoints in every
 precision), heads and losses float32; fp16 trains with dynamic loss scaling
 (estimator_utils.create_train_op).
+
+TensorFlow 2.15 trains with the Estimator. TF 2.16 and later (no Estimator) train, evaluate and
+predict with realformer_tf.tf2_training.Engine over the same graph: the same flags, checkpoints
+(official names, Adam slots, global_step: a job continues on either engine), eval_results,
+test_results, predictions files and sidecars, the same loss at every step to float32 rounding;
+the flags only the Estimator implements (TPU, --precision other than fp32, the distribution
+strategies other than mirrored) are one-line errors there. Variables the task's loss does not
+reach (ETC's last layer's long outputs under a global-token head, BERT's pooler under
+bert_windows) stay untrained on both engines: no Adam slots, their --init_checkpoint values.
 
 --padding=longest (the default of evaluation and prediction; training keeps max_length, as
 ETC draws its dropout masks over the batch's shape) cuts each batch to its longest real long
@@ -99,6 +108,7 @@ from realformer_tf import common
 from realformer_tf import estimator_utils
 from realformer_tf import batch_padding
 from realformer_tf import model_config
+from realformer_tf import tf2_training
 import modeling
 from realformer_tf import training_eval
 from etc_model import bert_windows
@@ -473,26 +483,73 @@ def model_fn_builder(task, config, init_checkpoint, learning_rate, num_train_ste
       return tf1.estimator.tpu.TPUEstimatorSpec(
           mode=mode, loss=loss, scaffold_fn=scaffold_fn,
           eval_metrics=(lambda x: {"loss": tf1.metrics.mean(x)}, [per_example]))
-    predictions = dict(logits) if isinstance(logits, dict) else {"logits": logits}
-    predictions["example_loss"] = per_example
-    for name, _ in heads.LABEL_FEATURES[task]:
-      predictions[name] = features[name]
-    predictions["global_token_ids"] = features["global_token_ids"]
-    if max_global_seq_length and not isinstance(config, bert_windows.BertWindowsConfig):
-      global_names = ["global_token_ids"] + [
-          name for name, size in heads.LABEL_FEATURES[task] if size == "G"]
-      if task == "supporting":
-        global_names.append("logits")
-      if task == hotpotqa.TASK:
-        global_names.append("sp_logits")
-      for name in global_names:
-        predictions[name] = _pad_to_length(predictions[name], max_global_seq_length)
-      if task == hotpotqa.TASK and max_seq_length:
-        for name in ("begin_logits", "end_logits"):
-          predictions[name] = _pad_to_length(predictions[name], max_seq_length,
-                                             heads.MASKED_LOGIT)
+    predictions = _predictions(task, config, features, per_example, logits,
+                               max_global_seq_length, max_seq_length)
     return tf1.estimator.tpu.TPUEstimatorSpec(mode=mode, predictions=predictions,
                                               scaffold_fn=scaffold_fn)
+
+  return model_fn
+
+
+def _predictions(task, config, features, per_example, logits, max_global_seq_length=None,
+                 max_seq_length=None):
+  """The PREDICT outputs of build_model (what task_metrics and prediction_lines read).
+
+  Args:
+    task: a name of long_task_heads.TASKS.
+    config: EtcConfig or bert_windows.BertWindowsConfig.
+    features: the model's input features (the labels and global_token_ids are passed through).
+    per_example: the per-example loss [batch].
+    logits: build_model's logits (a Tensor, or hotpotqa's dict of them).
+    max_global_seq_length: ETC: the per-global-token outputs are padded back to this length
+      with zeros (batches cut by --padding=longest stack together); None: left as they are.
+    max_seq_length: ETC hotpotqa: likewise the begin / end logits, with MASKED_LOGIT.
+
+  Returns:
+    dict name -> Tensor [batch, ...]: logits (or hotpotqa's), example_loss, the label features
+    and global_token_ids.
+  """
+  predictions = dict(logits) if isinstance(logits, dict) else {"logits": logits}
+  predictions["example_loss"] = per_example
+  for name, _ in heads.LABEL_FEATURES[task]:
+    predictions[name] = features[name]
+  predictions["global_token_ids"] = features["global_token_ids"]
+  if max_global_seq_length and not isinstance(config, bert_windows.BertWindowsConfig):
+    global_names = ["global_token_ids"] + [
+        name for name, size in heads.LABEL_FEATURES[task] if size == "G"]
+    if task == "supporting":
+      global_names.append("logits")
+    if task == hotpotqa.TASK:
+      global_names.append("sp_logits")
+    for name in global_names:
+      predictions[name] = _pad_to_length(predictions[name], max_global_seq_length)
+    if task == hotpotqa.TASK and max_seq_length:
+      for name in ("begin_logits", "end_logits"):
+        predictions[name] = _pad_to_length(predictions[name], max_seq_length,
+                                           heads.MASKED_LOGIT)
+  return predictions
+
+
+def engine_model_fn(task, config, att_implementation="full", num_labels=None,
+                    max_global_seq_length=None, max_seq_length=None,
+                    use_one_hot_embeddings=False):
+  """model_fn_builder's graph as a tf2_training.Engine model function (float32: the engine has
+  no --precision).
+
+  Args:
+    task, config, att_implementation, num_labels, max_global_seq_length, max_seq_length: as
+      model_fn_builder.
+    use_one_hot_embeddings: TPU embedding lookups.
+
+  Returns:
+    model_fn(features, is_training) -> (the mean loss, _predictions' dict).
+  """
+  def model_fn(features, is_training):
+    loss, per_example, logits = build_model(
+        task, config, features, is_training, use_one_hot_embeddings=use_one_hot_embeddings,
+        att_implementation=att_implementation, num_labels=num_labels)
+    return loss, _predictions(task, config, features, per_example, logits,
+                              max_global_seq_length, max_seq_length)
 
   return model_fn
 
@@ -690,11 +747,13 @@ def hotpotqa_scorers(data_dir, files, tokenizer, do_lower_case, sp_threshold,
 
 
 class _Inference(object):
-  """Estimator.predict over a whole split (no example dropped), outputs stacked."""
+  """Estimator.predict (or the TF2 engine's) over a whole split (no example dropped), outputs
+  stacked."""
 
-  def __init__(self, estimator, config, label_names=None, split_scorers=None,
+  def __init__(self, trainer, config, label_names=None, split_scorers=None,
                side_input_options=None):
-    self.estimator = estimator
+    # The Estimator, or the tf2_training.Engine (_job_trainer).
+    self.trainer = trainer
     self.config = config
     self.label_names = label_names
     # {record file: outputs -> (answers, official metrics)} (--task=wikihop / hotpotqa).
@@ -712,7 +771,11 @@ class _Inference(object):
                                 is_training=False, padding=_padding(training=False),
                                 att_implementation=FLAGS.att_implementation,
                                 side_input_options=self.side_input_options)
-    rows = list(self.estimator.predict(input_fn=input_fn, checkpoint_path=checkpoint,
+    if isinstance(self.trainer, tf2_training.Engine):
+      rows = list(self.trainer.predict(input_fn, checkpoint_path=checkpoint,
+                                       batch_size=FLAGS.predict_batch_size))
+    else:
+      rows = list(self.trainer.predict(input_fn=input_fn, checkpoint_path=checkpoint,
                                        yield_single_examples=True))
     common.STOP_SIGNALS.exit_if_stopped("no results written; rerun to evaluate")
     return {key: np.stack([row[key] for row in rows]) for key in rows[0]}
@@ -764,17 +827,25 @@ def _scored_checkpoint():
   return latest, "last"
 
 
-def _train(estimator, config, train_file, num_records, num_train_steps, resume_step, inference,
+def _train(trainer, config, train_file, num_records, num_train_steps, resume_step, inference,
            dev_file, side_input_options=None):
-  """--do_train (with evaluations when --eval_every_steps is set); returns the results dict."""
-  def train_to(step, target):
-    input_fn = input_fn_builder(
+  """--do_train (with evaluations when --eval_every_steps is set); returns the results dict.
+
+  trainer: the Estimator, or the tf2_training.Engine (_job_trainer)."""
+  def train_input_fn(skip_batches):
+    return input_fn_builder(
         train_file, FLAGS.task, config, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
-        FLAGS.max_candidates, is_training=True, seed=FLAGS.seed,
-        skip_batches=estimator_utils.resume_skip_batches(step, FLAGS),
+        FLAGS.max_candidates, is_training=True, seed=FLAGS.seed, skip_batches=skip_batches,
         padding=_padding(training=True), att_implementation=FLAGS.att_implementation,
         num_records=num_records, side_input_options=side_input_options)
-    estimator.train(input_fn=input_fn, max_steps=target)
+
+  def train_to(step, target):
+    if isinstance(trainer, tf2_training.Engine):
+      # The engine resumes from the latest checkpoint (that of `step`), skipping its batches.
+      trainer.train(train_input_fn, target)
+    else:
+      trainer.train(input_fn=train_input_fn(estimator_utils.resume_skip_batches(step, FLAGS)),
+                    max_steps=target)
     common.STOP_SIGNALS.exit_if_stopped(
         "checkpoint saved; rerun the same command to resume")
     return estimator_utils.latest_global_step(FLAGS.output_dir)
@@ -797,12 +868,65 @@ def _train(estimator, config, train_file, num_records, num_train_steps, resume_s
   return summary
 
 
-def main(_):
-  tf1.logging.set_verbosity(tf1.logging.INFO)
-  estimator_utils.require_estimator(script="-m " + SCRIPT)
-  _check_flags()
+def _check_engine_flags():
+  """One-line errors for the device, precision and distribution flags: on the TF2 engine those
+  only the Estimator implements (tf2_training.check_flags), on both the combinations
+  estimator_utils refuses."""
+  if not estimator_utils.has_estimator():
+    tf2_training.check_flags(FLAGS, "-m " + SCRIPT)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
+
+
+def _job_trainer(flag_values, config, num_labels, num_train_steps, num_warmup_steps):
+  """What trains and predicts: the Estimator of model_fn_builder's model_fn (TF 2.15), or a
+  tf2_training.Engine over the same graph (a TensorFlow without the Estimator).
+
+  Args:
+    flag_values: the parsed flags, as main read and checked them.
+    config: EtcConfig or bert_windows.BertWindowsConfig.
+    num_labels: classify: the size of the label vocabulary; else None.
+    num_train_steps: the schedule's last step (0 without --do_train).
+    num_warmup_steps: linear warm-up steps.
+
+  Returns:
+    tf.compat.v1.estimator.tpu.TPUEstimator or tf2_training.Engine.
+  """
+  att_implementation = layout_for(flag_values.att_implementation, flag_values.max_seq_length)
+  if estimator_utils.has_estimator():
+    model_fn = model_fn_builder(
+        flag_values.task, config, flag_values.init_checkpoint, flag_values.learning_rate,
+        num_train_steps, num_warmup_steps, flag_values.use_tpu,
+        train_batch_size=flag_values.train_batch_size,
+        allow_unmatched_init=flag_values.allow_unmatched_init,
+        att_implementation=att_implementation, num_labels=num_labels,
+        max_global_seq_length=flag_values.max_global_seq_length,
+        max_seq_length=flag_values.max_seq_length,
+        **estimator_utils.precision_kwargs(flag_values))
+    return estimator_utils.make_estimator(
+        model_fn, flag_values, flag_values.output_dir, flag_values.train_batch_size,
+        flag_values.eval_batch_size, flag_values.predict_batch_size,
+        supported_flags=SUPPORTED_MODEL_FN_FLAGS)
+  strategy = tf2_training.make_strategy(flag_values.distribution_strategy, flag_values.num_gpus)
+  return tf2_training.Engine(
+      engine_model_fn(flag_values.task, config, att_implementation, num_labels,
+                      flag_values.max_global_seq_length, flag_values.max_seq_length,
+                      use_one_hot_embeddings=tf2_training.is_tpu_strategy(strategy)),
+      flag_values.output_dir, strategy=strategy, train_batch_size=flag_values.train_batch_size,
+      learning_rate=flag_values.learning_rate, num_train_steps=num_train_steps,
+      num_warmup_steps=num_warmup_steps, init_checkpoint=flag_values.init_checkpoint,
+      allow_unmatched_init=flag_values.allow_unmatched_init,
+      encoder_scopes=encoder_scopes(config), seed=flag_values.seed,
+      save_checkpoints_steps=flag_values.save_checkpoints_steps,
+      keep_checkpoint_max=flag_values.keep_checkpoint_max,
+      log_every_n_steps=flag_values.log_every_n_steps,
+      fused_optimizer=flag_values.fused_optimizer, use_xla=flag_values.use_xla)
+
+
+def main(_):
+  tf1.logging.set_verbosity(tf1.logging.INFO)
+  _check_flags()
+  _check_engine_flags()
   if FLAGS.model == "bert_windows":
     config = bert_windows.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.window_length,
                                       FLAGS.window_stride, FLAGS.data_dir)
@@ -885,18 +1009,9 @@ def main(_):
                      "residual_attention=%s; L=%d, G=%d", config.num_hidden_layers,
                      config.hidden_size, config.local_radius, config.residual_attention,
                      FLAGS.max_seq_length, FLAGS.max_global_seq_length)
-  model_fn = model_fn_builder(
-      FLAGS.task, config, FLAGS.init_checkpoint, FLAGS.learning_rate, num_train_steps,
-      num_warmup_steps, FLAGS.use_tpu, train_batch_size=FLAGS.train_batch_size,
-      allow_unmatched_init=FLAGS.allow_unmatched_init,
-      att_implementation=layout_for(FLAGS.att_implementation, FLAGS.max_seq_length),
-      num_labels=len(label_names) if label_names else None,
-      max_global_seq_length=FLAGS.max_global_seq_length, max_seq_length=FLAGS.max_seq_length,
-      **estimator_utils.precision_kwargs(FLAGS))
-  estimator = estimator_utils.make_estimator(
-      model_fn, FLAGS, FLAGS.output_dir, FLAGS.train_batch_size, FLAGS.eval_batch_size,
-      FLAGS.predict_batch_size, supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-  inference = _Inference(estimator, config, label_names, split_scorers, side_input_options)
+  trainer = _job_trainer(FLAGS, config, len(label_names) if label_names else None,
+                         num_train_steps, num_warmup_steps)
+  inference = _Inference(trainer, config, label_names, split_scorers, side_input_options)
 
   # The same keys for both models (a driver reads both alike); no windows: None.
   windowed = FLAGS.model == "bert_windows"
@@ -909,7 +1024,7 @@ def main(_):
   if label_names is not None:
     summary["labels"] = label_names
   if FLAGS.do_train:
-    summary.update(_train(estimator, config, files["train"], num_records, num_train_steps,
+    summary.update(_train(trainer, config, files["train"], num_records, num_train_steps,
                           resume_step, inference, files.get("dev"), side_input_options))
   checkpoint, scored = _scored_checkpoint()
   # Which weights the results come from (no checkpoint in --output_dir: --init_checkpoint).
