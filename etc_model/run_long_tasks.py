@@ -873,7 +873,7 @@ def _check_engine_flags():
   only the Estimator implements (tf2_training.check_flags), on both the combinations
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
-    tf2_training.check_flags(FLAGS, "-m " + SCRIPT)
+    tf2_training.check_flags(FLAGS, "-m " + SCRIPT, xla=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
 
