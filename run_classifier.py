@@ -1574,7 +1574,8 @@ def run(argv=None):
     argv: command line (default sys.argv).
   """
   define_flags()
-  app.run(lambda args: common.run_main(main, args), argv=argv, flags_parser=common.parse_flags)
+  app.run(lambda args: common.run_main(main, args), argv=argv,
+          flags_parser=common.flags_parser(FLAGS))
 
 
 if __name__ == "__main__":

@@ -640,4 +640,4 @@ def _report(config, pretrain_eval, train_summary, classifier, timings, fill_mask
 
 if __name__ == "__main__":
   define_flags()
-  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.parse_flags)
+  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.flags_parser(FLAGS))

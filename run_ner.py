@@ -1981,4 +1981,4 @@ def _predict_file(settings, trainer, conll, batch_size, split, convert, num_labe
 
 if __name__ == "__main__":
   define_flags()
-  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.parse_flags)
+  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.flags_parser(FLAGS))

@@ -821,7 +821,8 @@ def _run_engine(flag_values, strategy, bert_config, input_files, eval_files, res
       num_warmup_steps=num_warmup_steps, init_checkpoint=flag_values.init_checkpoint,
       allow_unmatched_init=flag_values.allow_unmatched_init, seed=flag_values.seed,
       save_checkpoints_steps=flag_values.save_checkpoints_steps,
-      keep_checkpoint_max=flag_values.keep_checkpoint_max, log_every_n_steps=flag_values.log_every_n_steps,
+      keep_checkpoint_max=flag_values.keep_checkpoint_max,
+      log_every_n_steps=flag_values.log_every_n_steps,
       fused_optimizer=flag_values.fused_optimizer,
       gradient_accumulation_steps=flag_values.gradient_accumulation_steps,
       use_xla=flag_values.use_xla)
@@ -886,4 +887,4 @@ def _run_engine(flag_values, strategy, bert_config, input_files, eval_files, res
 
 if __name__ == "__main__":
   define_flags()
-  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.parse_flags)
+  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.flags_parser(FLAGS))

@@ -818,4 +818,4 @@ def _run_engine(flag_values, config, cpc_options, input_files, eval_files, resum
 
 if __name__ == "__main__":
   define_flags()
-  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.parse_flags)
+  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.flags_parser(FLAGS))

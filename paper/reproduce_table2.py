@@ -1533,4 +1533,4 @@ def write_report(report_path, settings, plan, data_stats, results, analysis_dir,
 
 if __name__ == "__main__":
   define_flags()
-  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.parse_flags)
+  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.flags_parser(FLAGS))

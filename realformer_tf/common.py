@@ -87,22 +87,24 @@ def run_main(main_fn, argv):
     sys.exit(1)
 
 
-def parse_flags(argv):
-  """app.run's flags_parser: a bad flag is one line and exit status 2, as every other bad input.
+def flags_parser(flag_values):
+  """app.run's flags_parser for a command's FLAGS: a bad flag is one line and exit status 2.
 
   absl's own parser prints two lines ("FATAL Flags parsing error: ..." and a hint) and exits 1.
 
   Args:
-    argv: the command line (sys.argv).
+    flag_values: the command's absl FlagValues (its FLAGS).
 
   Returns:
-    The arguments left after the flags (what app.run passes to main).
+    function(argv) -> the arguments left after the flags (what app.run passes to main).
   """
-  try:
-    return absl_flags.FLAGS(argv)
-  except absl_flags.Error as e:
-    sys.stderr.write("error: %s (--helpfull lists the flags)\n" % e)
-    sys.exit(2)
+  def parse(argv):
+    try:
+      return flag_values(argv)
+    except absl_flags.Error as e:
+      sys.stderr.write("error: %s (--helpfull lists the flags)\n" % e)
+      sys.exit(2)
+  return parse
 
 
 def moved_names_getattr(module_name, new_place_of):

@@ -422,15 +422,21 @@ FLAG_READS_TO_CONVERT = {
 
 def _flag_reads(source):
   """[(top-level definition, line)] of every read of FLAGS (or flags.FLAGS) in `source`, the
-  module-level `FLAGS = flags.FLAGS` aside; "<module>" for module-level statements."""
+  module-level `FLAGS = flags.FLAGS` and the FLAGS handed to app.run's parser
+  (`common.flags_parser(FLAGS)`) aside; "<module>" for module-level statements."""
   reads = []
   for node in ast.parse(source).body:
     owner = getattr(node, "name", "<module>")
     defines_flags = (isinstance(node, ast.Assign) and
                      [getattr(t, "id", None) for t in node.targets] == ["FLAGS"])
+    parsed = set(id(arg) for sub in ast.walk(node)
+                 if isinstance(sub, ast.Call) and getattr(sub.func, "attr", None) == "flags_parser"
+                 for arg in sub.args)
     for sub in ast.walk(node):
       if defines_flags:
         break
+      if id(sub) in parsed:
+        continue
       if (isinstance(sub, ast.Name) and sub.id == "FLAGS" and isinstance(sub.ctx, ast.Load) or
           isinstance(sub, ast.Attribute) and sub.attr == "FLAGS"):
         reads.append((owner, sub.lineno))
@@ -645,10 +651,11 @@ def test_every_command_parses_its_flags_with_one_line_errors():
   runs = {}
   for path in _command_files():
     with open(os.path.join(REPO_DIR, path), encoding="utf-8") as f:
-      calls = re.findall(r"^\s*app\.run\(.*$", f.read(), re.MULTILINE)
+      # A call and its continuation lines.
+      calls = re.findall(r"^\s*app\.run\(.*(?:\n\s{6,}.*)*", f.read(), re.MULTILINE)
     if calls:
       runs[path] = calls
   assert {"run_classifier.py", "run_squad.py", "etc_model/run_long_tasks.py"} <= set(runs)
   plain = [path for path, calls in runs.items()
-           if not all("flags_parser=common.parse_flags" in call for call in calls)]
-  assert not plain, "app.run(..., flags_parser=common.parse_flags) in: %s" % plain
+           if not all("flags_parser=common.flags_parser(FLAGS)" in call for call in calls)]
+  assert not plain, "app.run(..., flags_parser=common.flags_parser(FLAGS)) in: %s" % plain

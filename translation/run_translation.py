@@ -1026,4 +1026,4 @@ def _run(settings, config, sp, train_files, dev_files, checkpoint):
 
 if __name__ == "__main__":
   define_flags()
-  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.parse_flags)
+  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.flags_parser(FLAGS))

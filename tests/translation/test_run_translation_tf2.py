@@ -87,7 +87,7 @@ def model_fn_builder(*args, **kwargs):
 run_translation.model_fn_builder = model_fn_builder
 run_translation.define_flags()
 app.run(lambda argv: common.run_main(run_translation.main, argv),
-        flags_parser=common.parse_flags)
+        flags_parser=common.flags_parser(run_translation.FLAGS))
 """
 
 
