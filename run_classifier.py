@@ -931,7 +931,8 @@ def _check_engine_flags():
   only the Estimator implements (tf2_training.check_flags), on both the combinations
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
-    tf2_training.check_flags(FLAGS, "run_classifier.py", xla=True)
+    tf2_training.check_flags(FLAGS, "run_classifier.py", xla=True,
+                             precisions=tf2_training.ENGINE_PRECISIONS)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -1164,7 +1165,8 @@ def _job_trainer(task, bert_config, num_train_steps, num_warmup_steps, class_wei
          features, is_training, bert_config, task.num_labels, on_tpu,
          is_regression=task.is_regression, is_multilabel=task.is_multilabel,
          class_weights=class_weights, max_seq_length=settings.max_seq_length,
-         skip_padding=settings.skip_padding and not on_tpu)
+         skip_padding=settings.skip_padding and not on_tpu,
+         compute_dtype=modeling.get_compute_dtype(settings.precision_kwargs["precision"]))
     return total_loss, _classifier_predictions(
         features, outputs, task.is_regression,
         (per_example_loss, label_ids, is_real_example, logits))

@@ -818,12 +818,13 @@ def model_fn_builder(bert_config, num_labels, init_checkpoint, learning_rate, nu
 
 
 def _engine_model_fn(bert_config, num_labels, use_one_hot_embeddings, max_seq_length=None,
-                     skip_padding=False):
+                     skip_padding=False, compute_dtype=None):
   """model_fn_builder's graph as a tf2_training.Engine model function.
 
   Args:
     bert_config, num_labels, use_one_hot_embeddings, max_seq_length, skip_padding: as
-      model_fn_builder (float32: the engine has no --precision).
+      model_fn_builder.
+    compute_dtype: BERT's compute dtype (create_model's; None: float32).
 
   Returns:
     model_fn(features, is_training) -> (the masked loss in training, else None;
@@ -834,7 +835,8 @@ def _engine_model_fn(bert_config, num_labels, use_one_hot_embeddings, max_seq_le
           else contextlib.nullcontext()):
       logits = create_model(bert_config, is_training, features["input_ids"],
                             features["input_mask"], features["segment_ids"], num_labels,
-                            use_one_hot_embeddings, skip_padding=skip_padding)
+                            use_one_hot_embeddings, compute_dtype=compute_dtype,
+                            skip_padding=skip_padding)
     loss = None
     if is_training:
       loss = masked_loss(logits, features["label_ids"], features["label_weights"])
@@ -1496,7 +1498,8 @@ def _check_engine_flags():
   only the Estimator implements (tf2_training.check_flags), on both the combinations
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
-    tf2_training.check_flags(FLAGS, "run_ner.py", xla=True)
+    tf2_training.check_flags(FLAGS, "run_ner.py", xla=True,
+                             precisions=tf2_training.ENGINE_PRECISIONS)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -1737,6 +1740,8 @@ def _job_trainer(settings, bert_config, num_labels, num_train_steps, num_warmup_
   on_tpu = tf2_training.is_tpu_strategy(strategy)
   return tf2_training.Engine(
       _engine_model_fn(bert_config, num_labels, on_tpu, max_seq_length=settings.max_seq_length,
+                       compute_dtype=modeling.get_compute_dtype(
+                           settings.precision_kwargs["precision"]),
                        skip_padding=settings.skip_padding and not on_tpu),
       settings.output_dir, strategy=strategy, train_batch_size=settings.train_batch_size,
       learning_rate=settings.learning_rate, num_train_steps=num_train_steps,

@@ -107,8 +107,6 @@ FLAGS = flags.FLAGS
 
 # The shared estimator_utils.MODEL_FN_FLAGS this script implements.
 SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
-# The --precision values of the TF2 engine (fp16's dynamic loss scaling is the Estimator's).
-ENGINE_PRECISIONS = ("fp32", "bf16")
 
 
 def model_fn_builder(bert_config, init_checkpoint, learning_rate, num_train_steps,
@@ -639,7 +637,7 @@ def _check_engine_flags():
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
     tf2_training.check_flags(FLAGS, "run_pretraining.py", multi_worker=True,
-                             precisions=ENGINE_PRECISIONS, xla=True)
+                             precisions=tf2_training.ENGINE_PRECISIONS, xla=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 

@@ -870,12 +870,13 @@ def _span_loss(start_logits, end_logits, features):
   return (start_loss + end_loss) / 2.0
 
 
-def _engine_model_fn(bert_config, use_one_hot_embeddings):
-  """model_fn_builder's graph as a tf2_training.Engine model function (float32).
+def _engine_model_fn(bert_config, use_one_hot_embeddings, compute_dtype=None):
+  """model_fn_builder's graph as a tf2_training.Engine model function.
 
   Args:
     bert_config: modeling.BertConfig.
     use_one_hot_embeddings: one-hot embedding lookups (TPUStrategy).
+    compute_dtype: BERT's compute dtype (create_model's; None: float32).
 
   Returns:
     model_fn(features, is_training) -> (loss, predictions): the span loss (None for features
@@ -889,7 +890,8 @@ def _engine_model_fn(bert_config, use_one_hot_embeddings):
         input_ids=features["input_ids"],
         input_mask=features["input_mask"],
         segment_ids=features["segment_ids"],
-        use_one_hot_embeddings=use_one_hot_embeddings)
+        use_one_hot_embeddings=use_one_hot_embeddings,
+        compute_dtype=compute_dtype)
     loss = None
     if "start_positions" in features:
       loss = _span_loss(start_logits, end_logits, features)
@@ -1600,7 +1602,8 @@ def _check_engine_flags():
   only the Estimator implements (tf2_training.check_flags), on both the combinations
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
-    tf2_training.check_flags(FLAGS, "run_squad.py", xla=True)
+    tf2_training.check_flags(FLAGS, "run_squad.py", xla=True,
+                             precisions=tf2_training.ENGINE_PRECISIONS)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -1728,7 +1731,8 @@ def _job_trainer(settings, bert_config, num_train_steps, num_warmup_steps):
     return _job_estimator(settings, bert_config, num_train_steps, num_warmup_steps)
   strategy = tf2_training.make_strategy(settings.distribution_strategy, settings.num_gpus)
   return tf2_training.Engine(
-      _engine_model_fn(bert_config, tf2_training.is_tpu_strategy(strategy)),
+      _engine_model_fn(bert_config, tf2_training.is_tpu_strategy(strategy),
+                       modeling.get_compute_dtype(settings.precision_kwargs["precision"])),
       settings.output_dir, strategy=strategy, train_batch_size=settings.train_batch_size,
       learning_rate=settings.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps or 0, init_checkpoint=settings.init_checkpoint,

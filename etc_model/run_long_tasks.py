@@ -532,14 +532,14 @@ def _predictions(task, config, features, per_example, logits, max_global_seq_len
 
 def engine_model_fn(task, config, att_implementation="full", num_labels=None,
                     max_global_seq_length=None, max_seq_length=None,
-                    use_one_hot_embeddings=False):
-  """model_fn_builder's graph as a tf2_training.Engine model function (float32: the engine has
-  no --precision).
+                    use_one_hot_embeddings=False, compute_dtype=None):
+  """model_fn_builder's graph as a tf2_training.Engine model function.
 
   Args:
     task, config, att_implementation, num_labels, max_global_seq_length, max_seq_length: as
       model_fn_builder.
     use_one_hot_embeddings: TPU embedding lookups.
+    compute_dtype: the encoder's compute dtype (build_model's; None: float32).
 
   Returns:
     model_fn(features, is_training) -> (the mean loss, _predictions' dict).
@@ -547,7 +547,8 @@ def engine_model_fn(task, config, att_implementation="full", num_labels=None,
   def model_fn(features, is_training):
     loss, per_example, logits = build_model(
         task, config, features, is_training, use_one_hot_embeddings=use_one_hot_embeddings,
-        att_implementation=att_implementation, num_labels=num_labels)
+        att_implementation=att_implementation, num_labels=num_labels,
+        compute_dtype=compute_dtype)
     return loss, _predictions(task, config, features, per_example, logits,
                               max_global_seq_length, max_seq_length)
 
@@ -873,7 +874,8 @@ def _check_engine_flags():
   only the Estimator implements (tf2_training.check_flags), on both the combinations
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
-    tf2_training.check_flags(FLAGS, "-m " + SCRIPT, xla=True)
+    tf2_training.check_flags(FLAGS, "-m " + SCRIPT, xla=True,
+                             precisions=tf2_training.ENGINE_PRECISIONS)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
 
@@ -911,7 +913,8 @@ def _job_trainer(flag_values, config, num_labels, num_train_steps, num_warmup_st
   return tf2_training.Engine(
       engine_model_fn(flag_values.task, config, att_implementation, num_labels,
                       flag_values.max_global_seq_length, flag_values.max_seq_length,
-                      use_one_hot_embeddings=tf2_training.is_tpu_strategy(strategy)),
+                      use_one_hot_embeddings=tf2_training.is_tpu_strategy(strategy),
+                      compute_dtype=modeling.get_compute_dtype(flag_values.precision)),
       flag_values.output_dir, strategy=strategy, train_batch_size=flag_values.train_batch_size,
       learning_rate=flag_values.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps, init_checkpoint=flag_values.init_checkpoint,

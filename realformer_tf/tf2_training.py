@@ -100,6 +100,10 @@ ESTIMATOR_ONLY_FLAGS = collections.OrderedDict([
 # --distribution_strategy values the engine runs; MULTI_WORKER where the command makes its
 # strategy before any TensorFlow operation (check_flags' multi_worker).
 ENGINE_DISTRIBUTION_STRATEGIES = ("none", "mirrored")
+# --precision values a command's engine model function can compute in (check_flags' precisions):
+# bfloat16 needs only the model's compute dtype; float16 also the Estimator's dynamic loss
+# scaling, which the engine has not.
+ENGINE_PRECISIONS = ("fp32", "bf16")
 MULTI_WORKER = "multi_worker_mirrored"
 
 CHECKPOINT_NAME = "model.ckpt"

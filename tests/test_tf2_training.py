@@ -453,7 +453,7 @@ def test_check_flags_refuses_what_only_the_estimator_implements():
   tf2_training.check_flags(argparse.Namespace(**dict(defaults, use_xla=True)), "run_classifier.py",
                            xla=True)
   tf2_training.check_flags(argparse.Namespace(**dict(defaults, precision="bf16")),
-                           "run_pretraining.py", precisions=("fp32", "bf16"))
+                           "run_pretraining.py", precisions=tf2_training.ENGINE_PRECISIONS)
   cases = {"use_tpu": (True, "--use_tpu"), "tpu_name": ("t1", "--tpu_name=t1"),
            "use_xla": (True, "--use_xla"),
            "master": ("grpc://m", "--master=grpc://m"), "num_tpu_cores": (32, "--num_tpu_cores=32"),
@@ -840,4 +840,21 @@ def test_pretraining_in_bfloat16_on_both_engines(pretraining_data, tmp_path):
   np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=BF16_ROUNDING)
   summary = json.loads((tf2 / "train_summary_local.json").read_text())
   assert summary["precision"] == "bf16"
+  assert _max_difference(_values(tf2 / "model.ckpt-4"), _values(est / "model.ckpt-4")) <= 1e-3
+
+
+@pytest.mark.slow
+def test_fine_tuning_in_bfloat16_on_both_engines(model, tmp_path):
+  python215 = tf215_python()
+  est, tf2 = tmp_path / "estimator", tmp_path / "tf2"
+  bf16 = ["--do_train", "--do_eval", "--precision=bf16", "--num_train_epochs=2"]
+  est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_classifier"] +
+                    _job_args(model, est, bf16)).stderr
+  tf2_log = run_tool("run_classifier.py", _job_args(model, tf2, bf16)).stderr
+  est_losses, tf2_losses = _step_losses(est_log), _step_losses(tf2_log)
+  assert len(est_losses) == len(tf2_losses) == 4, (est_losses, tf2_losses)
+  np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=BF16_ROUNDING)
+  est_results, tf2_results = (json.loads((d / "eval_results.json").read_text())
+                              for d in (est, tf2))
+  assert tf2_results["eval_accuracy"] == est_results["eval_accuracy"]
   assert _max_difference(_values(tf2 / "model.ckpt-4"), _values(est / "model.ckpt-4")) <= 1e-3
