@@ -103,7 +103,8 @@ case "$cmd" in
     cd "$REPO_DIR"
     echo "[test-latest] $("$LATEST_VENV/bin/python" -c 'import tensorflow as tf; print("TensorFlow", tf.__version__)' 2>/dev/null): ${LATEST_TESTS[*]}" >&2
     REALFORMER_TF215_PYTHON="$REPO_DIR/.venv/bin/python" \
-      exec "$LATEST_VENV/bin/python" -m pytest -q -p no:cacheprovider -n "$TEST_WORKERS" "${LATEST_TESTS[@]}" "$@" ;;
+      exec "$LATEST_VENV/bin/python" -m pytest -q -p no:cacheprovider -n "$TEST_WORKERS" --durations=15 \
+      "${LATEST_TESTS[@]}" "$@" ;;
   python-latest)
     setup_env "$LATEST_VENV" requirements-tf-latest.txt
     python_args "$@"
