@@ -603,7 +603,8 @@ def _check_engine_flags():
   only the Estimator implements (tf2_training.check_flags), on both the combinations
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
-    tf2_training.check_flags(FLAGS, "-m " + SCRIPT, precisions=tf2_training.ENGINE_PRECISIONS, xla=True)
+    tf2_training.check_flags(FLAGS, "-m " + SCRIPT, precisions=tf2_training.ENGINE_PRECISIONS,
+                             xla=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
 
