@@ -825,6 +825,63 @@ def serialize(features):
       deterministic=True)
 
 
+def load_json(path, source):
+  """A JSON file's value; a missing file, a directory or bad JSON is one line naming `source`.
+
+  Args:
+    path: the file.
+    source: how errors name it ("--dev_file=dev.json", "prediction file p.json").
+
+  Returns:
+    The parsed value.
+  """
+  if not tf.io.gfile.exists(path):
+    common.fail("%s: file does not exist" % source)
+  if tf.io.gfile.isdir(path):
+    common.fail("%s: is a directory, expected a file" % source)
+  try:
+    with tf.io.gfile.GFile(path, "rb") as f:
+      return json.loads(f.read().decode("utf-8"))
+  except UnicodeDecodeError as e:
+    common.fail("%s: not UTF-8 (%s)" % (source, e))
+  except ValueError as e:
+    common.fail("%s: not valid JSON (%s)" % (source, e))
+
+
+def read_examples_file(data_dir, examples_path, record_path, num_records, tool):
+  """A split's examples file (JSON lines), checked against its records (one line when they
+  differ): the lines that have a record must number them 0 .. num_records - 1.
+
+  Args:
+    data_dir: the --data_dir (for messages).
+    examples_path: the split's examples file.
+    record_path: the split's TFRecord file (for messages).
+    num_records: the records in record_path.
+    tool: the command that writes both, e.g. "etc_model.create_wikihop".
+
+  Returns:
+    list of dicts, one per example.
+  """
+  if not tf.io.gfile.exists(examples_path):
+    common.fail("--data_dir=%s: has no %s (write the data with %s)" %
+                (data_dir, os.path.basename(examples_path), tool))
+  lines = []
+  try:
+    with tf.io.gfile.GFile(examples_path, "r") as f:
+      for line in f:
+        if line.strip():
+          lines.append(json.loads(line))
+  except ValueError as e:
+    common.fail("--data_dir=%s: %s is not JSON lines (%s)" %
+                (data_dir, os.path.basename(examples_path), e))
+  recorded = [line.get("record") for line in lines if line.get("record") is not None]
+  if recorded != list(range(num_records)):
+    common.fail("--data_dir=%s: %s lists %d records but %s has %d (files of different runs of "
+                "%s?)" % (data_dir, os.path.basename(examples_path), len(recorded),
+                          os.path.basename(record_path), num_records, tool))
+  return lines
+
+
 def write_records(path, examples, should_stop=None):
   """Writes examples (serialize) to `path` atomically (temporary name, then rename).
 

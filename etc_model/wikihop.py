@@ -73,7 +73,6 @@ from __future__ import print_function
 
 import collections
 import heapq
-import json
 import os
 import re
 
@@ -193,19 +192,8 @@ def parse_examples(data, source, require_answer=True):
   return examples
 
 
-def load_json(path, source):
-  """A JSON file's value; a missing file, a directory or bad JSON is one line naming `source`."""
-  if not tf.io.gfile.exists(path):
-    common.fail("%s: file does not exist" % source)
-  if tf.io.gfile.isdir(path):
-    common.fail("%s: is a directory, expected a file" % source)
-  try:
-    with tf.io.gfile.GFile(path, "rb") as f:
-      return json.loads(f.read().decode("utf-8"))
-  except UnicodeDecodeError as e:
-    common.fail("%s: not UTF-8 (%s)" % (source, e))
-  except ValueError as e:
-    common.fail("%s: not valid JSON (%s)" % (source, e))
+# One reader of the task files' JSON (a missing file, a directory, bad JSON: one line).
+load_json = long_tasks.load_json
 
 
 def read_examples(path, source, require_answer=True):
@@ -524,26 +512,9 @@ def read_split_examples(data_dir, split, num_records):
   Returns:
     list of dicts (example_line).
   """
-  path = examples_file(data_dir, split)
-  if not tf.io.gfile.exists(path):
-    common.fail("--data_dir=%s: has no %s (write the data with etc_model.create_wikihop)" %
-                (data_dir, os.path.basename(path)))
-  lines = []
-  try:
-    with tf.io.gfile.GFile(path, "r") as f:
-      for line in f:
-        if line.strip():
-          lines.append(json.loads(line))
-  except ValueError as e:
-    common.fail("--data_dir=%s: %s is not JSON lines (%s)" %
-                (data_dir, os.path.basename(path), e))
-  recorded = [line.get("record") for line in lines if line.get("record") is not None]
-  if recorded != list(range(num_records)):
-    common.fail("--data_dir=%s: %s lists %d records but %s has %d (files of different runs of "
-                "etc_model.create_wikihop?)" % (
-                    data_dir, os.path.basename(path), len(recorded),
-                    os.path.basename(record_file(data_dir, split)), num_records))
-  return lines
+  return long_tasks.read_examples_file(data_dir, examples_file(data_dir, split),
+                                       record_file(data_dir, split), num_records,
+                                       "etc_model.create_wikihop")
 
 
 # ----------------------------------------------------------------------------- answers, accuracy
