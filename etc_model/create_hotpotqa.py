@@ -201,10 +201,8 @@ def create_hotpotqa(examples_by_split, output_dir, tokenizer, vocab_file, settin
                                      should_stop, log_prefix="%s: " % split)
   tf.io.gfile.makedirs(output_dir)
   for split, (records, lines, _) in converted.items():
-    long_tasks.write_records(hotpotqa.record_file(output_dir, split), records, should_stop)
-    with common.atomic_output(hotpotqa.examples_file(output_dir, split)) as f:
-      for line in lines:
-        f.write(json.dumps(line, sort_keys=False) + "\n")
+    long_tasks.write_split_files(hotpotqa.record_file(output_dir, split),
+                                 hotpotqa.examples_file(output_dir, split), records, lines, should_stop)
   with tf.io.gfile.GFile(vocab_file, "r") as f:
     vocab_text = f.read()
   with common.atomic_output(os.path.join(output_dir, hotpotqa.VOCAB_NAME)) as f:

@@ -246,10 +246,8 @@ def create_wikihop(examples_by_split, output_dir, tokenizer, settings, extra_set
                                      log_prefix="%s: " % split)
   tf.io.gfile.makedirs(output_dir)
   for split, (records, lines, _) in converted.items():
-    long_tasks.write_records(wikihop.record_file(output_dir, split), records, should_stop)
-    with common.atomic_output(wikihop.examples_file(output_dir, split)) as f:
-      for line in lines:
-        f.write(json.dumps(line, sort_keys=False) + "\n")
+    long_tasks.write_split_files(wikihop.record_file(output_dir, split),
+                                 wikihop.examples_file(output_dir, split), records, lines, should_stop)
   summary = collections.OrderedDict()
   summary["settings"] = dict(settings, **(extra_settings or {}))
   summary["global_tokens"] = collections.OrderedDict(

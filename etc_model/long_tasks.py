@@ -825,6 +825,23 @@ def serialize(features):
       deterministic=True)
 
 
+def write_split_files(record_path, examples_path, records, lines, should_stop=None):
+  """A split's TFRecords (write_records) and its examples file (one JSON line per example,
+  read_examples_file reads it), each written atomically.
+
+  Args:
+    record_path: the split's TFRecord file.
+    examples_path: the split's examples file.
+    records: the split's record feature dicts.
+    lines: the split's example lines (dicts), in example order.
+    should_stop: as write_records'.
+  """
+  write_records(record_path, records, should_stop)
+  with common.atomic_output(examples_path) as f:
+    for line in lines:
+      f.write(json.dumps(line, sort_keys=False) + "\n")
+
+
 def load_json(path, source):
   """A JSON file's value; a missing file, a directory or bad JSON is one line naming `source`.
 
