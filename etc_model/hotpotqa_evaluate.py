@@ -22,16 +22,14 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
-import json
-import sys
 
 from absl import app
 from absl import flags
-from absl import logging
 
 from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 from realformer_tf import common
 from etc_model import hotpotqa
+from etc_model import long_tasks
 
 FLAGS = flags.FLAGS
 
@@ -61,22 +59,7 @@ def evaluate_files(data_file, prediction_file):
 
 def main(argv):
   """Command line: hotpotqa_evaluate DATA.json PREDICTIONS.json [--out_file=F]."""
-  args = argv[1:]
-  if len(args) != 2:
-    common.fail("usage: python -m etc_model.hotpotqa_evaluate DATA.json PREDICTIONS.json "
-                "[--out_file=F] (got %d positional arguments)" % len(args))
-  data_file, prediction_file = args
-  if FLAGS.out_file:
-    common.check_not_input(FLAGS.out_file, [data_file, prediction_file], "out_file")
-  result = evaluate_files(data_file, prediction_file)
-  if result["unknown_ids"]:
-    logging.warning("prediction file %s: %d predicted ids are not in %s (not scored)",
-                    prediction_file, result["unknown_ids"], data_file)
-  if FLAGS.out_file:
-    with common.atomic_output(FLAGS.out_file) as f:
-      f.write(json.dumps(result) + "\n")
-  print(json.dumps(result, indent=2))
-  sys.stdout.flush()
+  long_tasks.evaluate_command(argv, "etc_model.hotpotqa_evaluate", evaluate_files, FLAGS)
 
 
 if __name__ == "__main__":

@@ -43,8 +43,10 @@ import collections
 import json
 import os
 import re
+import sys
 import zlib
 
+from absl import logging
 import numpy as np
 import tensorflow as tf
 
@@ -840,6 +842,41 @@ def write_split_files(record_path, examples_path, records, lines, should_stop=No
   with common.atomic_output(examples_path) as f:
     for line in lines:
       f.write(json.dumps(line, sort_keys=False) + "\n")
+
+
+def evaluate_command(argv, tool, evaluate_files, flag_values):
+  """The command line of an official scorer: TOOL DATA.json PREDICTIONS.json [--out_file=F].
+
+  Prints the result JSON (and writes it atomically to --out_file, which must not be an input);
+  predictions for ids the data file lacks are warned about in one line.
+
+  Args:
+    argv: the command line as absl passes it.
+    tool: the command's name, e.g. "etc_model.wikihop_evaluate".
+    evaluate_files: function(data_file, prediction_file) -> result dict with "unknown_ids".
+    flag_values: the parsed flags (out_file), read once the arguments are checked.
+
+  Returns:
+    The result dict.
+  """
+  args = argv[1:]
+  if len(args) != 2:
+    common.fail("usage: python -m %s DATA.json PREDICTIONS.json [--out_file=F] (got %d "
+                "positional arguments)" % (tool, len(args)))
+  data_file, prediction_file = args
+  out_file = flag_values.out_file
+  if out_file:
+    common.check_not_input(out_file, [data_file, prediction_file], "out_file")
+  result = evaluate_files(data_file, prediction_file)
+  if result["unknown_ids"]:
+    logging.warning("prediction file %s: %d predicted ids are not in %s (not scored)",
+                    prediction_file, result["unknown_ids"], data_file)
+  if out_file:
+    with common.atomic_output(out_file) as f:
+      f.write(json.dumps(result) + "\n")
+  print(json.dumps(result, indent=2))
+  sys.stdout.flush()
+  return result
 
 
 def load_json(path, source):

@@ -18,15 +18,13 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
-import json
-import sys
 
 from absl import app
 from absl import flags
-from absl import logging
 
 from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
 from realformer_tf import common
+from etc_model import long_tasks
 from etc_model import wikihop
 
 FLAGS = flags.FLAGS
@@ -55,20 +53,7 @@ def evaluate_files(data_file, prediction_file):
 
 def main(argv):
   """Command line: wikihop_evaluate DATA.json PREDICTIONS.json [--out_file=F]."""
-  args = argv[1:]
-  if len(args) != 2:
-    common.fail("usage: python -m etc_model.wikihop_evaluate DATA.json PREDICTIONS.json "
-                "[--out_file=F] (got %d positional arguments)" % len(args))
-  data_file, prediction_file = args
-  result = evaluate_files(data_file, prediction_file)
-  if result["unknown_ids"]:
-    logging.warning("prediction file %s: %d predictions for ids that are not in %s (not "
-                    "scored)", prediction_file, result["unknown_ids"], data_file)
-  if FLAGS.out_file:
-    with common.atomic_output(FLAGS.out_file) as f:
-      f.write(json.dumps(result) + "\n")
-  print(json.dumps(result, indent=2))
-  sys.stdout.flush()
+  long_tasks.evaluate_command(argv, "etc_model.wikihop_evaluate", evaluate_files, FLAGS)
 
 
 if __name__ == "__main__":
