@@ -17,15 +17,16 @@ import json
 import os
 import re
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, shared_path
-from conftest import tf215_python, tool_env, write_random_bert_checkpoint
+from conftest import tf215_python, write_random_bert_checkpoint
 from realformer_tf import estimator_utils
+from test_tf2_training import ESTIMATOR_WITH_STEP_LOSSES
+from test_tf2_training import _max_difference, _run215, _state, _step_losses, _values
 
 VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
 NEWEST_TF = not estimator_utils.has_estimator()
@@ -37,37 +38,6 @@ CHECKPOINTS = ["model.ckpt-0", "model.ckpt-3", "model.ckpt-6"]
 # Float32 rounding between the two engines (and TF versions): measured 0 for the step losses
 # and the scores but eval_loss (9e-9), 1.8e-7 for the word logits, 7.8e-8 for the weights.
 ROUNDING = 1e-5
-
-# Run by TF 2.15 as `-c ESTIMATOR_WITH_STEP_LOSSES FLAGS...`: run_ner, its model_fn also logging
-# the loss of every training step (the Estimator off TPU logs only the last one).
-ESTIMATOR_WITH_STEP_LOSSES = r"""
-import sys
-from absl import app
-import tensorflow as tf
-from realformer_tf import common
-import run_ner
-
-tf1 = tf.compat.v1
-official_builder = run_ner.model_fn_builder
-
-
-def model_fn_builder(*args, **kwargs):
-  model_fn = official_builder(*args, **kwargs)
-
-  def logged(features, labels, mode, params):
-    spec = model_fn(features, labels, mode, params)
-    if mode == tf1.estimator.ModeKeys.TRAIN:
-      hook = tf1.train.LoggingTensorHook({"loss": spec.loss}, every_n_iter=1)
-      spec = spec._replace(training_hooks=tuple(spec.training_hooks) + (hook,))
-    return spec
-  return logged
-
-
-run_ner.model_fn_builder = model_fn_builder
-run_ner.define_flags()
-app.run(lambda argv: common.run_main(run_ner.main, argv))
-"""
-
 
 def _slice(src, dst, count):
   """The first `count` sentences of a CoNLL file (their lines byte-exact, a blank line after
@@ -129,45 +99,14 @@ def tf2_job(wnut):
   return {"out": out, "export": export, "log": log}
 
 
-def _run215(python, args, timeout=300):
-  """Runs `python args...` (TF 2.15) in the repository; returns the CompletedProcess."""
-  result = subprocess.run([python] + [str(a) for a in args], cwd=REPO_DIR, env=tool_env(),
-                          capture_output=True, text=True, timeout=timeout)
-  assert result.returncode == 0, result.stderr[-3000:]
-  return result
-
-
 @pytest.fixture(scope="module")
 def estimator_job(wnut, tf2_job):  # pylint: disable=unused-argument
   """The same job on the Estimator (TF 2.15), without the export."""
   python215 = tf215_python()
   out = wnut["root"] / "estimator"
-  log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES] + _args(wnut, out, MODES)).stderr
+  log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_ner"] +
+                _args(wnut, out, MODES)).stderr
   return {"out": out, "log": log, "python215": python215}
-
-
-def _step_losses(log):
-  """The training loss of every step, in order, from `loss = ...` log lines."""
-  return [float(x) for x in re.findall(r"^INFO:tensorflow:loss = ([-+0-9.eE]+|nan|inf)", log,
-                                       re.M)]
-
-
-def _values(prefix):
-  """{name: value} of a checkpoint."""
-  reader = tf.train.load_checkpoint(str(prefix))
-  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
-
-
-def _max_difference(got, want):
-  """The largest absolute difference of two {name: value} maps with the same names."""
-  assert sorted(got) == sorted(want)
-  return max(float(np.max(np.abs(got[n].astype(np.float64) - want[n]))) for n in want)
-
-
-def _state(output_dir):
-  """The checkpoints a state file lists (relative names), oldest first."""
-  state = tf.compat.v1.train.get_checkpoint_state(str(output_dir))
-  return [os.path.basename(p) for p in state.all_model_checkpoint_paths]
 
 
 def _results(output_dir, name):

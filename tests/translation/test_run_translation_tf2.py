@@ -30,6 +30,7 @@ from conftest import REPO_DIR, last_error_line, run_tool, tf215_python, tool_env
 from realformer_tf import estimator_utils
 from realformer_tf import tf2_training
 from test_run_translation import TINY_NMT_CONFIG, nmt_data  # pylint: disable=unused-import
+from test_tf2_training import ESTIMATOR_WITH_STEP_LOSSES, _state, _step_losses, _values
 from translation import run_translation
 
 pytestmark = pytest.mark.skipif(
@@ -37,6 +38,8 @@ pytestmark = pytest.mark.skipif(
     reason="TF 2.15 trains with the Estimator: runs in `bash run.sh test-latest`")
 
 tf1 = tf.compat.v1
+# run_translation on TF 2.15, its Estimator also logging every step's loss.
+ESTIMATOR_JOB = ["-c", ESTIMATOR_WITH_STEP_LOSSES, "translation.run_translation"]
 
 NUM_STEPS = 6
 CHECKPOINTS = ["model.ckpt-0", "model.ckpt-3", "model.ckpt-6"]
@@ -58,38 +61,6 @@ ADMIN = dict(POST_LN, layer_norm_type="admin", residual_attention="sum")
 # The files of a --do_eval --do_predict job (with references).
 RESULT_FILES = ("eval_results.json", "eval_results.txt", "translations.txt",
                 "translations.txt.checkpoint.json", "bleu.json", "train_summary.json")
-
-# Run by TF 2.15 as `-c ESTIMATOR_WITH_STEP_LOSSES FLAGS...`: run_translation, its model_fn also
-# logging the loss of every training step (the Estimator off TPU logs only the last one).
-ESTIMATOR_WITH_STEP_LOSSES = r"""
-import sys
-from absl import app
-import tensorflow as tf
-from realformer_tf import common
-from translation import run_translation
-
-tf1 = tf.compat.v1
-official_builder = run_translation.model_fn_builder
-
-
-def model_fn_builder(*args, **kwargs):
-  model_fn = official_builder(*args, **kwargs)
-
-  def logged(features, labels, mode, params):
-    spec = model_fn(features, labels, mode, params)
-    if mode == tf1.estimator.ModeKeys.TRAIN:
-      hook = tf1.train.LoggingTensorHook({"loss": spec.loss}, every_n_iter=1)
-      spec = spec._replace(training_hooks=tuple(spec.training_hooks) + (hook,))
-    return spec
-  return logged
-
-
-run_translation.model_fn_builder = model_fn_builder
-run_translation.define_flags()
-app.run(lambda argv: common.run_main(run_translation.main, argv),
-        flags_parser=common.flags_parser(run_translation.FLAGS))
-"""
-
 
 def _config_file(root, config, name):
   path = root / name
@@ -141,7 +112,7 @@ def _wait(proc, timeout=300):
 def _on_both_engines(python215, args_for, root):
   """Runs one job on the Estimator (TF 2.15, step losses logged) and on the TF2 engine at the
   same time; returns {"estimator", "tf2": output_dir, "<engine>_log": stderr}."""
-  estimator = _start215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES] +
+  estimator = _start215(python215, ESTIMATOR_JOB +
                         args_for(root / "estimator"))
   try:
     engine_log = run_tool("translation/run_translation.py", args_for(root / "tf2")).stderr
@@ -151,30 +122,12 @@ def _on_both_engines(python215, args_for, root):
           "tf2_log": engine_log, "python215": python215}
 
 
-def _step_losses(log):
-  """The training loss of every step, in order, from `loss = ...` log lines."""
-  return [float(line.split("loss = ")[1].split()[0].rstrip(","))
-          for line in log.splitlines() if line.startswith("INFO:tensorflow:loss = ")]
-
-
-def _values(prefix):
-  """{name: value} of a checkpoint."""
-  reader = tf.train.load_checkpoint(str(prefix))
-  return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
-
-
 def _max_difference(got, want, skip=()):
   """The largest absolute difference of two {name: value} maps with the same names (those
   containing a `skip` string left out)."""
   assert sorted(got) == sorted(want)
   return max(float(np.max(np.abs(got[n].astype(np.float64) - want[n]))) for n in want
              if not any(s in n for s in skip))
-
-
-def _state(output_dir):
-  """The checkpoints a state file lists (relative names), oldest first."""
-  state = tf1.train.get_checkpoint_state(str(output_dir))
-  return [os.path.basename(p) for p in state.all_model_checkpoint_paths]
 
 
 def _read_json(path):
@@ -281,7 +234,7 @@ def test_admin_on_both_engines_and_a_checkpoint_of_either_resumes_on_the_other(n
   assert _read_json(tf2 / "admin_profile.json") == _read_json(est / "admin_profile.json")
   # The Estimator's checkpoint continued by the TF2 engine and the TF2 engine's by the
   # Estimator, at the same time.
-  estimator = _start215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES] +
+  estimator = _start215(python215, ESTIMATOR_JOB +
                         _admin_job_args(nmt_data, config_file, tf2, 6))
   try:
     log = run_tool("translation/run_translation.py",
