@@ -805,16 +805,9 @@ def _run_engine(flag_values, config, cpc_options, input_files, eval_files, resum
         eval_files, config, flag_values.max_seq_length, flag_values.max_global_seq_length,
         flag_values.max_predictions_per_seq, is_training=False,
         repeat=flag_values.max_eval_steps is not None)
-    result = pretraining_utils.engine_metrics(engine.predict_batches(
-        eval_input_fn, batch_size=flag_values.eval_batch_size,
-        steps=flag_values.max_eval_steps))
-    common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
-    result["global_step"] = estimator_utils.latest_global_step(flag_values.output_dir)
-    result.update(pretraining_utils.eval_counts(eval_files, flag_values.eval_batch_size,
-                                                flag_values.max_eval_steps, True))
-    tf1.logging.info("Evaluated %d examples (%d records in --eval_input_file)",
-                     result["eval_examples"], result["eval_records"])
-    estimator_utils.write_eval_results(flag_values.output_dir, result)
+    pretraining_utils.evaluate_with_engine(
+        engine, eval_input_fn, eval_files, flag_values.eval_batch_size,
+        flag_values.max_eval_steps, flag_values.output_dir, drop_remainder=True)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ TF_CONFIG cluster (task_label, is_chief), the training loop (train_to_step, thro
 train_and_evaluate under multi_worker_mirrored), the weights digest every worker writes in its
 summary (weights_digest, WeightsDigestHook), the MLM accuracy of one batch for training
 summaries, the default warm-up (default_warmup_steps), what an evaluation scored
-(eval_counts) and the eval metrics of the TF2 engine's batches (engine_metrics).
+(eval_counts) and the evaluation on the TF2 engine (engine_metrics, evaluate_with_engine).
 """
 
 from __future__ import absolute_import
@@ -20,6 +20,9 @@ import os
 
 import numpy as np
 import tensorflow as tf
+
+from realformer_tf import common
+from realformer_tf import estimator_utils
 
 tf1 = tf.compat.v1
 
@@ -212,3 +215,31 @@ def engine_metrics(batches):
     metrics["cpc_accuracy"] = sums["cpc_correct"] / max(sums["cpc_weight"], 1e-30)
     metrics["cpc_loss"] = sums["cpc_loss"] / max(sums["cpc_weight"], 1e-30)
   return metrics
+
+
+def evaluate_with_engine(engine, input_fn, eval_files, batch_size, max_eval_steps, output_dir,
+                         drop_remainder):
+  """A pre-training job's --do_eval on the tf2_training engine: engine_metrics of the latest
+  checkpoint, its global step and eval_counts, written as the Estimator's eval_results.
+
+  Args:
+    engine: the tf2_training.Engine.
+    input_fn: the evaluation input_fn.
+    eval_files: the evaluation TFRecords (eval_counts).
+    batch_size: --eval_batch_size.
+    max_eval_steps: --max_eval_steps (None: every record once).
+    output_dir: the model directory (its latest checkpoint; eval_results go there).
+    drop_remainder: the input drops a last partial batch (eval_counts).
+
+  Returns:
+    The results written.
+  """
+  result = engine_metrics(engine.predict_batches(input_fn, batch_size=batch_size,
+                                                 steps=max_eval_steps))
+  common.STOP_SIGNALS.exit_if_stopped("evaluation was not written; rerun to evaluate")
+  result["global_step"] = estimator_utils.latest_global_step(output_dir)
+  result.update(eval_counts(eval_files, batch_size, max_eval_steps, drop_remainder))
+  tf1.logging.info("Evaluated %d examples (%d records in --eval_input_file)",
+                   result["eval_examples"], result["eval_records"])
+  estimator_utils.write_eval_results(output_dir, result)
+  return result
