@@ -59,7 +59,8 @@ def evaluate_files(data_file, prediction_file):
 
 def main(argv):
   """Command line: hotpotqa_evaluate DATA.json PREDICTIONS.json [--out_file=F]."""
-  long_tasks.evaluate_command(argv, "etc_model.hotpotqa_evaluate", evaluate_files, FLAGS)
+  long_tasks.evaluate_command(argv, "etc_model.hotpotqa_evaluate", evaluate_files, FLAGS,
+                              "prediction file %s: %d predicted ids are not in %s (not scored)")
 
 
 if __name__ == "__main__":

@@ -844,7 +844,7 @@ def write_split_files(record_path, examples_path, records, lines, should_stop=No
       f.write(json.dumps(line, sort_keys=False) + "\n")
 
 
-def evaluate_command(argv, tool, evaluate_files, flag_values):
+def evaluate_command(argv, tool, evaluate_files, flag_values, unknown_ids_warning):
   """The command line of an official scorer: TOOL DATA.json PREDICTIONS.json [--out_file=F].
 
   Prints the result JSON (and writes it atomically to --out_file, which must not be an input);
@@ -855,6 +855,7 @@ def evaluate_command(argv, tool, evaluate_files, flag_values):
     tool: the command's name, e.g. "etc_model.wikihop_evaluate".
     evaluate_files: function(data_file, prediction_file) -> result dict with "unknown_ids".
     flag_values: the parsed flags (out_file), read once the arguments are checked.
+    unknown_ids_warning: the warning's %-format of (prediction file, how many ids, data file).
 
   Returns:
     The result dict.
@@ -869,8 +870,7 @@ def evaluate_command(argv, tool, evaluate_files, flag_values):
     common.check_not_input(out_file, [data_file, prediction_file], "out_file")
   result = evaluate_files(data_file, prediction_file)
   if result["unknown_ids"]:
-    logging.warning("prediction file %s: %d predicted ids are not in %s (not scored)",
-                    prediction_file, result["unknown_ids"], data_file)
+    logging.warning(unknown_ids_warning, prediction_file, result["unknown_ids"], data_file)
   if out_file:
     with common.atomic_output(out_file) as f:
       f.write(json.dumps(result) + "\n")

@@ -53,7 +53,9 @@ def evaluate_files(data_file, prediction_file):
 
 def main(argv):
   """Command line: wikihop_evaluate DATA.json PREDICTIONS.json [--out_file=F]."""
-  long_tasks.evaluate_command(argv, "etc_model.wikihop_evaluate", evaluate_files, FLAGS)
+  long_tasks.evaluate_command(argv, "etc_model.wikihop_evaluate", evaluate_files, FLAGS,
+                              "prediction file %s: %d predictions for ids that are not in %s "
+                              "(not scored)")
 
 
 if __name__ == "__main__":
