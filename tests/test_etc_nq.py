@@ -1,0 +1,176 @@
+"""Tests of Natural Questions for ETC (etc_model/nq.py, create_nq, nq_evaluate and
+run_long_tasks --task=nq): the official scorer on crafted cases whose values are worked out by
+hand from nq_eval's rules, reading NQ files, the windows and labels of hand-made examples, the
+answer decoding, and a tiny train / eval / predict job from a lifted checkpoint."""
+
+import gzip
+import json
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
+from conftest import write_random_bert_checkpoint
+from etc_model import nq
+from etc_model import nq_evaluate
+from realformer_tf import common
+
+VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
+
+
+def _span(span=None, byte=None):
+  start, end = span or (-1, -1)
+  start_byte, end_byte = byte or (-1, -1)
+  return {"start_token": start, "end_token": end, "start_byte": start_byte,
+          "end_byte": end_byte}
+
+
+def _annotation(long=None, short=(), yes_no="NONE"):
+  return {"long_answer": dict(_span(long), candidate_index=-1),
+          "short_answers": [_span(s) for s in short], "yes_no_answer": yes_no}
+
+
+def _prediction(key, long, long_score, short=(), short_score=None, yes_no="NONE"):
+  return {"example_id": key, "long_answer": _span(long), "long_answer_score": long_score,
+          "short_answers": [_span(s) for s in short],
+          "short_answers_score": long_score if short_score is None else short_score,
+          "yes_no_answer": yes_no}
+
+
+# Five annotations per example (the development set's form).
+GOLD = {
+    # 3 long answers (one other span), 2 short: gold has both.
+    1: [_annotation((10, 20), [(12, 13)]), _annotation((10, 20), [(12, 13)]), _annotation(),
+        _annotation(), _annotation((30, 40))],
+    # 1 long answer, 1 yes: below 2 of 5, no gold answer.
+    2: [_annotation((50, 60))] + [_annotation(yes_no="YES")] + [_annotation()] * 3,
+    # A yes and a span: 2 short answers.
+    3: [_annotation((0, 5), yes_no="YES"), _annotation((0, 5), [(1, 2)])] + [_annotation()] * 3,
+    # Short answer sets {1-2, 3-4} and {1-2}.
+    4: [_annotation((0, 5), [(1, 2), (3, 4)]), _annotation((0, 5), [(1, 2)])] +
+       [_annotation()] * 3,
+    # Long answer, no short one.
+    5: [_annotation((0, 5)), _annotation((0, 5))] + [_annotation()] * 3,
+    6: [_annotation((7, 9), [(7, 8)])] * 5,
+}
+PREDICTIONS = [
+    _prediction(1, (30, 40), 5, [(12, 13)]),        # long right (any annotator), short right
+    _prediction(2, (50, 60), 4, yes_no="YES"),      # no gold: both wrong predictions
+    _prediction(3, (0, 5), 3, yes_no="yes"),        # long right, yes right
+    _prediction(4, (0, 6), 2, [(1, 2)]),            # long wrong, short set {1-2} right
+    _prediction(5, None, 1),                        # predicts nothing
+    _prediction(6, (7, 9), 2, [(7, 8), (8, 9)]),    # long right (tied score), short set wrong
+]
+# By hand (nq_eval): long (gold, predicted, right, score): 1 TTT5, 2 FTF4, 3 TTT3, 4 TTF2,
+# 6 TTT2, 5 TFF1: 5 gold, 5 predicted, 3 right. Thresholds (ties enter together): 5: P 1 R .2;
+# 4: P .5 R .2; 3: P 2/3 R .4; 2: P .6 R .6 (F1 .6, best; splitting the tie would give P .75
+# R .6); 1: the same point, F1 not higher: the threshold stays 2. R@P>=.5: .6 (P .6); >=.75
+# and >=.9: .2 (P 1). Short: 1 TTT5, 2 FTF4, 3 TTT3, 4 TTT2, 6 TTF2, 5 FFF1: 4 gold, 5
+# predicted, 3 right; 5: P 1 R .25; 4: P .5 R .25; 3: P 2/3 R .5; 2: P .6 R .75 (F1 2/3).
+EXPECTED = {
+    "long-best-threshold-f1": 0.6, "long-best-threshold-precision": 0.6,
+    "long-best-threshold-recall": 0.6, "long-best-threshold": 2,
+    "long-recall-at-precision>=0.5": 0.6, "long-precision-at-precision>=0.5": 0.6,
+    "long-recall-at-precision>=0.75": 0.2, "long-precision-at-precision>=0.75": 1.0,
+    "long-recall-at-precision>=0.9": 0.2, "long-precision-at-precision>=0.9": 1.0,
+    "short-best-threshold-f1": 2 / 3.0, "short-best-threshold-precision": 0.6,
+    "short-best-threshold-recall": 0.75, "short-best-threshold": 2,
+    "short-recall-at-precision>=0.5": 0.75, "short-precision-at-precision>=0.5": 0.6,
+    "short-recall-at-precision>=0.75": 0.25, "short-precision-at-precision>=0.75": 1.0,
+    "short-recall-at-precision>=0.9": 0.25, "short-precision-at-precision>=0.9": 1.0,
+    "long-answer-n": 6, "long-answer-f1": 0.6, "long-answer-precision": 0.6,
+    "long-answer-recall": 0.6, "short-answer-n": 6, "short-answer-f1": 2 / 3.0,
+    "short-answer-precision": 0.6, "short-answer-recall": 0.75,
+    "examples": 6, "gold_long_answers": 5, "gold_short_answers": 4}
+
+
+def _gold_line(key, annotations, tokens=60):
+  return {"example_id": key, "question_text": "q %d" % key,
+          "document_text": " ".join("w%d" % i for i in range(tokens)),
+          "long_answer_candidates": [{"start_token": 0, "end_token": tokens, "top_level": True}],
+          "annotations": annotations}
+
+
+def _write_jsonl(path, records, compress=False):
+  text = "".join(json.dumps(r) + "\n" for r in records).encode("utf-8")
+  with open(str(path), "wb") as f:
+    f.write(gzip.compress(text) if compress else text)
+  return str(path)
+
+
+# ----------------------------------------------------------------------------- the official scorer
+def test_spans_compare_by_bytes_or_by_tokens():
+  a = nq.Span(100, 200, 10, 20)
+  assert nq.spans_equal(a, nq.Span(100, 200, 11, 20))      # equal bytes
+  assert nq.spans_equal(a, nq.Span(101, 200, 10, 20))      # bytes differ, equal tokens
+  assert nq.spans_equal(a, nq.Span(-1, -1, 10, 20))        # one side without bytes
+  assert not nq.spans_equal(a, nq.Span(-1, -1, 10, 21))
+  assert nq.span_sets_equal([nq.Span(-1, -1, 1, 2), nq.NULL_SPAN], [nq.Span(-1, -1, 1, 2)])
+  assert not nq.span_sets_equal([nq.Span(-1, -1, 1, 2)], [])
+  assert nq.span_problem(nq.Span(-1, -1, 5, 5)) == "start_token >= end_token"
+  assert nq.span_problem(nq.Span(-1, -1, 5, -1)) == "one token offset is -1 and the other not"
+
+
+def test_official_metrics_on_crafted_predictions():
+  gold = {key: nq.parse_annotations({"annotations": a}) for key, a in GOLD.items()}
+  predictions = dict(nq.parse_prediction(p, i) for i, p in enumerate(PREDICTIONS))
+  metrics = nq.evaluate(gold, predictions)
+  assert list(metrics) == list(EXPECTED)
+  for key, value in EXPECTED.items():
+    assert metrics[key] == pytest.approx(value), key
+  # A prediction of "no" where the annotators said yes is wrong; gold needs 2 of 5.
+  predictions[3] = predictions[3]._replace(yes_no="no")
+  assert nq.evaluate(gold, predictions)["short-answer-precision"] == pytest.approx(0.4)
+  # Without any right prediction nothing reaches a precision target: 0 and the threshold 0.0.
+  wrong = {key: p._replace(long_answer=nq.Span(-1, -1, 58, 59)) for key, p in predictions.items()}
+  metrics = nq.evaluate(gold, wrong)
+  assert (metrics["long-best-threshold-f1"], metrics["long-best-threshold"],
+          metrics["long-recall-at-precision>=0.5"]) == (0.0, 0.0, 0)
+  with pytest.raises(ValueError, match="1 examples have no prediction and 0"):
+    nq.evaluate(gold, {key: p for key, p in predictions.items() if key != 6})
+
+
+def test_the_command_scores_the_official_files_and_refuses_bad_ones(tmp_path):
+  gold = _write_jsonl(tmp_path / "nq-dev-00.jsonl.gz",
+                      [_gold_line(key, a) for key, a in GOLD.items()], compress=True)
+  predictions = tmp_path / "predictions.json"
+  predictions.write_text(json.dumps({"predictions": PREDICTIONS}))
+  result = nq_evaluate.evaluate_files(str(tmp_path / "nq-dev-0?.jsonl.gz"), str(predictions))
+  for key, value in EXPECTED.items():
+    assert result[key] == pytest.approx(value), key
+  out = tmp_path / "eval.json"
+  run_tool(None, ["-m", "etc_model.nq_evaluate", gold, str(predictions), "--out_file=%s" % out])
+  assert json.loads(out.read_text())["short-best-threshold-f1"] == pytest.approx(2 / 3.0)
+
+  def refused(entries):
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(entries))
+    with pytest.raises(common.UsageError) as error:
+      nq_evaluate.evaluate_files(gold, str(bad))
+    return str(error.value)
+
+  source = "prediction file %s: " % (tmp_path / "bad.json")
+  assert refused({"answers": []}) == (
+      source + 'not the official format {"predictions": [...]}')
+  assert refused({"predictions": PREDICTIONS[:-1]}) == source + (
+      "1 examples have no prediction and 0 predictions are for examples the gold file does "
+      "not have (the official scorer needs exactly its ids)")
+  both = dict(PREDICTIONS[0], yes_no_answer="YES")
+  assert refused({"predictions": [both] + PREDICTIONS[1:]}) == source + (
+      "prediction 0 (example_id 1): a yes / no answer and short answer spans cannot coexist")
+  empty = dict(PREDICTIONS[1], long_answer=_span((5, 5)))
+  assert refused({"predictions": [PREDICTIONS[0], empty]}) == source + (
+      "prediction 1 (example_id 2) long_answer: start_token >= end_token")
+  unscored = {k: v for k, v in PREDICTIONS[0].items() if k != "short_answers_score"}
+  assert refused({"predictions": [unscored]}) == source + (
+      "prediction 0 (example_id 1): short_answers_score is missing or not a number")
+  # A bad gold line names the file and the line (the command: one line, exit 2).
+  bad_gold = _write_jsonl(tmp_path / "bad_gold.jsonl", [
+      _gold_line(1, GOLD[1]), _gold_line(2, [_annotation((3, 2))])])
+  result = run_tool(None, ["-m", "etc_model.nq_evaluate", bad_gold, str(predictions)],
+                    expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --gold_file=%s: line 2: annotation 0 long_answer: start_token >= end_token" %
+      bad_gold)
