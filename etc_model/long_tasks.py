@@ -902,7 +902,8 @@ def load_json(path, source):
     common.fail("%s: not valid JSON (%s)" % (source, e))
 
 
-def read_examples_file(data_dir, examples_path, record_path, num_records, tool):
+def read_examples_file(data_dir, examples_path, record_path, num_records, tool,
+                       count_key=None):
   """A split's examples file (JSON lines), checked against its records (one line when they
   differ): the lines that have a record must number them 0 .. num_records - 1.
 
@@ -912,6 +913,8 @@ def read_examples_file(data_dir, examples_path, record_path, num_records, tool):
     record_path: the split's TFRecord file (for messages).
     num_records: the records in record_path.
     tool: the command that writes both, e.g. "etc_model.create_wikihop".
+    count_key: None: a line's "record" is its one record; else the line's records are
+      "record" .. "record" + line[count_key] - 1 (NQ's windows).
 
   Returns:
     list of dicts, one per example.
@@ -928,7 +931,12 @@ def read_examples_file(data_dir, examples_path, record_path, num_records, tool):
   except ValueError as e:
     common.fail("--data_dir=%s: %s is not JSON lines (%s)" %
                 (data_dir, os.path.basename(examples_path), e))
-  recorded = [line.get("record") for line in lines if line.get("record") is not None]
+  recorded = []
+  for line in lines:
+    if line.get("record") is not None:
+      count = line.get(count_key) if count_key else 1
+      valid = isinstance(count, int) and count >= 1  # else never equal to the records
+      recorded += list(range(line["record"], line["record"] + count)) if valid else [None]
   if recorded != list(range(num_records)):
     common.fail("--data_dir=%s: %s lists %d records but %s has %d (files of different runs of "
                 "%s?)" % (data_dir, os.path.basename(examples_path), len(recorded),

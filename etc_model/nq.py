@@ -92,7 +92,6 @@ from __future__ import print_function
 
 import collections
 import gzip
-import io
 import json
 import os
 import random
@@ -100,7 +99,6 @@ import random
 import numpy as np
 import tensorflow as tf
 
-import tokenization
 from realformer_tf import common
 from etc_model import long_tasks
 
@@ -422,55 +420,56 @@ def parse_example(record, require_annotations=True):
   return Example(key, question, tokens, html, parsed, annotations)
 
 
-def _open_lines(path):
-  """The lines of a file, gunzipped when it starts with gzip's magic bytes."""
+def iter_lines(path):
+  """The text lines of a file, streamed, gunzipped when it starts with gzip's magic bytes."""
   with tf.io.gfile.GFile(path, "rb") as f:
-    data = f.read()
-  if data[:2] == b"\x1f\x8b":
-    data = gzip.GzipFile(fileobj=io.BytesIO(data)).read()
-  return data.decode("utf-8").splitlines()
+    compressed = f.read(2) == b"\x1f\x8b"
+    f.seek(0)
+    stream = gzip.GzipFile(fileobj=f) if compressed else f
+    for line in stream:
+      yield line.decode("utf-8")
 
 
-def read_lines(patterns, flag_name, parse):
-  """Parses every JSON line of the files of `patterns` (one line on any bad line or a repeated
-  example id).
+def iter_records(patterns, flag_name, parse):
+  """Parses every JSON line of the files of `patterns`, streamed (one line on any bad line or
+  a repeated example id).
 
   Args:
     patterns: comma-separated files or globs.
     flag_name: the flag (or argument) they come from, for errors ("dev_file").
-    parse: record -> value (ValueError on a bad record); the record's example id is taken
-      from it.
+    parse: record -> value (ValueError on a bad record).
 
-  Returns:
-    list of (example id, value) in file order.
+  Yields:
+    (example id, value) in file order.
   """
-  values, seen = [], set()
   source = "--" + flag_name
+  seen = set()
   for path in common.expand_input_files(patterns, flag_name):
+    number = 0
     try:
-      lines = _open_lines(path)
+      for number, line in enumerate(iter_lines(path), 1):
+        if not line.strip():
+          continue
+        try:
+          record = json.loads(line)
+          key = _example_id(record) if isinstance(record, dict) else None
+          value = parse(record)
+        except ValueError as e:
+          common.fail("%s=%s: line %d: %s" % (source, path, number, e))
+        if key in seen:
+          common.fail("%s=%s: line %d repeats example_id %s" % (source, path, number, key))
+        seen.add(key)
+        yield key, value
     except (OSError, EOFError, UnicodeDecodeError) as e:
-      common.fail("%s=%s: cannot be read as (gzipped) JSON lines (%s)" % (source, path, e))
-    for number, line in enumerate(lines, 1):
-      if not line.strip():
-        continue
-      try:
-        record = json.loads(line)
-        key = _example_id(record) if isinstance(record, dict) else None
-        value = parse(record)
-      except ValueError as e:
-        common.fail("%s=%s: line %d: %s" % (source, path, number, e))
-      if key in seen:
-        common.fail("%s=%s: line %d repeats example_id %s" % (source, path, number, key))
-      seen.add(key)
-      values.append((key, value))
-  return values
+      common.fail("%s=%s: line %d: cannot be read as (gzipped) UTF-8 JSON lines (%s)" %
+                  (source, path, number + 1, e))
 
 
-def read_examples(patterns, flag_name, require_annotations=True):
-  """Reads and checks NQ files (parse_example); list of Example in file order."""
-  return [example for _, example in read_lines(
-      patterns, flag_name, lambda r: parse_example(r, require_annotations))]
+def iter_examples(patterns, flag_name, require_annotations=True):
+  """Reads and checks NQ files (parse_example), streamed: Examples in file order."""
+  for _, example in iter_records(patterns, flag_name,
+                                 lambda r: parse_example(r, require_annotations)):
+    yield example
 
 
 def read_gold(patterns, flag_name):
@@ -479,7 +478,7 @@ def read_gold(patterns, flag_name):
     if not isinstance(record, dict):
       raise ValueError("is a %s, not an object" % type(record).__name__)
     return parse_annotations(record)
-  return collections.OrderedDict(read_lines(patterns, flag_name, parse))
+  return collections.OrderedDict(iter_records(patterns, flag_name, parse))
 
 
 def parse_prediction(value, index):
@@ -532,3 +531,403 @@ def read_predictions(path, source=None):
   """A prediction file, checked (check_predictions)."""
   source = source or "prediction file %s" % path
   return check_predictions(long_tasks.load_json(path, source), source)
+
+
+# ----------------------------------------------------------------------------- features
+def special_token_ids(vocab):
+  """{"cls": id, ...} of SPECIAL_TOKENS in a vocabulary {token: id} (missing: KeyError)."""
+  return collections.OrderedDict((kind, vocab[token]) for kind, token in SPECIAL_TOKENS.items())
+
+
+def make_tokenize_word(tokenizer):
+  """word -> its word-piece ids (the tokenizer's, cached)."""
+  cache = {}
+
+  def tokenize_word(word):
+    if word not in cache:
+      cache[word] = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word))
+    return cache[word]
+
+  return tokenize_word
+
+
+def document_pieces(example, tokenize_word, ids):
+  """The word pieces of the document's top-level candidates (module docstring).
+
+  Args:
+    example: Example.
+    tokenize_word: make_tokenize_word's function.
+    ids: special_token_ids() of the vocabulary.
+
+  Returns:
+    (piece ids, candidate index of each, document token of each, tokens without pieces).
+  """
+  pieces, candidate_ids, token_pos, empty = [], [], [], 0
+  for index, (start, end, top_level) in enumerate(example.candidates):
+    if not top_level:
+      continue
+    for pos in range(start, end):
+      token = example.tokens[pos]
+      if example.html[pos]:
+        new = [ids["html_end"] if token.startswith("</") else ids["html_start"]]
+      else:
+        new = tokenize_word(token)
+      empty += int(not new)
+      pieces.extend(new)
+      candidate_ids.extend([index] * len(new))
+      token_pos.extend([pos] * len(new))
+  return pieces, candidate_ids, token_pos, empty
+
+
+def document_labels(annotation):
+  """(answer type, long (first, last) tokens, short (first, last) tokens) of an annotation
+  (inclusive; (-1, -1) for none; the official preproc_nq_lib rules)."""
+  if annotation is None:
+    return -1, (-1, -1), (-1, -1)
+  long_span = annotation.long_answer
+  la = (-1, -1) if long_span.start_token < 0 else (long_span.start_token,
+                                                   long_span.end_token - 1)
+  shorts = [s for s in annotation.short_answers if s.start_token >= 0]
+  sa = (shorts[0].start_token, shorts[-1].end_token - 1) if shorts else (-1, -1)
+  if annotation.yes_no in ("yes", "no"):
+    answer_type = ANSWER_TYPES.index(annotation.yes_no)
+  elif shorts:
+    answer_type = ANSWER_TYPES.index("short")
+  elif la[0] >= 0:
+    answer_type = ANSWER_TYPES.index("long")
+  else:
+    answer_type = 0
+  return answer_type, la, sa
+
+
+def _piece_span(token_pos, tokens):
+  """(first, last) document piece of an inclusive token span, or None (no piece there)."""
+  if tokens[0] < 0:
+    return None
+  inside = [i for i, pos in enumerate(token_pos) if tokens[0] <= pos <= tokens[1]]
+  return (inside[0], inside[-1]) if inside else None
+
+
+def _pad(values, length, value=0):
+  return list(values) + [value] * (length - len(values))
+
+
+def window_features(question, pieces, candidate_ids, token_pos, start, settings, ids):
+  """The long and global features of one window (module docstring), without labels.
+
+  Args:
+    question: the question's word-piece ids (already cut).
+    pieces, candidate_ids, token_pos: document_pieces' lists.
+    start: the window's first document piece.
+    settings: dict with max_seq_length, max_global_seq_length.
+    ids: special_token_ids().
+
+  Returns:
+    (OrderedDict of features, candidates without their own global token).
+  """
+  long_len, global_len = settings["max_seq_length"], settings["max_global_seq_length"]
+  doc_len = long_len - len(question) - 3
+  end = min(start + doc_len, len(pieces))
+  preamble = [ids["cls"]] + list(question) + [ids["sep"]]
+  token_ids = preamble + pieces[start:end] + [ids["sep"]]
+  window_candidates = [-1] * len(preamble) + candidate_ids[start:end] + [-1]
+  window_pos = [-1] * len(preamble) + token_pos[start:end] + [-1]
+  global_ids = [ids["cls"]] + [ids["question"]] * (len(question) + 1)
+  sentence_ids = list(range(len(preamble)))
+  without_global = 0
+  for i in range(len(preamble), len(token_ids)):
+    candidate = window_candidates[i]
+    if candidate != window_candidates[i - 1]:
+      if len(global_ids) < global_len:
+        global_ids.append(ids["candidate"] if candidate >= 0 else 0)
+      elif candidate >= 0:
+        without_global += 1
+    sentence_ids.append(len(global_ids) - 1)
+  features = collections.OrderedDict()
+  features["token_ids"] = _pad(token_ids, long_len)
+  features["sentence_ids"] = _pad(sentence_ids, long_len, len(global_ids) - 1)
+  features["long_breakpoints"] = _pad([0] * (len(token_ids) - 1) + [1], long_len)
+  features["global_token_ids"] = _pad(global_ids, global_len)
+  features["global_breakpoints"] = _pad([0] * (len(global_ids) - 1) + [1], global_len)
+  features["token_pos"] = _pad(window_pos, long_len, -1)
+  features["candidate_ids"] = _pad(window_candidates, long_len, -1)
+  return features, without_global
+
+
+def window_starts(num_pieces, doc_len, stride):
+  """The first document piece of each window (the official range)."""
+  return list(range(0, max(num_pieces - doc_len, 0) + stride, stride))
+
+
+def convert_example(example, tokenize_word, ids, settings, is_training=False, rng=None):
+  """The records of one example (one per window) and what was cut or left out.
+
+  Args:
+    example: Example.
+    tokenize_word: make_tokenize_word's function.
+    ids: special_token_ids() of the vocabulary.
+    settings: dict with max_seq_length, max_global_seq_length, doc_stride,
+      max_question_length, include_unknown_rate, include_unknown_rate_for_unanswerable.
+    is_training: down-sample the windows without an answer (rng.random() < rate keeps one).
+    rng: random.Random of the split (is_training).
+
+  Returns:
+    (list of OrderedDict features in FEATURES order, info dict: windows, records,
+    null_windows_dropped, question_pieces_cut, candidates_without_global_token,
+    tokens_without_pieces, answers_without_pieces (the first annotation's long / short answer
+    has no word piece in the input), answer_ends_moved, document_pieces, answer_type).
+  """
+  question = []
+  for word in example.question.split():
+    question.extend(tokenize_word(word))
+  question_cut = max(0, len(question) - settings["max_question_length"])
+  question = question[:settings["max_question_length"]]
+  pieces, candidate_ids, token_pos, empty = document_pieces(example, tokenize_word, ids)
+  annotation = example.annotations[0] if example.annotations else None
+  answer_type, la_tokens, sa_tokens = document_labels(annotation)
+  info = {"windows": 0, "records": 0, "null_windows_dropped": 0,
+          "question_pieces_cut": question_cut, "candidates_without_global_token": 0,
+          "tokens_without_pieces": empty, "answers_without_pieces": 0, "answer_ends_moved": 0,
+          "document_pieces": len(pieces), "answer_type": answer_type}
+  spans = {}
+  for name, tokens in (("la", la_tokens), ("sa", sa_tokens)):
+    spans[name] = _piece_span(token_pos, tokens)
+    if tokens[0] >= 0 and spans[name] is None:
+      info["answers_without_pieces"] += 1
+    elif spans[name] is not None and (token_pos[spans[name][0]], token_pos[spans[name][1]]) != (
+        tokens[0], tokens[1]):
+      info["answer_ends_moved"] += 1
+  doc_len = settings["max_seq_length"] - len(question) - 3
+  offset = len(question) + 2
+  records = []
+  for start in window_starts(len(pieces), doc_len, settings["doc_stride"]):
+    features, without_global = window_features(question, pieces, candidate_ids, token_pos,
+                                                start, settings, ids)
+    info["windows"] += 1
+    info["candidates_without_global_token"] += without_global
+    labels = {}
+    for name in ("la", "sa"):
+      span = spans[name]
+      inside = span is not None and start <= span[0] and span[1] < start + doc_len
+      labels[name] = (offset + span[0] - start, offset + span[1] - start) if inside else (0, 0)
+    window_type = answer_type
+    if ((answer_type == ANSWER_TYPES.index("short") and labels["sa"] == (0, 0)) or
+        (answer_type == ANSWER_TYPES.index("long") and labels["la"] == (0, 0))):
+      window_type = 0
+    if is_training and window_type == 0:
+      rate = (settings["include_unknown_rate_for_unanswerable"] if answer_type == 0
+              else settings["include_unknown_rate"])
+      if not rng.random() < rate:
+        info["null_windows_dropped"] += 1
+        continue
+    features["answer_type"] = [window_type]
+    features["la_start"], features["la_end"] = [labels["la"][0]], [labels["la"][1]]
+    features["sa_start"], features["sa_end"] = [labels["sa"][0]], [labels["sa"][1]]
+    records.append(features)
+  info["records"] = len(records)
+  return records, info
+
+
+def feature_lengths(max_seq_length, max_global_seq_length):
+  """{feature: length} of a record (FEATURES)."""
+  sizes = {"L": max_seq_length, "G": max_global_seq_length}
+  return collections.OrderedDict((name, sizes.get(size, size)) for name, size in FEATURES)
+
+
+def training_rng(seed):
+  """The split's generator of the training down-sampling."""
+  return random.Random(seed)
+
+
+# ----------------------------------------------------------------------------- split files
+def record_file(data_dir, split):
+  """<data_dir>/nq_<split>.tfrecord."""
+  return os.path.join(data_dir, "%s_%s.tfrecord" % (TASK, split))
+
+
+def examples_file(data_dir, split):
+  """<data_dir>/nq_<split>.examples.jsonl: one line per example of the split's files."""
+  return record_file(data_dir, split)[:-len(".tfrecord")] + EXAMPLES_SUFFIX
+
+
+def _span_json(span):
+  return collections.OrderedDict([
+      ("start_token", span.start_token), ("end_token", span.end_token),
+      ("start_byte", span.start_byte), ("end_byte", span.end_byte)])
+
+
+def annotations_json(annotations):
+  """The examples file's form of Annotations (parse_annotations reads it back)."""
+  return [collections.OrderedDict([
+      ("long_answer", _span_json(a.long_answer)),
+      ("short_answers", [_span_json(s) for s in a.short_answers]),
+      ("yes_no_answer", a.yes_no.upper())]) for a in annotations]
+
+
+def example_line(example, first_record, info, with_annotations=True):
+  """The examples file's line of one example: id, record (its first record's index, or None),
+  num_records, the info counts of convert_example and the annotations (None without
+  with_annotations, as the train split's, which is never scored)."""
+  line = collections.OrderedDict([
+      ("id", example.id), ("record", first_record if info["records"] else None),
+      ("num_records", info["records"])])
+  line["annotations"] = (annotations_json(example.annotations)
+                         if with_annotations and example.annotations is not None else None)
+  return line
+
+
+def read_split_examples(data_dir, split, num_records):
+  """The examples file of a split, checked against its records (one line when they differ)."""
+  return long_tasks.read_examples_file(data_dir, examples_file(data_dir, split),
+                                       record_file(data_dir, split), num_records,
+                                       "etc_model.create_nq", count_key="num_records")
+
+
+def read_token_pos(path):
+  """int array [records, L] of the token_pos feature of a record file."""
+  rows = []
+  for record in tf.compat.v1.io.tf_record_iterator(path):
+    feature = tf.train.Example.FromString(record).features.feature
+    rows.append(list(feature["token_pos"].int64_list.value))
+  return np.asarray(rows, np.int64)
+
+
+# ----------------------------------------------------------------------------- answers
+# The per-window outputs of the head (long_task_heads.nq_head) decoding reads.
+POSITION_LOGITS = tuple(name + "_logits" for name in LABELS)
+
+
+def _scored_positions(logits, token_pos, window):
+  """(score, document token, window) of each document position of a window: the logit minus
+  the window's [CLS] logit."""
+  logits = np.asarray(logits, np.float64)
+  return [(float(logits[i] - logits[0]), int(token_pos[i]), window)
+          for i in np.nonzero(np.asarray(token_pos) >= 0)[0]]
+
+
+def _joint_span(starts, ends, max_length=None):
+  """The official joint selection: best start, then the best end at or after it (within
+  max_length tokens), else the best end and the two swapped. Returns (first token, last token,
+  score, the start's window) or None without positions."""
+  if not starts or not ends:
+    return None
+  start = max(starts)
+  end = None
+  for candidate in ends:
+    if candidate[1] >= start[1] and (max_length is None or
+                                     candidate[1] - start[1] < max_length):
+      if end is None or candidate[0] > end[0]:
+        end = candidate
+  if end is None:
+    end = max(ends)
+  first, last = min(start[1], end[1]), max(start[1], end[1])
+  return first, last, start[0] + end[0], start[2]
+
+
+def _official_span(first, last):
+  return collections.OrderedDict([("start_token", first), ("end_token", last + 1),
+                                  ("start_byte", -1), ("end_byte", -1)])
+
+
+def null_prediction(example_id):
+  """The official prediction of an example without a record: no answers, scores 0."""
+  return collections.OrderedDict([
+      ("example_id", example_id), ("long_answer", _official_span(-1, -2)),
+      ("long_answer_score", 0.0), ("short_answers", []), ("short_answers_score", 0.0),
+      ("yes_no_answer", "NONE")])
+
+
+def predict_example(example_id, windows, token_pos,
+                    max_short_answer_length=DEFAULT_MAX_SHORT_ANSWER_LENGTH):
+  """The official prediction of one example from its windows' outputs (module docstring).
+
+  Args:
+    example_id: the example's id.
+    windows: list of dicts {la_start_logits, la_end_logits, sa_start_logits, sa_end_logits:
+      float [L], answer_type_logits: float [5]}, one per record of the example.
+    token_pos: list of int [L] (each record's token_pos).
+    max_short_answer_length: a short answer's end is fewer document tokens after its start.
+
+  Returns:
+    OrderedDict in the official prediction format.
+  """
+  scored = {name: [] for name in POSITION_LOGITS}
+  for w, (outputs, pos) in enumerate(zip(windows, token_pos)):
+    for name in POSITION_LOGITS:
+      scored[name] += _scored_positions(outputs[name], pos, w)
+  long_span = _joint_span(scored["la_start_logits"], scored["la_end_logits"])
+  short_span = _joint_span(scored["sa_start_logits"], scored["sa_end_logits"],
+                           max_short_answer_length)
+  if long_span is None or short_span is None:
+    return null_prediction(example_id)
+  prediction = collections.OrderedDict([
+      ("example_id", example_id), ("long_answer", _official_span(*long_span[:2])),
+      ("long_answer_score", long_span[2]),
+      ("short_answers", [_official_span(*short_span[:2])]),
+      ("short_answers_score", short_span[2]), ("yes_no_answer", "NONE")])
+  answer_type = int(np.argmax(windows[short_span[3]]["answer_type_logits"]))
+  if ANSWER_TYPES[answer_type] in ("yes", "no"):
+    prediction["short_answers"] = []
+    prediction["yes_no_answer"] = ANSWER_TYPES[answer_type].upper()
+  return prediction
+
+
+def split_predictions(outputs, token_pos, examples,
+                      max_short_answer_length=DEFAULT_MAX_SHORT_ANSWER_LENGTH):
+  """The official prediction object of a split's record outputs.
+
+  Args:
+    outputs: stacked predict outputs (POSITION_LOGITS [n, L], answer_type_logits [n, 5]).
+    token_pos: int [n, L] of the split's records (read_token_pos).
+    examples: the split's examples file lines (read_split_examples).
+    max_short_answer_length: see predict_example.
+
+  Returns:
+    {"predictions": [...]}, one per example of the split, in its order.
+  """
+  num = len(outputs["answer_type_logits"])
+  if num != len(token_pos):
+    raise ValueError("%d predictions for %d records" % (num, len(token_pos)))
+  predictions = []
+  for line in examples:
+    first = line["record"]
+    if first is None:
+      predictions.append(null_prediction(line["id"]))
+      continue
+    rows = range(first, first + line["num_records"])
+    windows = [{name: outputs[name][i] for name in POSITION_LOGITS + ("answer_type_logits",)}
+               for i in rows]
+    predictions.append(predict_example(line["id"], windows, [token_pos[i] for i in rows],
+                                       max_short_answer_length))
+  return {"predictions": predictions}
+
+
+def split_metrics(outputs, token_pos, examples,
+                  max_short_answer_length=DEFAULT_MAX_SHORT_ANSWER_LENGTH):
+  """The official metrics of a split's outputs over its annotated examples.
+
+  Args: as split_predictions.
+
+  Returns:
+    (the prediction object, OrderedDict of evaluate's metrics over the examples with
+    annotations (only examples: 0 without any)).
+  """
+  predictions = split_predictions(outputs, token_pos, examples, max_short_answer_length)
+  gold = collections.OrderedDict(
+      (line["id"], parse_annotations(line)) for line in examples
+      if line.get("annotations") is not None)
+  if not gold:
+    return predictions, collections.OrderedDict([("examples", 0)])
+  parsed = collections.OrderedDict(
+      parse_prediction(p, i) for i, p in enumerate(predictions["predictions"])
+      if p["example_id"] in gold)
+  return predictions, evaluate(gold, parsed)
+
+
+def load_data_settings(data_dir):
+  """The settings create_nq recorded in <data_dir>/nq.json (one line without it)."""
+  path = os.path.join(data_dir, SUMMARY_NAME)
+  if not tf.io.gfile.exists(path):
+    common.fail("--data_dir=%s: has no %s (write the data with etc_model.create_nq)" %
+                (data_dir, SUMMARY_NAME))
+  return long_tasks.load_json(path, "--data_dir=%s: %s" % (data_dir, SUMMARY_NAME))

@@ -174,3 +174,121 @@ def test_the_command_scores_the_official_files_and_refuses_bad_ones(tmp_path):
   assert last_error_line(result) == (
       "error: --gold_file=%s: line 2: annotation 0 long_answer: start_token >= end_token" %
       bad_gold)
+
+
+# ----------------------------------------------------------------------------- reading and features
+DOCUMENT = "<P> Alpha beta gamma </P> <P> delta epsilon </P> <Table> <Tr> x </Tr> </Table>"
+CANDIDATES = [{"start_token": 0, "end_token": 5, "top_level": True},
+              {"start_token": 5, "end_token": 9, "top_level": True},
+              {"start_token": 9, "end_token": 14, "top_level": True},
+              {"start_token": 10, "end_token": 13, "top_level": False}]
+
+
+def _record(key, question="what is beta", long=(0, 5), short=((2, 3),), yes_no="NONE",
+            annotations=None):
+  return {"example_id": key, "question_text": question, "document_text": DOCUMENT,
+          "long_answer_candidates": CANDIDATES,
+          "annotations": [_annotation(long, short, yes_no)] if annotations is None
+          else annotations}
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  from realformer_tf import pretraining_data
+  return pretraining_data.make_tokenizer(VOCAB, True)
+
+
+def _convert(tokenizer, record, is_training=False, rng=None, **settings):
+  example = nq.parse_example(record)
+  settings = dict({"max_seq_length": 24, "max_global_seq_length": 12, "doc_stride": 18,
+                   "max_question_length": 32, "include_unknown_rate": 1.0,
+                   "include_unknown_rate_for_unanswerable": 4.0}, **settings)
+  return nq.convert_example(example, nq.make_tokenize_word(tokenizer),
+                            nq.special_token_ids(tokenizer.vocab), settings,
+                            is_training=is_training, rng=rng)
+
+
+def test_features_of_a_hand_made_example(tokenizer):
+  records, info = _convert(tokenizer, _record(1))
+  assert len(records) == 1 and info["windows"] == 1
+  f = records[0]
+  v = tokenizer.vocab
+  cls, sep, start, end = v["[CLS]"], v["[SEP]"], v["[unused102]"], v["[unused103]"]
+  words = [v[w] for w in ("alpha", "beta", "gamma", "delta", "epsilon", "x")]
+  # [CLS] what is beta [SEP] <P> alpha beta gamma </P> <P> delta epsilon </P> <Table> <Tr> x
+  # </Tr> </Table> [SEP]: the top-level candidates' tokens, HTML tags as [unused102/103].
+  assert f["token_ids"] == ([cls, v["what"], v["is"], v["beta"], sep, start] + words[:3] +
+                            [end, start] + words[3:5] + [end, start, start, words[5], end, end,
+                                                         sep, 0, 0, 0, 0])
+  assert f["token_pos"] == [-1] * 5 + list(range(14)) + [-1] * 5
+  assert f["candidate_ids"] == [-1] * 5 + [0] * 5 + [1] * 4 + [2] * 5 + [-1] * 5
+  assert f["long_breakpoints"] == [0] * 19 + [1] + [0] * 4
+  # Global: [CLS], 3 question tokens and the [SEP]'s, one per candidate, the closing [SEP]'s 0.
+  q, c = v["[unused34]"], v["[unused0]"]
+  assert f["global_token_ids"] == [cls, q, q, q, q, c, c, c, 0, 0, 0, 0]
+  assert f["global_breakpoints"] == [0] * 8 + [1, 0, 0, 0]
+  assert f["sentence_ids"] == [0, 1, 2, 3, 4] + [5] * 5 + [6] * 4 + [7] * 5 + [8] * 5
+  # Long answer tokens 0-4 = pieces 5-9; short answer token 2 = piece 7; type short (4).
+  assert (f["answer_type"], f["la_start"], f["la_end"], f["sa_start"], f["sa_end"]) == (
+      [4], [5], [9], [7], [7])
+  assert list(f) == [name for name, _ in nq.FEATURES]
+  # Yes / no is the type in every window; a long answer without a short one is type 3.
+  assert _convert(tokenizer, _record(2, short=(), yes_no="YES"))[0][0]["answer_type"] == [1]
+  long_only = _convert(tokenizer, _record(3, short=()))[0][0]
+  assert (long_only["answer_type"], long_only["sa_start"]) == ([3], [0])
+  null = _convert(tokenizer, _record(4, long=None, short=()))[0][0]
+  assert (null["answer_type"], null["la_start"], null["la_end"]) == ([0], [0], [0])
+
+
+def test_windows_the_global_budget_and_down_sampling(tokenizer):
+  # L 16, question "beta" (1 piece): 12 document pieces per window, stride 6: windows at 0
+  # and 6. G 5 has room for [CLS], the question's two tokens and two candidates.
+  settings = {"max_seq_length": 16, "max_global_seq_length": 5, "doc_stride": 6}
+  records, info = _convert(tokenizer, _record(1, question="beta"), **settings)
+  assert [r["token_pos"][3] for r in records] == [0, 6]
+  first, second = records
+  assert (first["answer_type"], first["la_start"], first["la_end"], first["sa_start"]) == (
+      [4], [3], [7], [5])
+  # The answer is not in the second window: type null, labels on [CLS].
+  assert (second["answer_type"], second["la_start"], second["sa_end"]) == ([0], [0], [0])
+  # Window 1 holds candidates 0-2: the third has no global token left (counted), its pieces
+  # belong to the last global token.
+  assert first["global_token_ids"][3:] == [1, 1]
+  assert first["sentence_ids"][3:16] == [3] * 5 + [4] * 4 + [4] * 3 + [4]
+  assert info["candidates_without_global_token"] == 1
+  assert (info["question_pieces_cut"], info["null_windows_dropped"]) == (0, 0)
+  # Training drops windows without an answer at --include_unknown_rate (0 here).
+  import random
+  kept, info = _convert(tokenizer, _record(1, question="beta"), is_training=True,
+                        rng=random.Random(1), include_unknown_rate=0.0, **settings)
+  assert len(kept) == 1 and info["null_windows_dropped"] == 1 and kept[0] == first
+  # A question longer than --max_question_length is cut (counted).
+  _, info = _convert(tokenizer, _record(1), max_question_length=2)
+  assert info["question_pieces_cut"] == 1
+
+
+def test_reading_checks_name_the_file_and_the_line(tmp_path):
+  def error(records):
+    path = _write_jsonl(tmp_path / "in.jsonl", records)
+    with pytest.raises(common.UsageError) as e:
+      list(nq.iter_examples(path, "dev_file"))
+    return str(e.value).replace(path, "F")
+
+  good = _record(1)
+  assert error([good, dict(good)]) == "--dev_file=F: line 2 repeats example_id 1"
+  assert error([{k: v for k, v in good.items() if k != "question_text"}]) == (
+      '--dev_file=F: line 1: "question_text" is missing or not a string')
+  assert error([_record(1, long=(3, 20))]) == (
+      "--dev_file=F: line 1: annotation 0: token span [3, 20) ends past the document's 14 "
+      "tokens")
+  assert error([_record(1, yes_no="MAYBE")]) == (
+      "--dev_file=F: line 1: annotation 0: yes_no_answer 'MAYBE' is not YES, NO or NONE")
+  (tmp_path / "broken.jsonl.gz").write_bytes(b"\x1f\x8b not gzip")
+  with pytest.raises(common.UsageError, match="cannot be read as"):
+    list(nq.iter_examples(str(tmp_path / "broken.jsonl.gz"), "dev_file"))
+  # The original format: document_tokens with html_token flags.
+  original = dict(good, document_tokens=[{"token": t, "html_token": t.startswith("<")}
+                                         for t in DOCUMENT.split(" ")])
+  del original["document_text"]
+  example = nq.parse_example(original)
+  assert example.tokens == DOCUMENT.split(" ") and example.html[:2] == [True, False]

@@ -1,0 +1,317 @@
+# coding=utf-8
+r"""Writes Natural Questions records for ETC, with the official etcmodel feature layout.
+
+  python -m etc_model.create_nq --train_file="simplified-nq-train.jsonl.gz" \
+      --dev_file="nq-dev-0?.jsonl.gz" --vocab_file=models/minilm/vocab.txt \
+      --output_dir=nq_data [--max_seq_length=4096 --max_global_seq_length=230 --doc_stride=2048]
+
+Inputs: --train_file, --dev_file and --test_file (any of them; each NQ JSON lines, gzipped or
+not, a comma-separated list or a quoted glob; the simplified format (document_text) or the
+original one (document_tokens); etc_model.nq has the fields; a file to predict may lack
+"annotations"). Every file is read and checked before anything is written: a line that is not
+JSON, a record without one of the fields or with a value of another shape, a span with start
+>= end or past the document's end, or a repeated example_id is one line naming the file and
+the line (exit 2). The files are streamed, never held in memory.
+
+Outputs in --output_dir (each written under a temporary name and renamed when complete, the
+summary last):
+  nq_<split>.tfrecord: one record per window of each example (etc_model.nq has the layout:
+    [CLS], question pieces, [SEP], the window's pieces of the top-level candidates, [SEP];
+    global [CLS], question tokens, one token per candidate; answer type and long / short
+    answer positions of the first annotation). Training keeps the official down-sampling of
+    windows without an answer (--include_unknown_rate, --include_unknown_rate_for_unanswerable,
+    --seed); dev and test keep every window;
+  nq_<split>.examples.jsonl: one line per example, in input order: id, record (its first
+    record's index, or null), num_records and annotations (what the official scores are made
+    from; null in the train split's file, which is never scored);
+  nq.json: the settings, the special tokens' ids and per split the counts (examples, windows,
+    records, windows without an answer left out, answer types, question pieces cut by
+    --max_question_length, candidates without their own global token because G was full,
+    document tokens without word pieces, answers with no word piece in the input and answers
+    whose first or last token had none) and the mean and largest document lengths in pieces.
+A rerun with the same flags writes the same bytes. SIGINT / SIGTERM stop at the next example,
+remove the file being written and exit 130 / 143 without nq.json; a rerun starts over.
+"""
+
+from __future__ import absolute_import
+from __future__ import division
+from __future__ import print_function
+
+import collections
+import json
+import os
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+from realformer_tf import tf_startup  # pylint: disable=unused-import  (before TensorFlow)
+import tensorflow as tf
+
+from realformer_tf import common
+from realformer_tf import pretraining_data
+from etc_model import etc_records
+from etc_model import long_tasks
+from etc_model import nq
+
+FLAGS = flags.FLAGS
+
+SPLITS = nq.SPLITS
+# The counts of convert_example's info summed per split, in the summary's order.
+COUNTS = ("windows", "records", "null_windows_dropped", "question_pieces_cut",
+          "candidates_without_global_token", "tokens_without_pieces", "answers_without_pieces",
+          "answer_ends_moved")
+
+
+def define_flags():
+  """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
+  for split in SPLITS:
+    flags.DEFINE_string("%s_file" % split, None,
+                        "NQ JSON lines of the %s split (gzipped or not; comma-separated files "
+                        "or a glob)%s." % (split, " (annotations optional)"
+                                           if split == "test" else ""))
+  flags.DEFINE_string("output_dir", None, "Where the records and nq.json go.")
+  flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary of the model.")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (an uncased vocabulary).")
+  flags.DEFINE_integer("max_seq_length", nq.DEFAULT_MAX_SEQ_LENGTH,
+                       "Long input length L (word pieces).")
+  flags.DEFINE_integer("max_global_seq_length", nq.DEFAULT_MAX_GLOBAL_SEQ_LENGTH,
+                       "Global input length G ([CLS], question tokens, candidates).")
+  flags.DEFINE_integer("doc_stride", nq.DEFAULT_DOC_STRIDE,
+                       "Document word pieces between the starts of two windows.")
+  flags.DEFINE_integer("max_question_length", nq.DEFAULT_MAX_QUESTION_LENGTH,
+                       "The most question word pieces (longer questions are cut, counted).")
+  flags.DEFINE_float("include_unknown_rate", 1.0,
+                     "Training: the share of windows without an answer kept (official).")
+  flags.DEFINE_float("include_unknown_rate_for_unanswerable", None,
+                     "Training: likewise for examples without any answer (default: 4 x "
+                     "--include_unknown_rate, the official default).")
+  flags.DEFINE_integer("seed", 12345, "Seed of the training down-sampling.")
+  etc_records.define_length_flags()
+
+
+def _never():
+  return False
+
+
+def split_files(paths):
+  """{split: patterns} of the split files given ({split: --<split>_file value, maybe empty})."""
+  return collections.OrderedDict((split, paths[split]) for split in SPLITS if paths.get(split))
+
+
+def output_files(output_dir, splits):
+  """The files this tool writes for `splits` (the summary last)."""
+  paths = []
+  for split in splits:
+    paths += [nq.record_file(output_dir, split), nq.examples_file(output_dir, split)]
+  return paths + [os.path.join(output_dir, nq.VOCAB_NAME),
+                  os.path.join(output_dir, nq.SUMMARY_NAME)]
+
+
+class _SplitCounts(object):
+  """The summary's counts of one split, summed as its examples are converted."""
+
+  def __init__(self):
+    self.examples = 0
+    self.counts = collections.OrderedDict((name, 0) for name in COUNTS)
+    self.answer_types = collections.Counter()
+    self.pieces = []
+
+  def add(self, info):
+    self.examples += 1
+    for name in COUNTS:
+      self.counts[name] += info[name]
+    self.answer_types[info["answer_type"]] += 1
+    self.pieces.append(info["document_pieces"])
+
+  def statistics(self):
+    stats = collections.OrderedDict([("examples", self.examples)])
+    stats.update(self.counts)
+    stats["answer_types"] = collections.OrderedDict(
+        [(name, self.answer_types[i]) for i, name in enumerate(nq.ANSWER_TYPES)] +
+        [("unannotated", self.answer_types[-1])])
+    stats["mean_document_pieces"] = (round(sum(self.pieces) / float(len(self.pieces)), 2)
+                                     if self.pieces else None)
+    stats["max_document_pieces"] = max(self.pieces or [0])
+    return stats
+
+
+def convert_split(examples, tokenize_word, ids, settings, is_training, lines, counts,
+                  should_stop=_never, total=None, log_prefix=""):
+  """Yields the records of one split's examples, filling `lines` and `counts` on the way.
+
+  Args:
+    examples: iterable of nq.Example.
+    tokenize_word: nq.make_tokenize_word's function.
+    ids: nq.special_token_ids of the vocabulary.
+    settings: the lengths and rates (nq.convert_example).
+    is_training: the official down-sampling (the train split).
+    lines: list the examples file's lines are appended to.
+    counts: the split's _SplitCounts.
+    should_stop: polled at every example; True raises pretraining_data.Stopped.
+    total: the number of examples (progress lines), or None.
+    log_prefix: progress lines start with it.
+
+  Yields:
+    record feature dicts.
+  """
+  rng = nq.training_rng(settings["seed"]) if is_training else None
+  meter = common.ProgressMeter(total, unit="examples", log_fn=logging.info) if total else None
+  num_records = 0
+  for n, example in enumerate(examples):
+    if should_stop():
+      raise pretraining_data.Stopped()
+    records, info = nq.convert_example(example, tokenize_word, ids, settings,
+                                       is_training=is_training, rng=rng)
+    lines.append(nq.example_line(example, num_records, info, with_annotations=not is_training))
+    counts.add(info)
+    num_records += len(records)
+    for record in records:
+      yield record
+    if meter:
+      meter.update(n + 1, prefix=log_prefix)
+
+
+def check_split(patterns, split):
+  """Reads and checks every line of a split's files (nothing kept); returns the count."""
+  return sum(1 for _ in nq.iter_examples(patterns, "%s_file" % split,
+                                         require_annotations=split != "test"))
+
+
+def create_nq(inputs, output_dir, tokenizer, vocab_file, settings, extra_settings=None,
+              should_stop=_never):
+  """Writes every split's records and examples file, the vocabulary copy, then nq.json.
+
+  Args:
+    inputs: {split: file patterns} (each read and checked first: check_split).
+    output_dir: the output directory (created).
+    tokenizer: tokenization.FullTokenizer.
+    vocab_file: its vocabulary file (copied into output_dir).
+    settings: dict with the lengths, rates, seed and do_lower_case (nq.convert_example).
+    extra_settings: more settings to record (input files, ...).
+    should_stop: polled at every example and record; True raises pretraining_data.Stopped
+      (the file being written is removed; nq.json is not written).
+
+  Returns:
+    The summary written to nq.json.
+  """
+  try:
+    ids = nq.special_token_ids(tokenizer.vocab)
+  except KeyError as e:
+    common.fail("--vocab_file: has no %s, an NQ special token" % e)
+  totals = collections.OrderedDict(
+      (split, check_split(patterns, split)) for split, patterns in inputs.items())
+  tokenize_word = nq.make_tokenize_word(tokenizer)
+  tf.io.gfile.makedirs(output_dir)
+  statistics = collections.OrderedDict()
+  for split, patterns in inputs.items():
+    lines, counts = [], _SplitCounts()
+    records = convert_split(
+        nq.iter_examples(patterns, "%s_file" % split, require_annotations=split != "test"),
+        tokenize_word, ids, settings, split == "train", lines, counts, should_stop,
+        total=totals[split], log_prefix="%s: " % split)
+    long_tasks.write_split_files(nq.record_file(output_dir, split),
+                                 nq.examples_file(output_dir, split), records, lines,
+                                 should_stop)
+    statistics[split] = counts.statistics()
+  with tf.io.gfile.GFile(vocab_file, "r") as f:
+    vocab_text = f.read()
+  with common.atomic_output(os.path.join(output_dir, nq.VOCAB_NAME)) as f:
+    f.write(vocab_text)
+  summary = collections.OrderedDict()
+  summary["settings"] = dict(settings, **(extra_settings or {}))
+  summary["special_tokens"] = collections.OrderedDict(
+      (kind, {"token": nq.SPECIAL_TOKENS[kind], "id": ids[kind]}) for kind in ids)
+  summary["splits"] = statistics
+  summary["features"] = nq.feature_lengths(settings["max_seq_length"],
+                                           settings["max_global_seq_length"])
+  common.write_json_atomic(os.path.join(output_dir, nq.SUMMARY_NAME), summary)
+  return summary
+
+
+def _validate_flags():
+  """One-line errors for impossible flag values."""
+  if not split_files({split: getattr(FLAGS, "%s_file" % split) for split in SPLITS}):
+    common.fail("at least one of --train_file, --dev_file or --test_file is required")
+  if not FLAGS.output_dir:
+    common.fail("--output_dir is required")
+  etc_records.check_lengths(FLAGS.max_seq_length, FLAGS.max_global_seq_length,
+                            FLAGS.allow_long_inputs)
+  if FLAGS.max_question_length < 0:
+    common.fail("--max_question_length=%d: must be >= 0" % FLAGS.max_question_length)
+  if FLAGS.max_global_seq_length < FLAGS.max_question_length + 2:
+    common.fail("--max_global_seq_length=%d: must be >= --max_question_length + 2 = %d "
+                "(the global tokens of [CLS], the question's pieces and [SEP])" %
+                (FLAGS.max_global_seq_length, FLAGS.max_question_length + 2))
+  doc_len = FLAGS.max_seq_length - FLAGS.max_question_length - 3
+  if not 1 <= FLAGS.doc_stride <= doc_len:
+    common.fail("--doc_stride=%d: must be in [1, %d] (--max_seq_length - "
+                "--max_question_length - 3: windows leave no document piece out)" %
+                (FLAGS.doc_stride, doc_len))
+  for name in ("include_unknown_rate", "include_unknown_rate_for_unanswerable"):
+    value = getattr(FLAGS, name)
+    if value is not None and value < 0:
+      common.fail("--%s=%g: must be >= 0" % (name, value))
+
+
+def main(_):
+  logging.set_verbosity(logging.INFO)
+  _validate_flags()
+  common.require_file(FLAGS.vocab_file, "vocab_file")
+  inputs = split_files({split: getattr(FLAGS, "%s_file" % split) for split in SPLITS})
+  common.check_output_dir(FLAGS.output_dir)
+  input_paths = [path for split, patterns in inputs.items()
+                 for path in common.expand_input_files(patterns, "%s_file" % split)]
+  outputs = output_files(FLAGS.output_dir, inputs)
+  for path in outputs:
+    common.check_not_input(path, input_paths + [FLAGS.vocab_file], "output_dir")
+  try:
+    tokenizer = pretraining_data.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
+  except (UnicodeDecodeError, ValueError, KeyError, IndexError) as e:
+    if isinstance(e, common.UsageError):
+      raise
+    common.fail("--vocab_file=%s: cannot be read as a vocabulary (%s)" % (FLAGS.vocab_file, e))
+  unanswerable_rate = FLAGS.include_unknown_rate_for_unanswerable
+  settings = collections.OrderedDict([
+      ("max_seq_length", FLAGS.max_seq_length),
+      ("max_global_seq_length", FLAGS.max_global_seq_length),
+      ("doc_stride", FLAGS.doc_stride), ("max_question_length", FLAGS.max_question_length),
+      ("include_unknown_rate", FLAGS.include_unknown_rate),
+      ("include_unknown_rate_for_unanswerable",
+       4 * FLAGS.include_unknown_rate if unanswerable_rate is None else unanswerable_rate),
+      ("seed", FLAGS.seed), ("do_lower_case", FLAGS.do_lower_case)])
+  for path in outputs:
+    for removed in common.remove_stale_temps(path):
+      logging.info("removed %s (left by an earlier run)", removed)
+  common.STOP_SIGNALS.install()
+  try:
+    summary = create_nq(
+        inputs, FLAGS.output_dir, tokenizer, FLAGS.vocab_file, settings,
+        extra_settings={"vocab_file": FLAGS.vocab_file, "input_files": dict(inputs)},
+        should_stop=lambda: common.STOP_SIGNALS.stopped)
+  except pretraining_data.Stopped:
+    common.STOP_SIGNALS.exit_if_stopped(
+        "stopped before the end; nq.json was not written and the temporary file was removed "
+        "(rerun the same command to start again)")
+    raise
+  print(json.dumps(summary["splits"], indent=2))
+  print("Wrote %s in %s" % (", ".join(
+      "%s: %d records of %d examples" % (split, stats["records"], stats["examples"])
+      for split, stats in summary["splits"].items()), FLAGS.output_dir))
+  for split, stats in summary["splits"].items():
+    if stats["question_pieces_cut"] or stats["candidates_without_global_token"]:
+      logging.warning("%s: %d question word pieces cut by --max_question_length=%d; %d "
+                      "candidates without their own global token (G=%d was full: their pieces "
+                      "belong to the last global token)", split, stats["question_pieces_cut"],
+                      FLAGS.max_question_length, stats["candidates_without_global_token"],
+                      FLAGS.max_global_seq_length)
+    if stats["answers_without_pieces"]:
+      logging.warning("%s: %d answers have no word piece in the input (outside the top-level "
+                      "candidates or without pieces): their windows have no answer label",
+                      split, stats["answers_without_pieces"])
+  sys.stdout.flush()
+
+
+if __name__ == "__main__":
+  define_flags()
+  app.run(lambda argv: common.run_main(main, argv), flags_parser=common.flags_parser(FLAGS))
