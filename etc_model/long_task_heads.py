@@ -33,6 +33,15 @@ answer_type_output_weights [3, hidden], answer_span_output_weights [2, hidden] a
 biases). The head reads the long output too (LONG_OUTPUT_TASKS) and returns a dict of logits;
 the official scores are etc_model.hotpotqa's, hotpotqa_metrics the records' own.
 
+Natural Questions (etc_model.nq, the official etcmodel run_nq_lib head): four logits per long
+token (long answer start / end, short answer start / end: dense -> 4) and five answer-type
+logits (null, yes, no, long, short) on the first long token ([CLS]), no dropout; the loss is
+the mean of the five softmax cross-entropies (each position over the long tokens, a label 0 for
+an answer not in the window). Variables under cls/long_tasks/nq/ with the official names
+(long_output_weights [4, hidden], long_output_bias [4], answer_type_output_weights [5,
+hidden], answer_type_output_bias [5]); the official scores are etc_model.nq's, nq_metrics the
+records' own.
+
 Metrics are computed in NumPy over the whole evaluation set (no streaming approximation):
 cloze_metrics (accuracy overall and per long_tasks.DISTANCE_BUCKETS bucket beside the
 most-frequent / most-recent baselines read from the records), supporting_metrics
@@ -58,9 +67,9 @@ from etc_model import long_tasks
 
 tf1 = tf.compat.v1
 
-TASKS = ("cloze", "supporting", "classify", "wikihop", "hotpotqa")
+TASKS = ("cloze", "supporting", "classify", "wikihop", "hotpotqa", "nq")
 MAIN_METRIC = {"cloze": "accuracy", "supporting": "f1", "classify": "accuracy",
-               "wikihop": "accuracy", "hotpotqa": "joint_f1"}
+               "wikihop": "accuracy", "hotpotqa": "joint_f1", "nq": "long-best-threshold-f1"}
 # The tasks whose head needs the label vocabulary of the data (long_tasks.json).
 LABEL_VOCABULARY_TASKS = ("classify",)
 SCOPE = "cls/long_tasks"
@@ -74,6 +83,7 @@ INPUT_FEATURES = {
     "wikihop": (("paragraph_ids", "L"), ("segment_ids", "L"), ("l2g_linked_ids", "L"),
                 ("global_segment_ids", "G")),
     "hotpotqa": (("paragraph_ids", "L"), ("segment_ids", "L"), ("global_segment_ids", "G")),
+    "nq": (),
 }
 # Per task: (feature name, length key) of the label features the records add ("C": the
 # candidates, "G": the global length, 1: a scalar).
@@ -85,13 +95,21 @@ LABEL_FEATURES = {
     "wikihop": (("candidate_mask", "C"), ("label", 1)),
     "hotpotqa": (("supporting_facts", "G"), ("answer_type", 1), ("answer_begin", 1),
                  ("answer_end", 1)),
+    "nq": (("answer_type", 1), ("la_start", 1), ("la_end", 1), ("sa_start", 1), ("sa_end", 1)),
 }
 # The tasks whose candidates are the first max_candidates global tokens (candidate_mask [C]).
 CANDIDATE_TASKS = ("cloze", "wikihop")
 # The tasks whose head also reads the long output (task_head's long_output).
-LONG_OUTPUT_TASKS = ("hotpotqa",)
+LONG_OUTPUT_TASKS = ("hotpotqa", "nq")
+# Per task: the outputs with one logit per long token (padded back to L after a cut batch).
+LONG_LOGITS = {"hotpotqa": ("begin_logits", "end_logits"),
+               "nq": ("la_start_logits", "la_end_logits", "sa_start_logits", "sa_end_logits")}
 # HotpotQA's answer types (span, yes, no: etc_model.hotpotqa.ANSWER_TYPES).
 NUM_ANSWER_TYPES = 3
+# Natural Questions' answer types (null, yes, no, long, short: etc_model.nq.ANSWER_TYPES) and
+# its per-token outputs (etc_model.nq.LABELS).
+NQ_ANSWER_TYPES = 5
+NQ_POSITIONS = ("la_start", "la_end", "sa_start", "sa_end")
 
 
 def feature_lengths(task, max_seq_length, max_global_seq_length, max_candidates):
@@ -317,6 +335,72 @@ def hotpotqa_metrics(outputs):
   }
 
 
+def nq_head(long_output, features, config, is_training):
+  """The official Natural Questions head (etcmodel run_nq_lib) and its loss.
+
+  Args:
+    long_output: float32 [batch, L, hidden].
+    features: dict with answer_type, la_start, la_end, sa_start, sa_end [batch, 1].
+    config: EtcConfig (hidden_size, initializer_range).
+    is_training: unused (the official head has no dropout).
+
+  Returns:
+    (loss scalar: the mean of the five cross-entropies, per-example loss [batch], logits dict:
+    la_start_logits, la_end_logits, sa_start_logits, sa_end_logits [batch, L],
+    answer_type_logits [batch, 5]).
+  """
+  del is_training
+  initializer = tf1.truncated_normal_initializer(stddev=config.initializer_range)
+  hidden = config.hidden_size
+  with tf1.variable_scope("%s/nq" % SCOPE):
+    long_weights = tf1.get_variable("long_output_weights", [len(NQ_POSITIONS), hidden],
+                                    initializer=initializer)
+    long_bias = tf1.get_variable("long_output_bias", [len(NQ_POSITIONS)],
+                                 initializer=tf1.zeros_initializer())
+    type_weights = tf1.get_variable("answer_type_output_weights", [NQ_ANSWER_TYPES, hidden],
+                                    initializer=initializer)
+    type_bias = tf1.get_variable("answer_type_output_bias", [NQ_ANSWER_TYPES],
+                                 initializer=tf1.zeros_initializer())
+  position_logits = (tf.einsum("blh,kh->kbl", long_output, long_weights) +
+                     long_bias[:, None, None])
+  type_logits = tf.matmul(long_output[:, 0, :], type_weights, transpose_b=True) + type_bias
+  logits = {"answer_type_logits": type_logits}
+  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.maximum(tf.reshape(features["answer_type"], [-1]), 0), logits=type_logits)
+  for k, name in enumerate(NQ_POSITIONS):
+    logits[name + "_logits"] = position_logits[k]
+    per_example += tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.reshape(features[name], [-1]), logits=position_logits[k])
+  per_example /= float(len(NQ_POSITIONS) + 1)
+  return tf.reduce_mean(per_example), per_example, logits
+
+
+def nq_metrics(outputs):
+  """Record-level Natural Questions metrics (the official scores are etc_model.nq's).
+
+  Args:
+    outputs: stacked predict outputs (nq_head's logits and the label features).
+
+  Returns:
+    dict: records, answer_type_accuracy (arg-max type over the records with a type; None
+    without any), and per position the accuracy of the arg-max long token over the records
+    whose window holds that answer (label > 0; None without any).
+  """
+  answer_type = np.asarray(outputs["answer_type"]).reshape(-1)
+  known = answer_type >= 0
+  predicted = np.asarray(outputs["answer_type_logits"]).argmax(axis=1)
+  metrics = {"records": int(len(answer_type)),
+             "answer_type_accuracy": (float(np.mean(predicted[known] == answer_type[known]))
+                                      if known.any() else None)}
+  for name in NQ_POSITIONS:
+    labels = np.asarray(outputs[name]).reshape(-1)
+    inside = labels > 0
+    best = np.asarray(outputs[name + "_logits"]).argmax(axis=1)
+    metrics[name + "_accuracy"] = (float(np.mean(best[inside] == labels[inside]))
+                                   if inside.any() else None)
+  return metrics
+
+
 def supporting_head(global_output, global_token_ids, sentence_labels, config, is_training):
   """Per-sentence binary logits on the global tokens and their sigmoid cross-entropy.
 
@@ -536,6 +620,8 @@ HEADS = {
         out, f["candidate_mask"], f["label"], config, training),
     "hotpotqa": lambda out, f, config, training, num_labels, long_output: hotpotqa_head(
         long_output, out, f, config, training),
+    "nq": lambda out, f, config, training, num_labels, long_output: nq_head(
+        long_output, f, config, training),
 }
 
 
@@ -556,6 +642,7 @@ METRICS = {
     "wikihop": lambda o, label_names: wikihop_metrics(o["logits"], o["candidate_mask"],
                                                       o["label"]),
     "hotpotqa": lambda o, label_names: hotpotqa_metrics(o),
+    "nq": lambda o, label_names: nq_metrics(o),
 }
 
 
@@ -612,9 +699,21 @@ def _hotpotqa_line(outputs, i, label_names):  # pylint: disable=unused-argument
               int(g) for g in np.nonzero(outputs["sp_logits"][i][:num] >= 0)[0]]}
 
 
+def _nq_line(outputs, i, label_names):  # pylint: disable=unused-argument
+  logits = np.asarray(outputs["answer_type_logits"][i], np.float64)
+  probs = np.exp(logits - logits.max())
+  probs /= probs.sum()
+  line = {"index": i, "answer_type": int(np.argmax(logits)),
+          "label": int(outputs["answer_type"][i][0]),
+          "answer_type_probabilities": [round(float(p), 6) for p in probs]}
+  for name in NQ_POSITIONS:
+    line[name] = int(np.argmax(outputs[name + "_logits"][i]))
+  return line
+
+
 PREDICTION_LINES = {"cloze": _cloze_line, "supporting": _supporting_line,
                     "classify": _classify_line, "wikihop": _wikihop_line,
-                    "hotpotqa": _hotpotqa_line}
+                    "hotpotqa": _hotpotqa_line, "nq": _nq_line}
 
 
 def task_head(task, global_output, features, config, is_training, num_labels=None,

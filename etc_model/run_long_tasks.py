@@ -40,6 +40,19 @@ pre-trained by etc_model.run_pretraining; residual_attention from the config, or
               ...]}}, the official submission format (etc_model.hotpotqa_evaluate scores them),
               the facts at --sp_threshold, span answers of at most --max_answer_length pieces,
               the text from the data's vocabulary copy (etc_model.hotpotqa.predict_example).
+  nq          Natural Questions records of etc_model.create_nq (one per document window; the
+              official etcmodel features and head: long / short answer start and end logits
+              per long token, five answer types null / yes / no / long / short from the long
+              [CLS]; the mean of the five official losses); the standard side inputs.
+              eval_results.json holds the official scores of nq_eval over every example of
+              the dev file (long- / short-best-threshold-f1, -precision, -recall, the
+              thresholds, recall-at-precision>=0.5 / 0.75 / 0.9, and long- / short-answer-f1
+              ... over every prediction; the main metric long-best-threshold-f1) beside
+              answer_type_accuracy and the positions' accuracies over the records; --do_eval
+              writes dev_predictions.json and --do_predict test_predictions.json, {"predictions":
+              [...]}, the official prediction format (etc_model.nq_evaluate scores them), the
+              windows of an example joined by etc_model.nq.predict_example (short answers of
+              fewer than --max_short_answer_length document tokens).
 The task dispatch is long_task_heads' tables (HEADS, METRICS, PREDICTION_LINES).
 
 --model=bert_windows is the baseline users would otherwise pick (etc_model.bert_windows, cloze
@@ -117,6 +130,7 @@ from etc_model import etc_modeling
 from etc_model import hotpotqa
 from etc_model import long_task_heads as heads
 from etc_model import long_tasks
+from etc_model import nq
 from etc_model import wikihop
 
 tf1 = tf.compat.v1
@@ -129,7 +143,8 @@ SUPPORTED_MODEL_FN_FLAGS = ("precision", "fused_optimizer")
 SPLITS = ("train", "dev", "test")
 PREDICTIONS_NAME = "test_predictions.jsonl"
 # --task=wikihop: the answers {id: answer} of the dev / test split, the official submission format;
-# --task=hotpotqa: {"answer": {id: text}, "sp": {id: [[title, sent_id], ...]}}, likewise.
+# --task=hotpotqa: {"answer": {id: text}, "sp": {id: [[title, sent_id], ...]}}, likewise;
+# --task=nq: {"predictions": [...]}, the official NQ format.
 DEV_ANSWERS_NAME = "dev_predictions.json"
 TEST_ANSWERS_NAME = "test_predictions.json"
 MODELS = ("etc", "bert_windows")
@@ -165,7 +180,8 @@ def define_flags():
                        "Optimizer updates; 0: --num_train_epochs over the training records.")
   flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear warm-up.")
   training_eval.define_flags("the main metric: cloze accuracy, supporting f1, classify "
-                             "accuracy, wikihop accuracy, hotpotqa joint_f1")
+                             "accuracy, wikihop accuracy, hotpotqa joint_f1, nq "
+                             "long-best-threshold-f1")
   flags.DEFINE_enum("residual_attention", None, list(modeling.RESIDUAL_ATTENTION_TYPES),
                     "Overrides residual_attention in --etc_config_file (none | sum | mean).")
   flags.DEFINE_enum("att_implementation", "auto", list(etc_modeling.ATT_IMPLEMENTATIONS),
@@ -203,6 +219,9 @@ def define_flags():
                      "its probability is at least this (the official default 0.5).")
   flags.DEFINE_integer("max_answer_length", hotpotqa.DEFAULT_MAX_ANSWER_LENGTH,
                        "--task=hotpotqa: the most word pieces of a predicted span answer.")
+  flags.DEFINE_integer("max_short_answer_length", nq.DEFAULT_MAX_SHORT_ANSWER_LENGTH,
+                       "--task=nq: a predicted short answer's end is fewer than this many "
+                       "document tokens after its start (the official max_short_answer_len).")
   estimator_utils.define_estimator_flags()
 
 
@@ -211,8 +230,11 @@ WIKIHOP_SIDE_INPUT_FLAGS = ("candidate_ignore_hard_g2l", "query_ignore_hard_g2l"
                             "enable_l2g_linking")
 # The flags of --task=hotpotqa's answers (hotpotqa.split_metrics keyword arguments).
 HOTPOTQA_ANSWER_FLAGS = ("sp_threshold", "max_answer_length")
+# The flags of --task=nq's answers (nq.split_metrics keyword arguments).
+NQ_ANSWER_FLAGS = ("max_short_answer_length",)
 # The command that writes a task's records.
-DATA_COMMANDS = {wikihop.TASK: "create_wikihop", hotpotqa.TASK: "create_hotpotqa"}
+DATA_COMMANDS = {wikihop.TASK: "create_wikihop", hotpotqa.TASK: "create_hotpotqa",
+                 nq.TASK: "create_nq"}
 
 
 def data_command(task):
@@ -503,7 +525,8 @@ def _predictions(task, config, features, per_example, logits, max_global_seq_len
     logits: build_model's logits (a Tensor, or hotpotqa's dict of them).
     max_global_seq_length: ETC: the per-global-token outputs are padded back to this length
       with zeros (batches cut by --padding=longest stack together); None: left as they are.
-    max_seq_length: ETC hotpotqa: likewise the begin / end logits, with MASKED_LOGIT.
+    max_seq_length: ETC hotpotqa and nq: likewise the per-long-token logits
+      (heads.LONG_LOGITS), with MASKED_LOGIT.
 
   Returns:
     dict name -> Tensor [batch, ...]: logits (or hotpotqa's), example_loss, the label features
@@ -523,8 +546,8 @@ def _predictions(task, config, features, per_example, logits, max_global_seq_len
       global_names.append("sp_logits")
     for name in global_names:
       predictions[name] = _pad_to_length(predictions[name], max_global_seq_length)
-    if task == hotpotqa.TASK and max_seq_length:
-      for name in ("begin_logits", "end_logits"):
+    if max_seq_length:
+      for name in heads.LONG_LOGITS.get(task, ()):
         predictions[name] = _pad_to_length(predictions[name], max_seq_length,
                                            heads.MASKED_LOGIT)
   return predictions
@@ -645,7 +668,7 @@ def _check_flags():
     common.fail("--max_candidates=%d: must be < --max_global_seq_length=%d" %
                 (FLAGS.max_candidates, FLAGS.max_global_seq_length))
   for task, names in ((wikihop.TASK, WIKIHOP_SIDE_INPUT_FLAGS),
-                      (hotpotqa.TASK, HOTPOTQA_ANSWER_FLAGS)):
+                      (hotpotqa.TASK, HOTPOTQA_ANSWER_FLAGS), (nq.TASK, NQ_ANSWER_FLAGS)):
     for name in names:
       if FLAGS.task != task and FLAGS[name].present:
         common.fail("--%s: only with --task=%s" % (name, task))
@@ -653,6 +676,8 @@ def _check_flags():
     common.fail("--sp_threshold=%g: must be in [0, 1]" % FLAGS.sp_threshold)
   if FLAGS.max_answer_length < 1:
     common.fail("--max_answer_length=%d: must be >= 1" % FLAGS.max_answer_length)
+  if FLAGS.max_short_answer_length < 1:
+    common.fail("--max_short_answer_length=%d: must be >= 1" % FLAGS.max_short_answer_length)
   training_eval.check_flags(FLAGS)
   batch_padding.check_padding_flag(FLAGS)
   if FLAGS.model == "bert_windows" and FLAGS.padding in ("longest", "bucket"):
@@ -744,6 +769,23 @@ def hotpotqa_scorers(data_dir, files, tokenizer, do_lower_case, sp_threshold,
         outputs, records, lines, tokenizer, do_lower_case, sp_threshold=sp_threshold,
         max_answer_length=max_answer_length)
   return {path: scorer(path, hotpotqa.read_split_examples(data_dir, split, count_records(path)))
+          for split, path in files.items() if split != "train"}
+
+
+def nq_scorers(data_dir, files, max_short_answer_length):
+  """{record file: outputs -> (the official prediction object, official metrics)} of a
+  Natural Questions job's dev / test splits (nq.split_metrics over every example of the split).
+
+  Args:
+    data_dir: the --data_dir.
+    files: {split: record file} the job reads.
+    max_short_answer_length: --max_short_answer_length.
+  """
+  def scorer(path, lines):
+    token_pos = nq.read_token_pos(path)
+    return lambda outputs: nq.split_metrics(outputs, token_pos, lines,
+                                            max_short_answer_length=max_short_answer_length)
+  return {path: scorer(path, nq.read_split_examples(data_dir, split, count_records(path)))
           for split, path in files.items() if split != "train"}
 
 
@@ -953,6 +995,8 @@ def main(_):
     cls_token_id = tokenizer.vocab[hotpotqa.GLOBAL_TOKENS["cls"]]
     split_scorers = hotpotqa_scorers(FLAGS.data_dir, files, tokenizer, do_lower_case,
                                      FLAGS.sp_threshold, FLAGS.max_answer_length)
+  if FLAGS.task == nq.TASK:
+    split_scorers = nq_scorers(FLAGS.data_dir, files, FLAGS.max_short_answer_length)
   side_input_options = _side_input_options(cls_token_id)
   common.check_output_dir(FLAGS.output_dir)
   # One job per directory, taken before the directory's labels or checkpoint are read.
@@ -1055,6 +1099,11 @@ def main(_):
       record_ids = [line["id"] for line in examples if line["record"] is not None]
       for line, key in zip(lines, record_ids):
         line.update(id=key, answer=answers["answer"][key], sp=answers["sp"][key])
+    if answers is not None and FLAGS.task == nq.TASK:  # each window's example id
+      examples = nq.read_split_examples(FLAGS.data_dir, "test", len(lines))
+      record_ids = [line["id"] for line in examples for _ in range(line["num_records"])]
+      for line, key in zip(lines, record_ids):
+        line.update(id=key)
     if answers is not None:  # the official submission
       _write_with_sidecar(os.path.join(FLAGS.output_dir, TEST_ANSWERS_NAME),
                           json.dumps(answers, indent=2) + "\n", record)

@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
-from conftest import write_random_bert_checkpoint
+from conftest import REPO_DIR, run_tool
 from etc_model import nq
 from etc_model import nq_evaluate
 from realformer_tf import common
@@ -166,14 +165,13 @@ def test_the_command_scores_the_official_files_and_refuses_bad_ones(tmp_path):
   unscored = {k: v for k, v in PREDICTIONS[0].items() if k != "short_answers_score"}
   assert refused({"predictions": [unscored]}) == source + (
       "prediction 0 (example_id 1): short_answers_score is missing or not a number")
-  # A bad gold line names the file and the line (the command: one line, exit 2).
+  # A bad gold line names the file and the line.
   bad_gold = _write_jsonl(tmp_path / "bad_gold.jsonl", [
       _gold_line(1, GOLD[1]), _gold_line(2, [_annotation((3, 2))])])
-  result = run_tool(None, ["-m", "etc_model.nq_evaluate", bad_gold, str(predictions)],
-                    expect_rc=2)
-  assert last_error_line(result) == (
-      "error: --gold_file=%s: line 2: annotation 0 long_answer: start_token >= end_token" %
-      bad_gold)
+  with pytest.raises(common.UsageError) as error:
+    nq_evaluate.evaluate_files(bad_gold, str(predictions))
+  assert str(error.value) == (
+      "--gold_file=%s: line 2: annotation 0 long_answer: start_token >= end_token" % bad_gold)
 
 
 # ----------------------------------------------------------------------------- reading and features
@@ -292,3 +290,171 @@ def test_reading_checks_name_the_file_and_the_line(tmp_path):
   del original["document_text"]
   example = nq.parse_example(original)
   assert example.tokens == DOCUMENT.split(" ") and example.html[:2] == [True, False]
+
+
+# ----------------------------------------------------------------------------- answers and the head
+def _window(la=(0, 0), sa=(0, 0), answer_type=4, length=8, low=-5.0):
+  """Outputs of one window whose logits peak at the given positions (10 over the floor)."""
+  window = {"answer_type_logits": np.eye(5)[answer_type] * 3}
+  for name, position in zip(nq.POSITION_LOGITS, la + sa):
+    logits = np.full(length, low)
+    logits[0] = 0.0
+    logits[position] = 10.0 if position else 0.0
+    window[name] = logits
+  return window
+
+
+def test_decoding_joins_windows_as_the_official_joint_selection():
+  # Window 0: document tokens 10..14 at positions 3..7; window 1: tokens 13..17.
+  pos = [[-1, -1, -1, 10, 11, 12, 13, 14], [-1, -1, -1, 13, 14, 15, 16, 17]]
+  # The long answer starts in window 0 (token 11) and ends in window 1 (token 16); scores are
+  # logit - [CLS] logit: 10 + 10.
+  windows = [_window(la=(4, 0), sa=(5, 5)), _window(la=(0, 6), sa=(0, 0), answer_type=1)]
+  prediction = nq.predict_example(7, windows, pos)
+  assert prediction["long_answer"] == {"start_token": 11, "end_token": 17, "start_byte": -1,
+                                       "end_byte": -1}
+  assert prediction["long_answer_score"] == pytest.approx(20.0)
+  assert [s["start_token"] for s in prediction["short_answers"]] == [12]
+  assert prediction["short_answers"][0]["end_token"] == 13
+  # The answer type is read from the window of the short answer's start (window 0: short).
+  assert prediction["yes_no_answer"] == "NONE"
+  windows[0]["answer_type_logits"] = np.eye(5)[2]
+  prediction = nq.predict_example(7, windows, pos)
+  assert (prediction["yes_no_answer"], prediction["short_answers"]) == ("NO", [])
+  # The best end before the start: the best end at or after it (here the start itself).
+  after = nq.predict_example(7, [_window(la=(6, 4), sa=(6, 4))], pos[:1])
+  assert (after["long_answer"]["start_token"], after["long_answer"]["end_token"]) == (13, 14)
+  assert after["long_answer_score"] == pytest.approx(10.0 - 5.0)
+  # A short answer longer than max_short_answer_length takes the best end within it (tokens
+  # 10 and 11 tie: the first).
+  short = nq.predict_example(7, [_window(sa=(3, 7))], pos[:1], max_short_answer_length=2)
+  assert (short["short_answers"][0]["start_token"], short["short_answers"][0]["end_token"]) == (
+      10, 11)
+  assert short["short_answers_score"] == pytest.approx(10.0 - 5.0)
+  # The prediction is what the official reader accepts.
+  nq.parse_prediction(json.loads(json.dumps(prediction)), 0)
+
+
+def test_head_loss_is_the_official_mean_of_five_losses():
+  from etc_model import long_task_heads as heads
+  rng = np.random.RandomState(3)
+  batch, long_len, hidden = 2, 6, 4
+  long_output = rng.randn(batch, long_len, hidden).astype(np.float32)
+  labels = {"answer_type": [[4], [0]], "la_start": [[1], [0]], "la_end": [[4], [0]],
+            "sa_start": [[2], [0]], "sa_end": [[3], [0]]}
+  config = type("Config", (), {"hidden_size": hidden, "initializer_range": 0.5})()
+  tf1 = tf.compat.v1
+  with tf.Graph().as_default():
+    loss, per_example, logits = heads.nq_head(
+        tf.constant(long_output), {k: tf.constant(v, tf.int32) for k, v in labels.items()},
+        config, True)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      got = sess.run({"loss": loss, "per_example": per_example, "logits": logits,
+                      "variables": {v.op.name: v for v in tf1.global_variables()}})
+  v = got["variables"]
+  assert sorted(v) == ["cls/long_tasks/nq/answer_type_output_bias",
+                       "cls/long_tasks/nq/answer_type_output_weights",
+                       "cls/long_tasks/nq/long_output_bias",
+                       "cls/long_tasks/nq/long_output_weights"]
+  positions = (long_output @ v["cls/long_tasks/nq/long_output_weights"].T +
+               v["cls/long_tasks/nq/long_output_bias"])
+  types = (long_output[:, 0] @ v["cls/long_tasks/nq/answer_type_output_weights"].T +
+           v["cls/long_tasks/nq/answer_type_output_bias"])
+
+  def ce(x, label):
+    x = x - x.max()
+    return -(x[label] - np.log(np.exp(x).sum()))
+
+  want = []
+  for b in range(batch):
+    total = ce(types[b], labels["answer_type"][b][0])
+    for k, name in enumerate(("la_start", "la_end", "sa_start", "sa_end")):
+      total += ce(positions[b, :, k], labels[name][b][0])
+    want.append(total / 5)
+  np.testing.assert_allclose(got["logits"]["sa_start_logits"], positions[..., 2], rtol=1e-5,
+                             atol=1e-5)
+  np.testing.assert_allclose(got["per_example"], want, rtol=1e-5)
+  assert got["loss"] == pytest.approx(np.mean(want), rel=1e-5)
+
+
+# ----------------------------------------------------------------------------- create_nq, run_long_tasks
+TINY_ETC_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1,
+                   "num_attention_heads": 2, "intermediate_size": 64, "local_radius": 4,
+                   "relative_pos_max_distance": 4, "relative_vocab_size": 12,
+                   "residual_attention": "sum"}
+L, G = 32, 16
+DEV = [_record(10, annotations=[_annotation((0, 5), [(2, 3)])] * 3 + [_annotation()] * 2),
+       _record(11, question="is it delta", annotations=[_annotation((5, 9), yes_no="YES")] * 2 +
+               [_annotation()] * 3),
+       _record(12, question="what is x", annotations=[_annotation()] * 5)]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+  """create_nq's records of three small splits (one window or two each) and an ETC config."""
+  root = tmp_path_factory.mktemp("nq_run")
+  files = {"train": _write_jsonl(root / "train.jsonl", [
+               _record(1), _record(2, question="is it delta", long=(5, 9), short=(),
+                                   yes_no="YES"), _record(3, long=None, short=())]),
+           "dev": _write_jsonl(root / "nq-dev-00.jsonl.gz", DEV, compress=True),
+           "test": _write_jsonl(root / "test.jsonl", [
+               {k: v for k, v in _record(20).items() if k != "annotations"}])}
+  result = run_tool(None, ["-m", "etc_model.create_nq", "--vocab_file=" + VOCAB,
+                           "--output_dir=%s" % (root / "data"), "--max_seq_length=%d" % L,
+                           "--max_global_seq_length=%d" % G, "--doc_stride=8",
+                           "--max_question_length=8"] +
+                    ["--%s_file=%s" % (split, path) for split, path in files.items()])
+  (root / "etc_config.json").write_text(json.dumps(TINY_ETC_CONFIG))
+  return {"root": root, "files": files, "output": result.stdout}
+
+
+def test_create_nq_writes_windows_examples_and_counts(job):
+  data = job["root"] / "data"
+  summary = json.loads((data / "nq.json").read_text())
+  # 14 document pieces, L 32: question of 3 pieces leaves 26, one window per example.
+  assert summary["splits"]["dev"]["records"] == 3
+  assert summary["splits"]["dev"]["answer_types"]["short"] == 1
+  assert summary["splits"]["test"]["answer_types"]["unannotated"] == 1
+  assert summary["settings"]["include_unknown_rate_for_unanswerable"] == 4.0
+  lines = nq.read_split_examples(str(data), "dev", 3)
+  assert [(l["id"], l["record"], l["num_records"]) for l in lines] == [
+      (10, 0, 1), (11, 1, 1), (12, 2, 1)]
+  assert nq.parse_annotations(lines[1])[0].yes_no == "yes"
+  assert nq.read_split_examples(str(data), "train", 3)[0]["annotations"] is None
+  with pytest.raises(common.UsageError, match="lists 3 records but nq_dev.tfrecord has 4"):
+    nq.read_split_examples(str(data), "dev", 4)
+
+
+def _args(job, out, extra=()):
+  root = job["root"]
+  return ["-m", "etc_model.run_long_tasks", "--task=nq", "--data_dir=%s" % (root / "data"),
+          "--etc_config_file=%s" % (root / "etc_config.json"), "--output_dir=%s" % out,
+          "--max_seq_length=%d" % L, "--max_global_seq_length=%d" % G,
+          "--train_batch_size=2", "--predict_batch_size=2", "--learning_rate=1e-3"] + list(extra)
+
+
+@pytest.mark.slow
+def test_train_eval_predict_scores_the_official_way(job, tmp_path):
+  out = tmp_path / "out"
+  run_tool(None, _args(job, out, ["--do_train", "--do_eval", "--do_predict",
+                                  "--num_train_steps=2", "--max_short_answer_length=3"]))
+  results = json.loads((out / "eval_results.json").read_text())
+  assert results["task"] == "nq" and results["global_step"] == 2
+  assert (results["examples"], results["records"]) == (3, 3)
+  assert (results["gold_long_answers"], results["gold_short_answers"]) == (2, 2)
+  for key in ("long-best-threshold-f1", "short-best-threshold-f1", "long-answer-f1",
+              "short-answer-f1", "answer_type_accuracy"):
+    assert 0.0 <= results[key] <= 1.0, key
+  # dev_predictions.json is the official format; the official scorer agrees.
+  dev = json.loads((out / "dev_predictions.json").read_text())
+  assert [p["example_id"] for p in dev["predictions"]] == [10, 11, 12]
+  scored = nq_evaluate.evaluate_files(job["files"]["dev"], str(out / "dev_predictions.json"))
+  for key, value in scored.items():
+    if key != "unknown_ids":
+      assert results[key] == pytest.approx(value), key
+  test = json.loads((out / "test_predictions.json").read_text())
+  lines = [json.loads(line) for line in
+           (out / "test_predictions.jsonl").read_text().splitlines()]
+  assert [p["example_id"] for p in test["predictions"]] == [l["id"] for l in lines] == [20]
+  assert json.loads((out / "test_results.json").read_text())["examples"] == 0
