@@ -57,6 +57,7 @@ in document_text an HTML token is one of "<...>"). Windows of doc_len = L - (que
     short answer outside the window is type 0 there, likewise a long answer of type 3.
   la_start / la_end / sa_start / sa_end [1]: the long / short answer's first and last word
     piece in the window (inclusive), 0 / 0 ([CLS]) when it is not there.
+Questions longer than --max_question_length pieces are cut (as officially; counted).
 Training keeps the official down-sampling: a window of type 0 is kept with probability
 --include_unknown_rate (--include_unknown_rate_for_unanswerable, default 4x that, when the
 whole example has no answer), from a generator seeded by --seed; dev and test keep every window.
@@ -67,7 +68,6 @@ Differences from the official code, by intent:
   * Word pieces: a document token without word pieces cannot be an answer end; when an
     answer's first or last token has none, the next / previous token with pieces is used
     (counted: answer_ends_moved).
-  * Questions longer than --max_question_length pieces are cut (officially too) and counted.
   * The head (etc_model.long_task_heads.nq_head) has the official variables under
     cls/long_tasks/nq/ (long_output_weights [4, hidden], answer_type_output_weights [5, hidden]
     and their biases) and no --mask_long_output; decoding only reads document positions.
@@ -248,7 +248,9 @@ def pr_curve_metrics(stats, prefix, targets=PRECISION_TARGETS):
   Returns:
     OrderedDict: best-threshold-f1 / -precision / -recall, best-threshold (0.0 when no
     threshold has an F1 above 0), then per target recall-at-precision>=t and
-    precision-at-precision>=t (0 when no threshold reaches t).
+    precision-at-precision>=t (0 when no threshold reaches t), then per target
+    threshold-at-precision>=t (the score threshold of that point, the one nq_eval prints in
+    its table; None when no threshold reaches t).
   """
   stats = sorted(stats, key=lambda s: s[-1], reverse=True)  # stable, as the official sort
   total_gold = sum(s[0] for s in stats)
@@ -262,10 +264,11 @@ def pr_curve_metrics(stats, prefix, targets=PRECISION_TARGETS):
   best = (0.0, 0.0, 0.0, 0.0)
   max_recall = [0] * len(targets)
   max_precision = [0] * len(targets)
+  max_threshold = [None] * len(targets)
   for threshold, (precision, recall) in at_threshold.items():
     for t, target in enumerate(targets):
       if precision >= target and recall > max_recall[t]:
-        max_recall[t], max_precision[t] = recall, precision
+        max_recall[t], max_precision[t], max_threshold[t] = recall, precision, threshold
     f1 = _divide(2 * precision * recall, precision + recall)
     if f1 > best[0]:
       best = (f1, precision, recall, threshold)
@@ -276,6 +279,8 @@ def pr_curve_metrics(stats, prefix, targets=PRECISION_TARGETS):
   for t, target in enumerate(targets):
     metrics[prefix + "recall-at-precision>={:.2}".format(target)] = max_recall[t]
     metrics[prefix + "precision-at-precision>={:.2}".format(target)] = max_precision[t]
+  for t, target in enumerate(targets):
+    metrics[prefix + "threshold-at-precision>={:.2}".format(target)] = max_threshold[t]
   return metrics
 
 
@@ -784,12 +789,12 @@ def read_split_examples(data_dir, split, num_records):
 
 
 def read_token_pos(path):
-  """int array [records, L] of the token_pos feature of a record file."""
+  """int32 array [records, L] of the token_pos feature of a record file."""
   rows = []
   for record in tf.compat.v1.io.tf_record_iterator(path):
     feature = tf.train.Example.FromString(record).features.feature
     rows.append(list(feature["token_pos"].int64_list.value))
-  return np.asarray(rows, np.int64)
+  return np.asarray(rows, np.int32)
 
 
 # ----------------------------------------------------------------------------- answers
@@ -923,11 +928,3 @@ def split_metrics(outputs, token_pos, examples,
       if p["example_id"] in gold)
   return predictions, evaluate(gold, parsed)
 
-
-def load_data_settings(data_dir):
-  """The settings create_nq recorded in <data_dir>/nq.json (one line without it)."""
-  path = os.path.join(data_dir, SUMMARY_NAME)
-  if not tf.io.gfile.exists(path):
-    common.fail("--data_dir=%s: has no %s (write the data with etc_model.create_nq)" %
-                (data_dir, SUMMARY_NAME))
-  return long_tasks.load_json(path, "--data_dir=%s: %s" % (data_dir, SUMMARY_NAME))

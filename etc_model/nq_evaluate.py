@@ -12,9 +12,10 @@ format; only example_id and annotations are read. The prediction file is {"predi
 [{"example_id", "long_answer": {"start_token", "end_token"[, "start_byte", "end_byte"]},
 "long_answer_score", "short_answers": [{...}], "short_answers_score", "yes_no_answer"}]}.
 The metrics are nq_eval's JSON ones (long- / short-best-threshold-f1, -precision, -recall,
-best-threshold, recall-at-precision>=0.5 / 0.75 / 0.9 and the precision reached there) and
-those it prints over every prediction (long-answer-f1, -precision, -recall, -n and
-short-answer-...); etc_model.nq has the rules (2 of 5 annotators, exact spans, yes / no).
+best-threshold, recall-at-precision>=0.5 / 0.75 / 0.9 with the precision and the score
+threshold there) and those it prints over every prediction (long-answer-f1, -precision,
+-recall, -n and short-answer-...); etc_model.nq has the rules (2 of 5 annotators, exact spans,
+yes / no).
 As officially, the prediction file must hold one prediction per gold example and no other
 (one line naming the counts otherwise), and a malformed span, a yes / no answer beside short
 spans or a missing score is one line (exit 2). run_long_tasks --task=nq writes such files

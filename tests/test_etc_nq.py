@@ -6,6 +6,7 @@ answer decoding, and a tiny train / eval / predict job from a lifted checkpoint.
 import gzip
 import json
 import os
+import types
 
 import numpy as np
 import pytest
@@ -74,11 +75,15 @@ EXPECTED = {
     "long-recall-at-precision>=0.5": 0.6, "long-precision-at-precision>=0.5": 0.6,
     "long-recall-at-precision>=0.75": 0.2, "long-precision-at-precision>=0.75": 1.0,
     "long-recall-at-precision>=0.9": 0.2, "long-precision-at-precision>=0.9": 1.0,
+    "long-threshold-at-precision>=0.5": 2, "long-threshold-at-precision>=0.75": 5,
+    "long-threshold-at-precision>=0.9": 5,
     "short-best-threshold-f1": 2 / 3.0, "short-best-threshold-precision": 0.6,
     "short-best-threshold-recall": 0.75, "short-best-threshold": 2,
     "short-recall-at-precision>=0.5": 0.75, "short-precision-at-precision>=0.5": 0.6,
     "short-recall-at-precision>=0.75": 0.25, "short-precision-at-precision>=0.75": 1.0,
     "short-recall-at-precision>=0.9": 0.25, "short-precision-at-precision>=0.9": 1.0,
+    "short-threshold-at-precision>=0.5": 2, "short-threshold-at-precision>=0.75": 5,
+    "short-threshold-at-precision>=0.9": 5,
     "long-answer-n": 6, "long-answer-f1": 0.6, "long-answer-precision": 0.6,
     "long-answer-recall": 0.6, "short-answer-n": 6, "short-answer-f1": 2 / 3.0,
     "short-answer-precision": 0.6, "short-answer-recall": 0.75,
@@ -126,12 +131,13 @@ def test_official_metrics_on_crafted_predictions():
   wrong = {key: p._replace(long_answer=nq.Span(-1, -1, 58, 59)) for key, p in predictions.items()}
   metrics = nq.evaluate(gold, wrong)
   assert (metrics["long-best-threshold-f1"], metrics["long-best-threshold"],
-          metrics["long-recall-at-precision>=0.5"]) == (0.0, 0.0, 0)
+          metrics["long-recall-at-precision>=0.5"],
+          metrics["long-threshold-at-precision>=0.5"]) == (0.0, 0.0, 0, None)
   with pytest.raises(ValueError, match="1 examples have no prediction and 0"):
     nq.evaluate(gold, {key: p for key, p in predictions.items() if key != 6})
 
 
-def test_the_command_scores_the_official_files_and_refuses_bad_ones(tmp_path):
+def test_the_command_scores_the_official_files_and_refuses_bad_ones(tmp_path, monkeypatch):
   gold = _write_jsonl(tmp_path / "nq-dev-00.jsonl.gz",
                       [_gold_line(key, a) for key, a in GOLD.items()], compress=True)
   predictions = tmp_path / "predictions.json"
@@ -139,8 +145,10 @@ def test_the_command_scores_the_official_files_and_refuses_bad_ones(tmp_path):
   result = nq_evaluate.evaluate_files(str(tmp_path / "nq-dev-0?.jsonl.gz"), str(predictions))
   for key, value in EXPECTED.items():
     assert result[key] == pytest.approx(value), key
+  # The command's main (its flags as parsed).
   out = tmp_path / "eval.json"
-  run_tool(None, ["-m", "etc_model.nq_evaluate", gold, str(predictions), "--out_file=%s" % out])
+  monkeypatch.setattr(nq_evaluate, "FLAGS", types.SimpleNamespace(out_file=str(out)))
+  nq_evaluate.main(["nq_evaluate", gold, str(predictions)])
   assert json.loads(out.read_text())["short-best-threshold-f1"] == pytest.approx(2 / 3.0)
 
   def refused(entries):
@@ -378,7 +386,7 @@ def test_head_loss_is_the_official_mean_of_five_losses():
   assert got["loss"] == pytest.approx(np.mean(want), rel=1e-5)
 
 
-# ----------------------------------------------------------------------------- create_nq, run_long_tasks
+# ------------------------------------------------------------------ create_nq, run_long_tasks
 TINY_ETC_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1,
                    "num_attention_heads": 2, "intermediate_size": 64, "local_radius": 4,
                    "relative_pos_max_distance": 4, "relative_vocab_size": 12,
