@@ -434,6 +434,28 @@ def test_create_nq_writes_windows_examples_and_counts(job):
     nq.read_split_examples(str(data), "dev", 4)
 
 
+def test_rerun_writes_the_same_bytes_and_a_stop_leaves_no_summary(job, tokenizer, tmp_path):
+  from etc_model import create_nq
+  from realformer_tf import pretraining_data
+  data = job["root"] / "data"
+  recorded = json.loads((data / "nq.json").read_text())["settings"]
+  settings = {k: v for k, v in recorded.items() if k not in ("vocab_file", "input_files")}
+  inputs = {"dev": job["files"]["dev"]}
+  create_nq.create_nq(inputs, str(tmp_path / "again"), tokenizer, VOCAB, settings)
+  for name in ("nq_dev.tfrecord", "nq_dev.examples.jsonl"):
+    assert (tmp_path / "again" / name).read_bytes() == (data / name).read_bytes(), name
+  calls = []
+
+  def stop_at_the_second_example():
+    calls.append(1)
+    return len(calls) > 1
+
+  with pytest.raises(pretraining_data.Stopped):
+    create_nq.create_nq(inputs, str(tmp_path / "stopped"), tokenizer, VOCAB, settings,
+                        should_stop=stop_at_the_second_example)
+  assert os.listdir(str(tmp_path / "stopped")) == []
+
+
 def _args(job, out, extra=()):
   root = job["root"]
   return ["-m", "etc_model.run_long_tasks", "--task=nq", "--data_dir=%s" % (root / "data"),
