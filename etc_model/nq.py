@@ -35,7 +35,7 @@ higher threshold wins), and recall-at-precision>=t (t = 0.5, 0.75, 0.9): the mos
 threshold whose precision is at least t (the first such threshold among equal recalls). The
 prediction file must have one prediction per example of the gold file, no more (the official
 refusal); a yes / no answer with non-null short spans, a span with start >= end or one -1
-end, and scores that are not numbers are refused (one line).
+end, and scores that are not finite numbers are refused (one line).
 
 Records (one per window of the document, preproc_nq_lib's layout). The document's input is the
 tokens of its top-level long-answer candidates, in order: each word WordPiece-tokenized, an
@@ -93,6 +93,7 @@ from __future__ import print_function
 import collections
 import gzip
 import json
+import math
 import os
 import random
 
@@ -510,8 +511,8 @@ def parse_prediction(value, index):
     raise ValueError("%s: a yes / no answer and short answer spans cannot coexist" % what)
   scores = []
   for name in ("long_answer_score", "short_answers_score"):
-    if not _is_number(value.get(name)):
-      raise ValueError("%s: %s is missing or not a number" % (what, name))
+    if not _is_number(value.get(name)) or not math.isfinite(value[name]):
+      raise ValueError("%s: %s is missing or not a finite number" % (what, name))
     scores.append(float(value[name]))
   return key, Prediction(long_answer, short_answers, yes_no, scores[0], scores[1])
 

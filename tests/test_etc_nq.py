@@ -172,7 +172,9 @@ def test_the_command_scores_the_official_files_and_refuses_bad_ones(tmp_path, mo
       "prediction 1 (example_id 2) long_answer: start_token >= end_token")
   unscored = {k: v for k, v in PREDICTIONS[0].items() if k != "short_answers_score"}
   assert refused({"predictions": [unscored]}) == source + (
-      "prediction 0 (example_id 1): short_answers_score is missing or not a number")
+      "prediction 0 (example_id 1): short_answers_score is missing or not a finite number")
+  assert refused({"predictions": [dict(PREDICTIONS[0], long_answer_score=float("nan"))]}) == (
+      source + "prediction 0 (example_id 1): long_answer_score is missing or not a finite number")
   # A bad gold line names the file and the line.
   bad_gold = _write_jsonl(tmp_path / "bad_gold.jsonl", [
       _gold_line(1, GOLD[1]), _gold_line(2, [_annotation((3, 2))])])
