@@ -71,6 +71,10 @@ Differences from the official code, by intent:
   * The head (etc_model.long_task_heads.nq_head) has the official variables under
     cls/long_tasks/nq/ (long_output_weights [4, hidden], answer_type_output_weights [5, hidden]
     and their biases) and no --mask_long_output; decoding only reads document positions.
+  * The official preprocessing options off by default there are not offered:
+    predict_la_when_no_sa (a short-answer label on the long answer) and fixed_blocks (one
+    global token per 27 long tokens instead of one per candidate); WordPiece vocabularies only
+    (no ALBERT SentencePiece).
   * Decoding (predict_example, the official "joint" span selection with the answer type): the
     score of a position is its logit minus its window's [CLS] logit (the official divides by
     the [CLS] logit, which reverses the order when that logit is negative); every document
