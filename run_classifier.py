@@ -1181,7 +1181,8 @@ def _job_trainer(task, bert_config, num_train_steps, num_warmup_steps, class_wei
       keep_checkpoint_max=settings.keep_checkpoint_max,
       log_every_n_steps=settings.log_every_n_steps,
       fused_optimizer=settings.precision_kwargs["fused_optimizer"],
-      use_xla=settings.flag_values.use_xla)
+      use_xla=settings.flag_values.use_xla,
+      loss_scale=estimator_utils.loss_scale_for(settings.precision_kwargs["precision"]))
 
 
 def _make_estimator(model_fn, settings, predict_batch_size):

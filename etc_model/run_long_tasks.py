@@ -923,7 +923,8 @@ def _job_trainer(flag_values, config, num_labels, num_train_steps, num_warmup_st
       save_checkpoints_steps=flag_values.save_checkpoints_steps,
       keep_checkpoint_max=flag_values.keep_checkpoint_max,
       log_every_n_steps=flag_values.log_every_n_steps,
-      fused_optimizer=flag_values.fused_optimizer, use_xla=flag_values.use_xla)
+      fused_optimizer=flag_values.fused_optimizer, use_xla=flag_values.use_xla,
+      loss_scale=estimator_utils.loss_scale_for(flag_values.precision))
 
 
 def main(_):

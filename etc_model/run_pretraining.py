@@ -767,7 +767,8 @@ def _run_engine(flag_values, config, cpc_options, input_files, eval_files, resum
       log_every_n_steps=flag_values.log_every_n_steps,
       fused_optimizer=flag_values.fused_optimizer,
       gradient_accumulation_steps=flag_values.gradient_accumulation_steps,
-      use_xla=flag_values.use_xla)
+      use_xla=flag_values.use_xla,
+      loss_scale=estimator_utils.loss_scale_for(flag_values.precision))
   # The global step counts micro-batches, as the Estimator's.
   total_steps = flag_values.num_train_steps * flag_values.gradient_accumulation_steps
   if flag_values.do_train:
