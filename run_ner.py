@@ -65,8 +65,8 @@ signature `token_logits` takes int32 input_ids / input_mask / segment_ids [batch
 max_seq_length] and returns logits [batch, max_seq_length, num_labels] and predicted_label.
 
 On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
-with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU, XLA and
-precision flags refused), checkpoints (a checkpoint of either resumes on the other) and output
+with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU and XLA
+flags refused; --precision=bf16 and fp16 train as there), checkpoints (a checkpoint of either resumes on the other) and output
 files (docs/compatibility.md, "Training without the Estimator").
 """
 

@@ -30,6 +30,15 @@ realformer_tf/serving.py's SavedModels use). So:
   N-th applies the mean of the N gradients, clipped, at the rate of update global_step // N
   and zeroes the accumulators. A checkpoint without accumulators (from a job without
   accumulation) resumes only at a step that starts an accumulation.
+- A loss scale (loss_scale="dynamic": --precision=fp16, a float16 model) is create_optimizer's
+  dynamic loss scaling through optimization.py's own functions (loss_scale_and_update,
+  scaled_gradients, clip_gradients): the gradients of loss * scale, divided by the scale; an
+  update whose gradients are not finite changes no weight and no Adam slot (global_step still
+  counts the step) and halves the scale, LOSS_SCALE_GROWTH_STEPS finite updates in a row double
+  it. Its state is the Estimator's `loss_scale` (float32) and `loss_scale_good_steps` (int64) in
+  the checkpoints, so a fp16 job continues on either engine; a checkpoint without them (a fp32 or
+  bf16 job's) resumes in fp16 with the initial scale (estimator_utils.LossScaleOptionalSaver's
+  rule), and a job without a loss scale ignores them. One device only, as the Estimator's fp16.
 - With several replicas (MirroredStrategy, TPUStrategy) the gradients are averaged over the
   global batch before they are clipped, so N replicas make one device's update for the same
   global batch (the Estimator's MirroredStrategy clips each replica's gradient instead). Each

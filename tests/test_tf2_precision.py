@@ -18,14 +18,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, tf215_python, write_random_bert_checkpoint
+from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, tf215_python
+from conftest import write_random_bert_checkpoint
 from realformer_tf import checkpoint_slimming
 from realformer_tf import common
 from realformer_tf import estimator_utils
 from realformer_tf import tf2_training
 import optimization
 from test_tf2_training import ESTIMATOR_WITH_STEP_LOSSES
-from test_tf2_training import _as_stopped_at, _job_args, _run215, _state, _step_losses, _values
+from test_tf2_training import _as_stopped_at, _job_args, _run215, _scalar_events, _state
+from test_tf2_training import _step_losses, _values
 from test_tf2_training import _linear_input_fn_for, _linear_model_fn, numpy_adamw_steps
 
 tf1 = tf.compat.v1
@@ -216,6 +218,10 @@ def test_fp16_job_on_both_engines_gives_the_same_losses_and_checkpoints(fp16_job
   assert (tf2_values[SCALE], tf2_values[GOOD_STEPS]) == (est_values[SCALE],
                                                          est_values[GOOD_STEPS])
   assert (tf2_values[SCALE], tf2_values[GOOD_STEPS]) == (optimization.LOSS_SCALE_INITIAL, 6)
+  # The Estimator's `loss_scale` scalar (written at its first step), the engine's at every step.
+  est_scales, tf2_scales = (dict(_scalar_events(d)[SCALE]) for d in (est, tf2))
+  assert est_scales == {1: optimization.LOSS_SCALE_INITIAL}
+  assert tf2_scales == {step: optimization.LOSS_SCALE_INITIAL for step in range(1, 7)}
   for name in est_values:
     slot = name.endswith(tf2_training.ADAM_SLOTS)
     np.testing.assert_allclose(tf2_values[name], est_values[name], rtol=0,
