@@ -156,6 +156,10 @@ def test_engine_accepts_fp16_and_keeps_the_estimators_refusals():
     estimator_utils.validate_estimator_flags(flags)
   with pytest.raises(ValueError, match="loss_scale must be None, 'dynamic' or a positive"):
     _linear_engine("unused", "static")
+  # The library refuses what the commands' flags refuse: loss scaling over several replicas.
+  two_replicas = argparse.Namespace(num_replicas_in_sync=2)
+  with pytest.raises(ValueError, match=r"loss scaling runs on one device \(2 replicas here\)"):
+    tf2_training.Engine(_linear_model_fn, "unused", strategy=two_replicas, loss_scale="dynamic")
 
 
 # ----------------------------------------------------------------------------------------------
