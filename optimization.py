@@ -116,10 +116,7 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu,
   if gradient_accumulation_steps < 1:
     raise ValueError("gradient_accumulation_steps must be >= 1, got %d" %
                      gradient_accumulation_steps)
-  if loss_scale is not None and loss_scale != "dynamic" and not (
-      isinstance(loss_scale, (int, float)) and loss_scale > 0):
-    raise ValueError("loss_scale must be None, 'dynamic' or a positive number, got %r" %
-                     (loss_scale,))
+  check_loss_scale(loss_scale)
   global_step = tf1.train.get_or_create_global_step()
   update_step = global_step // gradient_accumulation_steps
   learning_rate = learning_rate_schedule(update_step, init_lr, num_train_steps,
@@ -143,27 +140,18 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu,
     tvars = tf1.trainable_variables()
   scale, scale_update = None, None
   if loss_scale is not None:
-    scale, scale_update = _loss_scale(loss_scale)
+    scale, scale_update = loss_scale_and_update(loss_scale)
     if not use_tpu:
       tf1.summary.scalar("loss_scale", scale)
-    loss = loss * scale
-  grads = [_densify(g) for g in tf.gradients(ys=loss, xs=tvars)]
-  if scale is not None:
-    # The scale is a power of two: the division is exact.
-    grads = [None if g is None else g / scale for g in grads]
+  grads = scaled_gradients(loss, tvars, scale)
 
   apply_now = None
   if gradient_accumulation_steps > 1:
     grads, apply_now = _accumulate(grads, tvars, global_step, gradient_accumulation_steps)
     optimizer.set_apply_condition(apply_now)
 
-  if scale is None:
-    (grads, _) = tf.clip_by_global_norm(grads, clip_norm=clip_norm)
-  else:
-    # An overflow (inf / nan anywhere) makes the global norm non-finite: skip that update.
-    global_norm = tf.linalg.global_norm(grads)
-    finite = tf.math.is_finite(global_norm)
-    (grads, _) = tf.clip_by_global_norm(grads, clip_norm=clip_norm, use_norm=global_norm)
+  grads, finite = clip_gradients(grads, clip_norm, skip_non_finite=scale is not None)
+  if finite is not None:
     optimizer.set_apply_condition(finite if apply_now is None
                                   else tf.logical_and(apply_now, finite))
 
@@ -185,15 +173,29 @@ def create_optimizer(loss, init_lr, num_train_steps, num_warmup_steps, use_tpu,
   return train_op
 
 
-def _loss_scale(loss_scale):
-  """The loss scale and a function making its update op.
+def check_loss_scale(loss_scale):
+  """Raises ValueError unless loss_scale is create_optimizer's: None, "dynamic" or a number > 0."""
+  if loss_scale is not None and loss_scale != "dynamic" and not (
+      isinstance(loss_scale, (int, float)) and loss_scale > 0):
+    raise ValueError("loss_scale must be None, 'dynamic' or a positive number, got %r" %
+                     (loss_scale,))
+
+
+def loss_scale_and_update(loss_scale):
+  """The loss scale of a training step and a function making its update op.
+
+  A dynamic scale lives in the variables LOSS_SCALE_VARIABLE (float32 [], starts at
+  LOSS_SCALE_INITIAL) and LOSS_SCALE_GOOD_STEPS_VARIABLE (int64 [], starts at 0), made with
+  tf.compat.v1.get_variable (the TF2 engine answers the call with its own tf.Variables).
 
   Args:
     loss_scale: "dynamic" or a positive number.
 
   Returns:
-    (scale, update_fn): float32 scalar Tensor; update_fn(finite, apply_now) returns the op that
-    adapts a dynamic scale after this step (None for a fixed scale).
+    (scale, update_fn): float32 scalar Tensor (the scale of this step, read before its update);
+    update_fn(finite, apply_now) returns the op that adapts a dynamic scale after this step:
+    finite is the bool scalar of clip_gradients, apply_now None or gradient accumulation's bool
+    scalar (None for a fixed scale).
   """
   if loss_scale != "dynamic":
     return tf.constant(float(loss_scale), tf.float32), None
@@ -219,6 +221,49 @@ def _loss_scale(loss_scale):
     return tf.group(scale_var.assign(new_scale), good_steps.assign(good))
 
   return scale, update_fn
+
+
+def scaled_gradients(loss, tvars, scale=None):
+  """The gradients of loss, through a loss scale: those of loss * scale divided by scale.
+
+  Args:
+    loss: float32 scalar Tensor.
+    tvars: the variables to differentiate by.
+    scale: None (no scaling) or a float32 scalar Tensor, a power of two (loss_scale_and_update;
+      the division is then exact).
+
+  Returns:
+    list of dense gradients (IndexedSlices made dense), None for a variable the loss does not
+    depend on; inf / nan where the scaled gradient overflowed.
+  """
+  if scale is not None:
+    loss = loss * scale
+  grads = [_densify(g) for g in tf.gradients(ys=loss, xs=tvars)]
+  if scale is not None:
+    grads = [None if g is None else g / scale for g in grads]
+  return grads
+
+
+def clip_gradients(grads, clip_norm, skip_non_finite=False):
+  """Clips gradients to a global norm; with skip_non_finite also says whether they are finite.
+
+  Args:
+    grads: list of dense gradients (or None).
+    clip_norm: the global-norm threshold.
+    skip_non_finite: also return whether the global norm is finite (loss scaling skips the
+      update of a step whose gradients overflowed: inf / nan anywhere makes the norm non-finite).
+
+  Returns:
+    (clipped gradients, finite): finite is a bool scalar Tensor, or None without
+    skip_non_finite.
+  """
+  if not skip_non_finite:
+    (grads, _) = tf.clip_by_global_norm(grads, clip_norm=clip_norm)
+    return grads, None
+  global_norm = tf.linalg.global_norm(grads)
+  finite = tf.math.is_finite(global_norm)
+  (grads, _) = tf.clip_by_global_norm(grads, clip_norm=clip_norm, use_norm=global_norm)
+  return grads, finite
 
 
 def _densify(grad):

@@ -18,8 +18,8 @@ own (--task_name=tsv) or your own DataProcessor (--processor=MODULE:CLASS).
   python run_classifier.py --task_name=xnli --xnli_language=zh --data_dir=$XNLI_DIR ...
 
 On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
-with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU and
-precision flags refused), checkpoints and output files (docs/compatibility.md, "Training without
+with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU flags
+refused; --precision=bf16 and fp16 train as there), checkpoints and output files (docs/compatibility.md, "Training without
 the Estimator").
 
 docs/fine_tuning.md has the rest: tasks and metrics, evaluation during training (early
@@ -1181,7 +1181,8 @@ def _job_trainer(task, bert_config, num_train_steps, num_warmup_steps, class_wei
       keep_checkpoint_max=settings.keep_checkpoint_max,
       log_every_n_steps=settings.log_every_n_steps,
       fused_optimizer=settings.precision_kwargs["fused_optimizer"],
-      use_xla=settings.flag_values.use_xla)
+      use_xla=settings.flag_values.use_xla,
+      loss_scale=estimator_utils.loss_scale_for(settings.precision_kwargs["precision"]))
 
 
 def _make_estimator(model_fn, settings, predict_batch_size):

@@ -65,8 +65,8 @@ signature `token_logits` takes int32 input_ids / input_mask / segment_ids [batch
 max_seq_length] and returns logits [batch, max_seq_length, num_labels] and predicted_label.
 
 On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
-with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU, XLA and
-precision flags refused), checkpoints (a checkpoint of either resumes on the other) and output
+with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU and XLA
+flags refused; --precision=bf16 and fp16 train as there), checkpoints (a checkpoint of either resumes on the other) and output
 files (docs/compatibility.md, "Training without the Estimator").
 """
 
@@ -1751,7 +1751,8 @@ def _job_trainer(settings, bert_config, num_labels, num_train_steps, num_warmup_
       keep_checkpoint_max=settings.keep_checkpoint_max,
       log_every_n_steps=settings.log_every_n_steps,
       fused_optimizer=settings.precision_kwargs["fused_optimizer"],
-      use_xla=settings.flag_values.use_xla)
+      use_xla=settings.flag_values.use_xla,
+      loss_scale=estimator_utils.loss_scale_for(settings.precision_kwargs["precision"]))
 
 
 def _make_estimator(model_fn, settings, predict_batch_size):

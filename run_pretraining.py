@@ -823,7 +823,8 @@ def _run_engine(flag_values, strategy, bert_config, input_files, eval_files, res
       log_every_n_steps=flag_values.log_every_n_steps,
       fused_optimizer=flag_values.fused_optimizer,
       gradient_accumulation_steps=flag_values.gradient_accumulation_steps,
-      use_xla=flag_values.use_xla)
+      use_xla=flag_values.use_xla,
+      loss_scale=estimator_utils.loss_scale_for(flag_values.precision))
   summary = {"residual_attention": bert_config.residual_attention,
              "layer_norm_type": bert_config.layer_norm_type,
              "precision": flag_values.precision, "use_xla": flag_values.use_xla,

@@ -31,8 +31,8 @@ get_final_text, null-score handling, output files and variable names), with:
     run_pretraining.py) and --fused_optimizer.
 
 On TensorFlow 2.15 it trains and predicts with the Estimator; on a TensorFlow without it (2.16
-and later), with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU,
-XLA and precision flags refused), checkpoints and output files (docs/compatibility.md, "Training
+and later), with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU
+and XLA flags refused; --precision=bf16 and fp16 train as there), checkpoints and output files (docs/compatibility.md, "Training
 without the Estimator").
 """
 
@@ -1741,7 +1741,8 @@ def _job_trainer(settings, bert_config, num_train_steps, num_warmup_steps):
       keep_checkpoint_max=settings.keep_checkpoint_max,
       log_every_n_steps=settings.log_every_n_steps,
       fused_optimizer=settings.precision_kwargs["fused_optimizer"],
-      use_xla=settings.flag_values.use_xla)
+      use_xla=settings.flag_values.use_xla,
+      loss_scale=estimator_utils.loss_scale_for(settings.precision_kwargs["precision"]))
 
 
 def _job_estimator(settings, bert_config, num_train_steps, num_warmup_steps):

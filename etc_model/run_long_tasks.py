@@ -87,8 +87,8 @@ TensorFlow 2.15 trains with the Estimator. TF 2.16 and later (no Estimator) trai
 predict with realformer_tf.tf2_training.Engine over the same graph: the same flags, checkpoints
 (official names, Adam slots, global_step: a job continues on either engine), eval_results,
 test_results, predictions files and sidecars, the same loss at every step to float32 rounding;
-the flags only the Estimator implements (TPU, --precision other than fp32, the distribution
-strategies other than mirrored) are one-line errors there. Variables the task's loss does not
+the flags only the Estimator implements (TPU, the distribution strategies other than mirrored)
+are one-line errors there (--precision=bf16 and fp16 train as on the Estimator). Variables the task's loss does not
 reach (ETC's last layer's long outputs under a global-token head, BERT's pooler under
 bert_windows) stay untrained on both engines: no Adam slots, their --init_checkpoint values.
 
@@ -965,7 +965,8 @@ def _job_trainer(flag_values, config, num_labels, num_train_steps, num_warmup_st
       save_checkpoints_steps=flag_values.save_checkpoints_steps,
       keep_checkpoint_max=flag_values.keep_checkpoint_max,
       log_every_n_steps=flag_values.log_every_n_steps,
-      fused_optimizer=flag_values.fused_optimizer, use_xla=flag_values.use_xla)
+      fused_optimizer=flag_values.fused_optimizer, use_xla=flag_values.use_xla,
+      loss_scale=estimator_utils.loss_scale_for(flag_values.precision))
 
 
 def main(_):

@@ -44,8 +44,9 @@ are the same in every precision: a job continues in another one.
 
 On TensorFlow >= 2.16 (no Estimator) the same flags train and evaluate with
 realformer_tf.tf2_training.Engine over the same graph: the same checkpoints (a job continues on
-either engine), train_summary and eval_results, --precision=bf16 included; the Estimator-only
-flags (TPU, XLA, fp16) are one-line errors there.
+either engine), train_summary and eval_results, --precision=bf16 and fp16 (the same dynamic
+loss scaling and checkpoints) included; the Estimator-only flags (TPU) are one-line errors
+there.
 """
 
 from __future__ import absolute_import
@@ -767,7 +768,8 @@ def _run_engine(flag_values, config, cpc_options, input_files, eval_files, resum
       log_every_n_steps=flag_values.log_every_n_steps,
       fused_optimizer=flag_values.fused_optimizer,
       gradient_accumulation_steps=flag_values.gradient_accumulation_steps,
-      use_xla=flag_values.use_xla)
+      use_xla=flag_values.use_xla,
+      loss_scale=estimator_utils.loss_scale_for(flag_values.precision))
   # The global step counts micro-batches, as the Estimator's.
   total_steps = flag_values.num_train_steps * flag_values.gradient_accumulation_steps
   if flag_values.do_train:

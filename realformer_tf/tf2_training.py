@@ -30,6 +30,15 @@ realformer_tf/serving.py's SavedModels use). So:
   N-th applies the mean of the N gradients, clipped, at the rate of update global_step // N
   and zeroes the accumulators. A checkpoint without accumulators (from a job without
   accumulation) resumes only at a step that starts an accumulation.
+- A loss scale (loss_scale="dynamic": --precision=fp16, a float16 model) is create_optimizer's
+  dynamic loss scaling through optimization.py's own functions (loss_scale_and_update,
+  scaled_gradients, clip_gradients): the gradients of loss * scale, divided by the scale; an
+  update whose gradients are not finite changes no weight and no Adam slot (global_step still
+  counts the step) and halves the scale, LOSS_SCALE_GROWTH_STEPS finite updates in a row double
+  it. Its state is the Estimator's `loss_scale` (float32) and `loss_scale_good_steps` (int64) in
+  the checkpoints, so a fp16 job continues on either engine; a checkpoint without them (a fp32 or
+  bf16 job's) resumes in fp16 with the initial scale (estimator_utils.LossScaleOptionalSaver's
+  rule), and a job without a loss scale ignores them. One device only, as the Estimator's fp16.
 - With several replicas (MirroredStrategy, TPUStrategy) the gradients are averaged over the
   global batch before they are clipped, so N replicas make one device's update for the same
   global batch (the Estimator's MirroredStrategy clips each replica's gradient instead). Each
@@ -102,8 +111,8 @@ ESTIMATOR_ONLY_FLAGS = collections.OrderedDict([
 ENGINE_DISTRIBUTION_STRATEGIES = ("none", "mirrored")
 # --precision values a command's engine model function can compute in (check_flags' precisions):
 # bfloat16 needs only the model's compute dtype; float16 also the Estimator's dynamic loss
-# scaling, which the engine has not.
-ENGINE_PRECISIONS = ("fp32", "bf16")
+# scaling (the command passes Engine(loss_scale=estimator_utils.loss_scale_for(precision))).
+ENGINE_PRECISIONS = ("fp32", "bf16", "fp16")
 MULTI_WORKER = "multi_worker_mirrored"
 
 CHECKPOINT_NAME = "model.ckpt"
@@ -129,7 +138,8 @@ def check_flags(flag_values, script, multi_worker=False, precisions=("fp32",), x
     multi_worker: the command runs --distribution_strategy=multi_worker_mirrored on the engine
       (it makes the strategy before any TensorFlow operation).
     precisions: the --precision values the command's engine model function computes in (bf16
-      needs only the model's compute dtype; fp16 also the Estimator's dynamic loss scaling).
+      needs only the model's compute dtype; fp16 also the Estimator's dynamic loss scaling:
+      Engine's loss_scale).
     xla: the command passes --use_xla to the Engine (use_xla).
   """
   for name, off in ESTIMATOR_ONLY_FLAGS.items():
@@ -398,7 +408,7 @@ class Engine(object):
                seed=12345, save_checkpoints_steps=1000, keep_checkpoint_max=5,
                log_every_n_steps=10, fused_optimizer=False, gradient_accumulation_steps=1,
                use_xla=False, beta_2=0.999, epsilon=1e-6, weight_decay_rate=0.01,
-               clip_norm=CLIP_NORM, schedule="linear"):
+               clip_norm=CLIP_NORM, schedule="linear", loss_scale=None):
     """Keeps the job's settings (nothing is built yet).
 
     Args:
@@ -431,10 +441,14 @@ class Engine(object):
       clip_norm: the global-norm clipping threshold of the gradients.
       schedule: the learning rate after warm-up, optimization.learning_rate_schedule's
         "linear" (decay to 0 at num_train_steps) or "inverse_sqrt".
+      loss_scale: optimization.create_optimizer's: None, "dynamic" (a float16 model:
+        estimator_utils.loss_scale_for(precision)) or a fixed positive number. On one device
+        only, as the Estimator's --precision=fp16.
     """
     if gradient_accumulation_steps < 1:
       raise ValueError("gradient_accumulation_steps must be >= 1, got %d" %
                        gradient_accumulation_steps)
+    optimization.check_loss_scale(loss_scale)
     self._model_fn = model_fn
     self.output_dir = output_dir
     self.strategy = strategy or tf.distribute.get_strategy()
@@ -456,6 +470,11 @@ class Engine(object):
                            "weight_decay_rate": weight_decay_rate}
     self._clip_norm = clip_norm
     self._schedule = schedule
+    self._loss_scale = loss_scale
+    if loss_scale is not None and self.num_replicas > 1:
+      raise ValueError("loss_scale=%r: loss scaling runs on one device (%d replicas here), as "
+                       "the Estimator's --precision=fp16" % (loss_scale, self.num_replicas))
+    self._loss_scale_variables = {}
     self._specs = None
     self._variables = None
     self._trainable = None
@@ -512,11 +531,13 @@ class Engine(object):
         for slot in list(self._slot_variables().values()) + list(self._accumulators.values()):
           slot.assign(tf.zeros_like(slot))
         self._global_step.assign(0)
+        self._reset_loss_scale()
     if checkpoint:
       with self.strategy.scope():
         variables = self.checkpoint_variables(with_slots)
         if with_slots:
           variables = self._without_absent_accumulators(variables, checkpoint)
+          variables = self._without_absent_loss_scale(variables, checkpoint)
         restore_checkpoint(variables, checkpoint)
 
   def _without_absent_accumulators(self, variables, checkpoint):
@@ -546,6 +567,51 @@ class Engine(object):
       self._accumulators[name].assign(tf.zeros_like(self._accumulators[name]))
     return {name: v for name, v in variables.items() if name not in absent}
 
+  def _without_absent_loss_scale(self, variables, checkpoint):
+    """`variables` less the loss-scale state when `checkpoint` lacks it, which starts afresh.
+
+    estimator_utils.LossScaleOptionalSaver's rule: the checkpoint of a fp32 or bf16 job (no
+    loss scale) resumes in fp16 with the initial loss scale.
+
+    Args:
+      variables: dict checkpoint name -> tf.Variable (checkpoint_variables()).
+      checkpoint: the checkpoint prefix.
+
+    Returns:
+      dict: the variables to restore.
+    """
+    present = tf.train.load_checkpoint(checkpoint).get_variable_to_shape_map()
+    if all(name in present for name in self._loss_scale_variables):
+      return variables
+    tf1.logging.info("%s has no loss scale (trained in another precision): the loss scale "
+                     "starts at %g", checkpoint, optimization.LOSS_SCALE_INITIAL)
+    self._reset_loss_scale()
+    return {name: v for name, v in variables.items() if name not in self._loss_scale_variables}
+
+  def _loss_scale_initial_values(self):
+    """{name: numpy value} of optimization.loss_scale_and_update's variables at the start of a
+    job (none without a dynamic loss scale)."""
+    if self._loss_scale != "dynamic":
+      return {}
+    with tf.Graph().as_default():
+      optimization.loss_scale_and_update(self._loss_scale)
+      with tf1.Session() as sess:
+        sess.run(tf1.global_variables_initializer())
+        return sess.run({v.op.name: v for v in tf1.global_variables()})
+
+  def _create_loss_scale_variables(self):
+    """The dynamic loss scale's `loss_scale` and `loss_scale_good_steps` (optimization.py's
+    names, dtypes and initial values), under the strategy's scope."""
+    return collections.OrderedDict(
+        (name, tf.Variable(value, name=name, trainable=False,
+                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA))
+        for name, value in sorted(self._loss_scale_initial_values().items()))
+
+  def _reset_loss_scale(self):
+    """Gives the loss-scale variables their initial values (a new job's)."""
+    for name, value in self._loss_scale_initial_values().items():
+      self._loss_scale_variables[name].assign(value)
+
   def _create_variables(self, values=None):
     """Creates the model's variables (values, or zeros), global_step 0 and zero Adam slots."""
     with self.strategy.scope():
@@ -564,6 +630,7 @@ class Engine(object):
           fused=self._fused_optimizer, **self._adam_settings)
       self._optimizer.create_slots(self._trainable)
       self._accumulators = self._create_accumulators()
+      self._loss_scale_variables = self._create_loss_scale_variables()
 
   def _create_accumulators(self):
     """optimization.create_optimizer's `<var>/grad_accum` of each trained variable (none without
@@ -634,14 +701,16 @@ class Engine(object):
       with_slots: include the optimizer slots (training restores them; prediction does not).
 
     Returns:
-      dict: the model variables, `global_step` and (with_slots) `<var>/adam_m`, `<var>/adam_v`
-      and, with gradient accumulation, `<var>/grad_accum`.
+      dict: the model variables, `global_step` and (with_slots) `<var>/adam_m`, `<var>/adam_v`,
+      with gradient accumulation `<var>/grad_accum` and with a dynamic loss scale `loss_scale`
+      and `loss_scale_good_steps`.
     """
     variables = dict(self._variables)
     variables[GLOBAL_STEP] = self._global_step
     if with_slots:
       variables.update(self._slot_variables())
       variables.update(self._accumulators)
+      variables.update(self._loss_scale_variables)
     return variables
 
   # -- training ---------------------------------------------------------------------------
@@ -843,11 +912,16 @@ class Engine(object):
 
   def _replica_step(self, features):
     """The model and optimization.create_optimizer's update on one replica's batch: returns
-    (the replica's loss, the learning rate)."""
+    (the replica's loss, the learning rate).
+
+    With a loss scale, create_optimizer's too: the gradients of the scaled loss are unscaled
+    (and accumulated), a step whose gradients are not finite updates no weight or slot (the
+    global step still counts it), and a dynamic scale adapts after each update.
+    """
     with export_utils.in_variables(self._variables):
       loss, _ = self._model_fn(features, True)
-    grads = [tf.convert_to_tensor(g) if isinstance(g, tf.IndexedSlices) else g
-             for g in tf.gradients(ys=loss, xs=self._trainable)]
+    scale, scale_update = self._loss_scale_ops()
+    grads = optimization.scaled_gradients(loss, self._trainable, scale)
     untrained = [v.name for v, g in zip(self._trainable, grads) if g is None]
     if untrained:
       # The variables were made from an input without labels (_trained_variable_names).
@@ -864,14 +938,33 @@ class Engine(object):
       # The global batch's gradient, clipped as one device clips it.
       grads = tf.distribute.get_replica_context().all_reduce(tf.distribute.ReduceOp.MEAN,
                                                              grads)
-    grads, _ = tf.clip_by_global_norm(grads, clip_norm=self._clip_norm)
+    grads, finite = optimization.clip_gradients(grads, self._clip_norm,
+                                                skip_non_finite=scale is not None)
     # The schedule counts updates; the global step counts micro-batches.
     learning_rate = optimization.learning_rate_schedule(
         self._global_step // self._accumulation_steps, self._learning_rate,
         self._num_train_steps, self._num_warmup_steps, schedule=self._schedule)
-    self._optimizer.apply_global_gradients(list(zip(grads, self._trainable)), learning_rate,
-                                           apply_now)
+    apply_condition = apply_now
+    if finite is not None:
+      apply_condition = finite if apply_now is None else tf.logical_and(apply_now, finite)
+    update = self._optimizer.apply_global_gradients(list(zip(grads, self._trainable)),
+                                                    learning_rate, apply_condition)
+    if scale_update is not None:
+      # After the update, as create_optimizer's train op runs it.
+      with tf.control_dependencies([update]):
+        scale_update(finite, apply_now)
     return loss, learning_rate
+
+  def _loss_scale_ops(self):
+    """optimization.loss_scale_and_update over the engine's loss-scale variables, and the
+    Estimator's `loss_scale` summary: (scale, update_fn), or (None, None) without scaling."""
+    if self._loss_scale is None:
+      return None, None
+    with export_utils.in_variables(self._loss_scale_variables):
+      scale, scale_update = optimization.loss_scale_and_update(self._loss_scale)
+    if not self.on_tpu:
+      tf1.summary.scalar("loss_scale", scale)
+    return scale, scale_update
 
   def _accumulate(self, grads):
     """Adds this micro-batch's gradients to the accumulators (optimization.create_optimizer's).

@@ -254,11 +254,11 @@ def test_train_eval_predict_export_on_the_newest_tf(wnut, tf2_job):
 @newest_tf_only
 def test_estimator_only_flags_are_one_line_errors(wnut, tmp_path):
   out = tmp_path / "out"
-  result = run_tool("run_ner.py", _args(wnut, out, ["--do_train", "--precision=fp16"]),
+  result = run_tool("run_ner.py", _args(wnut, out, ["--do_train", "--iterations_per_loop=10"]),
                     expect_rc=2)
   line = last_error_line(result)
-  assert line.startswith("error: --precision=fp16: implemented by the Estimator only (TensorFlow "
-                         "2.15); run_ner.py on TF %s trains with tf.distribute" %
+  assert line.startswith("error: --iterations_per_loop=10: implemented by the Estimator only "
+                         "(TensorFlow 2.15); run_ner.py on TF %s trains with tf.distribute" %
                          tf.__version__), line
   assert "`bash run.sh python run_ner.py ...`" in line
   assert "Traceback" not in result.stderr and not out.exists()
