@@ -69,9 +69,12 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import atexit
 import collections
 import contextlib
 import os
+import shutil
+import tempfile
 import time
 import warnings
 
@@ -105,6 +108,10 @@ ENGINE_DISTRIBUTION_STRATEGIES = ("none", "mirrored")
 # scaling, which the engine has not.
 ENGINE_PRECISIONS = ("fp32", "bf16")
 MULTI_WORKER = "multi_worker_mirrored"
+# The Estimator's TPU flags that make the engine's TPUStrategy where a command takes them
+# (check_flags' tpu; command_strategy). --iterations_per_loop stays the Estimator's: the engine
+# runs one step per call of its tf.function (no inner loop of several steps).
+ENGINE_TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores")
 
 CHECKPOINT_NAME = "model.ckpt"
 GLOBAL_STEP = "global_step"
@@ -120,7 +127,8 @@ VariableSpec = collections.namedtuple("VariableSpec", ["shape", "dtype", "traina
 TrainResult = collections.namedtuple("TrainResult", ["global_step", "steps_per_second"])
 
 
-def check_flags(flag_values, script, multi_worker=False, precisions=("fp32",), xla=False):
+def check_flags(flag_values, script, multi_worker=False, precisions=("fp32",), xla=False,
+                tpu=False):
   """One line for a flag set on the command line that only the Estimator engine implements.
 
   Args:
@@ -131,10 +139,12 @@ def check_flags(flag_values, script, multi_worker=False, precisions=("fp32",), x
     precisions: the --precision values the command's engine model function computes in (bf16
       needs only the model's compute dtype; fp16 also the Estimator's dynamic loss scaling).
     xla: the command passes --use_xla to the Engine (use_xla).
+    tpu: the command makes its strategy with command_strategy (--use_tpu: TPUStrategy).
   """
   for name, off in ESTIMATOR_ONLY_FLAGS.items():
     value = getattr(flag_values, name, off)
-    if (name == "precision" and value in precisions) or (name == "use_xla" and xla):
+    if ((name == "precision" and value in precisions) or (name == "use_xla" and xla) or
+        (tpu and name in ENGINE_TPU_FLAGS)):
       continue
     if value != off:
       shown = "--%s" % name if value is True else "--%s=%s" % (name, value)
@@ -151,7 +161,7 @@ def check_flags(flag_values, script, multi_worker=False, precisions=("fp32",), x
                                          tf.__version__, " or ".join(supported)))
 
 
-def make_strategy(name="none", num_gpus=None, tpu_address=None):
+def make_strategy(name="none", num_gpus=None, tpu_address=None, tpu_zone=None, gcp_project=None):
   """The tf.distribute strategy of the engine.
 
   Args:
@@ -160,6 +170,8 @@ def make_strategy(name="none", num_gpus=None, tpu_address=None):
       device: estimator_utils.make_distribution_strategy) or "tpu".
     num_gpus: "mirrored": the number of GPUs (None: all).
     tpu_address: "tpu": the TPU's name or grpc:// address (TPUClusterResolver).
+    tpu_zone, gcp_project: "tpu": the zone and Cloud project of a TPU given by name (None:
+      TPUClusterResolver's defaults, from the metadata of the VM it runs on).
 
   Returns:
     tf.distribute.Strategy.
@@ -171,7 +183,8 @@ def make_strategy(name="none", num_gpus=None, tpu_address=None):
     # process runs any TensorFlow operation (a command makes it first thing in main).
     return estimator_utils.make_distribution_strategy(name, num_gpus)
   if name == "tpu":
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address)
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+        tpu=tpu_address, zone=tpu_zone, project=gcp_project)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
@@ -181,6 +194,107 @@ def make_strategy(name="none", num_gpus=None, tpu_address=None):
 def is_tpu_strategy(strategy):
   """Whether `strategy` runs on TPU cores (static shapes, one-hot embeddings)."""
   return isinstance(strategy, tf.distribute.TPUStrategy)
+
+
+# ----------------------------------------------------------------------------------------------
+# A command's strategy and what each worker of a multi-worker job does.
+
+
+def command_strategy(flag_values):
+  """The engine's strategy of a command's device flags (after check_flags).
+
+  A command makes it first thing in main, before any TensorFlow operation: a
+  MultiWorkerMirroredStrategy must exist before the process's runtime starts, and TPUStrategy
+  connects the runtime to the TPU.
+
+  Args:
+    flag_values: the parsed flags: --use_tpu with --tpu_name (and --tpu_zone, --gcp_project)
+      or --master (the TPU's grpc:// address, as the Estimator's RunConfig takes it),
+      --num_tpu_cores (checked against the TPU's); else --distribution_strategy and --num_gpus.
+
+  Returns:
+    tf.distribute.Strategy.
+  """
+  if not getattr(flag_values, "use_tpu", False):
+    return make_strategy(flag_values.distribution_strategy, flag_values.num_gpus)
+  if flag_values.tpu_name:
+    strategy = make_strategy("tpu", tpu_address=flag_values.tpu_name,
+                             tpu_zone=flag_values.tpu_zone, gcp_project=flag_values.gcp_project)
+  else:
+    strategy = make_strategy("tpu", tpu_address=flag_values.master)
+  cores = strategy.num_replicas_in_sync
+  if cores != flag_values.num_tpu_cores:
+    # The Estimator shards over --num_tpu_cores; the engine over every core of the TPU.
+    common.fail("--num_tpu_cores=%d: the TPU %s has %d cores; pass --num_tpu_cores=%d" % (
+        flag_values.num_tpu_cores, flag_values.tpu_name or flag_values.master, cores, cores))
+  return strategy
+
+
+def is_multi_worker(strategy):
+  """Whether `strategy` trains over the workers of TF_CONFIG (MultiWorkerMirroredStrategy)."""
+  return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+def is_chief_worker(strategy):
+  """Whether this process writes a command's outputs: a single process, or the chief (worker 0
+  of a cluster without one) of a multi-worker job.
+
+  Args:
+    strategy: the engine's strategy (None: the Estimator's job, a single process here).
+  """
+  return pretraining_utils.is_chief() if is_multi_worker(strategy) else True
+
+
+def check_multi_worker_job(strategy, do_train, evaluation_flags=()):
+  """One line for a job that the workers of a multi-worker strategy could not run alike.
+
+  A multi-worker job trains on every worker; its chief alone then evaluates, predicts and
+  exports (worker_output_dir). Without training, the other workers would have nothing to do
+  while the chief's model waits for them; an evaluation during training decides the best
+  checkpoint and early stopping on the chief, which the other workers would not follow.
+
+  Args:
+    strategy: the engine's strategy.
+    do_train: the job trains.
+    evaluation_flags: [(flag as shown, whether it is set)] of the command's evaluation during
+      training.
+  """
+  if not is_multi_worker(strategy):
+    return
+  if not do_train:
+    common.fail("--distribution_strategy=%s: needs --do_train (several workers train one "
+                "model); evaluate or predict on one worker with --distribution_strategy=none" %
+                MULTI_WORKER)
+  for shown, is_set in evaluation_flags:
+    if is_set:
+      common.fail("%s: not with --distribution_strategy=%s (the evaluations during training "
+                  "would decide the best checkpoint and early stopping on the chief alone); "
+                  "evaluate after training (--do_eval)" % (shown, MULTI_WORKER))
+
+
+def worker_output_dir(output_dir, strategy):
+  """The directory this process writes a command's outputs into.
+
+  The output_dir itself on the chief; on another worker of a multi-worker job a private
+  temporary directory, removed when the process exits: what the command writes beside the
+  training (feature caches, configs, label lists) cannot race with the chief's files. The Engine
+  of every worker keeps output_dir, where all read the checkpoint they resume from and the
+  chief alone writes checkpoints and events.
+
+  Args:
+    output_dir: --output_dir.
+    strategy: the engine's strategy (None: the Estimator's job).
+
+  Returns:
+    str.
+  """
+  if is_chief_worker(strategy):
+    return output_dir
+  scratch = tempfile.mkdtemp(prefix="realformer-%s-" % pretraining_utils.task_label())
+  atexit.register(shutil.rmtree, scratch, True)
+  tf1.logging.info("Worker %s: writes its own files into %s (the chief writes --output_dir)",
+                   pretraining_utils.task_label(), scratch)
+  return scratch
 
 
 # ----------------------------------------------------------------------------------------------
@@ -475,11 +589,11 @@ class Engine(object):
   def is_chief(self):
     """Whether this process writes the job's checkpoints and TensorBoard events: a single
     process, or the chief (worker 0 of a cluster without one) of a multi-worker job."""
-    return pretraining_utils.is_chief() if self._multi_worker else True
+    return is_chief_worker(self.strategy)
 
   @property
   def _multi_worker(self):
-    return isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    return is_multi_worker(self.strategy)
 
   @property
   def on_tpu(self):
