@@ -954,7 +954,9 @@ def main(_):
   tf2_training.check_multi_worker_job(
       strategy, FLAGS.do_train, [("--eval_every_steps=%d" % FLAGS.eval_every_steps,
                                   FLAGS.eval_every_steps > 0)])
-  settings = _worker_settings(job_settings(FLAGS, strategy))
+  # A worker other than the chief trains only (tf2_training.worker_settings).
+  settings = tf2_training.worker_settings(job_settings(FLAGS, strategy), do_eval=False,
+                                          do_predict=False, export_dir=None)
   task = classifier_tasks.get_task(FLAGS.task_name, FLAGS)
   _check_task_flags(task)  # before the lock: a bad flag leaves nothing behind
   if FLAGS.class_weights and FLAGS.class_weights.strip().lower() != "auto" and task.labels:
@@ -984,17 +986,6 @@ def main(_):
           classifier_model.model_variable_names(bert_config),
           allow_random_eval=FLAGS.allow_random_eval, allow_unmatched=FLAGS.allow_unmatched_init)
     _run_job(task, bert_config, tokenizer, settings, eval_weights)
-
-
-def _worker_settings(settings):
-  """The settings of this process: a worker of a multi-worker job other than the chief trains
-  only, writing into a private directory (tf2_training.worker_output_dir); the chief evaluates,
-  predicts and exports."""
-  if tf2_training.is_chief_worker(settings.strategy):
-    return settings
-  return settings._replace(
-      output_dir=tf2_training.worker_output_dir(settings.output_dir, settings.strategy),
-      do_eval=False, do_predict=False, export_dir=None)
 
 
 # ----------------------------------------------------------------------------------------------

@@ -217,11 +217,20 @@ def command_strategy(flag_values):
   """
   if not getattr(flag_values, "use_tpu", False):
     return make_strategy(flag_values.distribution_strategy, flag_values.num_gpus)
-  if flag_values.tpu_name:
-    strategy = make_strategy("tpu", tpu_address=flag_values.tpu_name,
-                             tpu_zone=flag_values.tpu_zone, gcp_project=flag_values.gcp_project)
-  else:
-    strategy = make_strategy("tpu", tpu_address=flag_values.master)
+  shown = ("--tpu_name=%s" % flag_values.tpu_name if flag_values.tpu_name
+           else "--master=%s" % flag_values.master)
+  try:
+    if flag_values.tpu_name:
+      strategy = make_strategy("tpu", tpu_address=flag_values.tpu_name,
+                               tpu_zone=flag_values.tpu_zone,
+                               gcp_project=flag_values.gcp_project)
+    else:
+      strategy = make_strategy("tpu", tpu_address=flag_values.master)
+  except (tf.errors.OpError, ValueError, RuntimeError) as e:
+    # A TPU that does not exist or cannot be reached (the resolver's lookup, the connection).
+    message = getattr(e, "message", None) or str(e)
+    common.fail("%s: cannot connect to the TPU (%s)" % (shown, message.strip().splitlines()[0]
+                                                          if message.strip() else type(e).__name__))
   cores = strategy.num_replicas_in_sync
   if cores != flag_values.num_tpu_cores:
     # The Estimator shards over --num_tpu_cores; the engine over every core of the TPU.
@@ -296,6 +305,29 @@ def worker_output_dir(output_dir, strategy):
                    pretraining_utils.task_label(), scratch)
   return scratch
 
+
+
+def worker_settings(settings, **chief_only):
+  """A command's job settings as this process runs them.
+
+  The chief (or a single process) runs them as they are. Another worker of a multi-worker job
+  trains only: its output_dir is worker_output_dir's private directory, and what the chief alone
+  does (evaluation, prediction, export) is off. The engine's checkpoints stay in the settings'
+  model_dir (--output_dir) on every worker.
+
+  Args:
+    settings: the command's JobSettings namedtuple, with the fields output_dir and strategy
+      (the engine's, or None for the Estimator's job).
+    **chief_only: the fields of what the chief alone does, with their value on another worker
+      (e.g. do_predict=False, export_dir=None).
+
+  Returns:
+    The settings of this process.
+  """
+  if is_chief_worker(settings.strategy):
+    return settings
+  return settings._replace(
+      output_dir=worker_output_dir(settings.output_dir, settings.strategy), **chief_only)
 
 # ----------------------------------------------------------------------------------------------
 # Name-based checkpoints (the tf.compat.v1 Saver's format) of tf.Variables.
