@@ -18,9 +18,10 @@ own (--task_name=tsv) or your own DataProcessor (--processor=MODULE:CLASS).
   python run_classifier.py --task_name=xnli --xnli_language=zh --data_dir=$XNLI_DIR ...
 
 On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
-with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU and
-precision flags refused), checkpoints and output files (docs/compatibility.md, "Training without
-the Estimator").
+with realformer_tf.tf2_training (tf.distribute): the same flags (--use_tpu through TPUStrategy,
+several workers through --distribution_strategy=multi_worker_mirrored; --iterations_per_loop and
+the precisions the engine lacks refused), checkpoints and output files (docs/compatibility.md,
+"Training without the Estimator").
 
 docs/fine_tuning.md has the rest: tasks and metrics, evaluation during training (early
 stopping, the best checkpoint), class weights, multi-label tasks, long documents in windows,

@@ -65,9 +65,10 @@ signature `token_logits` takes int32 input_ids / input_mask / segment_ids [batch
 max_seq_length] and returns logits [batch, max_seq_length, num_labels] and predicted_label.
 
 On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
-with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU, XLA and
-precision flags refused), checkpoints (a checkpoint of either resumes on the other) and output
-files (docs/compatibility.md, "Training without the Estimator").
+with realformer_tf.tf2_training (tf.distribute): the same flags (--use_tpu through TPUStrategy,
+several workers through --distribution_strategy=multi_worker_mirrored; --iterations_per_loop and
+the precisions the engine lacks refused), checkpoints (a checkpoint of either resumes on the
+other) and output files (docs/compatibility.md, "Training without the Estimator").
 """
 
 from __future__ import absolute_import

@@ -31,9 +31,10 @@ get_final_text, null-score handling, output files and variable names), with:
     run_pretraining.py) and --fused_optimizer.
 
 On TensorFlow 2.15 it trains and predicts with the Estimator; on a TensorFlow without it (2.16
-and later), with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU,
-XLA and precision flags refused), checkpoints and output files (docs/compatibility.md, "Training
-without the Estimator").
+and later), with realformer_tf.tf2_training (tf.distribute): the same flags (--use_tpu through
+TPUStrategy, several workers through --distribution_strategy=multi_worker_mirrored;
+--iterations_per_loop and the precisions the engine lacks refused), checkpoints and output files
+(docs/compatibility.md, "Training without the Estimator").
 """
 
 from __future__ import absolute_import

@@ -74,9 +74,9 @@ TensorFlow 2.15 trains with the Estimator. TF 2.16 and later (no Estimator) trai
 predict with realformer_tf.tf2_training.Engine over the same graph: the same flags, checkpoints
 (official names, Adam slots, global_step: a job continues on either engine), eval_results,
 test_results, predictions files and sidecars, the same loss at every step to float32 rounding;
-the flags only the Estimator implements (TPU, --precision other than fp32, the distribution
-strategies other than mirrored) are one-line errors there. Variables the task's loss does not
-reach (ETC's last layer's long outputs under a global-token head, BERT's pooler under
+the flags only the Estimator implements (TPU, --precision fp16) are one-line errors there;
+several workers (multi_worker_mirrored) train without --eval_every_steps. Variables the task's
+loss does not reach (ETC's last layer's long outputs under a global-token head, BERT's pooler under
 bert_windows) stay untrained on both engines: no Adam slots, their --init_checkpoint values.
 
 --padding=longest (the default of evaluation and prediction; training keeps max_length, as

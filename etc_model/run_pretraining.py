@@ -44,8 +44,9 @@ are the same in every precision: a job continues in another one.
 
 On TensorFlow >= 2.16 (no Estimator) the same flags train and evaluate with
 realformer_tf.tf2_training.Engine over the same graph: the same checkpoints (a job continues on
-either engine), train_summary and eval_results, --precision=bf16 included; the Estimator-only
-flags (TPU, XLA, fp16) are one-line errors there.
+either engine), train_summary and eval_results, --precision=bf16 and several workers
+(--distribution_strategy=multi_worker_mirrored) included; the Estimator-only flags (TPU, fp16)
+are one-line errors there.
 """
 
 from __future__ import absolute_import

@@ -63,6 +63,16 @@ Evaluation and prediction run on one device (as the Estimator's --distribution_s
 on TPU under the strategy. TPUStrategy needs static shapes (every batch [batch, max_seq_length],
 drop_remainder) and has not run on a TPU here. No flag is read here: `check_flags` refuses, in
 one line, the flags of a command that only the Estimator implements.
+
+A command makes its strategy first thing in main (command_strategy: --use_tpu with --tpu_name /
+--master, or --distribution_strategy): a MultiWorkerMirroredStrategy must exist before the
+process runs any TensorFlow operation. In a multi-worker job every worker trains (each reads its
+share of the input pipeline's batches) and the chief alone writes into --output_dir: the
+checkpoints and events (Engine.is_chief), and the command's own files, evaluation, predictions
+and exports (worker_settings: another worker writes its feature caches into a private directory
+and evaluates nothing). A job the workers could not run alike is one line
+(check_multi_worker_job): no training, or evaluations during training whose best-checkpoint and
+early-stopping decisions the chief alone would take.
 """
 
 from __future__ import absolute_import
