@@ -61,7 +61,8 @@ train() on (the first one traces the step).
 
 Evaluation and prediction run on one device (as the Estimator's --distribution_strategy does),
 on TPU under the strategy. TPUStrategy needs static shapes (every batch [batch, max_seq_length],
-drop_remainder) and has not run on a TPU here. No flag is read here: `check_flags` refuses, in
+drop_remainder; predict() pads a last partial batch with zero rows it does not yield, as
+TPUEstimator.predict does) and has not run on a TPU here. No flag is read here: `check_flags` refuses, in
 one line, the flags of a command that only the Estimator implements.
 
 A command makes its strategy first thing in main (command_strategy: --use_tpu with --tpu_name /
@@ -509,6 +510,40 @@ def _pipeline_share(dataset, context):
   if context.num_input_pipelines == 1:
     return dataset
   return dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
+
+
+# The feature (and prediction) Engine.predict adds on TPU to an input of partial batches: 1 for
+# an example, 0 for a padding row (_full_batches).
+_REAL_ROWS = "engine_real_rows"
+
+
+def _has_dynamic_batch(feature_spec):
+  """Whether an input's batches have an unknown size but static example shapes (a last
+  partial batch: what _full_batches regroups)."""
+  shapes = [spec.shape for spec in feature_spec.values()]
+  return (any(shape.rank and shape[0] is None for shape in shapes) and
+          all(shape[1:].is_fully_defined() for shape in shapes if shape.rank))
+
+
+def _full_batches(dataset, batch_size):
+  """`dataset`'s examples in full batches of batch_size, the last one padded with zero rows
+  (TPUStrategy needs static shapes; TPUEstimator.predict pads so too).
+
+  Args:
+    dataset: tf.data.Dataset of feature dicts in batches (examples of static shapes).
+    batch_size: the batch size.
+
+  Returns:
+    tf.data.Dataset of feature dicts [batch_size, ...] with the _REAL_ROWS feature [batch_size]
+    (1 for an example, 0 for a padding row).
+  """
+  examples = dataset.unbatch().map(
+      lambda features: dict(features, **{_REAL_ROWS: tf.constant(1, tf.int32)}))
+  padding = tf.data.Dataset.from_tensors(
+      {name: tf.zeros(spec.shape, spec.dtype) for name, spec in examples.element_spec.items()})
+  # At most batch_size - 1 padding rows fill the last batch; the rest are dropped with it.
+  return examples.concatenate(padding.repeat(batch_size - 1)).batch(batch_size,
+                                                                    drop_remainder=True)
 
 
 def _on_device_of(variable, tensor):
@@ -1076,9 +1111,15 @@ class Engine(object):
     Yields:
       dict prediction name -> numpy value of one example.
     """
+    if self.on_tpu and _has_dynamic_batch(input_fn({"batch_size": batch_size}).element_spec):
+      # A last partial batch: padded to a full one, its padding rows not yielded.
+      partial_input_fn = input_fn
+      input_fn = lambda params: _full_batches(partial_input_fn(params), params["batch_size"])
     for _, outputs in self.predict_batches(input_fn, checkpoint_path, batch_size):
+      real_rows = outputs.pop(_REAL_ROWS, None)
       for i in range(len(next(iter(outputs.values())))):
-        yield {name: value[i] for name, value in outputs.items()}
+        if real_rows is None or real_rows[i]:
+          yield {name: value[i] for name, value in outputs.items()}
 
   def predict_batches(self, input_fn, checkpoint_path=None, batch_size=8, steps=None):
     """Yields the model's loss and predictions batch by batch (what an evaluation sums up).
@@ -1116,8 +1157,13 @@ class Engine(object):
     key = tuple(sorted((name, str(spec)) for name, spec in feature_spec.items()))
     if key not in self._predict_steps:
       def replica_predict(features):
+        features = dict(features)
+        real_rows = features.pop(_REAL_ROWS, None)  # (predict's padding on TPU)
         with export_utils.in_variables(self._variables):
-          return self._model_fn(features, False)
+          loss, outputs = self._model_fn(features, False)
+        if real_rows is not None:
+          outputs = dict(outputs, **{_REAL_ROWS: real_rows})
+        return loss, outputs
 
       if self.on_tpu:
         def step(features):

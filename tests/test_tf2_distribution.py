@@ -5,7 +5,8 @@ takes --distribution_strategy=multi_worker_mirrored on the engine; check_flags t
 flags where a command makes a TPUStrategy (not --iterations_per_loop: the engine has no inner
 loop of several steps); command_strategy builds TPUClusterResolver from --tpu_name,
 --tpu_zone and --gcp_project or --master, and checks --num_tpu_cores; check_multi_worker_job,
-worker_output_dir and worker_settings keep a worker other than the chief out of --output_dir.
+worker_output_dir and worker_settings keep a worker other than the chief out of --output_dir;
+Engine.predict on TPU pads a last partial batch and yields the examples only.
 On the newest TF: run_classifier.py with --use_tpu trains, evaluates and predicts on the engine
 "as on TPU" (no TPU here: the resolver and the TPU system are stand-ins, the strategy the
 default one that the engine treats as TPU): every input has static batch shapes (the engine
@@ -18,6 +19,7 @@ import json
 import os
 import types
 
+import numpy as np
 import pytest
 import tensorflow as tf
 
@@ -147,6 +149,32 @@ def test_a_tpu_that_cannot_be_reached_is_one_line(monkeypatch):
   with pytest.raises(common.UsageError, match=r"^--master=grpc://10.0.0.2:8470: cannot connect "
                      r"to the TPU \(failed to connect to all addresses\)$"):
     tf2_training.command_strategy(_flag_values(use_tpu=True, master="grpc://10.0.0.2:8470"))
+
+
+def test_predict_on_tpu_pads_a_last_partial_batch_and_yields_the_examples_only(monkeypatch,
+                                                                               tmp_path):
+  inputs = {"x": np.arange(15, dtype=np.float32).reshape(5, 3), "id": np.arange(5)}
+
+  def model_fn(features, is_training):  # pylint: disable=unused-argument
+    kernel = tf.compat.v1.get_variable("kernel", [3, 1],
+                                       initializer=tf.compat.v1.ones_initializer())
+    return None, {"prediction": tf.matmul(features["x"], kernel)[:, 0], "id": features["id"]}
+
+  def input_fn(params):  # batches of 2, the last one partial
+    return tf.data.Dataset.from_tensor_slices(inputs).batch(params["batch_size"])
+
+  want = list(tf2_training.Engine(model_fn, str(tmp_path)).predict(input_fn, batch_size=2))
+  monkeypatch.setattr(tf2_training, "is_tpu_strategy", lambda strategy: True)
+  engine = tf2_training.Engine(model_fn, str(tmp_path))
+  got = list(engine.predict(input_fn, batch_size=2))
+  assert [row["id"] for row in got] == list(range(5))
+  assert [row["prediction"] for row in got] == [row["prediction"] for row in want] == [
+      3.0, 12.0, 21.0, 30.0, 39.0]
+  assert sorted(got[0]) == ["id", "prediction"]
+  # Batch by batch (an evaluation's losses) a partial batch stays a one-line error on TPU.
+  with pytest.raises(common.UsageError, match="^TPUStrategy needs static shapes: the prediction "
+                     "input's id is"):
+    next(engine.predict_batches(input_fn, batch_size=2))
 
 
 @pytest.fixture
