@@ -62,8 +62,8 @@ train() on (the first one traces the step).
 Evaluation and prediction run on one device (as the Estimator's --distribution_strategy does),
 on TPU under the strategy. TPUStrategy needs static shapes (every batch [batch, max_seq_length],
 drop_remainder; predict() pads a last partial batch with zero rows it does not yield, as
-TPUEstimator.predict does) and has not run on a TPU here. No flag is read here: `check_flags` refuses, in
-one line, the flags of a command that only the Estimator implements.
+TPUEstimator.predict does) and has not run on a TPU here. No flag is read here: `check_flags`
+refuses, in one line, the flags of a command that only the Estimator implements.
 
 A command makes its strategy first thing in main (command_strategy: --use_tpu with --tpu_name /
 --master, or --distribution_strategy): a MultiWorkerMirroredStrategy must exist before the
@@ -239,9 +239,9 @@ def command_strategy(flag_values):
       strategy = make_strategy("tpu", tpu_address=flag_values.master)
   except (tf.errors.OpError, ValueError, RuntimeError) as e:
     # A TPU that does not exist or cannot be reached (the resolver's lookup, the connection).
-    message = getattr(e, "message", None) or str(e)
-    common.fail("%s: cannot connect to the TPU (%s)" % (shown, message.strip().splitlines()[0]
-                                                          if message.strip() else type(e).__name__))
+    lines = (getattr(e, "message", None) or str(e)).strip().splitlines()
+    common.fail("%s: cannot connect to the TPU (%s)" % (shown, lines[0] if lines
+                                                          else type(e).__name__))
   cores = strategy.num_replicas_in_sync
   if cores != flag_values.num_tpu_cores:
     # The Estimator shards over --num_tpu_cores; the engine over every core of the TPU.
@@ -269,7 +269,7 @@ def check_multi_worker_job(strategy, do_train, evaluation_flags=()):
   """One line for a job that the workers of a multi-worker strategy could not run alike.
 
   A multi-worker job trains on every worker; its chief alone then evaluates, predicts and
-  exports (worker_output_dir). Without training, the other workers would have nothing to do
+  exports (worker_settings). Without training, the other workers would have nothing to do
   while the chief's model waits for them; an evaluation during training decides the best
   checkpoint and early stopping on the chief, which the other workers would not follow.
 
@@ -317,7 +317,6 @@ def worker_output_dir(output_dir, strategy):
   return scratch
 
 
-
 def worker_settings(settings, **chief_only):
   """A command's job settings as this process runs them.
 
@@ -339,6 +338,7 @@ def worker_settings(settings, **chief_only):
     return settings
   return settings._replace(
       output_dir=worker_output_dir(settings.output_dir, settings.strategy), **chief_only)
+
 
 # ----------------------------------------------------------------------------------------------
 # Name-based checkpoints (the tf.compat.v1 Saver's format) of tf.Variables.
@@ -792,7 +792,7 @@ class Engine(object):
       # weights for what init_checkpoint does not supply).
       global_step = tf1.train.get_or_create_global_step()
       features = {name: tf1.placeholder(spec.dtype, spec.shape, name=name)
-                  for name, spec in feature_spec.items()}
+                  for name, spec in feature_spec.items() if name != _REAL_ROWS}
       loss, _ = self._model_fn(features, True)
       trainable = _trained_variable_names(loss, tf1.trainable_variables())
       variables = [v for v in tf1.global_variables() if v is not global_step]

@@ -13,9 +13,9 @@ Training runs on Estimator / TPUEstimator (estimator_utils.make_estimator: the s
 TensorFlow without the Estimator (>= 2.16) on realformer_tf/tf2_training.Engine over the same
 graph (ENGINE_TF2: the same checkpoints, results and flags but the Estimator-only ones,
 tf2_training.check_flags, --use_tpu among them; several workers train on both), with
-token-budget batches (translation_input.py), label smoothing, Adam (0.9, 0.98), warm-up then linear decay (the
-paper) or inverse square root (ADMIN), gradient accumulation, a checkpoint per epoch, exact
-resume after a kill, and progress in target tokens/s with the time remaining. With
+token-budget batches (translation_input.py), label smoothing, Adam (0.9, 0.98), warm-up then
+linear decay (the paper) or inverse square root (ADMIN), gradient accumulation, a checkpoint per
+epoch, exact resume after a kill, and progress in target tokens/s with the time remaining. With
 --layer_norm_type=admin a new job first profiles the initial model on a training batch
 (ADMIN's initialisation) and keeps the profile in output_dir/admin_profile.json.
 
