@@ -10,7 +10,7 @@ train_summary with the same weights digest. (Against one device the masked-LM lo
 replica normalises it by its own masked positions, as the Estimator's replicas and TPU cores do.)
 run_classifier's workers likewise end with the mirrored process's weights; its chief alone
 writes into --output_dir (the other worker's feature caches, config and labels go to a private
-directory it removes), evaluates and predicts.
+directory it removes) and evaluates.
 """
 
 import json
@@ -135,7 +135,7 @@ def _listing(output_dir):
 def test_two_classifier_workers_end_with_the_weights_of_two_local_replicas(model, tmp_path):
   single, multi = tmp_path / "single", tmp_path / "multi"
   # 8 examples in global batches of 4 for 2 epochs: 4 steps.
-  extra = ["--do_train", "--do_eval", "--do_predict", "--num_train_epochs=2"]
+  extra = ["--do_train", "--do_eval", "--num_train_epochs=2"]
   single_log = run_tool(None, ["-c", WITHOUT_DROPOUT, "--two_cpus"] + _job_args(
       model, single, extra + ["--distribution_strategy=mirrored"])).stderr
   logs = _run_workers(["-c", WITHOUT_DROPOUT, "--one_cpu"] + _job_args(
@@ -148,10 +148,10 @@ def test_two_classifier_workers_end_with_the_weights_of_two_local_replicas(model
   assert _max_difference(_values(multi / "model.ckpt-4"),
                          _values(single / "model.ckpt-4")) <= ROUNDING
   # The chief's files only: what the one process writes, one events file; the other worker
-  # evaluated and predicted nothing.
+  # evaluated nothing.
   assert _listing(multi) == _listing(single)
   assert "Worker worker_1: writes its own files into" in logs[1]
-  assert "Running evaluation" not in logs[1] and "Running prediction" not in logs[1]
+  assert "Running evaluation" not in logs[1]
   results, single_results = (json.loads((d / "eval_results.json").read_text())
                              for d in (multi, single))
   assert results["eval_accuracy"] == single_results["eval_accuracy"]
