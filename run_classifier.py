@@ -18,9 +18,10 @@ own (--task_name=tsv) or your own DataProcessor (--processor=MODULE:CLASS).
   python run_classifier.py --task_name=xnli --xnli_language=zh --data_dir=$XNLI_DIR ...
 
 On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
-with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU flags
-refused; --precision=bf16 and fp16 train as there), checkpoints and output files (docs/compatibility.md, "Training without
-the Estimator").
+with realformer_tf.tf2_training (tf.distribute): the same flags (--use_tpu through TPUStrategy,
+several workers through --distribution_strategy=multi_worker_mirrored; --precision=bf16 and
+fp16 as there; --iterations_per_loop refused), checkpoints and output files (docs/compatibility.md,
+"Training without the Estimator").
 
 docs/fine_tuning.md has the rest: tasks and metrics, evaluation during training (early
 stopping, the best checkpoint), class weights, multi-label tasks, long documents in windows,
@@ -753,16 +754,21 @@ JobSettings = collections.namedtuple("JobSettings", [
     # Task options: class weights, multi-label threshold, long documents.
     "class_weights", "multilabel_threshold", "tune_threshold", "long_document", "doc_stride",
     "window_pooling",
+    # The TF2 engine's tf.distribute strategy (made first thing in main; None on the Estimator)
+    # and the directory of its checkpoints, --output_dir, which every worker of a multi-worker
+    # job reads (output_dir is where this process writes: tf2_training.worker_output_dir).
+    "strategy", "model_dir",
     # The whole flag set, for estimator_utils.make_estimator and resume_skip_batches only.
     "flag_values",
 ])
 
 
-def job_settings(flag_values):
+def job_settings(flag_values, strategy=None):
   """The values the job reads, from the parsed flags (after main's checks).
 
   Args:
     flag_values: the parsed flags (FLAGS).
+    strategy: the TF2 engine's strategy (tf2_training.command_strategy), or None.
 
   Returns:
     JobSettings.
@@ -815,6 +821,8 @@ def job_settings(flag_values):
       long_document=flag_values.long_document,
       doc_stride=flag_values.doc_stride,
       window_pooling=flag_values.window_pooling,
+      strategy=strategy,
+      model_dir=flag_values.output_dir,
       flag_values=flag_values)
 
 
@@ -932,7 +940,8 @@ def _check_engine_flags():
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
     tf2_training.check_flags(FLAGS, "run_classifier.py", xla=True,
-                             precisions=tf2_training.ENGINE_PRECISIONS)
+                             precisions=tf2_training.ENGINE_PRECISIONS, multi_worker=True,
+                             tpu=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -941,7 +950,14 @@ def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   _check_flags()
   _check_engine_flags()
-  settings = job_settings(FLAGS)
+  # The TF2 engine's strategy, before any TensorFlow operation runs (a multi-worker one must).
+  strategy = None if estimator_utils.has_estimator() else tf2_training.command_strategy(FLAGS)
+  tf2_training.check_multi_worker_job(
+      strategy, FLAGS.do_train, [("--eval_every_steps=%d" % FLAGS.eval_every_steps,
+                                  FLAGS.eval_every_steps > 0)])
+  # A worker other than the chief trains only (tf2_training.worker_settings).
+  settings = tf2_training.worker_settings(job_settings(FLAGS, strategy), do_eval=False,
+                                          do_predict=False, export_dir=None)
   task = classifier_tasks.get_task(FLAGS.task_name, FLAGS)
   _check_task_flags(task)  # before the lock: a bad flag leaves nothing behind
   if FLAGS.class_weights and FLAGS.class_weights.strip().lower() != "auto" and task.labels:
@@ -961,7 +977,7 @@ def main(_):
   # One job per directory, taken before the directory's checkpoint is read: two training jobs
   # would interleave checkpoints and overwrite each other's results, and an evaluation beside a
   # training job would score whichever intermediate checkpoint happens to be the latest.
-  with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+  with common.OutputDirLock(settings.output_dir, "output_dir"):
     eval_weights = None
     if not FLAGS.do_train:
       # Scores of a randomly initialised model would look like a result: no trained weights is
@@ -1155,7 +1171,7 @@ def _job_trainer(task, bert_config, num_train_steps, num_warmup_steps, class_wei
   if settings.engine == ENGINE_ESTIMATOR:
     return _job_model_fn(task, bert_config, num_train_steps, num_warmup_steps, class_weights,
                          settings)
-  strategy = tf2_training.make_strategy(settings.distribution_strategy, settings.num_gpus)
+  strategy = settings.strategy
   on_tpu = tf2_training.is_tpu_strategy(strategy)
 
   def model_fn(features, is_training):
@@ -1172,7 +1188,7 @@ def _job_trainer(task, bert_config, num_train_steps, num_warmup_steps, class_wei
         (per_example_loss, label_ids, is_real_example, logits))
 
   return tf2_training.Engine(
-      model_fn, settings.output_dir, strategy=strategy,
+      model_fn, settings.model_dir, strategy=strategy,
       train_batch_size=settings.train_batch_size, learning_rate=settings.learning_rate,
       num_train_steps=num_train_steps, num_warmup_steps=num_warmup_steps,
       init_checkpoint=settings.init_checkpoint,

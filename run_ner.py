@@ -65,9 +65,10 @@ signature `token_logits` takes int32 input_ids / input_mask / segment_ids [batch
 max_seq_length] and returns logits [batch, max_seq_length, num_labels] and predicted_label.
 
 On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
-with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU and XLA
-flags refused; --precision=bf16 and fp16 train as there), checkpoints (a checkpoint of either resumes on the other) and output
-files (docs/compatibility.md, "Training without the Estimator").
+with realformer_tf.tf2_training (tf.distribute): the same flags (--use_tpu through TPUStrategy,
+several workers through --distribution_strategy=multi_worker_mirrored; --precision=bf16 and
+fp16 as there; --iterations_per_loop refused), checkpoints (a checkpoint of either resumes on the
+other) and output files (docs/compatibility.md, "Training without the Estimator").
 """
 
 from __future__ import absolute_import
@@ -1353,16 +1354,21 @@ JobSettings = collections.namedtuple("JobSettings", [
     "padding", "train_padding", "eval_padding", "skip_padding",
     # model_fn_builder's precision keyword arguments (--precision, --fused_optimizer).
     "precision_kwargs",
+    # The TF2 engine's tf.distribute strategy (made first thing in main; None on the Estimator)
+    # and the directory of its checkpoints, --output_dir, which every worker of a multi-worker
+    # job reads (output_dir is where this process writes: tf2_training.worker_settings).
+    "strategy", "model_dir",
     # The whole flag set, for estimator_utils.make_estimator and resume_skip_batches only.
     "flag_values",
 ])
 
 
-def job_settings(flag_values):
+def job_settings(flag_values, strategy=None):
   """The values the job reads, from the parsed flags (after main's checks).
 
   Args:
     flag_values: the parsed flags (FLAGS).
+    strategy: the TF2 engine's strategy (tf2_training.command_strategy), or None.
 
   Returns:
     JobSettings (doc_stride resolved: half the window when --doc_stride is not set).
@@ -1410,6 +1416,8 @@ def job_settings(flag_values):
       eval_padding=batch_padding.effective_padding(flag_values),
       skip_padding=batch_padding.skips_padding(flag_values),
       precision_kwargs=estimator_utils.precision_kwargs(flag_values),
+      strategy=strategy,
+      model_dir=flag_values.output_dir,
       flag_values=flag_values)
 
 
@@ -1499,7 +1507,8 @@ def _check_engine_flags():
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
     tf2_training.check_flags(FLAGS, "run_ner.py", xla=True,
-                             precisions=tf2_training.ENGINE_PRECISIONS)
+                             precisions=tf2_training.ENGINE_PRECISIONS, multi_worker=True,
+                             tpu=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -1508,7 +1517,13 @@ def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   _check_flags()
   _check_engine_flags()
-  settings = job_settings(FLAGS)
+  # The TF2 engine's strategy, before any TensorFlow operation runs (a multi-worker one must).
+  strategy = None if estimator_utils.has_estimator() else tf2_training.command_strategy(FLAGS)
+  tf2_training.check_multi_worker_job(strategy, FLAGS.do_train)
+  # A worker other than the chief trains only (tf2_training.worker_settings); it reads the
+  # files the chief reads (paths), so both resolve the same tag scheme and labels.
+  settings = tf2_training.worker_settings(job_settings(FLAGS, strategy), do_eval=False,
+                                          do_predict=False, export_dir=None)
   bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
   paths = {split: data_file(split, settings) for split, mode in (("train", FLAGS.do_train),
                                                         ("dev", FLAGS.do_eval),
@@ -1527,7 +1542,7 @@ def main(_):
   # One job per directory, taken before the directory's checkpoint or labels are read: two
   # training jobs would interleave checkpoints and results, and an evaluation beside a training
   # job would score whichever intermediate checkpoint happens to be the latest.
-  with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+  with common.OutputDirLock(settings.output_dir, "output_dir"):
     eval_weights = None
     if not FLAGS.do_train:
       # Scores of a randomly initialised model would look like a result: no trained weights is
@@ -1561,7 +1576,7 @@ def read_inputs(paths, settings):
   dev = read_conll(paths["dev"], "dev_file") if "dev" in paths else None
   test = read_conll(paths["test"], "test_file", allow_untagged=True) if "test" in paths else None
   conll_files = [f for f in (train, dev, test) if f is not None]
-  saved_config = _saved_ner_config(settings.output_dir)
+  saved_config = _saved_ner_config(settings.model_dir)
   scheme = resolve_scheme(settings.tag_scheme, conll_files, saved_config.get("tag_scheme"))
   for conll in conll_files:
     check_tags(conll, scheme, settings.tag_scheme == "auto")
@@ -1652,9 +1667,10 @@ def _run_job(settings, bert_config, tokenizer, inputs, eval_weights=None):
   record = checkpoint_utils.checkpoint_record(
       tf1.train.latest_checkpoint(settings.output_dir) or eval_weights)
   final = []  # (writer function) run at the end, eval_results last.
-  if inputs.dev is not None:
+  # (A multi-worker job's other workers read the dev and test files but evaluate nothing.)
+  if inputs.dev is not None and settings.do_eval:
     final.append(_evaluate(settings, trainer, inputs, convert, record, summary))
-  if inputs.test is not None:
+  if inputs.test is not None and settings.do_predict:
     write_test_results = _predict(settings, trainer, inputs, convert, record, summary)
     if write_test_results is not None:
       final.insert(0, write_test_results)
@@ -1736,14 +1752,14 @@ def _job_trainer(settings, bert_config, num_labels, num_train_steps, num_warmup_
   """
   if settings.engine == ENGINE_ESTIMATOR:
     return _job_model_fn(settings, bert_config, num_labels, num_train_steps, num_warmup_steps)
-  strategy = tf2_training.make_strategy(settings.distribution_strategy, settings.num_gpus)
+  strategy = settings.strategy
   on_tpu = tf2_training.is_tpu_strategy(strategy)
   return tf2_training.Engine(
       _engine_model_fn(bert_config, num_labels, on_tpu, max_seq_length=settings.max_seq_length,
                        compute_dtype=modeling.get_compute_dtype(
                            settings.precision_kwargs["precision"]),
                        skip_padding=settings.skip_padding and not on_tpu),
-      settings.output_dir, strategy=strategy, train_batch_size=settings.train_batch_size,
+      settings.model_dir, strategy=strategy, train_batch_size=settings.train_batch_size,
       learning_rate=settings.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps or 0, init_checkpoint=settings.init_checkpoint,
       allow_unmatched_init=settings.allow_unmatched_init, seed=settings.seed,

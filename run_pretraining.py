@@ -2,8 +2,8 @@
 """Pre-trains BERT / RealFormer (MLM + NSP) on TPUEstimator, or on CPU/GPU with tf.distribute.
 
 On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
-with realformer_tf.tf2_training: the same flags (the Estimator's TPU, precision and
-multi-worker flags refused), checkpoints and output files
+with realformer_tf.tf2_training: the same flags (--use_tpu through TPUStrategy, several workers;
+--iterations_per_loop and the precisions the engine lacks refused), checkpoints and output files
 (docs/compatibility.md, "Training without the Estimator").
 
 Reads the TFRecords written by create_pretraining_data.py (or the official BERT script). The
@@ -637,7 +637,7 @@ def _check_engine_flags():
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
     tf2_training.check_flags(FLAGS, "run_pretraining.py", multi_worker=True,
-                             precisions=tf2_training.ENGINE_PRECISIONS, xla=True)
+                             precisions=tf2_training.ENGINE_PRECISIONS, xla=True, tpu=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -648,9 +648,8 @@ def main(_):
   _check_engine_flags()
   _configure_cpu_devices(FLAGS.num_cpu_devices)
   # The TF2 engine's strategy, before any TensorFlow operation runs (a multi-worker one must).
-  strategy = None
-  if not estimator_utils.has_estimator():
-    strategy = tf2_training.make_strategy(FLAGS.distribution_strategy, FLAGS.num_gpus)
+  strategy = None if estimator_utils.has_estimator() else tf2_training.command_strategy(FLAGS)
+  tf2_training.check_multi_worker_job(strategy, FLAGS.do_train)
 
   bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS,
                                             max_seq_length=FLAGS.max_seq_length)
@@ -681,7 +680,8 @@ def main(_):
     checkpoint_utils.require_trained_weights(
         "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],
         allow_random_eval=FLAGS.allow_random_eval, give_flag="init_checkpoint")
-  model_config.save_config(bert_config, FLAGS.output_dir)
+  if pretraining_utils.is_chief():  # (every worker of a multi-worker job has the same config)
+    model_config.save_config(bert_config, FLAGS.output_dir)
   tf1.logging.info("*** Input files: %d (%s%s)", len(input_files), input_files[0],
                    ", ..." if len(input_files) > 1 else "")
   tf1.logging.info("*** Model: %d layers, hidden %d, residual_attention=%s, layer_norm_type=%s",
@@ -869,13 +869,14 @@ def _run_engine(flag_values, strategy, bert_config, input_files, eval_files, res
     tf1.logging.info("***** Running evaluation *****")
     tf1.logging.info("  Batch size = %d", flag_values.eval_batch_size)
     eval_once = flag_values.max_eval_steps is None
+    # On TPU full batches only (static shapes), as the Estimator's.
     eval_input_fn = input_fn_builder(
         input_files=eval_files, max_seq_length=flag_values.max_seq_length,
         max_predictions_per_seq=flag_values.max_predictions_per_seq, is_training=False,
-        repeat=not eval_once, drop_remainder=not eval_once)
+        repeat=not eval_once, drop_remainder=engine.on_tpu or not eval_once)
     pretraining_utils.evaluate_with_engine(
         engine, eval_input_fn, eval_files, flag_values.eval_batch_size,
-        flag_values.max_eval_steps, flag_values.output_dir, drop_remainder=False)
+        flag_values.max_eval_steps, flag_values.output_dir, drop_remainder=engine.on_tpu)
 
 
 if __name__ == "__main__":

@@ -31,9 +31,10 @@ get_final_text, null-score handling, output files and variable names), with:
     run_pretraining.py) and --fused_optimizer.
 
 On TensorFlow 2.15 it trains and predicts with the Estimator; on a TensorFlow without it (2.16
-and later), with realformer_tf.tf2_training (tf.distribute): the same flags (the Estimator's TPU
-and XLA flags refused; --precision=bf16 and fp16 train as there), checkpoints and output files (docs/compatibility.md, "Training
-without the Estimator").
+and later), with realformer_tf.tf2_training (tf.distribute): the same flags (--use_tpu through
+TPUStrategy, several workers through --distribution_strategy=multi_worker_mirrored; --precision=bf16
+and fp16 as there; --iterations_per_loop refused), checkpoints and output files
+(docs/compatibility.md, "Training without the Estimator").
 """
 
 from __future__ import absolute_import
@@ -1394,16 +1395,21 @@ JobSettings = collections.namedtuple("JobSettings", [
     "train_padding", "predict_padding",
     # model_fn_builder's precision keyword arguments (--precision, --fused_optimizer).
     "precision_kwargs",
+    # The TF2 engine's tf.distribute strategy (made first thing in main; None on the Estimator)
+    # and the directory of its checkpoints, --output_dir, which every worker of a multi-worker
+    # job reads (output_dir is where this process writes: tf2_training.worker_settings).
+    "strategy", "model_dir",
     # The whole flag set, for estimator_utils.make_estimator and resume_skip_batches only.
     "flag_values",
 ])
 
 
-def job_settings(flag_values):
+def job_settings(flag_values, strategy=None):
   """The values the job reads, from the parsed flags (after main's checks).
 
   Args:
     flag_values: the parsed flags (FLAGS).
+    strategy: the TF2 engine's strategy (tf2_training.command_strategy), or None.
 
   Returns:
     JobSettings.
@@ -1446,6 +1452,8 @@ def job_settings(flag_values):
       train_padding=batch_padding.effective_padding(flag_values, training=True),
       predict_padding=batch_padding.effective_padding(flag_values, default="max_length"),
       precision_kwargs=estimator_utils.precision_kwargs(flag_values),
+      strategy=strategy,
+      model_dir=flag_values.output_dir,
       flag_values=flag_values)
 
 
@@ -1603,7 +1611,8 @@ def _check_engine_flags():
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
     tf2_training.check_flags(FLAGS, "run_squad.py", xla=True,
-                             precisions=tf2_training.ENGINE_PRECISIONS)
+                             precisions=tf2_training.ENGINE_PRECISIONS, multi_worker=True,
+                             tpu=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -1615,9 +1624,14 @@ def main(_):
   common.check_output_dir(FLAGS.output_dir, "output_dir")
   common.require_file(FLAGS.vocab_file, "vocab_file")
   _check_engine_flags()
+  # The TF2 engine's strategy, before any TensorFlow operation runs (a multi-worker one must).
+  strategy = None if estimator_utils.has_estimator() else tf2_training.command_strategy(FLAGS)
+  tf2_training.check_multi_worker_job(strategy, FLAGS.do_train)
   bert_config = model_config.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.max_seq_length)
   validate_flags_or_throw(bert_config)
-  settings = job_settings(FLAGS)
+  # A worker other than the chief trains only (tf2_training.worker_settings).
+  settings = tf2_training.worker_settings(job_settings(FLAGS, strategy), do_predict=False,
+                                          export_dir=None)
   tokenizer = tokenization.checked_tokenizer(
       FLAGS.vocab_file, FLAGS.do_lower_case, init_checkpoint=FLAGS.init_checkpoint,
       vocab_size=bert_config.vocab_size, config_name=FLAGS.bert_config_file)
@@ -1630,7 +1644,7 @@ def main(_):
   # One job per directory, taken before the directory's checkpoint is read: two training jobs
   # would interleave checkpoints and overwrite each other's results, and a prediction beside a
   # training job would score whichever intermediate checkpoint happens to be the latest.
-  with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+  with common.OutputDirLock(settings.output_dir, "output_dir"):
     eval_weights = None
     if not FLAGS.do_train:
       # Scores of a randomly initialised model would look like a result: no trained weights is
@@ -1729,11 +1743,11 @@ def _job_trainer(settings, bert_config, num_train_steps, num_warmup_steps):
   """
   if settings.engine == ENGINE_ESTIMATOR:
     return _job_estimator(settings, bert_config, num_train_steps, num_warmup_steps)
-  strategy = tf2_training.make_strategy(settings.distribution_strategy, settings.num_gpus)
+  strategy = settings.strategy
   return tf2_training.Engine(
       _engine_model_fn(bert_config, tf2_training.is_tpu_strategy(strategy),
                        modeling.get_compute_dtype(settings.precision_kwargs["precision"])),
-      settings.output_dir, strategy=strategy, train_batch_size=settings.train_batch_size,
+      settings.model_dir, strategy=strategy, train_batch_size=settings.train_batch_size,
       learning_rate=settings.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=num_warmup_steps or 0, init_checkpoint=settings.init_checkpoint,
       allow_unmatched_init=settings.allow_unmatched_init, seed=settings.seed,

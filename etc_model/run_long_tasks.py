@@ -87,9 +87,11 @@ TensorFlow 2.15 trains with the Estimator. TF 2.16 and later (no Estimator) trai
 predict with realformer_tf.tf2_training.Engine over the same graph: the same flags, checkpoints
 (official names, Adam slots, global_step: a job continues on either engine), eval_results,
 test_results, predictions files and sidecars, the same loss at every step to float32 rounding;
-the flags only the Estimator implements (TPU, the distribution strategies other than mirrored)
-are one-line errors there (--precision=bf16 and fp16 train as on the Estimator). Variables the task's loss does not
-reach (ETC's last layer's long outputs under a global-token head, BERT's pooler under
+the flags only the Estimator implements (TPU, the distribution strategies other than mirrored
+and multi_worker_mirrored) are one-line errors there; --precision=bf16 and fp16 train as on the
+Estimator, and several workers (multi_worker_mirrored) train without --eval_every_steps.
+Variables the task's loss does not reach (ETC's last layer's long outputs under a global-token
+head, BERT's pooler under
 bert_windows) stay untrained on both engines: no Adam slots, their --init_checkpoint values.
 
 --padding=longest (the default of evaluation and prediction; training keeps max_length, as
@@ -885,10 +887,13 @@ def _train(trainer, config, train_file, num_records, num_train_steps, resume_ste
   def train_to(step, target):
     if isinstance(trainer, tf2_training.Engine):
       # The engine resumes from the latest checkpoint (that of `step`), skipping its batches.
-      trainer.train(train_input_fn, target)
-    else:
-      trainer.train(input_fn=train_input_fn(estimator_utils.resume_skip_batches(step, FLAGS)),
-                    max_steps=target)
+      # The step it reached: on every worker of a multi-worker job (the chief may still be
+      # writing its checkpoint).
+      reached = trainer.train(train_input_fn, target).global_step
+      common.STOP_SIGNALS.exit_if_stopped("checkpoint saved; rerun the same command to resume")
+      return reached
+    trainer.train(input_fn=train_input_fn(estimator_utils.resume_skip_batches(step, FLAGS)),
+                  max_steps=target)
     common.STOP_SIGNALS.exit_if_stopped(
         "checkpoint saved; rerun the same command to resume")
     return estimator_utils.latest_global_step(FLAGS.output_dir)
@@ -917,12 +922,13 @@ def _check_engine_flags():
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
     tf2_training.check_flags(FLAGS, "-m " + SCRIPT, xla=True,
-                             precisions=tf2_training.ENGINE_PRECISIONS)
+                             precisions=tf2_training.ENGINE_PRECISIONS, multi_worker=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
 
 
-def _job_trainer(flag_values, config, num_labels, num_train_steps, num_warmup_steps):
+def _job_trainer(flag_values, config, num_labels, num_train_steps, num_warmup_steps,
+                 strategy=None):
   """What trains and predicts: the Estimator of model_fn_builder's model_fn (TF 2.15), or a
   tf2_training.Engine over the same graph (a TensorFlow without the Estimator).
 
@@ -932,6 +938,7 @@ def _job_trainer(flag_values, config, num_labels, num_train_steps, num_warmup_st
     num_labels: classify: the size of the label vocabulary; else None.
     num_train_steps: the schedule's last step (0 without --do_train).
     num_warmup_steps: linear warm-up steps.
+    strategy: the TF2 engine's strategy (tf2_training.command_strategy).
 
   Returns:
     tf.compat.v1.estimator.tpu.TPUEstimator or tf2_training.Engine.
@@ -951,7 +958,6 @@ def _job_trainer(flag_values, config, num_labels, num_train_steps, num_warmup_st
         model_fn, flag_values, flag_values.output_dir, flag_values.train_batch_size,
         flag_values.eval_batch_size, flag_values.predict_batch_size,
         supported_flags=SUPPORTED_MODEL_FN_FLAGS)
-  strategy = tf2_training.make_strategy(flag_values.distribution_strategy, flag_values.num_gpus)
   return tf2_training.Engine(
       engine_model_fn(flag_values.task, config, att_implementation, num_labels,
                       flag_values.max_global_seq_length, flag_values.max_seq_length,
@@ -973,6 +979,14 @@ def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   _check_flags()
   _check_engine_flags()
+  # The TF2 engine's strategy, before any TensorFlow operation runs (a multi-worker one must).
+  strategy = None if estimator_utils.has_estimator() else tf2_training.command_strategy(FLAGS)
+  tf2_training.check_multi_worker_job(
+      strategy, FLAGS.do_train, [("--eval_every_steps=%d" % FLAGS.eval_every_steps,
+                                  FLAGS.eval_every_steps > 0)])
+  # A worker other than the chief trains only: it writes its files into a private directory
+  # and neither evaluates nor predicts (tf2_training.worker_output_dir).
+  chief = tf2_training.is_chief_worker(strategy)
   if FLAGS.model == "bert_windows":
     config = bert_windows.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.window_length,
                                       FLAGS.window_stride, FLAGS.data_dir)
@@ -1000,8 +1014,9 @@ def main(_):
     split_scorers = nq_scorers(FLAGS.data_dir, files, FLAGS.max_short_answer_length)
   side_input_options = _side_input_options(cls_token_id)
   common.check_output_dir(FLAGS.output_dir)
+  write_dir = tf2_training.worker_output_dir(FLAGS.output_dir, strategy)
   # One job per directory, taken before the directory's labels or checkpoint are read.
-  lock = common.OutputDirLock(FLAGS.output_dir).acquire()
+  lock = common.OutputDirLock(write_dir).acquire()
   label_names = None
   if FLAGS.task in heads.LABEL_VOCABULARY_TASKS:
     try:
@@ -1032,11 +1047,11 @@ def main(_):
   # checkpoint made for initialising, e.g. a lifted one) is one line.
   resume_step = etc_estimator.check_resume(
       FLAGS.output_dir, shapes_fn, restore=estimator_utils.restore_mode(FLAGS.do_train))
-  training_eval.remove_stale_best_temps(FLAGS.output_dir)
-  model_config.save_config(config, FLAGS.output_dir, name=(
+  training_eval.remove_stale_best_temps(write_dir)
+  model_config.save_config(config, write_dir, name=(
       bert_windows.CONFIG_NAME if FLAGS.model == "bert_windows" else CONFIG_NAME))
   if label_names is not None:
-    common.write_json_atomic(os.path.join(FLAGS.output_dir, LABELS_NAME), label_names)
+    common.write_json_atomic(os.path.join(write_dir, LABELS_NAME), label_names)
 
   num_train_steps = num_warmup_steps = 0
   if FLAGS.do_train:
@@ -1058,7 +1073,7 @@ def main(_):
                      config.hidden_size, config.local_radius, config.residual_attention,
                      FLAGS.max_seq_length, FLAGS.max_global_seq_length)
   trainer = _job_trainer(FLAGS, config, len(label_names) if label_names else None,
-                         num_train_steps, num_warmup_steps)
+                         num_train_steps, num_warmup_steps, strategy)
   inference = _Inference(trainer, config, label_names, split_scorers, side_input_options)
 
   # The same keys for both models (a driver reads both alike); no windows: None.
@@ -1077,7 +1092,7 @@ def main(_):
   checkpoint, scored = _scored_checkpoint()
   # Which weights the results come from (no checkpoint in --output_dir: --init_checkpoint).
   record = checkpoint_utils.checkpoint_record(checkpoint or eval_weights)
-  if FLAGS.do_eval:
+  if FLAGS.do_eval and chief:
     start = time.time()
     metrics = inference.evaluate(files["dev"], checkpoint)
     results = dict(summary, **metrics)
@@ -1088,7 +1103,7 @@ def main(_):
       _write_with_sidecar(os.path.join(FLAGS.output_dir, DEV_ANSWERS_NAME),
                           json.dumps(answers, indent=2) + "\n", record)
     estimator_utils.write_eval_results(FLAGS.output_dir, results)
-  if FLAGS.do_predict:
+  if FLAGS.do_predict and chief:
     outputs = inference.outputs(files["test"], checkpoint)
     metrics, answers = inference.metrics(files["test"], outputs)
     lines = prediction_lines(FLAGS.task, outputs, label_names)

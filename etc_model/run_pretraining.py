@@ -45,8 +45,8 @@ are the same in every precision: a job continues in another one.
 On TensorFlow >= 2.16 (no Estimator) the same flags train and evaluate with
 realformer_tf.tf2_training.Engine over the same graph: the same checkpoints (a job continues on
 either engine), train_summary and eval_results, --precision=bf16 and fp16 (the same dynamic
-loss scaling and checkpoints) included; the Estimator-only flags (TPU) are one-line errors
-there.
+loss scaling and checkpoints) and several workers (--distribution_strategy=multi_worker_mirrored)
+included; the Estimator-only flags (TPU) are one-line errors there.
 """
 
 from __future__ import absolute_import
@@ -605,7 +605,7 @@ def _check_engine_flags():
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
     tf2_training.check_flags(FLAGS, "-m " + SCRIPT, precisions=tf2_training.ENGINE_PRECISIONS,
-                             xla=True)
+                             xla=True, multi_worker=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS, script=SCRIPT)
 
@@ -614,6 +614,9 @@ def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   _check_flags()
   _check_engine_flags()
+  # The TF2 engine's strategy, before any TensorFlow operation runs (a multi-worker one must).
+  strategy = None if estimator_utils.has_estimator() else tf2_training.command_strategy(FLAGS)
+  tf2_training.check_multi_worker_job(strategy, FLAGS.do_train)
   # --etc_config_file with the --residual_attention override, validated (one-line errors).
   config = etc_estimator.load_config(FLAGS.etc_config_file, FLAGS.residual_attention,
                                      FLAGS.max_seq_length)
@@ -643,7 +646,8 @@ def main(_):
     checkpoint_utils.require_trained_weights(
         "--do_eval", [("output_dir", FLAGS.output_dir), ("init_checkpoint", FLAGS.init_checkpoint)],
         allow_random_eval=FLAGS.allow_random_eval, give_flag="init_checkpoint")
-  model_config.save_config(config, FLAGS.output_dir, name=CONFIG_NAME)
+  if pretraining_utils.is_chief():  # (every worker of a multi-worker job has the same config)
+    model_config.save_config(config, FLAGS.output_dir, name=CONFIG_NAME)
   tf1.logging.info("*** Model: ETC %d layers, hidden %d, local_radius %d, residual_attention=%s; "
                    "L=%d, G=%d", config.num_hidden_layers, config.hidden_size,
                    config.local_radius, config.residual_attention, FLAGS.max_seq_length,
@@ -665,7 +669,7 @@ def main(_):
   if cpc_options is not None:
     summary["cpc"] = dict(cpc_options._asdict())
   if not estimator_utils.has_estimator():
-    _run_engine(FLAGS, config, cpc_options, input_files, eval_files, resume_step,
+    _run_engine(FLAGS, strategy, config, cpc_options, input_files, eval_files, resume_step,
                 num_warmup_steps, label, summary)
     lock.release()
     return
@@ -737,13 +741,14 @@ def main(_):
   lock.release()
 
 
-def _run_engine(flag_values, config, cpc_options, input_files, eval_files, resume_step,
+def _run_engine(flag_values, strategy, config, cpc_options, input_files, eval_files, resume_step,
                 num_warmup_steps, label, summary):
   """--do_train / --do_eval with tf2_training.Engine (a TensorFlow without the Estimator): the
   checkpoints, train_summary_<label>.json and eval_results of the Estimator's path.
 
   Args:
     flag_values: the parsed flags, as main read and checked them.
+    strategy: tf2_training.command_strategy's strategy.
     config: the job's EtcConfig.
     cpc_options: CpcOptions or None.
     input_files: the training TFRecords.
@@ -753,7 +758,6 @@ def _run_engine(flag_values, config, cpc_options, input_files, eval_files, resum
     label: the train_summary file's label.
     summary: the train summary's settings (completed with the run's figures).
   """
-  strategy = tf2_training.make_strategy(flag_values.distribution_strategy, flag_values.num_gpus)
   engine = tf2_training.Engine(
       engine_model_fn(config, cpc_options, flag_values.att_implementation,
                       tf2_training.is_tpu_strategy(strategy),
@@ -800,7 +804,8 @@ def _run_engine(flag_values, config, cpc_options, input_files, eval_files, resum
     common.write_json_atomic(
         os.path.join(flag_values.output_dir, "train_summary_%s.json" % label), summary)
     tf1.logging.info("Training done: %s", json.dumps(summary, sort_keys=True))
-  if flag_values.do_eval:
+  # A multi-worker job evaluates on its chief, as the Estimator's does.
+  if flag_values.do_eval and engine.is_chief:
     # As the Estimator's: every record once in full batches by default (the side inputs take
     # static shapes); --max_eval_steps: that many batches of the repeated records.
     eval_input_fn = input_fn_builder(

@@ -70,17 +70,31 @@ train() on (the first one traces the step).
 
 Evaluation and prediction run on one device (as the Estimator's --distribution_strategy does),
 on TPU under the strategy. TPUStrategy needs static shapes (every batch [batch, max_seq_length],
-drop_remainder) and has not run on a TPU here. No flag is read here: `check_flags` refuses, in
-one line, the flags of a command that only the Estimator implements.
+drop_remainder; predict() pads a last partial batch with zero rows it does not yield, as
+TPUEstimator.predict does) and has not run on a TPU here. No flag is read here: `check_flags`
+refuses, in one line, the flags of a command that only the Estimator implements.
+
+A command makes its strategy first thing in main (command_strategy: --use_tpu with --tpu_name /
+--master, or --distribution_strategy): a MultiWorkerMirroredStrategy must exist before the
+process runs any TensorFlow operation. In a multi-worker job every worker trains (each reads its
+share of the input pipeline's batches) and the chief alone writes into --output_dir: the
+checkpoints and events (Engine.is_chief), and the command's own files, evaluation, predictions
+and exports (worker_settings: another worker writes its feature caches into a private directory
+and evaluates nothing). A job the workers could not run alike is one line
+(check_multi_worker_job): no training, or evaluations during training whose best-checkpoint and
+early-stopping decisions the chief alone would take.
 """
 
 from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import atexit
 import collections
 import contextlib
 import os
+import shutil
+import tempfile
 import time
 import warnings
 
@@ -114,6 +128,10 @@ ENGINE_DISTRIBUTION_STRATEGIES = ("none", "mirrored")
 # scaling (the command passes Engine(loss_scale=estimator_utils.loss_scale_for(precision))).
 ENGINE_PRECISIONS = ("fp32", "bf16", "fp16")
 MULTI_WORKER = "multi_worker_mirrored"
+# The Estimator's TPU flags that make the engine's TPUStrategy where a command takes them
+# (check_flags' tpu; command_strategy). --iterations_per_loop stays the Estimator's: the engine
+# runs one step per call of its tf.function (no inner loop of several steps).
+ENGINE_TPU_FLAGS = ("use_tpu", "tpu_name", "tpu_zone", "gcp_project", "master", "num_tpu_cores")
 
 CHECKPOINT_NAME = "model.ckpt"
 GLOBAL_STEP = "global_step"
@@ -129,7 +147,8 @@ VariableSpec = collections.namedtuple("VariableSpec", ["shape", "dtype", "traina
 TrainResult = collections.namedtuple("TrainResult", ["global_step", "steps_per_second"])
 
 
-def check_flags(flag_values, script, multi_worker=False, precisions=("fp32",), xla=False):
+def check_flags(flag_values, script, multi_worker=False, precisions=("fp32",), xla=False,
+                tpu=False):
   """One line for a flag set on the command line that only the Estimator engine implements.
 
   Args:
@@ -141,10 +160,12 @@ def check_flags(flag_values, script, multi_worker=False, precisions=("fp32",), x
       needs only the model's compute dtype; fp16 also the Estimator's dynamic loss scaling:
       Engine's loss_scale).
     xla: the command passes --use_xla to the Engine (use_xla).
+    tpu: the command makes its strategy with command_strategy (--use_tpu: TPUStrategy).
   """
   for name, off in ESTIMATOR_ONLY_FLAGS.items():
     value = getattr(flag_values, name, off)
-    if (name == "precision" and value in precisions) or (name == "use_xla" and xla):
+    if ((name == "precision" and value in precisions) or (name == "use_xla" and xla) or
+        (tpu and name in ENGINE_TPU_FLAGS)):
       continue
     if value != off:
       shown = "--%s" % name if value is True else "--%s=%s" % (name, value)
@@ -161,7 +182,7 @@ def check_flags(flag_values, script, multi_worker=False, precisions=("fp32",), x
                                          tf.__version__, " or ".join(supported)))
 
 
-def make_strategy(name="none", num_gpus=None, tpu_address=None):
+def make_strategy(name="none", num_gpus=None, tpu_address=None, tpu_zone=None, gcp_project=None):
   """The tf.distribute strategy of the engine.
 
   Args:
@@ -170,6 +191,8 @@ def make_strategy(name="none", num_gpus=None, tpu_address=None):
       device: estimator_utils.make_distribution_strategy) or "tpu".
     num_gpus: "mirrored": the number of GPUs (None: all).
     tpu_address: "tpu": the TPU's name or grpc:// address (TPUClusterResolver).
+    tpu_zone, gcp_project: "tpu": the zone and Cloud project of a TPU given by name (None:
+      TPUClusterResolver's defaults, from the metadata of the VM it runs on).
 
   Returns:
     tf.distribute.Strategy.
@@ -181,7 +204,8 @@ def make_strategy(name="none", num_gpus=None, tpu_address=None):
     # process runs any TensorFlow operation (a command makes it first thing in main).
     return estimator_utils.make_distribution_strategy(name, num_gpus)
   if name == "tpu":
-    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu_address)
+    resolver = tf.distribute.cluster_resolver.TPUClusterResolver(
+        tpu=tpu_address, zone=tpu_zone, project=gcp_project)
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
@@ -191,6 +215,139 @@ def make_strategy(name="none", num_gpus=None, tpu_address=None):
 def is_tpu_strategy(strategy):
   """Whether `strategy` runs on TPU cores (static shapes, one-hot embeddings)."""
   return isinstance(strategy, tf.distribute.TPUStrategy)
+
+
+# ----------------------------------------------------------------------------------------------
+# A command's strategy and what each worker of a multi-worker job does.
+
+
+def command_strategy(flag_values):
+  """The engine's strategy of a command's device flags (after check_flags).
+
+  A command makes it first thing in main, before any TensorFlow operation: a
+  MultiWorkerMirroredStrategy must exist before the process's runtime starts, and TPUStrategy
+  connects the runtime to the TPU.
+
+  Args:
+    flag_values: the parsed flags: --use_tpu with --tpu_name (and --tpu_zone, --gcp_project)
+      or --master (the TPU's grpc:// address, as the Estimator's RunConfig takes it),
+      --num_tpu_cores (checked against the TPU's); else --distribution_strategy and --num_gpus.
+
+  Returns:
+    tf.distribute.Strategy.
+  """
+  if not getattr(flag_values, "use_tpu", False):
+    return make_strategy(flag_values.distribution_strategy, flag_values.num_gpus)
+  shown = ("--tpu_name=%s" % flag_values.tpu_name if flag_values.tpu_name
+           else "--master=%s" % flag_values.master)
+  try:
+    if flag_values.tpu_name:
+      strategy = make_strategy("tpu", tpu_address=flag_values.tpu_name,
+                               tpu_zone=flag_values.tpu_zone,
+                               gcp_project=flag_values.gcp_project)
+    else:
+      strategy = make_strategy("tpu", tpu_address=flag_values.master)
+  except (tf.errors.OpError, ValueError, RuntimeError) as e:
+    # A TPU that does not exist or cannot be reached (the resolver's lookup, the connection).
+    lines = (getattr(e, "message", None) or str(e)).strip().splitlines()
+    common.fail("%s: cannot connect to the TPU (%s)" % (shown, lines[0] if lines
+                                                          else type(e).__name__))
+  cores = strategy.num_replicas_in_sync
+  if cores != flag_values.num_tpu_cores:
+    # The Estimator shards over --num_tpu_cores; the engine over every core of the TPU.
+    common.fail("--num_tpu_cores=%d: the TPU %s has %d cores; pass --num_tpu_cores=%d" % (
+        flag_values.num_tpu_cores, flag_values.tpu_name or flag_values.master, cores, cores))
+  return strategy
+
+
+def is_multi_worker(strategy):
+  """Whether `strategy` trains over the workers of TF_CONFIG (MultiWorkerMirroredStrategy)."""
+  return isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
+
+
+def is_chief_worker(strategy):
+  """Whether this process writes a command's outputs: a single process, or the chief (worker 0
+  of a cluster without one) of a multi-worker job.
+
+  Args:
+    strategy: the engine's strategy (None: the Estimator's job, a single process here).
+  """
+  return pretraining_utils.is_chief() if is_multi_worker(strategy) else True
+
+
+def check_multi_worker_job(strategy, do_train, evaluation_flags=()):
+  """One line for a job that the workers of a multi-worker strategy could not run alike.
+
+  A multi-worker job trains on every worker; its chief alone then evaluates, predicts and
+  exports (worker_settings). Without training, the other workers would have nothing to do
+  while the chief's model waits for them; an evaluation during training decides the best
+  checkpoint and early stopping on the chief, which the other workers would not follow.
+
+  Args:
+    strategy: the engine's strategy.
+    do_train: the job trains.
+    evaluation_flags: [(flag as shown, whether it is set)] of the command's evaluation during
+      training.
+  """
+  if not is_multi_worker(strategy):
+    return
+  if not do_train:
+    common.fail("--distribution_strategy=%s: needs --do_train (several workers train one "
+                "model); evaluate or predict on one worker with --distribution_strategy=none" %
+                MULTI_WORKER)
+  for shown, is_set in evaluation_flags:
+    if is_set:
+      common.fail("%s: not with --distribution_strategy=%s (the evaluations during training "
+                  "would decide the best checkpoint and early stopping on the chief alone); "
+                  "evaluate after training (--do_eval)" % (shown, MULTI_WORKER))
+
+
+def worker_output_dir(output_dir, strategy):
+  """The directory this process writes a command's outputs into.
+
+  The output_dir itself on the chief; on another worker of a multi-worker job a private
+  temporary directory, removed when the process exits: what the command writes beside the
+  training (feature caches, configs, label lists) cannot race with the chief's files. The Engine
+  of every worker keeps output_dir, where all read the checkpoint they resume from and the
+  chief alone writes checkpoints and events.
+
+  Args:
+    output_dir: --output_dir.
+    strategy: the engine's strategy (None: the Estimator's job).
+
+  Returns:
+    str.
+  """
+  if is_chief_worker(strategy):
+    return output_dir
+  scratch = tempfile.mkdtemp(prefix="realformer-%s-" % pretraining_utils.task_label())
+  atexit.register(shutil.rmtree, scratch, True)
+  tf1.logging.info("Worker %s: writes its own files into %s (the chief writes --output_dir)",
+                   pretraining_utils.task_label(), scratch)
+  return scratch
+
+
+def worker_settings(settings, **chief_only):
+  """A command's job settings as this process runs them.
+
+  The chief (or a single process) runs them as they are. Another worker of a multi-worker job
+  trains only: its output_dir is worker_output_dir's private directory, and what the chief alone
+  does (evaluation, prediction, export) is off. The engine's checkpoints stay in the settings'
+  model_dir (--output_dir) on every worker.
+
+  Args:
+    settings: the command's JobSettings namedtuple, with the fields output_dir and strategy
+      (the engine's, or None for the Estimator's job).
+    **chief_only: the fields of what the chief alone does, with their value on another worker
+      (e.g. do_predict=False, export_dir=None).
+
+  Returns:
+    The settings of this process.
+  """
+  if is_chief_worker(settings.strategy):
+    return settings
+  return settings._replace(
+      output_dir=worker_output_dir(settings.output_dir, settings.strategy), **chief_only)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -365,6 +522,40 @@ def _pipeline_share(dataset, context):
   return dataset.shard(context.num_input_pipelines, context.input_pipeline_id)
 
 
+# The feature (and prediction) Engine.predict adds on TPU to an input of partial batches: 1 for
+# an example, 0 for a padding row (_full_batches).
+_REAL_ROWS = "engine_real_rows"
+
+
+def _has_dynamic_batch(feature_spec):
+  """Whether an input's batches have an unknown size but static example shapes (a last
+  partial batch: what _full_batches regroups)."""
+  shapes = [spec.shape for spec in feature_spec.values()]
+  return (any(shape.rank and shape[0] is None for shape in shapes) and
+          all(shape[1:].is_fully_defined() for shape in shapes if shape.rank))
+
+
+def _full_batches(dataset, batch_size):
+  """`dataset`'s examples in full batches of batch_size, the last one padded with zero rows
+  (TPUStrategy needs static shapes; TPUEstimator.predict pads so too).
+
+  Args:
+    dataset: tf.data.Dataset of feature dicts in batches (examples of static shapes).
+    batch_size: the batch size.
+
+  Returns:
+    tf.data.Dataset of feature dicts [batch_size, ...] with the _REAL_ROWS feature [batch_size]
+    (1 for an example, 0 for a padding row).
+  """
+  examples = dataset.unbatch().map(
+      lambda features: dict(features, **{_REAL_ROWS: tf.constant(1, tf.int32)}))
+  padding = tf.data.Dataset.from_tensors(
+      {name: tf.zeros(spec.shape, spec.dtype) for name, spec in examples.element_spec.items()})
+  # At most batch_size - 1 padding rows fill the last batch; the rest are dropped with it.
+  return examples.concatenate(padding.repeat(batch_size - 1)).batch(batch_size,
+                                                                    drop_remainder=True)
+
+
 def _on_device_of(variable, tensor):
   """`tensor` placed on the device of this replica's copy of `variable`."""
   with tf.device(variable.device):
@@ -494,11 +685,11 @@ class Engine(object):
   def is_chief(self):
     """Whether this process writes the job's checkpoints and TensorBoard events: a single
     process, or the chief (worker 0 of a cluster without one) of a multi-worker job."""
-    return pretraining_utils.is_chief() if self._multi_worker else True
+    return is_chief_worker(self.strategy)
 
   @property
   def _multi_worker(self):
-    return isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy)
+    return is_multi_worker(self.strategy)
 
   @property
   def on_tpu(self):
@@ -668,7 +859,7 @@ class Engine(object):
       # weights for what init_checkpoint does not supply).
       global_step = tf1.train.get_or_create_global_step()
       features = {name: tf1.placeholder(spec.dtype, spec.shape, name=name)
-                  for name, spec in feature_spec.items()}
+                  for name, spec in feature_spec.items() if name != _REAL_ROWS}
       loss, _ = self._model_fn(features, True)
       trainable = _trained_variable_names(loss, tf1.trainable_variables())
       variables = [v for v in tf1.global_variables() if v is not global_step]
@@ -1013,9 +1204,15 @@ class Engine(object):
     Yields:
       dict prediction name -> numpy value of one example.
     """
+    if self.on_tpu and _has_dynamic_batch(input_fn({"batch_size": batch_size}).element_spec):
+      # A last partial batch: padded to a full one, its padding rows not yielded.
+      partial_input_fn = input_fn
+      input_fn = lambda params: _full_batches(partial_input_fn(params), params["batch_size"])
     for _, outputs in self.predict_batches(input_fn, checkpoint_path, batch_size):
+      real_rows = outputs.pop(_REAL_ROWS, None)
       for i in range(len(next(iter(outputs.values())))):
-        yield {name: value[i] for name, value in outputs.items()}
+        if real_rows is None or real_rows[i]:
+          yield {name: value[i] for name, value in outputs.items()}
 
   def predict_batches(self, input_fn, checkpoint_path=None, batch_size=8, steps=None):
     """Yields the model's loss and predictions batch by batch (what an evaluation sums up).
@@ -1053,8 +1250,13 @@ class Engine(object):
     key = tuple(sorted((name, str(spec)) for name, spec in feature_spec.items()))
     if key not in self._predict_steps:
       def replica_predict(features):
+        features = dict(features)
+        real_rows = features.pop(_REAL_ROWS, None)  # (predict's padding on TPU)
         with export_utils.in_variables(self._variables):
-          return self._model_fn(features, False)
+          loss, outputs = self._model_fn(features, False)
+        if real_rows is not None:
+          outputs = dict(outputs, **{_REAL_ROWS: real_rows})
+        return loss, outputs
 
       if self.on_tpu:
         def step(features):

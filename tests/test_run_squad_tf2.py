@@ -240,7 +240,6 @@ def _served_logits(export_dir, record_file):
 
 @newest_tf_only
 @pytest.mark.parametrize("flag,shown", [
-    (["--use_tpu", "--tpu_name=grpc://10.0.0.2:8470"], "--use_tpu"),
     (["--iterations_per_loop=10"], "--iterations_per_loop=10"),
 ])
 def test_estimator_only_flags_are_one_line_errors(config_file, tmp_path, flag, shown):

@@ -1,5 +1,6 @@
-"""Several workers on the newest TensorFlow: run_pretraining.py with the TF2 engine under
-MultiWorkerMirroredStrategy (two local worker processes talking over loopback, TF_CONFIG).
+"""Several workers on the newest TensorFlow: run_pretraining.py and run_classifier.py with the
+TF2 engine under MultiWorkerMirroredStrategy (two local worker processes talking over loopback,
+TF_CONFIG).
 
 Two workers of one replica each end with the weights of one process mirrored over two logical
 CPUs (to float32 rounding): each worker reads every other per-replica batch of the one input
@@ -7,6 +8,9 @@ pipeline, the gradients are averaged over the global batch before clipping, the 
 writes the checkpoints, TensorBoard events and the evaluation, and every worker writes its
 train_summary with the same weights digest. (Against one device the masked-LM loss differs: each
 replica normalises it by its own masked positions, as the Estimator's replicas and TPU cores do.)
+run_classifier's workers likewise end with the mirrored process's weights; its chief alone
+writes into --output_dir (the other worker's feature caches, config and labels go to a private
+directory it removes) and evaluates.
 """
 
 import json
@@ -20,7 +24,8 @@ import pytest
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, run_tool, tool_env
 from realformer_tf import estimator_utils
-from test_tf2_training import ROUNDING, _max_difference, _state, _step_losses, _values
+from test_tf2_training import ROUNDING, WITHOUT_DROPOUT, _job_args, _max_difference, _state
+from test_tf2_training import _step_losses, _values, model  # pylint: disable=unused-import
 
 VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
 pytestmark = pytest.mark.skipif(
@@ -69,10 +74,9 @@ def _args(root, output_dir, extra=()):
           "--do_train", "--do_eval"] + list(extra)
 
 
-def test_two_workers_end_with_the_weights_of_two_local_replicas(data, tmp_path):
-  single, multi = tmp_path / "single", tmp_path / "multi"
-  single_log = run_tool("run_pretraining.py", _args(data, single, [
-      "--num_cpu_devices=2", "--distribution_strategy=mirrored"])).stderr
+def _run_workers(command):
+  """Runs `command` (its arguments after the Python executable) as the two workers of a
+  loopback cluster (TF_CONFIG); returns their logs (stderr), the chief's first."""
   ports = _free_ports(2)
   cluster = {"worker": ["localhost:%d" % port for port in ports]}
   workers = []
@@ -80,9 +84,8 @@ def test_two_workers_end_with_the_weights_of_two_local_replicas(data, tmp_path):
     env = tool_env({"TF_CONFIG": json.dumps({"cluster": cluster,
                                              "task": {"type": "worker", "index": index}})})
     workers.append(subprocess.Popen(
-        [sys.executable, os.path.join(REPO_DIR, "run_pretraining.py")] +
-        _args(data, multi, ["--distribution_strategy=multi_worker_mirrored"]),
-        cwd=REPO_DIR, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        [sys.executable] + [str(a) for a in command], cwd=REPO_DIR, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
   logs = []
   try:
     for worker in workers:
@@ -93,6 +96,15 @@ def test_two_workers_end_with_the_weights_of_two_local_replicas(data, tmp_path):
         worker.kill()
   for worker, log in zip(workers, logs):
     assert worker.returncode == 0, log[-3000:]
+  return logs
+
+
+def test_two_workers_end_with_the_weights_of_two_local_replicas(data, tmp_path):
+  single, multi = tmp_path / "single", tmp_path / "multi"
+  single_log = run_tool("run_pretraining.py", _args(data, single, [
+      "--num_cpu_devices=2", "--distribution_strategy=mirrored"])).stderr
+  logs = _run_workers([os.path.join(REPO_DIR, "run_pretraining.py")] + _args(
+      data, multi, ["--distribution_strategy=multi_worker_mirrored"]))
   assert "2 replicas in sync: 4 examples per replica per step" in logs[0]
   # The chief's losses (the global batch's) are the single process's.
   np.testing.assert_allclose(_step_losses(logs[0]), _step_losses(single_log), rtol=0,
@@ -112,3 +124,35 @@ def test_two_workers_end_with_the_weights_of_two_local_replicas(data, tmp_path):
   single_results = json.loads((single / "eval_results.json").read_text())
   assert results["masked_lm_accuracy"] == pytest.approx(single_results["masked_lm_accuracy"],
                                                         abs=ROUNDING)
+
+
+def _listing(output_dir):
+  """The files of an output directory, an events file named by its kind only."""
+  return sorted("events" if name.startswith("events.") else name
+                for name in os.listdir(str(output_dir)))
+
+
+def test_two_classifier_workers_end_with_the_weights_of_two_local_replicas(model, tmp_path):
+  single, multi = tmp_path / "single", tmp_path / "multi"
+  # 8 examples in global batches of 4 for 2 epochs: 4 steps.
+  extra = ["--do_train", "--do_eval", "--num_train_epochs=2"]
+  single_log = run_tool(None, ["-c", WITHOUT_DROPOUT, "--two_cpus"] + _job_args(
+      model, single, extra + ["--distribution_strategy=mirrored"])).stderr
+  logs = _run_workers(["-c", WITHOUT_DROPOUT, "--one_cpu"] + _job_args(
+      model, multi, extra + ["--distribution_strategy=multi_worker_mirrored"]))
+  assert "2 replicas in sync: 2 examples per replica per step" in logs[0]
+  np.testing.assert_allclose(_step_losses(logs[0]), _step_losses(single_log), rtol=0,
+                             atol=ROUNDING)
+  assert len(_step_losses(logs[0])) == 4
+  assert _state(multi) == _state(single) == ["model.ckpt-0", "model.ckpt-4"]
+  assert _max_difference(_values(multi / "model.ckpt-4"),
+                         _values(single / "model.ckpt-4")) <= ROUNDING
+  # The chief's files only: what the one process writes, one events file; the other worker
+  # evaluated nothing.
+  assert _listing(multi) == _listing(single)
+  assert "Worker worker_1: writes its own files into" in logs[1]
+  assert "Running evaluation" not in logs[1]
+  results, single_results = (json.loads((d / "eval_results.json").read_text())
+                             for d in (multi, single))
+  assert results["eval_accuracy"] == single_results["eval_accuracy"]
+  assert results["eval_loss"] == pytest.approx(single_results["eval_loss"], abs=ROUNDING)

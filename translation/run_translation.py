@@ -12,10 +12,10 @@ Training runs on Estimator / TPUEstimator (estimator_utils.make_estimator: the s
 --distribution_strategy and TPU flags as run_pretraining) on TensorFlow 2.15, and on a
 TensorFlow without the Estimator (>= 2.16) on realformer_tf/tf2_training.Engine over the same
 graph (ENGINE_TF2: the same checkpoints, results and flags but the Estimator-only ones,
-tf2_training.check_flags), with token-budget batches
-(translation_input.py), label smoothing, Adam (0.9, 0.98), warm-up then linear decay (the
-paper) or inverse square root (ADMIN), gradient accumulation, a checkpoint per epoch, exact
-resume after a kill, and progress in target tokens/s with the time remaining. With
+tf2_training.check_flags, --use_tpu among them; several workers train on both), with
+token-budget batches (translation_input.py), label smoothing, Adam (0.9, 0.98), warm-up then
+linear decay (the paper) or inverse square root (ADMIN), gradient accumulation, a checkpoint per
+epoch, exact resume after a kill, and progress in target tokens/s with the time remaining. With
 --layer_norm_type=admin a new job first profiles the initial model on a training batch
 (ADMIN's initialisation) and keeps the profile in output_dir/admin_profile.json.
 
@@ -481,10 +481,8 @@ def _train_engine(settings, config, train_files, admin_profile, num_train_steps,
   Returns:
     None: the engine's progress line counts steps, not target tokens.
   """
-  strategy = tf2_training.make_strategy(settings.flag_values.distribution_strategy,
-                                        settings.flag_values.num_gpus)
   engine = _job_engine(settings, engine_model_fn(config, admin_profile, settings.label_smoothing),
-                       strategy=strategy, num_train_steps=num_train_steps)
+                       strategy=settings.strategy, num_train_steps=num_train_steps)
   engine.train(lambda skip_batches: translation_input.input_fn_builder(
       train_files, settings.max_tokens, settings.max_length, is_training=True,
       seed=settings.seed, skip_batches=skip_batches), total_global_steps)
@@ -508,7 +506,7 @@ def _job_engine(settings, model_fn, strategy=None, num_train_steps=None):
   """
   flag_values = settings.flag_values
   return tf2_training.Engine(
-      model_fn, settings.output_dir, strategy=strategy,
+      model_fn, settings.model_dir, strategy=strategy,
       # Token-budget batches ignore the batch size: one batch per replica and step.
       train_batch_size=strategy.num_replicas_in_sync if strategy else 1,
       learning_rate=settings.learning_rate, num_train_steps=num_train_steps,
@@ -751,7 +749,8 @@ def _check_engine_flags():
   only the Estimator implements (tf2_training.check_flags), on both the combinations
   estimator_utils refuses."""
   if not estimator_utils.has_estimator():
-    tf2_training.check_flags(FLAGS, "-m " + SCRIPT, xla=True)
+    # (No TPU: token-budget batches have no static shape.)
+    tf2_training.check_flags(FLAGS, "-m " + SCRIPT, xla=True, multi_worker=True)
   estimator_utils.validate_estimator_flags(FLAGS)
   estimator_utils.check_supported(FLAGS, SUPPORTED_MODEL_FN_FLAGS)
 
@@ -879,6 +878,11 @@ JobSettings = collections.namedtuple("JobSettings", [
     "target_language",
     # The training engine (ENGINE_ESTIMATOR or ENGINE_TF2).
     "engine",
+    # The TF2 engine's tf.distribute strategy of training (made first thing in main; None on
+    # the Estimator) and the directory of its checkpoints, --output_dir, which every worker of a
+    # multi-worker job reads (output_dir is where this process writes:
+    # tf2_training.worker_settings).
+    "strategy", "model_dir",
     # The whole flag set, for estimator_utils.make_estimator, the engine's strategy and
     # checkpointing (_job_engine) and resume_skip_batches only (train sets its
     # save_checkpoints_steps to an epoch's batches, see save_every_epoch).
@@ -886,11 +890,12 @@ JobSettings = collections.namedtuple("JobSettings", [
 ])
 
 
-def job_settings(flag_values):
+def job_settings(flag_values, strategy=None):
   """The values the job reads, from the parsed flags (after main's checks).
 
   Args:
     flag_values: the parsed flags (FLAGS).
+    strategy: the TF2 engine's strategy (tf2_training.command_strategy), or None.
 
   Returns:
     JobSettings.
@@ -940,6 +945,8 @@ def job_settings(flag_values):
       max_source_length=flag_values.max_source_length,
       target_language=flag_values.target_language,
       engine=ENGINE_ESTIMATOR if estimator_utils.has_estimator() else ENGINE_TF2,
+      strategy=strategy,
+      model_dir=flag_values.output_dir,
       flag_values=flag_values)
 
 
@@ -947,18 +954,24 @@ def main(_):
   tf1.logging.set_verbosity(tf1.logging.INFO)
   _check_flags()
   _check_engine_flags()
+  # The TF2 engine's strategy, before any TensorFlow operation runs (a multi-worker one must).
+  strategy = None if estimator_utils.has_estimator() else tf2_training.command_strategy(FLAGS)
+  tf2_training.check_multi_worker_job(strategy, FLAGS.do_train)
   common.check_output_dir(FLAGS.output_dir)
-  settings = job_settings(FLAGS)
+  # A worker other than the chief trains only (tf2_training.worker_settings).
+  settings = tf2_training.worker_settings(job_settings(FLAGS, strategy), do_eval=False,
+                                          do_predict=False, export_dir=None)
   # Every job takes the lock, evaluation-only ones too, before the directory's config or
   # checkpoint is read: beside a running training job an evaluation would score (and write
   # results for) whichever checkpoint happens to be the latest.
-  with common.OutputDirLock(FLAGS.output_dir, "output_dir"):
+  with common.OutputDirLock(settings.output_dir, "output_dir"):
     _checked_run(settings)
 
 
 def _checked_run(settings):
   """main's checks of the inputs and the directory (under its lock), then the job."""
-  config = load_nmt_config(settings.output_dir, settings.config_file,
+  # Every worker of a multi-worker job reads the config of --output_dir (model_dir).
+  config = load_nmt_config(settings.model_dir, settings.config_file,
                            {"residual_attention": settings.residual_attention,
                             "layer_norm_type": settings.layer_norm_type})
   sp = None
