@@ -32,10 +32,13 @@ from __future__ import print_function
 
 import collections
 import json
+import os
 
+import numpy as np
 import tensorflow as tf
 
 from realformer_tf import common
+from etc_model import long_tasks
 from etc_model import nq
 
 TASK = "openkp"
@@ -195,3 +198,326 @@ def read_keyphrases(path, source):
       duplicates += 1
     phrases[url] = value
   return phrases, duplicates
+
+
+# ----------------------------------------------------------------------------- documents
+Document = collections.namedtuple("Document", ["url", "words", "elements", "key_phrases"])
+"""One OpenKP line: url, words (text.split(" ")), elements ([(first word, end word)] of the
+VDOM elements, in order, covering the words) and key_phrases (the KeyPhrases, or None)."""
+
+
+def _is_int(value):
+  return isinstance(value, int) and not isinstance(value, bool)
+
+
+def parse_elements(vdom_text, words):
+  """The VDOM elements' word ranges (ValueError unless their texts are the words, in order,
+  covering the text: the official input_validate_and_dedup checks).
+
+  Args:
+    vdom_text: the line's VDOM value (a JSON string of a list of elements).
+    words: text.split(" ").
+
+  Returns:
+    list of (start_idx, end_idx).
+  """
+  if not isinstance(vdom_text, str):
+    raise ValueError("VDOM is a %s, not a JSON string" % type(vdom_text).__name__)
+  vdom = json.loads(vdom_text)
+  if not isinstance(vdom, list) or not vdom:
+    raise ValueError("VDOM is not a non-empty list of elements")
+  elements = []
+  for i, element in enumerate(vdom):
+    if not isinstance(element, dict):
+      raise ValueError("VDOM element %d is not an object" % i)
+    start, end, text = element.get("start_idx"), element.get("end_idx"), element.get("text")
+    if not (_is_int(start) and _is_int(end) and isinstance(text, str)):
+      raise ValueError("VDOM element %d has no integer start_idx / end_idx or no text" % i)
+    expected_start = elements[-1][1] if elements else 0
+    if start != expected_start or not start < end <= len(words):
+      raise ValueError("VDOM element %d spans words [%d, %d), expected a span from %d within "
+                       "the %d words of text" % (i, start, end, expected_start, len(words)))
+    if text != " ".join(words[start:end]):
+      raise ValueError("VDOM element %d's text is not the text's words %d .. %d" %
+                       (i, start, end - 1))
+    elements.append((start, end))
+  if elements[-1][1] != len(words):
+    raise ValueError("the VDOM elements end at word %d of the text's %d" %
+                     (elements[-1][1], len(words)))
+  return elements
+
+
+def parse_document(record, require_key_phrases):
+  """A Document of one JSON line (ValueError naming what is wrong).
+
+  Args:
+    record: the line's dict (it has a url: iter_documents).
+    require_key_phrases: the line must have KeyPhrases (training and development files).
+  """
+  if not isinstance(record.get("text"), str):
+    raise ValueError("url %s: has no text string" % record["url"])
+  words = record["text"].split(" ")
+  try:
+    elements = parse_elements(record.get("VDOM"), words)
+  except ValueError as e:
+    raise ValueError("url %s: %s" % (record["url"], e))
+  key_phrases = None
+  if "KeyPhrases" in record or require_key_phrases:
+    key_phrases = check_phrases(record.get("KeyPhrases"), "url %s:" % record["url"])
+    if require_key_phrases and not clean_phrases(key_phrases):
+      raise ValueError("url %s: has no keyphrase that is not empty (the official scorer cannot "
+                       "score it)" % record["url"])
+  return Document(record["url"], words, elements, key_phrases)
+
+
+def iter_split_documents(path, source, require_key_phrases):
+  """The Documents of a file, streamed; a url on several lines counts by its last line (as the
+  official scorer reads it): earlier lines are skipped and counted.
+
+  Args:
+    path: OpenKP JSON lines (gzipped or not).
+    source: how errors name it ("--dev_file=x").
+    require_key_phrases: every line must have KeyPhrases.
+
+  Returns:
+    (iterator of Documents, number of skipped duplicate lines).
+  """
+  last_line = {}
+  lines = 0
+  for number, url, _ in iter_documents(path, source, lambda record, number: None):
+    last_line[url] = number
+    lines += 1
+  duplicates = lines - len(last_line)
+
+  def documents():
+    for number, url, document in iter_documents(
+        path, source, lambda record, number: parse_document(record, require_key_phrases)):
+      if last_line[url] == number:
+        yield document
+
+  return documents(), duplicates
+
+
+# ----------------------------------------------------------------------------- features
+DEFAULT_MAX_SEQ_LENGTH = 4096
+DEFAULT_MAX_GLOBAL_SEQ_LENGTH = 512
+# The longest keyphrase the head scores (the official kp_max_length) and the label slots (the
+# official num_labels).
+MAX_PHRASE_WORDS = 5
+NUM_LABELS = 3
+# The global token id of a VDOM element (the official: 1 for every element).
+ELEMENT_TOKEN_ID = 1
+SPLITS = ("train", "dev", "test")
+SUMMARY_NAME = "openkp.json"
+EXAMPLES_SUFFIX = ".examples.jsonl"
+FEATURES = (("token_ids", "L"), ("sentence_ids", "L"), ("long_breakpoints", "L"),
+            ("global_token_ids", "G"), ("global_breakpoints", "G"), ("word_ids", "L"),
+            ("num_words", 1), ("label_start", NUM_LABELS), ("label_length", NUM_LABELS))
+# The counts of convert_document's info, in the summary's order.
+COUNTS = ("records", "cut_by_global_length", "cut_by_long_length", "words_cut",
+          "elements_cut", "key_phrases_not_in_input", "key_phrases_too_long",
+          "key_phrases_beyond_labels", "without_label", "without_pieces")
+
+
+def _pad(values, length, value=0):
+  return list(values) + [value] * (length - len(values))
+
+
+def find_labels(document, num_elements, max_phrase_words=MAX_PHRASE_WORDS):
+  """The first occurrence (start word, length) of each keyphrase in the kept elements, as the
+  official generator finds it (lower-cased whole words inside one element, the keyphrases in
+  sorted order per element), and the counts of those not found or too long.
+
+  Args:
+    document: Document with key_phrases.
+    num_elements: the elements kept in the input.
+    max_phrase_words: the longest keyphrase the head scores.
+
+  Returns:
+    (list of (start, length) in the order found, not found count, too long count).
+  """
+  keys = sorted(set(" " + normalize_phrase(words) + " "
+                    for words in document.key_phrases if words and words[0]))
+  missing = set(keys)
+  labels, too_long = [], 0
+  for start, end in document.elements[:num_elements]:
+    search_text = " " + " ".join(document.words[start:end]).lower() + " "
+    for key in keys:
+      if key in missing and key in search_text:
+        missing.remove(key)
+        length = key.count(" ") - 1
+        if length > max_phrase_words:
+          too_long += 1
+          continue
+        offset = search_text.index(key)
+        labels.append((start + search_text[:offset].count(" "), length))
+  return labels, len(missing), too_long
+
+
+def convert_document(document, tokenize_word, settings, is_training=False):
+  """The record of one document (None when it has none) and what was cut or left out.
+
+  Args:
+    document: Document.
+    tokenize_word: word -> its word-piece ids (nq.make_tokenize_word).
+    settings: dict with max_seq_length, max_global_seq_length.
+    is_training: a document without a label in its input gets no record (the official
+      generator drops it).
+
+  Returns:
+    (OrderedDict of features in FEATURES order, or None; info dict of COUNTS and words: the
+    words of the input, those the predictions are made of).
+  """
+  long_len, global_len = settings["max_seq_length"], settings["max_global_seq_length"]
+  token_ids, sentence_ids, word_ids = [], [], []
+  info = collections.OrderedDict((name, 0) for name in COUNTS)
+  kept_elements = num_words = 0
+  for index, (start, end) in enumerate(document.elements):
+    if index >= global_len:
+      info["cut_by_global_length"] = 1
+      break
+    pieces = [tokenize_word(word) for word in document.words[start:end]]
+    count = sum(len(p) for p in pieces)
+    # Words without pieces count too (their logits stay): they must fit in L as well.
+    if len(token_ids) + count > long_len or end > long_len:
+      info["cut_by_long_length"] = 1
+      break
+    for offset, word_pieces in enumerate(pieces):
+      token_ids.extend(word_pieces)
+      word_ids.extend([start + offset] * len(word_pieces))
+    sentence_ids.extend([index] * count)
+    kept_elements, num_words = index + 1, end
+  info["elements_cut"] = len(document.elements) - kept_elements
+  info["words_cut"] = len(document.words) - num_words
+  labels = []
+  if document.key_phrases is not None:
+    labels, info["key_phrases_not_in_input"], info["key_phrases_too_long"] = find_labels(
+        document, kept_elements)
+    info["key_phrases_beyond_labels"] = max(0, len(labels) - NUM_LABELS)
+    labels = labels[:NUM_LABELS]
+  if not token_ids:
+    info["without_pieces"] = 1
+    return None, dict(info, words=document.words[:num_words])
+  if not labels:
+    info["without_label"] = 1
+    if is_training:
+      return None, dict(info, words=document.words[:num_words])
+  info["records"] = 1
+  features = collections.OrderedDict()
+  features["token_ids"] = _pad(token_ids, long_len)
+  features["sentence_ids"] = _pad(sentence_ids, long_len, kept_elements - 1)
+  features["long_breakpoints"] = _pad([0] * (len(token_ids) - 1) + [1], long_len)
+  features["global_token_ids"] = _pad([ELEMENT_TOKEN_ID] * kept_elements, global_len)
+  features["global_breakpoints"] = _pad([0] * (kept_elements - 1) + [1], global_len)
+  features["word_ids"] = _pad(word_ids, long_len)
+  features["num_words"] = [num_words]
+  features["label_start"] = _pad([start for start, _ in labels], NUM_LABELS, -1)
+  features["label_length"] = _pad([length for _, length in labels], NUM_LABELS, -1)
+  return features, dict(info, words=document.words[:num_words])
+
+
+def feature_lengths(max_seq_length, max_global_seq_length):
+  """{feature: length} of a record (FEATURES)."""
+  sizes = {"L": max_seq_length, "G": max_global_seq_length}
+  return collections.OrderedDict((name, sizes.get(size, size)) for name, size in FEATURES)
+
+
+def record_file(data_dir, split):
+  """<data_dir>/openkp_<split>.tfrecord."""
+  return os.path.join(data_dir, "%s_%s.tfrecord" % (TASK, split))
+
+
+def examples_file(data_dir, split):
+  """<data_dir>/openkp_<split>.examples.jsonl: one line per document of the split's file."""
+  return record_file(data_dir, split)[:-len(".tfrecord")] + EXAMPLES_SUFFIX
+
+
+def example_line(document, record, words, with_key_phrases=True):
+  """The examples file's line of one document: url, record (its index, or None), words (those
+  of the input) and key_phrases (None without with_key_phrases, as the train split's)."""
+  return collections.OrderedDict([
+      ("url", document.url), ("record", record), ("words", list(words)),
+      ("key_phrases", document.key_phrases if with_key_phrases else None)])
+
+
+def read_split_examples(data_dir, split, num_records):
+  """The examples file of a split, checked against its records (one line when they differ)."""
+  return long_tasks.read_examples_file(data_dir, examples_file(data_dir, split),
+                                       record_file(data_dir, split), num_records,
+                                       "etc_model.create_openkp")
+
+
+# ----------------------------------------------------------------------------- keyphrases
+def predict_keyphrases(ngram_logits, words, max_predictions=MAX_DEPTH):
+  """The best keyphrases of a document from its n-gram logits (the official
+  get_key_phrase_predictions over every n-gram inside the input's words).
+
+  Args:
+    ngram_logits: float [MAX_PHRASE_WORDS, L]: entry [k - 1, s] scores the k words from word s.
+    words: the input's words.
+    max_predictions: how many distinct keyphrases.
+
+  Returns:
+    list of (keyphrase: its words lower-cased joined by spaces, logit), best first: equal
+    keyphrases (after lower-casing) are one, an empty one is skipped.
+  """
+  logits = np.asarray(ngram_logits, np.float64)
+  candidates = [(k, s) for k in range(min(logits.shape[0], len(words)))
+                for s in range(len(words) - k)]
+  if not candidates:
+    return []
+  scores = np.array([logits[k, s] for k, s in candidates])
+  phrases = []
+  seen = set()
+  for i in np.argsort(-scores, kind="stable"):
+    k, s = candidates[i]
+    phrase = " ".join(words[s:s + k + 1]).lower()
+    if phrase and phrase not in seen:
+      seen.add(phrase)
+      phrases.append((phrase, float(scores[i])))
+      if len(phrases) == max_predictions:
+        break
+  return phrases
+
+
+def prediction_line(url, phrases):
+  """A line of the prediction file: {"url", "KeyPhrases": [[keyphrase], ...], "scores"} (the
+  official etcmodel's form: each keyphrase one string; the official scorer reads KeyPhrases)."""
+  return collections.OrderedDict([("url", url),
+                                  ("KeyPhrases", [[phrase] for phrase, _ in phrases]),
+                                  ("scores", [round(score, 6) for _, score in phrases])])
+
+
+def split_predictions(ngram_logits, lines):
+  """The prediction lines of every document of a split (a document without a record: no
+  keyphrase).
+
+  Args:
+    ngram_logits: float [records, MAX_PHRASE_WORDS, L], in record order.
+    lines: the split's examples file lines.
+
+  Returns:
+    list of prediction_line dicts, in document order.
+  """
+  return [prediction_line(line["url"], [] if line["record"] is None else predict_keyphrases(
+      ngram_logits[line["record"]], line["words"])) for line in lines]
+
+
+def split_metrics(ngram_logits, lines):
+  """The official metrics of a split's outputs over every document of the split.
+
+  Args:
+    ngram_logits: float [records, MAX_PHRASE_WORDS, L].
+    lines: the split's examples file lines (with key_phrases: dev; without: test).
+
+  Returns:
+    (prediction lines, metrics: evaluate's over every document when the split has keyphrases,
+    else {"examples": 0}).
+  """
+  predictions = split_predictions(ngram_logits, lines)
+  references = collections.OrderedDict(
+      (line["url"], line["key_phrases"]) for line in lines if line["key_phrases"] is not None)
+  if not references:
+    return predictions, {"examples": 0}
+  return predictions, evaluate(references, collections.OrderedDict(
+      (p["url"], p["KeyPhrases"]) for p in predictions if p["url"] in references))

@@ -104,3 +104,126 @@ def test_the_command_scores_the_official_files_and_refuses_bad_ones(tmp_path, mo
     openkp_evaluate.evaluate_files(str(tmp_path / "broken.jsonl"), predictions)
   with pytest.raises(common.UsageError, match="missing.jsonl: file does not exist"):
     openkp_evaluate.evaluate_files(str(tmp_path / "missing.jsonl"), predictions)
+
+
+# ----------------------------------------------------------------------------- documents and features
+WORDS = ["Deep", "learning", "rocks", "", "The", "cat", "sat"]
+
+
+def _document(url="u1", key_phrases=(("the", "cat"), ("deep", "learning"), ("missing",),
+                                     ("a", "b", "c", "d", "e", "f")), words=WORDS,
+              elements=((0, 3), (3, 7))):
+  vdom = [{"Id": 0, "text": " ".join(words[s:e]), "feature": [0.0] * 20, "start_idx": s,
+           "end_idx": e} for s, e in elements]
+  line = {"url": url, "text": " ".join(words), "VDOM": json.dumps(vdom)}
+  if key_phrases is not None:
+    line["KeyPhrases"] = [list(p) for p in key_phrases]
+  return line
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+  from realformer_tf import pretraining_data
+  return pretraining_data.make_tokenizer(VOCAB, True)
+
+
+def _pieces(tokenizer, words):
+  return [tokenizer.convert_tokens_to_ids(tokenizer.tokenize(w)) for w in words]
+
+
+def _convert(tokenizer, line, is_training=False, **settings):
+  document = openkp.parse_document(line, require_key_phrases="KeyPhrases" in line)
+  settings = dict({"max_seq_length": 16, "max_global_seq_length": 4}, **settings)
+  from etc_model import nq
+  return openkp.convert_document(document, nq.make_tokenize_word(tokenizer), settings,
+                                 is_training=is_training)
+
+
+def test_features_and_labels_of_a_hand_made_document(tokenizer):
+  record, info = _convert(tokenizer, _document())
+  pieces = _pieces(tokenizer, WORDS)
+  ids = [i for p in pieces for i in p]
+  n = len(ids)
+  assert record["token_ids"] == ids + [0] * (16 - n)
+  assert record["word_ids"][:n] == [w for w, p in enumerate(pieces) for _ in p]
+  first = sum(len(p) for p in pieces[:3])
+  assert record["sentence_ids"] == [0] * first + [1] * (16 - first)
+  assert record["long_breakpoints"] == [0] * (n - 1) + [1] + [0] * (16 - n)
+  assert record["global_token_ids"] == [1, 1, 0, 0]
+  assert record["global_breakpoints"] == [0, 1, 0, 0]
+  assert record["num_words"] == [7]
+  # Sorted keyphrases per element: "deep learning" in the first, "the cat" (word 4, after the
+  # empty word) in the second; "missing" and the six words are not in the text.
+  assert (record["label_start"], record["label_length"]) == ([0, 4, -1], [2, 2, -1])
+  assert (info["key_phrases_not_in_input"], info["records"], info["words"]) == (2, 1, WORDS)
+  assert list(record) == [name for name, _ in openkp.FEATURES]
+
+
+def test_cuts_are_counted_by_cause(tokenizer):
+  record, info = _convert(tokenizer, _document(), max_global_seq_length=1)
+  assert (info["cut_by_global_length"], info["elements_cut"], info["words_cut"]) == (1, 1, 4)
+  assert (record["label_start"], record["num_words"], info["words"]) == (
+      [0, -1, -1], [3], WORDS[:3])
+  first = sum(len(p) for p in _pieces(tokenizer, WORDS[:3]))
+  record, info = _convert(tokenizer, _document(), max_seq_length=first + 1)
+  assert (info["cut_by_long_length"], info["cut_by_global_length"], info["words_cut"]) == (
+      1, 0, 4)
+  # A keyphrase of six words present in the text is too long for the head.
+  long_words = ["a", "b", "c", "d", "e", "f", "g"]
+  record, info = _convert(tokenizer, _document(words=long_words, elements=((0, 7),)))
+  assert (info["key_phrases_too_long"], info["without_label"]) == (1, 1)
+  assert record["label_start"] == [-1, -1, -1]
+  # Training leaves out a document without a label; no piece at all: no record anywhere.
+  assert _convert(tokenizer, _document(key_phrases=[["missing"]]), is_training=True)[0] is None
+  record, info = _convert(tokenizer, _document(), max_seq_length=1)
+  assert record is None and info["without_pieces"] == 1 and info["words"] == []
+
+
+def test_reading_checks_name_the_file_and_the_line(tmp_path):
+  def refused(line, require=True):
+    path = _write_jsonl(tmp_path / "bad.jsonl", [_document("ok"), line])
+    documents, _ = openkp.iter_split_documents(path, "--dev_file=" + path, require)
+    with pytest.raises(common.UsageError) as error:
+      list(documents)
+    return str(error.value)[len("--dev_file=%s: " % (tmp_path / "bad.jsonl")):]
+
+  bad_vdom = _document(elements=((0, 3), (4, 7)))
+  assert refused(bad_vdom) == ("line 2: url u1: VDOM element 1 spans words [4, 7), expected a "
+                               "span from 3 within the 7 words of text")
+  changed = json.loads(_document()["VDOM"])
+  changed[1]["text"] = "other"
+  assert refused(dict(_document(), VDOM=json.dumps(changed))) == (
+      "line 2: url u1: VDOM element 1's text is not the text's words 3 .. 6")
+  assert refused(_document(elements=((0, 3),))) == (
+      "line 2: url u1: the VDOM elements end at word 3 of the text's 7")
+  assert refused(_document(key_phrases=None)) == "line 2: url u1: KeyPhrases is a NoneType, not a list"
+  assert refused(_document(key_phrases=[[""]])) == (
+      "line 2: url u1: has no keyphrase that is not empty (the official scorer cannot score it)")
+  # The test split may lack KeyPhrases; a repeated url counts by its last line.
+  path = _write_jsonl(tmp_path / "test.jsonl", [_document("a", None), _document("b", None),
+                                                _document("a", [["cat"]])])
+  documents, duplicates = openkp.iter_split_documents(path, "--test_file", False)
+  assert [(d.url, d.key_phrases) for d in documents] == [("b", None), ("a", [["cat"]])]
+  assert duplicates == 1
+
+
+def test_decoding_takes_the_best_distinct_ngrams_inside_the_words():
+  words = ["The", "cat", "the", "Cat", "sat"]
+  logits = np.full([openkp.MAX_PHRASE_WORDS, 8], -1.0)
+  logits[1, 0] = 5    # "the cat"
+  logits[1, 2] = 4    # "the cat" again: one keyphrase
+  logits[0, 4] = 3    # "sat"
+  logits[4, 3] = 10   # five words from word 3: past the document's end, never a candidate
+  logits[0, 1] = logits[0, 3] = 2  # "cat" twice
+  # Then the -1 ones in order (length, start): "the", "cat the".
+  assert openkp.predict_keyphrases(logits, words) == [
+      ("the cat", 5.0), ("sat", 3.0), ("cat", 2.0), ("the", -1.0), ("cat the", -1.0)]
+  assert openkp.predict_keyphrases(logits, []) == []
+  lines = [{"url": "x", "record": 0, "words": words, "key_phrases": [["Sat"], ["dog"]]},
+           {"url": "y", "record": None, "words": [], "key_phrases": [["dog"]]}]
+  predictions, metrics = openkp.split_metrics(logits[None], lines)
+  assert predictions[1] == {"url": "y", "KeyPhrases": [], "scores": []}
+  assert predictions[0]["KeyPhrases"][:2] == [["the cat"], ["sat"]]
+  # x: "sat" second of two references: P@1 0, P@3 1/3, R@3 1/2; y: 0.
+  assert metrics["F1@3"] == pytest.approx((2 * (1 / 3) * 0.5 / (1 / 3 + 0.5)) / 2)
+  assert metrics["P@1"] == 0.0 and metrics["examples"] == 2
