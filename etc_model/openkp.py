@@ -24,6 +24,61 @@ among the reference keyphrases, P@k = tp / k (also when fewer than k are predict
 (distinct reference keyphrases), F1@k = 2 P R / (P + R), 0 when P + R = 0; each metric is the
 mean over the reference urls. A document whose reference keyphrases are all empty cannot be
 scored (the official script divides by zero): one line naming it.
+
+Records (one per document, generate_examples_lib's VDOM layout). Each VDOM element is one global
+token (id 1, as officially) and its words' word pieces (each word tokenized alone) are the long
+input; the input ends before the first element that does not fit: the G-th element
+(cut_by_global_length) or one whose pieces would pass L word pieces or whose end would pass L
+words (cut_by_long_length; the official code asserts the words fit); words and elements left
+out are counted.
+  token_ids [L], sentence_ids [L] (each piece's element), long_breakpoints [L] (1 at the last
+    piece), global_token_ids [G], global_breakpoints [G] (1 at the last element): the standard
+    side inputs (etc_estimator.add_side_inputs; each piece's element is its "sentence", the
+    official long_vdom_idx);
+  word_ids [L]: each piece's word (the official long_word_idx); num_words [1]: the words of the
+    input (the official long_word_input_mask's ones);
+  label_start / label_length [3]: the first occurrence of up to 3 keyphrases (-1 padding):
+    each keyphrase lower-cased with spaces around it is searched, in sorted order, in each
+    element's lower-cased text with spaces around it, element by element (whole words, never
+    across elements); start = the element's first word + the spaces before the match.
+Training leaves out a document with no label (as officially); dev and test keep every document
+with a word piece. The head (etc_model.long_task_heads.openkp_head) scores every n-gram of 1 to
+5 words.
+Decoding (predict_keyphrases, eval_utils.get_key_phrase_predictions): the n-grams inside the
+input's words by logit, best first; each is its words joined by spaces, lower-cased; equal ones
+are one and an empty one is skipped; the first 5 are the predictions, written one per url as
+{"url", "KeyPhrases": [[keyphrase], ...], "scores": [...]} (the official etcmodel's form).
+
+Differences from the official code, by intent:
+  * Visual features are not used. The official model (its defaults use_visual_features_in_global
+    and use_visual_features_in_long) adds to each global token, and to each of its long tokens,
+    embeddings of the element's font size id and its parent's (FONT_ID_VOCAB_SIZE buckets), of
+    the cross of its block / heading / bold indicators and a dense projection (GELU, one more
+    dense layer) of its x, y, width, height and its parent's (clipped and scaled) and of the
+    other indicators: the VDOM "feature" floats. Our records hold only the text, the element of
+    each word piece (the global tokens and the side inputs) and the words; the shared ETC input
+    path (etc_estimator.encode) has no embedding adder, so the "feature" floats are checked for
+    nothing and read by nothing. The VDOM's element spans are used; the "Id" is not.
+  * The url is not a record feature (the official url_code_points): the examples file maps
+    record indices to urls.
+  * Keyphrases longer than 5 words are not labels (the official one-hot of their length is
+    all zeros, so they carry no mass; counted: key_phrases_too_long); a keyphrase with no words
+    or an empty first word is not searched (the official searches "  "); more than 3 found
+    keyphrases keep the first 3 found (the official asserts at most 3; counted).
+  * Dev documents without a label in their input keep their record and are scored (the
+    official generator drops them and deflates its metrics by the share dropped,
+    eval_fraction_of_removed_examples); a document whose input has no word piece predicts
+    nothing and scores 0.
+  * A url on several lines counts by its last line (the official scorer's reading; the
+    official input_validate_and_dedup keeps the line with the most keyphrases found, or the
+    first line of the eval set). The keyphrases are not filtered to those in the text (the
+    official input_validate_and_dedup does so before the generator).
+  * Decoding considers every n-gram inside the words (the official takes the 100 best
+    positions, max_position_predictions, which can leave fewer than 5 distinct keyphrases);
+    ties are broken by n-gram length, then start.
+  * The long_word_first_occurrence feature (read by no official model code) is not written;
+    WordPiece vocabularies only (no ALBERT SentencePiece); the fixed_block_len option (one
+    global token per fixed block) is not offered.
 """
 
 from __future__ import absolute_import

@@ -227,3 +227,134 @@ def test_decoding_takes_the_best_distinct_ngrams_inside_the_words():
   # x: "sat" second of two references: P@1 0, P@3 1/3, R@3 1/2; y: 0.
   assert metrics["F1@3"] == pytest.approx((2 * (1 / 3) * 0.5 / (1 / 3 + 0.5)) / 2)
   assert metrics["P@1"] == 0.0 and metrics["examples"] == 2
+
+
+# ----------------------------------------------------------------------------- the head
+def test_head_logits_mask_and_the_official_smoothed_labels():
+  import tensorflow as tf
+  from etc_model import etc_modeling
+  from etc_model import long_task_heads as heads
+  tf1 = tf.compat.v1
+  config = etc_modeling.EtcConfig(vocab_size=10, hidden_size=4, num_hidden_layers=1,
+                                  num_attention_heads=1, intermediate_size=4)
+  length = 6
+  with tf.Graph().as_default():
+    long_output = tf.constant(np.random.RandomState(0).randn(1, length, 4), tf.float32)
+    # Pieces of words 0, 0, 1, 2 (word 3 has none); breakpoint at the 4th piece.
+    features = {"word_ids": tf.constant([[0, 0, 1, 2, 0, 0]]),
+                "long_breakpoints": tf.constant([[0, 0, 0, 1, 0, 0]]),
+                "num_words": tf.constant([[4]]), "label_start": tf.constant([[1, -1, -1]]),
+                "label_length": tf.constant([[2, -1, -1]])}
+    loss, per_example, logits = heads.openkp_head(long_output, features, config, False)
+    vectors = heads.word_vectors(long_output, features["word_ids"],
+                                 features["long_breakpoints"])
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      got, loss, per_example, vectors, out = sess.run(
+          [logits["ngram_logits"], loss, per_example, vectors, long_output])
+    names = sorted(v.op.name for v in tf1.global_variables())
+  assert "cls/long_tasks/openkp/2gram_conv/kernel" in names
+  assert "cls/long_tasks/openkp/logit_dense4/kernel" in names
+  assert "cls/long_tasks/openkp/word_emb_layer_norm/gamma" in names
+  np.testing.assert_allclose(vectors[0, 0], out[0, 0] + out[0, 1], rtol=1e-6)
+  np.testing.assert_allclose(vectors[0, 3:], 0.0)
+  # n-gram k from word s is inside the 4 words when s + k <= 4.
+  for k in range(5):
+    for s in range(length):
+      assert (got[0, k, s] == -10000.0) == (s + k + 1 > 4), (k, s)
+  # The official labels: mass 1 on (2 words, from word 1), 1e-4 spread over the 30 n-grams.
+  labels = np.full(5 * length, 1e-4 / 30)
+  labels[1 * length + 1] += 1 / (1 + 1e-6)
+  labels /= labels.sum()
+  flat = got[0].reshape(-1).astype(np.float64)
+  log_probs = flat - flat.max() - np.log(np.exp(flat - flat.max()).sum())
+  assert per_example[0] == pytest.approx(-(labels * log_probs).sum(), rel=1e-5)
+  assert loss == pytest.approx(per_example[0])
+
+
+# ------------------------------------------------------------------ create_openkp, run_long_tasks
+TINY_ETC_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1,
+                   "num_attention_heads": 2, "intermediate_size": 64, "local_radius": 4,
+                   "relative_pos_max_distance": 4, "relative_vocab_size": 12,
+                   "residual_attention": "sum"}
+L, G = 32, 8
+DEV = [_document("d1"), _document("d2", [["cat", "sat"], ["rocks"]]),
+       _document("d3", [["dog"]])]
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+  """create_openkp's records of three small splits and an ETC config."""
+  root = tmp_path_factory.mktemp("openkp_run")
+  files = {"train": _write_jsonl(root / "train.jsonl", [
+               _document("t1"), _document("t2", [["cat"]]), _document("t3", [["missing"]])]),
+           "dev": _write_jsonl(root / "OpenKPDev.jsonl.gz", DEV, compress=True),
+           "test": _write_jsonl(root / "test.jsonl", [_document("e1", None)])}
+  result = run_tool(None, ["-m", "etc_model.create_openkp", "--vocab_file=" + VOCAB,
+                           "--output_dir=%s" % (root / "data"), "--max_seq_length=%d" % L,
+                           "--max_global_seq_length=%d" % G] +
+                    ["--%s_file=%s" % (split, path) for split, path in files.items()])
+  (root / "etc_config.json").write_text(json.dumps(TINY_ETC_CONFIG))
+  return {"root": root, "files": files, "output": result.stdout}
+
+
+def test_create_openkp_writes_records_examples_and_counts(job, tokenizer, tmp_path):
+  data = job["root"] / "data"
+  summary = json.loads((data / "openkp.json").read_text())
+  train = summary["splits"]["train"]
+  # t3's only keyphrase is not in its text: no training record.
+  assert (train["documents"], train["records"], train["without_label"]) == (3, 2, 1)
+  assert summary["splits"]["dev"]["records"] == 3
+  assert summary["splits"]["test"]["records"] == 1
+  lines = openkp.read_split_examples(str(data), "dev", 3)
+  assert [(l["url"], l["record"]) for l in lines] == [("d1", 0), ("d2", 1), ("d3", 2)]
+  assert lines[1]["key_phrases"] == [["cat", "sat"], ["rocks"]] and lines[0]["words"] == WORDS
+  assert openkp.read_split_examples(str(data), "train", 2)[0]["key_phrases"] is None
+  with pytest.raises(common.UsageError, match="lists 3 records but openkp_dev.tfrecord has 4"):
+    openkp.read_split_examples(str(data), "dev", 4)
+  # A rerun writes the same bytes; a stop leaves nothing.
+  from etc_model import create_openkp
+  from realformer_tf import pretraining_data
+  settings = {"max_seq_length": L, "max_global_seq_length": G, "do_lower_case": True}
+  create_openkp.create_openkp({"dev": job["files"]["dev"]}, str(tmp_path / "again"), tokenizer,
+                              settings)
+  for name in ("openkp_dev.tfrecord", "openkp_dev.examples.jsonl"):
+    assert (tmp_path / "again" / name).read_bytes() == (data / name).read_bytes(), name
+  with pytest.raises(pretraining_data.Stopped):
+    create_openkp.create_openkp({"dev": job["files"]["dev"]}, str(tmp_path / "stopped"),
+                                tokenizer, settings, should_stop=lambda: True)
+  assert os.listdir(str(tmp_path / "stopped")) == []
+
+
+def _args(job, out, extra=()):
+  root = job["root"]
+  return ["-m", "etc_model.run_long_tasks", "--task=openkp", "--data_dir=%s" % (root / "data"),
+          "--etc_config_file=%s" % (root / "etc_config.json"), "--output_dir=%s" % out,
+          "--max_seq_length=%d" % L, "--max_global_seq_length=%d" % G,
+          "--train_batch_size=2", "--predict_batch_size=2", "--learning_rate=1e-3"] + list(extra)
+
+
+@pytest.mark.slow
+def test_train_eval_predict_scores_the_official_way(job, tmp_path):
+  from etc_model import openkp_evaluate as evaluate
+  out = tmp_path / "out"
+  run_tool(None, _args(job, out, ["--do_train", "--do_eval", "--do_predict",
+                                  "--num_train_steps=2"]))
+  results = json.loads((out / "eval_results.json").read_text())
+  assert results["task"] == "openkp" and results["global_step"] == 2
+  assert (results["examples"], results["records"]) == (3, 3)
+  for key in ("F1@1", "F1@3", "F1@5", "P@3", "R@3", "best_ngram_accuracy"):
+    assert 0.0 <= results[key] <= 1.0, key
+  # dev_predictions.jsonl is the official candidate format; the official scorer agrees.
+  dev = [json.loads(line) for line in (out / "dev_predictions.jsonl").read_text().splitlines()]
+  assert [p["url"] for p in dev] == ["d1", "d2", "d3"]
+  assert all(len(p["KeyPhrases"]) == 5 for p in dev)
+  scored = evaluate.evaluate_files(job["files"]["dev"], str(out / "dev_predictions.jsonl"))
+  for key in ("F1@1", "P@1", "R@1", "F1@3", "P@3", "R@3", "F1@5", "P@5", "R@5", "examples"):
+    assert results[key] == pytest.approx(scored[key]), key
+  test = [json.loads(line) for line in (out / "test_predictions.jsonl").read_text().splitlines()]
+  assert [p["url"] for p in test] == ["e1"] and len(test[0]["KeyPhrases"]) == 5
+  assert json.loads((out / "test_results.json").read_text())["examples"] == 0
+  error = run_tool(None, _args(job, tmp_path / "other", ["--do_eval", "--padding=longest"]),
+                   expect_rc=2)
+  assert "--padding=longest: not with --task=openkp" in error.stderr
