@@ -75,6 +75,7 @@ import tensorflow as tf
 
 import modeling
 from etc_model import long_tasks
+from etc_model import openkp
 
 tf1 = tf.compat.v1
 
@@ -96,7 +97,8 @@ INPUT_FEATURES = {
                 ("global_segment_ids", "G")),
     "hotpotqa": (("paragraph_ids", "L"), ("segment_ids", "L"), ("global_segment_ids", "G")),
     "nq": (),
-    "openkp": (("word_ids", "L"), ("num_words", 1)),
+    "openkp": (("word_ids", "L"), ("num_words", 1)) + tuple(
+        (name, "G") for name in openkp.VISUAL_FEATURES),
 }
 # Per task: (feature name, length key) of the label features the records add ("C": the
 # candidates, "G": the global length, 1: a scalar).
@@ -461,6 +463,68 @@ def openkp_ngram_labels(label_start, label_length, length,
   labels = combined / (tf.reduce_sum(combined, axis=-1, keepdims=True) + 1e-6)
   labels += max(smoothing_mass, 1e-6) / tf.cast(OPENKP_MAX_PHRASE_WORDS * length, tf.float32)
   return labels / tf.reduce_sum(labels, axis=-1, keepdims=True)
+
+
+def _scaled(values, low, high):
+  """The official DenseFeatureScaler: clipped to [low, high], then mapped linearly to [-1, 1]."""
+  middle, half = (high + low) / 2.0, (high - low) / 2.0
+  return (tf.clip_by_value(values, low, high) - middle) / half
+
+
+def openkp_embedding_adders(features, config):
+  """The official OpenKP visual-feature embeddings (etcmodel openkp run_finetuning_lib's
+  _create_global_visual_feature_embeddings, use_visual_features_in_global and _in_long).
+
+  Each global token (VDOM element) gets the sum of the embeddings of its indicator cross
+  (block / heading / bold), its font id and its parent's font id and of the dense projection
+  (dense -> GELU, dense -> GELU) of its 8 scaled coordinates and 5 other indicators; each long
+  token gets its element's sum. Variables under cls/long_tasks/openkp/ with the official names
+  (indicator_cross_emb_lookup, font_id_emb_lookup, parent_font_id_emb_lookup /embedding_table,
+  dense_feature_projection, dense_feature_layer2 /kernel, bias).
+
+  Args:
+    features: dict with openkp.VISUAL_FEATURES [batch, G] and sentence_ids [batch, L].
+    config: EtcConfig (hidden_size, initializer_range).
+
+  Returns:
+    (long adder float32 [batch, L, hidden], global adder float32 [batch, G, hidden]).
+  """
+  hidden = config.hidden_size
+  initializer = tf1.truncated_normal_initializer(stddev=config.initializer_range)
+  with tf1.variable_scope("%s/openkp" % SCOPE):
+    adder = 0.0
+    for name, table, size in (
+        ("indicator_cross", "indicator_cross_emb_lookup", 2 ** len(openkp.CROSSED_INDICATORS)),
+        ("font_ids", "font_id_emb_lookup", openkp.FONT_ID_VOCAB_SIZE),
+        ("parent_font_ids", "parent_font_id_emb_lookup", openkp.FONT_ID_VOCAB_SIZE)):
+      with tf1.variable_scope(table):
+        embeddings = tf1.get_variable("embedding_table", [size, hidden], initializer=initializer)
+      adder += tf.gather(embeddings, tf.cast(features[name], tf.int32))
+    dense = []
+    for name in openkp.COORDINATE_FEATURES:
+      low, high = openkp.COORDINATE_RANGES[name.replace("parent_", "", 1)]
+      pixels = tf.cast(features[name], tf.float32) / float(openkp.COORDINATE_SCALE)
+      dense.append(_scaled(pixels, low, high))
+    dense += [tf.cast(features[name], tf.float32) for name in openkp.DENSE_INDICATORS]
+    dense = modeling.dense_layer(tf.stack(dense, axis=-1), hidden, activation=modeling.gelu,
+                                 kernel_initializer=initializer,
+                                 name="dense_feature_projection")
+    adder += modeling.dense_layer(dense, hidden, activation=modeling.gelu,
+                                  kernel_initializer=initializer, name="dense_feature_layer2")
+  long_adder = tf.gather(adder, tf.cast(features["sentence_ids"], tf.int32), batch_dims=1)
+  return long_adder, adder
+
+
+# Per task: features, config -> (long, global) embedding adders of the encoder's input.
+EMBEDDING_ADDERS = {"openkp": openkp_embedding_adders}
+
+
+def embedding_adders(task, features, config):
+  """The task's additions to the encoder's long and global input embeddings (EMBEDDING_ADDERS),
+  or (None, None)."""
+  if task not in EMBEDDING_ADDERS:
+    return None, None
+  return EMBEDDING_ADDERS[task](features, config)
 
 
 def openkp_head(long_output, features, config, is_training):

@@ -37,28 +37,33 @@ out are counted.
     official long_vdom_idx);
   word_ids [L]: each piece's word (the official long_word_idx); num_words [1]: the words of the
     input (the official long_word_input_mask's ones);
+  the visual features of each element (VISUAL_FEATURES, [G] each, from its 20 "feature"
+    floats: x, width, y, height, block, inline, heading, leaf, font size, bold, then its
+    parent's): font_ids / parent_font_ids (the official font size buckets), indicator_cross
+    (block * 4 + heading * 2 + bold), x_coords, y_coords, widths, heights and the parent's (in
+    hundredths of a pixel), inline / leaf / parent heading / parent leaf / parent bold
+    indicators; an indicator other than 0 or 1 is refused, as officially;
   label_start / label_length [3]: the first occurrence of up to 3 keyphrases (-1 padding):
     each keyphrase lower-cased with spaces around it is searched, in sorted order, in each
     element's lower-cased text with spaces around it, element by element (whole words, never
     across elements); start = the element's first word + the spaces before the match.
 Training leaves out a document with no label (as officially); dev and test keep every document
-with a word piece. The head (etc_model.long_task_heads.openkp_head) scores every n-gram of 1 to
-5 words.
+with a word piece. The model adds the official visual-feature embeddings to each element's
+global token and to each of its long tokens (long_task_heads.openkp_embedding_adders: the
+official defaults use_visual_features_in_global and _in_long, the three crossed indicators,
+one extra dense layer, the official clipping ranges); the head
+(etc_model.long_task_heads.openkp_head) scores every n-gram of 1 to 5 words.
 Decoding (predict_keyphrases, eval_utils.get_key_phrase_predictions): the n-grams inside the
 input's words by logit, best first; each is its words joined by spaces, lower-cased; equal ones
 are one and an empty one is skipped; the first 5 are the predictions, written one per url as
 {"url", "KeyPhrases": [[keyphrase], ...], "scores": [...]} (the official etcmodel's form).
 
 Differences from the official code, by intent:
-  * Visual features are not used. The official model (its defaults use_visual_features_in_global
-    and use_visual_features_in_long) adds to each global token, and to each of its long tokens,
-    embeddings of the element's font size id and its parent's (FONT_ID_VOCAB_SIZE buckets), of
-    the cross of its block / heading / bold indicators and a dense projection (GELU, one more
-    dense layer) of its x, y, width, height and its parent's (clipped and scaled) and of the
-    other indicators: the VDOM "feature" floats. Our records hold only the text, the element of
-    each word piece (the global tokens and the side inputs) and the words; the shared ETC input
-    path (etc_estimator.encode) has no embedding adder, so the "feature" floats are checked for
-    nothing and read by nothing. The VDOM's element spans are used; the "Id" is not.
+  * The visual features are always on, with the official default settings (the official flags
+    use_visual_features_in_global / _in_long, extra_dense_feature_layers, indicators_to_cross
+    and the coordinate ranges are not offered); coordinates are stored in hundredths of a
+    pixel (records hold integers), so a coordinate may differ from the official float by up to
+    0.005 pixel before scaling. A VDOM element's "Id" is not read.
   * The url is not a record feature (the official url_code_points): the examples file maps
     record indices to urls.
   * Keyphrases longer than 5 words are not labels (the official one-hot of their length is
@@ -87,6 +92,7 @@ from __future__ import print_function
 
 import collections
 import json
+import math
 import os
 
 import numpy as np
@@ -256,9 +262,81 @@ def read_keyphrases(path, source):
 
 
 # ----------------------------------------------------------------------------- documents
-Document = collections.namedtuple("Document", ["url", "words", "elements", "key_phrases"])
+Document = collections.namedtuple("Document",
+                                  ["url", "words", "elements", "key_phrases", "visual"])
 """One OpenKP line: url, words (text.split(" ")), elements ([(first word, end word)] of the
-VDOM elements, in order, covering the words) and key_phrases (the KeyPhrases, or None)."""
+VDOM elements, in order, covering the words), key_phrases (the KeyPhrases, or None) and visual
+(per element the values of VISUAL_FEATURES: element_visual_features)."""
+
+# The official font size buckets (generate_examples_lib._FONT_SIZE_CUTOFFS): a size up to the
+# i-th cut-off has font id i, a larger one the last id.
+FONT_SIZE_CUTOFFS = (0,) + tuple(range(8, 25)) + (29, 34, 39, 44, 49)
+FONT_ID_VOCAB_SIZE = len(FONT_SIZE_CUTOFFS) + 1
+# The visual features of a global token (one [G] record feature each, in this order): the font
+# ids of the element and its parent, the cross of its block / heading / bold indicators
+# (block * 4 + heading * 2 + bold: the official indicators_to_id of indicators_to_cross), the
+# positions and sizes of the element and its parent in hundredths of a pixel, and the other
+# indicators (the official dense features, in the official order).
+CROSSED_INDICATORS = ("block", "heading", "bold")
+COORDINATE_FEATURES = ("x_coords", "y_coords", "widths", "heights", "parent_x_coords",
+                       "parent_y_coords", "parent_widths", "parent_heights")
+DENSE_INDICATORS = ("inline_indicator", "leaf_indicator", "parent_heading_indicator",
+                    "parent_leaf_indicator", "parent_bold_indicator")
+VISUAL_FEATURES = (("font_ids", "parent_font_ids", "indicator_cross") + COORDINATE_FEATURES +
+                   DENSE_INDICATORS)
+# Coordinates are stored as integers: hundredths of a pixel.
+COORDINATE_SCALE = 100
+# The official clipping ranges of the coordinates (run_finetuning's x_coords_min ... defaults;
+# a parent's coordinates use its element's range).
+COORDINATE_RANGES = {"x_coords": (-50.0, 1500.0), "y_coords": (-50.0, 6000.0),
+                     "widths": (0.0, 1500.0), "heights": (0.0, 18000.0)}
+# Where each value sits among an element's 10 floats (VdomFeatures: x, width, y, height, block,
+# inline, heading, leaf, font size, bold); the parent's are the next 10.
+_FEATURE_OFFSETS = {"x": 0, "width": 1, "y": 2, "height": 3, "block": 4, "inline": 5,
+                    "heading": 6, "leaf": 7, "font_size": 8, "bold": 9}
+
+
+def font_size_to_font_id(font_size):
+  """The official font id of an integer font size (0 .. FONT_ID_VOCAB_SIZE - 1)."""
+  for index, cutoff in enumerate(FONT_SIZE_CUTOFFS):
+    if font_size <= cutoff:
+      return index
+  return len(FONT_SIZE_CUTOFFS)
+
+
+def element_visual_features(floats):
+  """The VISUAL_FEATURES values of one VDOM element's 20 "feature" floats (ValueError unless
+  they are 20 finite numbers with indicators of 0 or 1, as the official VdomFeatures requires).
+
+  Args:
+    floats: the element's "feature" list (the element's 10 values, then its parent's).
+
+  Returns:
+    tuple of ints in VISUAL_FEATURES order.
+  """
+  if (not isinstance(floats, list) or len(floats) != 20 or
+      not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+              for v in floats)):
+    raise ValueError("feature is not a list of 20 finite numbers")
+
+  def value(name, parent=False):
+    return floats[_FEATURE_OFFSETS[name] + (10 if parent else 0)]
+
+  def indicator(name, parent=False):
+    if value(name, parent) not in (0, 1):
+      raise ValueError("feature: %s%s is %r, not 0 or 1" % (
+          "the parent's " if parent else "", name, value(name, parent)))
+    return int(value(name, parent))
+
+  cross = 0
+  for name in CROSSED_INDICATORS:
+    cross = 2 * cross + indicator(name)
+  coordinates = [int(round(value(name, parent) * COORDINATE_SCALE))
+                 for parent in (False, True) for name in ("x", "y", "width", "height")]
+  return tuple([font_size_to_font_id(round(value("font_size"))),
+                font_size_to_font_id(round(value("font_size", True))), cross] + coordinates +
+               [indicator("inline"), indicator("leaf"), indicator("heading", True),
+                indicator("leaf", True), indicator("bold", True)])
 
 
 def _is_int(value):
@@ -266,22 +344,23 @@ def _is_int(value):
 
 
 def parse_elements(vdom_text, words):
-  """The VDOM elements' word ranges (ValueError unless their texts are the words, in order,
-  covering the text: the official input_validate_and_dedup checks).
+  """The VDOM elements' word ranges and visual features (ValueError unless their texts are the
+  words, in order, covering the text: the official input_validate_and_dedup checks; and their
+  features are element_visual_features').
 
   Args:
     vdom_text: the line's VDOM value (a JSON string of a list of elements).
     words: text.split(" ").
 
   Returns:
-    list of (start_idx, end_idx).
+    (list of (start_idx, end_idx), list of element_visual_features tuples).
   """
   if not isinstance(vdom_text, str):
     raise ValueError("VDOM is a %s, not a JSON string" % type(vdom_text).__name__)
   vdom = json.loads(vdom_text)
   if not isinstance(vdom, list) or not vdom:
     raise ValueError("VDOM is not a non-empty list of elements")
-  elements = []
+  elements, visual = [], []
   for i, element in enumerate(vdom):
     if not isinstance(element, dict):
       raise ValueError("VDOM element %d is not an object" % i)
@@ -295,11 +374,15 @@ def parse_elements(vdom_text, words):
     if text != " ".join(words[start:end]):
       raise ValueError("VDOM element %d's text is not the text's words %d .. %d" %
                        (i, start, end - 1))
+    try:
+      visual.append(element_visual_features(element.get("feature")))
+    except ValueError as e:
+      raise ValueError("VDOM element %d: %s" % (i, e))
     elements.append((start, end))
   if elements[-1][1] != len(words):
     raise ValueError("the VDOM elements end at word %d of the text's %d" %
                      (elements[-1][1], len(words)))
-  return elements
+  return elements, visual
 
 
 def parse_document(record, require_key_phrases):
@@ -313,7 +396,7 @@ def parse_document(record, require_key_phrases):
     raise ValueError("url %s: has no text string" % record["url"])
   words = record["text"].split(" ")
   try:
-    elements = parse_elements(record.get("VDOM"), words)
+    elements, visual = parse_elements(record.get("VDOM"), words)
   except ValueError as e:
     raise ValueError("url %s: %s" % (record["url"], e))
   key_phrases = None
@@ -322,7 +405,7 @@ def parse_document(record, require_key_phrases):
     if require_key_phrases and not clean_phrases(key_phrases):
       raise ValueError("url %s: has no keyphrase that is not empty (the official scorer cannot "
                        "score it)" % record["url"])
-  return Document(record["url"], words, elements, key_phrases)
+  return Document(record["url"], words, elements, key_phrases, visual)
 
 
 def iter_split_documents(path, source, require_key_phrases):
@@ -367,7 +450,8 @@ SUMMARY_NAME = "openkp.json"
 EXAMPLES_SUFFIX = ".examples.jsonl"
 FEATURES = (("token_ids", "L"), ("sentence_ids", "L"), ("long_breakpoints", "L"),
             ("global_token_ids", "G"), ("global_breakpoints", "G"), ("word_ids", "L"),
-            ("num_words", 1), ("label_start", NUM_LABELS), ("label_length", NUM_LABELS))
+            ("num_words", 1)) + tuple((name, "G") for name in VISUAL_FEATURES) + (
+                ("label_start", NUM_LABELS), ("label_length", NUM_LABELS))
 # The counts of convert_document's info, in the summary's order.
 COUNTS = ("records", "cut_by_global_length", "cut_by_long_length", "words_cut",
           "elements_cut", "key_phrases_not_in_input", "key_phrases_too_long",
@@ -466,6 +550,9 @@ def convert_document(document, tokenize_word, settings, is_training=False):
   features["global_breakpoints"] = _pad([0] * (kept_elements - 1) + [1], global_len)
   features["word_ids"] = _pad(word_ids, long_len)
   features["num_words"] = [num_words]
+  for i, name in enumerate(VISUAL_FEATURES):
+    features[name] = _pad([values[i] for values in document.visual[:kept_elements]],
+                          global_len)
   features["label_start"] = _pad([start for start, _ in labels], NUM_LABELS, -1)
   features["label_length"] = _pad([length for _, length in labels], NUM_LABELS, -1)
   return features, dict(info, words=document.words[:num_words])

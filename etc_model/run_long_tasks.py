@@ -56,8 +56,9 @@ pre-trained by etc_model.run_pretraining; residual_attention from the config, or
   openkp      OpenKP records of etc_model.create_openkp (one per document; the official etcmodel
               features and n-gram head: the word pieces summed into words, a logit for each
               n-gram of 1 to 5 words, softmax cross-entropy against the labelled keyphrases'
-              first occurrences); the standard side inputs (one global token per VDOM
-              element); always --padding=max_length (a word's index is not bounded by its
+              first occurrences; the official visual-feature embeddings added to each VDOM
+              element's global token and its long tokens); the standard side inputs (one
+              global token per VDOM element); always --padding=max_length (a word's index is not bounded by its
               pieces' positions). eval_results.json holds the official OpenKP scores over every
               document of the dev file (F1@1, P@1, R@1, F1@3, ..., R@5; the main metric F1@3;
               a document without a record predicts nothing) beside best_ngram_accuracy over the
@@ -469,8 +470,10 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
   model = etc_modeling.EtcModel(config, is_training=is_training,
                                 use_one_hot_embeddings=use_one_hot_embeddings,
                                 compute_dtype=compute_dtype)
-  long_output, global_output = etc_estimator.encode(model, features,
-                                                    att_implementation=att_implementation)
+  long_adder, global_adder = heads.embedding_adders(task, features, config)
+  long_output, global_output = etc_estimator.encode(
+      model, features, att_implementation=att_implementation,
+      long_embedding_adder=long_adder, global_embedding_adder=global_adder)
   return heads.task_head(task, global_output, features, config, is_training,
                          num_labels=num_labels, long_output=long_output)
 

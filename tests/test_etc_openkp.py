@@ -157,6 +157,31 @@ def test_features_and_labels_of_a_hand_made_document(tokenizer):
   assert (record["label_start"], record["label_length"]) == ([0, 4, -1], [2, 2, -1])
   assert (info["key_phrases_not_in_input"], info["records"], info["words"]) == (2, 1, WORDS)
   assert list(record) == [name for name, _ in openkp.FEATURES]
+  record, _ = _convert(tokenizer, _with_visual(_document()))
+  for i, name in enumerate(openkp.VISUAL_FEATURES):
+    assert record[name] == [0, VISUAL[i], 0, 0], name
+
+
+# An element's 20 floats (x, width, y, height, block, inline, heading, leaf, font size, bold,
+# then its parent's) and what they become (openkp.VISUAL_FEATURES): font 16.5 rounds to 16 (id
+# 9: cut-offs 0, 8, 9, ..., 24, 29, ...), the parent's 60 is past the last cut-off (id 23); the
+# cross of block 1, heading 1, bold 0 is 4 + 2; coordinates in hundredths of a pixel.
+FLOATS = [10.5, 200.0, -3.257, 40.0, 1.0, 0.0, 1.0, 1.0, 16.5, 0.0,
+          0.0, 1000.0, 0.0, 5000.0, 1.0, 0.0, 0.0, 0.0, 60.0, 1.0]
+VISUAL = (9, 23, 6, 1050, -326, 20000, 4000, 0, 0, 100000, 500000, 0, 1, 0, 0, 1)
+
+
+def test_visual_features_of_an_element():
+  assert openkp.element_visual_features(FLOATS) == VISUAL
+  assert [openkp.font_size_to_font_id(size) for size in (0, 8, 24, 25, 49, 50)] == [
+      0, 1, 17, 18, 22, 23]
+  assert openkp.FONT_ID_VOCAB_SIZE == 24
+  with pytest.raises(ValueError, match="feature: block is 0.5, not 0 or 1"):
+    openkp.element_visual_features([0.0] * 4 + [0.5] + [0.0] * 15)
+  with pytest.raises(ValueError, match="the parent's bold is 2"):
+    openkp.element_visual_features([0.0] * 19 + [2.0])
+  with pytest.raises(ValueError, match="feature is not a list of 20 finite numbers"):
+    openkp.element_visual_features([0.0] * 19)
 
 
 def test_cuts_are_counted_by_cause(tokenizer):
@@ -187,6 +212,10 @@ def test_reading_checks_name_the_file_and_the_line(tmp_path):
       list(documents)
     return str(error.value)[len("--dev_file=%s: " % (tmp_path / "bad.jsonl")):]
 
+  changed = json.loads(_document()["VDOM"])
+  changed[0]["feature"] = [0.0] * 4 + [0.5] + [0.0] * 15
+  assert refused(dict(_document(), VDOM=json.dumps(changed))) == (
+      "line 2: url u1: VDOM element 0: feature: block is 0.5, not 0 or 1")
   bad_vdom = _document(elements=((0, 3), (4, 7)))
   assert refused(bad_vdom) == ("line 2: url u1: VDOM element 1 spans words [4, 7), expected a "
                                "span from 3 within the 7 words of text")
@@ -272,13 +301,66 @@ def test_head_logits_mask_and_the_official_smoothed_labels():
   assert loss == pytest.approx(per_example[0])
 
 
+def test_visual_embeddings_are_the_official_sums_and_reach_the_long_tokens():
+  import tensorflow as tf
+  from etc_model import etc_modeling
+  from etc_model import long_task_heads as heads
+  tf1 = tf.compat.v1
+  config = etc_modeling.EtcConfig(vocab_size=10, hidden_size=4, num_hidden_layers=1,
+                                  num_attention_heads=1, intermediate_size=4)
+  # Two elements: VISUAL, then one at x = 3000 px (clipped to 1500) and all else 0.
+  other = [0] * len(VISUAL)
+  other[openkp.VISUAL_FEATURES.index("x_coords")] = 300000
+  with tf.Graph().as_default():
+    features = {name: tf.constant([[VISUAL[i], other[i]]])
+                for i, name in enumerate(openkp.VISUAL_FEATURES)}
+    features["sentence_ids"] = tf.constant([[1, 0, 0]])
+    long_adder, global_adder = heads.openkp_embedding_adders(features, config)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      long_adder, global_adder, variables = sess.run(
+          [long_adder, global_adder,
+           {v.op.name[len("cls/long_tasks/openkp/"):]: v for v in tf1.global_variables()}])
+
+  def gelu(x):
+    return 0.5 * x * (1.0 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+
+  def dense(x, name):
+    return gelu(x @ variables[name + "/kernel"] + variables[name + "/bias"])
+
+  def expected(values):
+    v = dict(zip(openkp.VISUAL_FEATURES, values))
+    scaled = []
+    for name in openkp.COORDINATE_FEATURES:
+      low, high = openkp.COORDINATE_RANGES[name.replace("parent_", "")]
+      pixels = np.clip(v[name] / 100.0, low, high)
+      scaled.append((pixels - (high + low) / 2) / ((high - low) / 2))
+    x = np.array(scaled + [v[name] for name in openkp.DENSE_INDICATORS], np.float32)
+    return (variables["indicator_cross_emb_lookup/embedding_table"][v["indicator_cross"]] +
+            variables["font_id_emb_lookup/embedding_table"][v["font_ids"]] +
+            variables["parent_font_id_emb_lookup/embedding_table"][v["parent_font_ids"]] +
+            dense(dense(x, "dense_feature_projection"), "dense_feature_layer2"))
+
+  np.testing.assert_allclose(global_adder[0, 0], expected(VISUAL), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(global_adder[0, 1], expected(other), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(long_adder[0], global_adder[0][[1, 0, 0]])
+  assert variables["font_id_emb_lookup/embedding_table"].shape == (24, 4)
+  assert variables["indicator_cross_emb_lookup/embedding_table"].shape == (8, 4)
+
+
 # ------------------------------------------------------------------ create_openkp, run_long_tasks
 TINY_ETC_CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 1,
                    "num_attention_heads": 2, "intermediate_size": 64, "local_radius": 4,
                    "relative_pos_max_distance": 4, "relative_vocab_size": 12,
                    "residual_attention": "sum"}
 L, G = 32, 8
-DEV = [_document("d1"), _document("d2", [["cat", "sat"], ["rocks"]]),
+def _with_visual(line):
+  vdom = json.loads(line["VDOM"])
+  vdom[1]["feature"] = FLOATS
+  return dict(line, VDOM=json.dumps(vdom))
+
+
+DEV = [_document("d1"), _with_visual(_document("d2", [["cat", "sat"], ["rocks"]])),
        _document("d3", [["dog"]])]
 
 
