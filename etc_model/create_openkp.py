@@ -22,7 +22,7 @@ summary last):
     a document with no keyphrase in its input (as officially; counted);
   openkp_<split>.examples.jsonl: one line per document, in input order: url, record (its index,
     or null), words (those of its input: the keyphrases are made of them) and key_phrases (what
-    the official scores are made from; null in the train split's file, never scored);
+    the official scores are made from); both null in the train split's file, never scored;
   openkp.json: the settings and per split the counts (documents, records, documents cut by G or
     by L, words and elements cut, keyphrases not in the input / longer than 5 words / beyond
     the 3 label slots, documents without a label or without word pieces, duplicate urls).
@@ -90,11 +90,12 @@ def _source(split, path):
 
 
 def check_split(path, split):
-  """Reads and checks every line of a split's file (nothing kept); returns the document count
-  and the duplicate url lines."""
-  documents, duplicates = openkp.iter_split_documents(path, _source(split, path),
-                                                      split != "test")
-  return sum(1 for _ in documents), duplicates
+  """Reads and checks every line of a split's file (nothing kept); returns the document count,
+  the duplicate url lines and the line of each url that counts (openkp.last_lines)."""
+  last_line, duplicates = openkp.last_lines(path, _source(split, path))
+  documents, _ = openkp.iter_split_documents(path, _source(split, path), split != "test",
+                                             last_line)
+  return sum(1 for _ in documents), duplicates, last_line
 
 
 def convert_split(documents, tokenize_word, settings, is_training, lines, counts,
@@ -122,7 +123,7 @@ def convert_split(documents, tokenize_word, settings, is_training, lines, counts
       raise pretraining_data.Stopped()
     record, info = openkp.convert_document(document, tokenize_word, settings, is_training)
     lines.append(openkp.example_line(document, num_records if record else None, info["words"],
-                                     with_key_phrases=not is_training))
+                                     scored=not is_training))
     counts["documents"] += 1
     for name in openkp.COUNTS:
       counts[name] += info[name]
@@ -158,7 +159,8 @@ def create_openkp(inputs, output_dir, tokenizer, settings, extra_settings=None,
     lines = []
     counts = collections.OrderedDict([("documents", 0)] +
                                      [(name, 0) for name in openkp.COUNTS])
-    documents, _ = openkp.iter_split_documents(path, _source(split, path), split != "test")
+    documents, _ = openkp.iter_split_documents(path, _source(split, path), split != "test",
+                                               checked[split][2])
     records = convert_split(documents, tokenize_word, settings, split == "train", lines, counts,
                             should_stop, total=checked[split][0], log_prefix="%s: " % split)
     long_tasks.write_split_files(openkp.record_file(output_dir, split),

@@ -408,7 +408,17 @@ def parse_document(record, require_key_phrases):
   return Document(record["url"], words, elements, key_phrases, visual)
 
 
-def iter_split_documents(path, source, require_key_phrases):
+def last_lines(path, source):
+  """{url: the number of its last line} of a file and the lines whose url a later line has."""
+  last_line = {}
+  lines = 0
+  for number, url, _ in iter_documents(path, source, lambda record, number: None):
+    last_line[url] = number
+    lines += 1
+  return last_line, lines - len(last_line)
+
+
+def iter_split_documents(path, source, require_key_phrases, last_line=None):
   """The Documents of a file, streamed; a url on several lines counts by its last line (as the
   official scorer reads it): earlier lines are skipped and counted.
 
@@ -416,16 +426,14 @@ def iter_split_documents(path, source, require_key_phrases):
     path: OpenKP JSON lines (gzipped or not).
     source: how errors name it ("--dev_file=x").
     require_key_phrases: every line must have KeyPhrases.
+    last_line: last_lines' map of the file when known (else the file is read for it first).
 
   Returns:
-    (iterator of Documents, number of skipped duplicate lines).
+    (iterator of Documents, number of skipped duplicate lines; None when last_line was given).
   """
-  last_line = {}
-  lines = 0
-  for number, url, _ in iter_documents(path, source, lambda record, number: None):
-    last_line[url] = number
-    lines += 1
-  duplicates = lines - len(last_line)
+  duplicates = None
+  if last_line is None:
+    last_line, duplicates = last_lines(path, source)
 
   def documents():
     for number, url, document in iter_documents(
@@ -574,12 +582,13 @@ def examples_file(data_dir, split):
   return record_file(data_dir, split)[:-len(".tfrecord")] + EXAMPLES_SUFFIX
 
 
-def example_line(document, record, words, with_key_phrases=True):
+def example_line(document, record, words, scored=True):
   """The examples file's line of one document: url, record (its index, or None), words (those
-  of the input) and key_phrases (None without with_key_phrases, as the train split's)."""
+  of the input, the keyphrases' source) and key_phrases; both None unless scored (the train
+  split's lines, never decoded nor scored, stay small)."""
   return collections.OrderedDict([
-      ("url", document.url), ("record", record), ("words", list(words)),
-      ("key_phrases", document.key_phrases if with_key_phrases else None)])
+      ("url", document.url), ("record", record), ("words", list(words) if scored else None),
+      ("key_phrases", document.key_phrases if scored else None)])
 
 
 def read_split_examples(data_dir, split, num_records):

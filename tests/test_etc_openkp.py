@@ -371,7 +371,7 @@ def job(tmp_path_factory):
   files = {"train": _write_jsonl(root / "train.jsonl", [
                _document("t1"), _document("t2", [["cat"]]), _document("t3", [["missing"]])]),
            "dev": _write_jsonl(root / "OpenKPDev.jsonl.gz", DEV, compress=True),
-           "test": _write_jsonl(root / "test.jsonl", [_document("e1", None)])}
+           "test": _write_jsonl(root / "test.jsonl", [_document("e1", None)] * 2)}
   result = run_tool(None, ["-m", "etc_model.create_openkp", "--vocab_file=" + VOCAB,
                            "--output_dir=%s" % (root / "data"), "--max_seq_length=%d" % L,
                            "--max_global_seq_length=%d" % G] +
@@ -387,11 +387,14 @@ def test_create_openkp_writes_records_examples_and_counts(job, tokenizer, tmp_pa
   # t3's only keyphrase is not in its text: no training record.
   assert (train["documents"], train["records"], train["without_label"]) == (3, 2, 1)
   assert summary["splits"]["dev"]["records"] == 3
-  assert summary["splits"]["test"]["records"] == 1
+  # The test file has e1 twice: its last line counts.
+  assert (summary["splits"]["test"]["records"], summary["splits"]["test"]["duplicate_urls"]) == (
+      1, 1)
   lines = openkp.read_split_examples(str(data), "dev", 3)
   assert [(l["url"], l["record"]) for l in lines] == [("d1", 0), ("d2", 1), ("d3", 2)]
   assert lines[1]["key_phrases"] == [["cat", "sat"], ["rocks"]] and lines[0]["words"] == WORDS
-  assert openkp.read_split_examples(str(data), "train", 2)[0]["key_phrases"] is None
+  train = openkp.read_split_examples(str(data), "train", 2)[0]
+  assert train["key_phrases"] is None and train["words"] is None
   with pytest.raises(common.UsageError, match="lists 3 records but openkp_dev.tfrecord has 4"):
     openkp.read_split_examples(str(data), "dev", 4)
   # A rerun writes the same bytes; a stop leaves nothing.
