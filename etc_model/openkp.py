@@ -194,6 +194,8 @@ def evaluate(references, predictions):
 # ----------------------------------------------------------------------------- reading
 def check_phrases(value, what):
   """A KeyPhrases value: a list of keyphrases, each a list of strings (ValueError otherwise)."""
+  if value is None:
+    raise ValueError("%s has no KeyPhrases" % what)
   if not isinstance(value, list):
     raise ValueError("%s KeyPhrases is a %s, not a list" % (what, type(value).__name__))
   for i, words in enumerate(value):

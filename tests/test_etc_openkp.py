@@ -225,7 +225,7 @@ def test_reading_checks_name_the_file_and_the_line(tmp_path):
       "line 2: url u1: VDOM element 1's text is not the text's words 3 .. 6")
   assert refused(_document(elements=((0, 3),))) == (
       "line 2: url u1: the VDOM elements end at word 3 of the text's 7")
-  assert refused(_document(key_phrases=None)) == "line 2: url u1: KeyPhrases is a NoneType, not a list"
+  assert refused(_document(key_phrases=None)) == "line 2: url u1: has no KeyPhrases"
   assert refused(_document(key_phrases=[[""]])) == (
       "line 2: url u1: has no keyphrase that is not empty (the official scorer cannot score it)")
   # The test split may lack KeyPhrases; a repeated url counts by its last line.
@@ -390,6 +390,8 @@ def test_create_openkp_writes_records_examples_and_counts(job, tokenizer, tmp_pa
   # The test file has e1 twice: its last line counts.
   assert (summary["splits"]["test"]["records"], summary["splits"]["test"]["duplicate_urls"]) == (
       1, 1)
+  from etc_model import long_task_heads as heads
+  assert summary["features"] == heads.feature_lengths("openkp", L, G, 1)
   lines = openkp.read_split_examples(str(data), "dev", 3)
   assert [(l["url"], l["record"]) for l in lines] == [("d1", 0), ("d2", 1), ("d3", 2)]
   assert lines[1]["key_phrases"] == [["cat", "sat"], ["rocks"]] and lines[0]["words"] == WORDS
