@@ -58,15 +58,17 @@ pre-trained by etc_model.run_pretraining; residual_attention from the config, or
               n-gram of 1 to 5 words, softmax cross-entropy against the labelled keyphrases'
               first occurrences; the official visual-feature embeddings added to each VDOM
               element's global token and its long tokens); the standard side inputs (one
-              global token per VDOM element); always --padding=max_length (a word's index is not bounded by its
-              pieces' positions). eval_results.json holds the official OpenKP scores over every
-              document of the dev file (F1@1, P@1, R@1, F1@3, ..., R@5; the main metric F1@3;
-              a document without a record predicts nothing) beside best_ngram_accuracy over the
-              records; --do_eval writes dev_predictions.jsonl and --do_predict writes
-              test_predictions.jsonl: one line per document, {"url", "KeyPhrases": [[keyphrase],
-              ...] (the 5 best distinct n-grams, lower-cased, best first), "scores": [logit,
-              ...]}, the official candidate format (etc_model.openkp_evaluate scores them).
-The task dispatch is long_task_heads' tables (HEADS, METRICS, PREDICTION_LINES).
+              global token per VDOM element); always --padding=max_length (a word's index is
+              not bounded by its pieces' positions). eval_results.json holds the official
+              OpenKP scores over every document of the dev file (F1@1, P@1, R@1, F1@3, ...,
+              R@5; the main metric F1@3; a document without a record predicts nothing) beside
+              best_ngram_accuracy over the records; --do_eval writes dev_predictions.jsonl
+              and --do_predict test_predictions.jsonl: one line per document, {"url",
+              "KeyPhrases": [[keyphrase], ...] (the 5 best distinct n-grams, lower-cased, best
+              first), "scores": [logit, ...]}, the official candidate format
+              (etc_model.openkp_evaluate scores them).
+The task dispatch is long_task_heads' tables (HEADS, METRICS, PREDICTION_LINES, and
+EMBEDDING_ADDERS for openkp's visual features).
 
 --model=bert_windows is the baseline users would otherwise pick (etc_model.bert_windows, cloze
 and supporting): the official BertModel (--bert_config_file; --init_checkpoint a BERT

@@ -106,7 +106,7 @@ def test_the_command_scores_the_official_files_and_refuses_bad_ones(tmp_path, mo
     openkp_evaluate.evaluate_files(str(tmp_path / "missing.jsonl"), predictions)
 
 
-# ----------------------------------------------------------------------------- documents and features
+# ------------------------------------------------------------------------- documents and features
 WORDS = ["Deep", "learning", "rocks", "", "The", "cat", "sat"]
 
 
