@@ -614,16 +614,16 @@ def predict_keyphrases(ngram_logits, words, max_predictions=MAX_DEPTH):
     list of (keyphrase: its words lower-cased joined by spaces, logit), best first: equal
     keyphrases (after lower-casing) are one, an empty one is skipped.
   """
-  logits = np.asarray(ngram_logits, np.float64)
-  candidates = [(k, s) for k in range(min(logits.shape[0], len(words)))
-                for s in range(len(words) - k)]
-  if not candidates:
-    return []
-  scores = np.array([logits[k, s] for k, s in candidates])
+  num_words = len(words)
+  logits = np.asarray(ngram_logits, np.float64)[:, :num_words]
+  # n-gram (k + 1 words, from word s) is inside the words when s + k < num_words.
+  lengths, starts = np.nonzero(
+      np.arange(num_words)[None, :] + np.arange(logits.shape[0])[:, None] < num_words)
+  scores = logits[lengths, starts]
   phrases = []
   seen = set()
   for i in np.argsort(-scores, kind="stable"):
-    k, s = candidates[i]
+    k, s = int(lengths[i]), int(starts[i])
     phrase = " ".join(words[s:s + k + 1]).lower()
     if phrase and phrase not in seen:
       seen.add(phrase)
