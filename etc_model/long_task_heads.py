@@ -51,7 +51,9 @@ labels' first occurrences (mass 1 shared by the labelled n-grams, plus the offic
 smoothing 1e-4 over all), averaged over the batch. Variables under cls/long_tasks/openkp/ with
 the official names (word_emb_layer_norm, {n}gram_conv/kernel [n, hidden, hidden] and bias,
 {n}gram_layer_norm, logit_dense{n-1}/kernel [hidden, 1]); the official scores are
-etc_model.openkp's, openkp_metrics the records' own.
+etc_model.openkp's, openkp_metrics the records' own. Its visual features enter the encoder
+(EMBEDDING_ADDERS: openkp_embedding_adders, the official embeddings of each VDOM element added
+to its global token and its long tokens' input embeddings).
 
 Metrics are computed in NumPy over the whole evaluation set (no streaming approximation):
 cloze_metrics (accuracy overall and per long_tasks.DISTANCE_BUCKETS bucket beside the
