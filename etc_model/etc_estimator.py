@@ -54,7 +54,8 @@ def add_side_inputs(features, config, long_seq_len, global_seq_len):
                                      global_seq_len)
 
 
-def encode(model, features, token_ids=None, att_implementation="auto"):
+def encode(model, features, token_ids=None, att_implementation="auto",
+           long_embedding_adder=None, global_embedding_adder=None):
   """Runs an EtcModel on a feature dict: its token ids, global token ids and side inputs.
 
   Args:
@@ -65,6 +66,9 @@ def encode(model, features, token_ids=None, att_implementation="auto"):
       e.g. breakpoints or labels, are not passed.
     token_ids: int32 [batch, L] to run instead of features["token_ids"] (CPC's masked input).
     att_implementation: "auto", "full" or "sparse".
+    long_embedding_adder: float32 [batch, L, hidden] added to the long input embeddings
+      (EtcModel's; OpenKP's visual features), or None.
+    global_embedding_adder: float32 [batch, G, hidden], likewise for the global ones.
 
   Returns:
     [long_output [batch, L, hidden], global_output [batch, G, hidden]].
@@ -73,7 +77,9 @@ def encode(model, features, token_ids=None, att_implementation="auto"):
           if name in features}
   return model(token_ids=features["token_ids"] if token_ids is None else token_ids,
                global_token_ids=features["global_token_ids"],
-               att_implementation=att_implementation, **side)
+               att_implementation=att_implementation,
+               long_embedding_adder=long_embedding_adder,
+               global_embedding_adder=global_embedding_adder, **side)
 
 
 def placeholder_features(config, long_seq_len, global_seq_len, extra=None):

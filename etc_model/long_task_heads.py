@@ -42,6 +42,19 @@ an answer not in the window). Variables under cls/long_tasks/nq/ with the offici
 hidden], answer_type_output_bias [5]); the official scores are etc_model.nq's, nq_metrics the
 records' own.
 
+OpenKP (etc_model.openkp, the official etcmodel run_finetuning_lib head): the long outputs of a
+word's pieces are summed into the word's vector (pieces beyond the last long breakpoint left
+out), LayerNorm; for n = 1 .. 5 a convolution over n words (valid, GELU), LayerNorm and a dense
+-> 1 without bias give the logit of the n words from each word; n-grams past the document's
+words get -10000. The loss is the softmax cross-entropy over all [5, L] n-grams against the
+labels' first occurrences (mass 1 shared by the labelled n-grams, plus the official additive
+smoothing 1e-4 over all), averaged over the batch. Variables under cls/long_tasks/openkp/ with
+the official names (word_emb_layer_norm, {n}gram_conv/kernel [n, hidden, hidden] and bias,
+{n}gram_layer_norm, logit_dense{n-1}/kernel [hidden, 1]); the official scores are
+etc_model.openkp's, openkp_metrics the records' own. Its visual features enter the encoder
+(EMBEDDING_ADDERS: openkp_embedding_adders, the official embeddings of each VDOM element added
+to its global token and its long tokens' input embeddings).
+
 Metrics are computed in NumPy over the whole evaluation set (no streaming approximation):
 cloze_metrics (accuracy overall and per long_tasks.DISTANCE_BUCKETS bucket beside the
 most-frequent / most-recent baselines read from the records), supporting_metrics
@@ -64,12 +77,14 @@ import tensorflow as tf
 
 import modeling
 from etc_model import long_tasks
+from etc_model import openkp
 
 tf1 = tf.compat.v1
 
-TASKS = ("cloze", "supporting", "classify", "wikihop", "hotpotqa", "nq")
+TASKS = ("cloze", "supporting", "classify", "wikihop", "hotpotqa", "nq", "openkp")
 MAIN_METRIC = {"cloze": "accuracy", "supporting": "f1", "classify": "accuracy",
-               "wikihop": "accuracy", "hotpotqa": "joint_f1", "nq": "long-best-threshold-f1"}
+               "wikihop": "accuracy", "hotpotqa": "joint_f1", "nq": "long-best-threshold-f1",
+               "openkp": "F1@3"}
 # The tasks whose head needs the label vocabulary of the data (long_tasks.json).
 LABEL_VOCABULARY_TASKS = ("classify",)
 SCOPE = "cls/long_tasks"
@@ -84,6 +99,8 @@ INPUT_FEATURES = {
                 ("global_segment_ids", "G")),
     "hotpotqa": (("paragraph_ids", "L"), ("segment_ids", "L"), ("global_segment_ids", "G")),
     "nq": (),
+    "openkp": (("word_ids", "L"), ("num_words", 1)) + tuple(
+        (name, "G") for name in openkp.VISUAL_FEATURES),
 }
 # Per task: (feature name, length key) of the label features the records add ("C": the
 # candidates, "G": the global length, 1: a scalar).
@@ -96,11 +113,12 @@ LABEL_FEATURES = {
     "hotpotqa": (("supporting_facts", "G"), ("answer_type", 1), ("answer_begin", 1),
                  ("answer_end", 1)),
     "nq": (("answer_type", 1), ("la_start", 1), ("la_end", 1), ("sa_start", 1), ("sa_end", 1)),
+    "openkp": (("label_start", 3), ("label_length", 3)),
 }
 # The tasks whose candidates are the first max_candidates global tokens (candidate_mask [C]).
 CANDIDATE_TASKS = ("cloze", "wikihop")
 # The tasks whose head also reads the long output (task_head's long_output).
-LONG_OUTPUT_TASKS = ("hotpotqa", "nq")
+LONG_OUTPUT_TASKS = ("hotpotqa", "nq", "openkp")
 # Per task: the outputs with one logit per long token (padded back to L after a cut batch).
 LONG_LOGITS = {"hotpotqa": ("begin_logits", "end_logits"),
                "nq": ("la_start_logits", "la_end_logits", "sa_start_logits", "sa_end_logits")}
@@ -110,6 +128,10 @@ NUM_ANSWER_TYPES = 3
 # its per-token outputs (etc_model.nq.LABELS).
 NQ_ANSWER_TYPES = 5
 NQ_POSITIONS = ("la_start", "la_end", "sa_start", "sa_end")
+# OpenKP: the longest keyphrase scored (the official kp_max_length) and the official additive
+# smoothing of the n-gram labels (additive_smoothing_mass).
+OPENKP_MAX_PHRASE_WORDS = 5
+OPENKP_SMOOTHING_MASS = 1e-4
 
 
 def feature_lengths(task, max_seq_length, max_global_seq_length, max_candidates):
@@ -401,6 +423,187 @@ def nq_metrics(outputs):
   return metrics
 
 
+def word_vectors(long_output, word_ids, long_breakpoints):
+  """Sums the long outputs of each word's pieces (the official batch_segment_sum_embeddings).
+
+  Args:
+    long_output: float32 [batch, L, hidden].
+    word_ids: int [batch, L]: the word of each piece.
+    long_breakpoints: int [batch, L]: 1 at the last real piece (later positions are padding).
+
+  Returns:
+    float32 [batch, L, hidden]: entry w is the sum over word w's pieces (0 for a word without
+    pieces and past the words).
+  """
+  batch, length = tf.shape(long_output)[0], tf.shape(long_output)[1]
+  # 1 up to and including the breakpoint: the real pieces.
+  after = tf.cumsum(tf.cast(long_breakpoints, tf.float32), axis=1, exclusive=True)
+  real = tf.cast(tf.equal(after, 0.0), long_output.dtype)
+  segments = tf.cast(word_ids, tf.int32) + tf.range(batch)[:, None] * length
+  summed = tf.math.unsorted_segment_sum(long_output * real[:, :, None], segments,
+                                        batch * length)
+  return tf.reshape(summed, tf.shape(long_output))
+
+
+def openkp_ngram_labels(label_start, label_length, length,
+                        smoothing_mass=OPENKP_SMOOTHING_MASS):
+  """The official make_ngram_labels: label probabilities over the [5, L] n-grams.
+
+  Args:
+    label_start: int [batch, 3]: the first word of each keyphrase label, -1 for none.
+    label_length: int [batch, 3]: its words (1 .. 5), -1 for none.
+    length: L (a scalar).
+    smoothing_mass: the mass added over all n-grams (at least 1e-6, as officially).
+
+  Returns:
+    float32 [batch, 5 * L], each row summing to 1 (n-gram k, start s at k * L + s).
+  """
+  phrase = tf.one_hot(tf.cast(label_length, tf.int32) - 1, OPENKP_MAX_PHRASE_WORDS)
+  start = tf.one_hot(tf.cast(label_start, tf.int32), length)
+  combined = tf.reshape(tf.einsum("bnk,bnl->bkl", phrase, start),
+                        [-1, OPENKP_MAX_PHRASE_WORDS * length])
+  labels = combined / (tf.reduce_sum(combined, axis=-1, keepdims=True) + 1e-6)
+  labels += max(smoothing_mass, 1e-6) / tf.cast(OPENKP_MAX_PHRASE_WORDS * length, tf.float32)
+  return labels / tf.reduce_sum(labels, axis=-1, keepdims=True)
+
+
+def _scaled(values, low, high):
+  """The official DenseFeatureScaler: clipped to [low, high], then mapped linearly to [-1, 1]."""
+  middle, half = (high + low) / 2.0, (high - low) / 2.0
+  return (tf.clip_by_value(values, low, high) - middle) / half
+
+
+def openkp_embedding_adders(features, config):
+  """The official OpenKP visual-feature embeddings (etcmodel openkp run_finetuning_lib's
+  _create_global_visual_feature_embeddings, use_visual_features_in_global and _in_long).
+
+  Each global token (VDOM element) gets the sum of the embeddings of its indicator cross
+  (block / heading / bold), its font id and its parent's font id and of the dense projection
+  (dense -> GELU, dense -> GELU) of its 8 scaled coordinates and 5 other indicators; each long
+  token gets its element's sum. Variables under cls/long_tasks/openkp/ with the official names
+  (indicator_cross_emb_lookup, font_id_emb_lookup, parent_font_id_emb_lookup /embedding_table,
+  dense_feature_projection, dense_feature_layer2 /kernel, bias).
+
+  Args:
+    features: dict with openkp.VISUAL_FEATURES [batch, G] and sentence_ids [batch, L].
+    config: EtcConfig (hidden_size, initializer_range).
+
+  Returns:
+    (long adder float32 [batch, L, hidden], global adder float32 [batch, G, hidden]).
+  """
+  hidden = config.hidden_size
+  initializer = tf1.truncated_normal_initializer(stddev=config.initializer_range)
+  with tf1.variable_scope("%s/openkp" % SCOPE):
+    adder = 0.0
+    for name, table, size in (
+        ("indicator_cross", "indicator_cross_emb_lookup", 2 ** len(openkp.CROSSED_INDICATORS)),
+        ("font_ids", "font_id_emb_lookup", openkp.FONT_ID_VOCAB_SIZE),
+        ("parent_font_ids", "parent_font_id_emb_lookup", openkp.FONT_ID_VOCAB_SIZE)):
+      with tf1.variable_scope(table):
+        embeddings = tf1.get_variable("embedding_table", [size, hidden], initializer=initializer)
+      adder += tf.gather(embeddings, tf.cast(features[name], tf.int32))
+    dense = []
+    for name in openkp.COORDINATE_FEATURES:
+      low, high = openkp.COORDINATE_RANGES[name.replace("parent_", "", 1)]
+      pixels = tf.cast(features[name], tf.float32) / float(openkp.COORDINATE_SCALE)
+      dense.append(_scaled(pixels, low, high))
+    dense += [tf.cast(features[name], tf.float32) for name in openkp.DENSE_INDICATORS]
+    dense = modeling.dense_layer(tf.stack(dense, axis=-1), hidden, activation=modeling.gelu,
+                                 kernel_initializer=initializer,
+                                 name="dense_feature_projection")
+    adder += modeling.dense_layer(dense, hidden, activation=modeling.gelu,
+                                  kernel_initializer=initializer, name="dense_feature_layer2")
+  long_adder = tf.gather(adder, tf.cast(features["sentence_ids"], tf.int32), batch_dims=1)
+  return long_adder, adder
+
+
+# Per task: features, config -> (long, global) embedding adders of the encoder's input.
+EMBEDDING_ADDERS = {"openkp": openkp_embedding_adders}
+
+
+def embedding_adders(task, features, config):
+  """The task's additions to the encoder's long and global input embeddings (EMBEDDING_ADDERS),
+  or (None, None)."""
+  if task not in EMBEDDING_ADDERS:
+    return None, None
+  return EMBEDDING_ADDERS[task](features, config)
+
+
+def openkp_head(long_output, features, config, is_training):
+  """The official OpenKP n-gram head (etcmodel openkp run_finetuning_lib) and its loss.
+
+  Args:
+    long_output: float32 [batch, L, hidden].
+    features: dict with word_ids, long_breakpoints [batch, L], num_words [batch, 1],
+      label_start, label_length [batch, 3].
+    config: EtcConfig (hidden_size, initializer_range).
+    is_training: unused (the official head has no dropout).
+
+  Returns:
+    (loss scalar, per-example loss [batch], {"ngram_logits": [batch, 5, L]}).
+  """
+  del is_training
+  hidden = config.hidden_size
+  long_output = tf.cast(long_output, tf.float32)
+  length = tf.shape(long_output)[1]
+  words = tf.range(length)[None, :]
+  num_words = tf.reshape(tf.cast(features["num_words"], tf.int32), [-1, 1])
+  ngram_logits = []
+  with tf1.variable_scope("%s/openkp" % SCOPE):
+    vectors = modeling.layer_norm(
+        word_vectors(long_output, features["word_ids"], features["long_breakpoints"]),
+        name="word_emb_layer_norm")
+    for i in range(OPENKP_MAX_PHRASE_WORDS):
+      with tf1.variable_scope("%dgram_conv" % (i + 1)):
+        kernel = tf1.get_variable(
+            "kernel", [i + 1, hidden, hidden],
+            initializer=tf1.truncated_normal_initializer(stddev=0.02 / np.sqrt(i + 1)))
+        bias = tf1.get_variable("bias", [hidden], initializer=tf1.zeros_initializer())
+      conv = modeling.gelu(tf.nn.conv1d(vectors, kernel, stride=1, padding="VALID") + bias)
+      conv = modeling.layer_norm(conv, name="%dgram_layer_norm" % (i + 1))
+      with tf1.variable_scope("logit_dense%d" % i):
+        weights = tf1.get_variable("kernel", [hidden, 1],
+                                   initializer=tf1.truncated_normal_initializer(stddev=0.02))
+      logits = tf.pad(tf.squeeze(tf.einsum("blh,ho->blo", conv, weights), -1), [[0, 0], [0, i]])
+      # The n-grams inside the document's words.
+      inside = tf.cast(words + i < num_words, tf.float32)
+      ngram_logits.append(logits * inside - 10000.0 * (1.0 - inside))
+  ngram_logits = tf.stack(ngram_logits, axis=1)
+  labels = openkp_ngram_labels(features["label_start"], features["label_length"], length)
+  per_example = tf.nn.softmax_cross_entropy_with_logits(
+      labels=labels, logits=tf.reshape(ngram_logits, tf.shape(labels)))
+  return tf.reduce_mean(per_example), per_example, {"ngram_logits": ngram_logits}
+
+
+def openkp_metrics(outputs):
+  """Record-level OpenKP metrics (the official scores are etc_model.openkp's).
+
+  Args:
+    outputs: stacked predict outputs (ngram_logits [records, 5, L], the label features).
+
+  Returns:
+    dict: records, and best_ngram_accuracy: the share of the records with a label whose best
+    n-gram is one of their labels (None without any).
+  """
+  logits = np.asarray(outputs["ngram_logits"])
+  starts = np.asarray(outputs["label_start"])
+  lengths = np.asarray(outputs["label_length"])
+  best = logits.reshape(len(logits), -1).argmax(axis=1)
+  best_length, best_start = np.unravel_index(best, logits.shape[1:])
+  labelled = lengths[:, 0] > 0
+  right = [(best_start[i], best_length[i] + 1) in set(zip(starts[i], lengths[i]))
+           for i in np.nonzero(labelled)[0]]
+  return {"records": int(len(logits)),
+          "best_ngram_accuracy": float(np.mean(right)) if right else None}
+
+
+def _openkp_line(outputs, i, label_names):  # pylint: disable=unused-argument
+  logits = np.asarray(outputs["ngram_logits"][i])
+  length, start = np.unravel_index(int(logits.argmax()), logits.shape)
+  return {"index": i, "best_start": int(start), "best_length": int(length) + 1,
+          "best_logit": round(float(logits[length, start]), 6)}
+
+
 def supporting_head(global_output, global_token_ids, sentence_labels, config, is_training):
   """Per-sentence binary logits on the global tokens and their sigmoid cross-entropy.
 
@@ -622,6 +825,8 @@ HEADS = {
         long_output, out, f, config, training),
     "nq": lambda out, f, config, training, num_labels, long_output: nq_head(
         long_output, f, config, training),
+    "openkp": lambda out, f, config, training, num_labels, long_output: openkp_head(
+        long_output, f, config, training),
 }
 
 
@@ -643,6 +848,7 @@ METRICS = {
                                                       o["label"]),
     "hotpotqa": lambda o, label_names: hotpotqa_metrics(o),
     "nq": lambda o, label_names: nq_metrics(o),
+    "openkp": lambda o, label_names: openkp_metrics(o),
 }
 
 
@@ -713,7 +919,7 @@ def _nq_line(outputs, i, label_names):  # pylint: disable=unused-argument
 
 PREDICTION_LINES = {"cloze": _cloze_line, "supporting": _supporting_line,
                     "classify": _classify_line, "wikihop": _wikihop_line,
-                    "hotpotqa": _hotpotqa_line, "nq": _nq_line}
+                    "hotpotqa": _hotpotqa_line, "nq": _nq_line, "openkp": _openkp_line}
 
 
 def task_head(task, global_output, features, config, is_training, num_labels=None,

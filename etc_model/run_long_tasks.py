@@ -53,7 +53,22 @@ pre-trained by etc_model.run_pretraining; residual_attention from the config, or
               [...]}, the official prediction format (etc_model.nq_evaluate scores them), the
               windows of an example joined by etc_model.nq.predict_example (short answers of
               fewer than --max_short_answer_length document tokens).
-The task dispatch is long_task_heads' tables (HEADS, METRICS, PREDICTION_LINES).
+  openkp      OpenKP records of etc_model.create_openkp (one per document; the official etcmodel
+              features and n-gram head: the word pieces summed into words, a logit for each
+              n-gram of 1 to 5 words, softmax cross-entropy against the labelled keyphrases'
+              first occurrences; the official visual-feature embeddings added to each VDOM
+              element's global token and its long tokens); the standard side inputs (one
+              global token per VDOM element); always --padding=max_length (a word's index is
+              not bounded by its pieces' positions). eval_results.json holds the official
+              OpenKP scores over every document of the dev file (F1@1, P@1, R@1, F1@3, ...,
+              R@5; the main metric F1@3; a document without a record predicts nothing) beside
+              best_ngram_accuracy over the records; --do_eval writes dev_predictions.jsonl
+              and --do_predict test_predictions.jsonl: one line per document, {"url",
+              "KeyPhrases": [[keyphrase], ...] (the 5 best distinct n-grams, lower-cased, best
+              first), "scores": [logit, ...]}, the official candidate format
+              (etc_model.openkp_evaluate scores them).
+The task dispatch is long_task_heads' tables (HEADS, METRICS, PREDICTION_LINES, and
+EMBEDDING_ADDERS for openkp's visual features).
 
 --model=bert_windows is the baseline users would otherwise pick (etc_model.bert_windows, cloze
 and supporting): the official BertModel (--bert_config_file; --init_checkpoint a BERT
@@ -133,6 +148,7 @@ from etc_model import hotpotqa
 from etc_model import long_task_heads as heads
 from etc_model import long_tasks
 from etc_model import nq
+from etc_model import openkp
 from etc_model import wikihop
 
 tf1 = tf.compat.v1
@@ -146,8 +162,10 @@ SPLITS = ("train", "dev", "test")
 PREDICTIONS_NAME = "test_predictions.jsonl"
 # --task=wikihop: the answers {id: answer} of the dev / test split, the official submission format;
 # --task=hotpotqa: {"answer": {id: text}, "sp": {id: [[title, sent_id], ...]}}, likewise;
-# --task=nq: {"predictions": [...]}, the official NQ format.
+# --task=nq: {"predictions": [...]}, the official NQ format; --task=openkp: JSON lines
+# {"url", "KeyPhrases", "scores"} (DEV_LINES_NAME; the test split's in PREDICTIONS_NAME).
 DEV_ANSWERS_NAME = "dev_predictions.json"
+DEV_LINES_NAME = "dev_predictions.jsonl"
 TEST_ANSWERS_NAME = "test_predictions.json"
 MODELS = ("etc", "bert_windows")
 LABELS_NAME = "classify_labels.json"
@@ -183,7 +201,7 @@ def define_flags():
   flags.DEFINE_float("warmup_proportion", 0.1, "Share of the steps with a linear warm-up.")
   training_eval.define_flags("the main metric: cloze accuracy, supporting f1, classify "
                              "accuracy, wikihop accuracy, hotpotqa joint_f1, nq "
-                             "long-best-threshold-f1")
+                             "long-best-threshold-f1, openkp F1@3")
   flags.DEFINE_enum("residual_attention", None, list(modeling.RESIDUAL_ATTENTION_TYPES),
                     "Overrides residual_attention in --etc_config_file (none | sum | mean).")
   flags.DEFINE_enum("att_implementation", "auto", list(etc_modeling.ATT_IMPLEMENTATIONS),
@@ -236,7 +254,9 @@ HOTPOTQA_ANSWER_FLAGS = ("sp_threshold", "max_answer_length")
 NQ_ANSWER_FLAGS = ("max_short_answer_length",)
 # The command that writes a task's records.
 DATA_COMMANDS = {wikihop.TASK: "create_wikihop", hotpotqa.TASK: "create_hotpotqa",
-                 nq.TASK: "create_nq"}
+                 nq.TASK: "create_nq", openkp.TASK: "create_openkp"}
+# The tasks whose words are not bounded by their pieces' positions: batches keep max_length.
+MAX_LENGTH_TASKS = (openkp.TASK,)
 
 
 def data_command(task):
@@ -454,8 +474,10 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
   model = etc_modeling.EtcModel(config, is_training=is_training,
                                 use_one_hot_embeddings=use_one_hot_embeddings,
                                 compute_dtype=compute_dtype)
-  long_output, global_output = etc_estimator.encode(model, features,
-                                                    att_implementation=att_implementation)
+  long_adder, global_adder = heads.embedding_adders(task, features, config)
+  long_output, global_output = etc_estimator.encode(
+      model, features, att_implementation=att_implementation,
+      long_embedding_adder=long_adder, global_embedding_adder=global_adder)
   return heads.task_head(task, global_output, features, config, is_training,
                          num_labels=num_labels, long_output=long_output)
 
@@ -685,12 +707,15 @@ def _check_flags():
   if FLAGS.model == "bert_windows" and FLAGS.padding in ("longest", "bucket"):
     common.fail("--padding=%s: not with --model=bert_windows (its window count is static, from "
                 "--max_seq_length; use --padding=max_length)" % FLAGS.padding)
+  if FLAGS.task in MAX_LENGTH_TASKS and FLAGS.padding in ("longest", "bucket"):
+    common.fail("--padding=%s: not with --task=%s (a word's index is not bounded by its pieces' "
+                "positions; use --padding=max_length)" % (FLAGS.padding, FLAGS.task))
 
 
 def _padding(training):
   """--padding of a training or an evaluation / prediction input (estimator_utils.
   effective_padding; --model=bert_windows: always max_length)."""
-  if FLAGS.model == "bert_windows":
+  if FLAGS.model == "bert_windows" or FLAGS.task in MAX_LENGTH_TASKS:
     return "max_length"
   return batch_padding.effective_padding(FLAGS, training=training)
 
@@ -718,7 +743,10 @@ def _expected_lengths():
                "G": "--max_global_seq_length=%d" % FLAGS.max_global_seq_length,
                "C": "--max_candidates=%d" % FLAGS.max_candidates,
                1: "1 (a --task=%s record of etc_model.%s)" % (FLAGS.task,
-                                                              data_command(FLAGS.task))}
+                                                              data_command(FLAGS.task)),
+               # openkp's label slots.
+               openkp.NUM_LABELS: "%d (a --task=%s record of etc_model.%s)" % (
+                   openkp.NUM_LABELS, FLAGS.task, data_command(FLAGS.task))}
   sizes = dict(heads.INPUT_FEATURES[FLAGS.task] + heads.LABEL_FEATURES[FLAGS.task])
   sizes.update({name: "L" for name in heads.COMMON_FEATURES[:3]})
   sizes.update({name: "G" for name in heads.COMMON_FEATURES[3:]})
@@ -788,6 +816,15 @@ def nq_scorers(data_dir, files, max_short_answer_length):
     return lambda outputs: nq.split_metrics(outputs, token_pos, lines,
                                             max_short_answer_length=max_short_answer_length)
   return {path: scorer(path, nq.read_split_examples(data_dir, split, count_records(path)))
+          for split, path in files.items() if split != "train"}
+
+
+def openkp_scorers(data_dir, files):
+  """{record file: outputs -> (prediction lines, official metrics)} of an OpenKP job's dev /
+  test splits (openkp.split_metrics over every document of the split)."""
+  def scorer(lines):
+    return lambda outputs: openkp.split_metrics(outputs["ngram_logits"], lines)
+  return {path: scorer(openkp.read_split_examples(data_dir, split, count_records(path)))
           for split, path in files.items() if split != "train"}
 
 
@@ -1012,6 +1049,8 @@ def main(_):
                                      FLAGS.sp_threshold, FLAGS.max_answer_length)
   if FLAGS.task == nq.TASK:
     split_scorers = nq_scorers(FLAGS.data_dir, files, FLAGS.max_short_answer_length)
+  if FLAGS.task == openkp.TASK:
+    split_scorers = openkp_scorers(FLAGS.data_dir, files)
   side_input_options = _side_input_options(cls_token_id)
   common.check_output_dir(FLAGS.output_dir)
   write_dir = tf2_training.worker_output_dir(FLAGS.output_dir, strategy)
@@ -1099,7 +1138,10 @@ def main(_):
     results.update(record)
     results.update(scored_checkpoint=scored, eval_seconds=round(time.time() - start, 1))
     answers = inference.evaluated_answers(files["dev"], checkpoint)
-    if answers is not None:  # the official submission format, for the official scorer
+    if answers is not None and FLAGS.task == openkp.TASK:  # JSON lines, one per document
+      _write_with_sidecar(os.path.join(FLAGS.output_dir, DEV_LINES_NAME),
+                          "".join(json.dumps(line) + "\n" for line in answers), record)
+    elif answers is not None:  # the official submission format, for the official scorer
       _write_with_sidecar(os.path.join(FLAGS.output_dir, DEV_ANSWERS_NAME),
                           json.dumps(answers, indent=2) + "\n", record)
     estimator_utils.write_eval_results(FLAGS.output_dir, results)
@@ -1120,6 +1162,8 @@ def main(_):
       record_ids = [line["id"] for line in examples for _ in range(line["num_records"])]
       for line, key in zip(lines, record_ids):
         line.update(id=key)
+    if answers is not None and FLAGS.task == openkp.TASK:  # one official line per document
+      lines, answers = answers, None
     if answers is not None:  # the official submission
       _write_with_sidecar(os.path.join(FLAGS.output_dir, TEST_ANSWERS_NAME),
                           json.dumps(answers, indent=2) + "\n", record)
