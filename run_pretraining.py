@@ -2,8 +2,8 @@
 """Pre-trains BERT / RealFormer (MLM + NSP) on TPUEstimator, or on CPU/GPU with tf.distribute.
 
 On TensorFlow 2.15 it trains with the Estimator; on a TensorFlow without it (2.16 and later),
-with realformer_tf.tf2_training: the same flags (--use_tpu through TPUStrategy, several workers;
---iterations_per_loop and the precisions the engine lacks refused), checkpoints and output files
+with realformer_tf.tf2_training: the same flags (--use_tpu through TPUStrategy, several workers,
+--precision=bf16 and fp16 as there; --iterations_per_loop refused), checkpoints and output files
 (docs/compatibility.md, "Training without the Estimator").
 
 Reads the TFRecords written by create_pretraining_data.py (or the official BERT script). The
