@@ -599,7 +599,8 @@ class Engine(object):
                seed=12345, save_checkpoints_steps=1000, keep_checkpoint_max=5,
                log_every_n_steps=10, fused_optimizer=False, gradient_accumulation_steps=1,
                use_xla=False, beta_2=0.999, epsilon=1e-6, weight_decay_rate=0.01,
-               clip_norm=CLIP_NORM, schedule="linear", loss_scale=None):
+               clip_norm=CLIP_NORM, schedule="linear", loss_scale=None,
+               examples_per_step=True):
     """Keeps the job's settings (nothing is built yet).
 
     Args:
@@ -635,6 +636,8 @@ class Engine(object):
       loss_scale: optimization.create_optimizer's: None, "dynamic" (a float16 model:
         estimator_utils.loss_scale_for(precision)) or a fixed positive number. On one device
         only, as the Estimator's --precision=fp16.
+      examples_per_step: the progress line shows examples/s (train_batch_size per step); False
+        where a batch is not a number of examples (translation's token-budget batches).
     """
     if gradient_accumulation_steps < 1:
       raise ValueError("gradient_accumulation_steps must be >= 1, got %d" %
@@ -644,6 +647,7 @@ class Engine(object):
     self.output_dir = output_dir
     self.strategy = strategy or tf.distribute.get_strategy()
     self.train_batch_size = train_batch_size
+    self._examples_per_step = examples_per_step
     self._learning_rate = learning_rate
     self._num_train_steps = num_train_steps
     self._num_warmup_steps = num_warmup_steps
@@ -1017,7 +1021,8 @@ class Engine(object):
     self._trace_train_step()
     total_steps = (self._num_train_steps * self._accumulation_steps if self._num_train_steps
                    else max_steps)
-    progress = estimator_utils.ProgressHook(total_steps, self.train_batch_size)
+    progress = estimator_utils.ProgressHook(
+        total_steps, self.train_batch_size if self._examples_per_step else None)
     last_saved = step
     rate_origin = None  # (step, time) global_step/sec counts from: after the first step's tracing
     while step < max_steps and not common.STOP_SIGNALS.stopped:

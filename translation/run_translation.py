@@ -508,7 +508,7 @@ def _job_engine(settings, model_fn, strategy=None, num_train_steps=None):
   return tf2_training.Engine(
       model_fn, settings.model_dir, strategy=strategy,
       # Token-budget batches ignore the batch size: one batch per replica and step.
-      train_batch_size=strategy.num_replicas_in_sync if strategy else 1,
+      train_batch_size=strategy.num_replicas_in_sync if strategy else 1, examples_per_step=False,
       learning_rate=settings.learning_rate, num_train_steps=num_train_steps,
       num_warmup_steps=settings.warmup_steps,
       init_checkpoint=settings.init_checkpoint if num_train_steps else None,

@@ -160,8 +160,10 @@ def _check_same_losses_and_checkpoints(runs, checkpoints=CHECKPOINTS, num_losses
   for key in ("num_train_steps", "global_step_target", "epoch_batches", "global_step"):
     assert tf2_summary[key] == est_summary[key], key
   assert tf2_summary["global_step"] == last_step
-  # The engine's progress line counts steps, not target tokens.
+  # The engine's progress line counts steps, not target tokens, nor examples: a token-budget
+  # batch is not a number of examples.
   assert tf2_summary["target_tokens_per_second"] is None
+  assert "examples/s" not in runs["tf2_log"]
 
 
 @pytest.fixture(scope="module")
