@@ -773,36 +773,9 @@ def job_settings(flag_values, strategy=None):
   Returns:
     JobSettings.
   """
-  return JobSettings(
-      data_dir=flag_values.data_dir,
-      output_dir=flag_values.output_dir,
-      init_checkpoint=flag_values.init_checkpoint,
-      allow_unmatched_init=flag_values.allow_unmatched_init,
-      bert_config_file=flag_values.bert_config_file,
-      vocab_file=flag_values.vocab_file,
-      spm_model_file=flag_values.spm_model_file,
-      do_lower_case=flag_values.do_lower_case,
-      export_dir=flag_values.export_dir,
-      overwrite=flag_values.overwrite,
-      do_train=flag_values.do_train,
-      do_eval=flag_values.do_eval,
-      do_predict=flag_values.do_predict,
-      max_seq_length=flag_values.max_seq_length,
-      train_batch_size=flag_values.train_batch_size,
-      eval_batch_size=flag_values.eval_batch_size,
-      predict_batch_size=flag_values.predict_batch_size,
-      learning_rate=flag_values.learning_rate,
-      num_train_epochs=flag_values.num_train_epochs,
-      warmup_proportion=flag_values.warmup_proportion,
-      seed=flag_values.seed,
+  return common.settings_from_flags(
+      JobSettings, flag_values,
       engine=ENGINE_ESTIMATOR if estimator_utils.has_estimator() else ENGINE_TF2,
-      save_checkpoints_steps=flag_values.save_checkpoints_steps,
-      keep_checkpoint_max=flag_values.keep_checkpoint_max,
-      log_every_n_steps=flag_values.log_every_n_steps,
-      use_tpu=flag_values.use_tpu,
-      num_tpu_cores=flag_values.num_tpu_cores,
-      num_gpus=flag_values.num_gpus,
-      distribution_strategy=flag_values.distribution_strategy,
       # Training as evaluation: model_fn draws dropout masks at --max_seq_length
       # (modeling.full_length_dropout), so the weights equal a max_length run's to float
       # rounding; bucket with --use_xla, max_length on TPU.
@@ -810,17 +783,7 @@ def job_settings(flag_values, strategy=None):
                                                     full_length_dropout=True),
       eval_padding=batch_padding.effective_padding(flag_values),
       skip_padding=batch_padding.skips_padding(flag_values),
-      group_by_length=flag_values.group_by_length,
       precision_kwargs=estimator_utils.precision_kwargs(flag_values),
-      eval_every_steps=flag_values.eval_every_steps,
-      early_stopping_patience=flag_values.early_stopping_patience,
-      keep_best=flag_values.keep_best,
-      class_weights=flag_values.class_weights,
-      multilabel_threshold=flag_values.multilabel_threshold,
-      tune_threshold=flag_values.tune_threshold,
-      long_document=flag_values.long_document,
-      doc_stride=flag_values.doc_stride,
-      window_pooling=flag_values.window_pooling,
       strategy=strategy,
       model_dir=flag_values.output_dir,
       flag_values=flag_values)

@@ -107,6 +107,31 @@ def flags_parser(flag_values):
   return parse
 
 
+def settings_from_flags(settings_class, flag_values, /, **values):
+  """A job's settings: each field the flag of the same name unless given as a keyword.
+
+  Args:
+    settings_class: a collections.namedtuple class (a command's JobSettings).
+    flag_values: the parsed flags (the command's FLAGS).
+    **values: the fields that are not a flag's value as parsed (resolved, derived or named
+      otherwise; a field may itself be called flag_values: the first two are positional).
+
+  Returns:
+    settings_class instance.
+
+  Raises:
+    ValueError: a field is neither given nor a flag, or a keyword is not a field.
+  """
+  fields = settings_class._fields
+  unknown = sorted(set(values) - set(fields))
+  missing = [name for name in fields if name not in values and name not in flag_values]
+  if unknown or missing:
+    raise ValueError("%s: fields neither given nor flags %s, keywords that are not fields %s"
+                     % (settings_class.__name__, missing, unknown))
+  return settings_class(**{name: values[name] if name in values else getattr(flag_values, name)
+                           for name in fields})
+
+
 def moved_names_getattr(module_name, new_place_of):
   """A module `__getattr__` (PEP 562) saying in one line where a moved name lives now.
 

@@ -1,5 +1,6 @@
 """Tests for the shared helpers: one-line errors, atomic writes, input globs, progress, eval files."""
 
+import collections
 import json
 import os
 import subprocess
@@ -7,6 +8,7 @@ import sys
 import types
 
 import pytest
+from absl import flags as absl_flags
 import tensorflow as tf
 
 from realformer_tf import common
@@ -396,3 +398,20 @@ def test_cuda_init_failure_is_noise_only_without_gpu_device_nodes():
           "a real problem\n")
   assert tf_startup.drop_start_up_noise(text, has_gpu_devices=False) == "a real problem\n"
   assert tf_startup.drop_start_up_noise(text, has_gpu_devices=True) == text
+
+
+def test_settings_from_flags_takes_flags_of_the_fields_names_and_refuses_the_rest():
+  settings_class = collections.namedtuple("JobSettings", ["output_dir", "seed", "engine"])
+  flag_values = absl_flags.FlagValues()
+  absl_flags.DEFINE_string("output_dir", None, "", flag_values=flag_values)
+  absl_flags.DEFINE_integer("seed", 12345, "", flag_values=flag_values)
+  absl_flags.DEFINE_integer("other", 1, "", flag_values=flag_values)
+  flag_values(["tool", "--output_dir=out", "--seed=7"])
+  settings = common.settings_from_flags(settings_class, flag_values, engine="tf2")
+  assert settings == settings_class(output_dir="out", seed=7, engine="tf2")
+  # A given value wins over the flag of the same name.
+  assert common.settings_from_flags(settings_class, flag_values, engine="e", seed=1).seed == 1
+  with pytest.raises(ValueError, match=r"neither given nor flags \['engine'\]"):
+    common.settings_from_flags(settings_class, flag_values)
+  with pytest.raises(ValueError, match=r"not fields \['typo'\]"):
+    common.settings_from_flags(settings_class, flag_values, engine="e", typo=1)
