@@ -51,7 +51,6 @@ import numpy as np
 import tensorflow as tf
 
 from realformer_tf import common
-from realformer_tf import estimator_utils
 from realformer_tf import reproduction
 from realformer_tf import subprocess_utils
 from realformer_tf import text_input
@@ -1110,8 +1109,6 @@ def record_invocation(plan_path, plan, start_time):
 
 
 def main(_):
-  # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
-  estimator_utils.require_estimator(script="-m paper.reproduce_table2")
   tf1.logging.set_verbosity(tf1.logging.INFO)
   log = lambda msg: tf1.logging.info(msg)
   settings, options = read_flags()

@@ -54,7 +54,6 @@ from realformer_tf import tf_startup  # pylint: disable=unused-import  (before T
 import numpy as np
 
 from realformer_tf import common
-from realformer_tf import estimator_utils
 from realformer_tf import reproduction
 from realformer_tf import subprocess_utils
 from translation import nmt_modeling
@@ -611,7 +610,7 @@ def complete_run(settings, out_dir, variant, seed):
 
 
 def read_loss_curve(run_dir, tag="loss"):
-  """The training loss per step from the Estimator's event files in run_dir (not eval/).
+  """The training loss per step from the event files in run_dir (not eval/), of either engine.
 
   A resumed run has one file per process, and the steps after its last checkpoint twice: the
   later file (by name, which starts with the wall time) wins.
@@ -655,17 +654,47 @@ def collect_results(settings, out_dir, with_curves=True):
     dicts (None when missing), "curve": (steps, losses)}}.
   """
   results = collections.OrderedDict()
+  train_data = reproduction.read_json(summary_path(data_paths(out_dir)["train"]))
   for variant, seed in run_order(settings.variants, settings.seeds):
     run_dir = run_dir_of(out_dir, variant, seed)
     done = run_done(run_dir)
+    state = run_state(run_dir)
+    train = reproduction.read_json(os.path.join(run_dir, TRAIN_SUMMARY)) if done else None
+    if train and train.get("target_tokens_per_second") is None:
+      derived = derived_tokens_per_second(train, state, train_data)
+      if derived is not None:
+        train = dict(train, target_tokens_per_second=derived, tokens_per_second_derived=True)
     results[(variant, seed)] = {
-        "state": run_state(run_dir), "done": done,
+        "state": state, "done": done,
         "bleu": reproduction.read_json(os.path.join(run_dir, BLEU_JSON)) if done else None,
-        "train": reproduction.read_json(os.path.join(run_dir, TRAIN_SUMMARY)) if done else None,
+        "train": train,
         "eval": reproduction.read_json(os.path.join(run_dir, EVAL_RESULTS)) if done else None,
         "curve": read_loss_curve(run_dir) if with_curves else ([], []),
     }
   return results
+
+
+def derived_tokens_per_second(train, state, train_data):
+  """Target tokens/s of a run whose train_summary.json records none.
+
+  run_translation.py's TF2 engine (TF >= 2.16), as its Estimator under a distribution strategy,
+  counts steps, not target tokens: the steps/s of the run's last progress line times the
+  training data's target tokens per batch (one epoch's target tokens over its batches: the mean
+  batch of a run of whole epochs).
+
+  Args:
+    train: the run's train_summary.json (epoch_batches).
+    state: its RunState (steps_per_sec).
+    train_data: create_translation_data.py's summary of the training data (target_tokens).
+
+  Returns:
+    float, or None when one of the figures is missing.
+  """
+  batches = train.get("epoch_batches")
+  tokens = (train_data or {}).get("target_tokens")
+  if not (state.steps_per_sec and batches and tokens):
+    return None
+  return state.steps_per_sec * tokens / float(batches)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -834,7 +863,16 @@ def _speed_lines(settings, results):
     lines.append("| %s | %s | %s | %s | %s |" % (
         _label(variant), _fmt(speeds[variant], 0), relative, _per_seed(secs, 0),
         ", ".join(map(str, steps)) or "n/a"))
-  return lines + [""]
+  lines.append("")
+  derived = ["%s s%d" % (_label(variant), seed) for (variant, seed), r in results.items()
+             if r["done"] and (r["train"] or {}).get("tokens_per_second_derived")]
+  if derived:
+    lines.append("Target tokens/s of %s: the training counted steps, not tokens "
+                 "(run_translation.py on the TF2 engine of TF >= 2.16, or under a distribution "
+                 "strategy): the steps/s of its last progress line times the training data's "
+                 "target tokens per batch (one epoch's target tokens over its batches).\n" %
+                 ", ".join(derived))
+  return lines
 
 
 def curve_rows(settings, results):
@@ -890,7 +928,9 @@ def _curve_lines(settings, results, images):
   lines += [
       "![training loss](%s/training_loss.png)\n" % images,
       "The label-smoothed training loss of each run from its TensorBoard event files (tag "
-      "`loss`, every 100 steps), smoothed with a debiased EMA of weight %g; the points are in "
+      "`loss`: every 100 steps on the Estimator of TF 2.15, every --log_every_n_steps and at "
+      "the last step on the TF2 engine of TF >= 2.16), smoothed with a debiased EMA of weight "
+      "%g; the points are in "
       "`%s/training_loss.csv` (run, variant, seed, step, loss, smoothed_loss).\n" % (
           settings.curve_smoothing, images),
       "| run | points | last step | last loss | last smoothed loss |",
@@ -1016,8 +1056,6 @@ def write_report(settings, out_dir, results=None):
 
 
 def main(_):
-  # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
-  estimator_utils.require_estimator(script="-m paper.reproduce_table7")
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
   if FLAGS.plan_only and FLAGS.report_only:

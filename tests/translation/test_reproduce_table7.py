@@ -278,6 +278,31 @@ def test_report_when_everything_or_nothing_is_finished(tmp_path):
   assert "| RealFormer (mean) | 1900 | 0.950 |" in text
 
 
+def test_tokens_per_second_of_runs_that_count_steps_only(tmp_path):
+  """run_translation on the TF2 engine (TF >= 2.16) records no target tokens/s: the report
+  gives the steps/s of the run's progress line times the training data's tokens per batch."""
+  out = tmp_path / "out"
+  settings = _settings(tmp_path, seeds=[1])
+  _fake_run(out, "admin", 1, bleu=29.0, tok=30.0, chrf=58.0, ppl=6.0, tps=None, secs=1800.0,
+            rate=0.5)
+  _fake_run(out, "realformer_mean", 1, bleu=28.0, tok=29.5, chrf=57.0, ppl=6.5, tps=None,
+            secs=1900.0, rate=0.4)
+  text = open(rt7.write_report(settings, str(out))).read()
+  assert "| ADMIN | n/a | n/a | s1 1800 | 952 |" in text   # no data summary: not derived
+  # 136 batches of one epoch hold 54,400 target tokens: 400 a batch.
+  _write_json(rt7.summary_path(rt7.data_paths(str(out))["train"]), {"target_tokens": 54400})
+  text = open(rt7.write_report(settings, str(out))).read()
+  assert "| ADMIN | 200 | 1.000 | s1 1800 | 952 |" in text
+  assert "| RealFormer (mean) | 160 | 0.800 | s1 1900 | 952 |" in text
+  assert ("Target tokens/s of ADMIN s1, RealFormer (mean) s1: the training counted steps, not "
+          "tokens (run_translation.py on the TF2 engine of TF >= 2.16") in text
+  # A run that counted its tokens keeps its own figure.
+  _fake_run(out, "admin", 1, bleu=29.0, tok=30.0, chrf=58.0, ppl=6.0, tps=2000.0, secs=1800.0)
+  text = open(rt7.write_report(settings, str(out))).read()
+  assert "| ADMIN | 2000 | 1.000 |" in text and "| RealFormer (mean) | 160 | 0.080 |" in text
+  assert "Target tokens/s of RealFormer (mean) s1: the training counted steps" in text
+
+
 def test_plan_lines_status_and_time_left(tmp_path):
   out = tmp_path / "out"
   _fake_run(out, "admin", 1, bleu=29.0, tok=30.0, chrf=58.0, ppl=6.0, tps=2000.0, secs=1800.0)
