@@ -80,6 +80,8 @@ EVAL_RESULTS = "eval_results.json"
 BLEU_JSON = "bleu.json"
 # run_translation.TokenProgressHook's line: "train: step 49/952 steps, 0.58 steps/s, ...".
 PROGRESS_LINE = re.compile(r"train: step (\d+)/(\d+) steps, ([\d.]+) steps/s")
+# run_translation's "One epoch = 136 batches of <= 4096 tokens: ..." (its checkpoint period).
+EPOCH_LINE = re.compile(r"One epoch = (\d+) batches")
 
 # --tiny_test: the first lines of each file, a 2L-2L H32 model, a few steps.
 TINY_TRAIN_LINES = 300
@@ -353,6 +355,26 @@ def run_done(run_dir):
   return os.path.exists(os.path.join(run_dir, BLEU_JSON)) and train_complete(run_dir)
 
 
+def rewind_to_epoch_checkpoint(run_dir):
+  """A run stopped between two epochs resumes from the last epoch's checkpoint.
+
+  A stopped training saves the step it reached (the TF2 engine does) and the resumed one then
+  saves an epoch from there: the averaged checkpoints would not be one per epoch. The epoch is
+  train.log's "One epoch = N batches" (reproduction.rewind_to_checkpoint).
+
+  Returns:
+    The step the run resumes from, or None when nothing was changed.
+  """
+  path = os.path.join(run_dir, "train.log")
+  if not os.path.exists(path):
+    return None
+  with open(path, errors="replace") as f:
+    epochs = [int(m.group(1)) for m in EPOCH_LINE.finditer(f.read())]
+  if not epochs or epochs[-1] < 1:
+    return None
+  return reproduction.rewind_to_checkpoint(run_dir, lambda step: step % epochs[-1] == 0)
+
+
 def last_progress(run_dir):
   """(step, total, steps/s) of the last progress line of train.log, or None."""
   path = os.path.join(run_dir, "train.log")
@@ -583,6 +605,9 @@ def complete_run(settings, out_dir, variant, seed):
   if not train_complete(run_dir):
     if os.path.exists(bleu):
       os.remove(bleu)   # of an earlier, other training: never report it with this one
+    resumed = rewind_to_epoch_checkpoint(run_dir)
+    if resumed is not None:
+      _log("%s seed %d resumes from the epoch checkpoint of step %d" % (variant, seed, resumed))
     _log("training %s seed %d" % (variant, seed))
     runner.run("train", "translation/run_translation.py",
                train_args(settings, out_dir, run_dir, variant, seed))

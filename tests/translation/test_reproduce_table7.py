@@ -303,6 +303,23 @@ def test_tokens_per_second_of_runs_that_count_steps_only(tmp_path):
   assert "Target tokens/s of RealFormer (mean) s1: the training counted steps" in text
 
 
+def test_a_run_stopped_inside_an_epoch_resumes_from_the_epochs_checkpoint(tmp_path):
+  """Stopped at step 30 (the TF2 engine saves where a stop is), one epoch 28 batches: the rerun
+  resumes from step 28, so the checkpoints averaged stay one per epoch."""
+  run_dir = str(tmp_path)
+  with open(os.path.join(run_dir, "train.log"), "w") as f:
+    f.write("INFO:tensorflow:One epoch = 28 batches of <= 2048 tokens: 140 updates for 5 epochs\n")
+  names = ["model.ckpt-0", "model.ckpt-28", "model.ckpt-30"]
+  for name in names:
+    open(os.path.join(run_dir, name + ".index"), "w").close()
+  tf.compat.v1.train.update_checkpoint_state(run_dir, names[-1], all_model_checkpoint_paths=names)
+  assert rt7.rewind_to_epoch_checkpoint(run_dir) == 28
+  assert os.path.basename(tf.compat.v1.train.latest_checkpoint(run_dir)) == "model.ckpt-28"
+  assert not os.path.exists(os.path.join(run_dir, "model.ckpt-30.index"))
+  assert rt7.rewind_to_epoch_checkpoint(run_dir) is None
+  assert rt7.rewind_to_epoch_checkpoint(str(tmp_path / "new")) is None
+
+
 def test_plan_lines_status_and_time_left(tmp_path):
   out = tmp_path / "out"
   _fake_run(out, "admin", 1, bleu=29.0, tok=30.0, chrf=58.0, ppl=6.0, tps=2000.0, secs=1800.0)
