@@ -417,7 +417,7 @@ def rewind_to_checkpoint(run_dir, keep_step):
   tf.compat.v1.train.update_checkpoint_state(run_dir, "model.ckpt-%d" % target,
                                              all_model_checkpoint_paths=kept)
   for name in names:
-    if _checkpoint_step(name) is None or _checkpoint_step(name) > target:
+    if _checkpoint_step(name) is not None and _checkpoint_step(name) > target:
       for path in tf.io.gfile.glob(os.path.join(run_dir, name) + ".*"):
         tf.io.gfile.remove(path)
   return target

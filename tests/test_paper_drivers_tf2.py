@@ -6,8 +6,9 @@ the Estimator, with the same flags and output files, so the drivers run unchange
   the same sweep on TF 2.15 (its side in a subprocess of $REALFORMER_TF215_PYTHON; no dropout);
 - paper.reproduce_table2, reproduce_table7 and reproduce_table8 make their plans (the first two
   their data too) instead of stopping with "needs TensorFlow 2.15".
-Whole tiny runs of the three reproductions on both engines are measured, not tested here (the
-test time): docs/compatibility.md, "The paper's drivers".
+The three reproductions' whole tiny runs take minutes: their own tests (tests/test_reproduce_
+table2.py, tests/translation/test_reproduce_table7.py, tests/test_reproduce_table8_real_tasks.py)
+pass with either interpreter.
 On TF 2.15 every test here skips (tests/test_sweep.py, tests/test_reproduce_table2.py, ...).
 """
 
