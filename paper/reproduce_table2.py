@@ -51,7 +51,6 @@ import numpy as np
 import tensorflow as tf
 
 from realformer_tf import common
-from realformer_tf import estimator_utils
 from realformer_tf import reproduction
 from realformer_tf import subprocess_utils
 from realformer_tf import text_input
@@ -914,6 +913,12 @@ def train_run(workspace, settings, model, seed):
   done = _exists(summary_path) and _read_json(summary_path).get("global_step") == num_steps
   if not done:
     common.STOP_SIGNALS.exit_if_stopped(RESUME_MESSAGE)
+    # A run stopped off its curve's steps resumes from the last one (its curve checkpoints).
+    curve_steps = eval_steps(num_steps, settings.eval_every)
+    resumed = reproduction.rewind_to_checkpoint(run_dir, lambda step: step in curve_steps)
+    if resumed is not None:
+      workspace.log("%s: resuming from the learning curve's checkpoint of step %d" % (
+          run_dir, resumed))
     workspace.log("Training %s seed %d (%d steps)" % (model, seed, num_steps))
     workspace.runner.run("train_%s_s%d" % (model, seed), "run_pretraining.py",
                          pretrain_args(settings, workspace.config_paths[model],
@@ -1110,8 +1115,6 @@ def record_invocation(plan_path, plan, start_time):
 
 
 def main(_):
-  # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
-  estimator_utils.require_estimator(script="-m paper.reproduce_table2")
   tf1.logging.set_verbosity(tf1.logging.INFO)
   log = lambda msg: tf1.logging.info(msg)
   settings, options = read_flags()

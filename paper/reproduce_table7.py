@@ -54,7 +54,6 @@ from realformer_tf import tf_startup  # pylint: disable=unused-import  (before T
 import numpy as np
 
 from realformer_tf import common
-from realformer_tf import estimator_utils
 from realformer_tf import reproduction
 from realformer_tf import subprocess_utils
 from translation import nmt_modeling
@@ -81,6 +80,8 @@ EVAL_RESULTS = "eval_results.json"
 BLEU_JSON = "bleu.json"
 # run_translation.TokenProgressHook's line: "train: step 49/952 steps, 0.58 steps/s, ...".
 PROGRESS_LINE = re.compile(r"train: step (\d+)/(\d+) steps, ([\d.]+) steps/s")
+# run_translation's "One epoch = 136 batches of <= 4096 tokens: ..." (its checkpoint period).
+EPOCH_LINE = re.compile(r"One epoch = (\d+) batches")
 
 # --tiny_test: the first lines of each file, a 2L-2L H32 model, a few steps.
 TINY_TRAIN_LINES = 300
@@ -354,6 +355,26 @@ def run_done(run_dir):
   return os.path.exists(os.path.join(run_dir, BLEU_JSON)) and train_complete(run_dir)
 
 
+def rewind_to_epoch_checkpoint(run_dir):
+  """A run stopped between two epochs resumes from the last epoch's checkpoint.
+
+  A stopped training saves the step it reached (the TF2 engine does) and the resumed one then
+  saves an epoch from there: the averaged checkpoints would not be one per epoch. The epoch is
+  train.log's "One epoch = N batches" (reproduction.rewind_to_checkpoint).
+
+  Returns:
+    The step the run resumes from, or None when nothing was changed.
+  """
+  path = os.path.join(run_dir, "train.log")
+  if not os.path.exists(path):
+    return None
+  with open(path, errors="replace") as f:
+    epochs = [int(m.group(1)) for m in EPOCH_LINE.finditer(f.read())]
+  if not epochs or epochs[-1] < 1:
+    return None
+  return reproduction.rewind_to_checkpoint(run_dir, lambda step: step % epochs[-1] == 0)
+
+
 def last_progress(run_dir):
   """(step, total, steps/s) of the last progress line of train.log, or None."""
   path = os.path.join(run_dir, "train.log")
@@ -584,6 +605,9 @@ def complete_run(settings, out_dir, variant, seed):
   if not train_complete(run_dir):
     if os.path.exists(bleu):
       os.remove(bleu)   # of an earlier, other training: never report it with this one
+    resumed = rewind_to_epoch_checkpoint(run_dir)
+    if resumed is not None:
+      _log("%s seed %d resumes from the epoch checkpoint of step %d" % (variant, seed, resumed))
     _log("training %s seed %d" % (variant, seed))
     runner.run("train", "translation/run_translation.py",
                train_args(settings, out_dir, run_dir, variant, seed))
@@ -611,7 +635,7 @@ def complete_run(settings, out_dir, variant, seed):
 
 
 def read_loss_curve(run_dir, tag="loss"):
-  """The training loss per step from the Estimator's event files in run_dir (not eval/).
+  """The training loss per step from the event files in run_dir (not eval/), of either engine.
 
   A resumed run has one file per process, and the steps after its last checkpoint twice: the
   later file (by name, which starts with the wall time) wins.
@@ -655,17 +679,47 @@ def collect_results(settings, out_dir, with_curves=True):
     dicts (None when missing), "curve": (steps, losses)}}.
   """
   results = collections.OrderedDict()
+  train_data = reproduction.read_json(summary_path(data_paths(out_dir)["train"]))
   for variant, seed in run_order(settings.variants, settings.seeds):
     run_dir = run_dir_of(out_dir, variant, seed)
     done = run_done(run_dir)
+    state = run_state(run_dir)
+    train = reproduction.read_json(os.path.join(run_dir, TRAIN_SUMMARY)) if done else None
+    if train and train.get("target_tokens_per_second") is None:
+      derived = derived_tokens_per_second(train, state, train_data)
+      if derived is not None:
+        train = dict(train, target_tokens_per_second=derived, tokens_per_second_derived=True)
     results[(variant, seed)] = {
-        "state": run_state(run_dir), "done": done,
+        "state": state, "done": done,
         "bleu": reproduction.read_json(os.path.join(run_dir, BLEU_JSON)) if done else None,
-        "train": reproduction.read_json(os.path.join(run_dir, TRAIN_SUMMARY)) if done else None,
+        "train": train,
         "eval": reproduction.read_json(os.path.join(run_dir, EVAL_RESULTS)) if done else None,
         "curve": read_loss_curve(run_dir) if with_curves else ([], []),
     }
   return results
+
+
+def derived_tokens_per_second(train, state, train_data):
+  """Target tokens/s of a run whose train_summary.json records none.
+
+  run_translation.py's TF2 engine (TF >= 2.16), as its Estimator under a distribution strategy,
+  counts steps, not target tokens: the steps/s of the run's last progress line times the
+  training data's target tokens per batch (one epoch's target tokens over its batches: the mean
+  batch of a run of whole epochs).
+
+  Args:
+    train: the run's train_summary.json (epoch_batches).
+    state: its RunState (steps_per_sec).
+    train_data: create_translation_data.py's summary of the training data (target_tokens).
+
+  Returns:
+    float, or None when one of the figures is missing.
+  """
+  batches = train.get("epoch_batches")
+  tokens = (train_data or {}).get("target_tokens")
+  if not (state.steps_per_sec and batches and tokens):
+    return None
+  return state.steps_per_sec * tokens / float(batches)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -834,7 +888,16 @@ def _speed_lines(settings, results):
     lines.append("| %s | %s | %s | %s | %s |" % (
         _label(variant), _fmt(speeds[variant], 0), relative, _per_seed(secs, 0),
         ", ".join(map(str, steps)) or "n/a"))
-  return lines + [""]
+  lines.append("")
+  derived = ["%s s%d" % (_label(variant), seed) for (variant, seed), r in results.items()
+             if r["done"] and (r["train"] or {}).get("tokens_per_second_derived")]
+  if derived:
+    lines.append("Target tokens/s of %s: the training counted steps, not tokens "
+                 "(run_translation.py on the TF2 engine of TF >= 2.16, or under a distribution "
+                 "strategy): the steps/s of its last progress line times the training data's "
+                 "target tokens per batch (one epoch's target tokens over its batches).\n" %
+                 ", ".join(derived))
+  return lines
 
 
 def curve_rows(settings, results):
@@ -890,7 +953,9 @@ def _curve_lines(settings, results, images):
   lines += [
       "![training loss](%s/training_loss.png)\n" % images,
       "The label-smoothed training loss of each run from its TensorBoard event files (tag "
-      "`loss`, every 100 steps), smoothed with a debiased EMA of weight %g; the points are in "
+      "`loss`: every 100 steps on the Estimator of TF 2.15, every --log_every_n_steps and at "
+      "the last step on the TF2 engine of TF >= 2.16), smoothed with a debiased EMA of weight "
+      "%g; the points are in "
       "`%s/training_loss.csv` (run, variant, seed, step, loss, smoothed_loss).\n" % (
           settings.curve_smoothing, images),
       "| run | points | last step | last loss | last smoothed loss |",
@@ -1016,8 +1081,6 @@ def write_report(settings, out_dir, results=None):
 
 
 def main(_):
-  # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
-  estimator_utils.require_estimator(script="-m paper.reproduce_table7")
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
   if FLAGS.plan_only and FLAGS.report_only:

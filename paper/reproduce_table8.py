@@ -58,6 +58,7 @@ from __future__ import print_function
 import collections
 import glob
 import os
+import re
 import shutil
 import sys
 import time
@@ -68,7 +69,6 @@ from realformer_tf import tf_startup  # pylint: disable=unused-import  (before T
 import numpy as np
 
 from realformer_tf import common
-from realformer_tf import estimator_utils
 from realformer_tf import export_utils
 from realformer_tf import reproduction
 from realformer_tf import subprocess_utils
@@ -1179,19 +1179,39 @@ def difference_lines(settings, results):
   return lines + [""]
 
 
-def final_loss(log_path):
-  """The Estimator's "Loss for final step: x" of a tool's log, or None."""
+# The loss of a training step in a tool's log: the Estimator's "Loss for final step: 6.49." (TF
+# 2.15) and the TF2 engine's "loss = 6.4912, step = 100" (TF >= 2.16, tf2_training.Engine).
+ESTIMATOR_FINAL_LOSS = re.compile(r"Loss for final step: (\S+?)\.?$")
+ENGINE_STEP_LOSS = re.compile(r"\bloss = (\S+), step = (\d+)$")
+
+
+def final_loss(log_path, final_step):
+  """The training loss at the last step from a tool's log, or None.
+
+  Args:
+    log_path: the log of a training process (run on either engine).
+    final_step: the step the training ends at (the engine logs the loss of that step).
+
+  Returns:
+    The last "Loss for final step" of the Estimator, else the engine's loss logged at
+    final_step; None when the log has neither.
+  """
   if not os.path.exists(log_path):
     return None
-  found = None
+  found = {}
   with open(log_path, errors="replace") as f:
     for line in f:
-      if "Loss for final step:" in line:
-        try:
-          found = float(line.rsplit(":", 1)[1].strip().rstrip("."))  # "... step: 6.49."
-        except ValueError:
-          pass
-  return found
+      line = line.rstrip()
+      estimator = ESTIMATOR_FINAL_LOSS.search(line)
+      engine = ENGINE_STEP_LOSS.search(line)
+      try:
+        if estimator:
+          found["estimator"] = float(estimator.group(1))
+        elif engine and int(engine.group(2)) == final_step:
+          found["engine"] = float(engine.group(1))
+      except ValueError:
+        pass
+  return found.get("estimator", found.get("engine"))
 
 
 def _pretrain_lines(settings, out_dir):
@@ -1204,7 +1224,8 @@ def _pretrain_lines(settings, out_dir):
   for ra in residuals:
     summary = reproduction.read_json(os.path.join(pretrained_dir(out_dir, ra),
                                      "train_summary_local.json")) or {}
-    loss = final_loss(os.path.join(out_dir, "logs", "pretrain_%s.log" % ra))
+    loss = final_loss(os.path.join(out_dir, "logs", "pretrain_%s.log" % ra),
+                      settings.pretrain_steps)
     lines.append("| residual attention %s | %s | %s | %s |" % (
         ra, summary.get("global_step", "not done"), "n/a" if loss is None else "%.3f" % loss,
         summary.get("steady_steps_per_sec", "n/a")))
@@ -1347,8 +1368,6 @@ def write_report(settings, out_dir):
 
 
 def main(_):
-  # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
-  estimator_utils.require_estimator(script="-m paper.reproduce_table8")
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
   if FLAGS.dry_run and FLAGS.report_only:

@@ -22,6 +22,11 @@ rerun after one was edited in place is refused. Then, per task and setting, the 
 seeds of every metric; the best
 setting is the one with the highest median task score; results.{md,csv,json} are written.
 
+On TensorFlow 2.15 the scripts train with the Estimator, on TF >= 2.16 with the TF2 engine
+(realformer_tf.tf2_training): the same flags, eval_results.json and resume. There, with the runs
+on this interpreter (no --python), --extra_flags that only the Estimator implements (--use_tpu,
+--precision=fp16, ...) are refused in one line before any run.
+
   python -m paper.sweep --tasks=sst-2,mrpc,squad1.1 --glue_dir=glue --squad_dir=squad \
     --init_checkpoint=bert_model.ckpt --bert_config_file=bert_config.json \
     --vocab_file=vocab.txt --output_dir=out/sweep [--residual_attention=sum] \
@@ -34,6 +39,7 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
+import argparse
 import collections
 import csv
 import io
@@ -57,6 +63,7 @@ from realformer_tf import export_utils
 import modeling
 from realformer_tf import reproduction
 from realformer_tf import subprocess_utils
+from realformer_tf import tf2_training
 
 tf1 = tf.compat.v1
 
@@ -539,11 +546,12 @@ def _remove_matching(run_dir, patterns):
   return count
 
 
-# An unfinished run resumes from its last checkpoint: the training scripts resume exactly (same
-# batches and dropout masks from the saved step on, estimator_utils.resume_skip_batches), so the
+# An unfinished run resumes from its last checkpoint: the training scripts resume exactly on
+# either engine (same batches and dropout masks from the saved step on: the Estimator's
+# estimator_utils.resume_skip_batches, the TF2 engine's tf2_training.Engine.train), so the
 # result is the one an uninterrupted run of its seed gives and no finished training is lost.
-# Under a distribution strategy or on TPU the data order would restart, so such runs start
-# again from scratch. An eval_results.json of a run that stopped early goes in every case, so
+# Under a distribution strategy or on TPU the Estimator's data order would restart, so such runs
+# start again from scratch. An eval_results.json of a run that stopped early goes in every case, so
 # only the new attempt can make the run count as done.
 STALE_PATTERNS = ["eval_results.txt", "eval_results.json"]
 RESTART_PATTERNS = ["model.ckpt-*", "checkpoint", "events.out.tfevents.*", "graph.pbtxt"]
@@ -625,6 +633,62 @@ def resumes_exactly(cmd):
     if arg.startswith("--distribution_strategy=") and arg.split("=", 1)[1] != "none":
       return False
   return True
+
+
+# How absl reads a boolean flag's value (--use_tpu=true, --use_tpu=1, ...).
+BOOL_VALUES = {"true": True, "t": True, "1": True, "false": False, "f": False, "0": False}
+
+
+def estimator_only_extra_flags(extra_flags):
+  """The values --extra_flags gives the flags only the Estimator implements (and the strategy).
+
+  Args:
+    extra_flags: the --extra_flags arguments (shlex-split).
+
+  Returns:
+    argparse.Namespace {flag name: value} of the names in tf2_training.ESTIMATOR_ONLY_FLAGS and
+    distribution_strategy that extra_flags sets, each of its "off" value's type (a value that
+    does not parse is left to the run script's own error).
+  """
+  values = {}
+  known = dict(tf2_training.ESTIMATOR_ONLY_FLAGS, distribution_strategy="none")
+  for arg in extra_flags:
+    match = re.match(r"^--(\w+?)(?:=(.*))?$", arg)
+    if not match:
+      continue
+    name, value = match.groups()
+    if value is None and name not in known and name.startswith("no") and isinstance(
+        known.get(name[2:]), bool):
+      name, value = name[2:], "false"   # --nouse_tpu
+    if name not in known:
+      continue
+    off = known[name]
+    if isinstance(off, bool):
+      value = BOOL_VALUES.get("true" if value is None else value.lower())
+    elif isinstance(off, int):
+      value = int(value) if value is not None and re.match(r"^-?\d+$", value) else None
+    if value is not None:
+      values[name] = value
+  return argparse.Namespace(**values)
+
+
+def check_extra_flags_on_engine(extra_flags_text, extra_flags):
+  """One line for --extra_flags that every run would refuse on the TF2 engine (TF >= 2.16).
+
+  run_classifier.py, run_squad.py and run_ner.py train on tf2_training.Engine there and refuse
+  the flags only the Estimator implements (tf2_training.check_flags: --use_tpu and the TPU
+  flags, --precision=fp16, --distribution_strategy=multi_worker_mirrored); --use_xla and
+  --precision=bf16 they run. Call it only when the runs use this TensorFlow.
+
+  Args:
+    extra_flags_text: --extra_flags as given (named in the error).
+    extra_flags: its arguments.
+  """
+  try:
+    tf2_training.check_flags(estimator_only_extra_flags(extra_flags), "-m paper.sweep",
+                             xla=True, precisions=tf2_training.ENGINE_PRECISIONS)
+  except common.UsageError as e:
+    common.fail("--extra_flags=%s: %s" % (extra_flags_text, e))
 
 
 def run_one(run, keep_checkpoints=False, cache_dir=None):
@@ -1185,8 +1249,6 @@ def tasks_on_disk(output_dir):
 
 
 def main(_):
-  # Its jobs run on the Estimator: say so before any work on TF >= 2.16.
-  estimator_utils.require_estimator(script="-m paper.sweep")
   if not FLAGS.output_dir:
     common.fail("--output_dir is required")
   common.check_output_dir(FLAGS.output_dir)
@@ -1238,6 +1300,9 @@ def main(_):
     extra_flags = shlex.split(FLAGS.extra_flags or "")
   except ValueError as e:
     common.fail("--extra_flags=%s: %s" % (FLAGS.extra_flags, e))
+  if not FLAGS.python and not estimator_utils.has_estimator():
+    # The runs use this TensorFlow: its TF2 engine (another --python may have the Estimator).
+    check_extra_flags_on_engine(FLAGS.extra_flags, extra_flags)
   opts = dict(init_checkpoint=init_checkpoint, bert_config_file=FLAGS.bert_config_file,
               vocab_file=FLAGS.vocab_file, do_lower_case=FLAGS.do_lower_case,
               max_seq_length=max_seq_length, residual_attention=FLAGS.residual_attention,

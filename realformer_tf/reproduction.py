@@ -374,6 +374,55 @@ def image_dir_name(report_path):
   return os.path.splitext(os.path.basename(report_path))[0] + "_images"
 
 
+def _checkpoint_step(name):
+  """The global step of a checkpoint name ("model.ckpt-20" -> 20), or None."""
+  try:
+    return int(os.path.basename(name).rsplit("-", 1)[1])
+  except (IndexError, ValueError):
+    return None
+
+
+def rewind_to_checkpoint(run_dir, keep_step):
+  """Makes a stopped training run resume from its last checkpoint at a step the driver keeps.
+
+  A training process stopped by a signal saves the step it reached (the TF2 engine does), and a
+  process resumed there saves every save_checkpoints_steps counted from it: the checkpoints a
+  driver reads at fixed steps (a learning curve's, one per epoch to average) would be missing
+  or others. The run resumes instead from its last checkpoint at a kept step (the commands
+  resume exactly, so it ends with the uninterrupted run's weights and checkpoints); the later
+  checkpoints are deleted.
+
+  Args:
+    run_dir: the training run's output directory (a `checkpoint` state file).
+    keep_step: step -> whether the uninterrupted run saves a checkpoint there (step 0, where a
+      run starts, always counts).
+
+  Returns:
+    The step it now resumes from, or None when nothing was changed.
+  """
+  state = tf.compat.v1.train.get_checkpoint_state(run_dir)
+  if state is None:
+    return None
+  latest = _checkpoint_step(state.model_checkpoint_path)
+  if latest is None or keep_step(latest):
+    return None
+  names = [os.path.basename(p) for p in state.all_model_checkpoint_paths]
+  earlier = [n for n in names if _checkpoint_step(n) is not None and _checkpoint_step(n) < latest]
+  kept_steps = [_checkpoint_step(n) for n in earlier
+                if _checkpoint_step(n) == 0 or keep_step(_checkpoint_step(n))]
+  if not kept_steps:
+    return None
+  target = max(kept_steps)
+  kept = [n for n in earlier if _checkpoint_step(n) <= target]
+  tf.compat.v1.train.update_checkpoint_state(run_dir, "model.ckpt-%d" % target,
+                                             all_model_checkpoint_paths=kept)
+  for name in names:
+    if _checkpoint_step(name) is not None and _checkpoint_step(name) > target:
+      for path in tf.io.gfile.glob(os.path.join(run_dir, name) + ".*"):
+        tf.io.gfile.remove(path)
+  return target
+
+
 def tool_command(script, args=()):
   """The command line of a repository tool, run with this process's Python from the repository.
 

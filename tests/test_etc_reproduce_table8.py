@@ -197,6 +197,24 @@ def test_best_median_and_time_estimate(tmp_path):
   assert (seconds, left, unknown) == (100 + 200 + 8 * 150, 15, 5)
 
 
+def test_final_loss_from_either_engines_log(tmp_path):
+  """The pre-training loss at the last step: the Estimator's "Loss for final step" (TF 2.15),
+  the TF2 engine's "loss = x, step = N" line of the last step (TF >= 2.16)."""
+  estimator = tmp_path / "estimator.log"
+  estimator.write_text("INFO:tensorflow:loss = 9.9, step = 0\n"
+                       "INFO:tensorflow:Loss for final step: 9.160573.\n")
+  engine = tmp_path / "engine.log"
+  engine.write_text("INFO:tensorflow:loss = 9.5, step = 10\n"
+                    "INFO:tensorflow:train: step 20/20 steps, 2.08 steps/s, 0:00 remaining\n"
+                    "INFO:tensorflow:loss = 9.160573, step = 20\n"
+                    "INFO:tensorflow:Saved checkpoint out/model.ckpt-20\n")
+  assert rt8.final_loss(str(estimator), 20) == pytest.approx(9.160573)
+  assert rt8.final_loss(str(engine), 20) == pytest.approx(9.160573)
+  # A log that stops before the last step has no final loss.
+  assert rt8.final_loss(str(engine), 30) is None
+  assert rt8.final_loss(str(tmp_path / "missing.log"), 20) is None
+
+
 def test_report_tables_and_settings_checks(tmp_path):
   settings = _settings(tmp_path)
   out = str(tmp_path / "out")

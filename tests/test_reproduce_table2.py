@@ -100,6 +100,28 @@ def test_settings_record_and_final_eval_steps(tmp_path):
   assert rt._train_steps_per_sec(str(tmp_path)) == 8.0
 
 
+def test_a_stopped_run_resumes_from_its_last_curve_checkpoint(tmp_path):
+  """reproduction.rewind_to_checkpoint: a run stopped at step 22 (the TF2 engine saves the step
+  a stop reached) resumes from step 20, so the resumed process saves the curve's 40 and 60 (it
+  counts from where it starts)."""
+  run_dir = str(tmp_path)
+  names = ["model.ckpt-0", "model.ckpt-20", "model.ckpt-22"]
+  for name in names:
+    for suffix in (".index", ".data-00000-of-00001"):
+      open(os.path.join(run_dir, name + suffix), "w").close()
+  rt.tf1.train.update_checkpoint_state(run_dir, names[-1], all_model_checkpoint_paths=names)
+  curve = lambda step: step in (20, 40, 60)
+  assert reproduction.rewind_to_checkpoint(run_dir, curve) == 20
+  state = rt.tf1.train.get_checkpoint_state(run_dir)
+  assert os.path.basename(state.model_checkpoint_path) == "model.ckpt-20"
+  assert [os.path.basename(p) for p in state.all_model_checkpoint_paths] == names[:2]
+  assert sorted(os.listdir(run_dir)) == ["checkpoint"] + sorted(
+      n + s for n in names[:2] for s in (".data-00000-of-00001", ".index"))
+  # At a curve step (or without checkpoints) nothing changes.
+  assert reproduction.rewind_to_checkpoint(run_dir, curve) is None
+  assert reproduction.rewind_to_checkpoint(str(tmp_path / "none"), curve) is None
+
+
 @pytest.mark.slow
 def test_tiny_test_end_to_end_and_resume(tmp_path):
   corpus = shared_path("corpus")

@@ -3,10 +3,11 @@ TensorFlow").
 
 These tests run in both environments:
 - TF 2.15 (`.venv`): the Estimator is there and the scripts do not refuse to run.
-- The newest TF (`.venv-tf-latest`, `bash run.sh test-latest`): the paper's drivers stop with one
-  line naming the TF 2.15 environment (the training commands train there with
-  realformer_tf.tf2_training: tests/test_tf2_training.py, tests/test_run_squad_tf2.py,
-  tests/test_run_ner_tf2.py, tests/test_etc_pretraining_tf2.py, ...); the tools that need no training loop
+- The newest TF (`.venv-tf-latest`, `bash run.sh test-latest`): the training commands train
+  there with realformer_tf.tf2_training (tests/test_tf2_training.py, tests/test_run_squad_tf2.py,
+  tests/test_run_ner_tf2.py, tests/test_etc_pretraining_tf2.py, ...) and the paper's drivers run
+  them (tests/test_paper_drivers_tf2.py), the sweep refusing in one line the --extra_flags only
+  the Estimator implements; the tools that need no training loop
   (extract_features, predict_masked, export_hub) give the same outputs as on TF 2.15 from the
   same checkpoint; and SavedModels exported on TF 2.15 load and answer identically. The TF 2.15
   side runs in a subprocess with the interpreter that $REALFORMER_TF215_PYTHON names (run.sh
@@ -29,8 +30,6 @@ from realformer_tf import estimator_utils
 import numpy_bert
 
 NEWEST_TF = not estimator_utils.has_estimator()
-# The paper's drivers (they call require_estimator first).
-ESTIMATOR_MODULES = ("paper.sweep", "paper.reproduce_table8")
 CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
           "num_attention_heads": 2, "intermediate_size": 64, "max_position_embeddings": 64,
           "type_vocab_size": 2, "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
@@ -102,13 +101,21 @@ def model(tmp_path_factory):
 
 
 @pytest.mark.skipif(not NEWEST_TF, reason="TF 2.15 has the Estimator")
-@pytest.mark.parametrize("module", ESTIMATOR_MODULES)
-def test_estimator_drivers_name_the_tf215_environment(module, tmp_path):
-  result = run_tool(None, ["-m", module, "--output_dir=%s" % tmp_path], expect_rc=2)
+def test_sweep_refuses_estimator_only_extra_flags_in_one_line(model, tmp_path, vocab_file):
+  """The drivers run here (tests/test_paper_drivers_tf2.py); what only the Estimator implements
+  and the sweep passes to every run is refused once, before any run."""
+  out = tmp_path / "sweep"
+  result = run_tool("paper/sweep.py", [
+      "--tasks=sst-2", "--glue_dir=%s" % os.path.join(REPO_DIR, "tests", "fixtures", "glue"),
+      "--init_checkpoint=%s" % (model / "model.ckpt"),
+      "--bert_config_file=%s" % (model / "bert_config.json"), "--vocab_file=%s" % vocab_file,
+      "--output_dir=%s" % out, "--extra_flags=--use_tpu=true --tpu_name=x"], expect_rc=2)
   line = last_error_line(result)
-  assert line.startswith("error: -m %s needs TensorFlow 2.15" % module), line
-  assert "bash run.sh python -m %s" % module in line and "Traceback" not in result.stderr
-  assert not os.listdir(tmp_path)
+  assert line.startswith("error: --extra_flags=--use_tpu=true --tpu_name=x: --use_tpu: "
+                         "implemented by the Estimator only (TensorFlow 2.15); -m paper.sweep on "
+                         "TF %s" % tf.__version__), line
+  assert "bash run.sh python -m paper.sweep" in line and "Traceback" not in result.stderr
+  assert not out.exists()
 
 
 def test_this_tf_is_described():

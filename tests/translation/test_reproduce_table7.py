@@ -278,6 +278,48 @@ def test_report_when_everything_or_nothing_is_finished(tmp_path):
   assert "| RealFormer (mean) | 1900 | 0.950 |" in text
 
 
+def test_tokens_per_second_of_runs_that_count_steps_only(tmp_path):
+  """run_translation on the TF2 engine (TF >= 2.16) records no target tokens/s: the report
+  gives the steps/s of the run's progress line times the training data's tokens per batch."""
+  out = tmp_path / "out"
+  settings = _settings(tmp_path, seeds=[1])
+  _fake_run(out, "admin", 1, bleu=29.0, tok=30.0, chrf=58.0, ppl=6.0, tps=None, secs=1800.0,
+            rate=0.5)
+  _fake_run(out, "realformer_mean", 1, bleu=28.0, tok=29.5, chrf=57.0, ppl=6.5, tps=None,
+            secs=1900.0, rate=0.4)
+  text = open(rt7.write_report(settings, str(out))).read()
+  assert "| ADMIN | n/a | n/a | s1 1800 | 952 |" in text   # no data summary: not derived
+  # 136 batches of one epoch hold 54,400 target tokens: 400 a batch.
+  _write_json(rt7.summary_path(rt7.data_paths(str(out))["train"]), {"target_tokens": 54400})
+  text = open(rt7.write_report(settings, str(out))).read()
+  assert "| ADMIN | 200 | 1.000 | s1 1800 | 952 |" in text
+  assert "| RealFormer (mean) | 160 | 0.800 | s1 1900 | 952 |" in text
+  assert ("Target tokens/s of ADMIN s1, RealFormer (mean) s1: the training counted steps, not "
+          "tokens (run_translation.py on the TF2 engine of TF >= 2.16") in text
+  # A run that counted its tokens keeps its own figure.
+  _fake_run(out, "admin", 1, bleu=29.0, tok=30.0, chrf=58.0, ppl=6.0, tps=2000.0, secs=1800.0)
+  text = open(rt7.write_report(settings, str(out))).read()
+  assert "| ADMIN | 2000 | 1.000 |" in text and "| RealFormer (mean) | 160 | 0.080 |" in text
+  assert "Target tokens/s of RealFormer (mean) s1: the training counted steps" in text
+
+
+def test_a_run_stopped_inside_an_epoch_resumes_from_the_epochs_checkpoint(tmp_path):
+  """Stopped at step 30 (the TF2 engine saves where a stop is), one epoch 28 batches: the rerun
+  resumes from step 28, so the checkpoints averaged stay one per epoch."""
+  run_dir = str(tmp_path)
+  with open(os.path.join(run_dir, "train.log"), "w") as f:
+    f.write("INFO:tensorflow:One epoch = 28 batches of <= 2048 tokens: 140 updates for 5 epochs\n")
+  names = ["model.ckpt-0", "model.ckpt-28", "model.ckpt-30"]
+  for name in names:
+    open(os.path.join(run_dir, name + ".index"), "w").close()
+  tf.compat.v1.train.update_checkpoint_state(run_dir, names[-1], all_model_checkpoint_paths=names)
+  assert rt7.rewind_to_epoch_checkpoint(run_dir) == 28
+  assert os.path.basename(tf.compat.v1.train.latest_checkpoint(run_dir)) == "model.ckpt-28"
+  assert not os.path.exists(os.path.join(run_dir, "model.ckpt-30.index"))
+  assert rt7.rewind_to_epoch_checkpoint(run_dir) is None
+  assert rt7.rewind_to_epoch_checkpoint(str(tmp_path / "new")) is None
+
+
 def test_plan_lines_status_and_time_left(tmp_path):
   out = tmp_path / "out"
   _fake_run(out, "admin", 1, bleu=29.0, tok=30.0, chrf=58.0, ppl=6.0, tps=2000.0, secs=1800.0)
