@@ -24,8 +24,9 @@ setting is the one with the highest median task score; results.{md,csv,json} are
 
 On TensorFlow 2.15 the scripts train with the Estimator, on TF >= 2.16 with the TF2 engine
 (realformer_tf.tf2_training): the same flags, eval_results.json and resume. There, with the runs
-on this interpreter (no --python), --extra_flags that only the Estimator implements (--use_tpu,
---precision=fp16, ...) are refused in one line before any run.
+on this interpreter (no --python), --extra_flags that only the Estimator implements
+(--iterations_per_loop, --distribution_strategy=multi_worker_mirrored) are refused in one line
+before any run.
 
   python -m paper.sweep --tasks=sst-2,mrpc,squad1.1 --glue_dir=glue --squad_dir=squad \
     --init_checkpoint=bert_model.ckpt --bert_config_file=bert_config.json \
@@ -676,9 +677,10 @@ def check_extra_flags_on_engine(extra_flags_text, extra_flags):
   """One line for --extra_flags that every run would refuse on the TF2 engine (TF >= 2.16).
 
   run_classifier.py, run_squad.py and run_ner.py train on tf2_training.Engine there and refuse
-  the flags only the Estimator implements (tf2_training.check_flags: --use_tpu and the TPU
-  flags, --precision=fp16, --distribution_strategy=multi_worker_mirrored); --use_xla and
-  --precision=bf16 they run. Call it only when the runs use this TensorFlow.
+  the flags only the Estimator implements (tf2_training.check_flags: --iterations_per_loop);
+  --use_xla, --precision=bf16 / fp16 and the TPU flags (TPUStrategy) they run. A sweep's runs are
+  single processes: --distribution_strategy=multi_worker_mirrored is refused too. Call it only
+  when the runs use this TensorFlow.
 
   Args:
     extra_flags_text: --extra_flags as given (named in the error).
@@ -686,7 +688,7 @@ def check_extra_flags_on_engine(extra_flags_text, extra_flags):
   """
   try:
     tf2_training.check_flags(estimator_only_extra_flags(extra_flags), "-m paper.sweep",
-                             xla=True, precisions=tf2_training.ENGINE_PRECISIONS)
+                             xla=True, precisions=tf2_training.ENGINE_PRECISIONS, tpu=True)
   except common.UsageError as e:
     common.fail("--extra_flags=%s: %s" % (extra_flags_text, e))
 

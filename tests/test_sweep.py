@@ -529,9 +529,8 @@ def test_sigterm_stops_the_child_and_a_rerun_finishes(tmp_path, vocab_file):
 
 def test_extra_flags_only_the_estimator_implements_are_one_line_on_the_engine():
   """What every run would refuse on the TF2 engine is refused once, naming --extra_flags."""
-  for flags, shown in ((["--use_tpu=true", "--tpu_name=x"], "--use_tpu"),
-                       (["--use_tpu"], "--use_tpu"), (["--precision=fp16"], "--precision=fp16"),
-                       (["--num_tpu_cores=4"], "--num_tpu_cores=4"),
+  for flags, shown in ((["--iterations_per_loop=10"], "--iterations_per_loop=10"),
+                       (["--use_tpu", "--iterations_per_loop=5"], "--iterations_per_loop=5"),
                        (["--distribution_strategy=multi_worker_mirrored"],
                         "--distribution_strategy=multi_worker_mirrored")):
     with pytest.raises(common.UsageError) as e:
@@ -541,7 +540,8 @@ def test_extra_flags_only_the_estimator_implements_are_one_line_on_the_engine():
     assert "-m paper.sweep on TF " in str(e.value) and "\n" not in str(e.value)
   # The engine runs these (and the run scripts' own flags).
   for flags in (["--nouse_tpu"], ["--use_tpu=false"], ["--num_tpu_cores=8"], ["--use_xla"],
-                ["--precision=bf16"], ["--distribution_strategy=mirrored"],
+                ["--use_tpu=true", "--tpu_name=x"], ["--num_tpu_cores=4"],
+                ["--precision=bf16"], ["--precision=fp16"], ["--distribution_strategy=mirrored"],
                 ["--eval_batch_size=5", "--save_checkpoints_steps=100"]):
     sweep.check_extra_flags_on_engine(" ".join(flags), flags)
 
