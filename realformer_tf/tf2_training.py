@@ -1089,8 +1089,11 @@ class Engine(object):
     if not graph.get_collection(tf1.GraphKeys.GLOBAL_STEP):
       # modeling.dropout keys its masks on the graph's global step: step-seeded dropout.
       graph.add_to_collection(tf1.GraphKeys.GLOBAL_STEP, self._global_step)
-    # The Estimator's step of the summaries: the global step after the update.
-    summary_step = self._global_step + 1
+    # The Estimator's step of the summaries: the global step after the update. Made in a
+    # scope of its own: an op at the graph's root before the model would shift the model's
+    # root op names (`add` -> `add_1`), on which modeling.dropout keys its masks.
+    with tf.name_scope("summary_step"):
+      summary_step = self._global_step + 1
     # No default writer here: the model's tf.compat.v1.summary calls make Summary protos (in
     # the graph's SUMMARIES collection, the first replica's), as in the Estimator's graph.
     with warnings.catch_warnings():

@@ -7,9 +7,9 @@ run.sh test-latest`) these tests check:
   a tiny model without dropout): post-LN with residual attention, trained, evaluated, decoded
   and exported, gives the same loss at every step, the same eval_results, translations.txt (and
   its sidecar), bleu.json and checkpoints (names, Adam slots, global_step); ADMIN with the
-  inverse square root schedule, clipping, weight decay and gradient accumulation gives the same
-  losses, profile and checkpoints (gradient accumulators included), and a checkpoint of either
-  engine resumes on the other to the other's weights;
+  inverse square root schedule, clipping, weight decay, gradient accumulation and dropout gives
+  the same losses, profile and checkpoints (gradient accumulators included), and a checkpoint of
+  either engine resumes on the other to the other's weights;
 - the engine's SavedModel translates as the engine decoded;
 - the flags only the Estimator implements are one-line errors before any work;
 - in process: the engine's optimizer settings against optimization.py's math in NumPy, and the
@@ -57,7 +57,10 @@ KEY_BIAS = ("/key/bias",)
 POST_LN = dict(TINY_NMT_CONFIG, layer_norm_type="post", residual_attention="mean",
                hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                activation_dropout_prob=0.0)
-ADMIN = dict(POST_LN, layer_norm_type="admin", residual_attention="sum")
+# ADMIN with dropout on: both engines draw the same masks (modeling.dropout keys them on the
+# global step and op names, among them the embeddings' at the graph's root).
+ADMIN = dict(TINY_NMT_CONFIG, layer_norm_type="admin", residual_attention="sum")
+assert ADMIN["hidden_dropout_prob"] > 0 and ADMIN["attention_probs_dropout_prob"] > 0
 # The files of a --do_eval --do_predict job (with references).
 RESULT_FILES = ("eval_results.json", "eval_results.txt", "translations.txt",
                 "translations.txt.checkpoint.json", "bleu.json", "train_summary.json")
