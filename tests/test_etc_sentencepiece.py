@@ -482,6 +482,19 @@ def test_hotpotqa_answer_span_is_on_the_answer_pieces_and_reads_back_as_context_
   assert tokenized.spans[first][0] <= 1 and tokenized.spans[last][1] == len("Loire")
 
 
+def test_hotpotqa_data_tokenizer_is_the_copied_sentencepiece_model(spm_model, tmp_path):
+  (tmp_path / hotpotqa.SUMMARY_NAME).write_text(json.dumps(
+      {"settings": {"vocab_file": None, "spm_model_file": spm_model, "do_lower_case": False}}))
+  with pytest.raises(common.UsageError, match=r"^--data_dir=%s: has no hotpotqa_spm.model "
+                     r"\(write the data with etc_model.create_hotpotqa\)$" % re.escape(
+                         str(tmp_path))):
+    hotpotqa.load_data_tokenizer(str(tmp_path))
+  (tmp_path / hotpotqa.SPM_NAME).write_bytes(open(spm_model, "rb").read())
+  tokenizer, do_lower_case = hotpotqa.load_data_tokenizer(str(tmp_path))
+  assert hotpotqa.is_sentencepiece(tokenizer) and do_lower_case is False
+  assert tokenizer.tokenize_to_ids("The Loire.") == tokenizer.sp_model.encode("The Loire.")
+
+
 def _hotpotqa_data(spm_model, output_dir, extra=(), expect_rc=0):
   return run_tool(None, ["-m", "etc_model.create_hotpotqa", "--spm_model_file=" + spm_model,
                          "--output_dir=%s" % output_dir, "--max_seq_length=%d" % L,
