@@ -5,6 +5,12 @@ r"""Writes HotpotQA records for ETC, with the official etcmodel feature layout.
       --dev_file=hotpot_dev_distractor_v1.json --vocab_file=models/minilm/vocab.txt \
       --output_dir=hotpotqa_data [--max_seq_length=4096 --max_global_seq_length=230]
 
+With a SentencePiece vocabulary, --spm_model_file=spm.model instead of --vocab_file; the global
+tokens ([CLS], and --sentence_token, --question_token, --paragraph_token: [unused0], [unused2],
+[unused4] by default) must be pieces of it. The question, each title and each sentence is
+encoded whole (lower-cased first with --do_lower_case) and an answer span is the run of pieces
+whose characters overlap the answer's (etc_model.hotpotqa's docstring).
+
 Inputs: --train_file, --dev_file and --test_file (any of them; each a HotpotQA JSON list of
 {"_id", "question", "context", "answer", "supporting_facts", "type", "level"}, distractor or
 fullwiki; the test file's records may lack "answer" and "supporting_facts"). Every file is read
@@ -26,7 +32,8 @@ summary last):
     supporting_facts and context (what the answers and the official scores are made from;
     null in the train split's file, which is never decoded);
   hotpotqa_vocab.txt: a copy of --vocab_file (run_long_tasks turns word pieces back into text
-    with it);
+    with it), or hotpotqa_spm.model: a copy of --spm_model_file (run_long_tasks reads the
+    answer's text from the context through its piece offsets);
   hotpotqa.json: the settings, the global tokens' ids, and per split the counts (examples,
     records, skipped by reason, answer types, span answers not found in the kept input,
     supporting facts outside their context, examples cut and the question pieces / titles /
@@ -72,7 +79,18 @@ def define_flags():
                             if split == "test" else ""))
   flags.DEFINE_string("output_dir", None, "Where the records and hotpotqa.json go.")
   flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary of the model.")
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (an uncased vocabulary).")
+  flags.DEFINE_string("spm_model_file", None,
+                      "The SentencePiece model of the model, instead of --vocab_file ([CLS] and "
+                      "the global tokens must be pieces of it: build_vocab.py "
+                      "--model_type=sentencepiece --num_unused=5 makes [unused0] ... "
+                      "[unused4]).")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (an uncased vocabulary; with "
+                    "--spm_model_file the text is lower-cased before SentencePiece).")
+  for kind, token in hotpotqa.GLOBAL_TOKENS.items():
+    if kind != "cls":
+      flags.DEFINE_string("%s_token" % kind, token,
+                          "The vocabulary token (or SentencePiece piece) of the %s global "
+                          "tokens." % kind)
   flags.DEFINE_integer("max_seq_length", hotpotqa.DEFAULT_MAX_SEQ_LENGTH,
                        "Long input length L (word pieces).")
   flags.DEFINE_integer("max_global_seq_length", hotpotqa.DEFAULT_MAX_GLOBAL_SEQ_LENGTH,
@@ -90,12 +108,14 @@ def split_files(paths):
   return collections.OrderedDict((split, paths[split]) for split in SPLITS if paths.get(split))
 
 
-def output_files(output_dir, splits):
-  """The files this tool writes for `splits` (the summary last)."""
+def output_files(output_dir, splits, sentencepiece=False):
+  """The files this tool writes for `splits` (the summary last; the vocabulary's copy is the
+  SentencePiece model's with `sentencepiece`)."""
   paths = []
   for split in splits:
     paths += [hotpotqa.record_file(output_dir, split), hotpotqa.examples_file(output_dir, split)]
-  return paths + [os.path.join(output_dir, hotpotqa.VOCAB_NAME),
+  copy = hotpotqa.SPM_NAME if sentencepiece else hotpotqa.VOCAB_NAME
+  return paths + [os.path.join(output_dir, copy),
                   os.path.join(output_dir, hotpotqa.SUMMARY_NAME)]
 
 
@@ -147,7 +167,7 @@ def convert_split(examples, tokenizer, ids, settings, is_training, should_stop=_
 
   Args:
     examples: hotpotqa.Example list.
-    tokenizer: the FullTokenizer.
+    tokenizer: the FullTokenizer (WordPiece or SentencePiece).
     ids: hotpotqa.global_token_ids of the vocabulary.
     settings: the lengths (hotpotqa.convert_example).
     is_training: the official training filter (the train split).
@@ -175,26 +195,29 @@ def convert_split(examples, tokenizer, ids, settings, is_training, should_stop=_
 
 
 def create_hotpotqa(examples_by_split, output_dir, tokenizer, vocab_file, settings,
-                    extra_settings=None, should_stop=_never):
+                    extra_settings=None, should_stop=_never, global_tokens=None):
   """Writes every split's records and examples file, the vocabulary copy, then hotpotqa.json.
 
   Args:
     examples_by_split: {split: hotpotqa.Example list} (checked: hotpotqa.read_examples).
     output_dir: the output directory (created).
-    tokenizer: tokenization.FullTokenizer.
-    vocab_file: its vocabulary file (copied into output_dir).
+    tokenizer: tokenization.FullTokenizer (WordPiece or SentencePiece).
+    vocab_file: its vocabulary file, or its SentencePiece model with a SentencePiece tokenizer
+      (copied into output_dir: hotpotqa.VOCAB_NAME or hotpotqa.SPM_NAME).
     settings: dict with max_seq_length, max_global_seq_length, do_lower_case.
     extra_settings: more settings to record (input files, ...).
     should_stop: polled at every example and record; True raises pretraining_data.Stopped
       (the file being written is removed; hotpotqa.json is not written).
+    global_tokens: {kind: token} of the global tokens (None: hotpotqa.GLOBAL_TOKENS).
 
   Returns:
     The summary written to hotpotqa.json.
   """
+  global_tokens = global_tokens or hotpotqa.GLOBAL_TOKENS
   try:
-    ids = hotpotqa.global_token_ids(tokenizer.vocab)
+    ids = hotpotqa.global_token_ids(tokenizer.vocab, global_tokens)
   except KeyError as e:
-    common.fail("--vocab_file: has no %s, a HotpotQA global token" % e)
+    common.fail("the vocabulary has no %s, a HotpotQA global token" % e)
   converted = collections.OrderedDict()
   for split, examples in examples_by_split.items():
     converted[split] = convert_split(examples, tokenizer, ids, settings, split == "train",
@@ -203,20 +226,27 @@ def create_hotpotqa(examples_by_split, output_dir, tokenizer, vocab_file, settin
   for split, (records, lines, _) in converted.items():
     long_tasks.write_split_files(hotpotqa.record_file(output_dir, split),
                                  hotpotqa.examples_file(output_dir, split), records, lines, should_stop)
-  with tf.io.gfile.GFile(vocab_file, "r") as f:
-    vocab_text = f.read()
-  with common.atomic_output(os.path.join(output_dir, hotpotqa.VOCAB_NAME)) as f:
-    f.write(vocab_text)
+  copy_vocabulary(vocab_file, output_dir, hotpotqa.is_sentencepiece(tokenizer))
   summary = collections.OrderedDict()
   summary["settings"] = dict(settings, **(extra_settings or {}))
   summary["global_tokens"] = collections.OrderedDict(
-      (kind, {"token": hotpotqa.GLOBAL_TOKENS[kind], "id": ids[kind]}) for kind in ids)
+      (kind, {"token": global_tokens[kind], "id": ids[kind]}) for kind in ids)
   summary["splits"] = collections.OrderedDict(
       (split, stats) for split, (_, _, stats) in converted.items())
   summary["features"] = hotpotqa.feature_lengths(settings["max_seq_length"],
                                                  settings["max_global_seq_length"])
   common.write_json_atomic(os.path.join(output_dir, hotpotqa.SUMMARY_NAME), summary)
   return summary
+
+
+def copy_vocabulary(path, output_dir, sentencepiece):
+  """Copies the vocabulary (or the SentencePiece model, bytes) into output_dir, atomically."""
+  mode = "rb" if sentencepiece else "r"
+  with tf.io.gfile.GFile(path, mode) as f:
+    content = f.read()
+  name = hotpotqa.SPM_NAME if sentencepiece else hotpotqa.VOCAB_NAME
+  with common.atomic_output(os.path.join(output_dir, name), mode.replace("r", "w")) as f:
+    f.write(content)
 
 
 def _validate_flags():
@@ -229,26 +259,37 @@ def _validate_flags():
                             FLAGS.allow_long_inputs)
 
 
+def global_tokens_from_flags(tokenizer, source):
+  """{kind: token} of the global tokens from the flags, each checked in the vocabulary (one
+  line naming the flag, or --vocab_file / --spm_model_file for [CLS])."""
+  tokens = collections.OrderedDict(
+      (kind, getattr(FLAGS, "%s_token" % kind) if kind != "cls" else token)
+      for kind, token in hotpotqa.GLOBAL_TOKENS.items())
+  if tokens["cls"] not in tokenizer.vocab:
+    common.fail("%s: has no %s, HotpotQA's [CLS] global token" % (source, tokens["cls"]))
+  long_tasks.special_token_ids(tokenizer, collections.OrderedDict(
+      ("%s_token" % kind, token) for kind, token in tokens.items() if kind != "cls"), source)
+  return tokens
+
+
 def main(_):
   logging.set_verbosity(logging.INFO)
   _validate_flags()
-  common.require_file(FLAGS.vocab_file, "vocab_file")
+  source = long_tasks.vocabulary_flag(FLAGS.vocab_file, FLAGS.spm_model_file)
+  vocabulary = FLAGS.spm_model_file or FLAGS.vocab_file
   inputs = split_files({split: getattr(FLAGS, "%s_file" % split) for split in SPLITS})
   common.check_output_dir(FLAGS.output_dir)
-  outputs = output_files(FLAGS.output_dir, inputs)
+  outputs = output_files(FLAGS.output_dir, inputs, sentencepiece=bool(FLAGS.spm_model_file))
   for path in outputs:
-    common.check_not_input(path, list(inputs.values()) + [FLAGS.vocab_file], "output_dir")
+    common.check_not_input(path, list(inputs.values()) + [vocabulary], "output_dir")
   # Every file is read and checked before anything is written.
   examples = collections.OrderedDict(
       (split, hotpotqa.read_examples(path, "--%s_file=%s" % (split, path),
                                      require_answer=split != "test"))
       for split, path in inputs.items())
-  try:
-    tokenizer = pretraining_data.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
-  except (UnicodeDecodeError, ValueError, KeyError, IndexError) as e:
-    if isinstance(e, common.UsageError):
-      raise
-    common.fail("--vocab_file=%s: cannot be read as a vocabulary (%s)" % (FLAGS.vocab_file, e))
+  tokenizer = long_tasks.load_tokenizer(FLAGS.vocab_file, FLAGS.spm_model_file,
+                                        FLAGS.do_lower_case)
+  global_tokens = global_tokens_from_flags(tokenizer, source)
   settings = collections.OrderedDict([
       ("max_seq_length", FLAGS.max_seq_length),
       ("max_global_seq_length", FLAGS.max_global_seq_length),
@@ -259,9 +300,10 @@ def main(_):
   common.STOP_SIGNALS.install()
   try:
     summary = create_hotpotqa(
-        examples, FLAGS.output_dir, tokenizer, FLAGS.vocab_file, settings,
-        extra_settings={"vocab_file": FLAGS.vocab_file, "input_files": dict(inputs)},
-        should_stop=lambda: common.STOP_SIGNALS.stopped)
+        examples, FLAGS.output_dir, tokenizer, vocabulary, settings,
+        extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
+                        "input_files": dict(inputs)},
+        should_stop=lambda: common.STOP_SIGNALS.stopped, global_tokens=global_tokens)
   except pretraining_data.Stopped:
     common.STOP_SIGNALS.exit_if_stopped(
         "stopped before the end; hotpotqa.json was not written and the temporary file was "

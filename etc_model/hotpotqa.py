@@ -29,7 +29,10 @@ Long input [L]: [CLS] (token type 1, no sentence, its own long paragraph), the q
 pieces (type 3), then per context paragraph its title's word pieces (type 2) and its sentences'
 (type 1), each paragraph a long paragraph (long_breakpoints at its last token). Text is cut at
 white space first and each piece WordPiece-tokenized (long_tokens_to_unigrams: a word piece's
-white-space word within its title or sentence; -1 for [CLS], question and padding).
+white-space word within its title or sentence; -1 for [CLS], question and padding). With a
+SentencePiece model (create_hotpotqa --spm_model_file) the question, each title and each
+sentence is encoded whole (its ids are sp.encode of the text, lower-cased with do_lower_case),
+a piece's unigram is the white-space word of its first non-space character.
 Global input [G], every global token of token type 0: [CLS] (ignores the hard g2l mask), one
 QUESTION token per question word piece, then per paragraph a PARAGRAPH token, a SENTENCE token
 for the title and one per sentence (global_breakpoints: after [CLS], after the last question
@@ -45,8 +48,9 @@ token, after each paragraph's last token).
     (no answer in the data, or a span answer not found in the input);
   answer_begin / answer_end [1]: the inclusive long span of the answer, 0 / 0 for yes / no (the
     [CLS] token), -1 unknown. The span is the answer's text found (case-sensitive, by
-    characters, then moved to word pieces and tightened as run_squad's _improve_answer_span) in a
-    supporting paragraph's title or a supporting sentence; of several, the one ending first.
+    characters, then moved to word pieces and tightened as run_squad's _improve_answer_span; with
+    SentencePiece, the pieces whose character spans overlap it) in a supporting paragraph's
+    title or a supporting sentence; of several, the one ending first.
 
 Truncation (the official rule): the question's pieces, titles and sentences are added in order,
 and one that does not fit in the rest of L or G is left out while later ones that fit are still
@@ -64,7 +68,8 @@ index] (title tokens are not facts); the answer type is the arg-max of three log
 softmax probabilities) with both ends on a title / sentence token of one predicted supporting
 sentence (or title), begin <= end and at most max_answer_length (30) word pieces (ties: the later
 span, as sorted()[-1]); its text is the white-space words it covers projected onto the
-word-piece text by run_squad.get_final_text; "" when no span qualifies. The official code keeps
+word-piece text by run_squad.get_final_text (with SentencePiece, the context text the span's
+pieces cover); "" when no span qualifies. The official code keeps
 only the 50 most probable begins and ends before pairing them and reads the [CLS] token's
 sentence id -1 as the last global token; this search looks at every pair of real tokens and
 never picks [CLS] for a span. An example without a record predicts "" and no facts.
@@ -92,6 +97,7 @@ TASK = "hotpotqa"
 SPLITS = ("train", "dev", "test")
 SUMMARY_NAME = "hotpotqa.json"
 VOCAB_NAME = "hotpotqa_vocab.txt"
+SPM_NAME = "hotpotqa_spm.model"
 EXAMPLES_SUFFIX = ".examples.jsonl"
 # The official run_finetuning defaults.
 DEFAULT_MAX_SEQ_LENGTH = 4096
@@ -371,17 +377,54 @@ def whitespace_split(text):
 
 
 TokenizedText = collections.namedtuple(
-    "TokenizedText", ["text", "pieces", "ids", "char_to_word", "word_to_piece", "piece_to_word"])
+    "TokenizedText", ["text", "pieces", "ids", "char_to_word", "word_to_piece", "piece_to_word",
+                      "spans"])
+
+
+def is_sentencepiece(tokenizer):
+  """Whether a FullTokenizer is a SentencePiece one (spm_model_file)."""
+  return getattr(tokenizer, "sp_model", None) is not None
+
+
+def _sentencepiece_tokenized(text, spm_spans, tokenizer):
+  """TokenizedText of a whole text's SentencePiece ids (sp.encode of the text, lower-cased with
+  do_lower_case) with each piece's character span; a piece's word is the white-space word of
+  its first non-space character (a word-start marker alone: the next piece's word)."""
+  ids, spans = spm_spans.pieces_with_spans(text)
+  words, char_to_word = whitespace_split(text)
+  piece_to_word = [None] * len(ids)
+  for i, (begin, end) in enumerate(spans):
+    inside = [c for c in range(begin, end) if text[c] not in _WHITESPACE]
+    if inside:
+      piece_to_word[i] = char_to_word[inside[0]]
+  following = len(words) - 1 if words else -1
+  for i in range(len(ids) - 1, -1, -1):
+    if piece_to_word[i] is None:
+      piece_to_word[i] = following
+    following = piece_to_word[i]
+  word_to_piece = [piece_to_word.index(w) if w in piece_to_word else len(ids)
+                   for w in range(len(words))]
+  return TokenizedText(text, tokenizer.convert_ids_to_tokens(ids), ids, char_to_word,
+                       word_to_piece, piece_to_word, spans)
 
 
 def make_tokenize(tokenizer):
-  """text -> TokenizedText: each white-space word WordPiece-tokenized (the official way), titles
-  and short texts cached."""
+  """text -> TokenizedText, titles and short texts cached.
+
+  WordPiece: each white-space word tokenized on its own (the official way). SentencePiece: the
+  whole text at once (its ids are sp.encode of the text), with each piece's character span.
+  """
   cache = {}
+  spm_spans = long_tasks.tokenize_fn(tokenizer) if is_sentencepiece(tokenizer) else None
 
   def tokenize(text):
     if text in cache:
       return cache[text]
+    if spm_spans is not None:
+      result = _sentencepiece_tokenized(text, spm_spans, tokenizer)
+      if len(text) <= 100:
+        cache[text] = result
+      return result
     words, char_to_word = whitespace_split(text)
     pieces, word_to_piece, piece_to_word = [], [], []
     for i, word in enumerate(words):
@@ -390,7 +433,7 @@ def make_tokenize(tokenizer):
       piece_to_word.extend([i] * len(word_pieces))
       pieces.extend(word_pieces)
     result = TokenizedText(text, pieces, tokenizer.convert_tokens_to_ids(pieces), char_to_word,
-                           word_to_piece, piece_to_word)
+                           word_to_piece, piece_to_word, None)
     if len(text) <= 100:
       cache[text] = result
     return result
@@ -401,20 +444,24 @@ def make_tokenize(tokenizer):
 def find_answer_spans(tokenized, answer, tokenize_answer):
   """Every occurrence of `answer` in a tokenized text as an inclusive word-piece span.
 
-  The official data_utils.find_answer_spans_wordpiece: character occurrences (case-sensitive,
-  not overlapping), widened to white-space words, then tightened to the answer's own word
-  pieces where they occur inside (run_squad's _improve_answer_span).
+  WordPiece (the official data_utils.find_answer_spans_wordpiece): character occurrences
+  (case-sensitive, not overlapping), widened to white-space words, then tightened to the
+  answer's own word pieces where they occur inside (run_squad's _improve_answer_span).
+  SentencePiece (tokenized.spans, the official find_answer_spans_sentencepiece): the same
+  character occurrences, each the run of pieces that overlap its characters.
 
   Args:
     tokenized: TokenizedText of the title / sentence.
     answer: the answer text.
-    tokenize_answer: text -> word pieces (the tokenizer's tokenize).
+    tokenize_answer: text -> word pieces (the tokenizer's tokenize; WordPiece only).
 
   Returns:
     list of (first, last) word-piece indices.
   """
   if not answer:
     return []
+  if tokenized.spans is not None:
+    return _sentencepiece_answer_spans(tokenized, answer)
   spans, answer_pieces = [], None
   begin = tokenized.text.find(answer)
   while begin != -1:
@@ -432,6 +479,18 @@ def find_answer_spans(tokenized, answer, tokenize_answer):
   return spans
 
 
+def _sentencepiece_answer_spans(tokenized, answer):
+  """find_answer_spans with SentencePiece: each occurrence's overlapping pieces."""
+  spans = []
+  begin = tokenized.text.find(answer)
+  while begin != -1:
+    run = long_tasks.piece_run(tokenized.spans, begin, begin + len(answer))
+    if run is not None:
+      spans.append((run[0], run[1] - 1))
+    begin = tokenized.text.find(answer, begin + len(answer))
+  return spans
+
+
 def _improve_span(pieces, span, answer_pieces):
   """The innermost sub-span whose pieces are the answer's (run_squad's rule), else `span`."""
   for begin in range(span[0], span[1] + 1):
@@ -442,9 +501,15 @@ def _improve_span(pieces, span, answer_pieces):
 
 
 # ----------------------------------------------------------------------------- features
-def global_token_ids(vocab):
-  """{"cls": id, ...} of GLOBAL_TOKENS in a vocabulary {token: id} (missing: KeyError)."""
-  return collections.OrderedDict((kind, vocab[token]) for kind, token in GLOBAL_TOKENS.items())
+def global_token_ids(vocab, global_tokens=None):
+  """{"cls": id, ...} of the global tokens in a vocabulary {token: id} (missing: KeyError).
+
+  Args:
+    vocab: {token: id} (a SentencePiece FullTokenizer's: its pieces).
+    global_tokens: {kind: token} (None: GLOBAL_TOKENS).
+  """
+  global_tokens = global_tokens or GLOBAL_TOKENS
+  return collections.OrderedDict((kind, vocab[token]) for kind, token in global_tokens.items())
 
 
 class _Builder(object):
@@ -667,7 +732,8 @@ def read_split_examples(data_dir, split, num_records):
 
 
 def load_data_tokenizer(data_dir):
-  """The tokenizer of a create_hotpotqa directory (its vocabulary copy and do_lower_case).
+  """The tokenizer of a create_hotpotqa directory (its vocabulary or SentencePiece model copy,
+  as its settings say, and do_lower_case).
 
   Args:
     data_dir: the --data_dir.
@@ -676,17 +742,23 @@ def load_data_tokenizer(data_dir):
     (tokenization.FullTokenizer, do_lower_case).
   """
   summary_path = os.path.join(data_dir, SUMMARY_NAME)
-  vocab_path = os.path.join(data_dir, VOCAB_NAME)
-  for path in (summary_path, vocab_path):
-    if not tf.io.gfile.exists(path):
-      common.fail("--data_dir=%s: has no %s (write the data with etc_model.create_hotpotqa)" %
-                  (data_dir, os.path.basename(path)))
+  if not tf.io.gfile.exists(summary_path):
+    common.fail("--data_dir=%s: has no %s (write the data with etc_model.create_hotpotqa)" %
+                (data_dir, SUMMARY_NAME))
   summary = load_json(summary_path, "--data_dir=%s: %s" % (data_dir, SUMMARY_NAME))
-  do_lower_case = summary.get("settings", {}).get("do_lower_case")
+  settings = summary.get("settings", {})
+  do_lower_case = settings.get("do_lower_case")
   if not isinstance(do_lower_case, bool):
     common.fail("--data_dir=%s: %s has no settings.do_lower_case (write the data again with "
                 "etc_model.create_hotpotqa)" % (data_dir, SUMMARY_NAME))
-  return tokenization.FullTokenizer(vocab_path, do_lower_case), do_lower_case
+  is_spm = bool(settings.get("spm_model_file"))
+  path = os.path.join(data_dir, SPM_NAME if is_spm else VOCAB_NAME)
+  if not tf.io.gfile.exists(path):
+    common.fail("--data_dir=%s: has no %s (write the data with etc_model.create_hotpotqa)" %
+                (data_dir, os.path.basename(path)))
+  if is_spm:
+    return tokenization.FullTokenizer(None, do_lower_case, spm_model_file=path), do_lower_case
+  return tokenization.FullTokenizer(path, do_lower_case), do_lower_case
 
 # The record features the answers are decoded from (read_decoding_features).
 DECODING_FEATURES = ("token_ids", "sentence_ids", "segment_ids", "long_tokens_to_unigrams",
@@ -744,7 +816,11 @@ def best_span(begin_logits, end_logits, token_types, sentence_ids, supporting,
 
 
 def span_text(span, record, context, tokenizer, do_lower_case=True):
-  """The answer text of a long span: its white-space words projected by get_final_text.
+  """The answer text of a long span, a piece of the context's own text.
+
+  WordPiece: the span's white-space words projected by run_squad.get_final_text onto the
+  word-piece text. SentencePiece: the title / sentence is tokenised again (its ids are the
+  record's) and the answer is the text the span's pieces cover, outer white space left out.
 
   Args:
     span: (begin, end) long indices.
@@ -762,6 +838,8 @@ def span_text(span, record, context, tokenizer, do_lower_case=True):
   sentence = record["global_sentence_ids"][sentence_token]
   title, sentences = context[paragraph]
   text = title if sentence < 0 else sentences[sentence]
+  if is_sentencepiece(tokenizer):
+    return _sentencepiece_span_text(span, record, text, tokenizer)
   words, _ = whitespace_split(text)
   first, last = record["long_tokens_to_unigrams"][begin], record["long_tokens_to_unigrams"][end]
   word_text = " ".join(words[first:last + 1])
@@ -769,6 +847,18 @@ def span_text(span, record, context, tokenizer, do_lower_case=True):
   piece_text = " ".join(pieces).replace(" ##", "").replace("##", "")
   piece_text = " ".join(piece_text.strip().split())
   return run_squad.get_final_text(piece_text, word_text, do_lower_case)
+
+
+def _sentencepiece_span_text(span, record, text, tokenizer):
+  """span_text with SentencePiece: the characters of `text` the span's pieces cover."""
+  begin, end = span
+  sentence_ids = np.asarray(record["sentence_ids"])
+  first = int(np.nonzero(sentence_ids == sentence_ids[begin])[0][0])
+  ids, spans = long_tasks.tokenize_fn(tokenizer).pieces_with_spans(text)
+  if [int(i) for i in record["token_ids"][first:first + len(ids)]] != ids:
+    raise ValueError("the record's pieces of %r are not its SentencePiece ids (another model "
+                     "than the data's?)" % text)
+  return text[spans[begin - first][0]:spans[end - first][1]].strip()
 
 
 def predict_example(outputs, record, context, tokenizer, do_lower_case=True,

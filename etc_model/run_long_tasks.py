@@ -39,7 +39,8 @@ pre-trained by etc_model.run_pretraining; residual_attention from the config, or
               test_predictions.json, {"answer": {id: text}, "sp": {id: [[title, sent_id],
               ...]}}, the official submission format (etc_model.hotpotqa_evaluate scores them),
               the facts at --sp_threshold, span answers of at most --max_answer_length pieces,
-              the text from the data's vocabulary copy (etc_model.hotpotqa.predict_example).
+              the text from the data's vocabulary copy (with a SentencePiece model, the context
+              text the span's pieces cover; etc_model.hotpotqa.predict_example).
   nq          Natural Questions records of etc_model.create_nq (one per document window; the
               official etcmodel features and head: long / short answer start and end logits
               per long token, five answer types null / yes / no / long / short from the long

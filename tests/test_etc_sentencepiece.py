@@ -1,6 +1,8 @@
 # coding=utf-8
-"""The long-context tasks with a SentencePiece vocabulary: records, WikiHop, training, export."""
+"""The long-context tasks with a SentencePiece vocabulary: records, WikiHop, HotpotQA, training,
+export."""
 
+import collections
 import json
 import os
 import re
@@ -12,11 +14,13 @@ import tensorflow as tf
 from realformer_tf import common
 from realformer_tf import vocab_building
 import tokenization
-from conftest import last_error_line, run_tool, shared_path
+from conftest import REPO_DIR, last_error_line, run_tool, shared_path
 from etc_model import bert_windows
 from etc_model import create_wikihop
 from etc_model import etc_modeling
 from etc_model import export_long_model as export
+from etc_model import hotpotqa
+from etc_model import hotpotqa_evaluate
 from etc_model import long_task_heads as heads
 from etc_model import long_tasks
 from etc_model import run_long_tasks
@@ -424,3 +428,124 @@ def test_bert_windows_reads_cls_and_sep_of_sentencepiece_records(spm_model, tmp_
   with pytest.raises(common.UsageError, match=r"the spm_model_file of long_tasks.json \(.*x\) "
                      r"is not there"):
     bert_windows.special_token_ids(str(tmp_path))
+
+
+# ----------------------------------------------------------------------------- HotpotQA
+HOTPOTQA_FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "hotpotqa")
+HOTPOTQA_EXAMPLE = hotpotqa.Example(
+    id="x", question="Where does the Loire end?",
+    context=[hotpotqa.Paragraph("Loire", ["The Loire rises in the Massif Central.",
+                                          "  It ends (Bay of Biscay's shore) in the sea."]),
+             hotpotqa.Paragraph("Bay of Biscay", ["The Bay of Biscay is a gulf."])],
+    answer="Bay of Biscay", supporting_facts=[["Loire", 1]], type="", level="")
+
+
+@pytest.mark.parametrize("do_lower_case", [False, True])
+def test_hotpotqa_answer_span_is_on_the_answer_pieces_and_reads_back_as_context_text(
+    spm_model, do_lower_case):
+  tokenizer = _tokenizer(spm_model, do_lower_case)
+  sp = tokenizer.sp_model
+  features, info = hotpotqa.convert_example(
+      HOTPOTQA_EXAMPLE, hotpotqa.make_tokenize(tokenizer), tokenizer.tokenize,
+      hotpotqa.global_token_ids(tokenizer.vocab), {"max_seq_length": 96,
+                                                   "max_global_seq_length": 24})
+  assert info["answer_found"] and info["dropped_parts"] == 0
+  lower = (lambda text: text.lower()) if do_lower_case else (lambda text: text)
+  # The question, each title and sentence: exactly sp.encode of its (lower-cased) text.
+  groups = collections.OrderedDict()
+  for token, sentence, kind in zip(features["token_ids"], features["sentence_ids"],
+                                   features["segment_ids"]):
+    if sentence >= 0 and kind != hotpotqa.QUESTION_TYPE:
+      groups.setdefault(sentence, []).append(token)
+  texts = [t for p in HOTPOTQA_EXAMPLE.context for t in [p.title] + p.sentences]
+  assert list(groups.values()) == [sp.encode(lower(t)) for t in texts]
+  question = [t for t, kind in zip(features["token_ids"], features["segment_ids"])
+              if kind == hotpotqa.QUESTION_TYPE]
+  assert question == sp.encode(lower(HOTPOTQA_EXAMPLE.question))
+  # The label: the supporting sentence's occurrence (after "(", before "'s"), its pieces spell
+  # the answer and nothing more.
+  begin, end = features["answer_begin"][0], features["answer_end"][0]
+  assert features["answer_type"] == [0] and 0 < begin <= end
+  assert sp.decode(features["token_ids"][begin:end + 1]) == lower("Bay of Biscay")
+  sentence_token = features["sentence_ids"][begin]
+  assert (features["global_paragraph_ids"][sentence_token],
+          features["global_sentence_ids"][sentence_token]) == (0, 1)
+  # Decoded from the context, not from the pieces: the original case and characters.
+  record = {name: np.array(features[name]) for name in hotpotqa.DECODING_FEATURES}
+  context = [[p.title, p.sentences] for p in HOTPOTQA_EXAMPLE.context]
+  assert hotpotqa.span_text((begin, end), record, context, tokenizer) == "Bay of Biscay"
+  assert hotpotqa.span_text((begin, end + 2), record, context, tokenizer) == "Bay of Biscay's"
+  # A span answer that starts inside a piece takes that whole piece (the official rule).
+  tokenized = hotpotqa.make_tokenize(tokenizer)("Loire rises")
+  (first, last), = hotpotqa.find_answer_spans(tokenized, "oire", None)
+  assert "oire" in "".join(tokenized.pieces[first:last + 1]).lower()
+  assert tokenized.spans[first][0] <= 1 and tokenized.spans[last][1] == len("Loire")
+
+
+def test_hotpotqa_data_tokenizer_is_the_copied_sentencepiece_model(spm_model, tmp_path):
+  (tmp_path / hotpotqa.SUMMARY_NAME).write_text(json.dumps(
+      {"settings": {"vocab_file": None, "spm_model_file": spm_model, "do_lower_case": False}}))
+  with pytest.raises(common.UsageError, match=r"^--data_dir=%s: has no hotpotqa_spm.model "
+                     r"\(write the data with etc_model.create_hotpotqa\)$" % re.escape(
+                         str(tmp_path))):
+    hotpotqa.load_data_tokenizer(str(tmp_path))
+  (tmp_path / hotpotqa.SPM_NAME).write_bytes(open(spm_model, "rb").read())
+  tokenizer, do_lower_case = hotpotqa.load_data_tokenizer(str(tmp_path))
+  assert hotpotqa.is_sentencepiece(tokenizer) and do_lower_case is False
+  assert tokenizer.tokenize_to_ids("The Loire.") == tokenizer.sp_model.encode("The Loire.")
+
+
+def _hotpotqa_data(spm_model, output_dir, extra=(), expect_rc=0):
+  return run_tool(None, ["-m", "etc_model.create_hotpotqa", "--spm_model_file=" + spm_model,
+                         "--output_dir=%s" % output_dir, "--max_seq_length=%d" % L,
+                         "--max_global_seq_length=32"] +
+                  ["--%s_file=%s" % (split, os.path.join(HOTPOTQA_FIXTURES, split + ".json"))
+                   for split in ("train", "dev", "test")] + list(extra), expect_rc=expect_rc)
+
+
+@pytest.mark.slow
+def test_hotpotqa_with_a_sentencepiece_model_trains_and_scores_officially(spm_model, tmp_path):
+  data = tmp_path / "data"
+  _hotpotqa_data(spm_model, data, ["--paragraph_token=[unused3]"])
+  summary = json.loads((data / hotpotqa.SUMMARY_NAME).read_text())
+  sp = _tokenizer(spm_model).sp_model
+  assert (summary["settings"]["spm_model_file"], summary["settings"]["vocab_file"]) == (
+      spm_model, None)
+  assert summary["global_tokens"]["paragraph"] == {"token": "[unused3]",
+                                                   "id": sp.piece_to_id("[unused3]")}
+  assert summary["splits"]["dev"]["span_answers_not_found"] == 0
+  assert (data / hotpotqa.SPM_NAME).read_bytes() == open(spm_model, "rb").read()
+  assert not (data / hotpotqa.VOCAB_NAME).exists()
+  # Two steps from scratch, dev scored, test predicted: the official submission format.
+  (tmp_path / "etc_config.json").write_text(json.dumps(TINY_CONFIG))
+  out = tmp_path / "out"
+  run_tool(None, ["-m", "etc_model.run_long_tasks", "--task=hotpotqa", "--data_dir=%s" % data,
+                  "--etc_config_file=%s" % (tmp_path / "etc_config.json"),
+                  "--output_dir=%s" % out, "--max_seq_length=%d" % L,
+                  "--max_global_seq_length=32", "--train_batch_size=2", "--eval_batch_size=2",
+                  "--predict_batch_size=2", "--learning_rate=1e-3", "--do_train", "--do_eval",
+                  "--do_predict", "--num_train_steps=2", "--sp_threshold=0.0"])
+  results = json.loads((out / "eval_results.json").read_text())
+  assert results["global_step"] == 2 and results["records"] == 3
+  dev = json.loads((out / "dev_predictions.json").read_text())
+  assert sorted(dev) == ["answer", "sp"]
+  scored = hotpotqa_evaluate.evaluate_files(os.path.join(HOTPOTQA_FIXTURES, "dev.json"),
+                                            str(out / "dev_predictions.json"))
+  for key in hotpotqa.METRIC_NAMES:
+    assert scored[key] == pytest.approx(results[key]), key
+  assert (scored["missing_answers"], scored["missing_sp"]) == (0, 0)
+  # Every span answer is a piece of its example's own (cased) context text.
+  for split, answers in (("dev", dev["answer"]),
+                         ("test", json.loads((out / "test_predictions.json").read_text())[
+                             "answer"])):
+    contexts = {e["_id"]: e["context"] for e in
+                json.load(open(os.path.join(HOTPOTQA_FIXTURES, split + ".json")))}
+    for key, answer in answers.items():
+      texts = [t for title, sentences in contexts[key] for t in [title] + sentences]
+      assert answer in ("yes", "no") or any(answer in t for t in texts), (key, answer)
+  # A global token that is not a piece of the model: one line naming the flag and the model.
+  result = _hotpotqa_data(spm_model, tmp_path / "bad", ["--question_token=[unused7]"],
+                          expect_rc=2)
+  assert last_error_line(result) == ("error: --question_token=[unused7]: not a piece of "
+                                     "--spm_model_file=%s" % spm_model)
+  assert not (tmp_path / "bad").exists()
