@@ -414,7 +414,7 @@ for xla in (False, True):
                          options=tf1.RunOptions(output_partition_graphs=True))[1]
                 for _ in range(30)]
       compiled = sum(n.op == "_XlaCompile" for g in metadata.partition_graphs for n in g.node)
-      weights = {v.op.name: sess.run(v) for v in tf1.trainable_variables()}
+      weights = sess.run({v.op.name: v for v in tf1.trainable_variables()})
   out[xla] = (np.array(losses), weights, compiled)
 (base, w_base, c_base), (xla, w_xla, c_xla) = out[False], out[True]
 print("CLUSTERS %d %d" % (c_base, c_xla))
