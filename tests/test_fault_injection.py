@@ -89,20 +89,20 @@ def test_run_pretraining_killed_and_rerun_ends_like_an_uninterrupted_run(pretrai
   # resume code).
   out = tmp_path / "killed"
   args = _pretraining_args(pretraining_data, out)
-  resumed_from = None
+  stopped_at = None
   for sig, after_step in [(signal.SIGKILL, 10), (signal.SIGTERM, 12)]:
     status, err = kill_when("run_pretraining.py", args,
                              lambda: _checkpoint_step(out) >= after_step, sig)
     assert status == EXPECTED_STATUS[sig], (sig, status, err[-2000:])
-    if resumed_from is not None:
-      assert "Resuming from step %d of 30" % resumed_from in err, sig
+    if stopped_at is not None:
+      assert "Resuming from step %d of 30" % stopped_at in err, sig
     # A stopped job never looks finished.
     assert not (out / "eval_results.json").exists(), sig
     assert not (out / "train_summary_local.json").exists(), sig
-    resumed_from = _checkpoint_step(out)
-    assert resumed_from < 30
+    stopped_at = _checkpoint_step(out)
+    assert stopped_at < 30
   rerun = run_tool("run_pretraining.py", args)
-  assert "Resuming from step %d of 30" % resumed_from in rerun.stderr
+  assert "Resuming from step %d of 30" % stopped_at in rerun.stderr
   got = json.loads((out / "train_summary_local.json").read_text())
   assert got["global_step"] == 30
   assert got["weights_digest"] == want["weights_digest"]
