@@ -74,7 +74,7 @@ export TF_ENABLE_ONEDNN_OPTS="${TF_ENABLE_ONEDNN_OPTS:-1}"
 LATEST_VENV=.venv-tf-latest
 LATEST_TESTS=(tests/test_tf_versions.py tests/test_tf2_training.py tests/test_etc_pretraining_tf2.py
               tests/test_run_squad_tf2.py tests/test_run_ner_tf2.py tests/test_tf2_multi_worker.py
-              tests/test_tf2_precision.py tests/test_tf2_distribution.py
+              tests/test_tf2_precision.py tests/test_tf2_distribution.py tests/test_paper_drivers_tf2.py
               tests/translation/test_run_translation_tf2.py tests/test_etc_run_long_tasks_tf2.py
               tests/test_modeling.py
               tests/test_tokenization.py tests/test_optimization.py
