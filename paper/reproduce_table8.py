@@ -6,7 +6,9 @@ The paper (§4.3, Table 8) lifts RoBERTa into ETC-Large with and without residua
 reports the best median. Here the same comparison runs at CPU scale, on the paper's own tasks
 when their official files are given (--wikihop_train_file / --wikihop_dev_file: QAngaroo
 WikiHop, the official accuracy; --hotpotqa_train_file / --hotpotqa_dev_file: HotpotQA
-distractor, answer / supporting-fact / joint F1), else on the long-context tasks of
+distractor, answer / supporting-fact / joint F1; --nq_train_file / --nq_dev_file: Natural
+Questions, nq_eval's long- and short-answer F1 at the best threshold; --openkp_train_file /
+--openkp_dev_file: OpenKP, F1@3 of the official evaluate.py), else on the long-context tasks of
 etc_model/create_long_tasks.py built from a corpus (a long-range cloze with candidate global
 tokens, WikiHop's form, and supporting sentences, HotpotQA's supporting-fact form), with BERT
 over sliding windows (run_long_tasks --model=bert_windows) as the baseline users would otherwise
@@ -22,9 +24,10 @@ is resolved to one checkpoint prefix before any stage and every stage reads that
                     the BERT config cut to --num_layers layers (bert/bert_config_cut.json).
   long_tasks        etc_model.create_long_tasks: cloze / supporting TFRecords (data/long_tasks);
                     only with those tasks.
-  data_wikihop, data_hotpotqa
-                    etc_model.create_wikihop / create_hotpotqa of the official train and dev
-                    files at the driver's L and G (data/<task>); only with those tasks.
+  data_wikihop, data_hotpotqa, data_nq, data_openkp
+                    etc_model.create_wikihop / create_hotpotqa / create_nq / create_openkp of
+                    the official train and dev files at the driver's L and G (data/<task>);
+                    only with those tasks.
   pretraining_data  etc_model.create_pretraining_data on --pretraining_input_file.
   lift_none, lift_sum
                     etc_model.lift_bert_checkpoint of the same BERT weights, same seed.
@@ -92,22 +95,95 @@ class RealTask(collections.namedtuple("RealTask", [
     "label",         # the paper's name of the task
     "data_tool",     # the tool writing its records from the official files (--train_file, ...)
     "summary_name",  # the tool's summary in its --output_dir
-    "data_flags",    # the data tool's flags of the driver's settings, beside L and G
+    "data_flags",    # (the data tool's flag, the Settings field giving it), beside L and G
     "files",         # what the official train / dev files are (flag help, messages)
+    "file_lists",    # True: a file flag takes a comma list or globs (the data tool reads them)
+    "data_line",     # (label, split, the summary's counts of the split) -> the report's line
 ])):
   """One of the paper's tasks, run from its official files."""
   __slots__ = ()
+
+
+def _examples_data_line(label, split, stats):
+  """WikiHop's and HotpotQA's data counts: examples, records, no record by reason."""
+  skipped = stats.get("skipped") or {}
+  text = "%s %s: %s examples, %s records" % (label, split, stats.get("examples"),
+                                             stats.get("records"))
+  if skipped:
+    text += "; no record%s: %s" % (
+        " (counted wrong)" if split != "train" else " (not trained on)", ", ".join(
+            "%s %s" % (count, reason) for reason, count in skipped.items()))
+  if stats.get("truncated_examples"):
+    text += "; %s examples cut to L / G" % stats["truncated_examples"]
+  if stats.get("most_mentioned_accuracy") is not None:
+    text += "; the most-mentioned candidate is right on %s%% of the records with an answer" % (
+        _pct(stats["most_mentioned_accuracy"]))
+  return text
+
+
+def _nonzero_counts(stats, names):
+  """"3 question pieces cut, 1 ..." of the counts that are not 0 ([(key, words)])."""
+  return ", ".join("%s %s" % (stats[key], words) for key, words in names if stats.get(key))
+
+
+def _nq_data_line(label, split, stats):
+  """Natural Questions' data counts: examples, windows, records, answer types, cuts."""
+  text = "%s %s: %s examples, %s windows, %s records (documents of %s pieces on average, %s " \
+         "at most)" % (label, split, stats.get("examples"), stats.get("windows"),
+                       stats.get("records"), stats.get("mean_document_pieces"),
+                       stats.get("max_document_pieces"))
+  types = stats.get("answer_types") or {}
+  if types:
+    text += "; answer types %s" % ", ".join("%s %s" % (count, name)
+                                            for name, count in types.items() if count)
+  cuts = _nonzero_counts(stats, (
+      ("null_windows_dropped", "windows without an answer left out (the official "
+       "down-sampling)"),
+      ("question_pieces_cut", "question pieces cut"),
+      ("candidates_without_global_token", "candidates without their own global token"),
+      ("answers_without_pieces", "answers without a word piece in the input (no answer label)")))
+  return text + ("; " + cuts if cuts else "")
+
+
+def _openkp_data_line(label, split, stats):
+  """OpenKP's data counts: documents, records, cuts by G / L, keyphrases without a label."""
+  text = "%s %s: %s documents, %s records" % (label, split, stats.get("documents"),
+                                              stats.get("records"))
+  missing = (stats.get("documents") or 0) - (stats.get("records") or 0)
+  if missing > 0:
+    text += "; no record for %d (%s)" % (missing, "not trained on" if split == "train" else
+                                         "they predict nothing, scored 0")
+  cuts = _nonzero_counts(stats, (
+      ("cut_by_global_length", "documents cut by G (VDOM elements)"),
+      ("cut_by_long_length", "cut by L (pieces or words)"),
+      ("words_cut", "words left out"),
+      ("key_phrases_not_in_input", "keyphrases not in the input"),
+      ("key_phrases_too_long", "keyphrases of more than 5 words"),
+      ("key_phrases_beyond_labels", "keyphrases beyond the 3 labels"),
+      ("duplicate_urls", "lines repeating a url (the last one counts)")))
+  return text + ("; " + cuts if cuts else "")
 
 
 # The paper's tasks this driver runs when their official files are given (--<task>_train_file,
 # --<task>_dev_file); run_long_tasks --task=<task> fine-tunes and scores them.
 REAL_TASKS = collections.OrderedDict([
     ("wikihop", RealTask("WikiHop", "etc_model/create_wikihop.py", "wikihop.json",
-                         ("max_candidates",),
-                         "QAngaroo WikiHop JSON (qangaroo_v1.1/wikihop/train.json, dev.json)")),
+                         (("max_candidates", "max_candidates"),),
+                         "QAngaroo WikiHop JSON (qangaroo_v1.1/wikihop/train.json, dev.json)",
+                         False, _examples_data_line)),
     ("hotpotqa", RealTask("HotpotQA", "etc_model/create_hotpotqa.py", "hotpotqa.json", (),
                           "HotpotQA JSON (hotpot_train_v1.1.json, "
-                          "hotpot_dev_distractor_v1.json)")),
+                          "hotpot_dev_distractor_v1.json)", False, _examples_data_line)),
+    ("nq", RealTask("NQ", "etc_model/create_nq.py", "nq.json",
+                    (("doc_stride", "nq_doc_stride"),
+                     ("max_question_length", "nq_max_question_length"),
+                     ("seed", "data_seed")),
+                    "Natural Questions JSON lines, a comma list or a quoted glob "
+                    "(simplified-nq-train.jsonl.gz, \"v1.0/dev/nq-dev-0?.jsonl.gz\")",
+                    True, _nq_data_line)),
+    ("openkp", RealTask("OpenKP", "etc_model/create_openkp.py", "openkp.json", (),
+                        "OpenKP JSON lines (OpenKPTrain.jsonl, OpenKPDev.jsonl)", False,
+                        _openkp_data_line)),
 ])
 REAL_SPLITS = ("train", "dev")   # the official test answers are hidden
 # --model=bert_windows' tasks (etc_model.bert_windows.TASKS; a test keeps them equal).
@@ -118,7 +194,11 @@ TASK_METRICS = {"cloze": [("accuracy", "accuracy")],
                 "wikihop": [("accuracy", "accuracy")],
                 "hotpotqa": [("joint_f1", "joint F1"), ("f1", "answer F1"),
                              ("sp_f1", "supporting-fact F1"), ("joint_em", "joint EM"),
-                             ("em", "answer EM"), ("sp_em", "supporting-fact EM")]}
+                             ("em", "answer EM"), ("sp_em", "supporting-fact EM")],
+                # nq_eval's F1 at the best score threshold, the figures the paper reports.
+                "nq": [("long-best-threshold-f1", "long-answer F1"),
+                       ("short-best-threshold-f1", "short-answer F1")],
+                "openkp": [("F1@3", "F1@3"), ("F1@1", "F1@1"), ("F1@5", "F1@5")]}
 DEFAULT_SEEDS = {"substitute": "1,2,3", "real": "1,2,3,4,5"}
 # The paper's Table 8 (dev, ETC-Large vs + residual attention), for the report's context.
 PAPER_TABLE8 = [("WikiHop accuracy", 78.92, 79.21), ("HotpotQA supporting-fact F1", 89.07, 89.21),
@@ -129,7 +209,12 @@ PAPER_TABLE8 = [("WikiHop accuracy", 78.92, 79.21), ("HotpotQA supporting-fact F
 PAPER_METRICS = {"WikiHop accuracy": ("wikihop", "accuracy"),
                  "HotpotQA supporting-fact F1": ("hotpotqa", "sp_f1"),
                  "HotpotQA answer F1": ("hotpotqa", "f1"),
-                 "HotpotQA joint F1": ("hotpotqa", "joint_f1")}
+                 "HotpotQA joint F1": ("hotpotqa", "joint_f1"),
+                 "NQ long-answer F1": ("nq", "long-best-threshold-f1"),
+                 "NQ short-answer F1": ("nq", "short-best-threshold-f1"),
+                 "OpenKP F1@3": ("openkp", "F1@3")}
+# --nq_max_question_length's default: the official create_nq's (etc_model.nq).
+NQ_MAX_QUESTION_LENGTH = 32
 
 REPORT_NAME = "report.md"
 RECORD_NAME = "reproduce_table8.json"   # the settings and input contents of the first invocation
@@ -173,6 +258,12 @@ def define_flags():
   flags.DEFINE_integer("max_global_seq_length", 32, "Global input length G.")
   flags.DEFINE_integer("max_candidates", 8, "Cloze candidates C.")
   flags.DEFINE_integer("min_context_tokens", 128, "create_long_tasks --min_context_tokens.")
+  flags.DEFINE_integer("nq_doc_stride", None, "NQ: document word pieces between the starts of "
+                       "two windows (create_nq --doc_stride; default: half of --max_seq_length, "
+                       "as the official 2048 of 4096).")
+  flags.DEFINE_integer("nq_max_question_length", NQ_MAX_QUESTION_LENGTH, "NQ: the most "
+                       "question word pieces (create_nq --max_question_length, the official "
+                       "default); --max_global_seq_length must be at least this + 2.")
   flags.DEFINE_integer("local_radius", 32, "ETC local_radius of the lifted models.")
   flags.DEFINE_integer("window_length", 128, "bert_windows: tokens per window.")
   flags.DEFINE_integer("window_stride", 64, "bert_windows: tokens between window starts.")
@@ -206,14 +297,17 @@ class Settings(collections.namedtuple("Settings", [
     "min_context_tokens", "local_radius", "window_length", "window_stride", "pretrain_steps",
     "pretrain_batch_size", "pretrain_learning_rate", "max_predictions_per_seq",
     "finetune_steps", "finetune_batch_size", "finetune_learning_rate", "eval_every_steps",
-    "predict_batch_size", "data_seed", "bert_init_checkpoint", "real_task_files"],
-    defaults=(None, None))):
+    "predict_batch_size", "data_seed", "bert_init_checkpoint", "real_task_files",
+    "nq_doc_stride", "nq_max_question_length"],
+    defaults=(None, None, None, NQ_MAX_QUESTION_LENGTH))):
   """What the reproduction runs (the flags of the same names; paths absolute, lists as lists).
 
   bert_checkpoint is the directory of --bert_checkpoint (config and vocab); bert_init_checkpoint
   the checkpoint prefix resolved in it once, before any stage (resolve_bert_checkpoint), that
   every stage reads; both None with --hf_dir (the bert stage converts it). real_task_files:
-  {task: {split: path}} of the --<task>_<split>_file flags given (None or {}: none).
+  {task: {split: path}} of the --<task>_<split>_file flags given (None or {}: none; a task of
+  file_lists: a comma list of absolute paths or globs). nq_doc_stride: resolved from
+  --max_seq_length when the flag is not given (None only when NQ is not run).
   """
   __slots__ = ()
 
@@ -235,16 +329,36 @@ def _abs_list(text, default):
   return [os.path.abspath(p) for p in (split_list(text) or default)]
 
 
+def real_task_file(task, value):
+  """A --<task>_<split>_file value made absolute (each entry of a comma list of file_lists)."""
+  if REAL_TASKS[task].file_lists:
+    return ",".join(os.path.abspath(p) for p in split_list(value))
+  return os.path.abspath(value)
+
+
 def real_task_files_from_flags():
-  """{task: {split: absolute path}} of the --<task>_<split>_file flags given."""
+  """{task: {split: absolute path (or comma list)}} of the --<task>_<split>_file flags given."""
   files = collections.OrderedDict()
   for task in REAL_TASKS:
     given = collections.OrderedDict(
-        (split, os.path.abspath(getattr(FLAGS, "%s_%s_file" % (task, split))))
+        (split, real_task_file(task, getattr(FLAGS, "%s_%s_file" % (task, split))))
         for split in REAL_SPLITS if getattr(FLAGS, "%s_%s_file" % (task, split)))
     if given:
       files[task] = given
   return files
+
+
+def real_task_paths(task, split, value):
+  """The files a --<task>_<split>_file value names: itself, or a file_lists' matches in order
+  (one line naming the flag when a pattern matches nothing)."""
+  if REAL_TASKS[task].file_lists:
+    return common.expand_input_files(value, "%s_%s_file" % (task, split))
+  return [value]
+
+
+def file_names(value):
+  """The base names of a file flag's value (each entry of a comma list)."""
+  return ",".join(os.path.basename(p) for p in split_list(value))
 
 
 def default_tasks(real_task_files):
@@ -289,7 +403,10 @@ def settings_from_flags():
       finetune_steps=FLAGS.finetune_steps, finetune_batch_size=FLAGS.finetune_batch_size,
       finetune_learning_rate=FLAGS.finetune_learning_rate,
       eval_every_steps=FLAGS.eval_every_steps, predict_batch_size=FLAGS.predict_batch_size,
-      data_seed=FLAGS.data_seed, real_task_files=real_task_files)
+      data_seed=FLAGS.data_seed, real_task_files=real_task_files,
+      nq_doc_stride=(FLAGS.nq_doc_stride if FLAGS.nq_doc_stride is not None else
+                     FLAGS.max_seq_length // 2) if "nq" in tasks else None,
+      nq_max_question_length=FLAGS.nq_max_question_length)
   check_settings(settings)
   return settings
 
@@ -360,6 +477,8 @@ def check_settings(settings, check_files=True):
                 "add etc_none or etc_sum" % (",".join(settings.systems),
                                              ", ".join(BERT_WINDOWS_TASKS),
                                              ",".join(settings.tasks)))
+  if "nq" in settings.tasks:
+    check_nq_settings(settings)
   if ({"cloze", "wikihop"} & set(settings.tasks) and
       settings.max_candidates >= settings.max_global_seq_length):
     common.fail("--max_candidates=%d: must be < --max_global_seq_length=%d (a candidate's "
@@ -376,11 +495,28 @@ def check_settings(settings, check_files=True):
     for path in settings.task_input_files:
       common.require_file(path, "task_input_file")
   for task, files in (settings.real_task_files or {}).items():
-    for split, path in files.items():
-      common.require_file(path, "%s_%s_file" % (task, split))
+    for split, value in files.items():
+      for path in real_task_paths(task, split, value):
+        common.require_file(path, "%s_%s_file" % (task, split))
   if etc_residuals(settings) and settings.pretrain_steps:  # the pretraining_data stage
     for path in settings.pretraining_input_files:
       common.require_file(path, "pretraining_input_file")
+
+
+def check_nq_settings(settings):
+  """One line when create_nq would refuse the question length or the stride (before any stage)."""
+  question = settings.nq_max_question_length
+  if question < 0:
+    common.fail("--nq_max_question_length=%d: must be >= 0" % question)
+  if settings.max_global_seq_length < question + 2:
+    common.fail("--max_global_seq_length=%d: NQ needs at least --nq_max_question_length + 2 = "
+                "%d global tokens ([CLS], the question's pieces, [SEP]); raise it or lower "
+                "--nq_max_question_length" % (settings.max_global_seq_length, question + 2))
+  window = settings.max_seq_length - question - 3
+  if not 1 <= settings.nq_doc_stride <= window:
+    common.fail("--nq_doc_stride=%d: must be in [1, %d] (--max_seq_length - "
+                "--nq_max_question_length - 3: windows leave no document piece out)" % (
+                    settings.nq_doc_stride, window))
 
 
 def substitute_tasks(settings):
@@ -435,9 +571,13 @@ def settings_record(settings):
   record["pretraining_input_files"] = [os.path.basename(p)
                                        for p in settings.pretraining_input_files]
   if settings.real_task_files:  # absent otherwise: records of corpus-task runs stay valid
-    record["real_task_files"] = {task: {split: os.path.basename(path)
+    record["real_task_files"] = {task: {split: file_names(path)
                                         for split, path in files.items()}
                                  for task, files in settings.real_task_files.items()}
+  for task in real_tasks(settings):  # a task's own data settings, only when it runs
+    for _, field in REAL_TASKS[task].data_flags:
+      if field not in RECORDED_KEYS:
+        record[field] = getattr(settings, field)
   return record
 
 
@@ -469,8 +609,10 @@ def input_files(settings):
   if substitute_tasks(settings):  # the long_tasks stage
     inputs += reproduction.input_files("task_input_file", settings.task_input_files)
   for task, files in (settings.real_task_files or {}).items():  # the data_<task> stages
-    inputs += [reproduction.input_file("%s_%s_file" % (task, split), path)
-               for split, path in files.items()]
+    for split, value in files.items():
+      flag = "%s_%s_file" % (task, split)
+      inputs += (reproduction.input_files(flag, real_task_paths(task, split, value))
+                 if REAL_TASKS[task].file_lists else [reproduction.input_file(flag, value)])
   if etc_residuals(settings) and settings.pretrain_steps:  # the pretraining_data stage
     inputs += reproduction.input_files("pretraining_input_file",
                                        settings.pretraining_input_files)
@@ -706,15 +848,16 @@ def long_task_args(settings, out_dir):
 
 
 def task_data_args(settings, out_dir, task):
-  """create_wikihop / create_hotpotqa flags: the official train and dev files at L and G."""
+  """The data tool's flags (create_wikihop, ...): the official train and dev files at L and G,
+  and the task's data_flags."""
   args = ["--%s_file=%s" % (split, path)
           for split, path in settings.real_task_files[task].items()]
   args += ["--output_dir=%s" % task_data_dir(out_dir, task),
            "--vocab_file=%s" % os.path.join(bert_dir(settings, out_dir), "vocab.txt"),
            "--max_seq_length=%d" % settings.max_seq_length,
            "--max_global_seq_length=%d" % settings.max_global_seq_length]
-  return args + ["--%s=%s" % (name, getattr(settings, name))
-                 for name in REAL_TASKS[task].data_flags]
+  return args + ["--%s=%s" % (flag, getattr(settings, field))
+                 for flag, field in REAL_TASKS[task].data_flags]
 
 
 def task_data_outputs(settings, out_dir, task):
@@ -1099,28 +1242,14 @@ def _baseline_lines(settings, results, out_dir=None):
 
 
 def _task_data_lines(task, out_dir):
-  """What the data stage of one of the paper's tasks kept: examples, records, skipped by reason
-  (counted wrong by the official scorer), WikiHop's most-mentioned-candidate baseline."""
+  """What the data stage of one of the paper's tasks kept, split by split (the task's data_line:
+  examples, records, what has no record and is counted wrong by the official scorer, cuts)."""
   summary = reproduction.read_json(os.path.join(
       task_data_dir(out_dir, task), REAL_TASKS[task].summary_name)) if out_dir else None
   if not summary:
     return []
-  lines = []
-  for split, stats in (summary.get("splits") or {}).items():
-    skipped = stats.get("skipped") or {}
-    text = "%s %s: %s examples, %s records" % (REAL_TASKS[task].label, split,
-                                               stats.get("examples"), stats.get("records"))
-    if skipped:
-      text += "; no record%s: %s" % (
-          " (counted wrong)" if split != "train" else " (not trained on)", ", ".join(
-              "%s %s" % (count, reason) for reason, count in skipped.items()))
-    if stats.get("truncated_examples"):
-      text += "; %s examples cut to L / G" % stats["truncated_examples"]
-    if stats.get("most_mentioned_accuracy") is not None:
-      text += "; the most-mentioned candidate is right on %s%% of the records with an answer" % (
-          _pct(stats["most_mentioned_accuracy"]))
-    lines.append(text + ".\n")
-  return lines
+  return [REAL_TASKS[task].data_line(REAL_TASKS[task].label, split, stats) + ".\n"
+          for split, stats in (summary.get("splits") or {}).items()]
 
 
 def _distance_lines(settings, results):
@@ -1253,6 +1382,12 @@ def _time_lines(settings, out_dir):
   return lines + ["", progress_line(stages, seconds_of) + ".\n"]
 
 
+# The settings table's words for a data flag of the paper's tasks (the seed is not shown).
+DATA_FLAG_WORDS = {"max_candidates": "at most %d candidates",
+                   "doc_stride": "windows %d pieces apart",
+                   "max_question_length": "questions of at most %d pieces"}
+
+
 def _task_descriptions(settings):
   """The settings table's description of each kind of task of the run."""
   texts = []
@@ -1265,11 +1400,11 @@ def _task_descriptions(settings):
   for task in real_tasks(settings):
     texts.append("%s from the official %s: L=%d, G=%d%s" % (
         REAL_TASKS[task].label, ", ".join(
-            "%s %s" % (split, os.path.basename(path))
+            "%s %s" % (split, file_names(path))
             for split, path in settings.real_task_files[task].items()),
-        settings.max_seq_length, settings.max_global_seq_length,
-        ", at most %d candidates" % settings.max_candidates
-        if "max_candidates" in REAL_TASKS[task].data_flags else ""))
+        settings.max_seq_length, settings.max_global_seq_length, "".join(
+            ", " + DATA_FLAG_WORDS[flag] % getattr(settings, field)
+            for flag, field in REAL_TASKS[task].data_flags if flag in DATA_FLAG_WORDS)))
   return texts
 
 

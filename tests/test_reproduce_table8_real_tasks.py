@@ -1,6 +1,8 @@
-"""Tests for paper/reproduce_table8.py on the paper's own tasks (WikiHop, HotpotQA) from their
-official files: the plan, the checks, the record, the report (stages stubbed), and a tiny run
-of the real tools on official-format WikiHop files (tests/fixtures/wikihop)."""
+"""Tests for paper/reproduce_table8.py on the paper's own tasks (WikiHop, HotpotQA, Natural
+Questions, OpenKP) from their official files: the plan, the checks, the record, the report
+(stages stubbed), and tiny runs of the real tools on official-format files
+(tests/fixtures/wikihop, the NQ and OpenKP files of tests/test_etc_nq.py and
+tests/test_etc_openkp.py)."""
 
 import json
 import os
@@ -32,7 +34,8 @@ def _real_settings(tmp_path, tasks=("wikihop",), **overrides):
       files[task][split] = str(path)
   os.makedirs(str(tmp_path / "hf"), exist_ok=True)
   (tmp_path / "plays.txt").write_text("To be.\n")
-  values = dict(tasks=list(tasks), seeds=[1, 2, 3, 4, 5], real_task_files=files)
+  values = dict(tasks=list(tasks), seeds=[1, 2, 3, 4, 5], real_task_files=files,
+                nq_doc_stride=128 if "nq" in tasks else None)
   values.update(overrides)
   return _settings(tmp_path, **values)
 
@@ -40,6 +43,21 @@ def _real_settings(tmp_path, tasks=("wikihop",), **overrides):
 # Dev metrics per (system, seed) of the stub: sum above none on seeds 1, 2, 4.
 REAL_SCORES = {"etc_none": [0.40, 0.42, 0.50, 0.38, 0.45],
                "etc_sum": [0.44, 0.43, 0.47, 0.40, 0.45]}
+
+
+# The dev counts of the stub's data stages (the data tools' summaries, nq.json and openkp.json
+# in their own form).
+STUB_DATA_COUNTS = {
+    "wikihop": {"examples": 10, "records": 9, "skipped": {"more_candidates": 1},
+                "most_mentioned_accuracy": 0.3},
+    "nq": {"examples": 4, "windows": 9, "records": 9, "null_windows_dropped": 0,
+           "question_pieces_cut": 2, "candidates_without_global_token": 0,
+           "answers_without_pieces": 1, "answer_types": {"null": 1, "yes": 0, "no": 0,
+                                                         "long": 1, "short": 2},
+           "mean_document_pieces": 700.5, "max_document_pieces": 1200},
+    "openkp": {"documents": 5, "records": 4, "cut_by_global_length": 2,
+               "cut_by_long_length": 0, "words_cut": 30, "key_phrases_not_in_input": 3,
+               "without_pieces": 1, "duplicate_urls": 0}}
 
 
 class RealStubStages(StubStages):
@@ -51,16 +69,17 @@ class RealStubStages(StubStages):
       task = stage.params["task"]
       for path in rt8.task_data_outputs(settings, out_dir, task)[:-1]:
         _touch(path)
-      _write_json(rt8.task_data_outputs(settings, out_dir, task)[-1], {"splits": {
-          "dev": {"examples": 10, "records": 9, "skipped": {"more_candidates": 1},
-                  "most_mentioned_accuracy": 0.3}}})
+      _write_json(rt8.task_data_outputs(settings, out_dir, task)[-1],
+                  {"splits": {"dev": STUB_DATA_COUNTS.get(task, STUB_DATA_COUNTS["wikihop"])}})
     elif stage.kind == "finetune" and stage.params["task"] in rt8.REAL_TASKS:
       self.calls.append(stage.name)
       system, task, seed = (stage.params[k] for k in ("system", "task", "seed"))
       value = REAL_SCORES[system][seed - 1]
       _write_json(os.path.join(stage.output, rt8.EVAL_RESULTS),
                   {"accuracy": value, "joint_f1": value, "f1": value + 0.2,
-                   "sp_f1": value + 0.3, "best_step": 2})
+                   "sp_f1": value + 0.3, "long-best-threshold-f1": value + 0.1,
+                   "short-best-threshold-f1": value - 0.1, "F1@3": value - 0.2,
+                   "F1@1": value - 0.3, "F1@5": value - 0.25, "best_step": 2})
     else:
       super(RealStubStages, self).__call__(runner, settings, out_dir, stage)
 
@@ -199,6 +218,126 @@ def test_report_puts_the_papers_numbers_beside_ours(tmp_path, monkeypatch):
   with pytest.raises(common.UsageError, match="without <output_dir>/runs/etc_none_wikihop_seed1/"
                      "eval_results.json"):
     rt8.check_stage_outputs(settings, out, stage)
+
+
+def _nq_openkp_settings(tmp_path, **overrides):
+  """Settings of an NQ and OpenKP run; NQ's dev files are a glob of two (official-style) files."""
+  settings = _real_settings(tmp_path, tasks=("nq", "openkp"), max_global_seq_length=48,
+                            **overrides)
+  nq_dir = tmp_path / "nq"
+  for name in ("nq-dev-00.jsonl.gz", "nq-dev-01.jsonl.gz"):
+    (nq_dir / name).write_text("{}")
+  files = dict(settings.real_task_files)
+  files["nq"] = {"train": files["nq"]["train"], "dev": str(nq_dir / "nq-dev-0?.jsonl.gz")}
+  return settings._replace(real_task_files=files)
+
+
+def test_plan_commands_and_checks_of_nq_and_openkp(tmp_path, monkeypatch):
+  assert rt8.real_task_available("nq") and rt8.real_task_available("openkp")
+  assert rt8.default_tasks({"openkp": {}, "nq": {}, "wikihop": {}}) == ["wikihop", "nq",
+                                                                         "openkp"]
+  assert rt8.default_seeds(["openkp"]) == "1,2,3,4,5"
+  settings = _nq_openkp_settings(tmp_path)
+  out = str(tmp_path / "out")
+  rt8.check_settings(settings)
+  names = [s.name for s in rt8.stage_plan(settings, out)]
+  assert names[:3] == ["bert", "data_nq", "data_openkp"]
+  assert names[8:12] == ["finetune_etc_none_nq_seed1", "finetune_etc_sum_nq_seed1",
+                         "finetune_etc_none_openkp_seed1", "finetune_etc_sum_openkp_seed1"]
+  assert len(names) == 8 + 2 * 2 * 5
+  assert rt8.systems_without(settings) == [("bert_windows", "nq"), ("bert_windows", "openkp")]
+  nq_dev = settings.real_task_files["nq"]["dev"]
+  # create_nq reads the glob itself (the official dev set is five files); the question length,
+  # the stride (half of L by default) and the down-sampling seed are the driver's.
+  assert rt8.task_data_args(settings, out, "nq") == [
+      "--train_file=%s" % settings.real_task_files["nq"]["train"], "--dev_file=%s" % nq_dev,
+      "--output_dir=%s" % os.path.join(out, "data", "nq"),
+      "--vocab_file=%s" % os.path.join(out, "bert", "vocab.txt"), "--max_seq_length=256",
+      "--max_global_seq_length=48", "--doc_stride=128", "--max_question_length=32",
+      "--seed=12345"]
+  assert rt8.task_data_args(settings, out, "openkp")[2:] == [
+      "--output_dir=%s" % os.path.join(out, "data", "openkp"),
+      "--vocab_file=%s" % os.path.join(out, "bert", "vocab.txt"), "--max_seq_length=256",
+      "--max_global_seq_length=48"]
+  for task in ("nq", "openkp"):
+    ft = rt8.finetune_args(settings, out, "etc_sum", task, 2)
+    assert "--task=%s" % task in ft and "--keep_best" in ft and "--do_predict" not in ft
+  assert rt8.task_data_outputs(settings, out, "openkp")[-1] == os.path.join(
+      out, "data", "openkp", "openkp.json")
+  for overrides, message in (
+      (dict(max_global_seq_length=32), "--max_global_seq_length=32: NQ needs at least "
+       "--nq_max_question_length + 2 = 34 global tokens"),
+      (dict(nq_max_question_length=-1), "--nq_max_question_length=-1: must be >= 0"),
+      (dict(nq_doc_stride=222), "--nq_doc_stride=222: must be in [1, 221] (--max_seq_length - "
+       "--nq_max_question_length - 3"),
+  ):
+    with pytest.raises(common.UsageError, match="^" + re.escape(message)):
+      rt8.check_settings(settings._replace(**overrides), check_files=False)
+  with pytest.raises(common.UsageError, match="^--tasks=nq,openkp: openkp needs its official "
+                     "files: give --openkp_dev_file"):
+    rt8.check_settings(settings._replace(real_task_files=dict(
+        settings.real_task_files, openkp={"train": "x"})), check_files=False)
+  # A glob that matches nothing: one line naming the flag.
+  missing = dict(settings.real_task_files, nq={"train": settings.real_task_files["nq"]["train"],
+                                               "dev": str(tmp_path / "nq" / "dev-*.jsonl")})
+  with pytest.raises(common.UsageError, match="^--nq_dev_file: .*dev-\\*.jsonl matches no file"):
+    rt8.check_settings(settings._replace(real_task_files=missing))
+
+
+def test_nq_files_are_recorded_one_by_one_and_an_edited_one_refused(tmp_path):
+  settings = _nq_openkp_settings(tmp_path, pretrain_steps=0)
+  out = str(tmp_path / "out")
+  os.makedirs(out)
+  (tmp_path / "hf" / "vocab.txt").write_text("[PAD]\n")
+  rt8.check_record(out, settings, write=True)
+  record = json.load(open(os.path.join(out, rt8.RECORD_NAME)))
+  assert sorted(record["inputs"]) == [
+      "hf_dir/vocab.txt", "nq_dev_file/nq-dev-00.jsonl.gz", "nq_dev_file/nq-dev-01.jsonl.gz",
+      "nq_train_file/train.json", "openkp_dev_file", "openkp_train_file"]
+  assert record["settings"]["real_task_files"]["nq"] == {"train": "train.json",
+                                                         "dev": "nq-dev-0?.jsonl.gz"}
+  # NQ's own settings are recorded when NQ runs (only then: earlier records stay valid).
+  assert (record["settings"]["nq_doc_stride"], record["settings"]["nq_max_question_length"]) == (
+      128, 32)
+  assert "nq_doc_stride" not in rt8.settings_record(_real_settings(tmp_path))
+  with pytest.raises(common.UsageError, match="holds a run of other settings or input files: "
+                     "nq_doc_stride 128 -> 64"):
+    rt8.check_record(out, settings._replace(nq_doc_stride=64), write=False)
+  dev = tmp_path / "nq" / "nq-dev-01.jsonl.gz"
+  dev.write_text('{"example_id": 1}')
+  with pytest.raises(common.UsageError) as e:
+    rt8.check_record(out, settings, write=True)
+  assert "\n" not in str(e.value)
+  assert str(e.value).startswith(
+      "--output_dir=%s holds a run of other settings or input files: --nq_dev_file file "
+      "%s: other contents" % (out, dev))
+
+
+def test_report_fills_the_nq_and_openkp_rows(tmp_path, monkeypatch):
+  settings = _nq_openkp_settings(tmp_path, seeds=[1, 2, 3], pretrain_steps=0)
+  out = str(tmp_path / "out")
+  rt8.run_all(settings, out, runner=None, run_fn=RealStubStages())
+  text = rt8.report_text(settings, out)
+  assert "All 12 fine-tuning runs finished" in text   # 2 systems x 2 tasks x 3 seeds
+  # Medians over seeds 1-3 of the stub: none 42 + 10 / - 10 / - 20, sum 44 + the same.
+  assert "| NQ long-answer F1 | 77.70 | 77.93 | +0.23 | 52.00 | 54.00 | +2.00 | 3 / 3 |" in text
+  assert "| NQ short-answer F1 | 58.54 | 59.10 | +0.56 | 32.00 | 34.00 | +2.00 | 3 / 3 |" in text
+  assert "| OpenKP F1@3 | 44.06 | 44.27 | +0.21 | 22.00 | 24.00 | +2.00 | 3 / 3 |" in text
+  assert "| WikiHop accuracy | 78.92 | 79.21 | +0.29 | not run |" in text
+  assert "| ETC | nq | short-answer F1 | 32.0 | s1 30.0 @2, s2 32.0 @2, s3 40.0 @2 | n/a |" in text
+  assert "| ETC + residual attention (sum) | openkp | F1@5 | 19.0 |" in text
+  assert "| nq | long-answer F1 | dev | +2.0 | s1 +4.0, s2 +1.0, s3 -3.0 |" in text
+  assert "| openkp | F1@3 | dev | +2.0 |" in text and "| openkp | F1@1 | dev |" not in text
+  assert ("NQ dev: 4 examples, 9 windows, 9 records (documents of 700.5 pieces on average, 1200 "
+          "at most); answer types 1 null, 1 long, 2 short; 2 question pieces cut, 1 answers "
+          "without a word piece in the input (no answer label).") in text
+  assert ("OpenKP dev: 5 documents, 4 records; no record for 1 (they predict nothing, scored "
+          "0); 2 documents cut by G (VDOM elements), 30 words left out, 3 keyphrases not in "
+          "the input.") in text
+  assert ("NQ from the official train train.json, dev nq-dev-0?.jsonl.gz: L=256, G=48, windows "
+          "128 pieces apart, questions of at most 32 pieces; OpenKP from the official train "
+          "train.json, dev dev.json: L=256, G=48 |") in text
+  assert not MACHINE_PATH.search(text), MACHINE_PATH.search(text)
 
 
 def _tiny_bert(directory):
