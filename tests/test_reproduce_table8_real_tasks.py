@@ -424,3 +424,66 @@ def test_tiny_hotpotqa_run(tmp_path):
                      r"[+-]\d+\.\d\d \| 1 / 1 \|" % name, report), name
   results = json.loads((out / "runs" / "etc_none_hotpotqa_seed1" / rt8.EVAL_RESULTS).read_text())
   assert {"f1", "sp_f1", "joint_f1"} <= set(results)
+
+
+@pytest.mark.slow
+def test_tiny_nq_and_openkp_run(tmp_path):
+  """The real tools end to end on official-format NQ and OpenKP files (those of
+  tests/test_etc_nq.py and tests/test_etc_openkp.py; NQ's dev set as a glob of two gzipped
+  files): ETC + residual attention, one seed of 1 step (both systems would double the
+  fine-tuning time; the WikiHop run has both), the paper's rows filled and the figures checked
+  against the official scorers (25-35 s on 2 shared cores)."""
+  import test_etc_nq as nq_files  # pylint: disable=g-import-not-at-top
+  import test_etc_openkp as openkp_files  # pylint: disable=g-import-not-at-top
+  from etc_model import nq_evaluate  # pylint: disable=g-import-not-at-top
+  from etc_model import openkp_evaluate  # pylint: disable=g-import-not-at-top
+  data = tmp_path / "official"
+  os.makedirs(str(data))
+  nq_train = nq_files._write_jsonl(data / "simplified-nq-train.jsonl", [
+      nq_files._record(1), nq_files._record(2, question="is it delta", long=(5, 9), short=(),
+                                            yes_no="YES")])
+  nq_files._write_jsonl(data / "nq-dev-00.jsonl.gz", nq_files.DEV[:2], compress=True)
+  nq_files._write_jsonl(data / "nq-dev-01.jsonl.gz", nq_files.DEV[2:], compress=True)
+  openkp_train = openkp_files._write_jsonl(data / "OpenKPTrain.jsonl", [
+      openkp_files._document("t1"), openkp_files._document("t2", [["cat"]])])
+  openkp_dev = openkp_files._write_jsonl(data / "OpenKPDev.jsonl", openkp_files.DEV)
+  _tiny_bert(str(tmp_path / "bert"))
+  out = tmp_path / "out"
+  args = ["--output_dir=%s" % out, "--bert_checkpoint=%s" % (tmp_path / "bert"),
+          "--nq_train_file=%s" % nq_train, "--nq_dev_file=%s" % (data / "nq-dev-0?.jsonl.gz"),
+          "--openkp_train_file=%s" % openkp_train, "--openkp_dev_file=%s" % openkp_dev,
+          "--systems=etc_sum", "--seeds=1", "--max_seq_length=32",
+          "--max_global_seq_length=16", "--nq_max_question_length=8", "--nq_doc_stride=8",
+          "--local_radius=4", "--pretrain_steps=0", "--finetune_steps=1", "--eval_every_steps=1",
+          "--finetune_batch_size=2", "--predict_batch_size=4"]
+  dry = run_tool("paper/reproduce_table8.py", args + ["--dry_run"])
+  assert re.search(r"Plan: 6 stages; systems etc_sum; tasks nq,openkp; seeds 1;", dry.stdout)
+  assert "data_nq" in dry.stdout and "data_openkp" in dry.stdout
+  assert not os.path.exists(str(out / rt8.RECORD_NAME))
+  run_tool("paper/reproduce_table8.py", args)
+  report = (out / "report.md").read_text()
+  assert "All 2 fine-tuning runs finished" in report
+  # Ours beside the paper's: ETC + residual attention only (ETC not run, no difference).
+  for name in ("NQ long-answer F1", "NQ short-answer F1", "OpenKP F1@3"):
+    assert re.search(r"\| %s \| [\d.]+ \| [\d.]+ \| \+[\d.]+ \| n/a \| \d+\.\d\d \| n/a \| "
+                     r"0 / 1 \|" % name, report), name
+  assert "NQ dev: 3 examples, 3 windows, 3 records" in report
+  assert "OpenKP dev: 3 documents, 3 records" in report
+  # The driver's figures are the official scorers' on the runs' dev predictions.
+  nq_run = out / "runs" / "etc_sum_nq_seed1"
+  results = json.loads((nq_run / rt8.EVAL_RESULTS).read_text())
+  official = nq_evaluate.evaluate_files(str(data / "nq-dev-0?.jsonl.gz"),
+                                        str(nq_run / "dev_predictions.json"))
+  for key in ("long-best-threshold-f1", "short-best-threshold-f1"):
+    assert results[key] == pytest.approx(official[key]), key
+  assert results["residual_attention"] == "sum" and results["scored_checkpoint"] == "best"
+  openkp_run = out / "runs" / "etc_sum_openkp_seed1"
+  results = json.loads((openkp_run / rt8.EVAL_RESULTS).read_text())
+  official = openkp_evaluate.evaluate_files(openkp_dev, str(openkp_run / "dev_predictions.jsonl"))
+  assert results["F1@3"] == pytest.approx(official["F1@3"]) and official["examples"] == 3
+  # An NQ dev file edited in place: refused in one line before any stage.
+  nq_files._write_jsonl(data / "nq-dev-01.jsonl.gz", nq_files.DEV[1:], compress=True)
+  refused = run_tool("paper/reproduce_table8.py", args, expect_rc=2)
+  assert last_error_line(refused).startswith(
+      "error: --output_dir=%s holds a run of other settings or input files: --nq_dev_file "
+      "file %s: other contents" % (out, data / "nq-dev-01.jsonl.gz"))
