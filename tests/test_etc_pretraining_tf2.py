@@ -18,7 +18,8 @@ from etc_model import create_pretraining_data as etc_data
 from realformer_tf import estimator_utils
 from realformer_tf import pretraining_data
 from test_tf2_training import ESTIMATOR_WITH_STEP_LOSSES, ROUNDING
-from test_tf2_training import _max_difference, _run215, _state, _step_losses, _values
+from test_tf2_training import _max_difference, _run215, _side_by_side, _state, _step_losses
+from test_tf2_training import _values
 
 VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
 L, G, P = 64, 8, 10
@@ -71,9 +72,10 @@ def test_etc_pretraining_with_cpc_on_both_engines_gives_the_same_losses_metrics_
     data, tmp_path):
   python215 = tf215_python()
   est, tf2 = tmp_path / "estimator", tmp_path / "tf2"
-  est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "etc_model.run_pretraining"] +
-                    _args(data, est)[2:]).stderr
-  tf2_log = run_tool(None, _args(data, tf2)).stderr
+  # The two engines' jobs side by side.
+  est_log, tf2_log = _side_by_side(
+      python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "etc_model.run_pretraining"] +
+      _args(data, est)[2:], None, _args(data, tf2))
   est_losses, tf2_losses = _step_losses(est_log), _step_losses(tf2_log)
   assert len(est_losses) == len(tf2_losses) == 6, (est_losses, tf2_losses)
   np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=ROUNDING)

@@ -25,6 +25,7 @@ import tensorflow as tf
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool, tf215_python
 from conftest import tool_env
 from conftest import write_random_bert_checkpoint
+from etc_model import create_hotpotqa
 from etc_model import create_long_tasks
 from etc_model import lift_bert_checkpoint as lift
 from realformer_tf import estimator_utils
@@ -80,15 +81,14 @@ def long_tasks(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hotpotqa_job(tmp_path_factory):
-  """The HotpotQA fixtures' records (create_hotpotqa's command, test_etc_hotpotqa's lengths)
-  and the models."""
+  """The HotpotQA fixtures' records (create_hotpotqa, in this process; test_etc_hotpotqa's
+  lengths) and the models."""
   root = tmp_path_factory.mktemp("hotpotqa_tf2")
   L, G = test_etc_hotpotqa.L, test_etc_hotpotqa.G  # pylint: disable=invalid-name
-  run_tool(None, ["-m", "etc_model.create_hotpotqa", "--vocab_file=" + VOCAB,
-                  "--output_dir=%s" % (root / "data"), "--max_seq_length=%d" % L,
-                  "--max_global_seq_length=%d" % G] +
-           ["--%s_file=%s" % (split, os.path.join(test_etc_hotpotqa.FIXTURES, split + ".json"))
-            for split in ("train", "dev", "test")])
+  create_hotpotqa.create_hotpotqa(
+      test_etc_hotpotqa._fixture_examples(),  # pylint: disable=protected-access
+      str(root / "data"), pretraining_data.make_tokenizer(VOCAB, True), VOCAB,
+      test_etc_hotpotqa.SETTINGS, extra_settings={"vocab_file": VOCAB})
   return {"root": root, "init": _lifted(root), "flags": [
       "--data_dir=%s" % (root / "data"), "--max_seq_length=%d" % L,
       "--max_global_seq_length=%d" % G, "--train_batch_size=2", "--eval_batch_size=2",

@@ -28,13 +28,15 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
+import tempfile
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, kill_when, last_error_line, run_tool
-from conftest import tf215_python, tool_env, write_random_bert_checkpoint
+from conftest import start_tool, tf215_python, tool_env, write_random_bert_checkpoint
 from realformer_tf import common
 from realformer_tf import estimator_utils
 from realformer_tf import tf2_training
@@ -133,6 +135,34 @@ def _run215(python, args, timeout=300):
   return result
 
 
+def _side_by_side(python, args, script, tool_args, env=None):
+  """Runs `python args...` (TF 2.15, or this Python) in the background while run_tool runs
+  `script tool_args...`: two independent jobs side by side, half the wall time on two cores
+  for the same work.
+
+  Args:
+    python: the background job's interpreter.
+    args: its arguments (after the interpreter).
+    script: run_tool's script (None: tool_args is the whole command after this Python).
+    tool_args: run_tool's arguments.
+    env: extra environment variables of both jobs.
+
+  Returns:
+    (the background job's stderr, run_tool's stderr); both must exit with status 0.
+  """
+  with tempfile.TemporaryFile("w+") as log:
+    proc = subprocess.Popen([python] + [str(a) for a in args], cwd=REPO_DIR,
+                            env=tool_env(env), stdout=subprocess.DEVNULL, stderr=log, text=True)
+    try:
+      tool_log = run_tool(script, tool_args, env=env).stderr
+    finally:
+      returncode = proc.wait(timeout=300)
+    log.seek(0)
+    background_log = log.read()
+  assert returncode == 0, background_log[-3000:]
+  return background_log, tool_log
+
+
 def _step_losses(log):
   """The training loss of every step, in order, from `loss = ...` log lines."""
   return [float(x) for x in re.findall(r"^INFO:tensorflow:loss = ([-+0-9.eE]+|nan|inf)", log,
@@ -182,11 +212,12 @@ def both_engines(tmp_path_factory, model):
   python215 = tf215_python()
   root = tmp_path_factory.mktemp("both_engines")
   modes = ["--do_train", "--do_eval", "--do_predict"]
-  estimator = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_classifier"] +
-                      _job_args(model, root / "estimator", modes))
-  engine = run_tool("run_classifier.py", _job_args(model, root / "tf2", modes))
+  estimator_log, tf2_log = _side_by_side(
+      python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_classifier"] +
+      _job_args(model, root / "estimator", modes),
+      "run_classifier.py", _job_args(model, root / "tf2", modes))
   return {"estimator": root / "estimator", "tf2": root / "tf2",
-          "estimator_log": estimator.stderr, "tf2_log": engine.stderr, "python215": python215}
+          "estimator_log": estimator_log, "tf2_log": tf2_log, "python215": python215}
 
 
 @pytest.mark.slow
@@ -240,20 +271,20 @@ def _as_stopped_at(source, target, step, checkpoints=CHECKPOINTS):
 @pytest.mark.slow
 def test_a_checkpoint_of_either_engine_resumes_on_the_other(both_engines, model, tmp_path):
   est, tf2 = both_engines["estimator"], both_engines["tf2"]
-  # The Estimator's step-4 checkpoint, continued by the TF2 engine.
-  resumed = tmp_path / "estimator_then_tf2"
-  _as_stopped_at(est, resumed, 4)
-  log = run_tool("run_classifier.py", _job_args(model, resumed, ["--do_train"])).stderr
-  assert "Restoring %s (step 4)" % (resumed / "model.ckpt-4") in log
+  # The Estimator's step-4 checkpoint, continued by the TF2 engine, while the TF2 engine's is
+  # continued by the Estimator.
+  est_then_tf2, tf2_then_est = tmp_path / "estimator_then_tf2", tmp_path / "tf2_then_estimator"
+  _as_stopped_at(est, est_then_tf2, 4)
+  _as_stopped_at(tf2, tf2_then_est, 4)
+  _, log = _side_by_side(
+      both_engines["python215"], [os.path.join(REPO_DIR, "run_classifier.py")] +
+      _job_args(model, tf2_then_est, ["--do_train"]),
+      "run_classifier.py", _job_args(model, est_then_tf2, ["--do_train"]))
+  assert "Restoring %s (step 4)" % (est_then_tf2 / "model.ckpt-4") in log
   assert len(_step_losses(log)) == NUM_STEPS - 4
-  assert _max_difference(_values(resumed / "model.ckpt-10"),
+  assert _max_difference(_values(est_then_tf2 / "model.ckpt-10"),
                          _values(est / "model.ckpt-10")) <= ROUNDING
-  # The TF2 engine's, continued by the Estimator.
-  resumed = tmp_path / "tf2_then_estimator"
-  _as_stopped_at(tf2, resumed, 4)
-  _run215(both_engines["python215"], [os.path.join(REPO_DIR, "run_classifier.py")] +
-          _job_args(model, resumed, ["--do_train"]))
-  assert _max_difference(_values(resumed / "model.ckpt-10"),
+  assert _max_difference(_values(tf2_then_est / "model.ckpt-10"),
                          _values(tf2 / "model.ckpt-10")) <= ROUNDING
 
 
@@ -269,26 +300,34 @@ def test_stopped_and_killed_job_reruns_to_the_uninterrupted_weights(model, tmp_p
   # 200 steps (checkpoints every 20): time to stop and kill it on the way.
   extra = ["--do_train", "--num_train_epochs=100", "--save_checkpoints_steps=20",
            "--log_every_n_steps=50"]
+  # The uninterrupted job runs side by side with the interrupted one.
   reference = tmp_path / "reference"
-  run_tool("run_classifier.py", _job_args(model, reference, extra))
-  out = tmp_path / "out"
-  args = _job_args(model, out, extra)
-  # SIGTERM: the step finishes, a checkpoint of that step is written, exit 143.
-  status, err = kill_when("run_classifier.py", args, lambda: _checkpoint_step(out) >= 20,
-                          signal.SIGTERM)
-  assert status == 143, err[-3000:]
-  assert "interrupted (signal 15)" in err
-  stopped_at = _checkpoint_step(out)
-  assert 20 <= stopped_at < 200
-  # SIGKILL later: the rerun continues from the last checkpoint.
-  status, err = kill_when("run_classifier.py", args,
-                          lambda: _checkpoint_step(out) >= stopped_at + 40, signal.SIGKILL)
-  assert status == -signal.SIGKILL, err[-3000:]
-  assert "Restoring %s (step %d)" % (out / ("model.ckpt-%d" % stopped_at), stopped_at) in err
-  killed_at = _checkpoint_step(out)
-  assert stopped_at < killed_at < 200
-  log = run_tool("run_classifier.py", args).stderr
-  assert "Restoring %s (step %d)" % (out / ("model.ckpt-%d" % killed_at), killed_at) in log
+  with tempfile.TemporaryFile("w+") as reference_log:
+    reference_job = start_tool("run_classifier.py", _job_args(model, reference, extra),
+                               stderr=reference_log)
+    try:
+      out = tmp_path / "out"
+      args = _job_args(model, out, extra)
+      # SIGTERM: the step finishes, a checkpoint of that step is written, exit 143.
+      status, err = kill_when("run_classifier.py", args, lambda: _checkpoint_step(out) >= 20,
+                              signal.SIGTERM)
+      assert status == 143, err[-3000:]
+      assert "interrupted (signal 15)" in err
+      stopped_at = _checkpoint_step(out)
+      assert 20 <= stopped_at < 200
+      # SIGKILL later: the rerun continues from the last checkpoint.
+      status, err = kill_when("run_classifier.py", args,
+                              lambda: _checkpoint_step(out) >= stopped_at + 40, signal.SIGKILL)
+      assert status == -signal.SIGKILL, err[-3000:]
+      assert "Restoring %s (step %d)" % (out / ("model.ckpt-%d" % stopped_at), stopped_at) in err
+      killed_at = _checkpoint_step(out)
+      assert stopped_at < killed_at < 200
+      log = run_tool("run_classifier.py", args).stderr
+      assert "Restoring %s (step %d)" % (out / ("model.ckpt-%d" % killed_at), killed_at) in log
+    finally:
+      returncode = reference_job.wait(timeout=300)
+    reference_log.seek(0)
+    assert returncode == 0, reference_log.read()[-3000:]
   # Exactly the uninterrupted weights, Adam slots and step: the skipped batches and the
   # step-seeded dropout masks are those the uninterrupted job saw.
   assert _checkpoint_step(out) == 200
@@ -302,11 +341,12 @@ def test_mirrored_on_two_cpus_ends_with_the_single_device_weights(model, tmp_pat
   # The single-device job also evaluates every 4 steps (--keep_best): it trains in chunks,
   # each resumed from the last one's checkpoint, and still ends where the mirrored job does.
   single, mirrored = tmp_path / "single", tmp_path / "mirrored"
-  single_log = run_tool(None, ["-c", WITHOUT_DROPOUT, "--one_cpu"] + _job_args(
-      model, single, ["--do_train", "--do_eval", "--eval_every_steps=4", "--keep_best"])).stderr
-  # The same global batch of 4: 2 examples on each replica.
-  log = run_tool(None, ["-c", WITHOUT_DROPOUT, "--two_cpus"] + _job_args(
-      model, mirrored, ["--do_train", "--do_eval", "--distribution_strategy=mirrored"])).stderr
+  # The same global batch of 4: 2 examples on each replica (the two jobs side by side).
+  single_log, log = _side_by_side(
+      sys.executable, ["-c", WITHOUT_DROPOUT, "--one_cpu"] + _job_args(
+          model, single, ["--do_train", "--do_eval", "--eval_every_steps=4", "--keep_best"]),
+      None, ["-c", WITHOUT_DROPOUT, "--two_cpus"] + _job_args(
+          model, mirrored, ["--do_train", "--do_eval", "--distribution_strategy=mirrored"]))
   assert "2 replicas in sync: 2 examples per replica per step" in log
   assert len(_step_losses(log)) == len(_step_losses(single_log)) == NUM_STEPS
   np.testing.assert_allclose(_step_losses(log), _step_losses(single_log), rtol=0,
@@ -391,9 +431,10 @@ def test_pretraining_on_both_engines_gives_the_same_losses_metrics_and_checkpoin
   python215 = tf215_python()
   # From scratch: every initial weight is a seeded random one.
   est, tf2 = tmp_path / "estimator", tmp_path / "tf2"
-  est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_pretraining"] +
-                    _pretraining_args(pretraining_data, est)).stderr
-  tf2_log = run_tool("run_pretraining.py", _pretraining_args(pretraining_data, tf2)).stderr
+  est_log, tf2_log = _side_by_side(
+      python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_pretraining"] +
+      _pretraining_args(pretraining_data, est),
+      "run_pretraining.py", _pretraining_args(pretraining_data, tf2))
   est_losses, tf2_losses = _step_losses(est_log), _step_losses(tf2_log)
   assert len(est_losses) == len(tf2_losses) == 8, (est_losses, tf2_losses)
   np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=ROUNDING)
@@ -690,9 +731,10 @@ def test_gradient_accumulation_on_both_engines_and_resumed_inside_an_accumulatio
     pretraining_data, tmp_path):
   python215 = tf215_python()
   est, tf2 = tmp_path / "estimator", tmp_path / "tf2"
-  est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_pretraining"] +
-                    _accumulation_args(pretraining_data, est)).stderr
-  tf2_log = run_tool("run_pretraining.py", _accumulation_args(pretraining_data, tf2)).stderr
+  est_log, tf2_log = _side_by_side(
+      python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_pretraining"] +
+      _accumulation_args(pretraining_data, est),
+      "run_pretraining.py", _accumulation_args(pretraining_data, tf2))
   est_losses, tf2_losses = _step_losses(est_log), _step_losses(tf2_log)
   assert len(est_losses) == len(tf2_losses) == 8, (est_losses, tf2_losses)
   np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=ROUNDING)
@@ -714,18 +756,19 @@ def test_gradient_accumulation_on_both_engines_and_resumed_inside_an_accumulatio
     accumulated = np.abs(tf2_values["bert/pooler/dense/kernel/grad_accum"]).max()
     assert (accumulated > 0) if step == 3 else (accumulated == 0), step
   assert json.loads((tf2 / "train_summary_local.json").read_text())["global_step"] == 8
-  # Stopped inside an accumulation (step 3), resumed on the other engine: the other's end.
-  resumed = tmp_path / "estimator_then_tf2"
-  _as_stopped_at(est, resumed, 3, ACCUMULATION_CHECKPOINTS)
-  log = run_tool("run_pretraining.py", _accumulation_args(pretraining_data, resumed)).stderr
+  # Stopped inside an accumulation (step 3), resumed on the other engine: the other's end
+  # (both resumptions side by side).
+  est_then_tf2, tf2_then_est = tmp_path / "estimator_then_tf2", tmp_path / "tf2_then_estimator"
+  _as_stopped_at(est, est_then_tf2, 3, ACCUMULATION_CHECKPOINTS)
+  _as_stopped_at(tf2, tf2_then_est, 3, ACCUMULATION_CHECKPOINTS)
+  _, log = _side_by_side(
+      python215, [os.path.join(REPO_DIR, "run_pretraining.py")] +
+      _accumulation_args(pretraining_data, tf2_then_est),
+      "run_pretraining.py", _accumulation_args(pretraining_data, est_then_tf2))
   np.testing.assert_allclose(_step_losses(log), est_losses[3:], rtol=0, atol=ROUNDING)
-  assert _max_difference(_values(resumed / "model.ckpt-8"),
+  assert _max_difference(_values(est_then_tf2 / "model.ckpt-8"),
                          _values(est / "model.ckpt-8")) <= ROUNDING
-  resumed = tmp_path / "tf2_then_estimator"
-  _as_stopped_at(tf2, resumed, 3, ACCUMULATION_CHECKPOINTS)
-  _run215(python215, [os.path.join(REPO_DIR, "run_pretraining.py")] +
-          _accumulation_args(pretraining_data, resumed))
-  assert _max_difference(_values(resumed / "model.ckpt-8"),
+  assert _max_difference(_values(tf2_then_est / "model.ckpt-8"),
                          _values(tf2 / "model.ckpt-8")) <= ROUNDING
 
 
@@ -817,9 +860,9 @@ def test_pretraining_with_xla_gives_the_same_losses_as_without(pretraining_data,
   args = [a for a in _pretraining_args(pretraining_data, tmp_path / "plain")
           if not a.startswith(("--num_train_steps", "--do_eval"))] + ["--num_train_steps=4"]
   verbose = {"TF_CPP_MIN_LOG_LEVEL": "0"}  # TensorFlow's line when it compiles a cluster
-  plain = run_tool("run_pretraining.py", args, env=verbose).stderr
   xla_args = [a.replace(str(tmp_path / "plain"), str(tmp_path / "xla")) for a in args]
-  xla = run_tool("run_pretraining.py", xla_args + ["--use_xla"], env=verbose).stderr
+  plain, xla = _side_by_side(sys.executable, [os.path.join(REPO_DIR, "run_pretraining.py")] + args,
+                             "run_pretraining.py", xla_args + ["--use_xla"], env=verbose)
   assert "Compiled cluster using XLA" in xla and "Compiled cluster using XLA" not in plain
   assert len(_step_losses(xla)) == len(_step_losses(plain)) == 4
   np.testing.assert_allclose(_step_losses(xla), _step_losses(plain), rtol=0, atol=ROUNDING)
@@ -833,9 +876,10 @@ def test_pretraining_in_bfloat16_on_both_engines(pretraining_data, tmp_path):
   python215 = tf215_python()
   est, tf2 = tmp_path / "estimator", tmp_path / "tf2"
   bf16 = ["--precision=bf16", "--num_train_steps=4"]
-  est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_pretraining"] +
-                    _pretraining_args(pretraining_data, est) + bf16).stderr
-  tf2_log = run_tool("run_pretraining.py", _pretraining_args(pretraining_data, tf2) + bf16).stderr
+  est_log, tf2_log = _side_by_side(
+      python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_pretraining"] +
+      _pretraining_args(pretraining_data, est) + bf16,
+      "run_pretraining.py", _pretraining_args(pretraining_data, tf2) + bf16)
   est_losses, tf2_losses = _step_losses(est_log), _step_losses(tf2_log)
   assert len(est_losses) == len(tf2_losses) == 4, (est_losses, tf2_losses)
   np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=BF16_ROUNDING)
@@ -849,9 +893,9 @@ def test_fine_tuning_in_bfloat16_on_both_engines(model, tmp_path):
   python215 = tf215_python()
   est, tf2 = tmp_path / "estimator", tmp_path / "tf2"
   bf16 = ["--do_train", "--do_eval", "--precision=bf16", "--num_train_epochs=2"]
-  est_log = _run215(python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_classifier"] +
-                    _job_args(model, est, bf16)).stderr
-  tf2_log = run_tool("run_classifier.py", _job_args(model, tf2, bf16)).stderr
+  est_log, tf2_log = _side_by_side(
+      python215, ["-c", ESTIMATOR_WITH_STEP_LOSSES, "run_classifier"] + _job_args(model, est, bf16),
+      "run_classifier.py", _job_args(model, tf2, bf16))
   est_losses, tf2_losses = _step_losses(est_log), _step_losses(tf2_log)
   assert len(est_losses) == len(tf2_losses) == 4, (est_losses, tf2_losses)
   np.testing.assert_allclose(tf2_losses, est_losses, rtol=0, atol=BF16_ROUNDING)

@@ -28,6 +28,7 @@ from conftest import REPO_DIR, last_error_line, run_tool, tf215_python, tool_env
 import convert_hf_checkpoint
 from realformer_tf import estimator_utils
 import numpy_bert
+from test_tf2_training import _side_by_side
 
 NEWEST_TF = not estimator_utils.has_estimator()
 CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
@@ -38,20 +39,22 @@ CONFIG = {"vocab_size": 30522, "hidden_size": 32, "num_hidden_layers": 2,
 SENTENCES = ["the captain looked at the old ship .", "she said that she would see him ."]
 MASKED = ["the [MASK] of the sea was calm .", "she would [MASK] him tomorrow ."]
 
-# Run by both interpreters: the SavedModels' answers to SENTENCES as an .npz.
+# Run by both interpreters as `-c ANSWER_SCRIPT EXPORT_DIRS OUT_FILES SENTENCES...`: the
+# SavedModels' answers to SENTENCES as an .npz, for each of the comma-separated export
+# directories in the out file at the same place in OUT_FILES (one process for several exports).
 ANSWER_SCRIPT = r"""
 import sys
 import numpy as np
 import tensorflow as tf
 import tensorflow_text  # registers the preprocessor's ops
-export_dir, out_file = sys.argv[1], sys.argv[2]
 sentences = tf.constant(sys.argv[3:])
-preprocessor = tf.saved_model.load(export_dir + "/preprocessor")
-encoder = tf.saved_model.load(export_dir + "/encoder")
-inputs = preprocessor(sentences)
-outputs = encoder(inputs)
-np.savez(out_file, ids=inputs["input_word_ids"].numpy(),
-         pooled=outputs["pooled_output"].numpy(), sequence=outputs["sequence_output"].numpy())
+for export_dir, out_file in zip(sys.argv[1].split(","), sys.argv[2].split(",")):
+  preprocessor = tf.saved_model.load(export_dir + "/preprocessor")
+  encoder = tf.saved_model.load(export_dir + "/encoder")
+  inputs = preprocessor(sentences)
+  outputs = encoder(inputs)
+  np.savez(out_file, ids=inputs["input_word_ids"].numpy(),
+           pooled=outputs["pooled_output"].numpy(), sequence=outputs["sequence_output"].numpy())
 """
 
 
@@ -125,14 +128,15 @@ def test_this_tf_is_described():
 
 
 def _compare_tool_outputs(python215, model, tmp_path, tool, args, output_name):
-  """Runs `tool` with the same flags under TF 2.15 and here; returns both outputs' text."""
-  texts = []
-  for name, python in (("tf215", python215), ("newest", sys.executable)):
-    out = tmp_path / name
-    out.mkdir()
-    _run(python, tool, list(args) + ["--output_file=%s" % (out / output_name)])
-    texts.append((out / output_name).read_text())
-  return texts
+  """Runs `tool` with the same flags under TF 2.15 and here (side by side); returns both
+  outputs' text."""
+  outputs = [tmp_path / name / output_name for name in ("tf215", "newest")]
+  for output in outputs:
+    output.parent.mkdir()
+  _side_by_side(python215, [os.path.join(REPO_DIR, tool)] + list(args) +
+                ["--output_file=%s" % outputs[0]],
+                tool, list(args) + ["--output_file=%s" % outputs[1]])
+  return [output.read_text() for output in outputs]
 
 
 def test_extract_features_same_on_both(model, tmp_path, vocab_file):
@@ -175,31 +179,27 @@ def test_predict_masked_same_on_both(model, tmp_path, vocab_file):
 def test_saved_models_exported_on_tf215_answer_identically(model, tmp_path, vocab_file):
   """Exported with export_hub.py on TF 2.15; loaded and run by both; equal to 1e-5."""
   python215 = _tf215_python()
-  export_dir = tmp_path / "hub"
-  _run(python215, "export_hub.py",
-       ["--mode=encoder,preprocessor", "--export_dir=%s" % export_dir,
-        "--bert_config_file=%s" % (model / "bert_config.json"),
-        "--init_checkpoint=%s" % (model / "model.ckpt"), "--vocab_file=%s" % vocab_file,
-        "--seq_length=16"])
-  answers = {}
-  for name, python in (("tf215", python215), ("newest", sys.executable)):
-    out = tmp_path / ("%s.npz" % name)
-    _run(python, "-c", [ANSWER_SCRIPT, str(export_dir), str(out)] + SENTENCES)
-    answers[name] = np.load(str(out))
-  old, new = answers["tf215"], answers["newest"]
+  export_dir, export_new = tmp_path / "hub", tmp_path / "hub_new"
+  export_flags = ["--mode=encoder,preprocessor",
+                  "--bert_config_file=%s" % (model / "bert_config.json"),
+                  "--init_checkpoint=%s" % (model / "model.ckpt"), "--vocab_file=%s" % vocab_file,
+                  "--seq_length=16"]
+  # The TF 2.15 export and (below) the newest TF's of the same model, side by side; then both
+  # TFs answer from the TF 2.15 export, side by side, the newest TF from its own export too.
+  _side_by_side(python215, [os.path.join(REPO_DIR, "export_hub.py"),
+                            "--export_dir=%s" % export_dir] + export_flags,
+                "export_hub.py", ["--export_dir=%s" % export_new] + export_flags)
+  outs = {name: tmp_path / ("%s.npz" % name) for name in ("tf215", "newest", "newest_export")}
+  _side_by_side(python215, ["-c", ANSWER_SCRIPT, export_dir, outs["tf215"]] + SENTENCES,
+                None, ["-c", ANSWER_SCRIPT, "%s,%s" % (export_dir, export_new),
+                       "%s,%s" % (outs["newest"], outs["newest_export"])] + SENTENCES)
+  old, new = np.load(str(outs["tf215"])), np.load(str(outs["newest"]))
   np.testing.assert_array_equal(old["ids"], new["ids"])
   np.testing.assert_allclose(old["pooled"], new["pooled"], atol=1e-5)
   np.testing.assert_allclose(old["sequence"], new["sequence"], atol=1e-5)
   # And the newest TF exports the same model the same way.
-  export_new = tmp_path / "hub_new"
-  _run(sys.executable, "export_hub.py",
-       ["--mode=encoder,preprocessor", "--export_dir=%s" % export_new,
-        "--bert_config_file=%s" % (model / "bert_config.json"),
-        "--init_checkpoint=%s" % (model / "model.ckpt"), "--vocab_file=%s" % vocab_file,
-        "--seq_length=16"])
-  out = tmp_path / "newest_export.npz"
-  _run(sys.executable, "-c", [ANSWER_SCRIPT, str(export_new), str(out)] + SENTENCES)
-  np.testing.assert_allclose(np.load(str(out))["sequence"], old["sequence"], atol=1e-5)
+  np.testing.assert_allclose(np.load(str(outs["newest_export"]))["sequence"], old["sequence"],
+                             atol=1e-5)
 
 
 def test_classifier_exported_by_run_classifier_on_tf215_answers_identically(model, tmp_path,
@@ -219,12 +219,11 @@ def test_classifier_exported_by_run_classifier_on_tf215_answers_identically(mode
         "--bert_config_file=%s" % (model / "bert_config.json"),
         "--init_checkpoint=%s" % checkpoint, "--output_dir=%s" % (tmp_path / "out"),
         "--max_seq_length=16", "--export_dir=%s" % export_dir])
-  answers = {}
-  for name, python in (("tf215", python215), ("newest", sys.executable)):
-    out = tmp_path / ("%s_classifier.npz" % name)
-    _run(python, "-c", [CLASSIFIER_ANSWER_SCRIPT, str(export_dir), str(out)] + SENTENCES)
-    answers[name] = np.load(str(out))
-  old, new = answers["tf215"], answers["newest"]
+  # Both TFs answer side by side.
+  outs = {name: tmp_path / ("%s_classifier.npz" % name) for name in ("tf215", "newest")}
+  _side_by_side(python215, ["-c", CLASSIFIER_ANSWER_SCRIPT, export_dir, outs["tf215"]] + SENTENCES,
+                None, ["-c", CLASSIFIER_ANSWER_SCRIPT, export_dir, outs["newest"]] + SENTENCES)
+  old, new = np.load(str(outs["tf215"])), np.load(str(outs["newest"]))
   assert old["probabilities"].shape == (len(SENTENCES), 2)
   np.testing.assert_allclose(old["probabilities"], new["probabilities"], atol=1e-5)
   np.testing.assert_allclose(old["ids_probabilities"], new["ids_probabilities"], atol=1e-5)
