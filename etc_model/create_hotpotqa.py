@@ -49,7 +49,6 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
-import json
 import os
 import sys
 
@@ -225,7 +224,8 @@ def create_hotpotqa(examples_by_split, output_dir, tokenizer, vocab_file, settin
   tf.io.gfile.makedirs(output_dir)
   for split, (records, lines, _) in converted.items():
     long_tasks.write_split_files(hotpotqa.record_file(output_dir, split),
-                                 hotpotqa.examples_file(output_dir, split), records, lines, should_stop)
+                                 hotpotqa.examples_file(output_dir, split), records, lines,
+                                 should_stop)
   copy_vocabulary(vocab_file, output_dir, hotpotqa.is_sentencepiece(tokenizer))
   summary = collections.OrderedDict()
   summary["settings"] = dict(settings, **(extra_settings or {}))
@@ -294,25 +294,13 @@ def main(_):
       ("max_seq_length", FLAGS.max_seq_length),
       ("max_global_seq_length", FLAGS.max_global_seq_length),
       ("do_lower_case", FLAGS.do_lower_case)])
-  for path in outputs:
-    for removed in common.remove_stale_temps(path):
-      logging.info("removed %s (left by an earlier run)", removed)
-  common.STOP_SIGNALS.install()
-  try:
-    summary = create_hotpotqa(
-        examples, FLAGS.output_dir, tokenizer, vocabulary, settings,
-        extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
-                        "input_files": dict(inputs)},
-        should_stop=lambda: common.STOP_SIGNALS.stopped, global_tokens=global_tokens)
-  except pretraining_data.Stopped:
-    common.STOP_SIGNALS.exit_if_stopped(
-        "stopped before the end; hotpotqa.json was not written and the temporary file was "
-        "removed (rerun the same command to start again)")
-    raise
-  print(json.dumps(summary["splits"], indent=2))
-  print("Wrote %s in %s" % (", ".join(
-      "%s: %d records of %d examples" % (split, stats["records"], stats["examples"])
-      for split, stats in summary["splits"].items()), FLAGS.output_dir))
+  summary = long_tasks.run_data_job(
+      outputs, hotpotqa.SUMMARY_NAME, lambda should_stop: create_hotpotqa(
+          examples, FLAGS.output_dir, tokenizer, vocabulary, settings,
+          extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
+                          "input_files": dict(inputs)},
+          should_stop=should_stop, global_tokens=global_tokens))
+  long_tasks.print_split_summary(summary, FLAGS.output_dir)
   for split, stats in summary["splits"].items():
     if stats["truncated_examples"]:
       logging.warning("%s: %d examples cut to fit L=%d / G=%d: %d question pieces, titles or "

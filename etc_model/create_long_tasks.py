@@ -382,25 +382,17 @@ def main(_):
       "max_bad_fraction": FLAGS.max_bad_fraction, "max_line_chars": FLAGS.max_line_chars,
   }
   settings.update(ids)
-  for path in outputs + [os.path.join(FLAGS.output_dir, SUMMARY_NAME)]:
-    for removed in common.remove_stale_temps(path):
-      logging.info("removed %s (left by an earlier run)", removed)
   logging.info("*** Reading %d input file(s); writing %s ***", len(input_files),
                FLAGS.output_dir)
   # SIGINT / SIGTERM: stop at the next line, chapter or record, remove the temporary, exit
   # 130 / 143 without long_tasks.json.
-  common.STOP_SIGNALS.install()
-  try:
-    summary = create_long_tasks(
-        input_files, FLAGS.output_dir, tokenizer, settings,
-        extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
+  summary = long_tasks.run_data_job(
+      outputs + [os.path.join(FLAGS.output_dir, SUMMARY_NAME)], SUMMARY_NAME,
+      lambda should_stop: create_long_tasks(
+          input_files, FLAGS.output_dir, tokenizer, settings,
+          extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
                         "do_lower_case": FLAGS.do_lower_case},
-        should_stop=lambda: common.STOP_SIGNALS.stopped)
-  except pretraining_data.Stopped:
-    common.STOP_SIGNALS.exit_if_stopped(
-        "stopped before the end; long_tasks.json was not written and the temporary file was "
-        "removed (rerun the same command to start again)")
-    raise
+          should_stop=should_stop))
   printable = {k: v for k, v in summary.items() if k not in ("input_files", "features")}
   print(json.dumps(printable, indent=2))
   print("Wrote %s in %s" % (", ".join("%s %s: %d" % (task, split, summary["examples"][task][split])

@@ -38,7 +38,6 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
-import json
 import os
 import sys
 
@@ -280,24 +279,12 @@ def main(_):
       ("include_unknown_rate_for_unanswerable",
        4 * FLAGS.include_unknown_rate if unanswerable_rate is None else unanswerable_rate),
       ("seed", FLAGS.seed), ("do_lower_case", FLAGS.do_lower_case)])
-  for path in outputs:
-    for removed in common.remove_stale_temps(path):
-      logging.info("removed %s (left by an earlier run)", removed)
-  common.STOP_SIGNALS.install()
-  try:
-    summary = create_nq(
-        inputs, FLAGS.output_dir, tokenizer, FLAGS.vocab_file, settings,
-        extra_settings={"vocab_file": FLAGS.vocab_file, "input_files": dict(inputs)},
-        should_stop=lambda: common.STOP_SIGNALS.stopped)
-  except pretraining_data.Stopped:
-    common.STOP_SIGNALS.exit_if_stopped(
-        "stopped before the end; nq.json was not written and the temporary file was removed "
-        "(rerun the same command to start again)")
-    raise
-  print(json.dumps(summary["splits"], indent=2))
-  print("Wrote %s in %s" % (", ".join(
-      "%s: %d records of %d examples" % (split, stats["records"], stats["examples"])
-      for split, stats in summary["splits"].items()), FLAGS.output_dir))
+  summary = long_tasks.run_data_job(
+      outputs, nq.SUMMARY_NAME, lambda should_stop: create_nq(
+          inputs, FLAGS.output_dir, tokenizer, FLAGS.vocab_file, settings,
+          extra_settings={"vocab_file": FLAGS.vocab_file, "input_files": dict(inputs)},
+          should_stop=should_stop))
+  long_tasks.print_split_summary(summary, FLAGS.output_dir)
   for split, stats in summary["splits"].items():
     if stats["question_pieces_cut"] or stats["candidates_without_global_token"]:
       logging.warning("%s: %d question word pieces cut by --max_question_length=%d; %d "

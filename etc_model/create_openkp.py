@@ -35,7 +35,6 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
-import json
 import os
 import sys
 
@@ -210,24 +209,12 @@ def main(_):
       ("max_seq_length", FLAGS.max_seq_length),
       ("max_global_seq_length", FLAGS.max_global_seq_length),
       ("do_lower_case", FLAGS.do_lower_case)])
-  for path in outputs:
-    for removed in common.remove_stale_temps(path):
-      logging.info("removed %s (left by an earlier run)", removed)
-  common.STOP_SIGNALS.install()
-  try:
-    summary = create_openkp(
-        inputs, FLAGS.output_dir, tokenizer, settings,
-        extra_settings={"vocab_file": FLAGS.vocab_file, "input_files": dict(inputs)},
-        should_stop=lambda: common.STOP_SIGNALS.stopped)
-  except pretraining_data.Stopped:
-    common.STOP_SIGNALS.exit_if_stopped(
-        "stopped before the end; openkp.json was not written and the temporary file was "
-        "removed (rerun the same command to start again)")
-    raise
-  print(json.dumps(summary["splits"], indent=2))
-  print("Wrote %s in %s" % (", ".join(
-      "%s: %d records of %d documents" % (split, stats["records"], stats["documents"])
-      for split, stats in summary["splits"].items()), FLAGS.output_dir))
+  summary = long_tasks.run_data_job(
+      outputs, openkp.SUMMARY_NAME, lambda should_stop: create_openkp(
+          inputs, FLAGS.output_dir, tokenizer, settings,
+          extra_settings={"vocab_file": FLAGS.vocab_file, "input_files": dict(inputs)},
+          should_stop=should_stop))
+  long_tasks.print_split_summary(summary, FLAGS.output_dir, unit="documents")
   for split, stats in summary["splits"].items():
     if stats["cut_by_global_length"] or stats["cut_by_long_length"]:
       logging.warning("%s: %d documents cut by --max_global_seq_length=%d (VDOM elements), %d "

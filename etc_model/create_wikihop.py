@@ -41,7 +41,6 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
-import json
 import os
 import sys
 
@@ -247,7 +246,8 @@ def create_wikihop(examples_by_split, output_dir, tokenizer, settings, extra_set
   tf.io.gfile.makedirs(output_dir)
   for split, (records, lines, _) in converted.items():
     long_tasks.write_split_files(wikihop.record_file(output_dir, split),
-                                 wikihop.examples_file(output_dir, split), records, lines, should_stop)
+                                 wikihop.examples_file(output_dir, split), records, lines,
+                                 should_stop)
   summary = collections.OrderedDict()
   summary["settings"] = dict(settings, **(extra_settings or {}))
   summary["global_tokens"] = collections.OrderedDict(
@@ -304,25 +304,13 @@ def main(_):
       ("max_global_seq_length", FLAGS.max_global_seq_length),
       ("max_candidates", FLAGS.max_candidates),
       ("max_num_sentences", FLAGS.max_num_sentences)])
-  for path in outputs:
-    for removed in common.remove_stale_temps(path):
-      logging.info("removed %s (left by an earlier run)", removed)
-  common.STOP_SIGNALS.install()
-  try:
-    summary = create_wikihop(
-        examples, FLAGS.output_dir, tokenizer, settings,
-        extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
-                        "do_lower_case": True, "input_files": dict(inputs)},
-        should_stop=lambda: common.STOP_SIGNALS.stopped, global_tokens=global_tokens)
-  except pretraining_data.Stopped:
-    common.STOP_SIGNALS.exit_if_stopped(
-        "stopped before the end; wikihop.json was not written and the temporary file was "
-        "removed (rerun the same command to start again)")
-    raise
-  print(json.dumps(summary["splits"], indent=2))
-  print("Wrote %s in %s" % (", ".join(
-      "%s: %d records of %d examples" % (split, stats["records"], stats["examples"])
-      for split, stats in summary["splits"].items()), FLAGS.output_dir))
+  summary = long_tasks.run_data_job(
+      outputs, wikihop.SUMMARY_NAME, lambda should_stop: create_wikihop(
+          examples, FLAGS.output_dir, tokenizer, settings,
+          extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
+                          "do_lower_case": True, "input_files": dict(inputs)},
+          should_stop=should_stop, global_tokens=global_tokens))
+  long_tasks.print_split_summary(summary, FLAGS.output_dir)
   sys.stdout.flush()
 
 

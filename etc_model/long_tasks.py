@@ -844,6 +844,46 @@ def write_split_files(record_path, examples_path, records, lines, should_stop=No
       f.write(json.dumps(line, sort_keys=False) + "\n")
 
 
+def run_data_job(output_paths, summary_name, build):
+  """Runs a data command's writing: the temporaries of dead writers removed first, SIGINT /
+  SIGTERM stopping it at the next example with nothing half-written.
+
+  Args:
+    output_paths: the files the job writes (common.remove_stale_temps of each).
+    summary_name: the summary file the job writes last (named in the stop message).
+    build: function(should_stop) -> the summary dict; raises pretraining_data.Stopped once
+      should_stop() is true (the file being written removed).
+
+  Returns:
+    build's summary. A stop exits 130 / 143 (common.STOP_SIGNALS) without the summary.
+  """
+  for path in output_paths:
+    for removed in common.remove_stale_temps(path):
+      logging.info("removed %s (left by an earlier run)", removed)
+  common.STOP_SIGNALS.install()
+  try:
+    return build(lambda: common.STOP_SIGNALS.stopped)
+  except pretraining_data.Stopped:
+    common.STOP_SIGNALS.exit_if_stopped(
+        "stopped before the end; %s was not written and the temporary file was removed (rerun "
+        "the same command to start again)" % summary_name)
+    raise
+
+
+def print_split_summary(summary, output_dir, unit="examples"):
+  """Prints a task data command's per-split counts and its one-line result.
+
+  Args:
+    summary: the command's summary: "splits" {split: {"records", unit, ...}}.
+    output_dir: where the files were written.
+    unit: the split count the records come from ("examples", "documents").
+  """
+  print(json.dumps(summary["splits"], indent=2))
+  print("Wrote %s in %s" % (", ".join(
+      "%s: %d records of %d %s" % (split, stats["records"], stats[unit], unit)
+      for split, stats in summary["splits"].items()), output_dir))
+
+
 def evaluate_command(argv, tool, evaluate_files, flag_values, unknown_ids_warning):
   """The command line of an official scorer: TOOL DATA.json PREDICTIONS.json [--out_file=F].
 
