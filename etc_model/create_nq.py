@@ -141,7 +141,7 @@ def convert_split(examples, tokenize_word, ids, settings, is_training, lines, co
 
   Args:
     examples: iterable of nq.Example.
-    tokenize_word: nq.make_tokenize_word's function.
+    tokenize_word: long_tasks.make_tokenize_word's function.
     ids: nq.special_token_ids of the vocabulary.
     settings: the lengths and rates (nq.convert_example).
     is_training: the official down-sampling (the train split).
@@ -200,7 +200,7 @@ def create_nq(inputs, output_dir, tokenizer, vocab_file, settings, extra_setting
     common.fail("--vocab_file: has no %s, an NQ special token" % e)
   totals = collections.OrderedDict(
       (split, check_split(patterns, split)) for split, patterns in inputs.items())
-  tokenize_word = nq.make_tokenize_word(tokenizer)
+  tokenize_word = long_tasks.make_tokenize_word(tokenizer)
   tf.io.gfile.makedirs(output_dir)
   statistics = collections.OrderedDict()
   for split, patterns in inputs.items():

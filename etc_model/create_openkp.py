@@ -48,7 +48,6 @@ from realformer_tf import common
 from realformer_tf import pretraining_data
 from etc_model import etc_records
 from etc_model import long_tasks
-from etc_model import nq
 from etc_model import openkp
 
 FLAGS = flags.FLAGS
@@ -151,7 +150,7 @@ def create_openkp(inputs, output_dir, tokenizer, settings, extra_settings=None,
   """
   checked = collections.OrderedDict(
       (split, check_split(path, split)) for split, path in inputs.items())
-  tokenize_word = nq.make_tokenize_word(tokenizer)
+  tokenize_word = long_tasks.make_tokenize_word(tokenizer)
   tf.io.gfile.makedirs(output_dir)
   statistics = collections.OrderedDict()
   for split, path in inputs.items():

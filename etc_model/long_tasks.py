@@ -40,6 +40,7 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import gzip
 import json
 import os
 import re
@@ -497,6 +498,18 @@ def vocabulary_flag(vocab_file, spm_model_file):
   return "--vocab_file=%s" % vocab_file
 
 
+def make_tokenize_word(tokenizer):
+  """word -> its word-piece ids (the tokenizer's, cached)."""
+  cache = {}
+
+  def tokenize_word(word):
+    if word not in cache:
+      cache[word] = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word))
+    return cache[word]
+
+  return tokenize_word
+
+
 def load_tokenizer(vocab_file, spm_model_file, do_lower_case):
   """The checked FullTokenizer of the vocabulary (WordPiece or SentencePiece); one line if bad."""
   source = vocabulary_flag(vocab_file, spm_model_file)
@@ -917,6 +930,16 @@ def evaluate_command(argv, tool, evaluate_files, flag_values, unknown_ids_warnin
   print(json.dumps(result, indent=2))
   sys.stdout.flush()
   return result
+
+
+def iter_lines(path):
+  """The text lines of a file, streamed, gunzipped when it starts with gzip's magic bytes."""
+  with tf.io.gfile.GFile(path, "rb") as f:
+    compressed = f.read(2) == b"\x1f\x8b"
+    f.seek(0)
+    stream = gzip.GzipFile(fileobj=f) if compressed else f
+    for line in stream:
+      yield line.decode("utf-8")
 
 
 def load_json(path, source):

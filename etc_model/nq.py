@@ -95,7 +95,6 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
-import gzip
 import json
 import math
 import os
@@ -430,16 +429,6 @@ def parse_example(record, require_annotations=True):
   return Example(key, question, tokens, html, parsed, annotations)
 
 
-def iter_lines(path):
-  """The text lines of a file, streamed, gunzipped when it starts with gzip's magic bytes."""
-  with tf.io.gfile.GFile(path, "rb") as f:
-    compressed = f.read(2) == b"\x1f\x8b"
-    f.seek(0)
-    stream = gzip.GzipFile(fileobj=f) if compressed else f
-    for line in stream:
-      yield line.decode("utf-8")
-
-
 def iter_records(patterns, flag_name, parse):
   """Parses every JSON line of the files of `patterns`, streamed (one line on any bad line or
   a repeated example id).
@@ -457,7 +446,7 @@ def iter_records(patterns, flag_name, parse):
   for path in common.expand_input_files(patterns, flag_name):
     number = 0
     try:
-      for number, line in enumerate(iter_lines(path), 1):
+      for number, line in enumerate(long_tasks.iter_lines(path), 1):
         if not line.strip():
           continue
         try:
@@ -549,24 +538,12 @@ def special_token_ids(vocab):
   return collections.OrderedDict((kind, vocab[token]) for kind, token in SPECIAL_TOKENS.items())
 
 
-def make_tokenize_word(tokenizer):
-  """word -> its word-piece ids (the tokenizer's, cached)."""
-  cache = {}
-
-  def tokenize_word(word):
-    if word not in cache:
-      cache[word] = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word))
-    return cache[word]
-
-  return tokenize_word
-
-
 def document_pieces(example, tokenize_word, ids):
   """The word pieces of the document's top-level candidates (module docstring).
 
   Args:
     example: Example.
-    tokenize_word: make_tokenize_word's function.
+    tokenize_word: long_tasks.make_tokenize_word's function.
     ids: special_token_ids() of the vocabulary.
 
   Returns:
@@ -674,7 +651,7 @@ def convert_example(example, tokenize_word, ids, settings, is_training=False, rn
 
   Args:
     example: Example.
-    tokenize_word: make_tokenize_word's function.
+    tokenize_word: long_tasks.make_tokenize_word's function.
     ids: special_token_ids() of the vocabulary.
     settings: dict with max_seq_length, max_global_seq_length, doc_stride,
       max_question_length, include_unknown_rate, include_unknown_rate_for_unanswerable.

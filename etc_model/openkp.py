@@ -100,7 +100,6 @@ import tensorflow as tf
 
 from realformer_tf import common
 from etc_model import long_tasks
-from etc_model import nq
 
 TASK = "openkp"
 # The cut-offs of the official metrics (P@k, R@k, F1@k) and the number of keyphrases scored.
@@ -222,7 +221,7 @@ def iter_documents(path, source, parse):
     common.fail("%s: is a directory, expected a file" % source)
   number = 0
   try:
-    for number, line in enumerate(nq.iter_lines(path), 1):
+    for number, line in enumerate(long_tasks.iter_lines(path), 1):
       if not line.strip():
         continue
       try:
@@ -508,7 +507,7 @@ def convert_document(document, tokenize_word, settings, is_training=False):
 
   Args:
     document: Document.
-    tokenize_word: word -> its word-piece ids (nq.make_tokenize_word).
+    tokenize_word: word -> its word-piece ids (long_tasks.make_tokenize_word).
     settings: dict with max_seq_length, max_global_seq_length.
     is_training: a document without a label in its input gets no record (the official
       generator drops it).

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from conftest import REPO_DIR, run_tool
+from etc_model import long_tasks
 from etc_model import nq
 from etc_model import nq_evaluate
 from realformer_tf import common
@@ -211,7 +212,7 @@ def _convert(tokenizer, record, is_training=False, rng=None, **settings):
   settings = dict({"max_seq_length": 24, "max_global_seq_length": 12, "doc_stride": 18,
                    "max_question_length": 32, "include_unknown_rate": 1.0,
                    "include_unknown_rate_for_unanswerable": 4.0}, **settings)
-  return nq.convert_example(example, nq.make_tokenize_word(tokenizer),
+  return nq.convert_example(example, long_tasks.make_tokenize_word(tokenizer),
                             nq.special_token_ids(tokenizer.vocab), settings,
                             is_training=is_training, rng=rng)
 

@@ -134,8 +134,8 @@ def _pieces(tokenizer, words):
 def _convert(tokenizer, line, is_training=False, **settings):
   document = openkp.parse_document(line, require_key_phrases="KeyPhrases" in line)
   settings = dict({"max_seq_length": 16, "max_global_seq_length": 4}, **settings)
-  from etc_model import nq
-  return openkp.convert_document(document, nq.make_tokenize_word(tokenizer), settings,
+  from etc_model import long_tasks
+  return openkp.convert_document(document, long_tasks.make_tokenize_word(tokenizer), settings,
                                  is_training=is_training)
 
 
