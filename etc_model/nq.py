@@ -110,6 +110,7 @@ TASK = "nq"
 SPLITS = ("train", "dev", "test")
 SUMMARY_NAME = "nq.json"
 VOCAB_NAME = "nq_vocab.txt"
+SPM_NAME = "nq_spm.model"
 EXAMPLES_SUFFIX = ".examples.jsonl"
 # The official preproc_nq / run_nq defaults.
 DEFAULT_MAX_SEQ_LENGTH = 4096
@@ -533,9 +534,18 @@ def read_predictions(path, source=None):
 
 
 # ----------------------------------------------------------------------------- features
-def special_token_ids(vocab):
-  """{"cls": id, ...} of SPECIAL_TOKENS in a vocabulary {token: id} (missing: KeyError)."""
-  return collections.OrderedDict((kind, vocab[token]) for kind, token in SPECIAL_TOKENS.items())
+def special_token_ids(vocab, tokens=None):
+  """{"cls": id, ...} of the special tokens in a vocabulary {token: id} (missing: KeyError).
+
+  Args:
+    vocab: {token: id} (a SentencePiece FullTokenizer's: its pieces).
+    tokens: {kind: token} in SPECIAL_TOKENS' order (None: SPECIAL_TOKENS).
+
+  Returns:
+    OrderedDict {kind: id}.
+  """
+  tokens = tokens or SPECIAL_TOKENS
+  return collections.OrderedDict((kind, vocab[token]) for kind, token in tokens.items())
 
 
 def document_pieces(example, tokenize_word, ids):
@@ -587,12 +597,30 @@ def document_labels(annotation):
   return answer_type, la, sa
 
 
-def _piece_span(token_pos, tokens):
-  """(first, last) document piece of an inclusive token span, or None (no piece there)."""
+def _piece_span(token_pos, tokens, pieces=(), word_start_id=None):
+  """(first, last) document piece of an inclusive token span, or None (no piece there).
+
+  Args:
+    token_pos: the document token of each document piece.
+    tokens: (first, last) document token, (-1, -1) for none.
+    pieces: the document pieces' ids (read with word_start_id).
+    word_start_id: SentencePiece's word-start marker standing alone (long_tasks.word_start_id),
+      or None: the span starts after it when its token has more pieces (the marker is the space
+      before the word, as in HotpotQA's answer spans).
+
+  Returns:
+    (first, last) piece indices, or None.
+  """
   if tokens[0] < 0:
     return None
   inside = [i for i, pos in enumerate(token_pos) if tokens[0] <= pos <= tokens[1]]
-  return (inside[0], inside[-1]) if inside else None
+  if not inside:
+    return None
+  first, last = inside[0], inside[-1]
+  if (word_start_id is not None and first < last and pieces[first] == word_start_id and
+      token_pos[first + 1] == token_pos[first]):
+    first += 1
+  return first, last
 
 
 def _pad(values, length, value=0):
@@ -646,7 +674,8 @@ def window_starts(num_pieces, doc_len, stride):
   return list(range(0, max(num_pieces - doc_len, 0) + stride, stride))
 
 
-def convert_example(example, tokenize_word, ids, settings, is_training=False, rng=None):
+def convert_example(example, tokenize_word, ids, settings, is_training=False, rng=None,
+                    word_start_id=None):
   """The records of one example (one per window) and what was cut or left out.
 
   Args:
@@ -657,6 +686,9 @@ def convert_example(example, tokenize_word, ids, settings, is_training=False, rn
       max_question_length, include_unknown_rate, include_unknown_rate_for_unanswerable.
     is_training: down-sample the windows without an answer (rng.random() < rate keeps one).
     rng: random.Random of the split (is_training).
+    word_start_id: a SentencePiece vocabulary's word-start marker piece standing alone
+      (long_tasks.word_start_id), or None: an answer's first piece is never that marker when
+      its token has another piece.
 
   Returns:
     (list of OrderedDict features in FEATURES order, info dict: windows, records,
@@ -678,7 +710,7 @@ def convert_example(example, tokenize_word, ids, settings, is_training=False, rn
           "document_pieces": len(pieces), "answer_type": answer_type}
   spans = {}
   for name, tokens in (("la", la_tokens), ("sa", sa_tokens)):
-    spans[name] = _piece_span(token_pos, tokens)
+    spans[name] = _piece_span(token_pos, tokens, pieces, word_start_id)
     if tokens[0] >= 0 and spans[name] is None:
       info["answers_without_pieces"] += 1
     elif spans[name] is not None and (token_pos[spans[name][0]], token_pos[spans[name][1]]) != (
