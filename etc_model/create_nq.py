@@ -5,10 +5,10 @@ r"""Writes Natural Questions records for ETC, with the official etcmodel feature
       --dev_file="nq-dev-0?.jsonl.gz" --vocab_file=models/minilm/vocab.txt \
       --output_dir=nq_data [--max_seq_length=4096 --max_global_seq_length=230 --doc_stride=2048]
 
-With a SentencePiece vocabulary, --spm_model_file=spm.model instead of --vocab_file; [CLS],
-[SEP] and the special tokens (--question_token, --candidate_token, --html_start_token,
---html_end_token: [unused34], [unused0], [unused102], [unused103] by default) must be pieces of
-it. Each document token is encoded alone (lower-cased first with --do_lower_case), as with
+With a SentencePiece vocabulary, --spm_model_file=spm.model instead of --vocab_file; the special
+tokens (--cls_token, --sep_token, --question_token, --candidate_token, --html_start_token,
+--html_end_token: [CLS], [SEP], [unused34], [unused0], [unused102], [unused103] by default) must
+be pieces of it. Each document token is encoded alone (lower-cased first with --do_lower_case), as with
 WordPiece; an answer's first piece is never the word-start marker standing alone ("\u2581")
 when its token has another piece (etc_model.nq's docstring).
 
@@ -71,8 +71,10 @@ COUNTS = ("windows", "records", "null_windows_dropped", "question_pieces_cut",
           "answer_ends_moved")
 
 
-# The special tokens a flag chooses (the others: [CLS] and [SEP]), and what they stand for.
+# What each special token stands for (its flag: --<kind>_token).
 FLAG_TOKENS = collections.OrderedDict([
+    ("cls", "[CLS] (the long input's first token and the first global token)"),
+    ("sep", "[SEP] (after the question and after the document)"),
     ("question", "the question's global tokens"),
     ("candidate", "the long-answer candidates' global tokens"),
     ("html_start", "an HTML start tag"), ("html_end", "an HTML end tag")])
@@ -95,10 +97,9 @@ def define_flags():
   flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (an uncased vocabulary; with "
                     "--spm_model_file the text is lower-cased before SentencePiece).")
   for kind, token in nq.SPECIAL_TOKENS.items():
-    if kind in FLAG_TOKENS:
-      flags.DEFINE_string("%s_token" % kind, token,
-                          "The vocabulary token (or SentencePiece piece) of %s." %
-                          FLAG_TOKENS[kind])
+    flags.DEFINE_string("%s_token" % kind, token,
+                        "The vocabulary token (or SentencePiece piece) of %s." %
+                        FLAG_TOKENS[kind])
   flags.DEFINE_integer("max_seq_length", nq.DEFAULT_MAX_SEQ_LENGTH,
                        "Long input length L (word pieces).")
   flags.DEFINE_integer("max_global_seq_length", nq.DEFAULT_MAX_GLOBAL_SEQ_LENGTH,
@@ -274,23 +275,19 @@ def copy_vocabulary(path, output_path, sentencepiece):
 
 
 def check_special_tokens(tokenizer, tokens, source):
-  """Checks the special tokens in the vocabulary: one line naming the flag (or `source` for
-  [CLS] and [SEP], which no flag chooses).
+  """Checks the special tokens in the vocabulary: one line naming the flag of one it lacks or
+  whose id is 0 (the records' padding).
 
   Args:
     tokenizer: tokenization.FullTokenizer (WordPiece or SentencePiece).
-    tokens: {kind: token} in nq.SPECIAL_TOKENS' order.
+    tokens: {kind: token} in nq.SPECIAL_TOKENS' order (the flag of each: --<kind>_token).
     source: long_tasks.vocabulary_flag's text.
 
   Returns:
     The tokens.
   """
-  for kind, token in tokens.items():
-    if kind not in FLAG_TOKENS and token not in tokenizer.vocab:
-      common.fail("%s: has no %s, an NQ special token" % (source, token))
   long_tasks.special_token_ids(tokenizer, collections.OrderedDict(
-      ("%s_token" % kind, token) for kind, token in tokens.items() if kind in FLAG_TOKENS),
-                               source)
+      ("%s_token" % kind, token) for kind, token in tokens.items()), source)
   return tokens
 
 
@@ -334,8 +331,7 @@ def main(_):
   tokenizer = long_tasks.load_tokenizer(FLAGS.vocab_file, FLAGS.spm_model_file,
                                         FLAGS.do_lower_case)
   special_tokens = check_special_tokens(tokenizer, collections.OrderedDict(
-      (kind, getattr(FLAGS, "%s_token" % kind) if kind in FLAG_TOKENS else token)
-      for kind, token in nq.SPECIAL_TOKENS.items()), source)
+      (kind, getattr(FLAGS, "%s_token" % kind)) for kind in nq.SPECIAL_TOKENS), source)
   unanswerable_rate = FLAGS.include_unknown_rate_for_unanswerable
   settings = collections.OrderedDict([
       ("max_seq_length", FLAGS.max_seq_length),

@@ -566,9 +566,9 @@ NQ_CANDIDATES = [{"start_token": 0, "end_token": 13, "top_level": True},
 # (long answer, short answers) in tokens [start, end).
 NQ_ANSWERS = {1: ((0, 13), [(3, 5)]), 2: ((0, 13), [(2, 3)]), 3: ((13, 19), [(17, 18)]),
               4: ((0, 13), [(8, 11)])}
-NQ_TOKENS_FLAGS = collections.OrderedDict([
-    ("question", "[unused1]"), ("candidate", "[unused0]"), ("html_start", "[unused2]"),
-    ("html_end", "[unused3]")])
+NQ_SPECIAL_TOKENS = collections.OrderedDict([
+    ("cls", "[CLS]"), ("sep", "[SEP]"), ("question", "[unused1]"), ("candidate", "[unused0]"),
+    ("html_start", "[unused2]"), ("html_end", "[unused3]")])
 
 
 def _nq_span(span):
@@ -624,8 +624,7 @@ def test_nq_records_of_a_sentencepiece_model_decode_to_the_gold_answers(spm_mode
   sp = tokenizer.sp_model
   lower = (lambda text: text.lower()) if do_lower_case else (lambda text: text)
   source = long_tasks.vocabulary_flag(None, spm_model)
-  tokens = create_nq.check_special_tokens(tokenizer, collections.OrderedDict(
-      [("cls", "[CLS]"), ("sep", "[SEP]")] + list(NQ_TOKENS_FLAGS.items())), source)
+  tokens = create_nq.check_special_tokens(tokenizer, NQ_SPECIAL_TOKENS, source)
   summary = create_nq.create_nq({"dev": dev}, str(tmp_path / "spm"), tokenizer, spm_model,
                                 _nq_settings(do_lower_case), special_tokens=tokens)
   assert summary["special_tokens"]["html_start"] == {"token": "[unused2]",
@@ -662,13 +661,13 @@ def test_nq_records_of_a_sentencepiece_model_decode_to_the_gold_answers(spm_mode
   create_nq.create_nq({"dev": dev}, str(tmp_path / "wordpiece"), wordpiece, WORDPIECE_VOCAB,
                       _nq_settings(True))
   assert _nq_predictions(str(tmp_path / "wordpiece"))[1][0] == predictions
-  # [CLS] / [SEP] and the flags' tokens: one line naming the flag or the model.
+  # A special token that is not a piece of the model (the defaults [unused34], [unused102] and
+  # [unused103] are not) or has the padding id: one line naming its flag.
   with pytest.raises(common.UsageError, match=r"^--question_token=\[unused34\]: not a piece of "
                      r"--spm_model_file=%s$" % re.escape(spm_model)):
     create_nq.check_special_tokens(tokenizer, nq.SPECIAL_TOKENS, source)
-  with pytest.raises(common.UsageError, match=r"^--spm_model_file=%s: has no \[SEP2\], an NQ "
-                     r"special token$" % re.escape(spm_model)):
-    create_nq.check_special_tokens(tokenizer, dict(tokens, sep="[SEP2]"), source)
+  with pytest.raises(common.UsageError, match=r"^--sep_token=\[PAD\]: has id 0, the padding id"):
+    create_nq.check_special_tokens(tokenizer, dict(tokens, sep="[PAD]"), source)
 
 
 OPENKP_WORDS = [u"Deep", u"Learning", u"\u2014", u"(1990)", u"", u"\u200b", u"The", u"Loire",
@@ -740,7 +739,7 @@ def test_create_nq_and_create_openkp_take_a_sentencepiece_model(spm_model, tmp_p
              "--spm_model_file=%s" % spm_model, "--do_lower_case=false",
              "--max_seq_length=64", "--max_global_seq_length=24", "--doc_stride=40",
              "--max_question_length=16"] + [
-                 "--%s_token=%s" % item for item in NQ_TOKENS_FLAGS.items()]
+                 "--%s_token=%s" % item for item in NQ_SPECIAL_TOKENS.items()]
   run_tool(None, ["-m", "etc_model.create_nq", "--output_dir=%s" % (tmp_path / "nq")] + nq_args)
   summary = json.loads((tmp_path / "nq" / nq.SUMMARY_NAME).read_text())
   assert (summary["settings"]["spm_model_file"], summary["settings"]["vocab_file"]) == (
