@@ -8,8 +8,8 @@ r"""Writes Natural Questions records for ETC, with the official etcmodel feature
 With a SentencePiece vocabulary, --spm_model_file=spm.model instead of --vocab_file; the special
 tokens (--cls_token, --sep_token, --question_token, --candidate_token, --html_start_token,
 --html_end_token: [CLS], [SEP], [unused34], [unused0], [unused102], [unused103] by default) must
-be pieces of it. Each document token is encoded alone (lower-cased first with --do_lower_case), as with
-WordPiece; an answer's first piece is never the word-start marker standing alone ("\u2581")
+be pieces of it. Each document token is encoded alone (lower-cased first with --do_lower_case),
+as with WordPiece; an answer's first piece is never the word-start marker standing alone ("\u2581")
 when its token has another piece (etc_model.nq's docstring).
 
 Inputs: --train_file, --dev_file and --test_file (any of them; each NQ JSON lines, gzipped or
@@ -33,11 +33,12 @@ summary last):
     from; null in the train split's file, which is never scored);
   nq_vocab.txt: a copy of --vocab_file, or nq_spm.model: a copy of --spm_model_file (the
     records' vocabulary beside them; decoding reads the records' document tokens, not it);
-  nq.json: the settings (vocab_file or spm_model_file), the special tokens and their ids and per split the counts (examples, windows,
-    records, windows without an answer left out, answer types, question pieces cut by
-    --max_question_length, candidates without their own global token because G was full,
-    document tokens without word pieces, answers with no word piece in the input and answers
-    whose first or last token had none) and the mean and largest document lengths in pieces.
+  nq.json: the settings (vocab_file or spm_model_file), the special tokens and their ids and
+    per split the counts (examples, windows, records, windows without an answer left out,
+    answer types, question pieces cut by --max_question_length, candidates without their own
+    global token because G was full, document tokens without word pieces, answers with no word
+    piece in the input and answers whose first or last token had none) and the mean and
+    largest document lengths in pieces.
 A rerun with the same flags writes the same bytes. SIGINT / SIGTERM stop at the next example,
 remove the file being written and exit 130 / 143 without nq.json; a rerun starts over.
 """

@@ -29,9 +29,10 @@ summary last):
   openkp_<split>.examples.jsonl: one line per document, in input order: url, record (its index,
     or null), words (those of its input: the keyphrases are made of them) and key_phrases (what
     the official scores are made from); both null in the train split's file, never scored;
-  openkp.json: the settings (vocab_file or spm_model_file) and per split the counts (documents, records, documents cut by G or
-    by L, words and elements cut, keyphrases not in the input / longer than 5 words / beyond
-    the 3 label slots, documents without a label or without word pieces, duplicate urls).
+  openkp.json: the settings (vocab_file or spm_model_file) and per split the counts
+    (documents, records, documents cut by G or by L, words and elements cut, keyphrases not in
+    the input / longer than 5 words / beyond the 3 label slots, documents without a label or
+    without word pieces, duplicate urls).
 A rerun with the same flags writes the same bytes. SIGINT / SIGTERM stop at the next document,
 remove the file being written and exit 130 / 143 without openkp.json; a rerun starts over.
 """
