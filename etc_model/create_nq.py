@@ -73,7 +73,7 @@ COUNTS = ("windows", "records", "null_windows_dropped", "question_pieces_cut",
 
 
 # What each special token stands for (its flag: --<kind>_token).
-FLAG_TOKENS = collections.OrderedDict([
+SPECIAL_TOKEN_ROLES = collections.OrderedDict([
     ("cls", "[CLS] (the long input's first token and the first global token)"),
     ("sep", "[SEP] (after the question and after the document)"),
     ("question", "the question's global tokens"),
@@ -100,7 +100,7 @@ def define_flags():
   for kind, token in nq.SPECIAL_TOKENS.items():
     flags.DEFINE_string("%s_token" % kind, token,
                         "The vocabulary token (or SentencePiece piece) of %s." %
-                        FLAG_TOKENS[kind])
+                        SPECIAL_TOKEN_ROLES[kind])
   flags.DEFINE_integer("max_seq_length", nq.DEFAULT_MAX_SEQ_LENGTH,
                        "Long input length L (word pieces).")
   flags.DEFINE_integer("max_global_seq_length", nq.DEFAULT_MAX_GLOBAL_SEQ_LENGTH,
