@@ -5,6 +5,13 @@ r"""Writes Natural Questions records for ETC, with the official etcmodel feature
       --dev_file="nq-dev-0?.jsonl.gz" --vocab_file=models/minilm/vocab.txt \
       --output_dir=nq_data [--max_seq_length=4096 --max_global_seq_length=230 --doc_stride=2048]
 
+With a SentencePiece vocabulary, --spm_model_file=spm.model instead of --vocab_file; the special
+tokens (--cls_token, --sep_token, --question_token, --candidate_token, --html_start_token,
+--html_end_token: [CLS], [SEP], [unused34], [unused0], [unused102], [unused103] by default) must
+be pieces of it. Each document token is encoded alone (lower-cased first with --do_lower_case),
+as with WordPiece; an answer's first piece is never the word-start marker standing alone ("\u2581")
+when its token has another piece (etc_model.nq's docstring).
+
 Inputs: --train_file, --dev_file and --test_file (any of them; each NQ JSON lines, gzipped or
 not, a comma-separated list or a quoted glob; the simplified format (document_text) or the
 original one (document_tokens); etc_model.nq has the fields; a file to predict may lack
@@ -24,11 +31,14 @@ summary last):
   nq_<split>.examples.jsonl: one line per example, in input order: id, record (its first
     record's index, or null), num_records and annotations (what the official scores are made
     from; null in the train split's file, which is never scored);
-  nq.json: the settings, the special tokens' ids and per split the counts (examples, windows,
-    records, windows without an answer left out, answer types, question pieces cut by
-    --max_question_length, candidates without their own global token because G was full,
-    document tokens without word pieces, answers with no word piece in the input and answers
-    whose first or last token had none) and the mean and largest document lengths in pieces.
+  nq_vocab.txt: a copy of --vocab_file, or nq_spm.model: a copy of --spm_model_file (the
+    records' vocabulary beside them; decoding reads the records' document tokens, not it);
+  nq.json: the settings (vocab_file or spm_model_file), the special tokens and their ids and
+    per split the counts (examples, windows, records, windows without an answer left out,
+    answer types, question pieces cut by --max_question_length, candidates without their own
+    global token because G was full, document tokens without word pieces, answers with no word
+    piece in the input and answers whose first or last token had none) and the mean and
+    largest document lengths in pieces.
 A rerun with the same flags writes the same bytes. SIGINT / SIGTERM stop at the next example,
 remove the file being written and exit 130 / 143 without nq.json; a rerun starts over.
 """
@@ -62,6 +72,15 @@ COUNTS = ("windows", "records", "null_windows_dropped", "question_pieces_cut",
           "answer_ends_moved")
 
 
+# What each special token stands for (its flag: --<kind>_token).
+SPECIAL_TOKEN_ROLES = collections.OrderedDict([
+    ("cls", "[CLS] (the long input's first token and the first global token)"),
+    ("sep", "[SEP] (after the question and after the document)"),
+    ("question", "the question's global tokens"),
+    ("candidate", "the long-answer candidates' global tokens"),
+    ("html_start", "an HTML start tag"), ("html_end", "an HTML end tag")])
+
+
 def define_flags():
   """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
   for split in SPLITS:
@@ -71,7 +90,17 @@ def define_flags():
                                            if split == "test" else ""))
   flags.DEFINE_string("output_dir", None, "Where the records and nq.json go.")
   flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary of the model.")
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (an uncased vocabulary).")
+  flags.DEFINE_string("spm_model_file", None,
+                      "The SentencePiece model of the model, instead of --vocab_file ([CLS], "
+                      "[SEP] and the special tokens must be pieces of it: build_vocab.py "
+                      "--model_type=sentencepiece --num_unused=4 makes [unused0] ... "
+                      "[unused3]).")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (an uncased vocabulary; with "
+                    "--spm_model_file the text is lower-cased before SentencePiece).")
+  for kind, token in nq.SPECIAL_TOKENS.items():
+    flags.DEFINE_string("%s_token" % kind, token,
+                        "The vocabulary token (or SentencePiece piece) of %s." %
+                        SPECIAL_TOKEN_ROLES[kind])
   flags.DEFINE_integer("max_seq_length", nq.DEFAULT_MAX_SEQ_LENGTH,
                        "Long input length L (word pieces).")
   flags.DEFINE_integer("max_global_seq_length", nq.DEFAULT_MAX_GLOBAL_SEQ_LENGTH,
@@ -98,13 +127,14 @@ def split_files(paths):
   return collections.OrderedDict((split, paths[split]) for split in SPLITS if paths.get(split))
 
 
-def output_files(output_dir, splits):
-  """The files this tool writes for `splits` (the summary last)."""
+def output_files(output_dir, splits, sentencepiece=False):
+  """The files this tool writes for `splits` (the summary last; the vocabulary's copy is the
+  SentencePiece model's with `sentencepiece`)."""
   paths = []
   for split in splits:
     paths += [nq.record_file(output_dir, split), nq.examples_file(output_dir, split)]
-  return paths + [os.path.join(output_dir, nq.VOCAB_NAME),
-                  os.path.join(output_dir, nq.SUMMARY_NAME)]
+  copy = nq.SPM_NAME if sentencepiece else nq.VOCAB_NAME
+  return paths + [os.path.join(output_dir, copy), os.path.join(output_dir, nq.SUMMARY_NAME)]
 
 
 class _SplitCounts(object):
@@ -136,7 +166,7 @@ class _SplitCounts(object):
 
 
 def convert_split(examples, tokenize_word, ids, settings, is_training, lines, counts,
-                  should_stop=_never, total=None, log_prefix=""):
+                  should_stop=_never, total=None, log_prefix="", word_start_id=None):
   """Yields the records of one split's examples, filling `lines` and `counts` on the way.
 
   Args:
@@ -150,6 +180,7 @@ def convert_split(examples, tokenize_word, ids, settings, is_training, lines, co
     should_stop: polled at every example; True raises pretraining_data.Stopped.
     total: the number of examples (progress lines), or None.
     log_prefix: progress lines start with it.
+    word_start_id: SentencePiece's word-start marker piece (nq.convert_example), or None.
 
   Yields:
     record feature dicts.
@@ -161,7 +192,8 @@ def convert_split(examples, tokenize_word, ids, settings, is_training, lines, co
     if should_stop():
       raise pretraining_data.Stopped()
     records, info = nq.convert_example(example, tokenize_word, ids, settings,
-                                       is_training=is_training, rng=rng)
+                                       is_training=is_training, rng=rng,
+                                       word_start_id=word_start_id)
     lines.append(nq.example_line(example, num_records, info, with_annotations=not is_training))
     counts.add(info)
     num_records += len(records)
@@ -178,26 +210,32 @@ def check_split(patterns, split):
 
 
 def create_nq(inputs, output_dir, tokenizer, vocab_file, settings, extra_settings=None,
-              should_stop=_never):
+              should_stop=_never, special_tokens=None):
   """Writes every split's records and examples file, the vocabulary copy, then nq.json.
 
   Args:
     inputs: {split: file patterns} (each read and checked first: check_split).
     output_dir: the output directory (created).
-    tokenizer: tokenization.FullTokenizer.
-    vocab_file: its vocabulary file (copied into output_dir).
+    tokenizer: tokenization.FullTokenizer (WordPiece or SentencePiece).
+    vocab_file: its vocabulary file, or its SentencePiece model with a SentencePiece tokenizer
+      (copied into output_dir: nq.VOCAB_NAME or nq.SPM_NAME).
     settings: dict with the lengths, rates, seed and do_lower_case (nq.convert_example).
     extra_settings: more settings to record (input files, ...).
     should_stop: polled at every example and record; True raises pretraining_data.Stopped
       (the file being written is removed; nq.json is not written).
+    special_tokens: {kind: token} in nq.SPECIAL_TOKENS' order (None: nq.SPECIAL_TOKENS;
+      check_special_tokens checks the flags' choice).
 
   Returns:
     The summary written to nq.json.
   """
+  special_tokens = special_tokens or nq.SPECIAL_TOKENS
+  sentencepiece = getattr(tokenizer, "sp_model", None) is not None
   try:
-    ids = nq.special_token_ids(tokenizer.vocab)
+    ids = nq.special_token_ids(tokenizer.vocab, special_tokens)
   except KeyError as e:
-    common.fail("--vocab_file: has no %s, an NQ special token" % e)
+    common.fail("--%s: has no %s, an NQ special token" % (
+        "spm_model_file" if sentencepiece else "vocab_file", e))
   totals = collections.OrderedDict(
       (split, check_split(patterns, split)) for split, patterns in inputs.items())
   tokenize_word = long_tasks.make_tokenize_word(tokenizer)
@@ -208,24 +246,50 @@ def create_nq(inputs, output_dir, tokenizer, vocab_file, settings, extra_setting
     records = convert_split(
         nq.iter_examples(patterns, "%s_file" % split, require_annotations=split != "test"),
         tokenize_word, ids, settings, split == "train", lines, counts, should_stop,
-        total=totals[split], log_prefix="%s: " % split)
+        total=totals[split], log_prefix="%s: " % split,
+        word_start_id=long_tasks.word_start_id(tokenizer))
     long_tasks.write_split_files(nq.record_file(output_dir, split),
                                  nq.examples_file(output_dir, split), records, lines,
                                  should_stop)
     statistics[split] = counts.statistics()
-  with tf.io.gfile.GFile(vocab_file, "r") as f:
-    vocab_text = f.read()
-  with common.atomic_output(os.path.join(output_dir, nq.VOCAB_NAME)) as f:
-    f.write(vocab_text)
+  copy_vocabulary(vocab_file, os.path.join(output_dir,
+                                           nq.SPM_NAME if sentencepiece else nq.VOCAB_NAME),
+                  sentencepiece)
   summary = collections.OrderedDict()
   summary["settings"] = dict(settings, **(extra_settings or {}))
   summary["special_tokens"] = collections.OrderedDict(
-      (kind, {"token": nq.SPECIAL_TOKENS[kind], "id": ids[kind]}) for kind in ids)
+      (kind, {"token": special_tokens[kind], "id": ids[kind]}) for kind in ids)
   summary["splits"] = statistics
   summary["features"] = nq.feature_lengths(settings["max_seq_length"],
                                            settings["max_global_seq_length"])
   common.write_json_atomic(os.path.join(output_dir, nq.SUMMARY_NAME), summary)
   return summary
+
+
+def copy_vocabulary(path, output_path, sentencepiece):
+  """Copies the vocabulary (or the SentencePiece model, bytes) to output_path, atomically."""
+  mode = "rb" if sentencepiece else "r"
+  with tf.io.gfile.GFile(path, mode) as f:
+    content = f.read()
+  with common.atomic_output(output_path, mode.replace("r", "w")) as f:
+    f.write(content)
+
+
+def check_special_tokens(tokenizer, tokens, source):
+  """Checks the special tokens in the vocabulary: one line naming the flag of one it lacks or
+  whose id is 0 (the records' padding).
+
+  Args:
+    tokenizer: tokenization.FullTokenizer (WordPiece or SentencePiece).
+    tokens: {kind: token} in nq.SPECIAL_TOKENS' order (the flag of each: --<kind>_token).
+    source: long_tasks.vocabulary_flag's text.
+
+  Returns:
+    The tokens.
+  """
+  long_tasks.special_token_ids(tokenizer, collections.OrderedDict(
+      ("%s_token" % kind, token) for kind, token in tokens.items()), source)
+  return tokens
 
 
 def _validate_flags():
@@ -256,20 +320,19 @@ def _validate_flags():
 def main(_):
   logging.set_verbosity(logging.INFO)
   _validate_flags()
-  common.require_file(FLAGS.vocab_file, "vocab_file")
+  source = long_tasks.vocabulary_flag(FLAGS.vocab_file, FLAGS.spm_model_file)
+  vocabulary = FLAGS.spm_model_file or FLAGS.vocab_file
   inputs = split_files({split: getattr(FLAGS, "%s_file" % split) for split in SPLITS})
   common.check_output_dir(FLAGS.output_dir)
   input_paths = [path for split, patterns in inputs.items()
                  for path in common.expand_input_files(patterns, "%s_file" % split)]
-  outputs = output_files(FLAGS.output_dir, inputs)
+  outputs = output_files(FLAGS.output_dir, inputs, sentencepiece=bool(FLAGS.spm_model_file))
   for path in outputs:
-    common.check_not_input(path, input_paths + [FLAGS.vocab_file], "output_dir")
-  try:
-    tokenizer = pretraining_data.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
-  except (UnicodeDecodeError, ValueError, KeyError, IndexError) as e:
-    if isinstance(e, common.UsageError):
-      raise
-    common.fail("--vocab_file=%s: cannot be read as a vocabulary (%s)" % (FLAGS.vocab_file, e))
+    common.check_not_input(path, input_paths + [vocabulary], "output_dir")
+  tokenizer = long_tasks.load_tokenizer(FLAGS.vocab_file, FLAGS.spm_model_file,
+                                        FLAGS.do_lower_case)
+  special_tokens = check_special_tokens(tokenizer, collections.OrderedDict(
+      (kind, getattr(FLAGS, "%s_token" % kind)) for kind in nq.SPECIAL_TOKENS), source)
   unanswerable_rate = FLAGS.include_unknown_rate_for_unanswerable
   settings = collections.OrderedDict([
       ("max_seq_length", FLAGS.max_seq_length),
@@ -281,9 +344,10 @@ def main(_):
       ("seed", FLAGS.seed), ("do_lower_case", FLAGS.do_lower_case)])
   summary = long_tasks.run_data_job(
       outputs, nq.SUMMARY_NAME, lambda should_stop: create_nq(
-          inputs, FLAGS.output_dir, tokenizer, FLAGS.vocab_file, settings,
-          extra_settings={"vocab_file": FLAGS.vocab_file, "input_files": dict(inputs)},
-          should_stop=should_stop))
+          inputs, FLAGS.output_dir, tokenizer, vocabulary, settings,
+          extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
+                          "input_files": dict(inputs)},
+          should_stop=should_stop, special_tokens=special_tokens))
   long_tasks.print_split_summary(summary, FLAGS.output_dir)
   for split, stats in summary["splits"].items():
     if stats["question_pieces_cut"] or stats["candidates_without_global_token"]:

@@ -5,6 +5,12 @@ r"""Writes OpenKP records for ETC, with the official etcmodel feature layout.
       --test_file=OpenKPEvalPublic.jsonl --vocab_file=models/minilm/vocab.txt \
       --output_dir=openkp_data [--max_seq_length=4096 --max_global_seq_length=512]
 
+With a SentencePiece vocabulary, --spm_model_file=spm.model instead of --vocab_file: each word
+is encoded alone (lower-cased first with --do_lower_case), as the official generator tokenizes
+it; a word-start marker piece standing alone ("\u2581") belongs to the word it starts. The
+keyphrases are read back from the words, never from the pieces, so no copy of the vocabulary
+is needed beside the records.
+
 Inputs: --train_file, --dev_file and --test_file (any of them; each OpenKP JSON lines, gzipped
 or not; etc_model.openkp has the fields; the test file may lack KeyPhrases). Every file is read
 and checked before anything is written: a line that is not JSON, a document without url, text
@@ -23,9 +29,10 @@ summary last):
   openkp_<split>.examples.jsonl: one line per document, in input order: url, record (its index,
     or null), words (those of its input: the keyphrases are made of them) and key_phrases (what
     the official scores are made from); both null in the train split's file, never scored;
-  openkp.json: the settings and per split the counts (documents, records, documents cut by G or
-    by L, words and elements cut, keyphrases not in the input / longer than 5 words / beyond
-    the 3 label slots, documents without a label or without word pieces, duplicate urls).
+  openkp.json: the settings (vocab_file or spm_model_file) and per split the counts
+    (documents, records, documents cut by G or by L, words and elements cut, keyphrases not in
+    the input / longer than 5 words / beyond the 3 label slots, documents without a label or
+    without word pieces, duplicate urls).
 A rerun with the same flags writes the same bytes. SIGINT / SIGTERM stop at the next document,
 remove the file being written and exit 130 / 143 without openkp.json; a rerun starts over.
 """
@@ -63,7 +70,10 @@ def define_flags():
                             split, " (KeyPhrases optional)" if split == "test" else ""))
   flags.DEFINE_string("output_dir", None, "Where the records and openkp.json go.")
   flags.DEFINE_string("vocab_file", None, "The WordPiece vocabulary of the model.")
-  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (an uncased vocabulary).")
+  flags.DEFINE_string("spm_model_file", None,
+                      "The SentencePiece model of the model, instead of --vocab_file.")
+  flags.DEFINE_bool("do_lower_case", True, "Lower-case the text (an uncased vocabulary; with "
+                    "--spm_model_file the text is lower-cased before SentencePiece).")
   flags.DEFINE_integer("max_seq_length", openkp.DEFAULT_MAX_SEQ_LENGTH,
                        "Long input length L (word pieces; also the most words).")
   flags.DEFINE_integer("max_global_seq_length", openkp.DEFAULT_MAX_GLOBAL_SEQ_LENGTH,
@@ -139,7 +149,7 @@ def create_openkp(inputs, output_dir, tokenizer, settings, extra_settings=None,
   Args:
     inputs: {split: file} (each read and checked first: check_split).
     output_dir: the output directory (created).
-    tokenizer: tokenization.FullTokenizer.
+    tokenizer: tokenization.FullTokenizer (WordPiece or SentencePiece).
     settings: dict with the lengths and do_lower_case (openkp.convert_document).
     extra_settings: more settings to record (vocabulary, input files).
     should_stop: polled at every document and record; True raises pretraining_data.Stopped
@@ -188,7 +198,8 @@ def _validate_flags():
 def main(_):
   logging.set_verbosity(logging.INFO)
   _validate_flags()
-  common.require_file(FLAGS.vocab_file, "vocab_file")
+  vocabulary = FLAGS.spm_model_file or FLAGS.vocab_file
+  long_tasks.vocabulary_flag(FLAGS.vocab_file, FLAGS.spm_model_file)
   inputs = collections.OrderedDict(
       (split, getattr(FLAGS, "%s_file" % split)) for split in SPLITS
       if getattr(FLAGS, "%s_file" % split))
@@ -197,13 +208,9 @@ def main(_):
   common.check_output_dir(FLAGS.output_dir)
   outputs = output_files(FLAGS.output_dir, inputs)
   for path in outputs:
-    common.check_not_input(path, list(inputs.values()) + [FLAGS.vocab_file], "output_dir")
-  try:
-    tokenizer = pretraining_data.make_tokenizer(FLAGS.vocab_file, FLAGS.do_lower_case)
-  except (UnicodeDecodeError, ValueError, KeyError, IndexError) as e:
-    if isinstance(e, common.UsageError):
-      raise
-    common.fail("--vocab_file=%s: cannot be read as a vocabulary (%s)" % (FLAGS.vocab_file, e))
+    common.check_not_input(path, list(inputs.values()) + [vocabulary], "output_dir")
+  tokenizer = long_tasks.load_tokenizer(FLAGS.vocab_file, FLAGS.spm_model_file,
+                                        FLAGS.do_lower_case)
   settings = collections.OrderedDict([
       ("max_seq_length", FLAGS.max_seq_length),
       ("max_global_seq_length", FLAGS.max_global_seq_length),
@@ -211,7 +218,8 @@ def main(_):
   summary = long_tasks.run_data_job(
       outputs, openkp.SUMMARY_NAME, lambda should_stop: create_openkp(
           inputs, FLAGS.output_dir, tokenizer, settings,
-          extra_settings={"vocab_file": FLAGS.vocab_file, "input_files": dict(inputs)},
+          extra_settings={"vocab_file": FLAGS.vocab_file, "spm_model_file": FLAGS.spm_model_file,
+                          "input_files": dict(inputs)},
           should_stop=should_stop))
   long_tasks.print_split_summary(summary, FLAGS.output_dir, unit="documents")
   for split, stats in summary["splits"].items():

@@ -510,6 +510,17 @@ def make_tokenize_word(tokenizer):
   return tokenize_word
 
 
+def word_start_id(tokenizer):
+  """The id of SentencePiece's word-start marker piece standing alone ("\u2581", the space
+  before a word whose first characters form no piece with it), or None (a WordPiece tokenizer
+  or a model without that piece)."""
+  sp = getattr(tokenizer, "sp_model", None)
+  if sp is None:
+    return None
+  marker = sp.PieceToId(WORD_START)
+  return None if sp.IsUnknown(marker) else marker
+
+
 def load_tokenizer(vocab_file, spm_model_file, do_lower_case):
   """The checked FullTokenizer of the vocabulary (WordPiece or SentencePiece); one line if bad."""
   source = vocabulary_flag(vocab_file, spm_model_file)

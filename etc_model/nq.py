@@ -38,10 +38,14 @@ refusal); a yes / no answer with non-null short spans, a span with start >= end 
 end, and scores that are not finite numbers are refused (one line).
 
 Records (one per window of the document, preproc_nq_lib's layout). The document's input is the
-tokens of its top-level long-answer candidates, in order: each word WordPiece-tokenized, an
-HTML start tag as [unused102] and an end tag as [unused103] (the official include_html_tokens;
-in document_text an HTML token is one of "<...>"). Windows of doc_len = L - (question pieces)
-- 3 of those word pieces start every --doc_stride pieces until one reaches the end.
+tokens of its top-level long-answer candidates, in order: each word tokenized alone (WordPiece,
+or SentencePiece: the word's sp.encode, lower-cased first with do_lower_case), an HTML start tag
+as [unused102] and an end tag as [unused103] (the official include_html_tokens; in
+document_text an HTML token is one of "<...>"). The special tokens ([CLS], [SEP], [unused34],
+[unused0], [unused102], [unused103]: SPECIAL_TOKENS) are the BERT vocabulary's; create_nq's
+--<kind>_token flags choose others (a SentencePiece model's pieces). Windows of doc_len = L -
+(question pieces) - 3 of those word pieces start every --doc_stride pieces until one reaches
+the end.
   long input [L]: [CLS], the question's word pieces (at most --max_question_length), [SEP], the
     window's pieces, [SEP], padding; long_breakpoints: 1 at the last [SEP].
   token_pos [L] / candidate_ids [L]: each piece's document token and candidate index (-1 for
@@ -56,7 +60,11 @@ in document_text an HTML token is one of "<...>"). Windows of doc_len = L - (que
     answer made of several spans is one span from the first's start to the last's end); a
     short answer outside the window is type 0 there, likewise a long answer of type 3.
   la_start / la_end / sa_start / sa_end [1]: the long / short answer's first and last word
-    piece in the window (inclusive), 0 / 0 ([CLS]) when it is not there.
+    piece in the window (inclusive), 0 / 0 ([CLS]) when it is not there. With SentencePiece the
+    first piece is the one after a word-start marker standing alone ("\u2581" before a word
+    whose first characters form no piece with it) when the token has another piece: the marker
+    is the space before the word, as in HotpotQA's answer spans; decoding maps either piece to
+    the same document token.
 Questions longer than --max_question_length pieces are cut (as officially; counted).
 Training keeps the official down-sampling: a window of type 0 is kept with probability
 --include_unknown_rate (--include_unknown_rate_for_unanswerable, default 4x that, when the
@@ -73,8 +81,15 @@ Differences from the official code, by intent:
     and their biases) and no --mask_long_output; decoding only reads document positions.
   * The official preprocessing options off by default there are not offered:
     predict_la_when_no_sa (a short-answer label on the long answer) and fixed_blocks (one
-    global token per 27 long tokens instead of one per candidate); WordPiece vocabularies only
-    (no ALBERT SentencePiece).
+    global token per 27 long tokens instead of one per candidate).
+  * SentencePiece vocabularies (the official tokenizer_type ALBERT): the special tokens are
+    chosen by create_nq's flags, all six of them (the official fixes [CLS], [SEP] and the HTML
+    tags to its vocabulary's <unused_63>, <unused_2>, <unused_35>, <unused_36> and the question
+    and candidate global tokens to ids 35 and 1); an answer's label starts after a word-start
+    marker standing alone (the official puts it on the token's first piece, the marker);
+    --do_lower_case lower-cases the words before SentencePiece, as create_hotpotqa does (the
+    official ignores do_lower_case with a SentencePiece model; a model that folds case itself
+    gives the same pieces either way, a cased one needs --do_lower_case=false).
   * Decoding (predict_example, the official "joint" span selection with the answer type): the
     score of a position is its logit minus its window's [CLS] logit (the official divides by
     the [CLS] logit, which reverses the order when that logit is negative); every document
@@ -110,6 +125,7 @@ TASK = "nq"
 SPLITS = ("train", "dev", "test")
 SUMMARY_NAME = "nq.json"
 VOCAB_NAME = "nq_vocab.txt"
+SPM_NAME = "nq_spm.model"
 EXAMPLES_SUFFIX = ".examples.jsonl"
 # The official preproc_nq / run_nq defaults.
 DEFAULT_MAX_SEQ_LENGTH = 4096
@@ -533,9 +549,18 @@ def read_predictions(path, source=None):
 
 
 # ----------------------------------------------------------------------------- features
-def special_token_ids(vocab):
-  """{"cls": id, ...} of SPECIAL_TOKENS in a vocabulary {token: id} (missing: KeyError)."""
-  return collections.OrderedDict((kind, vocab[token]) for kind, token in SPECIAL_TOKENS.items())
+def special_token_ids(vocab, tokens=None):
+  """{"cls": id, ...} of the special tokens in a vocabulary {token: id} (missing: KeyError).
+
+  Args:
+    vocab: {token: id} (a SentencePiece FullTokenizer's: its pieces).
+    tokens: {kind: token} in SPECIAL_TOKENS' order (None: SPECIAL_TOKENS).
+
+  Returns:
+    OrderedDict {kind: id}.
+  """
+  tokens = tokens or SPECIAL_TOKENS
+  return collections.OrderedDict((kind, vocab[token]) for kind, token in tokens.items())
 
 
 def document_pieces(example, tokenize_word, ids):
@@ -587,12 +612,30 @@ def document_labels(annotation):
   return answer_type, la, sa
 
 
-def _piece_span(token_pos, tokens):
-  """(first, last) document piece of an inclusive token span, or None (no piece there)."""
+def _piece_span(token_pos, tokens, pieces=(), word_start_id=None):
+  """(first, last) document piece of an inclusive token span, or None (no piece there).
+
+  Args:
+    token_pos: the document token of each document piece.
+    tokens: (first, last) document token, (-1, -1) for none.
+    pieces: the document pieces' ids (read with word_start_id).
+    word_start_id: SentencePiece's word-start marker standing alone (long_tasks.word_start_id),
+      or None: the span starts after it when its token has more pieces (the marker is the space
+      before the word, as in HotpotQA's answer spans).
+
+  Returns:
+    (first, last) piece indices, or None.
+  """
   if tokens[0] < 0:
     return None
   inside = [i for i, pos in enumerate(token_pos) if tokens[0] <= pos <= tokens[1]]
-  return (inside[0], inside[-1]) if inside else None
+  if not inside:
+    return None
+  first, last = inside[0], inside[-1]
+  if (word_start_id is not None and first < last and pieces[first] == word_start_id and
+      token_pos[first + 1] == token_pos[first]):
+    first += 1
+  return first, last
 
 
 def _pad(values, length, value=0):
@@ -646,7 +689,8 @@ def window_starts(num_pieces, doc_len, stride):
   return list(range(0, max(num_pieces - doc_len, 0) + stride, stride))
 
 
-def convert_example(example, tokenize_word, ids, settings, is_training=False, rng=None):
+def convert_example(example, tokenize_word, ids, settings, is_training=False, rng=None,
+                    word_start_id=None):
   """The records of one example (one per window) and what was cut or left out.
 
   Args:
@@ -657,6 +701,9 @@ def convert_example(example, tokenize_word, ids, settings, is_training=False, rn
       max_question_length, include_unknown_rate, include_unknown_rate_for_unanswerable.
     is_training: down-sample the windows without an answer (rng.random() < rate keeps one).
     rng: random.Random of the split (is_training).
+    word_start_id: a SentencePiece vocabulary's word-start marker piece standing alone
+      (long_tasks.word_start_id), or None: an answer's first piece is never that marker when
+      its token has another piece.
 
   Returns:
     (list of OrderedDict features in FEATURES order, info dict: windows, records,
@@ -678,7 +725,7 @@ def convert_example(example, tokenize_word, ids, settings, is_training=False, rn
           "document_pieces": len(pieces), "answer_type": answer_type}
   spans = {}
   for name, tokens in (("la", la_tokens), ("sa", sa_tokens)):
-    spans[name] = _piece_span(token_pos, tokens)
+    spans[name] = _piece_span(token_pos, tokens, pieces, word_start_id)
     if tokens[0] >= 0 and spans[name] is None:
       info["answers_without_pieces"] += 1
     elif spans[name] is not None and (token_pos[spans[name][0]], token_pos[spans[name][1]]) != (

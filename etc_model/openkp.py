@@ -26,7 +26,9 @@ mean over the reference urls. A document whose reference keyphrases are all empt
 scored (the official script divides by zero): one line naming it.
 
 Records (one per document, generate_examples_lib's VDOM layout). Each VDOM element is one global
-token (id 1, as officially) and its words' word pieces (each word tokenized alone) are the long
+token (id 1, as officially, with WordPiece or SentencePiece) and its words' word pieces (each
+word tokenized alone: WordPiece, or SentencePiece's encoding of the word lower-cased first with
+do_lower_case, a word-start marker standing alone belonging to the word it starts) are the long
 input; the input ends before the first element that does not fit: the G-th element
 (cut_by_global_length) or one whose pieces would pass L word pieces or whose end would pass L
 words (cut_by_long_length; the official code asserts the words fit); words and elements left
@@ -82,8 +84,11 @@ Differences from the official code, by intent:
     positions, max_position_predictions, which can leave fewer than 5 distinct keyphrases);
     ties are broken by n-gram length, then start.
   * The long_word_first_occurrence feature (read by no official model code) is not written;
-    WordPiece vocabularies only (no ALBERT SentencePiece); the fixed_block_len option (one
-    global token per fixed block) is not offered.
+    the fixed_block_len option (one global token per fixed block) is not offered. SentencePiece
+    vocabularies are taken as officially (each word's pieces, the element token id 1); with
+    SentencePiece, --do_lower_case lower-cases the words before encoding them, as create_hotpotqa
+    does (the official ignores do_lower_case with a SentencePiece model; a model that folds case
+    itself gives the same pieces either way, a cased one needs --do_lower_case=false).
 """
 
 from __future__ import absolute_import

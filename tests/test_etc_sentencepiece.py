@@ -21,6 +21,7 @@ from etc_model import etc_modeling
 from etc_model import export_long_model as export
 from etc_model import hotpotqa
 from etc_model import hotpotqa_evaluate
+from etc_model import nq
 from etc_model import long_task_heads as heads
 from etc_model import long_tasks
 from etc_model import run_long_tasks
@@ -548,4 +549,221 @@ def test_hotpotqa_with_a_sentencepiece_model_trains_and_scores_officially(spm_mo
                           expect_rc=2)
   assert last_error_line(result) == ("error: --question_token=[unused7]: not a piece of "
                                      "--spm_model_file=%s" % spm_model)
+  assert not (tmp_path / "bad").exists()
+
+
+# ----------------------------------------------------------------------------- NQ and OpenKP
+WORDPIECE_VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
+# A document whose words both vocabularies cover. With the sample's model, "\u2014", ".",
+# "Loire" (cased) and "ends" start with the word-start marker standing alone; "\u200b" has no
+# piece in either.
+NQ_DOCUMENT = (u"<P> The Loire \u2014 (1990) ends in the Bay of Biscay . </P> "
+               u"<P> It is \u200b long </P>")
+NQ_TOKENS = NQ_DOCUMENT.split(" ")
+NQ_CANDIDATES = [{"start_token": 0, "end_token": 13, "top_level": True},
+                 {"start_token": 13, "end_token": 19, "top_level": True},
+                 {"start_token": 8, "end_token": 11, "top_level": False}]
+# (long answer, short answers) in tokens [start, end).
+NQ_ANSWERS = {1: ((0, 13), [(3, 5)]), 2: ((0, 13), [(2, 3)]), 3: ((13, 19), [(17, 18)]),
+              4: ((0, 13), [(8, 11)])}
+NQ_SPECIAL_TOKENS = collections.OrderedDict([
+    ("cls", "[CLS]"), ("sep", "[SEP]"), ("question", "[unused1]"), ("candidate", "[unused0]"),
+    ("html_start", "[unused2]"), ("html_end", "[unused3]")])
+
+
+def _nq_span(span):
+  return {"start_token": span[0], "end_token": span[1], "start_byte": -1, "end_byte": -1}
+
+
+def _nq_file(path):
+  records = []
+  for key, (long_span, shorts) in NQ_ANSWERS.items():
+    annotation = {"long_answer": _nq_span(long_span),
+                  "short_answers": [_nq_span(s) for s in shorts], "yes_no_answer": "NONE"}
+    records.append({"example_id": key, "question_text": "Where does the Loire end?",
+                    "document_text": NQ_DOCUMENT, "long_answer_candidates": NQ_CANDIDATES,
+                    "annotations": [annotation] * 3})
+  with open(path, "w", encoding="utf-8") as f:
+    f.write("".join(json.dumps(r) + "\n" for r in records))
+  return path
+
+
+def _nq_settings(do_lower_case):
+  return {"max_seq_length": 64, "max_global_seq_length": 24, "doc_stride": 40,
+          "max_question_length": 16, "include_unknown_rate": 1.0,
+          "include_unknown_rate_for_unanswerable": 4.0, "seed": 1,
+          "do_lower_case": do_lower_case}
+
+
+def _oracle_nq_outputs(records):
+  """Outputs peaked at each record's labels (what a perfect model gives)."""
+  outputs = {name: [] for name in nq.POSITION_LOGITS + ("answer_type_logits",)}
+  for record in records:
+    for name, label in zip(nq.POSITION_LOGITS, nq.LABELS):
+      logits = np.full(len(record["token_ids"]), -5.0)
+      logits[0] = 0.0
+      logits[record[label][0]] = 10.0 if record[label][0] else 0.0
+      outputs[name].append(logits)
+    outputs["answer_type_logits"].append(np.eye(5)[record["answer_type"][0]] * 3)
+  return {name: np.stack(values) for name, values in outputs.items()}
+
+
+def _nq_predictions(output_dir):
+  records = _read_records(os.path.join(output_dir, "nq_dev.tfrecord"))
+  lines = nq.read_split_examples(output_dir, "dev", len(records))
+  token_pos = np.array([r["token_pos"] for r in records], np.int32)
+  return records, nq.split_metrics(_oracle_nq_outputs(records), token_pos, lines)
+
+
+@pytest.mark.parametrize("do_lower_case", [False, True])
+def test_nq_records_of_a_sentencepiece_model_decode_to_the_gold_answers(spm_model, tmp_path,
+                                                                       do_lower_case):
+  from etc_model import create_nq
+  dev = _nq_file(str(tmp_path / "dev.jsonl"))
+  tokenizer = _tokenizer(spm_model, do_lower_case)
+  sp = tokenizer.sp_model
+  lower = (lambda text: text.lower()) if do_lower_case else (lambda text: text)
+  source = long_tasks.vocabulary_flag(None, spm_model)
+  tokens = create_nq.check_special_tokens(tokenizer, NQ_SPECIAL_TOKENS, source)
+  summary = create_nq.create_nq({"dev": dev}, str(tmp_path / "spm"), tokenizer, spm_model,
+                                _nq_settings(do_lower_case), special_tokens=tokens)
+  assert summary["special_tokens"]["html_start"] == {"token": "[unused2]",
+                                                     "id": sp.piece_to_id("[unused2]")}
+  assert (tmp_path / "spm" / nq.SPM_NAME).read_bytes() == open(spm_model, "rb").read()
+  records, (predictions, metrics) = _nq_predictions(str(tmp_path / "spm"))
+  marker = sp.piece_to_id(long_tasks.WORD_START)
+  record = records[0]
+  # Each document token's pieces: its own (lower-cased) encoding; HTML tags the chosen pieces.
+  for pos, token in enumerate(NQ_TOKENS[:13]):
+    pieces = [i for i, p in zip(record["token_ids"], record["token_pos"]) if p == pos]
+    assert pieces == ([sp.piece_to_id("[unused3]" if token.startswith("</") else "[unused2]")]
+                      if token.startswith("<") else sp.encode(lower(token))), token
+  assert sp.encode(u"\u200b") == [] and 16 not in record["token_pos"]
+  words = [t for t in NQ_TOKENS[:13] if not t.startswith("<")]
+  assert [i for i, p in zip(record["token_ids"], record["token_pos"])
+          if 0 <= p < 13 and not NQ_TOKENS[p].startswith("<")] == sp.encode(lower(" ".join(words)))
+  # The short answers' first pieces: their first token's piece after a marker standing alone.
+  for record, (key, (_, ((start, end),))) in zip(records, NQ_ANSWERS.items()):
+    first, last = record["sa_start"][0], record["sa_end"][0]
+    own = sp.encode(lower(NQ_TOKENS[start]))
+    assert record["token_ids"][first] == (own[1] if own[0] == marker and len(own) > 1
+                                          else own[0]), key
+    assert (record["token_pos"][first], record["token_pos"][last]) == (start, end - 1)
+    assert record["token_pos"][last + 1] != end - 1
+  assert sp.encode(u"\u2014")[0] == marker  # the case above is there
+  # A perfect model's outputs decode to the gold spans, as with WordPiece.
+  assert [(p["long_answer"]["start_token"], p["long_answer"]["end_token"],
+           [(s["start_token"], s["end_token"]) for s in p["short_answers"]])
+          for p in predictions["predictions"]] == [
+              (l[0], l[1], s) for l, s in NQ_ANSWERS.values()]
+  assert (metrics["long-answer-f1"], metrics["short-answer-f1"]) == (1.0, 1.0)
+  wordpiece = tokenization.FullTokenizer(WORDPIECE_VOCAB, True)
+  create_nq.create_nq({"dev": dev}, str(tmp_path / "wordpiece"), wordpiece, WORDPIECE_VOCAB,
+                      _nq_settings(True))
+  assert _nq_predictions(str(tmp_path / "wordpiece"))[1][0] == predictions
+  # A special token that is not a piece of the model (the defaults [unused34], [unused102] and
+  # [unused103] are not) or has the padding id: one line naming its flag.
+  with pytest.raises(common.UsageError, match=r"^--question_token=\[unused34\]: not a piece of "
+                     r"--spm_model_file=%s$" % re.escape(spm_model)):
+    create_nq.check_special_tokens(tokenizer, nq.SPECIAL_TOKENS, source)
+  with pytest.raises(common.UsageError, match=r"^--sep_token=\[PAD\]: has id 0, the padding id"):
+    create_nq.check_special_tokens(tokenizer, dict(tokens, sep="[PAD]"), source)
+
+
+OPENKP_WORDS = [u"Deep", u"Learning", u"\u2014", u"(1990)", u"", u"\u200b", u"The", u"Loire",
+                u"ends", u"."]
+OPENKP_KEY_PHRASES = [[u"deep", u"learning"], [u"the", u"Loire"], [u"\u2014"]]
+
+
+def _openkp_file(path):
+  vdom = [{"Id": n, "text": " ".join(OPENKP_WORDS[s:e]), "feature": [0.0] * 20,
+           "start_idx": s, "end_idx": e} for n, (s, e) in enumerate(((0, 4), (4, 10)))]
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(json.dumps({"url": "u1", "text": " ".join(OPENKP_WORDS), "VDOM": json.dumps(vdom),
+                        "KeyPhrases": OPENKP_KEY_PHRASES}) + "\n")
+  return path
+
+
+def _openkp_predictions(output_dir):
+  """The records and a perfect model's keyphrases and metrics (logits peaked at the labels)."""
+  from etc_model import openkp
+  records = _read_records(os.path.join(output_dir, "openkp_dev.tfrecord"))
+  lines = openkp.read_split_examples(output_dir, "dev", len(records))
+  logits = np.full((len(records), openkp.MAX_PHRASE_WORDS, len(records[0]["token_ids"])), -5.0)
+  for n, record in enumerate(records):
+    for rank, (start, length) in enumerate(zip(record["label_start"], record["label_length"])):
+      if start >= 0:
+        logits[n, length - 1, start] = 10.0 - rank
+  return records, openkp.split_metrics(logits, lines)
+
+
+@pytest.mark.parametrize("do_lower_case", [False, True])
+def test_openkp_records_of_a_sentencepiece_model_decode_to_the_gold_keyphrases(
+    spm_model, tmp_path, do_lower_case):
+  from etc_model import create_openkp
+  dev = _openkp_file(str(tmp_path / "dev.jsonl"))
+  tokenizer = _tokenizer(spm_model, do_lower_case)
+  sp = tokenizer.sp_model
+  settings = {"max_seq_length": 32, "max_global_seq_length": 4, "do_lower_case": do_lower_case}
+  create_openkp.create_openkp({"dev": dev}, str(tmp_path / "spm"), tokenizer, settings)
+  (record,), (predictions, metrics) = _openkp_predictions(str(tmp_path / "spm"))
+  # Each word's pieces: its own (lower-cased) encoding, a marker standing alone included; ""
+  # and "\u200b" have none but keep their word positions.
+  length = record["long_breakpoints"].index(1) + 1
+  lower = (lambda text: text.lower()) if do_lower_case else (lambda text: text)
+  for w, word in enumerate(OPENKP_WORDS):
+    assert [i for i, n in zip(record["token_ids"][:length], record["word_ids"]) if n == w] == (
+        sp.encode(lower(word))), word
+  assert sp.encode(u"\u2014")[0] == sp.piece_to_id(long_tasks.WORD_START)
+  assert record["num_words"] == [len(OPENKP_WORDS)]
+  assert record["token_ids"][:length] == sp.encode(lower(" ".join(OPENKP_WORDS)))
+  # The labels are word positions: the n-grams' heads read the same words as with WordPiece.
+  assert list(zip(record["label_start"], record["label_length"])) == [(0, 2), (2, 1), (6, 2)]
+  phrases = [phrase for (phrase,) in predictions[0]["KeyPhrases"]]
+  assert phrases[:3] == [u"deep learning", u"\u2014", u"the loire"]
+  assert metrics["R@3"] == 1.0
+  wordpiece = tokenization.FullTokenizer(WORDPIECE_VOCAB, True)
+  create_openkp.create_openkp({"dev": dev}, str(tmp_path / "wordpiece"), wordpiece,
+                              dict(settings, do_lower_case=True))
+  (wordpiece_record,), (wordpiece_predictions, _) = _openkp_predictions(
+      str(tmp_path / "wordpiece"))
+  assert wordpiece_predictions == predictions
+  for name in ("label_start", "label_length", "num_words", "global_token_ids"):
+    assert wordpiece_record[name] == record[name], name
+
+
+@pytest.mark.slow
+def test_create_nq_and_create_openkp_take_a_sentencepiece_model(spm_model, tmp_path):
+  sp = _tokenizer(spm_model).sp_model
+  nq_args = ["--dev_file=%s" % _nq_file(str(tmp_path / "nq.jsonl")),
+             "--spm_model_file=%s" % spm_model, "--do_lower_case=false",
+             "--max_seq_length=64", "--max_global_seq_length=24", "--doc_stride=40",
+             "--max_question_length=16"] + [
+                 "--%s_token=%s" % item for item in NQ_SPECIAL_TOKENS.items()]
+  run_tool(None, ["-m", "etc_model.create_nq", "--output_dir=%s" % (tmp_path / "nq")] + nq_args)
+  summary = json.loads((tmp_path / "nq" / nq.SUMMARY_NAME).read_text())
+  assert (summary["settings"]["spm_model_file"], summary["settings"]["vocab_file"]) == (
+      spm_model, None)
+  assert summary["special_tokens"]["question"] == {"token": "[unused1]",
+                                                   "id": sp.piece_to_id("[unused1]")}
+  assert (summary["splits"]["dev"]["records"], summary["splits"]["dev"]["answer_ends_moved"]) == (
+      4, 0)
+  assert (tmp_path / "nq" / nq.SPM_NAME).read_bytes() == open(spm_model, "rb").read()
+  assert not (tmp_path / "nq" / nq.VOCAB_NAME).exists()
+  openkp_args = ["--dev_file=%s" % _openkp_file(str(tmp_path / "openkp.jsonl")),
+                 "--spm_model_file=%s" % spm_model, "--max_seq_length=32",
+                 "--max_global_seq_length=4"]
+  run_tool(None, ["-m", "etc_model.create_openkp", "--output_dir=%s" % (tmp_path / "openkp")] +
+           openkp_args)
+  summary = json.loads((tmp_path / "openkp" / "openkp.json").read_text())
+  assert (summary["settings"]["spm_model_file"], summary["settings"]["vocab_file"]) == (
+      spm_model, None)
+  record, = _read_records(str(tmp_path / "openkp" / "openkp_dev.tfrecord"))
+  assert record["token_ids"][:len(sp.encode(u"deep"))] == sp.encode(u"deep")
+  # Both vocabularies: one line, nothing written (create_openkp runs the same check).
+  result = run_tool(None, ["-m", "etc_model.create_nq", "--output_dir=%s" % (tmp_path / "bad"),
+                           "--vocab_file=%s" % WORDPIECE_VOCAB] + nq_args, expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --spm_model_file=%s: give it or --vocab_file=%s, not both (the SentencePiece "
+      "model is the vocabulary)" % (spm_model, WORDPIECE_VOCAB))
   assert not (tmp_path / "bad").exists()
