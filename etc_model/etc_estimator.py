@@ -103,14 +103,16 @@ def placeholder_features(config, long_seq_len, global_seq_len, extra=None):
 
 
 def load_config(config_file, residual_attention=None, max_seq_length=None,
-                flag_name="etc_config_file"):
-  """The ETC config with the --residual_attention override, validated (one-line errors).
+                flag_name="etc_config_file", use_hard_g2l_mask=None):
+  """The ETC config with the --residual_attention / --use_hard_g2l_mask overrides, validated
+  (one-line errors).
 
   Args:
     config_file: the --etc_config_file path.
     residual_attention: the --residual_attention override, or None.
     max_seq_length: --max_seq_length, checked against max_absolute_position_embeddings.
     flag_name: the flag naming the file.
+    use_hard_g2l_mask: the --use_hard_g2l_mask override (bool), or None: the file's.
 
   Returns:
     EtcConfig.
@@ -120,6 +122,8 @@ def load_config(config_file, residual_attention=None, max_seq_length=None,
     config = etc_modeling.EtcConfig.from_json_file(config_file)
     if residual_attention:
       config.residual_attention = residual_attention
+    if use_hard_g2l_mask is not None:
+      config.use_hard_g2l_mask = bool(use_hard_g2l_mask)
     config.validate("--%s=%s with flag overrides" % (flag_name, config_file))
   except ValueError as e:
     common.fail(str(e) if str(e).startswith("--") else "--%s: %s" % (flag_name, e))

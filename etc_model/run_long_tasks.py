@@ -205,6 +205,10 @@ def define_flags():
                              "long-best-threshold-f1, openkp F1@3")
   flags.DEFINE_enum("residual_attention", None, list(modeling.RESIDUAL_ATTENTION_TYPES),
                     "Overrides residual_attention in --etc_config_file (none | sum | mean).")
+  flags.DEFINE_bool("use_hard_g2l_mask", None,
+                    "Overrides use_hard_g2l_mask in --etc_config_file: a global token attends "
+                    "only to its own long tokens (--nouse_hard_g2l_mask: to every long token); "
+                    "unset: the file's. Saved in the output's etc_config.json.")
   flags.DEFINE_enum("att_implementation", "auto", list(etc_modeling.ATT_IMPLEMENTATIONS),
                     "Layout of the long rows' attention: auto, full or sparse.")
   flags.DEFINE_enum("model", "etc", list(MODELS),
@@ -675,6 +679,8 @@ def _check_flags():
       common.fail("--%s is required" % name)
   if FLAGS.model == "etc" and not FLAGS.etc_config_file:
     common.fail("--etc_config_file is required (--model=etc)")
+  if FLAGS.model == "bert_windows" and FLAGS.use_hard_g2l_mask is not None:
+    common.fail("--use_hard_g2l_mask: only with --model=etc (BERT windows have no global tokens)")
   if FLAGS.model == "bert_windows" and FLAGS.task not in bert_windows.TASKS:
     common.fail("--task=%s: --model=bert_windows has the tasks %s" %
                 (FLAGS.task, ", ".join(bert_windows.TASKS)))
@@ -1030,7 +1036,8 @@ def main(_):
                                       FLAGS.window_stride, FLAGS.data_dir)
   else:
     config = etc_estimator.load_config(FLAGS.etc_config_file, FLAGS.residual_attention,
-                                       FLAGS.max_seq_length)
+                                       FLAGS.max_seq_length,
+                                       use_hard_g2l_mask=FLAGS.use_hard_g2l_mask)
   files = _needed_files()
   estimator_utils.check_tfrecord_lengths(list(files.values()), _expected_lengths(), "data_dir")
   etc_estimator.check_vocab_ids(list(files.values()), config,

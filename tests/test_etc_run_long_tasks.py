@@ -17,6 +17,7 @@ from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
 from conftest import write_random_bert_checkpoint
 from etc_model import bert_windows
 from etc_model import create_long_tasks
+from etc_model import etc_estimator
 from etc_model import etc_modeling
 from etc_model import lift_bert_checkpoint as lift
 from etc_model import long_task_heads as heads
@@ -334,7 +335,12 @@ def test_bert_windows_cut_max_context_and_mentions_by_hand():
 def test_classify_train_eval_predict(data, tmp_path):
   out = tmp_path / "out"
   run_tool(None, _args(data, "classify", out, ["--do_train", "--do_eval", "--do_predict",
-                                               "--num_train_steps=2"]))
+                                               "--num_train_steps=2", "--nouse_hard_g2l_mask"]))
+  # --nouse_hard_g2l_mask overrides the file's hard g2l mask; the output's config says so.
+  assert TINY_ETC_CONFIG["use_hard_g2l_mask"]
+  saved_config = json.loads((out / run_long_tasks.CONFIG_NAME).read_text())
+  assert saved_config["use_hard_g2l_mask"] is False
+  assert saved_config["residual_attention"] == TINY_ETC_CONFIG["residual_attention"]
   labels = data["summary"]["classify_labels"]
   examples = data["summary"]["examples"]["classify"]
   assert json.loads((out / run_long_tasks.LABELS_NAME).read_text()) == labels
@@ -394,6 +400,11 @@ def test_records_of_other_lengths_are_one_line(data, tmp_path):
   assert last_error_line(result) == (
       "error: --padding=longest: not with --model=bert_windows (its window count is static, "
       "from --max_seq_length; use --padding=max_length)")
+  assert not (tmp_path / "out").exists()
+  result = run_tool(None, _args(data, "supporting", tmp_path / "out", _bert_flags(
+      tmp_path / "bert_config.json") + ["--do_eval", "--use_hard_g2l_mask"]), expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --use_hard_g2l_mask: only with --model=etc (BERT windows have no global tokens)")
   assert not (tmp_path / "out").exists()
 
 
@@ -489,3 +500,12 @@ def test_padding_longest_outputs_equal_max_length(data):
       assert (b[1][1], b[3][1]) == (min(L, -(-longest // 8) * 8), min(L, -(-longest // 9) * 9))
       assert b[0][1] == L and b[2][1] == (32 if longest <= 32 else 64)
     assert min(b[1][1] for b in batches) < L, "no batch was cut: the test data are not ragged"
+
+
+def test_load_config_overrides_residual_attention_and_hard_g2l(tmp_path):
+  path = tmp_path / "etc_config.json"
+  path.write_text(json.dumps(TINY_ETC_CONFIG))
+  kept = etc_estimator.load_config(str(path))
+  assert (kept.residual_attention, kept.use_hard_g2l_mask) == ("sum", True)
+  changed = etc_estimator.load_config(str(path), "none", use_hard_g2l_mask=False)
+  assert (changed.residual_attention, changed.use_hard_g2l_mask) == ("none", False)
