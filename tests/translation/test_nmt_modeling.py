@@ -41,8 +41,10 @@ def _assign_all(session, weights):
   """
   variables = {v.op.name: v for v in tf1.global_variables()}
   assert sorted(variables) == sorted(weights), set(variables) ^ set(weights)
-  for name, variable in variables.items():
-    variable.load(weights[name], session)
+  # Variable.load's feed of each initializer's value, in one run (a run per variable costs
+  # ~15 ms, about 1.5 s a model).
+  session.run([v.initializer for v in variables.values()],
+              feed_dict={v.initializer.inputs[1]: weights[name] for name, v in variables.items()})
 
 
 def _numpy_config(config):
