@@ -51,9 +51,11 @@ def _load_params(sess, params):
   by_name = {v.op.name: v for v in tf1.global_variables()}
   missing = set(by_name) - set(params)
   assert not missing, "graph variables without a reference value: %s" % sorted(missing)
-  for name, value in params.items():
-    if name in by_name:
-      by_name[name].load(value, sess)
+  # Variable.load's feed of each initializer's value, in one run (a run per variable costs
+  # ~15 ms).
+  loaded = [name for name in params if name in by_name]
+  sess.run([by_name[name].initializer for name in loaded],
+           feed_dict={by_name[name].initializer.inputs[1]: params[name] for name in loaded})
 
 
 def _tf_outputs(config, params, input_ids, input_mask, token_type_ids):
