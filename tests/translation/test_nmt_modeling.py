@@ -137,7 +137,7 @@ def test_initial_weights_depend_on_names_not_graph_order():
       nmt_modeling.NmtModel(config, True, tf.constant(SOURCE_IDS), tf.constant(TARGET_INPUT_IDS))
       with tf1.Session() as session:
         session.run(tf1.global_variables_initializer())
-        return {v.op.name: session.run(v) for v in tf1.global_variables()}
+        return session.run({v.op.name: v for v in tf1.global_variables()})
 
   first, second = initial_weights(False), initial_weights(True)
   for name in first:
