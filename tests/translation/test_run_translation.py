@@ -383,7 +383,7 @@ def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint, tm
     build(prefix)
     with tf1.Session() as sess:
       sess.run(tf1.global_variables_initializer())
-      got = {v.op.name: sess.run(v) for v in tf1.trainable_variables()}
+      got = sess.run({v.op.name: v for v in tf1.trainable_variables()})
   assert sorted(got) == sorted(values)
   for name, value in values.items():
     np.testing.assert_array_equal(got[name], value, err_msg=name)
