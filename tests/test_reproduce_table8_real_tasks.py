@@ -350,29 +350,42 @@ def _tiny_bert(directory):
 
 
 @pytest.mark.slow
-def test_tiny_wikihop_run_resume_and_an_edited_dev_file(tmp_path):
-  """The real tools end to end on official-format WikiHop files: one seed, 2 steps (60-100 s on
-  2 shared cores)."""
+def test_tiny_wikihop_and_hotpotqa_run_resume_and_an_edited_dev_file(tmp_path):
+  """The real tools end to end on official-format WikiHop and HotpotQA files, in one run (the
+  lifted checkpoints shared): one seed, 2 steps, the default systems (BERT over windows has no
+  model of either task)."""
   data = tmp_path / "qangaroo_v1.1" / "wikihop"
+  hotpot = tmp_path / "hotpotqa"
   os.makedirs(str(data))
+  os.makedirs(str(hotpot))
   for split in rt8.REAL_SPLITS:
     shutil.copy(os.path.join(FIXTURES, split + ".json"), str(data / (split + ".json")))
+    shutil.copy(os.path.join(REPO_DIR, "tests", "fixtures", "hotpotqa", split + ".json"),
+                str(hotpot / (split + ".json")))
   _tiny_bert(str(tmp_path / "bert"))
   out = tmp_path / "out"
   args = ["--output_dir=%s" % out, "--bert_checkpoint=%s" % (tmp_path / "bert"),
           "--wikihop_train_file=%s" % (data / "train.json"),
-          "--wikihop_dev_file=%s" % (data / "dev.json"), "--systems=etc_none,etc_sum",
+          "--wikihop_dev_file=%s" % (data / "dev.json"),
+          "--hotpotqa_train_file=%s" % (hotpot / "train.json"),
+          "--hotpotqa_dev_file=%s" % (hotpot / "dev.json"),
           "--seeds=1", "--max_seq_length=128", "--max_global_seq_length=32",
           "--max_candidates=6", "--local_radius=8", "--pretrain_steps=0", "--finetune_steps=2",
           "--eval_every_steps=2", "--finetune_batch_size=2", "--predict_batch_size=4"]
   dry = run_tool("paper/reproduce_table8.py", args + ["--dry_run"])
-  assert re.search(r"Plan: 6 stages; systems etc_none,etc_sum; tasks wikihop; seeds 1;", dry.stdout)
-  assert "data_wikihop" in dry.stdout and not os.path.exists(str(out / rt8.RECORD_NAME))
+  assert re.search(r"Plan: 9 stages; systems etc_none,etc_sum,bert_windows; tasks "
+                   r"wikihop,hotpotqa; seeds 1;", dry.stdout), dry.stdout
+  assert "data_wikihop" in dry.stdout and "data_hotpotqa" in dry.stdout
+  assert not os.path.exists(str(out / rt8.RECORD_NAME))
   run_tool("paper/reproduce_table8.py", args)
   report = (out / "report.md").read_text()
-  assert "All 2 fine-tuning runs finished" in report
+  assert "All 4 fine-tuning runs finished" in report
+  assert ("Not run: BERT, sliding windows on wikihop; BERT, sliding windows on hotpotqa") in report
   assert re.search(r"\| WikiHop accuracy \| 78\.92 \| 79\.21 \| \+0\.29 \| \d+\.\d\d \| \d+\.\d\d "
                    r"\| [+-]\d+\.\d\d \| 1 / 1 \|", report)
+  for name in ("HotpotQA supporting-fact F1", "HotpotQA answer F1", "HotpotQA joint F1"):
+    assert re.search(r"\| %s \| [\d.]+ \| [\d.]+ \| \+[\d.]+ \| \d+\.\d\d \| \d+\.\d\d \| "
+                     r"[+-]\d+\.\d\d \| 1 / 1 \|" % name, report), name
   # The dev fixture has 4 examples, one with more candidates than C = 6 (no record, wrong).
   assert "WikiHop dev: 4 examples, 3 records; no record (counted wrong): 1 " in report
   # The driver's accuracy is the official scorer's on the run's dev predictions.
@@ -383,9 +396,11 @@ def test_tiny_wikihop_run_resume_and_an_edited_dev_file(tmp_path):
                                              str(run / "dev_predictions.json"))
   assert results["accuracy"] == official["accuracy"] and official["examples"] == 4
   assert results["scored_checkpoint"] == "best" and results["residual_attention"] == "sum"
+  results = json.loads((out / "runs" / "etc_none_hotpotqa_seed1" / rt8.EVAL_RESULTS).read_text())
+  assert {"f1", "sp_f1", "joint_f1"} <= set(results)
   # Rerun: every stage is done, nothing runs.
   again = run_tool("paper/reproduce_table8.py", args)
-  assert "6/6 stages done" in again.stdout and "reproduce_table8: stage" not in again.stderr
+  assert "9/9 stages done" in again.stdout and "reproduce_table8: stage" not in again.stderr
   # An official file edited in place: refused in one line before any stage.
   with open(str(data / "dev.json")) as f:
     examples = json.load(f)
@@ -395,35 +410,6 @@ def test_tiny_wikihop_run_resume_and_an_edited_dev_file(tmp_path):
   assert last_error_line(refused).startswith(
       "error: --output_dir=%s holds a run of other settings or input files: --wikihop_dev_file "
       "file %s: other contents" % (out, data / "dev.json"))
-
-
-@pytest.mark.slow
-@pytest.mark.skipif(not (rt8.real_task_available("hotpotqa") and os.path.isdir(os.path.join(
-    REPO_DIR, "tests", "fixtures", "hotpotqa"))), reason="this checkout has no HotpotQA tools")
-def test_tiny_hotpotqa_run(tmp_path):
-  """The real tools end to end on official-format HotpotQA files: one seed, 2 steps."""
-  data = tmp_path / "hotpotqa"
-  os.makedirs(str(data))
-  for split in rt8.REAL_SPLITS:
-    shutil.copy(os.path.join(REPO_DIR, "tests", "fixtures", "hotpotqa", split + ".json"),
-                str(data / (split + ".json")))
-  _tiny_bert(str(tmp_path / "bert"))
-  out = tmp_path / "out"
-  run_tool("paper/reproduce_table8.py", [
-      "--output_dir=%s" % out, "--bert_checkpoint=%s" % (tmp_path / "bert"),
-      "--hotpotqa_train_file=%s" % (data / "train.json"),
-      "--hotpotqa_dev_file=%s" % (data / "dev.json"), "--seeds=1", "--max_seq_length=128",
-      "--max_global_seq_length=32", "--local_radius=8", "--pretrain_steps=0",
-      "--finetune_steps=2", "--eval_every_steps=2", "--finetune_batch_size=2",
-      "--predict_batch_size=4"])
-  report = (out / "report.md").read_text()
-  assert "All 2 fine-tuning runs finished" in report
-  assert "Not run: BERT, sliding windows on hotpotqa" in report
-  for name in ("HotpotQA supporting-fact F1", "HotpotQA answer F1", "HotpotQA joint F1"):
-    assert re.search(r"\| %s \| [\d.]+ \| [\d.]+ \| \+[\d.]+ \| \d+\.\d\d \| \d+\.\d\d \| "
-                     r"[+-]\d+\.\d\d \| 1 / 1 \|" % name, report), name
-  results = json.loads((out / "runs" / "etc_none_hotpotqa_seed1" / rt8.EVAL_RESULTS).read_text())
-  assert {"f1", "sp_f1", "joint_f1"} <= set(results)
 
 
 @pytest.mark.slow

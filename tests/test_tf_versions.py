@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR, last_error_line, run_tool, tf215_python, tool_env
+from conftest import REPO_DIR, last_error_line, run_tool, shared_path, tf215_python
+from conftest import tool_env
 import convert_hf_checkpoint
 from realformer_tf import estimator_utils
 import numpy_bert
@@ -176,19 +177,32 @@ def test_predict_masked_same_on_both(model, tmp_path, vocab_file):
                                  [c["probability"] for c in mb["candidates"]], atol=1e-5)
 
 
-def test_saved_models_exported_on_tf215_answer_identically(model, tmp_path, vocab_file):
-  """Exported with export_hub.py on TF 2.15; loaded and run by both; equal to 1e-5."""
+@pytest.fixture(scope="module")
+def hub_exports(model, tmp_path_factory):
+  """export_hub.py --mode=encoder,preprocessor of `model` on TF 2.15 and on the newest TF (side
+  by side): {"tf215": export dir, "newest": export dir}, each with encoder/ and preprocessor/."""
   python215 = _tf215_python()
-  export_dir, export_new = tmp_path / "hub", tmp_path / "hub_new"
+  root = tmp_path_factory.mktemp("tf_versions_hub")
+  vocab_file = os.path.join(REPO_DIR, "data", "vocab.txt")
+  if not os.path.exists(vocab_file):
+    vocab_file = shared_path("vocab", "bert_uncased_vocab.txt")
+  exports = {"tf215": root / "hub", "newest": root / "hub_new"}
   export_flags = ["--mode=encoder,preprocessor",
                   "--bert_config_file=%s" % (model / "bert_config.json"),
                   "--init_checkpoint=%s" % (model / "model.ckpt"), "--vocab_file=%s" % vocab_file,
                   "--seq_length=16"]
-  # The TF 2.15 export and (below) the newest TF's of the same model, side by side; then both
-  # TFs answer from the TF 2.15 export, side by side, the newest TF from its own export too.
   _side_by_side(python215, [os.path.join(REPO_DIR, "export_hub.py"),
-                            "--export_dir=%s" % export_dir] + export_flags,
-                "export_hub.py", ["--export_dir=%s" % export_new] + export_flags)
+                            "--export_dir=%s" % exports["tf215"]] + export_flags,
+                "export_hub.py", ["--export_dir=%s" % exports["newest"]] + export_flags)
+  return exports
+
+
+def test_saved_models_exported_on_tf215_answer_identically(hub_exports, tmp_path):
+  """Exported with export_hub.py on TF 2.15; loaded and run by both; equal to 1e-5."""
+  python215 = _tf215_python()
+  # The TF 2.15 export and the newest TF's of the same model (hub_exports); both TFs answer
+  # from the TF 2.15 export, side by side, the newest TF from its own export too.
+  export_dir, export_new = hub_exports["tf215"], hub_exports["newest"]
   outs = {name: tmp_path / ("%s.npz" % name) for name in ("tf215", "newest", "newest_export")}
   _side_by_side(python215, ["-c", ANSWER_SCRIPT, export_dir, outs["tf215"]] + SENTENCES,
                 None, ["-c", ANSWER_SCRIPT, "%s,%s" % (export_dir, export_new),
@@ -231,18 +245,12 @@ def test_classifier_exported_by_run_classifier_on_tf215_answers_identically(mode
   assert set(new["names"].tolist()) <= {"0", "1"}
 
 
-def test_saved_model_exported_on_tf215_fails_wrong_requests_on_the_newest_tf(model, tmp_path,
-                                                                            vocab_file):
-  """The encoder exported on TF 2.15, served on the newest TF: a request of the wrong dtype,
-  rank or range fails with an error naming the problem (never a silent answer); an empty
-  batch answers an empty batch (docs/serving.md, "What the signatures accept")."""
-  python215 = _tf215_python()
-  export_dir = tmp_path / "hub"
-  _run(python215, "export_hub.py",
-       ["--mode=encoder", "--export_dir=%s" % export_dir,
-        "--bert_config_file=%s" % (model / "bert_config.json"),
-        "--init_checkpoint=%s" % (model / "model.ckpt"), "--vocab_file=%s" % vocab_file])
-  serve = tf.saved_model.load(str(export_dir)).signatures["serving_default"]
+def test_saved_model_exported_on_tf215_fails_wrong_requests_on_the_newest_tf(hub_exports):
+  """The encoder exported on TF 2.15 (hub_exports), served on the newest TF: a request of the
+  wrong dtype, rank or range fails with an error naming the problem (never a silent answer); an
+  empty batch answers an empty batch (docs/serving.md, "What the signatures accept")."""
+  serve = tf.saved_model.load(str(hub_exports["tf215"] / "encoder")).signatures[
+      "serving_default"]
   ids = np.array([[101, 2009, 2001, 102, 0, 0]] * 2, np.int32)
   good = {"input_word_ids": ids, "input_mask": (ids > 0).astype(np.int32),
           "input_type_ids": 0 * ids}

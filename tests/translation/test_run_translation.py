@@ -171,8 +171,10 @@ def test_greedy_and_beam_decoding_follow_the_teacher_forced_model(tmp_path):
     greedy = run_translation.translate_graph(config, tf.constant(source), 1, 0.0, length)
     beam = run_translation.translate_graph(config, tf.constant(source), 4, 0.0, length)
     with tf1.Session() as session:
-      for variable in tf1.global_variables():
-        variable.load(weights[variable.op.name], session)
+      # Variable.load's feed of each initializer's value, in one run.
+      session.run([v.initializer for v in tf1.global_variables()],
+                  feed_dict={v.initializer.inputs[1]: weights[v.op.name]
+                             for v in tf1.global_variables()})
       greedy, beam = session.run([greedy, beam])
   for result in (greedy, beam):
     for row in range(2):
@@ -381,7 +383,7 @@ def test_init_checkpoint_is_loaded_into_the_model(model_dir, bert_checkpoint, tm
     build(prefix)
     with tf1.Session() as sess:
       sess.run(tf1.global_variables_initializer())
-      got = {v.op.name: sess.run(v) for v in tf1.trainable_variables()}
+      got = sess.run({v.op.name: v for v in tf1.trainable_variables()})
   assert sorted(got) == sorted(values)
   for name, value in values.items():
     np.testing.assert_array_equal(got[name], value, err_msg=name)
