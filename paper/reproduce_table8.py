@@ -88,7 +88,10 @@ SYSTEMS = collections.OrderedDict([
 ])
 # The tasks built from a corpus by etc_model.create_long_tasks (the default without the paper's
 # files).
-TASKS = ("cloze", "supporting")
+TASKS = ("cloze", "supporting", "classify")
+# --hard_g2l_tasks' default: the tasks whose ETC runs use the hard g2l mask (measured at CPU
+# scale: the supporting-sentence task learns faster with it; paper/table8.md).
+DEFAULT_HARD_G2L_TASKS = ("supporting",)
 
 
 class RealTask(collections.namedtuple("RealTask", [
@@ -191,6 +194,7 @@ BERT_WINDOWS_TASKS = ("cloze", "supporting")
 # task -> [(metric key, label)]: the first is the dev selection metric (run_long_tasks').
 TASK_METRICS = {"cloze": [("accuracy", "accuracy")],
                 "supporting": [("f1", "sentence F1"), ("exact_match", "exact match")],
+                "classify": [("accuracy", "accuracy"), ("macro_f1", "macro F1")],
                 "wikihop": [("accuracy", "accuracy")],
                 "hotpotqa": [("joint_f1", "joint F1"), ("f1", "answer F1"),
                              ("sp_f1", "supporting-fact F1"), ("joint_em", "joint EM"),
@@ -217,6 +221,9 @@ PAPER_METRICS = {"WikiHop accuracy": ("wikihop", "accuracy"),
 NQ_MAX_QUESTION_LENGTH = 32
 
 REPORT_NAME = "report.md"
+# create_long_tasks' summary in data/long_tasks (etc_model.long_tasks.SUMMARY_NAME; a test keeps
+# them equal: that module is not imported here, it loads TensorFlow).
+LONG_TASKS_SUMMARY = "long_tasks.json"
 RECORD_NAME = "reproduce_table8.json"   # the settings and input contents of the first invocation
 LOCK_LABEL = "reproduce_table8"          # the lock file .lock-reproduce_table8 in --output_dir
 STAGE_DIR = "stages"
@@ -265,6 +272,10 @@ def define_flags():
                        "question word pieces (create_nq --max_question_length, the official "
                        "default); --max_global_seq_length must be at least this + 2.")
   flags.DEFINE_integer("local_radius", 32, "ETC local_radius of the lifted models.")
+  flags.DEFINE_string("hard_g2l_tasks", ",".join(DEFAULT_HARD_G2L_TASKS), "Comma list of the "
+                      "tasks whose ETC fine-tuning runs use the hard g2l mask (run_long_tasks "
+                      "--use_hard_g2l_mask: a global token attends only to its own long "
+                      "tokens); the others attend to every long token. Empty: none.")
   flags.DEFINE_integer("window_length", 128, "bert_windows: tokens per window.")
   flags.DEFINE_integer("window_stride", 64, "bert_windows: tokens between window starts.")
   flags.DEFINE_integer("pretrain_steps", 100, "Long-document pre-training updates per ETC "
@@ -273,10 +284,10 @@ def define_flags():
   flags.DEFINE_float("pretrain_learning_rate", 1e-4, "Pre-training peak learning rate.")
   flags.DEFINE_integer("max_predictions_per_seq", 40, "Masked positions per pre-training "
                        "record.")
-  flags.DEFINE_integer("finetune_steps", 120, "Fine-tuning updates per run.")
+  flags.DEFINE_integer("finetune_steps", 600, "Fine-tuning updates per run.")
   flags.DEFINE_integer("finetune_batch_size", 8, "Fine-tuning batch size.")
-  flags.DEFINE_float("finetune_learning_rate", 1e-4, "Fine-tuning peak learning rate.")
-  flags.DEFINE_integer("eval_every_steps", 60, "Dev evaluations during fine-tuning; the best "
+  flags.DEFINE_float("finetune_learning_rate", 3e-4, "Fine-tuning peak learning rate.")
+  flags.DEFINE_integer("eval_every_steps", 150, "Dev evaluations during fine-tuning; the best "
                        "checkpoint (--keep_best) gives the dev and test results.")
   flags.DEFINE_integer("predict_batch_size", 32, "Batch of the dev / test scoring.")
   flags.DEFINE_integer("data_seed", 12345, "Seed of the task splits, the masks and the lifted "
@@ -298,8 +309,8 @@ class Settings(collections.namedtuple("Settings", [
     "pretrain_batch_size", "pretrain_learning_rate", "max_predictions_per_seq",
     "finetune_steps", "finetune_batch_size", "finetune_learning_rate", "eval_every_steps",
     "predict_batch_size", "data_seed", "bert_init_checkpoint", "real_task_files",
-    "nq_doc_stride", "nq_max_question_length"],
-    defaults=(None, None, None, NQ_MAX_QUESTION_LENGTH))):
+    "nq_doc_stride", "nq_max_question_length", "hard_g2l_tasks"],
+    defaults=(None, None, None, NQ_MAX_QUESTION_LENGTH, ()))):
   """What the reproduction runs (the flags of the same names; paths absolute, lists as lists).
 
   bert_checkpoint is the directory of --bert_checkpoint (config and vocab); bert_init_checkpoint
@@ -307,7 +318,8 @@ class Settings(collections.namedtuple("Settings", [
   every stage reads; both None with --hf_dir (the bert stage converts it). real_task_files:
   {task: {split: path}} of the --<task>_<split>_file flags given (None or {}: none; a task of
   file_lists: a comma list of absolute paths or globs). nq_doc_stride: resolved from
-  --max_seq_length when the flag is not given (None only when NQ is not run).
+  --max_seq_length when the flag is not given (None only when NQ is not run). hard_g2l_tasks:
+  the tasks of the run whose ETC runs use the hard g2l mask.
   """
   __slots__ = ()
 
@@ -317,7 +329,7 @@ RECORDED_KEYS = ("num_layers", "max_seq_length", "max_global_seq_length", "max_c
                  "min_context_tokens", "local_radius", "window_length", "window_stride",
                  "pretrain_steps", "pretrain_batch_size", "pretrain_learning_rate",
                  "max_predictions_per_seq", "finetune_steps", "finetune_batch_size",
-                 "finetune_learning_rate", "eval_every_steps", "data_seed")
+                 "finetune_learning_rate", "eval_every_steps", "data_seed", "hard_g2l_tasks")
 
 
 def split_list(text):
@@ -406,9 +418,26 @@ def settings_from_flags():
       data_seed=FLAGS.data_seed, real_task_files=real_task_files,
       nq_doc_stride=(FLAGS.nq_doc_stride if FLAGS.nq_doc_stride is not None else
                      FLAGS.max_seq_length // 2) if "nq" in tasks else None,
-      nq_max_question_length=FLAGS.nq_max_question_length)
+      nq_max_question_length=FLAGS.nq_max_question_length,
+      hard_g2l_tasks=hard_g2l_tasks_from_flag(FLAGS.hard_g2l_tasks, tasks,
+                                              FLAGS["hard_g2l_tasks"].present))
   check_settings(settings)
   return settings
+
+
+def hard_g2l_tasks_from_flag(value, tasks, given):
+  """--hard_g2l_tasks as the list of the run's tasks it names (one line for an unknown task, or
+  for a task the run leaves out when the flag was given)."""
+  names = split_list(value)
+  known = TASKS + tuple(REAL_TASKS)
+  for name in names:
+    if name not in known:
+      common.fail("--hard_g2l_tasks=%s: unknown task %s (known: %s)" % (
+          value, name, ", ".join(known)))
+    if given and name not in tasks:
+      common.fail("--hard_g2l_tasks=%s: %s is not among --tasks=%s" % (
+          value, name, ",".join(tasks)))
+  return [task for task in tasks if task in names]
 
 
 def resolve_bert_checkpoint(path):
@@ -939,6 +968,8 @@ def finetune_args(settings, out_dir, system, task, seed):
              "--residual_attention=%s" % residual_attention,
              "--init_checkpoint=%s" % etc_start_checkpoint(settings, out_dir,
                                                            residual_attention)]
+    if task in settings.hard_g2l_tasks:
+      args.append("--use_hard_g2l_mask")
   else:
     args += ["--model=bert_windows",
              "--bert_config_file=%s" % paths_of(out_dir)["bert_config_cut"],
@@ -1231,14 +1262,33 @@ def _baseline_lines(settings, results, out_dir=None):
                if out_dir else None for split in ("dev", "test")]
       if all(every):
         lines.append("Predicting every sentence inserted: sentence F1 %s dev / %s test, exact "
-                     "match %s / %s (the F1 a model must beat to have learnt anything).\n" % (
+                     "match %s / %s (a per-example F1 rewards recall: exact match and "
+                     "sentence accuracy show what a model learnt beyond it).\n" % (
                          _pct(every[0]["f1"]), _pct(every[1]["f1"]),
                          _pct(every[0]["exact_match"]), _pct(every[1]["exact_match"])))
+  if "classify" in settings.tasks:
+    lines += _classify_baseline_lines(out_dir)
   for task in real_tasks(settings):
     lines += _task_data_lines(task, out_dir)
   if len(lines) == 1:
     lines.append("_No finished run yet._\n")
   return lines
+
+
+def _classify_baseline_lines(out_dir):
+  """The classification task's labels and majority baseline (create_long_tasks' summary)."""
+  summary = reproduction.read_json(os.path.join(
+      paths_of(out_dir)["long_tasks"], LONG_TASKS_SUMMARY)) if out_dir else None
+  baselines = (summary or {}).get("classify_baselines")
+  if not baselines or not all(split in baselines for split in ("train", "dev", "test")):
+    return []
+  return ["Classification by %s: %d labels; %s train / %s dev / %s test examples; always the "
+          "train split's most frequent label (%s) scores %s%% dev / %s%% test.\n" % (
+              summary.get("classify_label", "book"), len(summary.get("classify_labels") or []),
+              baselines["train"]["examples"], baselines["dev"]["examples"],
+              baselines["test"]["examples"], baselines["train"]["majority_label"],
+              _pct(baselines["dev"]["majority_accuracy"]),
+              _pct(baselines["test"]["majority_accuracy"]))]
 
 
 def _task_data_lines(task, out_dir):
@@ -1418,8 +1468,10 @@ def _settings_lines(settings, out_dir):
           bert_config.get("num_attention_heads", "?"))),
       ("tasks", "; ".join(_task_descriptions(settings))),
       ("ETC", "lifted from the same BERT weights (seed %d), local_radius %d; residual "
-              "attention %s" % (settings.data_seed, settings.local_radius,
-                                " / ".join(etc_residuals(settings)) or "n/a")),
+              "attention %s; hard g2l mask on %s" % (
+                  settings.data_seed, settings.local_radius,
+                  " / ".join(etc_residuals(settings)) or "n/a",
+                  ", ".join(settings.hard_g2l_tasks) or "no task")),
       ("pre-training", "none" if not settings.pretrain_steps else
        "%d steps of batch %d, LR %g, %d masked positions per record, on %s (the same for "
        "each ETC system)" % (settings.pretrain_steps, settings.pretrain_batch_size,

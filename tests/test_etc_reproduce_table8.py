@@ -24,7 +24,7 @@ def _settings(tmp_path, **overrides):
                 pretrain_steps=100, pretrain_batch_size=8, pretrain_learning_rate=1e-4,
                 max_predictions_per_seq=40, finetune_steps=120, finetune_batch_size=8,
                 finetune_learning_rate=1e-4, eval_every_steps=60, predict_batch_size=32,
-                data_seed=12345)
+                data_seed=12345, hard_g2l_tasks=["supporting"])
   values.update(overrides)
   return rt8.Settings(**values)
 
@@ -75,6 +75,12 @@ class StubStages(object):
       for task in rt8.TASKS:
         for split in ("train", "dev", "test"):
           _touch(os.path.join(stage.output, "%s_%s.tfrecord" % (task, split)))
+      _write_json(os.path.join(stage.output, rt8.LONG_TASKS_SUMMARY), {
+          "classify_label": "book", "classify_labels": ["Emma", "Moby Dick", "Dracula"],
+          "classify_baselines": {
+              split: {"examples": n, "majority_label": "Moby Dick", "majority_accuracy": share}
+              for split, n, share in (("train", 600, 0.4), ("dev", 80, 0.25),
+                                      ("test", 70, 0.3))}})
     elif stage.kind == "pretraining_data":
       _touch(stage.output)
     elif stage.kind == "lift":
@@ -98,6 +104,9 @@ class StubStages(object):
                           "distance_128-511_accuracy": split_value - 0.1,
                           "distance_128-511_most_frequent_accuracy": 0.2,
                           "distance_128-511_most_recent_accuracy": 0.15})
+        elif task == "classify":
+          results.update({"accuracy": split_value + 0.3, "macro_f1": split_value,
+                          "best_step": 60})
         else:
           results.update({"f1": split_value, "exact_match": split_value / 2,
                           "inserted_share": 0.2, "best_step": 60})
@@ -113,12 +122,15 @@ def test_plan_order_and_commands(tmp_path):
   # Seed by seed: every system and task of seed 1 before any of seed 2.
   assert names[7:10] == ["finetune_etc_none_cloze_seed1", "finetune_etc_sum_cloze_seed1",
                          "finetune_bert_windows_cloze_seed1"]
-  assert names[13] == "finetune_etc_none_cloze_seed2" and len(names) == 7 + 18
+  # BERT windows have no classification head: two ETC runs of classify per seed.
+  assert names[13:15] == ["finetune_etc_none_classify_seed1", "finetune_etc_sum_classify_seed1"]
+  assert names[15] == "finetune_etc_none_cloze_seed2" and len(names) == 7 + 24
+  assert rt8.systems_without(settings) == [("bert_windows", "classify")]
   # Without pre-training: no data or pre-training stage, fine-tuning starts from the lift.
   short = _settings(tmp_path, pretrain_steps=0, systems=["etc_none"], seeds=[4])
   assert [s.name for s in rt8.stage_plan(short, out)] == [
       "bert", "long_tasks", "lift_none", "finetune_etc_none_cloze_seed4",
-      "finetune_etc_none_supporting_seed4"]
+      "finetune_etc_none_supporting_seed4", "finetune_etc_none_classify_seed4"]
   # Both ETC systems: the same BERT weights, seed, data and steps; only residual_attention differs.
   none, sum_ = (rt8.lift_args(settings, out, ra) for ra in ("none", "sum"))
   assert [a for a in none if a not in sum_] == [
@@ -128,9 +140,13 @@ def test_plan_order_and_commands(tmp_path):
   ft = rt8.finetune_args(settings, out, "etc_sum", "cloze", 2)
   assert "--init_checkpoint=%s" % os.path.join(out, "pretrained", "sum", "model.ckpt-100") in ft
   assert "--seed=2" in ft and "--keep_best" in ft and "--residual_attention=sum" in ft
+  # The hard g2l mask on the tasks of --hard_g2l_tasks only, and never for BERT windows.
+  assert "--use_hard_g2l_mask" not in ft
+  assert "--use_hard_g2l_mask" in rt8.finetune_args(settings, out, "etc_none", "supporting", 1)
   bert = rt8.finetune_args(settings, out, "bert_windows", "supporting", 1)
   assert "--model=bert_windows" in bert and "--window_length=128" in bert
   assert not any(a.startswith("--etc_config_file") for a in bert)
+  assert "--use_hard_g2l_mask" not in bert
   assert ("--init_checkpoint=%s" % os.path.join(out, "lifted", "none", "model.ckpt") in
           rt8.finetune_args(short, out, "etc_none", "cloze", 4))
 
@@ -149,13 +165,12 @@ def test_resume_runs_only_what_is_missing(tmp_path):
   ran = rt8.run_all(settings, out, runner=None, run_fn=stub,
                     report_fn=lambda: reports.append(1))
   assert ran[0] == "lift_none" and ran[1] == "finetune_etc_sum_cloze_seed1"
-  assert len(ran) == 1 + 11 and len(reports) == 11
+  assert len(ran) == 1 + 15 and len(reports) == 15
   assert rt8.run_all(settings, out, runner=None, run_fn=stub) == []   # all done
   # A tool that exits 0 without its outputs: no marker.
   os.remove(rt8.marker_path(out, rt8.stage_plan(settings, out)[-1]))
-  os.remove(os.path.join(rt8.run_dir_of(out, "bert_windows", "supporting", 2),
-                         "test_results.json"))
-  with pytest.raises(common.UsageError, match="without <output_dir>/runs/bert_windows_"):
+  os.remove(os.path.join(rt8.run_dir_of(out, "etc_sum", "classify", 2), "test_results.json"))
+  with pytest.raises(common.UsageError, match="without <output_dir>/runs/etc_sum_classify_"):
     rt8.run_all(settings, out, runner=None, run_fn=lambda *a: None)
   assert not rt8.stage_done(out, rt8.stage_plan(settings, out)[-1])
 
@@ -192,9 +207,9 @@ def test_best_median_and_time_estimate(tmp_path):
   done = {"bert": 10, "long_tasks": 30, "finetune_etc_none_cloze_seed1": 100,
           "finetune_etc_sum_cloze_seed1": 200}
   seconds, left, unknown = rt8.estimate_seconds_left(stages, done)
-  # etc_none cloze s2 100 + etc_sum cloze s2 200 + 8 other fine-tuning runs at the kind's 150;
+  # etc_none cloze s2 100 + etc_sum cloze s2 200 + 12 other fine-tuning runs at the kind's 150;
   # pretraining_data, the lifts and pre-training are not measured yet.
-  assert (seconds, left, unknown) == (100 + 200 + 8 * 150, 15, 5)
+  assert (seconds, left, unknown) == (100 + 200 + 12 * 150, 19, 5)
 
 
 def test_final_loss_from_either_engines_log(tmp_path):
@@ -226,7 +241,7 @@ def test_report_tables_and_settings_checks(tmp_path):
   _write_json(os.path.join(rt8.pretrained_dir(out, "sum"), "train_summary_local.json"),
               {"global_step": 100, "steady_steps_per_sec": 0.494})
   text = rt8.report_text(settings, out)
-  assert "All 18 fine-tuning runs finished" in text
+  assert "All 24 fine-tuning runs finished" in text
   assert "| residual attention sum | 100 | 6.494 | 0.494 |" in text
   assert "| residual attention none | not done | n/a | n/a |" in text
   # Medians: etc_none 50.0 (of 50, 56, 40), etc_sum 50.0 (52, 50, 42): the medians tie although
@@ -237,11 +252,16 @@ def test_report_tables_and_settings_checks(tmp_path):
   assert "| BERT, sliding windows | supporting | exact match | 15.0 |" in text
   assert ("| supporting | sentence F1 | 30.0 | s1 30.0 @60, s2 31.0 @60, s3 29.0 @60 | 20.0 |"
           in text)
+  assert "| ETC + residual attention (sum) | classify | macro F1 | 50.0 |" in text
+  assert ("Classification by book: 3 labels; 600 train / 80 dev / 70 test examples; always the "
+          "train split's most frequent label (Moby Dick) scores 25.0% dev / 30.0% test." in text)
+  assert "Not run: BERT, sliding windows on classify" in text
+  assert "hard g2l mask on supporting |" in text
   assert "| test examples | 150 | 50 |" in text
   assert "| baseline: most recent | 45.0 | 15.0 |" in text
   assert not MACHINE_PATH.search(text), MACHINE_PATH.search(text)
   os.remove(rt8.marker_path(out, rt8.stage_plan(settings, out)[-1]))
-  assert "Partial report: 17 of 18" in rt8.report_text(settings, out)
+  assert "Partial report: 23 of 24" in rt8.report_text(settings, out)
   for overrides, message in (
       (dict(systems=["etc_none", "etc"]), "--systems=etc_none,etc: unknown etc"),
       (dict(seeds=[1, 1]), "--seeds=1,1: repeated seed"),
@@ -361,3 +381,19 @@ def test_supporting_all_inserted_baseline(tmp_path):
   assert metrics["f1"] == pytest.approx(0.25) and metrics["exact_match"] == 0.0
   assert metrics["predicted_share"] == 1.0
   assert rt8.supporting_all_inserted(str(tmp_path / "missing.tfrecord")) is None
+
+
+def test_hard_g2l_tasks_flag():
+  from etc_model import long_tasks  # pylint: disable=g-import-not-at-top  (loads TensorFlow)
+  assert rt8.LONG_TASKS_SUMMARY == long_tasks.SUMMARY_NAME
+  # The default names tasks a run may leave out; a given flag may not.
+  assert rt8.hard_g2l_tasks_from_flag("supporting", ["cloze"], given=False) == []
+  assert rt8.hard_g2l_tasks_from_flag("classify,cloze", ["cloze", "supporting", "classify"],
+                                      given=True) == ["cloze", "classify"]
+  assert rt8.hard_g2l_tasks_from_flag("", ["cloze"], given=True) == []
+  with pytest.raises(common.UsageError, match=re.escape(
+      "--hard_g2l_tasks=supporting: supporting is not among --tasks=cloze")):
+    rt8.hard_g2l_tasks_from_flag("supporting", ["cloze"], given=True)
+  with pytest.raises(common.UsageError, match=re.escape(
+      "--hard_g2l_tasks=clozes: unknown task clozes (known: cloze, supporting, classify, ")):
+    rt8.hard_g2l_tasks_from_flag("clozes", ["cloze"], given=False)
