@@ -219,6 +219,8 @@ PAPER_METRICS = {"WikiHop accuracy": ("wikihop", "accuracy"),
                  "OpenKP F1@3": ("openkp", "F1@3")}
 # --nq_max_question_length's default: the official create_nq's (etc_model.nq).
 NQ_MAX_QUESTION_LENGTH = 32
+# The flags that set one task's data: given without the task, they are refused.
+TASK_ONLY_FLAGS = {"nq_doc_stride": "nq", "nq_max_question_length": "nq"}
 
 REPORT_NAME = "report.md"
 # create_long_tasks' summary in data/long_tasks (etc_model.long_tasks.SUMMARY_NAME; a test keeps
@@ -393,6 +395,7 @@ def settings_from_flags():
     seeds = [int(x) for x in split_list(seeds_text)]
   except ValueError:
     common.fail("--seeds=%s: not a comma list of integers" % seeds_text)
+  check_task_only_flags(tasks, [name for name in TASK_ONLY_FLAGS if FLAGS[name].present])
   corpus = os.path.join(common.shared_data_dir(), "corpus")
   bert_checkpoint, bert_init_checkpoint = resolve_bert_checkpoint(FLAGS.bert_checkpoint)
   settings = Settings(
@@ -423,6 +426,15 @@ def settings_from_flags():
                                               FLAGS["hard_g2l_tasks"].present))
   check_settings(settings)
   return settings
+
+
+def check_task_only_flags(tasks, given_flags):
+  """One line when a flag of one task (TASK_ONLY_FLAGS) is given but the run leaves the task out
+  (it would change nothing)."""
+  for name in given_flags:
+    if TASK_ONLY_FLAGS[name] not in tasks:
+      common.fail("--%s: only with the %s task (--tasks=%s)" % (
+          name, TASK_ONLY_FLAGS[name], ",".join(tasks)))
 
 
 def hard_g2l_tasks_from_flag(value, tasks, given):

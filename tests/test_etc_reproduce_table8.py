@@ -397,3 +397,11 @@ def test_hard_g2l_tasks_flag():
   with pytest.raises(common.UsageError, match=re.escape(
       "--hard_g2l_tasks=clozes: unknown task clozes (known: cloze, supporting, classify, ")):
     rt8.hard_g2l_tasks_from_flag("clozes", ["cloze"], given=False)
+
+
+def test_a_task_flag_without_its_task_is_refused():
+  rt8.check_task_only_flags(["nq", "cloze"], ["nq_doc_stride", "nq_max_question_length"])
+  rt8.check_task_only_flags(["cloze"], [])
+  with pytest.raises(common.UsageError, match=re.escape(
+      "--nq_doc_stride: only with the nq task (--tasks=cloze,supporting)")):
+    rt8.check_task_only_flags(["cloze", "supporting"], ["nq_doc_stride"])
