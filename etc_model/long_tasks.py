@@ -40,6 +40,7 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import functools
 import gzip
 import json
 import os
@@ -106,6 +107,8 @@ DISTANCE_BUCKETS = (128, 512, 2048)
 # The packed long / global features every task's record starts with (make_sentence_global_inputs).
 PACKED_FEATURES = ("token_ids", "sentence_ids", "long_breakpoints", "global_token_ids",
                    "global_breakpoints")
+# Distinct words whose pieces make_tokenize_word keeps (about 100 bytes each).
+WORD_CACHE_SIZE = 1 << 18
 # SentencePiece's word-start marker (a piece "\u2581the" is the word "the" after a space).
 WORD_START = u"\u2581"
 
@@ -498,14 +501,13 @@ def vocabulary_flag(vocab_file, spm_model_file):
   return "--vocab_file=%s" % vocab_file
 
 
-def make_tokenize_word(tokenizer):
-  """word -> its word-piece ids (the tokenizer's, cached)."""
-  cache = {}
+def make_tokenize_word(tokenizer, cache_size=WORD_CACHE_SIZE):
+  """word -> its word-piece ids (the tokenizer's; the last cache_size distinct words cached: a
+  whole NQ or OpenKP split has millions of distinct words)."""
 
+  @functools.lru_cache(maxsize=cache_size)
   def tokenize_word(word):
-    if word not in cache:
-      cache[word] = tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word))
-    return cache[word]
+    return tokenizer.convert_tokens_to_ids(tokenizer.tokenize(word))
 
   return tokenize_word
 

@@ -339,3 +339,22 @@ def test_sigterm_stops_within_seconds(tmp_path, vocab_file):
   left = sorted(os.listdir(out)) if out.exists() else []
   assert create_long_tasks.SUMMARY_NAME not in left
   assert not [name for name in left if ".tmp-" in name], left
+
+
+def test_tokenize_word_cache_is_bounded():
+  calls = []
+
+  class Tokenizer(object):
+    def tokenize(self, word):
+      calls.append(word)
+      return list(word)
+
+    def convert_tokens_to_ids(self, pieces):
+      return [ord(p) for p in pieces]
+
+  tokenize_word = long_tasks.make_tokenize_word(Tokenizer(), cache_size=2)
+  assert [tokenize_word(w) for w in ("ab", "ab", "c", "d", "ab")] == [
+      [97, 98], [97, 98], [99], [100], [97, 98]]
+  # "ab" is tokenised again once two other words have pushed it out of the cache.
+  assert calls == ["ab", "c", "d", "ab"]
+  assert tokenize_word.cache_info().currsize == 2
