@@ -1,7 +1,8 @@
 """Tests of etc_model.export_long_model: the raw-text SavedModel of a long-task model, loaded in a
 fresh process, equals run_long_tasks' model_fn predictions on the records long_tasks makes from
 the same text (cloze, supporting, classify; tiny random ETC and heads); its packed features equal
-the records'; one-line errors."""
+the records'; one-line errors. The record SavedModels of Table 8's tasks are tested in their
+tasks' files (test_etc_wikihop.py, ...) through check_record_export."""
 
 import json
 import os
@@ -387,17 +388,18 @@ def finish_records_reload(proc, out_file):
     return {name: served[name] for name in served.files}
 
 
-def check_record_export(task, data_dir, config_file, tmp_path, export_args=(),
+def check_record_export(task, data_dir, config_file, tmp_path, export_args=None,
                         side_input_options=None):
-  """Exports a tuned run of a Table 8 task with the command, serves the data's dev records in a
-  fresh process and compares with run_long_tasks' predictions (to 1e-5).
+  """Exports a tuned run of a Table 8 task, serves the data's dev records in a fresh process and
+  compares with run_long_tasks' predictions (to 1e-5).
 
   Args:
     task: wikihop, hotpotqa, nq or openkp.
     data_dir: its create_ command's --output_dir.
     config_file: the ETC config.
     tmp_path: the test's directory.
-    export_args: further flags of the command.
+    export_args: further flags of the command, which then exports (None: the command's job
+      function export_record_job exports in this process, its imports already paid).
     side_input_options: run_long_tasks' side input options of the task.
 
   Returns:
@@ -408,9 +410,12 @@ def check_record_export(task, data_dir, config_file, tmp_path, export_args=(),
   records_file = os.path.join(data_dir, "%s_dev.tfrecord" % task)
   proc = start_records_reload(tmp_path / "export", records_file, tmp_path / "served.npz")
   try:
-    run_tool(None, ["-m", "etc_model.export_long_model", "--task=" + task,
-                    "--checkpoint=%s" % (tmp_path / "run"), "--data_dir=" + data_dir,
-                    "--output_dir=%s" % (tmp_path / "export")] + list(export_args))
+    if export_args is None:
+      export.export_record_job(task, checkpoint, data_dir, str(tmp_path / "export"))
+    else:
+      run_tool(None, ["-m", "etc_model.export_long_model", "--task=" + task,
+                      "--checkpoint=%s" % (tmp_path / "run"), "--data_dir=" + data_dir,
+                      "--output_dir=%s" % (tmp_path / "export")] + list(export_args))
     config = etc_modeling.EtcConfig.from_dict(json.loads(open(config_file).read()))
     expected = run_long_tasks_outputs(task, config, checkpoint, records_file, lengths,
                                       side_input_options)
