@@ -1,5 +1,6 @@
 # coding=utf-8
-r"""Exports a fine-tuned long-context model (etc_model.run_long_tasks) as a raw-text SavedModel.
+r"""Exports a fine-tuned long-context model (etc_model.run_long_tasks) as a SavedModel: raw text
+for the corpus tasks (cloze, supporting, classify), serialized records for Table 8's tasks.
 
   python -m etc_model.export_long_model --task=cloze --checkpoint=cloze_out \
       --data_dir=long_tasks --vocab_file=data/vocab.txt --output_dir=cloze_export
@@ -54,6 +55,27 @@ Truncation: the sentences are packed in order while they fit L word pieces and G
 the front instead (the question and the candidates stay). Beside the SavedModel:
 long_model.json (task, L, G, candidates, tokens, do_lower_case, labels), etc_config.json.
 
+Table 8's tasks (--task=wikihop, hotpotqa, nq, openkp), as the official etcmodel exports them:
+
+  python -m etc_model.export_long_model --task=wikihop --checkpoint=wikihop_out \
+      --data_dir=wikihop_data --output_dir=wikihop_export
+
+serving_default takes examples, string [batch], serialized tf.Example records exactly as
+create_wikihop / create_hotpotqa / create_nq / create_openkp write them, and returns the head's
+outputs as run_long_tasks' predictions name them (RECORD_OUTPUTS): wikihop logits [batch, C],
+candidate_mask [batch, C] and prediction int32 [batch] (the best real candidate); hotpotqa
+sp_logits [batch, G], answer_type_logits [batch, 3], begin_logits / end_logits [batch, L],
+global_token_ids [batch, G]; nq answer_type_logits [batch, 5] and la_start / la_end / sa_start /
+sa_end _logits [batch, L]; openkp ngram_logits [batch, 5, L]. The graph parses the records with
+long_task_heads.feature_lengths, adds the side inputs run_long_tasks' input_fn adds
+(add_task_side_inputs: WikiHop's with --candidate_ignore_hard_g2l / --query_ignore_hard_g2l /
+--enable_l2g_linking as the run was tuned, HotpotQA's with the data's [CLS] id) and runs EtcModel
+(OpenKP's visual-feature embeddings added) and the head: its outputs equal run_long_tasks'
+predictions on the same records, and the task's decoders (wikihop.predictions_from_outputs,
+hotpotqa.split_predictions, nq.split_predictions, openkp.split_predictions) read them. L, G
+(WikiHop: C) come from --data_dir's summary (wikihop.json, hotpotqa.json, nq.json, openkp.json);
+a data directory of another task is one line.
+
 The export computes in float32 (a --precision=bf16 / fp16 run's float32 variables; its
 Estimator predictions differ by that precision). A further task of long_task_heads adds an
 entry to SIGNATURES (its serving inputs) and a LongTaskModel method of its name (its outputs
@@ -79,8 +101,12 @@ import tokenization
 from etc_model import etc_estimator
 from etc_model import etc_inputs
 from etc_model import etc_modeling
+from etc_model import hotpotqa
 from etc_model import long_task_heads as heads
 from etc_model import long_tasks
+from etc_model import nq
+from etc_model import openkp
+from etc_model import wikihop
 
 tf1 = tf.compat.v1
 
@@ -94,13 +120,16 @@ RECORD_FEATURES = heads.COMMON_FEATURES
 
 def define_flags():
   """Defines this tool's flags (only when it runs as a script, so modules import cleanly)."""
-  flags.DEFINE_enum("task", None, sorted(SIGNATURES), "The task the checkpoint was tuned for.")
+  flags.DEFINE_enum("task", None, sorted(SIGNATURES) + list(RECORD_TASKS),
+                    "The task the checkpoint was tuned for.")
   flags.DEFINE_string("checkpoint", None,
                       "A run_long_tasks --output_dir (its latest checkpoint) or a checkpoint "
                       "prefix.")
   flags.DEFINE_string("data_dir", None,
                       "The create_long_tasks --output_dir the model was tuned on (its "
-                      "long_tasks.json: lengths, tokens, do_lower_case, classify labels).")
+                      "long_tasks.json: lengths, tokens, do_lower_case, classify labels); "
+                      "--task=wikihop / hotpotqa / nq / openkp: its create_ command's "
+                      "--output_dir (L and G from its summary).")
   flags.DEFINE_string("vocab_file", None,
                       "The WordPiece vocabulary (default: long_tasks.json's vocab_file).")
   flags.DEFINE_string("spm_model_file", None,
@@ -111,6 +140,12 @@ def define_flags():
   flags.DEFINE_string("output_dir", None, "The SavedModel directory to write.")
   flags.DEFINE_bool("overwrite", False,
                     "Replace an earlier export of ours at --output_dir (never anything else).")
+  flags.DEFINE_bool("candidate_ignore_hard_g2l", False,
+                    "--task=wikihop: as run_long_tasks' flag the model was tuned with.")
+  flags.DEFINE_bool("query_ignore_hard_g2l", False,
+                    "--task=wikihop: as run_long_tasks' flag the model was tuned with.")
+  flags.DEFINE_bool("enable_l2g_linking", True,
+                    "--task=wikihop: as run_long_tasks' flag the model was tuned with.")
 
 
 class WordpieceIds(tf.Module):
@@ -551,9 +586,15 @@ SIGNATURES = {
 
 
 def build_head(task, config, features, num_labels=None):
-  """EtcModel (inference) and the task's head over features with side inputs; the logits."""
+  """EtcModel (inference) and the task's head over features with side inputs; the logits.
+
+  As run_long_tasks' build_model: the task's embedding additions (OpenKP's visual features,
+  long_task_heads.embedding_adders), the long rows' layout decided from the static L.
+  """
   model = etc_modeling.EtcModel(config, is_training=False)
-  long_output, global_output = etc_estimator.encode(model, features)
+  long_adder, global_adder = heads.embedding_adders(task, features, config)
+  long_output, global_output = etc_estimator.encode(
+      model, features, long_embedding_adder=long_adder, global_embedding_adder=global_adder)
   return heads.task_head(task, global_output, features, config, False, num_labels=num_labels,
                          long_output=long_output)[2]
 
@@ -652,9 +693,11 @@ def check_vocab_fits(reference, vocab_file, config, settings, flag_name="vocab_f
 def check_task(task, checkpoint, num_labels=None):
   """One line unless the checkpoint holds the task's head (of num_labels labels)."""
   shapes = dict(tf.train.list_variables(checkpoint))
-  tuned = sorted(t for t in heads.TASKS if "%s/%s/output_bias" % (heads.SCOPE, t) in shapes)
+  # A head's variables are under cls/long_tasks/<task>/ (not all heads have an output_bias).
+  tuned = sorted(t for t in heads.TASKS
+                 if any(name.startswith("%s/%s/" % (heads.SCOPE, t)) for name in shapes))
   bias = "%s/%s/output_bias" % (heads.SCOPE, task)
-  if bias not in shapes:
+  if task not in tuned:
     common.fail("--task=%s: checkpoint %s has no %s head (%s)" % (
         task, checkpoint, task, "it was tuned for --task=%s" % ",".join(tuned) if tuned else
         "no long-task head: fine-tune it with etc_model.run_long_tasks first"))
@@ -724,6 +767,269 @@ def export_long_model(task, checkpoint, config, settings, vocab_file, do_lower_c
   return model
 
 
+# ----------------------------------------------------------------------------- record tasks
+# The tasks whose SavedModel reads serialized tf.Example records (those of etc_model.create_*):
+# {task: its data module (SUMMARY_NAME: the summary its create_ command writes)}.
+RECORD_TASKS = {wikihop.TASK: wikihop, hotpotqa.TASK: hotpotqa, nq.TASK: nq,
+                openkp.TASK: openkp}
+# The summaries of every data directory this tool reads: {file name: the task of its records}.
+DATA_SUMMARIES = dict([(module.SUMMARY_NAME, task) for task, module in RECORD_TASKS.items()] +
+                      [(long_tasks.SUMMARY_NAME, "cloze, supporting or classify")])
+# run_long_tasks' --task=wikihop side-input flags (wikihop.add_side_inputs' keyword arguments).
+WIKIHOP_SIDE_INPUT_FLAGS = ("candidate_ignore_hard_g2l", "query_ignore_hard_g2l",
+                            "enable_l2g_linking")
+# Per task: the head's outputs (run_long_tasks' PREDICT names) and the record features passed
+# through for the decoders.
+RECORD_OUTPUTS = {
+    wikihop.TASK: (("logits",), ("candidate_mask",)),
+    hotpotqa.TASK: (("sp_logits", "answer_type_logits", "begin_logits", "end_logits"),
+                    ("global_token_ids",)),
+    nq.TASK: (("answer_type_logits",) + nq.POSITION_LOGITS, ()),
+    openkp.TASK: (("ngram_logits",), ()),
+}
+
+
+def data_summary(task, data_dir):
+  """The summary of a data directory of `task`: one line when it holds another task's data.
+
+  Args:
+    task: --task.
+    data_dir: --data_dir.
+
+  Returns:
+    The path of its summary (RECORD_TASKS' SUMMARY_NAME, or long_tasks.json).
+  """
+  name = RECORD_TASKS[task].SUMMARY_NAME if task in RECORD_TASKS else long_tasks.SUMMARY_NAME
+  path = os.path.join(data_dir, name)
+  if tf.io.gfile.exists(path):
+    return path
+  others = sorted(other for other in DATA_SUMMARIES
+                  if other != name and tf.io.gfile.exists(os.path.join(data_dir, other)))
+  if others:
+    common.fail("--data_dir=%s: has no %s but %s: the records of --task=%s, not --task=%s" % (
+        data_dir, name, others[0], DATA_SUMMARIES[others[0]], task))
+  command = ("create_%s" % task) if task in RECORD_TASKS else "create_long_tasks"
+  common.fail("--data_dir=%s: has no %s (write the data with etc_model.%s)" %
+              (data_dir, name, command))
+
+
+def read_record_settings(task, data_dir):
+  """L, G (and WikiHop's candidates C) of a create_wikihop / hotpotqa / nq / openkp directory.
+
+  Args:
+    task: a name of RECORD_TASKS.
+    data_dir: --data_dir.
+
+  Returns:
+    dict max_seq_length, max_global_seq_length, max_candidates (1 without candidates).
+  """
+  path = data_summary(task, data_dir)
+  try:
+    with tf.io.gfile.GFile(path, "r") as f:
+      settings = json.loads(f.read())["settings"]
+    lengths = {"max_seq_length": settings["max_seq_length"],
+               "max_global_seq_length": settings["max_global_seq_length"],
+               "max_candidates": (settings["max_candidates"] if task in heads.CANDIDATE_TASKS
+                                  else 1)}
+  except (ValueError, KeyError, TypeError) as e:
+    common.fail("--data_dir=%s: %s cannot be read (%s)" % (data_dir, os.path.basename(path),
+                                                           e))
+  for key, value in lengths.items():
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+      common.fail("--data_dir=%s: its %s: %s=%r is not a whole number >= 1" % (
+          data_dir, os.path.basename(path), key, value))
+  return lengths
+
+
+def record_feature_spec(task, lengths):
+  """run_long_tasks' record features of a task: {name: FixedLenFeature int64 [length]}."""
+  return {name: tf.io.FixedLenFeature([length], tf.int64)
+          for name, length in heads.feature_lengths(
+              task, lengths["max_seq_length"], lengths["max_global_seq_length"],
+              lengths["max_candidates"]).items()}
+
+
+def add_task_side_inputs(task, features, config, long_len, global_len, side_input_options):
+  """The side inputs run_long_tasks' input_fn adds to a task's batch (wikihop's and hotpotqa's
+  multi-hop ones, else etc_estimator's).
+
+  Args:
+    task: a name of RECORD_TASKS.
+    features: dict of batched int32 record features.
+    config: EtcConfig.
+    long_len: L.
+    global_len: G.
+    side_input_options: wikihop: WIKIHOP_SIDE_INPUT_FLAGS' values; hotpotqa: cls_token_id.
+
+  Returns:
+    The dict with the side inputs.
+  """
+  if task == wikihop.TASK:
+    return wikihop.add_side_inputs(features, config, long_len, global_len,
+                                   **side_input_options)
+  if task == hotpotqa.TASK:
+    return hotpotqa.add_side_inputs(features, config, long_len, global_len,
+                                    **side_input_options)
+  return etc_estimator.add_side_inputs(features, config, long_len, global_len)
+
+
+class RecordTaskModel(tf.Module):
+  """The SavedModel of a Table 8 task: serialized records in, the head's outputs out."""
+
+  def __init__(self, task, config, variables, lengths, side_input_options):
+    """Holds the weights and the records' lengths.
+
+    Args:
+      task: a name of RECORD_TASKS.
+      config: EtcConfig.
+      variables: dict name -> tf.Variable (export_utils.variables_from_checkpoint).
+      lengths: read_record_settings' dict.
+      side_input_options: add_task_side_inputs' options.
+    """
+    super(RecordTaskModel, self).__init__()
+    self._task = task
+    self._config = config
+    self._variables = variables
+    self.weights = list(variables.values())
+    self._lengths = dict(lengths)
+    self._side_input_options = dict(side_input_options or {})
+
+  def parse(self, examples):
+    """string [batch] of records -> their int32 features (a record without one fails)."""
+    parsed = tf.io.parse_example(examples, record_feature_spec(self._task, self._lengths))
+    return {name: tf.cast(value, tf.int32) for name, value in parsed.items()}
+
+  def outputs(self, examples):
+    """The head's outputs of a batch of records (RECORD_OUTPUTS; WikiHop also prediction)."""
+    features = self.parse(examples)
+    inputs = add_task_side_inputs(self._task, dict(features), self._config,
+                                  self._lengths["max_seq_length"],
+                                  self._lengths["max_global_seq_length"],
+                                  self._side_input_options)
+    with export_utils.in_variables(self._variables):
+      logits = build_head(self._task, self._config, inputs)
+    logits = dict(logits) if isinstance(logits, dict) else {"logits": logits}
+    head_names, passed = RECORD_OUTPUTS[self._task]
+    out = {name: logits[name] for name in head_names}
+    out.update((name, features[name]) for name in passed)
+    if self._task == wikihop.TASK:  # the first real candidate of the highest score
+      masked = tf.where(features["candidate_mask"] > 0, out["logits"],
+                        tf.fill(tf.shape(out["logits"]), -float("inf")))
+      out["prediction"] = tf.argmax(masked, axis=1, output_type=tf.int32)
+    return out
+
+  def signatures(self):
+    """{"serving_default": records -> the head's outputs}."""
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="examples")],
+                 autograph=False)
+    def serve(examples):
+      return self.outputs(examples)
+
+    return {"serving_default": serve.get_concrete_function()}
+
+
+def _record_placeholder_build(task, config, lengths):
+  """Builds the model and head over placeholders of the task's records (the variables)."""
+  long_len, global_len = lengths["max_seq_length"], lengths["max_global_seq_length"]
+  extra = {name: (tf.int32, [1, length]) for name, length in heads.feature_lengths(
+      task, long_len, global_len, lengths["max_candidates"]).items()
+           if name not in heads.COMMON_FEATURES}
+  features = etc_estimator.placeholder_features(config, long_len, global_len, extra)
+  build_head(task, config, features)
+
+
+def export_record_model(task, checkpoint, config, lengths, output_dir, side_input_options=None,
+                        overwrite=False, protected_paths=()):
+  """Writes the serialized-record SavedModel of a Table 8 task's fine-tuned checkpoint.
+
+  Args:
+    task: a name of RECORD_TASKS.
+    checkpoint: checkpoint prefix.
+    config: EtcConfig.
+    lengths: read_record_settings' dict (L, G, C of the data).
+    output_dir: the SavedModel directory (new, or an earlier export of ours with overwrite).
+    side_input_options: wikihop: {flag: value} of WIKIHOP_SIDE_INPUT_FLAGS (defaults:
+      run_long_tasks'); hotpotqa: {"cls_token_id": the data's [CLS] id}; else None.
+    overwrite: replace an earlier export of ours.
+    protected_paths: paths the export must never replace.
+
+  Returns:
+    The RecordTaskModel written.
+  """
+  protected = list(protected_paths) + [checkpoint]
+  common.check_export_dir(output_dir, "output_dir", overwrite, protected)
+  check_task(task, checkpoint)
+  variables = export_utils.variables_from_checkpoint(
+      export_utils.collect_variable_specs(lambda: _record_placeholder_build(task, config,
+                                                                            lengths)),
+      checkpoint, flag_name="checkpoint")
+  model = RecordTaskModel(task, config, variables, lengths, side_input_options)
+  signatures = model.signatures()
+  info = {"task": task, "checkpoint": checkpoint, "inputs": "examples",
+          "outputs": sorted(signatures["serving_default"].structured_outputs),
+          "side_input_options": side_input_options or {}}
+  info.update(lengths)
+  extra = {EXPORT_CONFIG: json.dumps(info, indent=2, sort_keys=True) + "\n",
+           CONFIG_NAME: config.to_json_string()}
+  export_utils.save_atomically(model, output_dir, signatures, extra, overwrite, protected,
+                               flag_name="output_dir")
+  tf1.logging.info("Exported the %s model %s to %s", task, checkpoint, output_dir)
+  return model
+
+
+def record_side_input_options(task, data_dir, flag_values):
+  """The side-input options of a task's export: WikiHop's flags, HotpotQA's [CLS] id of the data.
+
+  Args:
+    task: a name of RECORD_TASKS.
+    data_dir: --data_dir.
+    flag_values: {flag: value} of WIKIHOP_SIDE_INPUT_FLAGS.
+
+  Returns:
+    dict (add_task_side_inputs' side_input_options) or None.
+  """
+  if task == wikihop.TASK:
+    return dict(flag_values)
+  if task == hotpotqa.TASK:
+    tokenizer, _ = hotpotqa.load_data_tokenizer(data_dir)
+    return {"cls_token_id": tokenizer.vocab[hotpotqa.GLOBAL_TOKENS["cls"]]}
+  return None
+
+
+def load_run_config(checkpoint, etc_config_file, max_seq_length, checkpoint_flag):
+  """(config file, EtcConfig) of a run: --etc_config_file, else etc_config.json beside the
+  checkpoint (checkpoint_flag: --checkpoint as given, for the message)."""
+  config_file = etc_config_file or beside_checkpoint(checkpoint, CONFIG_NAME)
+  if not config_file:
+    common.fail("--etc_config_file is required (no %s beside --checkpoint=%s)" %
+                (CONFIG_NAME, checkpoint_flag))
+  return config_file, etc_estimator.load_config(config_file, max_seq_length=max_seq_length)
+
+
+def export_record_job(task, checkpoint, data_dir, output_dir, etc_config_file=None,
+                      overwrite=False, wikihop_options=None, checkpoint_flag=None):
+  """The export of a Table 8 task's run: the data's lengths, the run's config, the side inputs.
+
+  Args:
+    task: a name of RECORD_TASKS.
+    checkpoint: the checkpoint prefix.
+    data_dir: --data_dir (the task's create_ command's output).
+    output_dir: --output_dir.
+    etc_config_file: --etc_config_file (None: etc_config.json beside the checkpoint).
+    overwrite: --overwrite.
+    wikihop_options: {flag: value} of WIKIHOP_SIDE_INPUT_FLAGS (wikihop).
+    checkpoint_flag: --checkpoint as given (messages).
+  """
+  lengths = read_record_settings(task, data_dir)
+  config_file, config = load_run_config(checkpoint, etc_config_file, lengths["max_seq_length"],
+                                        checkpoint_flag or checkpoint)
+  options = record_side_input_options(task, data_dir, wikihop_options or {})
+  export_record_model(task, checkpoint, config, lengths, output_dir, options,
+                      overwrite=overwrite,
+                      protected_paths=[config_file, data_summary(task, data_dir)])
+
+
 def data_vocabulary(vocab_file, spm_model_file, settings, data_dir):
   """(vocab_file, spm_model_file) of the export: the flags', else the data's; one of them None.
 
@@ -778,7 +1084,20 @@ def main(_):
   for name in ("task", "checkpoint", "data_dir", "output_dir"):
     if not getattr(FLAGS, name):
       common.fail("--%s is required" % name)
+  for name in WIKIHOP_SIDE_INPUT_FLAGS:
+    if FLAGS.task != wikihop.TASK and FLAGS[name].present:
+      common.fail("--%s: only with --task=%s" % (name, wikihop.TASK))
   checkpoint = export_utils.resolve_checkpoint(FLAGS.checkpoint, "checkpoint")
+  if FLAGS.task in RECORD_TASKS:
+    for name in ("vocab_file", "spm_model_file"):
+      if getattr(FLAGS, name):
+        common.fail("--%s: not with --task=%s (its records hold the ids)" % (name, FLAGS.task))
+    export_record_job(FLAGS.task, checkpoint, FLAGS.data_dir, FLAGS.output_dir,
+                      FLAGS.etc_config_file, FLAGS.overwrite,
+                      {name: FLAGS[name].value for name in WIKIHOP_SIDE_INPUT_FLAGS},
+                      FLAGS.checkpoint)
+    return
+  data_summary(FLAGS.task, FLAGS.data_dir)
   settings, labels = read_settings(FLAGS.data_dir)
   if FLAGS.task in heads.LABEL_VOCABULARY_TASKS and not labels:
     common.fail("--data_dir=%s: its %s has no classify_labels (data of an earlier version)" %
@@ -791,11 +1110,8 @@ def main(_):
                     (FLAGS.data_dir, saved_labels))
   vocab_file, spm_model_file = data_vocabulary(FLAGS.vocab_file, FLAGS.spm_model_file, settings,
                                                FLAGS.data_dir)
-  config_file = FLAGS.etc_config_file or beside_checkpoint(checkpoint, CONFIG_NAME)
-  if not config_file:
-    common.fail("--etc_config_file is required (no %s beside --checkpoint=%s)" %
-                (CONFIG_NAME, FLAGS.checkpoint))
-  config = etc_estimator.load_config(config_file, max_seq_length=settings["max_seq_length"])
+  config_file, config = load_run_config(checkpoint, FLAGS.etc_config_file,
+                                        settings["max_seq_length"], FLAGS.checkpoint)
   export_long_model(FLAGS.task, checkpoint, config, settings, vocab_file,
                     settings.get("do_lower_case", True), FLAGS.output_dir, label_names=labels,
                     overwrite=FLAGS.overwrite,

@@ -1,7 +1,8 @@
 """Tests of etc_model.export_long_model: the raw-text SavedModel of a long-task model, loaded in a
 fresh process, equals run_long_tasks' model_fn predictions on the records long_tasks makes from
 the same text (cloze, supporting, classify; tiny random ETC and heads); its packed features equal
-the records'; one-line errors."""
+the records'; one-line errors. The record SavedModels of Table 8's tasks are tested in their
+tasks' files (test_etc_wikihop.py, ...) through check_record_export."""
 
 import json
 import os
@@ -308,3 +309,162 @@ def test_a_request_without_sentence_columns_keeps_its_batch_size():
   assert tokens.nrows() == 2 and tokens.row_lengths().numpy().tolist() == [0, 0]
   tokens = export.tokenize_rows(export.WordpieceIds(VOCAB, True), tf.constant([["a b"], ["c"]]))
   assert tokens.to_list() == [[[1037, 1038]], [[1039]]]
+
+
+# ----------------------------------------------------------------------------- record tasks
+# A fresh process: the records of a file through the SavedModel's serving_default (plain TF).
+RECORDS_RELOAD_SCRIPT = textwrap.dedent("""
+    import os, sys, time
+    import numpy as np
+    import tensorflow as tf
+    # Started before the export (the imports overlap it): waits for the SavedModel.
+    export_dir, records_file, out_file = sys.argv[1:4]
+    deadline = time.time() + 240
+    while not os.path.exists(os.path.join(export_dir, "saved_model.pb")) and (
+        time.time() < deadline):
+      time.sleep(0.2)
+    records = [r.numpy() for r in tf.data.TFRecordDataset(records_file)]
+    serve = tf.saved_model.load(export_dir).signatures["serving_default"]
+    outputs = serve(examples=tf.constant(records))
+    np.savez(out_file, **{k: v.numpy() for k, v in outputs.items()})
+""")
+
+
+def tuned_run(task, config_file, lengths, run_dir):
+  """A run directory as run_long_tasks leaves it (etc_config.json, model.ckpt-1) with the task's
+  head: random weights, the head's scaled up so that its scores are far apart."""
+  config = etc_modeling.EtcConfig.from_dict(json.loads(open(config_file).read()))
+  os.makedirs(run_dir)
+  with open(os.path.join(run_dir, export.CONFIG_NAME), "w") as f:
+    f.write(config.to_json_string())
+  with tf.Graph().as_default():
+    tf1.set_random_seed(7)
+    export._record_placeholder_build(task, config, lengths)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      for v in tf1.global_variables():
+        if v.op.name.startswith(heads.SCOPE) and len(v.shape) > 1:
+          sess.run(v.assign(v * 30.0))
+      return tf1.train.Saver().save(sess, os.path.join(run_dir, "model.ckpt"), global_step=1)
+
+
+def run_long_tasks_outputs(task, config, checkpoint, records_file, lengths,
+                           side_input_options=None):
+  """run_long_tasks' prediction path (input_fn, PREDICT model_fn) over a record file."""
+  num = sum(1 for _ in tf1.io.tf_record_iterator(records_file))
+  with tf.Graph().as_default():
+    dataset = run_long_tasks.input_fn_builder(
+        records_file, task, config, lengths["max_seq_length"], lengths["max_global_seq_length"],
+        lengths["max_candidates"], is_training=False,
+        side_input_options=side_input_options)({"batch_size": num})
+    features = tf1.data.make_one_shot_iterator(dataset).get_next()
+    model_fn = run_long_tasks.model_fn_builder(
+        task, config, checkpoint, 1e-3, 1, 0, False,
+        max_global_seq_length=lengths["max_global_seq_length"],
+        max_seq_length=lengths["max_seq_length"])
+    spec = model_fn(features, None, tf1.estimator.ModeKeys.PREDICT, {"batch_size": num})
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      return sess.run(spec.predictions)
+
+
+def start_records_reload(export_dir, records_file, out_file):
+  """The fresh process of RECORDS_RELOAD_SCRIPT (wait on it with finish_records_reload)."""
+  return subprocess.Popen([sys.executable, "-c", RECORDS_RELOAD_SCRIPT, str(export_dir),
+                           str(records_file), str(out_file)], cwd=REPO_DIR, env=tool_env(None),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finish_records_reload(proc, out_file):
+  """The served outputs {name: array} of a start_records_reload process."""
+  try:
+    output = proc.communicate(timeout=240)[0]
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      proc.wait()
+  assert proc.returncode == 0, output[-4000:]
+  with np.load(str(out_file)) as served:
+    return {name: served[name] for name in served.files}
+
+
+def check_record_export(task, data_dir, config_file, tmp_path, export_args=None,
+                        side_input_options=None):
+  """Exports a tuned run of a Table 8 task, serves the data's dev records in a fresh process and
+  compares with run_long_tasks' predictions (to 1e-5).
+
+  Args:
+    task: wikihop, hotpotqa, nq or openkp.
+    data_dir: its create_ command's --output_dir.
+    config_file: the ETC config.
+    tmp_path: the test's directory.
+    export_args: further flags of the command, which then exports (None: the command's job
+      function export_record_job exports in this process, its imports already paid).
+    side_input_options: run_long_tasks' side input options of the task.
+
+  Returns:
+    (served outputs, run_long_tasks' outputs): {name: array} each.
+  """
+  lengths = export.read_record_settings(task, data_dir)
+  checkpoint = tuned_run(task, config_file, lengths, str(tmp_path / "run"))
+  records_file = os.path.join(data_dir, "%s_dev.tfrecord" % task)
+  proc = start_records_reload(tmp_path / "export", records_file, tmp_path / "served.npz")
+  try:
+    if export_args is None:
+      export.export_record_job(task, checkpoint, data_dir, str(tmp_path / "export"))
+    else:
+      run_tool(None, ["-m", "etc_model.export_long_model", "--task=" + task,
+                      "--checkpoint=%s" % (tmp_path / "run"), "--data_dir=" + data_dir,
+                      "--output_dir=%s" % (tmp_path / "export")] + list(export_args))
+    config = etc_modeling.EtcConfig.from_dict(json.loads(open(config_file).read()))
+    expected = run_long_tasks_outputs(task, config, checkpoint, records_file, lengths,
+                                      side_input_options)
+  finally:
+    if proc.poll() is None and not (tmp_path / "export" / "saved_model.pb").exists():
+      proc.kill()
+  served = finish_records_reload(proc, tmp_path / "served.npz")
+  names, passed = export.RECORD_OUTPUTS[task]
+  assert sorted(served) == sorted(names + passed + (("prediction",) if task == "wikihop"
+                                                    else ()))
+  for name in names + passed:
+    assert served[name].shape == expected[name].shape, name
+    np.testing.assert_allclose(served[name], expected[name], atol=1e-5, rtol=1e-5,
+                               err_msg=name)
+  info = json.loads((tmp_path / "export" / export.EXPORT_CONFIG).read_text())
+  assert (info["task"], info["max_seq_length"]) == (task, lengths["max_seq_length"])
+  return served, expected
+
+
+def test_record_tasks_refuse_another_tasks_data_and_checkpoint(tmp_path):
+  (tmp_path / "hotpotqa").mkdir()
+  (tmp_path / "hotpotqa" / "hotpotqa.json").write_text("{}")
+  with pytest.raises(common.UsageError) as e:
+    export.data_summary("wikihop", str(tmp_path / "hotpotqa"))
+  assert str(e.value) == ("--data_dir=%s: has no wikihop.json but hotpotqa.json: the records of "
+                          "--task=hotpotqa, not --task=wikihop" % (tmp_path / "hotpotqa"))
+  with pytest.raises(common.UsageError) as e:
+    export.data_summary("cloze", str(tmp_path / "hotpotqa"))
+  assert str(e.value).startswith("--data_dir=%s: has no long_tasks.json but hotpotqa.json" %
+                                 (tmp_path / "hotpotqa"))
+  (tmp_path / "empty").mkdir()
+  with pytest.raises(common.UsageError) as e:
+    export.data_summary("nq", str(tmp_path / "empty"))
+  assert str(e.value) == ("--data_dir=%s: has no nq.json (write the data with "
+                          "etc_model.create_nq)" % (tmp_path / "empty"))
+  # A HotpotQA checkpoint exported as WikiHop.
+  with tf.Graph().as_default():
+    tf1.get_variable("cls/long_tasks/hotpotqa/output_bias", [1])
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      other = tf1.train.Saver().save(sess, str(tmp_path / "other.ckpt"))
+  with pytest.raises(common.UsageError, match=r"^--task=wikihop: checkpoint \S+ has no wikihop "
+                     r"head \(it was tuned for --task=hotpotqa\)$"):
+    export.export_record_model("wikihop", other, None, {}, str(tmp_path / "x"))
+  assert not (tmp_path / "x").exists()
+  # WikiHop's side-input flags with another task, through the tool.
+  proc = run_tool(None, ["-m", "etc_model.export_long_model", "--task=nq",
+                         "--candidate_ignore_hard_g2l", "--checkpoint=" + other,
+                         "--data_dir=%s" % (tmp_path / "empty"),
+                         "--output_dir=%s" % (tmp_path / "x")], expect_rc=2)
+  assert last_error_line(proc) == "error: --candidate_ignore_hard_g2l: only with --task=wikihop"
+  assert not (tmp_path / "x").exists()

@@ -622,3 +622,20 @@ def test_flags_and_token_types_are_checked(job, tmp_path):
   result = run_tool(None, args + ["--task=wikihop", "--sp_threshold=0.3"], expect_rc=2)
   assert last_error_line(result) == "error: --sp_threshold: only with --task=hotpotqa"
   assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_record_export_serves_run_long_tasks_predictions(job, tmp_path):
+  # The SavedModel of serialized records, loaded in a fresh process: run_long_tasks' logits on
+  # the dev records ([CLS] ignores the hard g2l mask, as in the job), the same answers decoded.
+  from test_etc_export_long_model import check_record_export
+  data_dir = str(job["root"] / "data")
+  tokenizer, do_lower_case = hotpotqa.load_data_tokenizer(data_dir)
+  served, expected = check_record_export(
+      "hotpotqa", data_dir, str(job["root"] / "etc_config.json"), tmp_path,
+      side_input_options={"cls_token_id": tokenizer.vocab["[CLS]"]})
+  records = hotpotqa.read_decoding_features(hotpotqa.record_file(data_dir, "dev"))
+  examples = hotpotqa.read_split_examples(data_dir, "dev", len(records["token_ids"]))
+  decoded = [hotpotqa.split_predictions(outputs, records, examples, tokenizer, do_lower_case)
+             for outputs in (served, expected)]
+  assert decoded[0] == decoded[1] and len(decoded[0]["answer"]) == 3

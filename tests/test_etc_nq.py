@@ -491,3 +491,25 @@ def test_train_eval_predict_scores_the_official_way(job, tmp_path):
            (out / "test_predictions.jsonl").read_text().splitlines()]
   assert [p["example_id"] for p in test["predictions"]] == [l["id"] for l in lines] == [20]
   assert json.loads((out / "test_results.json").read_text())["examples"] == 0
+
+
+@pytest.mark.slow
+def test_record_export_serves_run_long_tasks_predictions(job, tmp_path):
+  # The SavedModel of serialized records, loaded in a fresh process: run_long_tasks' logits on
+  # the dev windows, the same official predictions decoded.
+  from test_etc_export_long_model import check_record_export
+  data_dir = str(job["root"] / "data")
+  served, expected = check_record_export("nq", data_dir, str(job["root"] / "etc_config.json"),
+                                         tmp_path)
+  token_pos = nq.read_token_pos(nq.record_file(data_dir, "dev"))
+  examples = nq.read_split_examples(data_dir, "dev", len(token_pos))
+  decoded = [nq.split_predictions(outputs, token_pos, examples)
+             for outputs in (served, expected)]
+  scores = ("long_answer_score", "short_answers_score")
+  answers = [[{k: v for k, v in p.items() if k not in scores} for p in d["predictions"]]
+             for d in decoded]
+  assert answers[0] == answers[1] and len(answers[0]) == len(examples)
+  for served_line, expected_line in zip(*[d["predictions"] for d in decoded]):
+    for key in scores:
+      assert served_line[key] == pytest.approx(expected_line[key], abs=1e-4), key
+  assert all(a["long_answer"]["start_token"] >= 0 for a in answers[0])

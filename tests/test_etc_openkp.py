@@ -445,3 +445,21 @@ def test_train_eval_predict_scores_the_official_way(job, tmp_path):
   error = run_tool(None, _args(job, tmp_path / "other", ["--do_eval", "--padding=longest"]),
                    expect_rc=2)
   assert "--padding=longest: not with --task=openkp" in error.stderr
+
+
+@pytest.mark.slow
+def test_record_export_serves_run_long_tasks_predictions(job, tmp_path):
+  # The SavedModel of serialized records, loaded in a fresh process: run_long_tasks' n-gram
+  # logits on the dev records (the visual features' embeddings in the graph), the same
+  # keyphrases decoded.
+  from test_etc_export_long_model import check_record_export
+  data_dir = str(job["root"] / "data")
+  served, expected = check_record_export("openkp", data_dir,
+                                         str(job["root"] / "etc_config.json"), tmp_path)
+  lines = openkp.read_split_examples(data_dir, "dev", len(served["ngram_logits"]))
+  decoded = [openkp.split_predictions(outputs["ngram_logits"], lines)
+             for outputs in (served, expected)]
+  assert [p["KeyPhrases"] for p in decoded[0]] == [p["KeyPhrases"] for p in decoded[1]]
+  assert all(len(p["KeyPhrases"]) == 5 for p in decoded[0])
+  for served_line, expected_line in zip(*decoded):
+    np.testing.assert_allclose(served_line["scores"], expected_line["scores"], atol=1e-4)

@@ -579,3 +579,23 @@ def test_stop_request_leaves_no_temporary_and_no_summary(tmp_path):
     left = sorted(os.listdir(out)) if os.path.exists(out) else []
     assert wikihop.SUMMARY_NAME not in left
     assert not [name for name in left if ".tmp-" in name], left
+
+
+@pytest.mark.slow
+def test_record_export_serves_run_long_tasks_predictions(job, tmp_path):
+  # The SavedModel of serialized records, loaded in a fresh process: run_long_tasks' logits on
+  # the dev records, the same answers decoded; the side-input flags as run_long_tasks' job.
+  from test_etc_export_long_model import check_record_export
+  data_dir = str(job["root"] / "data")
+  served, expected = check_record_export(
+      "wikihop", data_dir, str(job["root"] / "etc_config.json"), tmp_path,
+      ["--candidate_ignore_hard_g2l"],
+      {"candidate_ignore_hard_g2l": True, "query_ignore_hard_g2l": False,
+       "enable_l2g_linking": True})
+  assert served["prediction"].tolist() == wikihop.predicted_indices(
+      expected["logits"], expected["candidate_mask"]).tolist()
+  examples = wikihop.read_split_examples(data_dir, "dev", len(served["logits"]))
+  answers = wikihop.predictions_from_outputs(served["logits"], served["candidate_mask"], examples)
+  assert answers == wikihop.predictions_from_outputs(expected["logits"],
+                                                     expected["candidate_mask"], examples)
+  assert len(answers) == 3 and len(set(served["prediction"].tolist())) > 1
