@@ -68,8 +68,10 @@ sp_logits [batch, G], answer_type_logits [batch, 3], begin_logits / end_logits [
 global_token_ids [batch, G]; nq answer_type_logits [batch, 5] and la_start / la_end / sa_start /
 sa_end _logits [batch, L]; openkp ngram_logits [batch, 5, L]. The graph parses the records with
 long_task_heads.feature_lengths, adds the side inputs run_long_tasks' input_fn adds
-(add_task_side_inputs: WikiHop's with --candidate_ignore_hard_g2l / --query_ignore_hard_g2l /
---enable_l2g_linking as the run was tuned, HotpotQA's with the data's [CLS] id) and runs EtcModel
+(long_task_heads.add_task_side_inputs: WikiHop's with --candidate_ignore_hard_g2l /
+--query_ignore_hard_g2l / --enable_l2g_linking as the run was tuned (the run's
+wikihop_side_inputs.json; the flags, which must agree, for a run without one), HotpotQA's
+with the data's [CLS] id) and runs EtcModel
 (OpenKP's visual-feature embeddings added) and the head: its outputs equal run_long_tasks'
 predictions on the same records, and the task's decoders (wikihop.predictions_from_outputs,
 hotpotqa.split_predictions, nq.split_predictions, openkp.split_predictions) read them. L, G
@@ -776,8 +778,7 @@ RECORD_TASKS = {wikihop.TASK: wikihop, hotpotqa.TASK: hotpotqa, nq.TASK: nq,
 DATA_SUMMARIES = dict([(module.SUMMARY_NAME, task) for task, module in RECORD_TASKS.items()] +
                       [(long_tasks.SUMMARY_NAME, "cloze, supporting or classify")])
 # run_long_tasks' --task=wikihop side-input flags (wikihop.add_side_inputs' keyword arguments).
-WIKIHOP_SIDE_INPUT_FLAGS = ("candidate_ignore_hard_g2l", "query_ignore_hard_g2l",
-                            "enable_l2g_linking")
+WIKIHOP_SIDE_INPUT_FLAGS = heads.WIKIHOP_SIDE_INPUT_OPTIONS
 # Per task: the head's outputs (run_long_tasks' PREDICT names) and the record features passed
 # through for the decoders.
 RECORD_OUTPUTS = {
@@ -849,30 +850,6 @@ def record_feature_spec(task, lengths):
               lengths["max_candidates"]).items()}
 
 
-def add_task_side_inputs(task, features, config, long_len, global_len, side_input_options):
-  """The side inputs run_long_tasks' input_fn adds to a task's batch (wikihop's and hotpotqa's
-  multi-hop ones, else etc_estimator's).
-
-  Args:
-    task: a name of RECORD_TASKS.
-    features: dict of batched int32 record features.
-    config: EtcConfig.
-    long_len: L.
-    global_len: G.
-    side_input_options: wikihop: WIKIHOP_SIDE_INPUT_FLAGS' values; hotpotqa: cls_token_id.
-
-  Returns:
-    The dict with the side inputs.
-  """
-  if task == wikihop.TASK:
-    return wikihop.add_side_inputs(features, config, long_len, global_len,
-                                   **side_input_options)
-  if task == hotpotqa.TASK:
-    return hotpotqa.add_side_inputs(features, config, long_len, global_len,
-                                    **side_input_options)
-  return etc_estimator.add_side_inputs(features, config, long_len, global_len)
-
-
 class RecordTaskModel(tf.Module):
   """The SavedModel of a Table 8 task: serialized records in, the head's outputs out."""
 
@@ -902,7 +879,7 @@ class RecordTaskModel(tf.Module):
   def outputs(self, examples):
     """The head's outputs of a batch of records (RECORD_OUTPUTS; WikiHop also prediction)."""
     features = self.parse(examples)
-    inputs = add_task_side_inputs(self._task, dict(features), self._config,
+    inputs = heads.add_task_side_inputs(self._task, dict(features), self._config,
                                   self._lengths["max_seq_length"],
                                   self._lengths["max_global_seq_length"],
                                   self._side_input_options)
@@ -978,19 +955,27 @@ def export_record_model(task, checkpoint, config, lengths, output_dir, side_inpu
   return model
 
 
-def record_side_input_options(task, data_dir, flag_values):
-  """The side-input options of a task's export: WikiHop's flags, HotpotQA's [CLS] id of the data.
+def record_side_input_options(task, data_dir, flag_values, checkpoint=None, given=()):
+  """The side-input options of a task's export: WikiHop's (those the run kept beside the
+  checkpoint, else the flags'), HotpotQA's [CLS] id of the data.
 
   Args:
     task: a name of RECORD_TASKS.
     data_dir: --data_dir.
     flag_values: {flag: value} of WIKIHOP_SIDE_INPUT_FLAGS.
+    checkpoint: the checkpoint prefix (its run's long_task_heads.SIDE_INPUTS_NAME is read).
+    given: the flags of WIKIHOP_SIDE_INPUT_FLAGS given on the command line: one line when one
+      differs from the run's.
 
   Returns:
-    dict (add_task_side_inputs' side_input_options) or None.
+    dict (long_task_heads.add_task_side_inputs' side_input_options) or None.
   """
   if task == wikihop.TASK:
-    return dict(flag_values)
+    saved = beside_checkpoint(checkpoint, heads.SIDE_INPUTS_NAME) if checkpoint else None
+    if not saved:
+      return dict(flag_values)
+    return heads.check_side_inputs(os.path.dirname(saved),
+                                   {name: flag_values[name] for name in given})
   if task == hotpotqa.TASK:
     tokenizer, _ = hotpotqa.load_data_tokenizer(data_dir)
     return {"cls_token_id": tokenizer.vocab[hotpotqa.GLOBAL_TOKENS["cls"]]}
@@ -1008,7 +993,8 @@ def load_run_config(checkpoint, etc_config_file, max_seq_length, checkpoint_flag
 
 
 def export_record_job(task, checkpoint, data_dir, output_dir, etc_config_file=None,
-                      overwrite=False, wikihop_options=None, checkpoint_flag=None):
+                      overwrite=False, wikihop_options=None, checkpoint_flag=None,
+                      wikihop_options_given=()):
   """The export of a Table 8 task's run: the data's lengths, the run's config, the side inputs.
 
   Args:
@@ -1018,13 +1004,16 @@ def export_record_job(task, checkpoint, data_dir, output_dir, etc_config_file=No
     output_dir: --output_dir.
     etc_config_file: --etc_config_file (None: etc_config.json beside the checkpoint).
     overwrite: --overwrite.
-    wikihop_options: {flag: value} of WIKIHOP_SIDE_INPUT_FLAGS (wikihop).
+    wikihop_options: {flag: value} of WIKIHOP_SIDE_INPUT_FLAGS (wikihop; the run's kept ones
+      come first, see record_side_input_options).
     checkpoint_flag: --checkpoint as given (messages).
+    wikihop_options_given: the names of WIKIHOP_SIDE_INPUT_FLAGS given on the command line.
   """
   lengths = read_record_settings(task, data_dir)
   config_file, config = load_run_config(checkpoint, etc_config_file, lengths["max_seq_length"],
                                         checkpoint_flag or checkpoint)
-  options = record_side_input_options(task, data_dir, wikihop_options or {})
+  options = record_side_input_options(task, data_dir, wikihop_options or {}, checkpoint,
+                                     wikihop_options_given)
   export_record_model(task, checkpoint, config, lengths, output_dir, options,
                       overwrite=overwrite,
                       protected_paths=[config_file, data_summary(task, data_dir)])
@@ -1095,7 +1084,8 @@ def main(_):
     export_record_job(FLAGS.task, checkpoint, FLAGS.data_dir, FLAGS.output_dir,
                       FLAGS.etc_config_file, FLAGS.overwrite,
                       {name: FLAGS[name].value for name in WIKIHOP_SIDE_INPUT_FLAGS},
-                      FLAGS.checkpoint)
+                      FLAGS.checkpoint,
+                      [name for name in WIKIHOP_SIDE_INPUT_FLAGS if FLAGS[name].present])
     return
   data_summary(FLAGS.task, FLAGS.data_dir)
   settings, labels = read_settings(FLAGS.data_dir)

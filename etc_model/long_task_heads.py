@@ -71,13 +71,19 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import json
+import os
 
 import numpy as np
 import tensorflow as tf
 
 import modeling
+from realformer_tf import common
+from etc_model import etc_estimator
+from etc_model import hotpotqa
 from etc_model import long_tasks
 from etc_model import openkp
+from etc_model import wikihop
 
 tf1 = tf.compat.v1
 
@@ -132,6 +138,65 @@ NQ_POSITIONS = ("la_start", "la_end", "sa_start", "sa_end")
 # smoothing of the n-gram labels (additive_smoothing_mass).
 OPENKP_MAX_PHRASE_WORDS = 5
 OPENKP_SMOOTHING_MASS = 1e-4
+
+
+# --task=wikihop's side-input options (wikihop.add_side_inputs' keyword arguments; run_long_tasks'
+# flags of the same names). A run keeps them in its output directory (SIDE_INPUTS_NAME): the
+# model's outputs depend on them, so an export or a resume reads them from there.
+WIKIHOP_SIDE_INPUT_OPTIONS = ("candidate_ignore_hard_g2l", "query_ignore_hard_g2l",
+                              "enable_l2g_linking")
+SIDE_INPUTS_NAME = "wikihop_side_inputs.json"
+
+
+def add_task_side_inputs(task, features, config, long_len, global_len, side_input_options=None):
+  """The side inputs of a task's batch: WikiHop's and HotpotQA's multi-hop ones, else
+  etc_estimator's.
+
+  Args:
+    task: a name of TASKS.
+    features: dict of batched int32 record features.
+    config: EtcConfig.
+    long_len: L.
+    global_len: G.
+    side_input_options: wikihop: {WIKIHOP_SIDE_INPUT_OPTIONS: value}; hotpotqa:
+      {"cls_token_id": id}; else None.
+
+  Returns:
+    The dict with the side inputs.
+  """
+  if task == wikihop.TASK:
+    return wikihop.add_side_inputs(features, config, long_len, global_len,
+                                   **(side_input_options or {}))
+  if task == hotpotqa.TASK:
+    return hotpotqa.add_side_inputs(features, config, long_len, global_len,
+                                    **(side_input_options or {}))
+  return etc_estimator.add_side_inputs(features, config, long_len, global_len)
+
+
+def read_side_inputs(run_dir):
+  """The WikiHop side-input options a run was tuned with ({option: bool}), or None when the
+  directory has no SIDE_INPUTS_NAME."""
+  path = os.path.join(run_dir, SIDE_INPUTS_NAME)
+  if not tf.io.gfile.exists(path):
+    return None
+  with tf.io.gfile.GFile(path, "r") as f:
+    return json.loads(f.read())
+
+
+def check_side_inputs(run_dir, options):
+  """One line when a run directory's WikiHop side-input options (SIDE_INPUTS_NAME) differ from
+  those of `options` ({option: bool}, the job's flags): the model was tuned with other inputs.
+
+  Returns:
+    The run's options, or None when it kept none.
+  """
+  saved = read_side_inputs(run_dir)
+  for name in WIKIHOP_SIDE_INPUT_OPTIONS:
+    if saved is not None and name in options and saved.get(name) != options[name]:
+      common.fail("--%s=%s: the run in %s was tuned with --%s=%s (its %s)" % (
+          name, str(options.get(name)).lower(), run_dir, name, str(saved.get(name)).lower(),
+          SIDE_INPUTS_NAME))
+  return saved
 
 
 def feature_lengths(task, max_seq_length, max_global_seq_length, max_candidates):

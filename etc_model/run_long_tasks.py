@@ -250,9 +250,9 @@ def define_flags():
   estimator_utils.define_estimator_flags()
 
 
-# The flags of --task=wikihop's side inputs (wikihop.add_side_inputs keyword arguments).
-WIKIHOP_SIDE_INPUT_FLAGS = ("candidate_ignore_hard_g2l", "query_ignore_hard_g2l",
-                            "enable_l2g_linking")
+# The flags of --task=wikihop's side inputs (wikihop.add_side_inputs keyword arguments), kept
+# in the output directory (long_task_heads.SIDE_INPUTS_NAME).
+WIKIHOP_SIDE_INPUT_FLAGS = heads.WIKIHOP_SIDE_INPUT_OPTIONS
 # The flags of --task=hotpotqa's answers (hotpotqa.split_metrics keyword arguments).
 HOTPOTQA_ANSWER_FLAGS = ("sp_threshold", "max_answer_length")
 # The flags of --task=nq's answers (nq.split_metrics keyword arguments).
@@ -433,15 +433,8 @@ def input_fn_builder(input_file, task, config, max_seq_length, max_global_seq_le
     d = d.map(lambda record: estimator_utils.decode_record(record, name_to_features))
     d = d.batch(batch_size, drop_remainder=drop_remainder)
     if not isinstance(config, bert_windows.BertWindowsConfig):  # ETC's side inputs
-      if task == wikihop.TASK:
-        add_side_inputs = lambda batch, long_len, global_len: wikihop.add_side_inputs(
-            batch, config, long_len, global_len, **(side_input_options or {}))
-      elif task == hotpotqa.TASK:
-        add_side_inputs = lambda batch, long_len, global_len: hotpotqa.add_side_inputs(
-            batch, config, long_len, global_len, **(side_input_options or {}))
-      else:
-        add_side_inputs = lambda batch, long_len, global_len: etc_estimator.add_side_inputs(
-            batch, config, long_len, global_len)
+      add_side_inputs = lambda batch, long_len, global_len: heads.add_task_side_inputs(
+          task, batch, config, long_len, global_len, side_input_options)
       if padding == "max_length":
         d = d.map(lambda batch: add_side_inputs(batch, max_seq_length, max_global_seq_length))
       else:  # the side inputs of the cut batch (its own lengths)
@@ -1094,7 +1087,11 @@ def main(_):
   # checkpoint made for initialising, e.g. a lifted one) is one line.
   resume_step = etc_estimator.check_resume(
       FLAGS.output_dir, shapes_fn, restore=estimator_utils.restore_mode(FLAGS.do_train))
+  if FLAGS.task == wikihop.TASK:  # the model's outputs depend on them: kept with the run
+    heads.check_side_inputs(write_dir, side_input_options)
   training_eval.remove_stale_best_temps(write_dir)
+  if FLAGS.task == wikihop.TASK:
+    common.write_json_atomic(os.path.join(write_dir, heads.SIDE_INPUTS_NAME), side_input_options)
   model_config.save_config(config, write_dir, name=(
       bert_windows.CONFIG_NAME if FLAGS.model == "bert_windows" else CONFIG_NAME))
   if label_names is not None:

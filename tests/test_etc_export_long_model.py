@@ -389,7 +389,7 @@ def finish_records_reload(proc, out_file):
 
 
 def check_record_export(task, data_dir, config_file, tmp_path, export_args=None,
-                        side_input_options=None):
+                        side_input_options=None, run_files=None):
   """Exports a tuned run of a Table 8 task, serves the data's dev records in a fresh process and
   compares with run_long_tasks' predictions (to 1e-5).
 
@@ -401,12 +401,15 @@ def check_record_export(task, data_dir, config_file, tmp_path, export_args=None,
     export_args: further flags of the command, which then exports (None: the command's job
       function export_record_job exports in this process, its imports already paid).
     side_input_options: run_long_tasks' side input options of the task.
+    run_files: {name: JSON object} written into the run directory beside the checkpoint.
 
   Returns:
     (served outputs, run_long_tasks' outputs): {name: array} each.
   """
   lengths = export.read_record_settings(task, data_dir)
   checkpoint = tuned_run(task, config_file, lengths, str(tmp_path / "run"))
+  for name, obj in (run_files or {}).items():
+    (tmp_path / "run" / name).write_text(json.dumps(obj))
   records_file = os.path.join(data_dir, "%s_dev.tfrecord" % task)
   proc = start_records_reload(tmp_path / "export", records_file, tmp_path / "served.npz")
   try:

@@ -16,6 +16,7 @@ from conftest import write_random_bert_checkpoint
 from etc_model import create_wikihop
 from etc_model import etc_estimator
 from etc_model import etc_modeling
+from etc_model import export_long_model
 from etc_model import lift_bert_checkpoint as lift
 from etc_model import long_task_heads as heads
 from etc_model import run_long_tasks
@@ -494,6 +495,16 @@ def test_train_eval_predict_from_a_lifted_checkpoint(job, tmp_path):
           in result.output), result.output[-3000:]
   results = json.loads((out / "eval_results.json").read_text())
   assert results["task"] == "wikihop" and results["global_step"] == 2
+  # The side-input options are kept with the run; a job there with others is one line.
+  kept = {"candidate_ignore_hard_g2l": False, "query_ignore_hard_g2l": False,
+          "enable_l2g_linking": True}
+  assert json.loads((out / heads.SIDE_INPUTS_NAME).read_text()) == kept
+  with pytest.raises(common.UsageError) as e:
+    heads.check_side_inputs(str(out), dict(kept, candidate_ignore_hard_g2l=True))
+  assert str(e.value) == ("--candidate_ignore_hard_g2l=true: the run in %s was tuned with "
+                          "--candidate_ignore_hard_g2l=false (its %s)" % (out,
+                                                                          heads.SIDE_INPUTS_NAME))
+  assert heads.check_side_inputs(str(out), kept) == kept
   # 4 dev examples, 3 records: the one with 7 candidates (> 6) counts as wrong.
   assert (results["examples"], results["records"], results["skipped"]) == (4, 3, 1)
   assert results["accuracy"] == pytest.approx(results["record_accuracy"] * 3 / 4)
@@ -584,14 +595,22 @@ def test_stop_request_leaves_no_temporary_and_no_summary(tmp_path):
 @pytest.mark.slow
 def test_record_export_serves_run_long_tasks_predictions(job, tmp_path):
   # The SavedModel of serialized records, loaded in a fresh process: run_long_tasks' logits on
-  # the dev records, the same answers decoded; the side-input flags as run_long_tasks' job.
+  # the dev records, the same answers decoded; the side-input options those the run kept
+  # (not the flags' defaults), a flag given against them one line.
   from test_etc_export_long_model import check_record_export
   data_dir = str(job["root"] / "data")
+  options = {"candidate_ignore_hard_g2l": True, "query_ignore_hard_g2l": False,
+             "enable_l2g_linking": True}
   served, expected = check_record_export(
-      "wikihop", data_dir, str(job["root"] / "etc_config.json"), tmp_path,
-      ["--candidate_ignore_hard_g2l"],
-      {"candidate_ignore_hard_g2l": True, "query_ignore_hard_g2l": False,
-       "enable_l2g_linking": True})
+      "wikihop", data_dir, str(job["root"] / "etc_config.json"), tmp_path, [], options,
+      run_files={heads.SIDE_INPUTS_NAME: options})
+  flags = dict(options, candidate_ignore_hard_g2l=False)
+  checkpoint = str(tmp_path / "run" / "model.ckpt-1")
+  with pytest.raises(common.UsageError, match=r"^--candidate_ignore_hard_g2l=false: the run in "):
+    export_long_model.record_side_input_options("wikihop", data_dir, flags, checkpoint,
+                                                given=["candidate_ignore_hard_g2l"])
+  assert export_long_model.record_side_input_options(
+      "wikihop", data_dir, flags, checkpoint, given=["query_ignore_hard_g2l"]) == options
   assert served["prediction"].tolist() == wikihop.predicted_indices(
       expected["logits"], expected["candidate_mask"]).tolist()
   examples = wikihop.read_split_examples(data_dir, "dev", len(served["logits"]))
