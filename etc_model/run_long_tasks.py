@@ -1089,9 +1089,8 @@ def main(_):
       FLAGS.output_dir, shapes_fn, restore=estimator_utils.restore_mode(FLAGS.do_train))
   if FLAGS.task == wikihop.TASK:  # the model's outputs depend on them: kept with the run
     heads.check_side_inputs(write_dir, side_input_options)
-  training_eval.remove_stale_best_temps(write_dir)
-  if FLAGS.task == wikihop.TASK:
     common.write_json_atomic(os.path.join(write_dir, heads.SIDE_INPUTS_NAME), side_input_options)
+  training_eval.remove_stale_best_temps(write_dir)
   model_config.save_config(config, write_dir, name=(
       bert_windows.CONFIG_NAME if FLAGS.model == "bert_windows" else CONFIG_NAME))
   if label_names is not None:

@@ -214,14 +214,19 @@ def test_raw_text_export_equals_estimator_predictions(model, tmp_path):
   assert (info["task"], info["blank_token"], info["max_seq_length"]) == ("cloze", "[MASK]", L)
 
 
+def _checkpoint_of_a_head(task, path):
+  """A checkpoint holding only one variable of the task's head (a model tuned for it)."""
+  with tf.Graph().as_default():
+    tf1.get_variable("cls/long_tasks/%s/output_bias" % task, [1])
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      return tf1.train.Saver().save(sess, path)
+
+
 def test_one_line_errors(model, tmp_path):
   config, settings = model["config"], model["settings"]
   # A checkpoint tuned for another task.
-  with tf.Graph().as_default():
-    tf1.get_variable("cls/long_tasks/supporting/output_bias", [1])
-    with tf1.Session() as sess:
-      sess.run(tf1.global_variables_initializer())
-      other = tf1.train.Saver().save(sess, str(tmp_path / "other.ckpt"))
+  other = _checkpoint_of_a_head("supporting", str(tmp_path / "other.ckpt"))
   with pytest.raises(common.UsageError, match=r"^--task=cloze: checkpoint \S+ has no cloze "
                      r"head \(it was tuned for --task=supporting\)$"):
     export.export_long_model("cloze", other, config, settings, VOCAB, True, str(tmp_path / "x"))
@@ -455,11 +460,7 @@ def test_record_tasks_refuse_another_tasks_data_and_checkpoint(tmp_path):
   assert str(e.value) == ("--data_dir=%s: has no nq.json (write the data with "
                           "etc_model.create_nq)" % (tmp_path / "empty"))
   # A HotpotQA checkpoint exported as WikiHop.
-  with tf.Graph().as_default():
-    tf1.get_variable("cls/long_tasks/hotpotqa/output_bias", [1])
-    with tf1.Session() as sess:
-      sess.run(tf1.global_variables_initializer())
-      other = tf1.train.Saver().save(sess, str(tmp_path / "other.ckpt"))
+  other = _checkpoint_of_a_head("hotpotqa", str(tmp_path / "other.ckpt"))
   with pytest.raises(common.UsageError, match=r"^--task=wikihop: checkpoint \S+ has no wikihop "
                      r"head \(it was tuned for --task=hotpotqa\)$"):
     export.export_record_model("wikihop", other, None, {}, str(tmp_path / "x"))
