@@ -712,57 +712,57 @@ def _check_flags():
                 "positions; use --padding=max_length)" % (FLAGS.padding, FLAGS.task))
 
 
-def _padding(training):
+def _padding(flag_values, training):
   """--padding of a training or an evaluation / prediction input (estimator_utils.
   effective_padding; --model=bert_windows: always max_length)."""
-  if FLAGS.model == "bert_windows" or FLAGS.task in MAX_LENGTH_TASKS:
+  if flag_values.model == "bert_windows" or flag_values.task in MAX_LENGTH_TASKS:
     return "max_length"
-  return batch_padding.effective_padding(FLAGS, training=training)
+  return batch_padding.effective_padding(flag_values, training=training)
 
 
-def _needed_files():
+def _needed_files(flag_values):
   """{split: path} of the splits this job reads, each checked to exist."""
-  files = task_files(FLAGS.data_dir, FLAGS.task)
+  files = task_files(flag_values.data_dir, flag_values.task)
   needed = {}
-  if FLAGS.do_train:
+  if flag_values.do_train:
     needed["train"] = files["train"]
-  if FLAGS.do_eval or FLAGS.eval_every_steps:
+  if flag_values.do_eval or flag_values.eval_every_steps:
     needed["dev"] = files["dev"]
-  if FLAGS.do_predict:
+  if flag_values.do_predict:
     needed["test"] = files["test"]
   for split, path in needed.items():
     if not tf.io.gfile.exists(path):
       common.fail("--data_dir=%s: has no %s (write it with etc_model.%s)" %
-                  (FLAGS.data_dir, os.path.basename(path), data_command(FLAGS.task)))
+                  (flag_values.data_dir, os.path.basename(path), data_command(flag_values.task)))
   return needed
 
 
-def _expected_lengths():
+def _expected_lengths(flag_values):
   """{feature: (length, what says so)} of the task's records for check_tfrecord_lengths."""
-  described = {"L": "--max_seq_length=%d" % FLAGS.max_seq_length,
-               "G": "--max_global_seq_length=%d" % FLAGS.max_global_seq_length,
-               "C": "--max_candidates=%d" % FLAGS.max_candidates,
-               1: "1 (a --task=%s record of etc_model.%s)" % (FLAGS.task,
-                                                              data_command(FLAGS.task)),
+  described = {"L": "--max_seq_length=%d" % flag_values.max_seq_length,
+               "G": "--max_global_seq_length=%d" % flag_values.max_global_seq_length,
+               "C": "--max_candidates=%d" % flag_values.max_candidates,
+               1: "1 (a --task=%s record of etc_model.%s)" % (flag_values.task,
+                                                              data_command(flag_values.task)),
                # openkp's label slots.
                openkp.NUM_LABELS: "%d (a --task=%s record of etc_model.%s)" % (
-                   openkp.NUM_LABELS, FLAGS.task, data_command(FLAGS.task))}
-  sizes = dict(heads.INPUT_FEATURES[FLAGS.task] + heads.LABEL_FEATURES[FLAGS.task])
+                   openkp.NUM_LABELS, flag_values.task, data_command(flag_values.task))}
+  sizes = dict(heads.INPUT_FEATURES[flag_values.task] + heads.LABEL_FEATURES[flag_values.task])
   sizes.update({name: "L" for name in heads.COMMON_FEATURES[:3]})
   sizes.update({name: "G" for name in heads.COMMON_FEATURES[3:]})
-  lengths = heads.feature_lengths(FLAGS.task, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
-                                  FLAGS.max_candidates)
+  lengths = heads.feature_lengths(flag_values.task, flag_values.max_seq_length,
+                                  flag_values.max_global_seq_length, flag_values.max_candidates)
   return {name: (length, described[sizes[name]]) for name, length in lengths.items()}
 
 
-def _side_input_options(cls_token_id=None):
+def _side_input_options(flag_values, cls_token_id=None):
   """--task=wikihop: wikihop.add_side_inputs' keyword arguments from the flags; --task=hotpotqa:
   hotpotqa.add_side_inputs' (the data's [CLS] id); else None."""
-  if FLAGS.task == hotpotqa.TASK:
+  if flag_values.task == hotpotqa.TASK:
     return {"cls_token_id": cls_token_id}
-  if FLAGS.task != wikihop.TASK:
+  if flag_values.task != wikihop.TASK:
     return None
-  return {name: FLAGS[name].value for name in WIKIHOP_SIDE_INPUT_FLAGS}
+  return {name: flag_values[name].value for name in WIKIHOP_SIDE_INPUT_FLAGS}
 
 
 def wikihop_split_examples(data_dir, files):
@@ -832,8 +832,10 @@ class _Inference(object):
   """Estimator.predict (or the TF2 engine's) over a whole split (no example dropped), outputs
   stacked."""
 
-  def __init__(self, trainer, config, label_names=None, split_scorers=None,
+  def __init__(self, flag_values, trainer, config, label_names=None, split_scorers=None,
                side_input_options=None):
+    # The parsed flags (task, lengths, attention layout, prediction batch size).
+    self.flag_values = flag_values
     # The Estimator, or the tf2_training.Engine (_job_trainer).
     self.trainer = trainer
     self.config = config
@@ -848,14 +850,15 @@ class _Inference(object):
     self.answers = {}
 
   def outputs(self, path, checkpoint):
-    input_fn = input_fn_builder(path, FLAGS.task, self.config, FLAGS.max_seq_length,
-                                FLAGS.max_global_seq_length, FLAGS.max_candidates,
-                                is_training=False, padding=_padding(training=False),
-                                att_implementation=FLAGS.att_implementation,
+    flag_values = self.flag_values
+    input_fn = input_fn_builder(path, flag_values.task, self.config, flag_values.max_seq_length,
+                                flag_values.max_global_seq_length, flag_values.max_candidates,
+                                is_training=False, padding=_padding(flag_values, training=False),
+                                att_implementation=flag_values.att_implementation,
                                 side_input_options=self.side_input_options)
     if isinstance(self.trainer, tf2_training.Engine):
       rows = list(self.trainer.predict(input_fn, checkpoint_path=checkpoint,
-                                       batch_size=FLAGS.predict_batch_size))
+                                       batch_size=flag_values.predict_batch_size))
     else:
       rows = list(self.trainer.predict(input_fn=input_fn, checkpoint_path=checkpoint,
                                        yield_single_examples=True))
@@ -866,7 +869,7 @@ class _Inference(object):
     """The task's metrics of a split's outputs (WikiHop, HotpotQA: with the official ones);
     also returns the official answers (WikiHop {id: answer}, HotpotQA {"answer", "sp"}; else
     None)."""
-    metrics = task_metrics(FLAGS.task, outputs, self.label_names)
+    metrics = task_metrics(self.flag_values.task, outputs, self.label_names)
     if path not in self.split_scorers:
       return metrics, None
     answers, official = self.split_scorers[path](outputs)
@@ -897,11 +900,12 @@ def _write_with_sidecar(path, text, record):
   checkpoint_utils.write_sidecar(path, record)
 
 
-def _scored_checkpoint():
+def _scored_checkpoint(flag_values):
   """The checkpoint --do_eval / --do_predict use: the best one with --keep_best (when there is
   one), else the latest; (prefix or None, "best" or "last")."""
-  latest = tf1.train.latest_checkpoint(FLAGS.output_dir)
-  best = training_eval.read_best_checkpoint(FLAGS.output_dir) if FLAGS.keep_best else None
+  latest = tf1.train.latest_checkpoint(flag_values.output_dir)
+  best = (training_eval.read_best_checkpoint(flag_values.output_dir) if flag_values.keep_best
+          else None)
   if best is not None:
     tf1.logging.info("--keep_best: using the best checkpoint %s (step %d, %s = %.6g)",
                      best["path"], best["step"], best["metric"], best["score"])
@@ -909,16 +913,19 @@ def _scored_checkpoint():
   return latest, "last"
 
 
-def _train(trainer, config, train_file, num_records, num_train_steps, resume_step, inference,
-           dev_file, side_input_options=None):
+def _train(flag_values, trainer, config, train_file, num_records, num_train_steps, resume_step,
+           inference, dev_file, side_input_options=None):
   """--do_train (with evaluations when --eval_every_steps is set); returns the results dict.
 
+  flag_values: the parsed flags, as main read and checked them.
   trainer: the Estimator, or the tf2_training.Engine (_job_trainer)."""
   def train_input_fn(skip_batches):
     return input_fn_builder(
-        train_file, FLAGS.task, config, FLAGS.max_seq_length, FLAGS.max_global_seq_length,
-        FLAGS.max_candidates, is_training=True, seed=FLAGS.seed, skip_batches=skip_batches,
-        padding=_padding(training=True), att_implementation=FLAGS.att_implementation,
+        train_file, flag_values.task, config, flag_values.max_seq_length,
+        flag_values.max_global_seq_length, flag_values.max_candidates, is_training=True,
+        seed=flag_values.seed, skip_batches=skip_batches,
+        padding=_padding(flag_values, training=True),
+        att_implementation=flag_values.att_implementation,
         num_records=num_records, side_input_options=side_input_options)
 
   def train_to(step, target):
@@ -929,19 +936,19 @@ def _train(trainer, config, train_file, num_records, num_train_steps, resume_ste
       reached = trainer.train(train_input_fn, target).global_step
       common.STOP_SIGNALS.exit_if_stopped("checkpoint saved; rerun the same command to resume")
       return reached
-    trainer.train(input_fn=train_input_fn(estimator_utils.resume_skip_batches(step, FLAGS)),
+    trainer.train(input_fn=train_input_fn(estimator_utils.resume_skip_batches(step, flag_values)),
                   max_steps=target)
     common.STOP_SIGNALS.exit_if_stopped(
         "checkpoint saved; rerun the same command to resume")
-    return estimator_utils.latest_global_step(FLAGS.output_dir)
+    return estimator_utils.latest_global_step(flag_values.output_dir)
 
   start = time.time()
-  if FLAGS.eval_every_steps:
+  if flag_values.eval_every_steps:
     summary = training_eval.train_with_evaluation(
-        FLAGS.output_dir, heads.MAIN_METRIC[FLAGS.task], num_train_steps, resume_step,
-        FLAGS.eval_every_steps, train_to,
+        flag_values.output_dir, heads.MAIN_METRIC[flag_values.task], num_train_steps, resume_step,
+        flag_values.eval_every_steps, train_to,
         lambda checkpoint: inference.evaluate(dev_file, checkpoint),
-        patience=FLAGS.early_stopping_patience, keep_best=FLAGS.keep_best)
+        patience=flag_values.early_stopping_patience, keep_best=flag_values.keep_best)
   else:
     end_step = train_to(resume_step or 0, num_train_steps)
     if end_step < num_train_steps:
@@ -1031,8 +1038,8 @@ def main(_):
     config = etc_estimator.load_config(FLAGS.etc_config_file, FLAGS.residual_attention,
                                        FLAGS.max_seq_length,
                                        use_hard_g2l_mask=FLAGS.use_hard_g2l_mask)
-  files = _needed_files()
-  estimator_utils.check_tfrecord_lengths(list(files.values()), _expected_lengths(), "data_dir")
+  files = _needed_files(FLAGS)
+  estimator_utils.check_tfrecord_lengths(list(files.values()), _expected_lengths(FLAGS), "data_dir")
   etc_estimator.check_vocab_ids(list(files.values()), config,
                                 ("token_ids", "global_token_ids"), flag_name="data_dir")
   split_scorers, cls_token_id = None, None
@@ -1052,7 +1059,7 @@ def main(_):
     split_scorers = nq_scorers(FLAGS.data_dir, files, FLAGS.max_short_answer_length)
   if FLAGS.task == openkp.TASK:
     split_scorers = openkp_scorers(FLAGS.data_dir, files)
-  side_input_options = _side_input_options(cls_token_id)
+  side_input_options = _side_input_options(FLAGS, cls_token_id)
   common.check_output_dir(FLAGS.output_dir)
   write_dir = tf2_training.worker_output_dir(FLAGS.output_dir, strategy)
   # One job per directory, taken before the directory's labels or checkpoint are read.
@@ -1117,7 +1124,7 @@ def main(_):
                      FLAGS.max_seq_length, FLAGS.max_global_seq_length)
   trainer = _job_trainer(FLAGS, config, len(label_names) if label_names else None,
                          num_train_steps, num_warmup_steps, strategy)
-  inference = _Inference(trainer, config, label_names, split_scorers, side_input_options)
+  inference = _Inference(FLAGS, trainer, config, label_names, split_scorers, side_input_options)
 
   # The same keys for both models (a driver reads both alike); no windows: None.
   windowed = FLAGS.model == "bert_windows"
@@ -1130,9 +1137,9 @@ def main(_):
   if label_names is not None:
     summary["labels"] = label_names
   if FLAGS.do_train:
-    summary.update(_train(trainer, config, files["train"], num_records, num_train_steps,
+    summary.update(_train(FLAGS, trainer, config, files["train"], num_records, num_train_steps,
                           resume_step, inference, files.get("dev"), side_input_options))
-  checkpoint, scored = _scored_checkpoint()
+  checkpoint, scored = _scored_checkpoint(FLAGS)
   # Which weights the results come from (no checkpoint in --output_dir: --init_checkpoint).
   record = checkpoint_utils.checkpoint_record(checkpoint or eval_weights)
   if FLAGS.do_eval and chief:

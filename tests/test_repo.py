@@ -411,15 +411,6 @@ FLAG_READERS = re.compile(r"^(main|define_flags|run|job_settings|\w*_from_flags|
                           r"|_check\w*_flags|_validate\w*_flags|validate_flags_or_throw)$")
 # The library-like modules of the official code (their FLAGS reads are the official ones).
 OFFICIAL_FLAG_MODULES = ("modeling.py", "tokenization.py", "optimization.py")
-# Reads of FLAGS below main not converted yet, as {file: functions}: these files are being
-# rewritten elsewhere; an entry goes when its file passes the flag values down.
-FLAG_READS_TO_CONVERT = {
-    "etc_model/run_long_tasks.py": {"_padding", "_needed_files", "_expected_lengths",
-                                    "_Inference", "_scored_checkpoint", "_train",
-                                    "_side_input_options"},
-}
-
-
 def _flag_reads(source):
   """[(top-level definition, line)] of every read of FLAGS (or flags.FLAGS) in `source`, the
   module-level `FLAGS = flags.FLAGS` and the FLAGS handed to app.run's parser
@@ -443,11 +434,10 @@ def _flag_reads(source):
   return reads
 
 
-def _flag_reads_outside_readers(source, allowed=()):
-  """["function (line N)"] of the reads of FLAGS in `source` outside FLAG_READERS and
-  `allowed`."""
+def _flag_reads_outside_readers(source):
+  """["function (line N)"] of the reads of FLAGS in `source` outside FLAG_READERS."""
   return ["%s (line %d)" % (owner, line) for owner, line in _flag_reads(source)
-          if not FLAG_READERS.match(owner) and owner not in allowed]
+          if not FLAG_READERS.match(owner)]
 
 
 def _command_files():
@@ -469,8 +459,7 @@ def test_commands_read_flags_only_in_main_and_the_flag_functions():
   found = []
   for path in paths:
     with open(os.path.join(REPO_DIR, path), encoding="utf-8") as f:
-      found += ["%s: %s" % (path, read) for read in _flag_reads_outside_readers(
-          f.read(), FLAG_READS_TO_CONVERT.get(path, ()))]
+      found += ["%s: %s" % (path, read) for read in _flag_reads_outside_readers(f.read())]
   assert not found, ("FLAGS read below main (pass the values down as arguments, or read them in "
                      "job_settings): " + ", ".join(found))
 
@@ -501,7 +490,6 @@ def test_flag_check_allows_main_the_checks_and_the_settings_only():
         return FLAGS.output_dir
       """)
   assert _flag_reads_outside_readers(source) == ["_run_job (line 19)", "_predict (line 22)"]
-  assert _flag_reads_outside_readers(source, {"_predict"}) == ["_run_job (line 19)"]
 
 
 def _is_sys_path(node):
