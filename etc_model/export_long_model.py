@@ -906,8 +906,15 @@ class RecordTaskModel(tf.Module):
     return {"serving_default": serve.get_concrete_function()}
 
 
-def _record_placeholder_build(task, config, lengths):
-  """Builds the model and head over placeholders of the task's records (the variables)."""
+def build_record_model(task, config, lengths):
+  """Builds the model and the task's head over placeholders of its records (their variables).
+
+  Args:
+    task: a name of RECORD_TASKS.
+    config: EtcConfig.
+    lengths: read_record_settings' dict (max_seq_length, max_global_seq_length,
+      max_candidates of the data).
+  """
   long_len, global_len = lengths["max_seq_length"], lengths["max_global_seq_length"]
   extra = {name: (tf.int32, [1, length]) for name, length in heads.feature_lengths(
       task, long_len, global_len, lengths["max_candidates"]).items()
@@ -938,8 +945,7 @@ def export_record_model(task, checkpoint, config, lengths, output_dir, side_inpu
   common.check_export_dir(output_dir, "output_dir", overwrite, protected)
   check_task(task, checkpoint)
   variables = export_utils.variables_from_checkpoint(
-      export_utils.collect_variable_specs(lambda: _record_placeholder_build(task, config,
-                                                                            lengths)),
+      export_utils.collect_variable_specs(lambda: build_record_model(task, config, lengths)),
       checkpoint, flag_name="checkpoint")
   model = RecordTaskModel(task, config, variables, lengths, side_input_options)
   signatures = model.signatures()

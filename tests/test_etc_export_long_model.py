@@ -344,7 +344,7 @@ def tuned_run(task, config_file, lengths, run_dir):
     f.write(config.to_json_string())
   with tf.Graph().as_default():
     tf1.set_random_seed(7)
-    export._record_placeholder_build(task, config, lengths)
+    export.build_record_model(task, config, lengths)
     with tf1.Session() as sess:
       sess.run(tf1.global_variables_initializer())
       for v in tf1.global_variables():
