@@ -59,11 +59,13 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import concurrent.futures
 import glob
 import os
 import re
 import shutil
 import sys
+import threading
 import time
 
 from absl import app
@@ -297,6 +299,10 @@ def define_flags():
   flags.DEFINE_bool("dry_run", False, "List the stages, what is done and the time left; run "
                     "nothing, write nothing.")
   flags.DEFINE_bool("report_only", False, "Write the report from the finished runs.")
+  flags.DEFINE_integer("parallel_runs", 1, "Fine-tuning runs at a time (subprocesses). One run "
+                       "of the default small model keeps about one CPU core busy: on a 2-core "
+                       "machine 2 finish the fine-tuning about twice as fast (paper/table8.md). "
+                       "Not a setting of the results: a rerun may change it.")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -796,15 +802,18 @@ def stage_seconds(out_dir, stage):
   return None if marker is None else marker.get("seconds")
 
 
-def estimate_seconds_left(stages, seconds_of):
-  """Estimated seconds of the stages not done, from the measured ones.
+def estimate_seconds_left(stages, seconds_of, parallel_runs=1):
+  """Estimated wall seconds of the stages not done, from the measured ones.
 
   A stage not done takes the mean of the finished stages of its kind (fine-tuning: of the same
-  system and task if any, else of the kind); a kind with none measured is left out.
+  system and task if any, else of the kind); a kind with none measured is left out. The
+  fine-tuning runs left share parallel_runs at a time (each run's own wall time is what a
+  marker holds).
 
   Args:
     stages: the plan.
     seconds_of: {stage name: seconds} of the finished stages.
+    parallel_runs: fine-tuning runs at a time.
 
   Returns:
     (seconds, number of stages left, number of them without an estimate).
@@ -815,23 +824,28 @@ def estimate_seconds_left(stages, seconds_of):
       by_key[stage.kind].append(seconds_of[stage.name])
       if stage.kind == "finetune":
         by_key[(stage.params["system"], stage.params["task"])].append(seconds_of[stage.name])
-  total, left, unknown = 0.0, 0, 0
+  total, finetune_total, finetune_left, left, unknown = 0.0, 0.0, 0, 0, 0
   for stage in stages:
     if stage.name in seconds_of:
       continue
     left += 1
     key = (stage.params["system"], stage.params["task"]) if stage.kind == "finetune" else None
     values = by_key.get(key) or by_key.get(stage.kind)
-    if values:
-      total += float(np.mean(values))
-    else:
+    if not values:
       unknown += 1
+    elif stage.kind == "finetune":
+      finetune_total += float(np.mean(values))
+      finetune_left += 1
+    else:
+      total += float(np.mean(values))
+  total += finetune_total / max(1, min(parallel_runs, finetune_left))
   return total, left, unknown
 
 
-def progress_line(stages, seconds_of):
-  """"k/N stages done; M left, about T (U not yet measured)"."""
-  seconds, left, unknown = estimate_seconds_left(stages, seconds_of)
+def progress_line(stages, seconds_of, parallel_runs=1):
+  """"k/N stages done; M left, about T (U not yet measured)"; parallel_runs: fine-tuning runs
+  at a time."""
+  seconds, left, unknown = estimate_seconds_left(stages, seconds_of, parallel_runs)
   done = len(stages) - left
   text = "%d/%d stages done" % (done, len(stages))
   if left and unknown == left:
@@ -848,8 +862,9 @@ def finished_seconds(stages, out_dir):
   return {s.name: stage_seconds(out_dir, s) for s in stages if stage_done(out_dir, s)}
 
 
-def plan_lines(settings, out_dir):
-  """The --dry_run listing: every stage, its state and the time left."""
+def plan_lines(settings, out_dir, parallel_runs=1):
+  """The --dry_run listing: every stage, its state and the time left (parallel_runs:
+  fine-tuning runs at a time)."""
   stages = stage_plan(settings, out_dir)
   seconds_of = finished_seconds(stages, out_dir)
   lines = ["Plan: %d stages; systems %s; tasks %s; seeds %s; L=%d G=%d; %d BERT layers" % (
@@ -867,7 +882,7 @@ def plan_lines(settings, out_dir):
   for system, task in systems_without(settings):
     lines.append("  (%s on %s: not run, run_long_tasks --model=bert_windows has %s only)" % (
         system, task, ", ".join(BERT_WINDOWS_TASKS)))
-  lines.append(progress_line(stages, seconds_of))
+  lines.append(progress_line(stages, seconds_of, parallel_runs))
   return lines
 
 
@@ -1069,8 +1084,12 @@ def _log(message):
   sys.stderr.flush()
 
 
-def run_all(settings, out_dir, runner, run_fn=run_stage, report_fn=None):
+def run_all(settings, out_dir, runner, run_fn=run_stage, report_fn=None, parallel_runs=1):
   """Runs every stage not done, in order; writes each done marker after checking outputs.
+
+  The fine-tuning runs are independent of one another: with parallel_runs > 1 that many run at
+  a time (the stages before them one at a time). A failed or stopped run starts no further
+  one; the runs already going are waited for and each one that finishes is kept (its marker).
 
   Args:
     settings: Settings.
@@ -1078,33 +1097,78 @@ def run_all(settings, out_dir, runner, run_fn=run_stage, report_fn=None):
     runner: reproduction.Runner (logs in <output_dir>/logs).
     run_fn: run_stage (tests pass a stub with the same arguments).
     report_fn: called after each newly finished fine-tuning run (the partial report).
+    parallel_runs: fine-tuning runs at a time (--parallel_runs).
 
   Returns:
-    The names of the stages run now.
+    The names of the stages run now, in the order they finished.
   """
   stages = stage_plan(settings, out_dir)
   seconds_of = finished_seconds(stages, out_dir)
-  ran = []
-  for stage in stages:
-    if stage.name in seconds_of:
-      continue
+  todo = [stage for stage in stages if stage.name not in seconds_of]
+  log_lock = threading.Lock()   # one progress line at a time from the runs' threads
+
+  def run_one(stage):
     common.STOP_SIGNALS.exit_if_stopped(reproduction.RESUME_MESSAGE)
-    _log("stage %s (%s)" % (stage.name, progress_line(stages, seconds_of)))
+    with log_lock:
+      _log("stage %s (%s)" % (stage.name, progress_line(stages, dict(seconds_of),
+                                                        parallel_runs)))
     start = time.time()
     run_fn(runner, settings, out_dir, stage)
     common.STOP_SIGNALS.exit_if_stopped(reproduction.RESUME_MESSAGE)
     check_stage_outputs(settings, out_dir, stage)
-    seconds = round(time.time() - start, 1)
+    return round(time.time() - start, 1)
+
+  def finish(stage, seconds):
     os.makedirs(os.path.join(out_dir, STAGE_DIR), exist_ok=True)
     common.write_json_atomic(marker_path(out_dir, stage), {"seconds": seconds,
                                                            "finished": time.time()})
-    seconds_of[stage.name] = seconds
-    ran.append(stage.name)
-    _log("stage %s done in %s; %s" % (stage.name, common.format_duration(seconds),
-                                      progress_line(stages, seconds_of)))
+    with log_lock:
+      seconds_of[stage.name] = seconds
+      _log("stage %s done in %s; %s" % (stage.name, common.format_duration(seconds),
+                                        progress_line(stages, dict(seconds_of),
+                                                      parallel_runs)))
     if stage.kind == "finetune" and report_fn is not None:
       report_fn()
+
+  ran = []
+  for group in _stage_groups(todo, parallel_runs):
+    workers = min(parallel_runs, len(group)) if group[0].kind == "finetune" else 1
+    pending, running, failure = list(group), {}, None
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+      while True:
+        # A new run starts only from here: none after a failure or a stop.
+        while pending and len(running) < workers and failure is None:
+          stage = pending.pop(0)
+          running[pool.submit(run_one, stage)] = stage
+        if not running:
+          break
+        done, _ = concurrent.futures.wait(running,
+                                          return_when=concurrent.futures.FIRST_COMPLETED)
+        for future in done:
+          stage = running.pop(future)
+          try:
+            seconds = future.result()
+          except BaseException as e:  # pylint: disable=broad-except  (a stop is one too)
+            failure = failure or e
+            continue
+          finish(stage, seconds)
+          ran.append(stage.name)
+    if failure is not None:
+      raise failure
   return ran
+
+
+def _stage_groups(stages, parallel_runs):
+  """The stages in order as [[stage]]: each consecutive run of fine-tuning stages one group
+  when parallel_runs > 1 (they may run together), every other stage a group of its own."""
+  groups = []
+  for stage in stages:
+    if (parallel_runs > 1 and groups and stage.kind == "finetune" and
+        groups[-1][-1].kind == "finetune"):
+      groups[-1].append(stage)
+    else:
+      groups.append([stage])
+  return groups
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1571,12 +1635,14 @@ def main(_):
     common.fail("--output_dir is required")
   if FLAGS.dry_run and FLAGS.report_only:
     common.fail("--dry_run and --report_only: give one of them")
+  if FLAGS.parallel_runs < 1:
+    common.fail("--parallel_runs=%d: must be >= 1" % FLAGS.parallel_runs)
   settings = settings_from_flags()
   out_dir = os.path.abspath(FLAGS.output_dir)
   common.check_output_dir(out_dir)
   if FLAGS.dry_run:  # reads, writes nothing: no lock
     check_record(out_dir, settings, write=False)
-    print("\n".join(plan_lines(settings, out_dir)))
+    print("\n".join(plan_lines(settings, out_dir, FLAGS.parallel_runs)))
     return
   # The lock before anything is read or written there (the record, the report, a stage).
   common.OutputDirLock(out_dir, "output_dir", label=LOCK_LABEL).acquire()
@@ -1586,10 +1652,11 @@ def main(_):
     return
   subprocess_utils.install_signal_forwarding()
   check_record(out_dir, settings, write=True)
-  print("\n".join(plan_lines(settings, out_dir)))
+  print("\n".join(plan_lines(settings, out_dir, FLAGS.parallel_runs)))
   sys.stdout.flush()
   runner = reproduction.Runner(os.path.join(out_dir, "logs"))
-  run_all(settings, out_dir, runner, report_fn=lambda: write_report(settings, out_dir))
+  run_all(settings, out_dir, runner, report_fn=lambda: write_report(settings, out_dir),
+          parallel_runs=FLAGS.parallel_runs)
   common.STOP_SIGNALS.exit_if_stopped(reproduction.RESUME_MESSAGE)
   print("Wrote %s" % write_report(settings, out_dir))
 

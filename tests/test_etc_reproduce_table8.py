@@ -3,6 +3,8 @@
 import json
 import os
 import re
+import threading
+import time
 
 import pytest
 
@@ -173,6 +175,61 @@ def test_resume_runs_only_what_is_missing(tmp_path):
   with pytest.raises(common.UsageError, match="without <output_dir>/runs/etc_sum_classify_"):
     rt8.run_all(settings, out, runner=None, run_fn=lambda *a: None)
   assert not rt8.stage_done(out, rt8.stage_plan(settings, out)[-1])
+
+
+class ConcurrentStubStages(StubStages):
+  """StubStages whose fine-tuning runs take a moment; records how many stages ran at once."""
+
+  def __init__(self, fail_at=None):
+    super(ConcurrentStubStages, self).__init__(fail_at)
+    self.lock = threading.Lock()
+    self.active = []
+    self.overlaps = {}   # {stage name: the most stages running while it ran}
+
+  def __call__(self, runner, settings, out_dir, stage):
+    with self.lock:
+      self.active.append(stage.name)
+      for name in self.active:
+        self.overlaps[name] = max(self.overlaps.get(name, 0), len(self.active))
+    try:
+      if stage.kind == "finetune" and stage.name != self.fail_at:
+        time.sleep(0.3)
+      super(ConcurrentStubStages, self).__call__(runner, settings, out_dir, stage)
+    finally:
+      with self.lock:
+        self.active.remove(stage.name)
+
+
+def test_parallel_runs_fine_tune_together_and_keep_every_finished_run(tmp_path):
+  settings = _settings(tmp_path, seeds=[1, 2])
+  out = str(tmp_path / "out")
+  stages = rt8.stage_plan(settings, out)
+  stub = ConcurrentStubStages()
+  ran = rt8.run_all(settings, out, runner=None, run_fn=stub, parallel_runs=2)
+  assert sorted(ran) == sorted(s.name for s in stages) and len(ran) == 7 + 16
+  # The stages before the fine-tuning one at a time, in order; then two runs at a time.
+  assert stub.calls[:7] == [s.name for s in stages[:7]]
+  assert all(stub.overlaps[s.name] == 1 for s in stages[:7])
+  assert max(stub.overlaps.values()) == 2
+  assert all(rt8.stage_done(out, s) for s in stages)
+  # A failed run starts no further one; the run beside it finishes and is kept.
+  failing = "finetune_etc_sum_cloze_seed2"
+  for stage in stages[7:]:
+    os.remove(rt8.marker_path(out, stage))
+  stub = ConcurrentStubStages(fail_at=failing)
+  with pytest.raises(common.UsageError, match="stub: %s failed" % failing):
+    rt8.run_all(settings, out, runner=None, run_fn=stub, parallel_runs=2)
+  names = [s.name for s in stages[7:]]
+  position = names.index(failing)
+  assert sorted(stub.calls) == sorted(names[:position + 1])   # none after the failed run
+  assert stub.overlaps[names[position - 1]] == 2   # ... which ran beside the one before it
+  kept = [s.name for s in stages[7:] if rt8.stage_done(out, s)]
+  assert kept == [n for n in names[:position + 1] if n != failing]
+  # The estimate of the time left shares the fine-tuning runs out.
+  done = {"bert": 10, "finetune_etc_none_cloze_seed1": 100, "finetune_etc_sum_cloze_seed1": 200}
+  one = rt8.estimate_seconds_left(stages, done)
+  two = rt8.estimate_seconds_left(stages, done, parallel_runs=2)
+  assert one == (100 + 200 + 12 * 150, 20, 6) and two == ((100 + 200 + 12 * 150) / 2, 20, 6)
 
 
 def test_run_stage_removes_partial_output_of_non_resumable_stage(tmp_path):
