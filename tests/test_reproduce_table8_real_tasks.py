@@ -377,7 +377,12 @@ def test_tiny_wikihop_and_hotpotqa_run_resume_and_an_edited_dev_file(tmp_path):
                    r"wikihop,hotpotqa; seeds 1;", dry.stdout), dry.stdout
   assert "data_wikihop" in dry.stdout and "data_hotpotqa" in dry.stdout
   assert not os.path.exists(str(out / rt8.RECORD_NAME))
-  run_tool("paper/reproduce_table8.py", args)
+  zero = run_tool("paper/reproduce_table8.py", args + ["--parallel_runs=0"], expect_rc=2)
+  assert last_error_line(zero) == "error: --parallel_runs=0: must be >= 1"
+  # Two fine-tuning runs at a time: the same report as one at a time.
+  run = run_tool("paper/reproduce_table8.py", args + ["--parallel_runs=2"])
+  finetune_lines = [line for line in run.stderr.splitlines() if "stage finetune_" in line]
+  assert not any("done in" in line for line in finetune_lines[:2]), finetune_lines  # together
   report = (out / "report.md").read_text()
   assert "All 4 fine-tuning runs finished" in report
   assert ("Not run: BERT, sliding windows on wikihop; BERT, sliding windows on hotpotqa") in report
