@@ -1112,13 +1112,13 @@ def run_all(settings, out_dir, runner, run_fn=run_stage, report_fn=None, paralle
   stages = stage_plan(settings, out_dir)
   seconds_of = finished_seconds(stages, out_dir)
   todo = [stage for stage in stages if stage.name not in seconds_of]
-  log_lock = threading.Lock()   # one progress line at a time from the runs' threads
+  # Guards seconds_of and the progress lines across the runs' threads.
+  log_lock = threading.Lock()
 
   def run_one(stage):
     common.STOP_SIGNALS.exit_if_stopped(reproduction.RESUME_MESSAGE)
     with log_lock:
-      _log("stage %s (%s)" % (stage.name, progress_line(stages, dict(seconds_of),
-                                                        parallel_runs)))
+      _log("stage %s (%s)" % (stage.name, progress_line(stages, seconds_of, parallel_runs)))
     start = time.time()
     run_fn(runner, settings, out_dir, stage)
     common.STOP_SIGNALS.exit_if_stopped(reproduction.RESUME_MESSAGE)
@@ -1132,14 +1132,13 @@ def run_all(settings, out_dir, runner, run_fn=run_stage, report_fn=None, paralle
     with log_lock:
       seconds_of[stage.name] = seconds
       _log("stage %s done in %s; %s" % (stage.name, common.format_duration(seconds),
-                                        progress_line(stages, dict(seconds_of),
-                                                      parallel_runs)))
+                                        progress_line(stages, seconds_of, parallel_runs)))
     if stage.kind == "finetune" and report_fn is not None:
       report_fn()
 
   ran = []
-  for group in _stage_groups(todo, parallel_runs):
-    workers = min(parallel_runs, len(group)) if group[0].kind == "finetune" else 1
+  for group in _stage_groups(todo):
+    workers = min(parallel_runs, len(group))
     pending, running, failure = list(group), {}, None
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
       while True:
@@ -1165,13 +1164,12 @@ def run_all(settings, out_dir, runner, run_fn=run_stage, report_fn=None, paralle
   return ran
 
 
-def _stage_groups(stages, parallel_runs):
+def _stage_groups(stages):
   """The stages in order as [[stage]]: each consecutive run of fine-tuning stages one group
-  when parallel_runs > 1 (they may run together), every other stage a group of its own."""
+  (they may run together), every other stage a group of its own."""
   groups = []
   for stage in stages:
-    if (parallel_runs > 1 and groups and stage.kind == "finetune" and
-        groups[-1][-1].kind == "finetune"):
+    if groups and stage.kind == "finetune" and groups[-1][-1].kind == "finetune":
       groups[-1].append(stage)
     else:
       groups.append([stage])
