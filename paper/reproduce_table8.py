@@ -307,9 +307,9 @@ def define_flags():
                     "nothing, write nothing.")
   flags.DEFINE_bool("report_only", False, "Write the report from the finished runs.")
   flags.DEFINE_integer("parallel_runs", 1, "Fine-tuning runs at a time (subprocesses). One run "
-                       "of the default small model keeps about one CPU core busy: on a 2-core "
-                       "machine 2 finish the fine-tuning about twice as fast (paper/table8.md). "
-                       "Not a setting of the results: a rerun may change it.")
+                       "of the default small model does not keep 2 CPU cores busy: there 2 at "
+                       "a time finish about 1.3 times as fast (paper/table8.md). Not a setting "
+                       "of the results: a rerun may change it.")
 
 
 # ---------------------------------------------------------------------------------------------
