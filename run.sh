@@ -96,6 +96,9 @@ case "$cmd" in
     if [ $# -gt 0 ]; then
       exec .venv/bin/python -m pytest -q -p no:cacheprovider -n "$TEST_WORKERS" tests "$@"
     fi
+    # Both environments before any test: an install that fails (no network, a full disk) fails
+    # in the first minute, not after the TF 2.15 run.
+    setup_env "$LATEST_VENV" requirements-tf-latest.txt
     .venv/bin/python -m pytest -q -p no:cacheprovider -n "$TEST_WORKERS" --durations=25 tests
     exec bash "$REPO_DIR/run.sh" test-latest ;;
   test-latest)
