@@ -1523,10 +1523,13 @@ def _task_descriptions(settings):
   """The settings table's description of each kind of task of the run."""
   texts = []
   if substitute_tasks(settings):
-    texts.append("%s from %s: L=%d, G=%d, at most %d candidates, contexts >= %d pieces" % (
+    # Of the corpus tasks only the cloze has candidates (--max_candidates).
+    candidates = (", " + DATA_FLAG_WORDS["max_candidates"] % settings.max_candidates
+                  if "cloze" in settings.tasks else "")
+    texts.append("%s from %s: L=%d, G=%d%s, contexts >= %d pieces" % (
         ", ".join(substitute_tasks(settings)), ", ".join(
             reproduction.display_path(p, "task_input_file") for p in settings.task_input_files),
-        settings.max_seq_length, settings.max_global_seq_length, settings.max_candidates,
+        settings.max_seq_length, settings.max_global_seq_length, candidates,
         settings.min_context_tokens))
   for task in real_tasks(settings):
     texts.append("%s from the official %s: L=%d, G=%d%s" % (

@@ -287,6 +287,11 @@ def test_final_loss_from_either_engines_log(tmp_path):
   assert rt8.final_loss(str(tmp_path / "missing.log"), 20) is None
 
 
+def _tasks_row(report):
+  """The settings table's "tasks" row of a report."""
+  return re.search(r"^\| tasks \|.*$", report, re.M).group(0)
+
+
 def test_report_tables_and_settings_checks(tmp_path):
   settings = _settings(tmp_path)
   out = str(tmp_path / "out")
@@ -314,6 +319,11 @@ def test_report_tables_and_settings_checks(tmp_path):
           "train split's most frequent label (Moby Dick) scores 25.0% dev / 30.0% test." in text)
   assert "Not run: BERT, sliding windows on classify" in text
   assert "hard g2l mask on supporting |" in text
+  # Only the cloze has candidates: the tasks row names them only in a run with the cloze.
+  assert "L=256, G=32, at most 8 candidates, contexts >= 128 pieces" in _tasks_row(text)
+  without_cloze = rt8.report_text(settings._replace(tasks=["supporting", "classify"]), out)
+  assert "L=256, G=32, contexts >= 128 pieces" in _tasks_row(without_cloze)
+  assert "candidates" not in _tasks_row(without_cloze)
   assert "| test examples | 150 | 50 |" in text
   assert "| baseline: most recent | 45.0 | 15.0 |" in text
   assert not MACHINE_PATH.search(text), MACHINE_PATH.search(text)
