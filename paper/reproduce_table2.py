@@ -37,7 +37,7 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
-import concurrent.futures
+import functools
 import json
 import os
 import shutil
@@ -966,6 +966,9 @@ def train_and_evaluate(workspace, settings, run):
 def train_and_evaluate_all(workspace, settings, runs):
   """Trains and evaluates every run, settings.parallel_runs at a time.
 
+  A failed or stopped run starts no further one; the runs already going are waited for (their
+  outputs are kept for the rerun) and then the failure is raised (reproduction.run_in_parallel).
+
   Args:
     workspace: Workspace.
     settings: Settings (num_train_steps: the plan's).
@@ -974,22 +977,19 @@ def train_and_evaluate_all(workspace, settings, runs):
   Returns:
     OrderedDict {(model, seed): train_and_evaluate's dict}, in `runs` order.
   """
-  results = collections.OrderedDict()
   meter = common.ProgressMeter(len(runs), unit="runs", min_interval_s=0, log_fn=workspace.log)
+  finished = []
+
+  def log_finished(run, _):
+    finished.append(run)
+    meter.update(len(finished), extra="(%s seed %d)" % run)
+
   # Runs are independent; with --parallel_runs > 1 their speeds are not comparable.
-  with concurrent.futures.ThreadPoolExecutor(max_workers=settings.parallel_runs) as pool:
-    futures = [pool.submit(train_and_evaluate, workspace, settings, run) for run in runs]
-    try:
-      for k, (run, future) in enumerate(zip(runs, futures)):
-        results[run] = future.result()
-        meter.update(k + 1, extra="(%s seed %d)" % run)
-    except BaseException:
-      # A failure or a stop: start no further run (running ones are stopped by the signal).
-      for future in futures:
-        future.cancel()
-      raise
+  results = reproduction.run_in_parallel(
+      runs, functools.partial(train_and_evaluate, workspace, settings), settings.parallel_runs,
+      on_done=log_finished)
   common.STOP_SIGNALS.exit_if_stopped(RESUME_MESSAGE)
-  return results
+  return collections.OrderedDict(zip(runs, results))
 
 
 ANALYSIS_MARKER = "analysed.json"

@@ -62,7 +62,6 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
-import concurrent.futures
 import glob
 import os
 import re
@@ -1096,7 +1095,8 @@ def run_all(settings, out_dir, runner, run_fn=run_stage, report_fn=None, paralle
 
   The fine-tuning runs are independent of one another: with parallel_runs > 1 that many run at
   a time (the stages before them one at a time). A failed or stopped run starts no further
-  one; the runs already going are waited for and each one that finishes is kept (its marker).
+  one; the runs already going are waited for and each one that finishes is kept (its marker;
+  reproduction.run_in_parallel).
 
   Args:
     settings: Settings.
@@ -1133,34 +1133,13 @@ def run_all(settings, out_dir, runner, run_fn=run_stage, report_fn=None, paralle
       seconds_of[stage.name] = seconds
       _log("stage %s done in %s; %s" % (stage.name, common.format_duration(seconds),
                                         progress_line(stages, seconds_of, parallel_runs)))
+    ran.append(stage.name)
     if stage.kind == "finetune" and report_fn is not None:
       report_fn()
 
   ran = []
   for group in _stage_groups(todo):
-    workers = min(parallel_runs, len(group))
-    pending, running, failure = list(group), {}, None
-    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-      while True:
-        # A new run starts only from here: none after a failure or a stop.
-        while pending and len(running) < workers and failure is None:
-          stage = pending.pop(0)
-          running[pool.submit(run_one, stage)] = stage
-        if not running:
-          break
-        done, _ = concurrent.futures.wait(running,
-                                          return_when=concurrent.futures.FIRST_COMPLETED)
-        for future in done:
-          stage = running.pop(future)
-          try:
-            seconds = future.result()
-          except BaseException as e:  # pylint: disable=broad-except  (a stop is one too)
-            failure = failure or e
-            continue
-          finish(stage, seconds)
-          ran.append(stage.name)
-    if failure is not None:
-      raise failure
+    reproduction.run_in_parallel(group, run_one, parallel_runs, on_done=finish)
   return ran
 
 

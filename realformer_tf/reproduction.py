@@ -4,7 +4,8 @@ paper/reproduce_table8.py, paper/sweep.py, run_demo.py).
 
 Runner (the repository's tools as logged child processes, stopped cleanly with the driver),
 how a report names a file without this machine's paths (display_path, portable_text), the
-mean / sample std of a result over seeds, the report's image folder, and the settings record
+mean / sample std of a result over seeds, the report's image folder, independent runs a few at
+a time (run_in_parallel: a failure or a stop starts no further run), and the settings record
 that keeps a rerun from mixing flags or input contents in one --output_dir
 (check_settings_record: the settings, and the sha256 and size of every input file, so that a
 file edited in place between two runs is noticed; input_identities / record_changes /
@@ -16,6 +17,7 @@ from __future__ import division
 from __future__ import print_function
 
 import collections
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -478,3 +480,46 @@ class Runner(object):
       common.fail("%s failed (%s, log %s): %s" % (script, result.describe(), log_path,
                                                   tail.strip().splitlines()[-1:]))
     return result.seconds
+
+
+def run_in_parallel(items, run_fn, max_workers, on_done=None):
+  """Runs run_fn(item) for every item, at most max_workers at a time, started in items' order.
+
+  A failed run (any exception; a stop's SystemExit is one too) or a failed on_done starts no
+  further run: the runs already going are waited for, each of them that finishes still gets
+  its on_done (a driver keeps its done marker), and then the first failure is raised again.
+
+  Args:
+    items: the runs, in the order they start.
+    run_fn: item -> result, called in a worker thread.
+    max_workers: runs at a time (>= 1).
+    on_done: (item, result) -> None, called in this thread as each run finishes (in the order
+      they finish), e.g. to write its marker or a progress line; None: nothing.
+
+  Returns:
+    The results, in items' order.
+  """
+  items = list(items)
+  results = [None] * len(items)
+  workers = max(1, min(max_workers, len(items)))
+  pending, running, failure = list(range(len(items))), {}, None
+  with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+    while True:
+      # A new run starts only from here: none after a failure or a stop.
+      while pending and len(running) < workers and failure is None:
+        index = pending.pop(0)
+        running[pool.submit(run_fn, items[index])] = index
+      if not running:
+        break
+      done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+      for future in sorted(done, key=running.get):   # runs done together: in items' order
+        index = running.pop(future)
+        try:
+          results[index] = future.result()
+          if on_done is not None:
+            on_done(items[index], results[index])
+        except BaseException as e:  # pylint: disable=broad-except  (a stop is one too)
+          failure = failure or e
+  if failure is not None:
+    raise failure
+  return results

@@ -225,6 +225,20 @@ def test_parallel_runs_fine_tune_together_and_keep_every_finished_run(tmp_path):
   assert stub.overlaps[names[position - 1]] == 2   # ... which ran beside the one before it
   kept = [s.name for s in stages[7:] if rt8.stage_done(out, s)]
   assert kept == [n for n in names[:position + 1] if n != failing]
+  # A partial report that cannot be written stops the same way: the run beside it is kept.
+  for stage in stages[7:]:
+    if rt8.stage_done(out, stage):
+      os.remove(rt8.marker_path(out, stage))
+
+  def report_fails():
+    raise OSError("report: disk full")
+
+  stub = ConcurrentStubStages()
+  with pytest.raises(OSError, match="report: disk full"):
+    rt8.run_all(settings, out, runner=None, run_fn=stub, report_fn=report_fails,
+                parallel_runs=2)
+  assert stub.calls == names[:2]
+  assert [s.name for s in stages[7:] if rt8.stage_done(out, s)] == names[:2]
   # The estimate of the time left shares the fine-tuning runs out.
   done = {"bert": 10, "finetune_etc_none_cloze_seed1": 100, "finetune_etc_sum_cloze_seed1": 200}
   one = rt8.estimate_seconds_left(stages, done)

@@ -1,9 +1,11 @@
 """Tests for paper/reproduce_table2.py: corpus split, budget planning, --tiny_test end to end."""
 
+import collections
 import json
 import os
 import signal
 import subprocess
+import threading
 import time
 
 import pytest
@@ -98,6 +100,46 @@ def test_settings_record_and_final_eval_steps(tmp_path):
                            {"global_step": 60, "train_steps_per_sec": 2.5,
                             "steady_steps_per_sec": 8.0})
   assert rt._train_steps_per_sec(str(tmp_path)) == 8.0
+
+
+def test_parallel_runs_log_each_run_as_it_ends_and_start_none_after_a_failure(monkeypatch):
+  """--parallel_runs=2, training stubbed: run 0 ends 0.3 s after run 1. The progress names each
+  run when it ends and the results keep the runs' order; when run 1 fails, no further run
+  starts, run 0 ends, then the failure is raised."""
+  runs = [("post_ln", 1), ("post_ln", 2), ("pre_ln", 1), ("pre_ln", 2)]
+
+  def stub(failing):
+    started, ended = [], collections.defaultdict(threading.Event)
+
+    def train_and_evaluate(workspace, settings, run):
+      started.append(run)
+      try:
+        if run == runs[0]:
+          assert ended[runs[1]].wait(timeout=30)
+          time.sleep(0.3)
+        if run == failing:
+          common.fail("stub: %s seed %d failed" % run)
+        return {"run": run}
+      finally:
+        ended[run].set()
+
+    monkeypatch.setattr(rt, "train_and_evaluate", train_and_evaluate)
+    return started
+
+  logs = []
+  workspace = rt.Workspace(runner=None, out_dir=None, data_dir=None, config_paths={},
+                           log=logs.append)
+  settings = _settings(parallel_runs=2)
+  stub(failing=None)
+  results = rt.train_and_evaluate_all(workspace, settings, runs)
+  assert list(results.items()) == [(run, {"run": run}) for run in runs]
+  assert len(logs) == 4 and "(post_ln seed 2)" in logs[0] and "(post_ln seed 1)" in logs[-1]
+  del logs[:]
+  started = stub(failing=runs[1])
+  with pytest.raises(common.UsageError, match="stub: post_ln seed 2 failed"):
+    rt.train_and_evaluate_all(workspace, settings, runs)
+  assert started == runs[:2]
+  assert len(logs) == 1 and "(post_ln seed 1)" in logs[0]
 
 
 def test_a_stopped_run_resumes_from_its_last_curve_checkpoint(tmp_path):

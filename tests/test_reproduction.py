@@ -1,10 +1,14 @@
 """reproduction.py's settings record: the settings and the identity of every input file, so a
 rerun with other flags or after an input was edited in place is refused in one line; cheap
-identities of checkpoints; records of an earlier version."""
+identities of checkpoints; records of an earlier version; runs a few at a time
+(run_in_parallel)."""
 
+import collections
 import hashlib
 import json
 import os
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -149,3 +153,79 @@ def test_resolve_checkpoint_of_a_directory_without_a_state_file(tmp_path):
   tf.compat.v1.train.update_checkpoint_state(release, os.path.join(release, "gone.ckpt"))
   with pytest.raises(common.UsageError, match="state file names no checkpoint that exists"):
     export_utils.resolve_checkpoint(release, "bert_checkpoint")
+
+
+class _Runs(object):
+  """A run_fn for run_in_parallel: records starts and how many runs were going at once.
+
+  Args:
+    fail: {item: exception} raised by that item's run.
+    wait_for: {item: item} a run that waits until the other one has ended, then 0.3 s more (so
+      the other one's end is seen while it still runs).
+  """
+
+  def __init__(self, fail=None, wait_for=None):
+    self.fail, self.wait_for = fail or {}, wait_for or {}
+    self.lock = threading.Lock()
+    self.started, self.active, self.most_active = [], 0, 0
+    self.ended = collections.defaultdict(threading.Event)
+
+  def __call__(self, item):
+    with self.lock:
+      self.started.append(item)
+      self.active += 1
+      self.most_active = max(self.most_active, self.active)
+    try:
+      if item in self.wait_for:
+        assert self.ended[self.wait_for[item]].wait(timeout=30)
+        time.sleep(0.3)
+      if item in self.fail:
+        raise self.fail[item]
+      return item * 10
+    finally:
+      with self.lock:
+        self.active -= 1
+      self.ended[item].set()
+
+
+def test_run_in_parallel_bounds_the_runs_at_a_time_and_keeps_the_items_order():
+  # Run 0 lasts until 0.3 s after run 3 has ended: runs 1..4 finish first (on_done in the order
+  # they finish); the results keep the items' order.
+  runs, finished = _Runs(wait_for={0: 3}), []
+  results = reproduction.run_in_parallel(range(5), runs, 2,
+                                         on_done=lambda item, r: finished.append((item, r)))
+  assert results == [0, 10, 20, 30, 40]
+  assert runs.started == [0, 1, 2, 3, 4] and runs.most_active == 2
+  assert finished == [(1, 10), (2, 20), (3, 30), (4, 40), (0, 0)]
+  # One at a time: in order, never two together; no items, nothing runs.
+  runs = _Runs()
+  assert reproduction.run_in_parallel([3, 1, 2], runs, 1) == [30, 10, 20]
+  assert runs.started == [3, 1, 2] and runs.most_active == 1
+  assert reproduction.run_in_parallel([], runs, 4) == []
+
+
+@pytest.mark.parametrize("failure", [common.UsageError("run 1 failed"), SystemExit(143)],
+                         ids=["failure", "stop"])
+def test_run_in_parallel_first_failure_starts_no_further_run_and_is_raised_last(failure):
+  # Run 1 fails while run 0 still runs: nothing else starts, run 0 finishes (its on_done is
+  # called), then the failure is raised.
+  runs, finished = _Runs(fail={1: failure}, wait_for={0: 1}), []
+  with pytest.raises(type(failure)) as raised:
+    reproduction.run_in_parallel(range(6), runs, 2,
+                                 on_done=lambda item, r: finished.append(item))
+  assert raised.value is failure
+  assert runs.started == [0, 1] and finished == [0] and runs.active == 0
+
+
+def test_run_in_parallel_a_failed_on_done_starts_no_further_run():
+  """on_done (a done marker, a report) failing stops new runs as a failed run does."""
+  runs, finished = _Runs(wait_for={0: 1}), []
+
+  def on_done(item, _):
+    if item == 1:
+      raise OSError("disk full")
+    finished.append(item)
+
+  with pytest.raises(OSError, match="disk full"):
+    reproduction.run_in_parallel(range(6), runs, 2, on_done=on_done)
+  assert runs.started == [0, 1] and finished == [0]
