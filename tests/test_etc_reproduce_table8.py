@@ -237,7 +237,7 @@ def test_parallel_runs_fine_tune_together_and_keep_every_finished_run(tmp_path):
   with pytest.raises(OSError, match="report: disk full"):
     rt8.run_all(settings, out, runner=None, run_fn=stub, report_fn=report_fails,
                 parallel_runs=2)
-  assert stub.calls == names[:2]
+  assert sorted(stub.calls) == sorted(names[:2])   # the two start together, in either order
   assert [s.name for s in stages[7:] if rt8.stage_done(out, s)] == names[:2]
   # The estimate of the time left shares the fine-tuning runs out.
   done = {"bert": 10, "finetune_etc_none_cloze_seed1": 100, "finetune_etc_sum_cloze_seed1": 200}
