@@ -35,10 +35,15 @@ Heads (the standard readings of a sliding-window encoder):
   supporting  each sentence's representation is the mean of its tokens' hidden states
               (sentence_ids), then dense -> 1 (a binary logit per global token, padding ignored)
               and the ETC head's sigmoid cross-entropy averaged over the real global tokens.
-Both heads' logits have the ETC heads' shapes, so run_long_tasks' metrics (long_task_heads
-cloze_metrics / supporting_metrics), predictions and results files are the same.
-Variables: cls/long_tasks_bert/cloze/output_weights [hidden, hidden] and output_bias [1];
-cls/long_tasks_bert/supporting/output_weights [1, hidden] and output_bias [1].
+  classify    the document's representation is the mean of its real tokens' hidden states
+              (mean pooling, as sentence encoders like MiniLM are trained; BERT's pooler reads
+              one window's [CLS] only), then dense -> the labels and softmax cross-entropy, as
+              the ETC head (which pools the global tokens instead).
+The heads' logits have the ETC heads' shapes, so run_long_tasks' metrics (long_task_heads
+cloze_metrics / supporting_metrics / classify_metrics), predictions and results files are the
+same. Variables: cls/long_tasks_bert/cloze/output_weights [hidden, hidden] and output_bias [1];
+cls/long_tasks_bert/supporting/output_weights [1, hidden] and output_bias [1];
+cls/long_tasks_bert/classify/output_weights [labels, hidden] and output_bias [labels].
 
 [CLS] / [SEP] are the ids in the vocabulary the records were made with (the vocab_file, or the
 spm_model_file of SentencePiece records, in <data_dir>/long_tasks.json, special_token_ids).
@@ -64,7 +69,7 @@ from etc_model import long_task_heads as heads
 
 tf1 = tf.compat.v1
 
-TASKS = ("cloze", "supporting")
+TASKS = ("cloze", "supporting", "classify")
 SCOPE = "cls/long_tasks_bert"
 CONFIG_NAME = "bert_config.json"
 SUMMARY_NAME = "long_tasks.json"
@@ -338,12 +343,13 @@ def candidate_mentions(token_ids, sentence_ids, candidate_mask):
   return tf.cast(tf.reduce_any(started, axis=-1), tf.float32)
 
 
-def _head_variables(task, shape, config):
+def _head_variables(task, shape, config, bias_size=1):
   with tf1.variable_scope("%s/%s" % (SCOPE, task)):
     output_weights = tf1.get_variable(
         "output_weights", shape,
         initializer=tf1.truncated_normal_initializer(stddev=config.initializer_range))
-    output_bias = tf1.get_variable("output_bias", [1], initializer=tf1.zeros_initializer())
+    output_bias = tf1.get_variable("output_bias", [bias_size],
+                                   initializer=tf1.zeros_initializer())
   return output_weights, output_bias
 
 
@@ -416,36 +422,73 @@ def supporting_head(token_output, features, config, is_training):
   return loss, per_example, logits
 
 
+def classify_head(token_output, features, config, is_training, num_labels):
+  """The mean of the real tokens' hidden states -> dense -> softmax cross-entropy over the labels.
+
+  Args:
+    token_output: float32 [batch, L, hidden] (encode).
+    features: dict with token_ids [batch, L] and label [batch, 1].
+    config: BertWindowsConfig.
+    is_training: dropout on.
+    num_labels: the size of the label vocabulary.
+
+  Returns:
+    (loss scalar, per-example loss [batch], logits [batch, num_labels]:
+    long_task_heads.classify_head's).
+  """
+  real = tf.cast(features["token_ids"] > 0, token_output.dtype)[:, :, tf.newaxis]
+  pooled = tf.reduce_sum(token_output * real, axis=1) / tf.maximum(
+      tf.reduce_sum(real, axis=1), 1.0)
+  output_weights, output_bias = _head_variables(
+      "classify", [num_labels, config.hidden_size], config, bias_size=num_labels)
+  if is_training:
+    pooled = modeling.dropout(pooled, config.hidden_dropout_prob)
+  logits = tf.nn.bias_add(tf.matmul(pooled, output_weights, transpose_b=True), output_bias)
+  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.reshape(features["label"], [-1]), logits=logits)
+  return tf.reduce_mean(per_example), per_example, logits
+
+
 def build_model(task, config, features, is_training, use_one_hot_embeddings=False,
-                compute_dtype=None):
+                compute_dtype=None, num_labels=None):
   """BERT over the windows and the task's head.
 
   Args:
-    task: "cloze" or "supporting".
+    task: a name of TASKS.
     config: BertWindowsConfig.
     features: dict of the records' features (long_tasks.FEATURE_SHAPES_DOC), int32.
     is_training: dropout on.
     use_one_hot_embeddings: one-hot embedding lookups.
     compute_dtype: modeling.BertModel's compute_dtype (None: float32).
+    num_labels: classify: the size of the label vocabulary; else unused.
 
   Returns:
-    (loss, per-example loss [batch], logits: cloze [batch, C], supporting [batch, G]).
+    (loss, per-example loss [batch], logits: cloze [batch, C], supporting [batch, G], classify
+    [batch, num_labels]).
   """
+  if task not in TASKS:
+    raise ValueError("--model=bert_windows has no task %r (its tasks: %s)" % (
+        task, ", ".join(TASKS)))
+  if task == "classify" and not num_labels:
+    raise ValueError("the classify head needs num_labels, the size of the label vocabulary")
   token_output = encode(config, features["token_ids"], is_training,
                         use_one_hot_embeddings=use_one_hot_embeddings,
                         compute_dtype=compute_dtype)
   if task == "cloze":
     return cloze_head(token_output, features, config, is_training)
+  if task == "classify":
+    return classify_head(token_output, features, config, is_training, num_labels)
   return supporting_head(token_output, features, config, is_training)
 
 
-def variable_shapes(task, config, feature_lengths):
+def variable_shapes(task, config, feature_lengths, num_labels=None):
   """{variable name: shape} of build_model's graph (nothing is computed).
 
   Args:
-    task: "cloze" or "supporting".
+    task: a name of TASKS.
     config: BertWindowsConfig.
     feature_lengths: {feature name: length} (long_task_heads.feature_lengths).
+    num_labels: classify: the size of the label vocabulary; else unused.
 
   Returns:
     dict.
@@ -453,5 +496,5 @@ def variable_shapes(task, config, feature_lengths):
   with tf.Graph().as_default():
     features = {name: tf1.placeholder(tf.int32, [1, length])
                 for name, length in feature_lengths.items()}
-    build_model(task, config, features, False)
+    build_model(task, config, features, False, num_labels=num_labels)
     return {v.op.name: v.shape.as_list() for v in tf1.global_variables()}

@@ -71,14 +71,14 @@ pre-trained by etc_model.run_pretraining; residual_attention from the config, or
 The task dispatch is long_task_heads' tables (HEADS, METRICS, PREDICTION_LINES, and
 EMBEDDING_ADDERS for openkp's visual features).
 
---model=bert_windows is the baseline users would otherwise pick (etc_model.bert_windows, cloze
-and supporting): the official BertModel (--bert_config_file; --init_checkpoint a BERT
+--model=bert_windows is the baseline users would otherwise pick (etc_model.bert_windows, cloze,
+supporting and classify): the official BertModel (--bert_config_file; --init_checkpoint a BERT
 checkpoint, variables under bert/) over windows of --window_length tokens ([CLS] and [SEP]
 included) --window_stride apart, each token read from its most-central window, and a head under
 cls/long_tasks_bert/ (cloze: the blank's state against the mean of each candidate's mentions,
-bilinear; supporting: the mean of each sentence's tokens -> a logit). The same flags,
-evaluation, resume, early stopping and files, with the same keys (model, window_length,
-window_stride: None for ETC).
+bilinear; supporting: the mean of each sentence's tokens -> a logit; classify: the mean of
+every real token -> the labels). The same flags, evaluation, resume, early stopping and files,
+with the same keys (model, window_length, window_stride: None for ETC).
 
 --do_eval scores the dev set exactly (Estimator.predict or the engine's, metrics in NumPy) and
 writes eval_results.json (with the checkpoint and step scored): cloze accuracy overall and by
@@ -468,7 +468,7 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
   if isinstance(config, bert_windows.BertWindowsConfig):  # --model=bert_windows
     return bert_windows.build_model(task, config, features, is_training,
                                     use_one_hot_embeddings=use_one_hot_embeddings,
-                                    compute_dtype=compute_dtype)
+                                    compute_dtype=compute_dtype, num_labels=num_labels)
   model = etc_modeling.EtcModel(config, is_training=is_training,
                                 use_one_hot_embeddings=use_one_hot_embeddings,
                                 compute_dtype=compute_dtype)
@@ -605,7 +605,7 @@ def variable_shapes(task, config, max_seq_length, max_global_seq_length, max_can
   """{variable name: shape} of the model and head this job builds (nothing is computed)."""
   if isinstance(config, bert_windows.BertWindowsConfig):
     return bert_windows.variable_shapes(task, config, heads.feature_lengths(
-        task, max_seq_length, max_global_seq_length, max_candidates))
+        task, max_seq_length, max_global_seq_length, max_candidates), num_labels=num_labels)
   extra = {name: (tf.int32, [1, length]) for name, length in heads.feature_lengths(
       task, max_seq_length, max_global_seq_length, max_candidates).items()
            if name not in heads.COMMON_FEATURES}

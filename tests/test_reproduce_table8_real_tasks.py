@@ -108,7 +108,7 @@ def test_plan_and_commands_of_the_papers_tasks(tmp_path, monkeypatch):
   assert rt8.systems_without(settings) == [("bert_windows", "wikihop"),
                                            ("bert_windows", "hotpotqa")]
   assert ("  (bert_windows on wikihop: not run, run_long_tasks --model=bert_windows has cloze, "
-          "supporting only)") in rt8.plan_lines(settings, out)
+          "supporting, classify only)") in rt8.plan_lines(settings, out)
   files = settings.real_task_files
   assert rt8.task_data_args(settings, out, "wikihop") == [
       "--train_file=%s" % files["wikihop"]["train"], "--dev_file=%s" % files["wikihop"]["dev"],
@@ -141,7 +141,7 @@ def test_checks_of_the_papers_tasks(tmp_path, monkeypatch):
        "--tasks=wikihop: wikihop needs its official files: give --wikihop_dev_file ("),
       (dict(tasks=["cloze"]), "--wikihop_train_file given, but --tasks=cloze leaves wikihop out"),
       (dict(systems=["bert_windows"]), "--systems=bert_windows: run_long_tasks "
-       "--model=bert_windows has the tasks cloze, supporting, not wikihop"),
+       "--model=bert_windows has the tasks cloze, supporting, classify, not wikihop"),
       (dict(max_candidates=32), "--max_candidates=32: must be < --max_global_seq_length=32"),
   ):
     with pytest.raises(common.UsageError, match="^" + re.escape(message)):
@@ -207,7 +207,7 @@ def test_report_puts_the_papers_numbers_beside_ours(tmp_path, monkeypatch):
   assert "| hotpotqa | supporting-fact F1 | dev |" in text
   assert "| wikihop | accuracy | test |" not in text and "| cloze | accuracy | test |" in text
   assert ("Not run: BERT, sliding windows on wikihop; BERT, sliding windows on hotpotqa "
-          "(run_long_tasks --model=bert_windows has the tasks cloze, supporting only).") in text
+          "(run_long_tasks --model=bert_windows has the tasks cloze, supporting, classify only).") in text
   assert ("WikiHop dev: 10 examples, 9 records; no record (counted wrong): 1 more_candidates; "
           "the most-mentioned candidate is right on 30.0% of the records with an answer.") in text
   assert "WikiHop from the official train train.json, dev dev.json: L=256, G=32, at most 8" in text
