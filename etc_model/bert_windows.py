@@ -6,7 +6,8 @@ The model users would otherwise pick for inputs longer than BERT's 512 positions
 BertModel (variables under bert/, official names: --init_checkpoint is a BERT checkpoint) runs
 on overlapping windows of the records' long tokens, and each token is read from the one window
 where it is most central. Only the head is new (cls/long_tasks_bert/). The records are those of
-etc_model.create_long_tasks (long_tasks.FEATURE_SHAPES_DOC); their global tokens are not read.
+etc_model.create_long_tasks (long_tasks.FEATURE_SHAPES_DOC) or etc_model.create_wikihop (the
+official etcmodel layout, wikihop.py); their global tokens are not read.
 
 Windows. The long input's real tokens (token_ids != 0, packed from position 0) are cut by
 sliding_window.windows (the official run_squad loop) into windows of window_length - 2 tokens,
@@ -35,13 +36,26 @@ Heads (the standard readings of a sliding-window encoder):
   supporting  each sentence's representation is the mean of its tokens' hidden states
               (sentence_ids), then dense -> 1 (a binary logit per global token, padding ignored)
               and the ETC head's sigmoid cross-entropy averaged over the real global tokens.
-Both heads' logits have the ETC heads' shapes, so run_long_tasks' metrics (long_task_heads
-cloze_metrics / supporting_metrics), predictions and results files are the same.
-Variables: cls/long_tasks_bert/cloze/output_weights [hidden, hidden] and output_bias [1];
-cls/long_tasks_bert/supporting/output_weights [1, hidden] and output_bias [1].
+  classify    the document's representation is the mean of its real tokens' hidden states
+              (mean pooling, as sentence encoders like MiniLM are trained; BERT's pooler reads
+              one window's [CLS] only), then dense -> the labels and softmax cross-entropy, as
+              the ETC head (which pools the global tokens instead).
+  wikihop     the query's representation is the mean of its tokens' hidden states (segment_ids
+              == wikihop.QUESTION_TYPE, at the start of the long input after the candidates),
+              each candidate's the mean of the tokens linked to it (l2g_linked_ids == c: its own
+              pieces at the start and its mentions in the documents, the records' official
+              linking). Score: bilinear, query^T W candidate + b; the ETC WikiHop head's mask,
+              softmax cross-entropy and no loss for a record without an answer (label -1).
+The heads' logits have the ETC heads' shapes, so run_long_tasks' metrics (long_task_heads
+cloze_metrics / supporting_metrics / classify_metrics), predictions and results files are the
+same. Variables: cls/long_tasks_bert/cloze/output_weights [hidden, hidden] and output_bias [1];
+cls/long_tasks_bert/supporting/output_weights [1, hidden] and output_bias [1];
+cls/long_tasks_bert/classify/output_weights [labels, hidden] and output_bias [labels];
+cls/long_tasks_bert/wikihop/output_weights [hidden, hidden] and output_bias [1].
 
 [CLS] / [SEP] are the ids in the vocabulary the records were made with (the vocab_file, or the
-spm_model_file of SentencePiece records, in <data_dir>/long_tasks.json, special_token_ids).
+spm_model_file of SentencePiece records, in the data directory's summary, long_tasks.json or
+wikihop.json: special_token_ids).
 """
 
 from __future__ import absolute_import
@@ -61,13 +75,16 @@ import modeling
 from realformer_tf import sliding_window
 import tokenization
 from etc_model import long_task_heads as heads
+from etc_model import wikihop
 
 tf1 = tf.compat.v1
 
-TASKS = ("cloze", "supporting")
+TASKS = ("cloze", "supporting", "classify", "wikihop")
 SCOPE = "cls/long_tasks_bert"
 CONFIG_NAME = "bert_config.json"
 SUMMARY_NAME = "long_tasks.json"
+# The summary beside a task's records, which names their vocabulary (default SUMMARY_NAME).
+SUMMARY_NAMES = {wikihop.TASK: wikihop.SUMMARY_NAME}
 
 
 class BertWindowsConfig(object):
@@ -95,18 +112,19 @@ class BertWindowsConfig(object):
     return getattr(self.bert_config, name)
 
 
-def special_token_ids(data_dir, flag_name="data_dir"):
+def special_token_ids(data_dir, flag_name="data_dir", summary_name=SUMMARY_NAME):
   """The [CLS] and [SEP] ids of the vocabulary the records of data_dir were made with.
 
   Args:
     data_dir: create_long_tasks' --output_dir (its long_tasks.json names the vocab_file, or the
-      spm_model_file of SentencePiece records).
+      spm_model_file of SentencePiece records), or create_wikihop's (wikihop.json).
     flag_name: the flag naming data_dir (errors).
+    summary_name: the summary file of data_dir (SUMMARY_NAMES of the task).
 
   Returns:
     (cls_token_id, sep_token_id).
   """
-  path = os.path.join(data_dir, SUMMARY_NAME)
+  path = os.path.join(data_dir, summary_name)
   try:
     with tf.io.gfile.GFile(path) as f:
       settings = json.load(f).get("settings", {})
@@ -114,12 +132,12 @@ def special_token_ids(data_dir, flag_name="data_dir"):
     vocab_file = spm_model_file or settings.get("vocab_file")
   except (tf.errors.OpError, ValueError, AttributeError) as e:
     common.fail("--%s=%s: cannot read %s for the vocab_file of the records (%s)" % (
-        flag_name, data_dir, SUMMARY_NAME, str(e).splitlines()[0] if str(e) else type(e)))
+        flag_name, data_dir, summary_name, str(e).splitlines()[0] if str(e) else type(e)))
   if not vocab_file or not tf.io.gfile.exists(vocab_file):
     common.fail("--%s=%s: the %s of %s (%s) is not there; --model=bert_windows needs "
-                "its [CLS] / [SEP] ids (run from where create_long_tasks ran)" % (
+                "its [CLS] / [SEP] ids (run from where the records were made)" % (
                     flag_name, data_dir, "spm_model_file" if spm_model_file else "vocab_file",
-                    SUMMARY_NAME, vocab_file))
+                    summary_name, vocab_file))
   if spm_model_file:  # the model's pieces ([CLS] / [SEP]: build_vocab.py's control symbols)
     vocab = tokenization.FullTokenizer(None, True, spm_model_file=spm_model_file).vocab
   else:
@@ -131,7 +149,8 @@ def special_token_ids(data_dir, flag_name="data_dir"):
   return vocab["[CLS]"], vocab["[SEP]"]
 
 
-def load_config(bert_config_file, flag_values, window_length, window_stride, data_dir):
+def load_config(bert_config_file, flag_values, window_length, window_stride, data_dir,
+                task=None):
   """The BertWindowsConfig of the flags, checked (one-line errors).
 
   Args:
@@ -140,6 +159,7 @@ def load_config(bert_config_file, flag_values, window_length, window_stride, dat
     window_length: --window_length (3 .. the config's max_position_embeddings).
     window_stride: --window_stride (1 .. window_length - 2: no token is skipped).
     data_dir: --data_dir (special_token_ids).
+    task: --task (which summary of data_dir names the records' vocabulary: SUMMARY_NAMES).
 
   Returns:
     BertWindowsConfig.
@@ -155,7 +175,8 @@ def load_config(bert_config_file, flag_values, window_length, window_stride, dat
     common.fail("--window_stride=%d: must be in [1, %d] (--window_length=%d minus [CLS] and "
                 "[SEP]: a longer stride would skip tokens)" % (
                     window_stride, window_length - 2, window_length))
-  cls_token_id, sep_token_id = special_token_ids(data_dir)
+  cls_token_id, sep_token_id = special_token_ids(
+      data_dir, summary_name=SUMMARY_NAMES.get(task, SUMMARY_NAME))
   if max(cls_token_id, sep_token_id) >= bert_config.vocab_size:
     common.fail("--bert_config_file=%s: vocab_size=%d has no id %d ([CLS] / [SEP] of the "
                 "records' vocabulary)" % (bert_config_file, bert_config.vocab_size,
@@ -338,13 +359,25 @@ def candidate_mentions(token_ids, sentence_ids, candidate_mask):
   return tf.cast(tf.reduce_any(started, axis=-1), tf.float32)
 
 
-def _head_variables(task, shape, config):
+def _head_variables(task, shape, config, bias_size=1):
   with tf1.variable_scope("%s/%s" % (SCOPE, task)):
     output_weights = tf1.get_variable(
         "output_weights", shape,
         initializer=tf1.truncated_normal_initializer(stddev=config.initializer_range))
-    output_bias = tf1.get_variable("output_bias", [1], initializer=tf1.zeros_initializer())
+    output_bias = tf1.get_variable("output_bias", [bias_size],
+                                   initializer=tf1.zeros_initializer())
   return output_weights, output_bias
+
+
+def token_means(token_output, members):
+  """The mean hidden state of each group's tokens: float32 [batch, n, hidden] (0 for an empty one).
+
+  Args:
+    token_output: float32 [batch, L, hidden].
+    members: float32 [batch, n, L], 1 where a token is in the group.
+  """
+  return tf.einsum("bnl,blh->bnh", members, token_output) / tf.maximum(
+      tf.reduce_sum(members, axis=-1), 1.0)[:, :, tf.newaxis]
 
 
 def cloze_head(token_output, features, config, is_training):
@@ -363,8 +396,7 @@ def cloze_head(token_output, features, config, is_training):
   candidate_mask = features["candidate_mask"]
   mentions = candidate_mentions(features["token_ids"], features["sentence_ids"],
                                 candidate_mask)  # [batch, C, L]
-  candidates = tf.einsum("bcl,blh->bch", mentions, token_output) / tf.maximum(
-      tf.reduce_sum(mentions, axis=-1, keepdims=True), 1.0)
+  candidates = token_means(token_output, mentions)
   blank = tf.gather(token_output, tf.reshape(features["blank_position"], [-1]), batch_dims=1)
   output_weights, output_bias = _head_variables(
       "cloze", [config.hidden_size, config.hidden_size], config)
@@ -382,8 +414,7 @@ def sentence_means(token_output, token_ids, sentence_ids, num_sentences):
   """Mean hidden state of each sentence's real tokens: float32 [batch, G, hidden] (0 if none)."""
   members = tf.one_hot(sentence_ids, num_sentences, dtype=tf.float32) * tf.cast(
       token_ids > 0, tf.float32)[:, :, tf.newaxis]  # [batch, L, G]
-  sums = tf.einsum("blg,blh->bgh", members, token_output)
-  return sums / tf.maximum(tf.reduce_sum(members, axis=1), 1.0)[:, :, tf.newaxis]
+  return token_means(token_output, tf.transpose(members, [0, 2, 1]))
 
 
 def supporting_head(token_output, features, config, is_training):
@@ -416,36 +447,111 @@ def supporting_head(token_output, features, config, is_training):
   return loss, per_example, logits
 
 
+def classify_head(token_output, features, config, is_training, num_labels):
+  """The mean of the real tokens' hidden states -> dense -> softmax cross-entropy over the labels.
+
+  Args:
+    token_output: float32 [batch, L, hidden] (encode).
+    features: dict with token_ids [batch, L] and label [batch, 1].
+    config: BertWindowsConfig.
+    is_training: dropout on.
+    num_labels: the size of the label vocabulary.
+
+  Returns:
+    (loss scalar, per-example loss [batch], logits [batch, num_labels]:
+    long_task_heads.classify_head's).
+  """
+  real = tf.cast(features["token_ids"] > 0, tf.float32)
+  pooled = token_means(token_output, real[:, tf.newaxis, :])[:, 0]
+  output_weights, output_bias = _head_variables(
+      "classify", [num_labels, config.hidden_size], config, bias_size=num_labels)
+  if is_training:
+    pooled = modeling.dropout(pooled, config.hidden_dropout_prob)
+  logits = tf.nn.bias_add(tf.matmul(pooled, output_weights, transpose_b=True), output_bias)
+  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.reshape(features["label"], [-1]), logits=logits)
+  return tf.reduce_mean(per_example), per_example, logits
+
+
+def wikihop_head(token_output, features, config, is_training):
+  """Bilinear scores of the query against each candidate's linked tokens; softmax cross-entropy.
+
+  Args:
+    token_output: float32 [batch, L, hidden] (encode).
+    features: dict with token_ids, segment_ids, l2g_linked_ids [batch, L], candidate_mask
+      [batch, C] and label [batch, 1] (-1: no answer).
+    config: BertWindowsConfig.
+    is_training: dropout on.
+
+  Returns:
+    (loss scalar: mean over the records with an answer, per-example loss [batch] (0 without an
+    answer), masked logits [batch, C]: long_task_heads.wikihop_head's).
+  """
+  candidate_mask = features["candidate_mask"]
+  num_candidates = tf.compat.dimension_value(candidate_mask.shape[-1])
+  real = tf.cast(features["token_ids"] > 0, tf.float32)
+  # one_hot of -1 (no link) is all zeros.
+  linked = tf.transpose(tf.one_hot(features["l2g_linked_ids"], num_candidates), [0, 2, 1])
+  candidates = token_means(token_output, linked * real[:, tf.newaxis, :])
+  query_tokens = tf.cast(tf.equal(features["segment_ids"], wikihop.QUESTION_TYPE), tf.float32)
+  query = token_means(token_output, (query_tokens * real)[:, tf.newaxis, :])[:, 0]
+  output_weights, output_bias = _head_variables(
+      "wikihop", [config.hidden_size, config.hidden_size], config)
+  if is_training:
+    query = modeling.dropout(query, config.hidden_dropout_prob)
+    candidates = modeling.dropout(candidates, config.hidden_dropout_prob)
+  logits = tf.einsum("bh,bch->bc", tf.matmul(query, output_weights), candidates) + output_bias
+  logits = tf.where(candidate_mask > 0, logits, tf.fill(tf.shape(logits), heads.MASKED_LOGIT))
+  labels = tf.reshape(features["label"], [-1])
+  answered = tf.cast(labels >= 0, tf.float32)
+  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.maximum(labels, 0), logits=logits) * answered
+  loss = tf.reduce_sum(per_example) / tf.maximum(tf.reduce_sum(answered), 1.0)
+  return loss, per_example, logits
+
+
 def build_model(task, config, features, is_training, use_one_hot_embeddings=False,
-                compute_dtype=None):
+                compute_dtype=None, num_labels=None):
   """BERT over the windows and the task's head.
 
   Args:
-    task: "cloze" or "supporting".
+    task: a name of TASKS.
     config: BertWindowsConfig.
     features: dict of the records' features (long_tasks.FEATURE_SHAPES_DOC), int32.
     is_training: dropout on.
     use_one_hot_embeddings: one-hot embedding lookups.
     compute_dtype: modeling.BertModel's compute_dtype (None: float32).
+    num_labels: classify: the size of the label vocabulary; else unused.
 
   Returns:
-    (loss, per-example loss [batch], logits: cloze [batch, C], supporting [batch, G]).
+    (loss, per-example loss [batch], logits: cloze and wikihop [batch, C], supporting
+    [batch, G], classify [batch, num_labels]).
   """
+  if task not in TASKS:
+    raise ValueError("--model=bert_windows has no task %r (its tasks: %s)" % (
+        task, ", ".join(TASKS)))
+  if task == "classify" and not num_labels:
+    raise ValueError("the classify head needs num_labels, the size of the label vocabulary")
   token_output = encode(config, features["token_ids"], is_training,
                         use_one_hot_embeddings=use_one_hot_embeddings,
                         compute_dtype=compute_dtype)
   if task == "cloze":
     return cloze_head(token_output, features, config, is_training)
+  if task == "classify":
+    return classify_head(token_output, features, config, is_training, num_labels)
+  if task == wikihop.TASK:
+    return wikihop_head(token_output, features, config, is_training)
   return supporting_head(token_output, features, config, is_training)
 
 
-def variable_shapes(task, config, feature_lengths):
+def variable_shapes(task, config, feature_lengths, num_labels=None):
   """{variable name: shape} of build_model's graph (nothing is computed).
 
   Args:
-    task: "cloze" or "supporting".
+    task: a name of TASKS.
     config: BertWindowsConfig.
     feature_lengths: {feature name: length} (long_task_heads.feature_lengths).
+    num_labels: classify: the size of the label vocabulary; else unused.
 
   Returns:
     dict.
@@ -453,5 +559,5 @@ def variable_shapes(task, config, feature_lengths):
   with tf.Graph().as_default():
     features = {name: tf1.placeholder(tf.int32, [1, length])
                 for name, length in feature_lengths.items()}
-    build_model(task, config, features, False)
+    build_model(task, config, features, False, num_labels=num_labels)
     return {v.op.name: v.shape.as_list() for v in tf1.global_variables()}

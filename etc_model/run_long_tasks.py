@@ -71,14 +71,15 @@ pre-trained by etc_model.run_pretraining; residual_attention from the config, or
 The task dispatch is long_task_heads' tables (HEADS, METRICS, PREDICTION_LINES, and
 EMBEDDING_ADDERS for openkp's visual features).
 
---model=bert_windows is the baseline users would otherwise pick (etc_model.bert_windows, cloze
-and supporting): the official BertModel (--bert_config_file; --init_checkpoint a BERT
-checkpoint, variables under bert/) over windows of --window_length tokens ([CLS] and [SEP]
+--model=bert_windows is the baseline users would otherwise pick (etc_model.bert_windows, cloze,
+supporting, classify and wikihop): the official BertModel (--bert_config_file; --init_checkpoint
+a BERT checkpoint, variables under bert/) over windows of --window_length tokens ([CLS] and [SEP]
 included) --window_stride apart, each token read from its most-central window, and a head under
 cls/long_tasks_bert/ (cloze: the blank's state against the mean of each candidate's mentions,
-bilinear; supporting: the mean of each sentence's tokens -> a logit). The same flags,
-evaluation, resume, early stopping and files, with the same keys (model, window_length,
-window_stride: None for ETC).
+bilinear; supporting: the mean of each sentence's tokens -> a logit; classify: the mean of
+every real token -> the labels; wikihop: the query's mean against the mean of each candidate's
+linked tokens, bilinear). The same flags, evaluation, resume, early stopping and files,
+with the same keys (model, window_length, window_stride: None for ETC).
 
 --do_eval scores the dev set exactly (Estimator.predict or the engine's, metrics in NumPy) and
 writes eval_results.json (with the checkpoint and step scored): cloze accuracy overall and by
@@ -468,7 +469,7 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
   if isinstance(config, bert_windows.BertWindowsConfig):  # --model=bert_windows
     return bert_windows.build_model(task, config, features, is_training,
                                     use_one_hot_embeddings=use_one_hot_embeddings,
-                                    compute_dtype=compute_dtype)
+                                    compute_dtype=compute_dtype, num_labels=num_labels)
   model = etc_modeling.EtcModel(config, is_training=is_training,
                                 use_one_hot_embeddings=use_one_hot_embeddings,
                                 compute_dtype=compute_dtype)
@@ -605,7 +606,7 @@ def variable_shapes(task, config, max_seq_length, max_global_seq_length, max_can
   """{variable name: shape} of the model and head this job builds (nothing is computed)."""
   if isinstance(config, bert_windows.BertWindowsConfig):
     return bert_windows.variable_shapes(task, config, heads.feature_lengths(
-        task, max_seq_length, max_global_seq_length, max_candidates))
+        task, max_seq_length, max_global_seq_length, max_candidates), num_labels=num_labels)
   extra = {name: (tf.int32, [1, length]) for name, length in heads.feature_lengths(
       task, max_seq_length, max_global_seq_length, max_candidates).items()
            if name not in heads.COMMON_FEATURES}
@@ -696,6 +697,9 @@ def _check_flags():
     for name in names:
       if FLAGS.task != task and FLAGS[name].present:
         common.fail("--%s: only with --task=%s" % (name, task))
+  for name in WIKIHOP_SIDE_INPUT_FLAGS:
+    if FLAGS.model == "bert_windows" and FLAGS[name].present:
+      common.fail("--%s: only with --model=etc (BERT windows have no global tokens)" % name)
   if not 0.0 <= FLAGS.sp_threshold <= 1.0:
     common.fail("--sp_threshold=%g: must be in [0, 1]" % FLAGS.sp_threshold)
   if FLAGS.max_answer_length < 1:
@@ -1033,7 +1037,7 @@ def main(_):
   chief = tf2_training.is_chief_worker(strategy)
   if FLAGS.model == "bert_windows":
     config = bert_windows.load_config(FLAGS.bert_config_file, FLAGS, FLAGS.window_length,
-                                      FLAGS.window_stride, FLAGS.data_dir)
+                                      FLAGS.window_stride, FLAGS.data_dir, task=FLAGS.task)
   else:
     config = etc_estimator.load_config(FLAGS.etc_config_file, FLAGS.residual_attention,
                                        FLAGS.max_seq_length,
@@ -1045,7 +1049,7 @@ def main(_):
   split_scorers, cls_token_id = None, None
   for task, name, least in ((wikihop.TASK, "WikiHop", wikihop.MIN_SEGMENT_VOCAB_SIZE),
                             (hotpotqa.TASK, "HotpotQA", hotpotqa.MIN_SEGMENT_VOCAB_SIZE)):
-    if FLAGS.task == task and config.segment_vocab_size < least:
+    if FLAGS.task == task and FLAGS.model == "etc" and config.segment_vocab_size < least:
       common.fail("--etc_config_file=%s: segment_vocab_size=%d, but %s's token types go up "
                   "to %d" % (FLAGS.etc_config_file, config.segment_vocab_size, name, least - 1))
   if FLAGS.task == wikihop.TASK:
@@ -1094,7 +1098,7 @@ def main(_):
   # checkpoint made for initialising, e.g. a lifted one) is one line.
   resume_step = etc_estimator.check_resume(
       FLAGS.output_dir, shapes_fn, restore=estimator_utils.restore_mode(FLAGS.do_train))
-  if FLAGS.task == wikihop.TASK:  # the model's outputs depend on them: kept with the run
+  if FLAGS.task == wikihop.TASK and FLAGS.model == "etc":  # outputs depend on them: kept
     heads.check_side_inputs(write_dir, side_input_options)
     common.write_json_atomic(os.path.join(write_dir, heads.SIDE_INPUTS_NAME), side_input_options)
   training_eval.remove_stale_best_temps(write_dir)

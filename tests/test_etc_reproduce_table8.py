@@ -124,10 +124,11 @@ def test_plan_order_and_commands(tmp_path):
   # Seed by seed: every system and task of seed 1 before any of seed 2.
   assert names[7:10] == ["finetune_etc_none_cloze_seed1", "finetune_etc_sum_cloze_seed1",
                          "finetune_bert_windows_cloze_seed1"]
-  # BERT windows have no classification head: two ETC runs of classify per seed.
-  assert names[13:15] == ["finetune_etc_none_classify_seed1", "finetune_etc_sum_classify_seed1"]
-  assert names[15] == "finetune_etc_none_cloze_seed2" and len(names) == 7 + 24
-  assert rt8.systems_without(settings) == [("bert_windows", "classify")]
+  # Every system on every corpus task: three runs of classify per seed.
+  assert names[13:16] == ["finetune_etc_none_classify_seed1", "finetune_etc_sum_classify_seed1",
+                          "finetune_bert_windows_classify_seed1"]
+  assert names[16] == "finetune_etc_none_cloze_seed2" and len(names) == 7 + 27
+  assert rt8.systems_without(settings) == []
   # Without pre-training: no data or pre-training stage, fine-tuning starts from the lift.
   short = _settings(tmp_path, pretrain_steps=0, systems=["etc_none"], seeds=[4])
   assert [s.name for s in rt8.stage_plan(short, out)] == [
@@ -167,12 +168,12 @@ def test_resume_runs_only_what_is_missing(tmp_path):
   ran = rt8.run_all(settings, out, runner=None, run_fn=stub,
                     report_fn=lambda: reports.append(1))
   assert ran[0] == "lift_none" and ran[1] == "finetune_etc_sum_cloze_seed1"
-  assert len(ran) == 1 + 15 and len(reports) == 15
+  assert len(ran) == 1 + 17 and len(reports) == 17
   assert rt8.run_all(settings, out, runner=None, run_fn=stub) == []   # all done
   # A tool that exits 0 without its outputs: no marker.
   os.remove(rt8.marker_path(out, rt8.stage_plan(settings, out)[-1]))
-  os.remove(os.path.join(rt8.run_dir_of(out, "etc_sum", "classify", 2), "test_results.json"))
-  with pytest.raises(common.UsageError, match="without <output_dir>/runs/etc_sum_classify_"):
+  os.remove(os.path.join(rt8.run_dir_of(out, "bert_windows", "classify", 2), "test_results.json"))
+  with pytest.raises(common.UsageError, match="without <output_dir>/runs/bert_windows_classify_"):
     rt8.run_all(settings, out, runner=None, run_fn=lambda *a: None)
   assert not rt8.stage_done(out, rt8.stage_plan(settings, out)[-1])
 
@@ -206,14 +207,14 @@ def test_parallel_runs_fine_tune_together_and_keep_every_finished_run(tmp_path):
   stages = rt8.stage_plan(settings, out)
   stub = ConcurrentStubStages()
   ran = rt8.run_all(settings, out, runner=None, run_fn=stub, parallel_runs=2)
-  assert sorted(ran) == sorted(s.name for s in stages) and len(ran) == 7 + 16
+  assert sorted(ran) == sorted(s.name for s in stages) and len(ran) == 7 + 18
   # The stages before the fine-tuning one at a time, in order; then two runs at a time.
   assert stub.calls[:7] == [s.name for s in stages[:7]]
   assert all(stub.overlaps[s.name] == 1 for s in stages[:7])
   assert max(stub.overlaps.values()) == 2
   assert all(rt8.stage_done(out, s) for s in stages)
   # A failed run starts no further one; the run beside it finishes and is kept.
-  failing = "finetune_etc_sum_cloze_seed2"
+  failing = "finetune_etc_none_cloze_seed2"   # the second of a pair: no run starts beside it
   for stage in stages[7:]:
     os.remove(rt8.marker_path(out, stage))
   stub = ConcurrentStubStages(fail_at=failing)
@@ -243,7 +244,7 @@ def test_parallel_runs_fine_tune_together_and_keep_every_finished_run(tmp_path):
   done = {"bert": 10, "finetune_etc_none_cloze_seed1": 100, "finetune_etc_sum_cloze_seed1": 200}
   one = rt8.estimate_seconds_left(stages, done)
   two = rt8.estimate_seconds_left(stages, done, parallel_runs=2)
-  assert one == (100 + 200 + 12 * 150, 20, 6) and two == ((100 + 200 + 12 * 150) / 2, 20, 6)
+  assert one == (100 + 200 + 14 * 150, 22, 6) and two == ((100 + 200 + 14 * 150) / 2, 22, 6)
 
 
 def test_run_stage_removes_partial_output_of_non_resumable_stage(tmp_path):
@@ -278,9 +279,9 @@ def test_best_median_and_time_estimate(tmp_path):
   done = {"bert": 10, "long_tasks": 30, "finetune_etc_none_cloze_seed1": 100,
           "finetune_etc_sum_cloze_seed1": 200}
   seconds, left, unknown = rt8.estimate_seconds_left(stages, done)
-  # etc_none cloze s2 100 + etc_sum cloze s2 200 + 12 other fine-tuning runs at the kind's 150;
+  # etc_none cloze s2 100 + etc_sum cloze s2 200 + 14 other fine-tuning runs at the kind's 150;
   # pretraining_data, the lifts and pre-training are not measured yet.
-  assert (seconds, left, unknown) == (100 + 200 + 12 * 150, 19, 5)
+  assert (seconds, left, unknown) == (100 + 200 + 14 * 150, 21, 5)
 
 
 def test_final_loss_from_either_engines_log(tmp_path):
@@ -317,7 +318,7 @@ def test_report_tables_and_settings_checks(tmp_path):
   _write_json(os.path.join(rt8.pretrained_dir(out, "sum"), "train_summary_local.json"),
               {"global_step": 100, "steady_steps_per_sec": 0.494})
   text = rt8.report_text(settings, out)
-  assert "All 24 fine-tuning runs finished" in text
+  assert "All 27 fine-tuning runs finished" in text
   assert "| residual attention sum | 100 | 6.494 | 0.494 |" in text
   assert "| residual attention none | not done | n/a | n/a |" in text
   # Medians: etc_none 50.0 (of 50, 56, 40), etc_sum 50.0 (52, 50, 42): the medians tie although
@@ -331,7 +332,7 @@ def test_report_tables_and_settings_checks(tmp_path):
   assert "| ETC + residual attention (sum) | classify | macro F1 | 50.0 |" in text
   assert ("Classification by book: 3 labels; 600 train / 80 dev / 70 test examples; always the "
           "train split's most frequent label (Moby Dick) scores 25.0% dev / 30.0% test." in text)
-  assert "Not run: BERT, sliding windows on classify" in text
+  assert "| BERT, sliding windows | classify | accuracy |" in text and "Not run:" not in text
   assert "hard g2l mask on supporting |" in text
   # Only the cloze has candidates: the tasks row names them only in a run with the cloze.
   assert "L=256, G=32, at most 8 candidates, contexts >= 128 pieces" in _tasks_row(text)
@@ -342,7 +343,7 @@ def test_report_tables_and_settings_checks(tmp_path):
   assert "| baseline: most recent | 45.0 | 15.0 |" in text
   assert not MACHINE_PATH.search(text), MACHINE_PATH.search(text)
   os.remove(rt8.marker_path(out, rt8.stage_plan(settings, out)[-1]))
-  assert "Partial report: 23 of 24" in rt8.report_text(settings, out)
+  assert "Partial report: 26 of 27" in rt8.report_text(settings, out)
   for overrides, message in (
       (dict(systems=["etc_none", "etc"]), "--systems=etc_none,etc: unknown etc"),
       (dict(seeds=[1, 1]), "--seeds=1,1: repeated seed"),

@@ -331,6 +331,34 @@ def test_bert_windows_cut_max_context_and_mentions_by_hand():
   np.testing.assert_allclose(token_output[0, :11], direct[window[:11], position[:11]], atol=1e-6)
 
 
+
+def test_bert_windows_classify_head_against_numpy():
+  """The document is the mean of its real tokens' states; dense -> labels; softmax CE."""
+  rng = np.random.RandomState(3)
+  token_output = rng.randn(2, 6, 8).astype(np.float32)
+  token_ids = np.array([[5, 6, 7, 0, 0, 0], [9, 9, 9, 9, 9, 2]], np.int32)
+  labels = np.array([[2], [0]], np.int32)
+  config = bert_windows.BertWindowsConfig(modeling.BertConfig.from_dict(
+      dict(TINY_BERT_CONFIG, hidden_size=8)), 8, 3, 101, 102)
+  with tf.Graph().as_default():
+    loss, per_example, logits = bert_windows.classify_head(
+        tf.constant(token_output), {"token_ids": tf.constant(token_ids),
+                                    "label": tf.constant(labels)}, config, False, num_labels=3)
+    shapes = {v.op.name: v.shape.as_list() for v in tf1.global_variables()}
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      loss, per_example, logits, (weights, bias) = sess.run(
+          [loss, per_example, logits, tf1.global_variables()])
+  assert shapes == {"cls/long_tasks_bert/classify/output_weights": [3, 8],
+                    "cls/long_tasks_bert/classify/output_bias": [3]}
+  # Padding (token id 0) is not pooled: the first document is the mean of its 3 tokens.
+  pooled = np.stack([token_output[0, :3].mean(axis=0), token_output[1].mean(axis=0)])
+  np.testing.assert_allclose(logits, pooled @ weights.T + bias, atol=1e-5)
+  assert loss == pytest.approx(heads.classify_loss(logits, labels), abs=1e-5)
+  assert per_example.shape == (2,)
+  with tf.Graph().as_default(), pytest.raises(ValueError, match="needs num_labels"):
+    bert_windows.build_model("classify", config, {"token_ids": tf.constant(token_ids)}, False)
+
 @pytest.mark.slow
 def test_classify_train_eval_predict(data, tmp_path):
   out = tmp_path / "out"
@@ -386,6 +414,28 @@ def test_bert_windows_supporting_train_eval_predict(data, tmp_path):
   assert np.mean(f1) == pytest.approx(test["f1"])
   assert all(line["gold_sentences"] for line in lines)
 
+
+
+@pytest.mark.slow
+def test_bert_windows_classify_train_and_predict(data, tmp_path):
+  bert_config = tmp_path / "bert_config.json"
+  bert_config.write_text(json.dumps(TINY_BERT_CONFIG))
+  out = tmp_path / "out"
+  run_tool(None, _args(data, "classify", out, _bert_flags(bert_config) + [
+      "--do_train", "--do_predict", "--num_train_steps=2"]))
+  labels = data["summary"]["classify_labels"]
+  assert json.loads((out / run_long_tasks.LABELS_NAME).read_text()) == labels
+  test = json.loads((out / "test_results.json").read_text())
+  assert test["task"] == "classify" and test["model"] == "bert_windows"
+  lines = [json.loads(line) for line in
+           (out / "test_predictions.jsonl").read_text().splitlines()]
+  assert len(lines) == data["summary"]["examples"]["classify"]["test"] == test["examples"]
+  assert all(len(l["probabilities"]) == len(labels) for l in lines)
+  assert np.mean([l["predicted_label"] == l["gold_label"] for l in lines]) == pytest.approx(
+      test["accuracy"])
+  # The head's variables are those of bert_windows.classify_head: one row per label.
+  variables = dict(tf.train.list_variables(str(out)))
+  assert variables["cls/long_tasks_bert/classify/output_weights"] == [len(labels), 32]
 
 def test_records_of_other_lengths_are_one_line(data, tmp_path):
   result = run_tool(None, _args(data, "supporting", tmp_path / "out", [

@@ -11,8 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+import modeling
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
 from conftest import write_random_bert_checkpoint
+from etc_model import bert_windows
 from etc_model import create_wikihop
 from etc_model import etc_estimator
 from etc_model import etc_modeling
@@ -376,6 +378,42 @@ def test_head_scores_candidates_and_skips_examples_without_answers():
       [np.argmax(logits[0, :3]) == 2, np.argmax(logits[2]) == 0])
 
 
+def test_bert_windows_head_reads_the_query_and_each_candidates_linked_tokens():
+  rng = np.random.RandomState(1)
+  token_output = rng.randn(2, 10, 8).astype(np.float32)
+  # Record 0: candidates 0 (tokens 0-1) and 1 (2), query 3-4, a document 5-8 mentioning
+  # candidate 1 at 6 and candidate 0 at 8; padding 9. Record 1: no answer, candidate 0 only.
+  token_ids = np.array([[7] * 9 + [0], [7] * 6 + [0] * 4], np.int32)
+  segment_ids = np.array([[4, 4, 4, 3, 3, 1, 1, 1, 1, 0], [4, 3, 3, 1, 1, 1, 0, 0, 0, 0]])
+  linked = np.array([[0, 0, 1, -1, -1, -1, 1, -1, 0, -1], [0, -1, -1, -1, 0, -1, -1, -1, -1, 0]])
+  candidate_mask = np.array([[1, 1, 0], [1, 0, 0]], np.int32)
+  labels = np.array([[1], [-1]], np.int32)
+  config = bert_windows.BertWindowsConfig(modeling.BertConfig.from_dict(
+      dict(TINY_BERT_CONFIG, hidden_size=8)), 8, 3, 101, 102)
+  features = {"token_ids": token_ids, "segment_ids": segment_ids, "l2g_linked_ids": linked,
+              "candidate_mask": candidate_mask, "label": labels}
+  with tf.Graph().as_default():
+    outputs = bert_windows.wikihop_head(
+        tf.constant(token_output), {k: tf.constant(v, tf.int32) for k, v in features.items()},
+        config, False)
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      (loss, per_example, logits), (weights, bias) = sess.run(
+          [outputs, tf1.global_variables()])
+  assert weights.shape == (8, 8) and bias.shape == (1,)
+  # NumPy: the query and candidates are means of their tokens (a link on padding is not read).
+  query = [token_output[0, 3:5].mean(0), token_output[1, 1:3].mean(0)]
+  candidates = [[token_output[0, [0, 1, 8]].mean(0), token_output[0, [2, 6]].mean(0)],
+                [token_output[1, [0, 4]].mean(0)]]
+  for b in range(2):
+    for c, candidate in enumerate(candidates[b]):
+      assert logits[b, c] == pytest.approx(query[b] @ weights @ candidate + bias[0], abs=1e-4)
+  assert np.all(logits[candidate_mask == 0] == heads.MASKED_LOGIT)
+  # No answer: no loss; the loss is the answered record's cross-entropy.
+  assert per_example[1] == 0.0
+  assert loss == pytest.approx(heads.cloze_loss(logits[:1], candidate_mask[:1], [1]), rel=1e-5)
+
+
 def test_answers_and_accuracy_on_crafted_cases(tmp_path):
   examples = [
       {"id": "a", "candidates": ["paris", "lyon"], "answer": "paris", "record": 0,
@@ -545,6 +583,39 @@ def test_padding_longest_scores_as_max_length(job, tmp_path):
                       (out / "test_predictions.jsonl").read_text().splitlines()]
   for cut, full in zip(dumps["longest"], dumps["max_length"]):
     np.testing.assert_allclose(cut["probabilities"], full["probabilities"], atol=2e-5)
+
+
+@pytest.mark.slow
+def test_bert_windows_train_eval_predict(job, tmp_path):
+  """The sliding-window BERT baseline on WikiHop: BERT's own weights, a new head, the official
+  answers and accuracy."""
+  root, out = job["root"], tmp_path / "out"
+  args = [a for a in _args(job, out) if not a.startswith("--etc_config_file")]
+  result = run_tool(None, args + [
+      "--model=bert_windows", "--bert_config_file=%s" % (root / "bert_config.json"),
+      "--window_length=48", "--window_stride=24", "--init_checkpoint=%s" % (root / "bert.ckpt"),
+      "--do_train", "--do_eval", "--do_predict", "--num_train_steps=2"])
+  # Every BERT variable is loaded; only the head is new.
+  assert ("%d variables loaded, 2 not in checkpoint: cls/long_tasks_bert/wikihop/output_weights:0, "
+          "cls/long_tasks_bert/wikihop/output_bias:0" % len(tf.train.list_variables(
+              str(root / "bert.ckpt")))) in result.output, result.output[-3000:]
+  results = json.loads((out / "eval_results.json").read_text())
+  assert (results["model"], results["task"], results["global_step"]) == (
+      "bert_windows", "wikihop", 2)
+  assert (results["examples"], results["records"], results["skipped"]) == (4, 3, 1)
+  assert not (out / heads.SIDE_INPUTS_NAME).exists()   # ETC's options: nothing to keep
+  scored = wikihop_evaluate.evaluate_files(os.path.join(FIXTURES, "dev.json"),
+                                           str(out / "dev_predictions.json"))
+  assert scored["accuracy"] == pytest.approx(results["accuracy"])
+  test_answers = json.loads((out / "test_predictions.json").read_text())
+  assert sorted(test_answers) == ["WH_test_0", "WH_test_1"]
+  # ETC's side-input flags are one line with BERT windows.
+  result = run_tool(None, args + [
+      "--model=bert_windows", "--bert_config_file=%s" % (root / "bert_config.json"),
+      "--window_length=48", "--window_stride=24", "--do_eval", "--candidate_ignore_hard_g2l"],
+      expect_rc=2)
+  assert last_error_line(result) == ("error: --candidate_ignore_hard_g2l: only with "
+                                     "--model=etc (BERT windows have no global tokens)")
 
 
 def test_side_input_flags_and_token_types_are_checked(tmp_path):

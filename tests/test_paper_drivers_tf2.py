@@ -83,7 +83,7 @@ def test_reproductions_plan_on_the_engine(module, tmp_path, vocab_file):
     args = ["--dry_run", "--bert_checkpoint=%s" % bert, "--seeds=1",
             "--task_input_file=%s" % (tmp_path / "novels.txt"),
             "--pretraining_input_file=%s" % (tmp_path / "plays.txt")]
-    expected = (r"Plan: 9 stages; systems etc_none,etc_sum,bert_windows; tasks "
+    expected = (r"Plan: 10 stages; systems etc_none,etc_sum,bert_windows; tasks "
                 r"supporting,classify;")
   proc = run_tool(None, ["-m", module, "--output_dir=%s" % out] + args)
   assert re.search(expected, proc.stdout), proc.stdout + proc.stderr[-2000:]
