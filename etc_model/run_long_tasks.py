@@ -280,6 +280,42 @@ def count_records(path):
   return sum(1 for _ in tf1.io.tf_record_iterator(path))
 
 
+def stack_rows(rows, count, path):
+  """Stacks a prediction's per-example rows into one array per output, filled in place.
+
+  The arrays are allocated once at their final size: the peak memory is the outputs' (plus one
+  row), not twice that as stacking a list of every row would be (NQ keeps several [L] logits
+  of every window of the dev set).
+
+  Args:
+    rows: iterable of dicts output name -> numpy value of one example (Estimator.predict's or
+      the engine's), in the file's order.
+    count: the number of rows there must be (the file's records).
+    path: the record file (errors).
+
+  Returns:
+    dict output name -> numpy array [count, ...].
+  """
+  stacked = None
+  filled = 0
+  for row in rows:
+    if stacked is None:
+      stacked = {key: np.empty((count,) + np.shape(value), np.asarray(value).dtype)
+                 for key, value in row.items()}
+    if filled == count:
+      raise ValueError("%s: the prediction gave more rows than its %d records" % (path, count))
+    for key, value in row.items():
+      if np.shape(value) != stacked[key].shape[1:]:   # assignment would broadcast
+        raise ValueError("%s: prediction row %d has %s of shape %s, the first %s" % (
+            path, filled, key, np.shape(value), stacked[key].shape[1:]))
+      stacked[key][filled] = value
+    filled += 1
+  if filled != count:
+    raise ValueError("%s: the prediction gave %d rows for its %d records" % (
+        path, filled, count))
+  return stacked
+
+
 def layout_for(att_implementation, max_seq_length):
   """The long rows' layout of a job: "auto" decided from max_seq_length, as EtcModel decides it
   from a static long length (so a batch cut by --padding=longest keeps the max_length layout).
@@ -852,6 +888,8 @@ class _Inference(object):
     self.scored = {}
     # {(file, step): {id: answer}} (--task=wikihop), beside `scored`.
     self.answers = {}
+    # {file: its record count}: the rows a prediction of it must give (stack_rows).
+    self.record_counts = {}
 
   def outputs(self, path, checkpoint):
     flag_values = self.flag_values
@@ -861,13 +899,16 @@ class _Inference(object):
                                 att_implementation=flag_values.att_implementation,
                                 side_input_options=self.side_input_options)
     if isinstance(self.trainer, tf2_training.Engine):
-      rows = list(self.trainer.predict(input_fn, checkpoint_path=checkpoint,
-                                       batch_size=flag_values.predict_batch_size))
+      rows = self.trainer.predict(input_fn, checkpoint_path=checkpoint,
+                                  batch_size=flag_values.predict_batch_size)
     else:
-      rows = list(self.trainer.predict(input_fn=input_fn, checkpoint_path=checkpoint,
-                                       yield_single_examples=True))
+      rows = self.trainer.predict(input_fn=input_fn, checkpoint_path=checkpoint,
+                                  yield_single_examples=True)
+    if path not in self.record_counts:
+      self.record_counts[path] = count_records(path)
+    outputs = stack_rows(rows, self.record_counts[path], path)
     common.STOP_SIGNALS.exit_if_stopped("no results written; rerun to evaluate")
-    return {key: np.stack([row[key] for row in rows]) for key in rows[0]}
+    return outputs
 
   def metrics(self, path, outputs):
     """The task's metrics of a split's outputs (WikiHop, HotpotQA: with the official ones);

@@ -157,6 +157,24 @@ def test_classify_metrics_and_head_by_hand():
   assert loss == pytest.approx(heads.classify_loss(got_logits, [1, 2]), rel=1e-5)
 
 
+def test_stack_rows_fills_arrays_of_the_final_size():
+  rng = np.random.RandomState(0)
+  rows = [{"logits": rng.randn(5).astype(np.float32), "label": np.int32(i)} for i in range(4)]
+  want = {key: np.stack([row[key] for row in rows]) for key in rows[0]}
+  got = run_long_tasks.stack_rows(iter(rows), 4, "dev.tfrecord")
+  assert sorted(got) == sorted(want)
+  for key in want:
+    assert got[key].dtype == want[key].dtype and got[key].shape == want[key].shape
+    np.testing.assert_array_equal(got[key], want[key])
+  # Fewer or more rows than the file's records, or a row of another shape, is an error (never
+  # a silently short or broadcast output).
+  for count, message in ((5, "gave 4 rows for its 5 records"), (3, "more rows than its 3")):
+    with pytest.raises(ValueError, match=message):
+      run_long_tasks.stack_rows(iter(rows), count, "dev.tfrecord")
+  ragged = rows[:2] + [{"logits": np.zeros(1, np.float32), "label": np.int32(2)}]
+  with pytest.raises(ValueError, match=r"row 2 has logits of shape \(1,\), the first \(5,\)"):
+    run_long_tasks.stack_rows(iter(ragged), 3, "dev.tfrecord")
+
 def test_classify_label_vocabulary_checks(tmp_path):
   records = tmp_path / "classify_dev.tfrecord"
   with tf.io.TFRecordWriter(str(records)) as writer:
