@@ -6,8 +6,9 @@ The model users would otherwise pick for inputs longer than BERT's 512 positions
 BertModel (variables under bert/, official names: --init_checkpoint is a BERT checkpoint) runs
 on overlapping windows of the records' long tokens, and each token is read from the one window
 where it is most central. Only the head is new (cls/long_tasks_bert/). The records are those of
-etc_model.create_long_tasks (long_tasks.FEATURE_SHAPES_DOC) or etc_model.create_wikihop (the
-official etcmodel layout, wikihop.py); their global tokens are not read.
+etc_model.create_long_tasks (long_tasks.FEATURE_SHAPES_DOC), etc_model.create_wikihop or
+etc_model.create_hotpotqa (the official etcmodel layouts, wikihop.py and hotpotqa.py); their
+global tokens are not read.
 
 Windows. The long input's real tokens (token_ids != 0, packed from position 0) are cut by
 sliding_window.windows (the official run_squad loop) into windows of window_length - 2 tokens,
@@ -46,16 +47,23 @@ Heads (the standard readings of a sliding-window encoder):
               pieces at the start and its mentions in the documents, the records' official
               linking). Score: bilinear, query^T W candidate + b; the ETC WikiHop head's mask,
               softmax cross-entropy and no loss for a record without an answer (label -1).
+  hotpotqa    the ETC HotpotQA head itself (long_task_heads.hotpotqa_head: supporting-fact,
+              answer-type and span logits, the official losses) over the token states and, in
+              place of ETC's global outputs, each global token's tokens: a title, sentence or
+              question-piece token is the mean of its long tokens (sentence_ids), a PARAGRAPH
+              token the mean of its paragraph's (paragraph_ids), the [CLS] global token the
+              record's own [CLS] long token (position 0, where the answer type is read).
 The heads' logits have the ETC heads' shapes, so run_long_tasks' metrics (long_task_heads
 cloze_metrics / supporting_metrics / classify_metrics), predictions and results files are the
 same. Variables: cls/long_tasks_bert/cloze/output_weights [hidden, hidden] and output_bias [1];
 cls/long_tasks_bert/supporting/output_weights [1, hidden] and output_bias [1];
 cls/long_tasks_bert/classify/output_weights [labels, hidden] and output_bias [labels];
-cls/long_tasks_bert/wikihop/output_weights [hidden, hidden] and output_bias [1].
+cls/long_tasks_bert/wikihop/output_weights [hidden, hidden] and output_bias [1];
+cls/long_tasks_bert/hotpotqa/... the ETC head's variables and shapes under this scope.
 
 [CLS] / [SEP] are the ids in the vocabulary the records were made with (the vocab_file, or the
-spm_model_file of SentencePiece records, in the data directory's summary, long_tasks.json or
-wikihop.json: special_token_ids).
+spm_model_file of SentencePiece records, in the data directory's summary, long_tasks.json,
+wikihop.json or hotpotqa.json: special_token_ids).
 """
 
 from __future__ import absolute_import
@@ -74,17 +82,18 @@ from realformer_tf import model_config
 import modeling
 from realformer_tf import sliding_window
 import tokenization
+from etc_model import hotpotqa
 from etc_model import long_task_heads as heads
 from etc_model import wikihop
 
 tf1 = tf.compat.v1
 
-TASKS = ("cloze", "supporting", "classify", "wikihop")
+TASKS = ("cloze", "supporting", "classify", "wikihop", "hotpotqa")
 SCOPE = "cls/long_tasks_bert"
 CONFIG_NAME = "bert_config.json"
 SUMMARY_NAME = "long_tasks.json"
 # The summary beside a task's records, which names their vocabulary (default SUMMARY_NAME).
-SUMMARY_NAMES = {wikihop.TASK: wikihop.SUMMARY_NAME}
+SUMMARY_NAMES = {wikihop.TASK: wikihop.SUMMARY_NAME, hotpotqa.TASK: hotpotqa.SUMMARY_NAME}
 
 
 class BertWindowsConfig(object):
@@ -510,6 +519,36 @@ def wikihop_head(token_output, features, config, is_training):
   return loss, per_example, logits
 
 
+def global_token_states(token_output, features):
+  """Each HotpotQA global token's state read off the long tokens (ETC's global outputs' place).
+
+  Args:
+    token_output: float32 [batch, L, hidden] (encode).
+    features: dict with token_ids, sentence_ids, paragraph_ids [batch, L] and global_token_ids
+      [batch, G] (hotpotqa.py's layout).
+
+  Returns:
+    float32 [batch, G, hidden]: a title / sentence / question-piece token the mean of its long
+    tokens (sentence_ids), a PARAGRAPH token the mean of its paragraph's (paragraph_ids), global
+    token 0 ([CLS]) the long [CLS] at position 0; 0 for a global token without long tokens.
+  """
+  num_global = tf.compat.dimension_value(features["global_token_ids"].shape[-1])
+  max_seq_length = tf.compat.dimension_value(features["token_ids"].shape[-1])
+  real = tf.cast(features["token_ids"] > 0, tf.float32)  # [batch, L]
+  members = (tf.one_hot(features["sentence_ids"], num_global) +
+             tf.one_hot(features["paragraph_ids"], num_global))  # -1: no row
+  members = tf.transpose(members, [0, 2, 1]) * real[:, tf.newaxis, :]  # [batch, G, L]
+  cls = tf.one_hot(0, num_global)[:, tf.newaxis] * tf.one_hot(0, max_seq_length)[tf.newaxis]
+  return token_means(token_output, members + cls[tf.newaxis] * real[:, tf.newaxis, :1])
+
+
+def hotpotqa_head(token_output, features, config, is_training):
+  """long_task_heads.hotpotqa_head over the token states and global_token_states, under
+  cls/long_tasks_bert/hotpotqa."""
+  return heads.hotpotqa_head(token_output, global_token_states(token_output, features),
+                             features, config, is_training, scope=SCOPE)
+
+
 def build_model(task, config, features, is_training, use_one_hot_embeddings=False,
                 compute_dtype=None, num_labels=None):
   """BERT over the windows and the task's head.
@@ -525,7 +564,7 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
 
   Returns:
     (loss, per-example loss [batch], logits: cloze and wikihop [batch, C], supporting
-    [batch, G], classify [batch, num_labels]).
+    [batch, G], classify [batch, num_labels], hotpotqa a dict (long_task_heads.hotpotqa_head)).
   """
   if task not in TASKS:
     raise ValueError("--model=bert_windows has no task %r (its tasks: %s)" % (
@@ -541,6 +580,8 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
     return classify_head(token_output, features, config, is_training, num_labels)
   if task == wikihop.TASK:
     return wikihop_head(token_output, features, config, is_training)
+  if task == hotpotqa.TASK:
+    return hotpotqa_head(token_output, features, config, is_training)
   return supporting_head(token_output, features, config, is_training)
 
 

@@ -330,7 +330,7 @@ def _weighted_mean(values, weights):
   return tf.reduce_sum(values * weights) / tf.maximum(tf.reduce_sum(weights), 1.0)
 
 
-def hotpotqa_head(long_output, global_output, features, config, is_training):
+def hotpotqa_head(long_output, global_output, features, config, is_training, scope=SCOPE):
   """The official HotpotQA head (etcmodel run_finetuning_lib, span answers) and its loss.
 
   A supporting-fact logit per global token (dense -> 1), three answer-type logits (span / yes /
@@ -348,6 +348,7 @@ def hotpotqa_head(long_output, global_output, features, config, is_training):
       [batch, 1].
     config: EtcConfig (hidden_size, initializer_range).
     is_training: unused (the official head has no dropout).
+    scope: the variables' scope (<scope>/hotpotqa/...; the BERT-window baseline's own).
 
   Returns:
     (loss scalar, per-example loss [batch], logits dict: sp_logits [batch, G],
@@ -356,7 +357,7 @@ def hotpotqa_head(long_output, global_output, features, config, is_training):
   del is_training
   initializer = tf1.truncated_normal_initializer(stddev=config.initializer_range)
   hidden = config.hidden_size
-  with tf1.variable_scope("%s/hotpotqa" % SCOPE):
+  with tf1.variable_scope("%s/hotpotqa" % scope):
     sp_weights = tf1.get_variable("supporting_facts_output_weights", [1, hidden],
                                   initializer=initializer)
     sp_bias = tf1.get_variable("supporting_facts_output_bias", [1],

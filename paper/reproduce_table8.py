@@ -13,7 +13,7 @@ etc_model/create_long_tasks.py built from a corpus (by default supporting senten
 supporting-fact form, and long-document classification by book; --tasks=cloze adds a long-range
 cloze with candidate global tokens, WikiHop's form, which these small models do not learn), with
 BERT over sliding windows (run_long_tasks --model=bert_windows) as the baseline users would
-otherwise pick, on the tasks it has (the corpus tasks and WikiHop).
+otherwise pick, on the tasks it has (the corpus tasks, WikiHop and HotpotQA).
 
 Stages (each skipped when its done marker <output_dir>/stages/<stage>.json exists, so a killed
 run resumes by rerunning the same command; SIGINT / SIGTERM stop the running child cleanly and
@@ -197,7 +197,7 @@ REAL_TASKS = collections.OrderedDict([
 ])
 REAL_SPLITS = ("train", "dev")   # the official test answers are hidden
 # --model=bert_windows' tasks (etc_model.bert_windows.TASKS; a test keeps them equal).
-BERT_WINDOWS_TASKS = ("cloze", "supporting", "classify", "wikihop")
+BERT_WINDOWS_TASKS = ("cloze", "supporting", "classify", "wikihop", "hotpotqa")
 # task -> [(metric key, label)]: the first is the dev selection metric (run_long_tasks').
 TASK_METRICS = {"cloze": [("accuracy", "accuracy")],
                 "supporting": [("f1", "sentence F1"), ("exact_match", "exact match")],

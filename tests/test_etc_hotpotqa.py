@@ -13,6 +13,7 @@ import tensorflow as tf
 
 from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
 from conftest import write_random_bert_checkpoint
+from etc_model import bert_windows
 from etc_model import create_hotpotqa
 from etc_model import hotpotqa
 from etc_model import hotpotqa_evaluate
@@ -21,6 +22,7 @@ from etc_model import long_task_heads as heads
 from realformer_tf import common
 from realformer_tf import pretraining_data
 
+tf1 = tf.compat.v1
 VOCAB = os.path.join(REPO_DIR, "data", "vocab.txt")
 FIXTURES = os.path.join(REPO_DIR, "tests", "fixtures", "hotpotqa")
 L, G = 128, 32
@@ -607,6 +609,58 @@ def test_train_eval_predict_from_a_lifted_checkpoint(job, tmp_path):
     np.testing.assert_allclose(cut["answer_type_probabilities"],
                                whole["answer_type_probabilities"], atol=2e-5)
     assert (cut["answer"], cut["sp"]) == (whole["answer"], whole["sp"])
+
+
+def test_bert_windows_global_token_states_of_a_hand_made_example():
+  """BERT windows read each global token off its long tokens: a title / sentence / question
+  piece the mean of its tokens, a PARAGRAPH token its paragraph's, [CLS] the long [CLS]."""
+  features, _, _ = _convert(HAND_EXAMPLE)
+  rng = np.random.RandomState(2)
+  token_output = rng.randn(1, 24, 8).astype(np.float32)
+  names = ("token_ids", "sentence_ids", "paragraph_ids", "global_token_ids")
+  with tf.Graph().as_default():
+    states = bert_windows.global_token_states(
+        tf.constant(token_output), {n: tf.constant([features[n]], tf.int32) for n in names})
+    with tf1.Session() as sess:
+      states = sess.run(states)[0]
+  sentence_ids, paragraph_ids = np.array(features["sentence_ids"]), np.array(
+      features["paragraph_ids"])
+  want = np.zeros((14, 8), np.float32)
+  want[0] = token_output[0, 0]
+  for g in range(1, 12):
+    tokens = np.flatnonzero((sentence_ids == g) | (paragraph_ids == g))
+    want[g] = token_output[0, tokens].mean(axis=0)
+  np.testing.assert_allclose(states, want, atol=1e-5)
+  # Alpha's paragraph token (5) reads its 10 tokens; its sentence 0 (7) its 5 ("alpha is in
+  # beta ."); the padding global tokens nothing.
+  np.testing.assert_allclose(states[5], token_output[0, 5:15].mean(axis=0), atol=1e-5)
+  np.testing.assert_allclose(states[7], token_output[0, 6:11].mean(axis=0), atol=1e-5)
+  assert not states[12:].any()
+
+
+@pytest.mark.slow
+def test_bert_windows_train_eval_predict(job, tmp_path):
+  """The sliding-window BERT baseline on HotpotQA: BERT's weights, the ETC head's variables
+  under cls/long_tasks_bert, the official answers and scores."""
+  root, out = job["root"], tmp_path / "out"
+  args = [a for a in _args(job, out) if not a.startswith("--etc_config_file")]
+  result = run_tool(None, args + [
+      "--model=bert_windows", "--bert_config_file=%s" % (root / "bert_config.json"),
+      "--window_length=48", "--window_stride=24", "--init_checkpoint=%s" % (root / "bert.ckpt"),
+      "--do_train", "--do_eval", "--do_predict", "--num_train_steps=2"])
+  assert ("%d variables loaded, 6 not in checkpoint: cls/long_tasks_bert/hotpotqa/" %
+          len(tf.train.list_variables(str(root / "bert.ckpt")))) in result.output, (
+              result.output[-3000:])
+  results = json.loads((out / "eval_results.json").read_text())
+  assert (results["model"], results["task"], results["global_step"]) == (
+      "bert_windows", "hotpotqa", 2)
+  assert (results["examples"], results["records"], results["skipped"]) == (3, 3, 0)
+  scored = hotpotqa_evaluate.evaluate_files(os.path.join(FIXTURES, "dev.json"),
+                                            str(out / "dev_predictions.json"))
+  for key in hotpotqa.METRIC_NAMES:
+    assert scored[key] == pytest.approx(results[key]), key
+  test = json.loads((out / "test_predictions.json").read_text())
+  assert sorted(test["answer"]) == ["hp_test_0", "hp_test_1"]
 
 
 def test_flags_and_token_types_are_checked(job, tmp_path):

@@ -100,16 +100,20 @@ def test_plan_and_commands_of_the_papers_tasks(tmp_path, monkeypatch):
   out = str(tmp_path / "out")
   rt8.check_settings(settings)
   names = [s.name for s in rt8.stage_plan(settings, out)]
-  # No corpus tasks: no long_tasks stage; BERT over windows has a model of WikiHop only.
+  # No corpus tasks: no long_tasks stage; every system on both tasks.
   assert names[:8] == ["bert", "data_wikihop", "data_hotpotqa", "pretraining_data",
                        "lift_none", "lift_sum", "pretrain_none", "pretrain_sum"]
-  assert names[8:13] == ["finetune_etc_none_wikihop_seed1", "finetune_etc_sum_wikihop_seed1",
+  assert names[8:14] == ["finetune_etc_none_wikihop_seed1", "finetune_etc_sum_wikihop_seed1",
                          "finetune_bert_windows_wikihop_seed1",
-                         "finetune_etc_none_hotpotqa_seed1", "finetune_etc_sum_hotpotqa_seed1"]
-  assert len(names) == 8 + (3 + 2) * 5
-  assert rt8.systems_without(settings) == [("bert_windows", "hotpotqa")]
-  assert ("  (bert_windows on hotpotqa: not run, run_long_tasks --model=bert_windows has cloze, "
-          "supporting, classify, wikihop only)") in rt8.plan_lines(settings, out)
+                         "finetune_etc_none_hotpotqa_seed1", "finetune_etc_sum_hotpotqa_seed1",
+                         "finetune_bert_windows_hotpotqa_seed1"]
+  assert len(names) == 8 + 3 * 2 * 5
+  assert rt8.systems_without(settings) == []
+  assert not any("not run" in line for line in rt8.plan_lines(settings, out))
+  openkp = _real_settings(tmp_path, tasks=("openkp",))
+  assert rt8.systems_without(openkp) == [("bert_windows", "openkp")]
+  assert ("  (bert_windows on openkp: not run, run_long_tasks --model=bert_windows has cloze, "
+          "supporting, classify, wikihop, hotpotqa only)") in rt8.plan_lines(openkp, out)
   bert = rt8.finetune_args(settings, out, "bert_windows", "wikihop", 2)
   assert "--model=bert_windows" in bert and "--task=wikihop" in bert
   assert "--data_dir=%s" % os.path.join(out, "data", "wikihop") in bert
@@ -149,11 +153,11 @@ def test_checks_of_the_papers_tasks(tmp_path, monkeypatch):
     with pytest.raises(common.UsageError, match="^" + re.escape(message)):
       rt8.check_settings(settings._replace(**overrides), check_files=False)
   # BERT windows alone on a task it has no model of: nothing to run.
-  hotpot = _real_settings(tmp_path, tasks=("hotpotqa",), systems=["bert_windows"])
+  openkp = _real_settings(tmp_path, tasks=("openkp",), systems=["bert_windows"])
   with pytest.raises(common.UsageError, match="^" + re.escape(
       "--systems=bert_windows: run_long_tasks --model=bert_windows has the tasks cloze, "
-      "supporting, classify, wikihop, not hotpotqa")):
-    rt8.check_settings(hotpot, check_files=False)
+      "supporting, classify, wikihop, hotpotqa, not openkp")):
+    rt8.check_settings(openkp, check_files=False)
   os.remove(settings.real_task_files["wikihop"]["dev"])
   with pytest.raises(common.UsageError, match="^--wikihop_dev_file="):
     rt8.check_settings(settings)
@@ -202,7 +206,7 @@ def test_report_puts_the_papers_numbers_beside_ours(tmp_path, monkeypatch):
   assert "data_hotpotqa" in stub.calls
   assert rt8.run_all(settings, out, runner=None, run_fn=stub) == []   # resumed: all done
   text = rt8.report_text(settings, out)
-  assert "All 24 fine-tuning runs finished" in text   # (2 on hotpotqa + 3 x 2 tasks) x 3
+  assert "All 27 fine-tuning runs finished" in text   # 3 systems x 3 tasks x 3 seeds
   # Medians over seeds 1-3: none 42 (40, 42, 50), sum 44 (44, 43, 47).
   assert "| ETC | wikihop | accuracy | 42.0 | s1 40.0 @2, s2 42.0 @2, s3 50.0 @2 | n/a |" in text
   assert "| ETC + residual attention (sum) | hotpotqa | supporting-fact F1 | 74.0 |" in text
@@ -214,9 +218,9 @@ def test_report_puts_the_papers_numbers_beside_ours(tmp_path, monkeypatch):
   assert "| wikihop | accuracy | dev | +2.0 | s1 +4.0, s2 +1.0, s3 -3.0 |" in text
   assert "| hotpotqa | supporting-fact F1 | dev |" in text
   assert "| wikihop | accuracy | test |" not in text and "| cloze | accuracy | test |" in text
-  assert ("Not run: BERT, sliding windows on hotpotqa (run_long_tasks --model=bert_windows has "
-          "the tasks cloze, supporting, classify, wikihop only).") in text
+  assert "Not run:" not in text
   assert "| BERT, sliding windows | wikihop | accuracy | 30.0 |" in text
+  assert "| BERT, sliding windows | hotpotqa | joint F1 | 30.0 |" in text
   assert ("WikiHop dev: 10 examples, 9 records; no record (counted wrong): 1 more_candidates; "
           "the most-mentioned candidate is right on 30.0% of the records with an answer.") in text
   assert "WikiHop from the official train train.json, dev dev.json: L=256, G=32, at most 8" in text
@@ -362,7 +366,7 @@ def _tiny_bert(directory):
 def test_tiny_wikihop_and_hotpotqa_run_resume_and_an_edited_dev_file(tmp_path):
   """The real tools end to end on official-format WikiHop and HotpotQA files, in one run (the
   lifted checkpoints shared): one seed, 2 steps, the default systems (BERT over windows on
-  WikiHop; it has no model of HotpotQA)."""
+  both)."""
   data = tmp_path / "qangaroo_v1.1" / "wikihop"
   hotpot = tmp_path / "hotpotqa"
   os.makedirs(str(data))
@@ -383,7 +387,7 @@ def test_tiny_wikihop_and_hotpotqa_run_resume_and_an_edited_dev_file(tmp_path):
           "--eval_every_steps=2", "--finetune_batch_size=2", "--predict_batch_size=4",
           "--window_length=48", "--window_stride=24"]
   dry = run_tool("paper/reproduce_table8.py", args + ["--dry_run"])
-  assert re.search(r"Plan: 10 stages; systems etc_none,etc_sum,bert_windows; tasks "
+  assert re.search(r"Plan: 11 stages; systems etc_none,etc_sum,bert_windows; tasks "
                    r"wikihop,hotpotqa; seeds 1;", dry.stdout), dry.stdout
   assert "data_wikihop" in dry.stdout and "data_hotpotqa" in dry.stdout
   assert not os.path.exists(str(out / rt8.RECORD_NAME))
@@ -394,8 +398,7 @@ def test_tiny_wikihop_and_hotpotqa_run_resume_and_an_edited_dev_file(tmp_path):
   finetune_lines = [line for line in run.stderr.splitlines() if "stage finetune_" in line]
   assert not any("done in" in line for line in finetune_lines[:2]), finetune_lines  # together
   report = (out / "report.md").read_text()
-  assert "All 5 fine-tuning runs finished" in report
-  assert "Not run: BERT, sliding windows on hotpotqa (" in report
+  assert "All 6 fine-tuning runs finished" in report and "Not run:" not in report
   assert re.search(r"\| WikiHop accuracy \| 78\.92 \| 79\.21 \| \+0\.29 \| \d+\.\d\d \| \d+\.\d\d "
                    r"\| [+-]\d+\.\d\d \| 1 / 1 \|", report)
   for name in ("HotpotQA supporting-fact F1", "HotpotQA answer F1", "HotpotQA joint F1"):
@@ -420,7 +423,7 @@ def test_tiny_wikihop_and_hotpotqa_run_resume_and_an_edited_dev_file(tmp_path):
   assert {"f1", "sp_f1", "joint_f1"} <= set(results)
   # Rerun: every stage is done, nothing runs.
   again = run_tool("paper/reproduce_table8.py", args)
-  assert "10/10 stages done" in again.stdout and "reproduce_table8: stage" not in again.stderr
+  assert "11/11 stages done" in again.stdout and "reproduce_table8: stage" not in again.stderr
   # An official file edited in place: refused in one line before any stage.
   with open(str(data / "dev.json")) as f:
     examples = json.load(f)
