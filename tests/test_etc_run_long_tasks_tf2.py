@@ -259,6 +259,22 @@ def test_hotpotqa_on_both_engines_gives_the_same_losses_answers_and_checkpoints(
 
 @newest_tf_only
 @pytest.mark.slow
+def test_bert_windows_hotpotqa_on_both_engines_gives_the_same_answers(hotpotqa_job, tmp_path):
+  """The BERT-window baseline's HotpotQA head (the ETC head over each global token's long
+  tokens) on both engines: the same losses, official answers and weights."""
+  python215 = tf215_python()
+  est, tf2, losses = _both_engines(python215, lambda out: _args(hotpotqa_job, "hotpotqa", out, [
+      "--do_train", "--do_eval", "--num_train_steps=2"],
+      model="bert_windows"), tmp_path)
+  assert len(losses["estimator"]) == len(losses["tf2"]) == 2, losses
+  np.testing.assert_allclose(losses["tf2"], losses["estimator"], rtol=0, atol=ROUNDING)
+  _assert_same_results(_json(tf2 / "eval_results.json"), _json(est / "eval_results.json"),
+                       est, tf2)
+  assert _json(tf2 / "dev_predictions.json") == _json(est / "dev_predictions.json")
+  assert _max_difference(_values(tf2 / "model.ckpt-2"), _values(est / "model.ckpt-2")) <= ROUNDING
+
+@newest_tf_only
+@pytest.mark.slow
 def test_bert_windows_on_both_engines_leaves_the_pooler_untrained_as_the_estimator(
     long_tasks, tmp_path):
   python215 = tf215_python()
