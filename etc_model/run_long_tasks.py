@@ -281,6 +281,19 @@ def count_records(path):
   return sum(1 for _ in tf1.io.tf_record_iterator(path))
 
 
+class RecordCounts(object):
+  """count_records of the files a job reads, each file read once (the scorers, the training
+  schedule and every prediction's stack_rows ask for the same counts)."""
+
+  def __init__(self):
+    self._counts = {}
+
+  def __call__(self, path):
+    if path not in self._counts:
+      self._counts[path] = count_records(path)
+    return self._counts[path]
+
+
 def stack_rows(rows, count, path):
   """Stacks a prediction's per-example rows into one array per output, filled in place.
 
@@ -806,23 +819,25 @@ def _side_input_options(flag_values, cls_token_id=None):
   return {name: flag_values[name].value for name in WIKIHOP_SIDE_INPUT_FLAGS}
 
 
-def wikihop_split_examples(data_dir, files):
-  """{record file: its examples file lines} of the dev / test splits a WikiHop job reads."""
-  return {path: wikihop.read_split_examples(data_dir, split, count_records(path))
+def wikihop_split_examples(data_dir, files, count=count_records):
+  """{record file: its examples file lines} of the dev / test splits a WikiHop job reads
+  (count: path -> its record count, e.g. the job's RecordCounts)."""
+  return {path: wikihop.read_split_examples(data_dir, split, count(path))
           for split, path in files.items() if split != "train"}
 
 
-def wikihop_scorers(data_dir, files):
+def wikihop_scorers(data_dir, files, count=count_records):
   """{record file: outputs -> ({id: answer}, official metrics)} of a WikiHop job's dev / test
-  splits."""
+  splits (count: as wikihop_split_examples)."""
   def scorer(lines):
     return lambda outputs: wikihop.split_metrics(outputs["logits"], outputs["candidate_mask"],
                                                  lines)
-  return {path: scorer(lines) for path, lines in wikihop_split_examples(data_dir, files).items()}
+  return {path: scorer(lines)
+          for path, lines in wikihop_split_examples(data_dir, files, count).items()}
 
 
 def hotpotqa_scorers(data_dir, files, tokenizer, do_lower_case, sp_threshold,
-                     max_answer_length):
+                     max_answer_length, count=count_records):
   """{record file: outputs -> (the official prediction object, official metrics)} of a
   HotpotQA job's dev / test splits (hotpotqa.split_metrics over every example of the split).
 
@@ -833,17 +848,18 @@ def hotpotqa_scorers(data_dir, files, tokenizer, do_lower_case, sp_threshold,
     do_lower_case: its lower-casing.
     sp_threshold: --sp_threshold.
     max_answer_length: --max_answer_length.
+    count: path -> its record count (e.g. the job's RecordCounts).
   """
   def scorer(path, lines):
     records = hotpotqa.read_decoding_features(path)
     return lambda outputs: hotpotqa.split_metrics(
         outputs, records, lines, tokenizer, do_lower_case, sp_threshold=sp_threshold,
         max_answer_length=max_answer_length)
-  return {path: scorer(path, hotpotqa.read_split_examples(data_dir, split, count_records(path)))
+  return {path: scorer(path, hotpotqa.read_split_examples(data_dir, split, count(path)))
           for split, path in files.items() if split != "train"}
 
 
-def nq_scorers(data_dir, files, max_short_answer_length):
+def nq_scorers(data_dir, files, max_short_answer_length, count=count_records):
   """{record file: outputs -> (the official prediction object, official metrics)} of a
   Natural Questions job's dev / test splits (nq.split_metrics over every example of the split).
 
@@ -851,21 +867,23 @@ def nq_scorers(data_dir, files, max_short_answer_length):
     data_dir: the --data_dir.
     files: {split: record file} the job reads.
     max_short_answer_length: --max_short_answer_length.
+    count: path -> its record count (e.g. the job's RecordCounts).
   """
   def scorer(path, lines):
     token_pos = nq.read_token_pos(path)
     return lambda outputs: nq.split_metrics(outputs, token_pos, lines,
                                             max_short_answer_length=max_short_answer_length)
-  return {path: scorer(path, nq.read_split_examples(data_dir, split, count_records(path)))
+  return {path: scorer(path, nq.read_split_examples(data_dir, split, count(path)))
           for split, path in files.items() if split != "train"}
 
 
-def openkp_scorers(data_dir, files):
+def openkp_scorers(data_dir, files, count=count_records):
   """{record file: outputs -> (prediction lines, official metrics)} of an OpenKP job's dev /
-  test splits (openkp.split_metrics over every document of the split)."""
+  test splits (openkp.split_metrics over every document of the split; count: path -> its
+  record count)."""
   def scorer(lines):
     return lambda outputs: openkp.split_metrics(outputs["ngram_logits"], lines)
-  return {path: scorer(openkp.read_split_examples(data_dir, split, count_records(path)))
+  return {path: scorer(openkp.read_split_examples(data_dir, split, count(path)))
           for split, path in files.items() if split != "train"}
 
 
@@ -874,7 +892,7 @@ class _Inference(object):
   stacked."""
 
   def __init__(self, flag_values, trainer, config, label_names=None, split_scorers=None,
-               side_input_options=None):
+               side_input_options=None, record_counts=None):
     # The parsed flags (task, lengths, attention layout, prediction batch size).
     self.flag_values = flag_values
     # The Estimator, or the tf2_training.Engine (_job_trainer).
@@ -889,8 +907,8 @@ class _Inference(object):
     self.scored = {}
     # {(file, step): {id: answer}} (--task=wikihop), beside `scored`.
     self.answers = {}
-    # {file: its record count}: the rows a prediction of it must give (stack_rows).
-    self.record_counts = {}
+    # path -> its record count (the job's RecordCounts): the rows a prediction must give.
+    self.record_counts = record_counts or RecordCounts()
 
   def outputs(self, path, checkpoint):
     flag_values = self.flag_values
@@ -905,9 +923,7 @@ class _Inference(object):
     else:
       rows = self.trainer.predict(input_fn=input_fn, checkpoint_path=checkpoint,
                                   yield_single_examples=True)
-    if path not in self.record_counts:
-      self.record_counts[path] = count_records(path)
-    outputs = stack_rows(rows, self.record_counts[path], path)
+    outputs = stack_rows(rows, self.record_counts(path), path)
     common.STOP_SIGNALS.exit_if_stopped("no results written; rerun to evaluate")
     return outputs
 
@@ -1094,17 +1110,19 @@ def main(_):
     if FLAGS.task == task and FLAGS.model == "etc" and config.segment_vocab_size < least:
       common.fail("--etc_config_file=%s: segment_vocab_size=%d, but %s's token types go up "
                   "to %d" % (FLAGS.etc_config_file, config.segment_vocab_size, name, least - 1))
+  record_counts = RecordCounts()
   if FLAGS.task == wikihop.TASK:
-    split_scorers = wikihop_scorers(FLAGS.data_dir, files)
+    split_scorers = wikihop_scorers(FLAGS.data_dir, files, record_counts)
   if FLAGS.task == hotpotqa.TASK:
     tokenizer, do_lower_case = hotpotqa.load_data_tokenizer(FLAGS.data_dir)
     cls_token_id = tokenizer.vocab[hotpotqa.GLOBAL_TOKENS["cls"]]
     split_scorers = hotpotqa_scorers(FLAGS.data_dir, files, tokenizer, do_lower_case,
-                                     FLAGS.sp_threshold, FLAGS.max_answer_length)
+                                     FLAGS.sp_threshold, FLAGS.max_answer_length, record_counts)
   if FLAGS.task == nq.TASK:
-    split_scorers = nq_scorers(FLAGS.data_dir, files, FLAGS.max_short_answer_length)
+    split_scorers = nq_scorers(FLAGS.data_dir, files, FLAGS.max_short_answer_length,
+                               record_counts)
   if FLAGS.task == openkp.TASK:
-    split_scorers = openkp_scorers(FLAGS.data_dir, files)
+    split_scorers = openkp_scorers(FLAGS.data_dir, files, record_counts)
   side_input_options = _side_input_options(FLAGS, cls_token_id)
   common.check_output_dir(FLAGS.output_dir)
   write_dir = tf2_training.worker_output_dir(FLAGS.output_dir, strategy)
@@ -1151,7 +1169,7 @@ def main(_):
 
   num_train_steps = num_warmup_steps = 0
   if FLAGS.do_train:
-    num_records = count_records(files["train"])
+    num_records = record_counts(files["train"])
     num_train_steps = FLAGS.num_train_steps or max(1, int(
         num_records / FLAGS.train_batch_size * FLAGS.num_train_epochs))
     num_warmup_steps = int(num_train_steps * FLAGS.warmup_proportion)
@@ -1170,7 +1188,8 @@ def main(_):
                      FLAGS.max_seq_length, FLAGS.max_global_seq_length)
   trainer = _job_trainer(FLAGS, config, len(label_names) if label_names else None,
                          num_train_steps, num_warmup_steps, strategy)
-  inference = _Inference(FLAGS, trainer, config, label_names, split_scorers, side_input_options)
+  inference = _Inference(FLAGS, trainer, config, label_names, split_scorers, side_input_options,
+                         record_counts)
 
   # The same keys for both models (a driver reads both alike); no windows: None.
   windowed = FLAGS.model == "bert_windows"
