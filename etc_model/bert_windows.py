@@ -389,6 +389,30 @@ def token_means(token_output, members):
       tf.reduce_sum(members, axis=-1), 1.0)[:, :, tf.newaxis]
 
 
+def bilinear_candidate_logits(task, query, candidates, candidate_mask, config, is_training):
+  """query^T W candidate + b for each candidate (cls/long_tasks_bert/<task>/output_weights
+  [hidden, hidden], output_bias [1]); padding candidates at MASKED_LOGIT.
+
+  Args:
+    task: the head's variable scope name ("cloze", "wikihop").
+    query: float32 [batch, hidden].
+    candidates: float32 [batch, C, hidden].
+    candidate_mask: int [batch, C], 1 for a real candidate.
+    config: BertWindowsConfig.
+    is_training: dropout on both sides.
+
+  Returns:
+    float32 [batch, C].
+  """
+  output_weights, output_bias = _head_variables(
+      task, [config.hidden_size, config.hidden_size], config)
+  if is_training:
+    query = modeling.dropout(query, config.hidden_dropout_prob)
+    candidates = modeling.dropout(candidates, config.hidden_dropout_prob)
+  logits = tf.einsum("bh,bch->bc", tf.matmul(query, output_weights), candidates) + output_bias
+  return tf.where(candidate_mask > 0, logits, tf.fill(tf.shape(logits), heads.MASKED_LOGIT))
+
+
 def cloze_head(token_output, features, config, is_training):
   """Bilinear scores of the blank against each candidate's mentions; softmax cross-entropy.
 
@@ -407,13 +431,8 @@ def cloze_head(token_output, features, config, is_training):
                                 candidate_mask)  # [batch, C, L]
   candidates = token_means(token_output, mentions)
   blank = tf.gather(token_output, tf.reshape(features["blank_position"], [-1]), batch_dims=1)
-  output_weights, output_bias = _head_variables(
-      "cloze", [config.hidden_size, config.hidden_size], config)
-  if is_training:
-    blank = modeling.dropout(blank, config.hidden_dropout_prob)
-    candidates = modeling.dropout(candidates, config.hidden_dropout_prob)
-  logits = tf.einsum("bh,bch->bc", tf.matmul(blank, output_weights), candidates) + output_bias
-  logits = tf.where(candidate_mask > 0, logits, tf.fill(tf.shape(logits), heads.MASKED_LOGIT))
+  logits = bilinear_candidate_logits("cloze", blank, candidates, candidate_mask, config,
+                                     is_training)
   per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
       labels=tf.reshape(features["label"], [-1]), logits=logits)
   return tf.reduce_mean(per_example), per_example, logits
@@ -504,18 +523,9 @@ def wikihop_head(token_output, features, config, is_training):
   candidates = token_means(token_output, linked * real[:, tf.newaxis, :])
   query_tokens = tf.cast(tf.equal(features["segment_ids"], wikihop.QUESTION_TYPE), tf.float32)
   query = token_means(token_output, (query_tokens * real)[:, tf.newaxis, :])[:, 0]
-  output_weights, output_bias = _head_variables(
-      "wikihop", [config.hidden_size, config.hidden_size], config)
-  if is_training:
-    query = modeling.dropout(query, config.hidden_dropout_prob)
-    candidates = modeling.dropout(candidates, config.hidden_dropout_prob)
-  logits = tf.einsum("bh,bch->bc", tf.matmul(query, output_weights), candidates) + output_bias
-  logits = tf.where(candidate_mask > 0, logits, tf.fill(tf.shape(logits), heads.MASKED_LOGIT))
-  labels = tf.reshape(features["label"], [-1])
-  answered = tf.cast(labels >= 0, tf.float32)
-  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=tf.maximum(labels, 0), logits=logits) * answered
-  loss = tf.reduce_sum(per_example) / tf.maximum(tf.reduce_sum(answered), 1.0)
+  logits = bilinear_candidate_logits(wikihop.TASK, query, candidates, candidate_mask, config,
+                                     is_training)
+  loss, per_example = heads.answered_softmax_loss(logits, features["label"])
   return loss, per_example, logits
 
 

@@ -290,12 +290,26 @@ def wikihop_head(global_output, candidate_mask, labels, config, is_training):
     output_bias = tf1.get_variable("output_bias", [1], initializer=tf1.zeros_initializer())
   logits = tf.einsum("bnh,h->bn", candidates, output_weights[0]) + output_bias[0]
   logits = tf.where(candidate_mask > 0, logits, tf.fill(tf.shape(logits), MASKED_LOGIT))
+  loss, per_example = answered_softmax_loss(logits, labels)
+  return loss, per_example, logits
+
+
+def answered_softmax_loss(logits, labels):
+  """Softmax cross-entropy over the candidates of the records with an answer (WikiHop's loss).
+
+  Args:
+    logits: float32 [batch, C], padding candidates at MASKED_LOGIT.
+    labels: int [batch] or [batch, 1], the answer's candidate index (-1: no answer, no loss).
+
+  Returns:
+    (loss scalar: the mean over the records with an answer, per-example loss [batch], 0
+    without an answer).
+  """
   labels = tf.reshape(labels, [-1])
   answered = tf.cast(labels >= 0, tf.float32)
-  per_example = tf.nn.sparse_softmax_cross_entropy_with_logits(
-      labels=tf.maximum(labels, 0), logits=logits) * answered
-  loss = tf.reduce_sum(per_example) / tf.maximum(tf.reduce_sum(answered), 1.0)
-  return loss, per_example, logits
+  cross_entropy = tf.nn.sparse_softmax_cross_entropy_with_logits(
+      labels=tf.maximum(labels, 0), logits=logits)
+  return _weighted_mean(cross_entropy, answered), cross_entropy * answered
 
 
 def wikihop_metrics(logits, candidate_mask, labels):
