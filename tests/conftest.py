@@ -107,6 +107,14 @@ def tool_command(script, args=()):
   return [sys.executable, os.path.join(REPO_DIR, script)] + args
 
 
+def bert_windows_args(etc_args, root, window_length=48, window_stride=24):
+  """An ETC run_long_tasks command line made a --model=bert_windows one: --etc_config_file
+  replaced by root/bert_config.json over windows of window_length tokens, window_stride apart."""
+  return [a for a in etc_args if not a.startswith("--etc_config_file")] + [
+      "--model=bert_windows", "--bert_config_file=%s" % (root / "bert_config.json"),
+      "--window_length=%d" % window_length, "--window_stride=%d" % window_stride]
+
+
 def tool_env(extra=None):
   """The environment tools run with in tests (quiet TensorFlow, no GPU), plus `extra`."""
   env = dict(os.environ, **TOOL_ENV)

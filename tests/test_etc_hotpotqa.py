@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
+from conftest import REPO_DIR, TINY_BERT_CONFIG, bert_windows_args, last_error_line, run_tool
 from conftest import write_random_bert_checkpoint
 from etc_model import bert_windows
 from etc_model import create_hotpotqa
@@ -643,11 +643,9 @@ def test_bert_windows_train_eval_predict(job, tmp_path):
   """The sliding-window BERT baseline on HotpotQA: BERT's weights, the ETC head's variables
   under cls/long_tasks_bert, the official answers and scores."""
   root, out = job["root"], tmp_path / "out"
-  args = [a for a in _args(job, out) if not a.startswith("--etc_config_file")]
-  result = run_tool(None, args + [
-      "--model=bert_windows", "--bert_config_file=%s" % (root / "bert_config.json"),
-      "--window_length=48", "--window_stride=24", "--init_checkpoint=%s" % (root / "bert.ckpt"),
-      "--do_train", "--do_eval", "--do_predict", "--num_train_steps=2"])
+  result = run_tool(None, bert_windows_args(_args(job, out), root) + [
+      "--init_checkpoint=%s" % (root / "bert.ckpt"), "--do_train", "--do_eval", "--do_predict",
+      "--num_train_steps=2"])
   assert ("%d variables loaded, 6 not in checkpoint: cls/long_tasks_bert/hotpotqa/" %
           len(tf.train.list_variables(str(root / "bert.ckpt")))) in result.output, (
               result.output[-3000:])

@@ -224,8 +224,7 @@ def _args(data, task, out, extra=()):
 
 @pytest.mark.slow
 def test_cloze_train_eval_predict_from_a_lifted_checkpoint(data, tmp_path):
-  bert_config = tmp_path / "bert_config.json"
-  bert_config.write_text(json.dumps(TINY_BERT_CONFIG))
+  bert_config = _tiny_bert_config(tmp_path)
   write_random_bert_checkpoint(str(bert_config), str(tmp_path / "bert.ckpt"))
   lifted = lift.lift_bert_checkpoint(str(tmp_path / "bert.ckpt"), str(tmp_path / "lifted"),
                                      etc_config_file=str(data["root"] / "etc_config.json"))
@@ -290,6 +289,13 @@ def test_cloze_train_eval_predict_from_a_lifted_checkpoint(data, tmp_path):
   assert bert_results["examples"] == examples["dev"] and bert_results["global_step"] == 2
   assert bert_results["most_recent_accuracy"] == results["most_recent_accuracy"]
   assert json.loads((bert_out / "bert_config.json").read_text())["hidden_size"] == 32
+
+
+def _tiny_bert_config(directory):
+  """Writes TINY_BERT_CONFIG to directory/bert_config.json; returns its path."""
+  path = directory / "bert_config.json"
+  path.write_text(json.dumps(TINY_BERT_CONFIG))
+  return path
 
 
 def _bert_flags(bert_config):
@@ -409,8 +415,7 @@ def test_classify_train_eval_predict(data, tmp_path):
 
 @pytest.mark.slow
 def test_bert_windows_supporting_train_eval_predict(data, tmp_path):
-  bert_config = tmp_path / "bert_config.json"
-  bert_config.write_text(json.dumps(TINY_BERT_CONFIG))
+  bert_config = _tiny_bert_config(tmp_path)
   out = tmp_path / "out"
   run_tool(None, _args(data, "supporting", out, _bert_flags(bert_config) + [
       "--do_train", "--do_eval", "--do_predict", "--num_train_steps=2"]))
@@ -433,11 +438,9 @@ def test_bert_windows_supporting_train_eval_predict(data, tmp_path):
   assert all(line["gold_sentences"] for line in lines)
 
 
-
 @pytest.mark.slow
 def test_bert_windows_classify_train_and_predict(data, tmp_path):
-  bert_config = tmp_path / "bert_config.json"
-  bert_config.write_text(json.dumps(TINY_BERT_CONFIG))
+  bert_config = _tiny_bert_config(tmp_path)
   out = tmp_path / "out"
   run_tool(None, _args(data, "classify", out, _bert_flags(bert_config) + [
       "--do_train", "--do_predict", "--num_train_steps=2"]))

@@ -12,7 +12,7 @@ import pytest
 import tensorflow as tf
 
 import modeling
-from conftest import REPO_DIR, TINY_BERT_CONFIG, last_error_line, run_tool
+from conftest import REPO_DIR, TINY_BERT_CONFIG, bert_windows_args, last_error_line, run_tool
 from conftest import write_random_bert_checkpoint
 from etc_model import bert_windows
 from etc_model import create_wikihop
@@ -590,11 +590,10 @@ def test_bert_windows_train_eval_predict(job, tmp_path):
   """The sliding-window BERT baseline on WikiHop: BERT's own weights, a new head, the official
   answers and accuracy."""
   root, out = job["root"], tmp_path / "out"
-  args = [a for a in _args(job, out) if not a.startswith("--etc_config_file")]
+  args = bert_windows_args(_args(job, out), root)
   result = run_tool(None, args + [
-      "--model=bert_windows", "--bert_config_file=%s" % (root / "bert_config.json"),
-      "--window_length=48", "--window_stride=24", "--init_checkpoint=%s" % (root / "bert.ckpt"),
-      "--do_train", "--do_eval", "--do_predict", "--num_train_steps=2"])
+      "--init_checkpoint=%s" % (root / "bert.ckpt"), "--do_train", "--do_eval", "--do_predict",
+      "--num_train_steps=2"])
   # Every BERT variable is loaded; only the head is new.
   assert ("%d variables loaded, 2 not in checkpoint: cls/long_tasks_bert/wikihop/output_weights:0, "
           "cls/long_tasks_bert/wikihop/output_bias:0" % len(tf.train.list_variables(
@@ -610,10 +609,7 @@ def test_bert_windows_train_eval_predict(job, tmp_path):
   test_answers = json.loads((out / "test_predictions.json").read_text())
   assert sorted(test_answers) == ["WH_test_0", "WH_test_1"]
   # ETC's side-input flags are one line with BERT windows.
-  result = run_tool(None, args + [
-      "--model=bert_windows", "--bert_config_file=%s" % (root / "bert_config.json"),
-      "--window_length=48", "--window_stride=24", "--do_eval", "--candidate_ignore_hard_g2l"],
-      expect_rc=2)
+  result = run_tool(None, args + ["--do_eval", "--candidate_ignore_hard_g2l"], expect_rc=2)
   assert last_error_line(result) == ("error: --candidate_ignore_hard_g2l: only with "
                                      "--model=etc (BERT windows have no global tokens)")
 
