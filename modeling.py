@@ -399,7 +399,8 @@ class BertModel(object):
                use_one_hot_embeddings=False,
                scope=None,
                compute_dtype=None,
-               skip_padding=False):
+               skip_padding=False,
+               input_embedding_adder=None):
     """Constructor for BertModel.
 
     Args:
@@ -421,6 +422,10 @@ class BertModel(object):
         (pooled output included, except an all-padding example's) equal the padded model's to
         float rounding; the sequence and layer outputs are 0 at padding positions. Dynamic
         shapes: not for TPU or XLA.
+      input_embedding_adder: (ours, optional) float32 Tensor [batch_size, seq_length,
+        hidden_size] added to the word embeddings, so to the embedding sum before its layer
+        norm (as EtcModel's long_embedding_adder: a task's extra input features, e.g. OpenKP's
+        visual features). None adds nothing.
 
     Raises:
       ValueError: The config is invalid or one of the input tensor shapes
@@ -453,6 +458,8 @@ class BertModel(object):
             initializer_range=config.initializer_range,
             word_embedding_name="word_embeddings",
             use_one_hot_embeddings=use_one_hot_embeddings)
+        if input_embedding_adder is not None:
+          self.embedding_output += input_embedding_adder
 
         # Add positional embeddings and token type embeddings, then layer
         # normalize and perform dropout.

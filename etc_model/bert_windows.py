@@ -7,8 +7,8 @@ BertModel (variables under bert/, official names: --init_checkpoint is a BERT ch
 on overlapping windows of the records' long tokens, and each token is read from the one window
 where it is most central. Only the head is new (cls/long_tasks_bert/). The records are those of
 etc_model.create_long_tasks (long_tasks.FEATURE_SHAPES_DOC), etc_model.create_wikihop or
-etc_model.create_hotpotqa (the official etcmodel layouts, wikihop.py and hotpotqa.py); their
-global tokens are not read.
+etc_model.create_hotpotqa, etc_model.create_nq or etc_model.create_openkp (the official etcmodel
+layouts: wikihop.py, hotpotqa.py, nq.py, openkp.py); their global tokens are not read.
 
 Windows. The long input's real tokens (token_ids != 0, packed from position 0) are cut by
 sliding_window.windows (the official run_squad loop) into windows of window_length - 2 tokens,
@@ -53,17 +53,28 @@ Heads (the standard readings of a sliding-window encoder):
               question-piece token is the mean of its long tokens (sentence_ids), a PARAGRAPH
               token the mean of its paragraph's (paragraph_ids), the [CLS] global token the
               record's own [CLS] long token (position 0, where the answer type is read).
+  nq          the ETC Natural Questions head itself (long_task_heads.nq_head: the four position
+              logits per long token, the answer type from position 0, the record's [CLS]; the
+              official mean of five losses) over the token states.
+  openkp      the ETC OpenKP head itself (long_task_heads.openkp_head: each word the sum of its
+              pieces' states, the n-gram convolutions and the official smoothed loss) over the
+              token states; the visual features' embeddings (long_task_heads.
+              openkp_embedding_adders, each VDOM element's sum) are added to the input
+              embedding of each of the element's tokens in every window that holds it
+              (modeling.BertModel's input_embedding_adder; ETC adds them to its long input and
+              to the element's global token, which BERT windows do not have).
 The heads' logits have the ETC heads' shapes, so run_long_tasks' metrics (long_task_heads
 cloze_metrics / supporting_metrics / classify_metrics), predictions and results files are the
 same. Variables: cls/long_tasks_bert/cloze/output_weights [hidden, hidden] and output_bias [1];
 cls/long_tasks_bert/supporting/output_weights [1, hidden] and output_bias [1];
 cls/long_tasks_bert/classify/output_weights [labels, hidden] and output_bias [labels];
 cls/long_tasks_bert/wikihop/output_weights [hidden, hidden] and output_bias [1];
-cls/long_tasks_bert/hotpotqa/... the ETC head's variables and shapes under this scope.
+cls/long_tasks_bert/hotpotqa/..., nq/... and openkp/...: the ETC heads' variables (OpenKP's
+visual-feature embeddings included) and shapes under this scope.
 
 [CLS] / [SEP] are the ids in the vocabulary the records were made with (the vocab_file, or the
-spm_model_file of SentencePiece records, in the data directory's summary, long_tasks.json,
-wikihop.json or hotpotqa.json: special_token_ids).
+spm_model_file of SentencePiece records, in the data directory's summary: long_tasks.json,
+wikihop.json, hotpotqa.json, nq.json or openkp.json; special_token_ids).
 """
 
 from __future__ import absolute_import
@@ -84,16 +95,19 @@ from realformer_tf import sliding_window
 import tokenization
 from etc_model import hotpotqa
 from etc_model import long_task_heads as heads
+from etc_model import nq
+from etc_model import openkp
 from etc_model import wikihop
 
 tf1 = tf.compat.v1
 
-TASKS = ("cloze", "supporting", "classify", "wikihop", "hotpotqa")
+TASKS = ("cloze", "supporting", "classify", "wikihop", "hotpotqa", "nq", "openkp")
 SCOPE = "cls/long_tasks_bert"
 CONFIG_NAME = "bert_config.json"
 SUMMARY_NAME = "long_tasks.json"
 # The summary beside a task's records, which names their vocabulary (default SUMMARY_NAME).
-SUMMARY_NAMES = {wikihop.TASK: wikihop.SUMMARY_NAME, hotpotqa.TASK: hotpotqa.SUMMARY_NAME}
+SUMMARY_NAMES = {wikihop.TASK: wikihop.SUMMARY_NAME, hotpotqa.TASK: hotpotqa.SUMMARY_NAME,
+                 nq.TASK: nq.SUMMARY_NAME, openkp.TASK: openkp.SUMMARY_NAME}
 
 
 class BertWindowsConfig(object):
@@ -126,7 +140,8 @@ def special_token_ids(data_dir, flag_name="data_dir", summary_name=SUMMARY_NAME)
 
   Args:
     data_dir: create_long_tasks' --output_dir (its long_tasks.json names the vocab_file, or the
-      spm_model_file of SentencePiece records), or create_wikihop's (wikihop.json).
+      spm_model_file of SentencePiece records), or that of a task of its own (SUMMARY_NAMES:
+      wikihop.json, hotpotqa.json, nq.json, openkp.json).
     flag_name: the flag naming data_dir (errors).
     summary_name: the summary file of data_dir (SUMMARY_NAMES of the task).
 
@@ -251,6 +266,53 @@ def batch_token_windows(num_tokens, max_seq_length, window_length, stride):
           np.stack([r[1] for r in rows]).astype(np.int32))
 
 
+def _window_layout(token_ids, window_length, stride):
+  """Where each window's positions read the long input.
+
+  Args:
+    token_ids: int32 [batch, L] (static L), real tokens first, 0 the padding.
+    window_length: W, tokens per BERT input.
+    stride: tokens between window starts.
+
+  Returns:
+    source: NumPy int32 [N, W], the long position of each window position (position p of
+      window k holds token start_k + p - 1; clipped into [0, L)).
+    length: int32 [batch, N, 1], the real tokens of each window (0 for a padding window).
+    valid: bool [batch, N], the windows the input has.
+    num_tokens: int32 [batch], the real tokens of each input.
+  """
+  max_seq_length = tf.compat.dimension_value(token_ids.shape[1])
+  starts = np.array(window_starts(max_seq_length, window_length, stride), np.int32)
+  content = window_length - 2
+  num_tokens = tf.reduce_sum(tf.cast(token_ids > 0, tf.int32), axis=1)
+  # Window k exists when window k - 1 did not reach the end of the text (sliding_window).
+  reach = np.concatenate([[-1], starts[:-1] + content]).astype(np.int32)
+  valid = tf.less(reach[np.newaxis, :], num_tokens[:, tf.newaxis])  # [batch, N]
+  length = tf.clip_by_value(num_tokens[:, tf.newaxis] - starts[np.newaxis, :], 0, content)
+  length = tf.where(valid, length, tf.zeros_like(length))[:, :, tf.newaxis]  # [batch, N, 1]
+  position = np.arange(window_length, dtype=np.int32)
+  source = np.clip(starts[:, np.newaxis] + position[np.newaxis, :] - 1, 0, max_seq_length - 1)
+  return source, length, valid, num_tokens
+
+
+def window_token_values(values, token_ids, window_length, stride):
+  """Per-token values laid out as the windows' inputs: 0 at [CLS], [SEP] and padding.
+
+  Args:
+    values: float32 [batch, L, d] (static L), one row per long token.
+    token_ids: int32 [batch, L], real tokens first, 0 the padding.
+    window_length: W, tokens per BERT input.
+    stride: tokens between window starts.
+
+  Returns:
+    float32 [batch, N, W, d]: at each window position its token's row (window_inputs' layout).
+  """
+  source, length, _, _ = _window_layout(token_ids, window_length, stride)
+  position = tf.range(window_length)
+  on_token = tf.logical_and(position >= 1, position <= length)  # [batch, N, W]
+  return tf.gather(values, source, axis=1) * tf.cast(on_token, values.dtype)[..., tf.newaxis]
+
+
 def window_inputs(token_ids, window_length, stride, cls_token_id, sep_token_id):
   """The BERT inputs of every window: [CLS] tokens [SEP], padding windows fully masked.
 
@@ -265,19 +327,9 @@ def window_inputs(token_ids, window_length, stride, cls_token_id, sep_token_id):
     (input_ids, input_mask) int32 [batch, N, W] (N = len(window_starts(L, W, stride))) and
     num_tokens int32 [batch].
   """
-  max_seq_length = tf.compat.dimension_value(token_ids.shape[1])
-  starts = np.array(window_starts(max_seq_length, window_length, stride), np.int32)
-  content = window_length - 2
-  num_tokens = tf.reduce_sum(tf.cast(token_ids > 0, tf.int32), axis=1)
-  # Window k exists when window k - 1 did not reach the end of the text (sliding_window).
-  reach = np.concatenate([[-1], starts[:-1] + content]).astype(np.int32)
-  valid = tf.less(reach[np.newaxis, :], num_tokens[:, tf.newaxis])  # [batch, N]
-  length = tf.clip_by_value(num_tokens[:, tf.newaxis] - starts[np.newaxis, :], 0, content)
-  length = tf.where(valid, length, tf.zeros_like(length))[:, :, tf.newaxis]  # [batch, N, 1]
-  position = np.arange(window_length, dtype=np.int32)
-  source = np.clip(starts[:, np.newaxis] + position[np.newaxis, :] - 1, 0, max_seq_length - 1)
+  source, length, valid, num_tokens = _window_layout(token_ids, window_length, stride)
   gathered = tf.gather(token_ids, source, axis=1)  # [batch, N, W]
-  position = tf.constant(position)
+  position = tf.range(window_length)
   input_ids = tf.where(
       tf.equal(position, 0), cls_token_id,
       tf.where(position <= length, gathered,
@@ -288,7 +340,8 @@ def window_inputs(token_ids, window_length, stride, cls_token_id, sep_token_id):
   return tf.cast(input_ids, tf.int32) * input_mask, input_mask, num_tokens
 
 
-def encode(config, token_ids, is_training, use_one_hot_embeddings=False, compute_dtype=None):
+def encode(config, token_ids, is_training, use_one_hot_embeddings=False, compute_dtype=None,
+           long_embedding_adder=None):
   """BERT over the windows; each token's hidden state from its most-central window.
 
   Args:
@@ -297,6 +350,9 @@ def encode(config, token_ids, is_training, use_one_hot_embeddings=False, compute
     is_training: dropout on.
     use_one_hot_embeddings: one-hot embedding lookups.
     compute_dtype: modeling.BertModel's compute_dtype (None: float32).
+    long_embedding_adder: float32 [batch, L, hidden] or None: added to each token's input
+      embedding in every window holding it (modeling.BertModel's input_embedding_adder;
+      [CLS], [SEP] and padding get nothing), as EtcModel adds it to the long input.
 
   Returns:
     float32 [batch, L, hidden] (padding positions hold some window's [CLS] state: mask them).
@@ -306,12 +362,18 @@ def encode(config, token_ids, is_training, use_one_hot_embeddings=False, compute
   input_ids, input_mask, num_tokens = window_inputs(
       token_ids, width, config.window_stride, config.cls_token_id, config.sep_token_id)
   num_windows = tf.compat.dimension_value(input_ids.shape[1])
+  adder = None
+  if long_embedding_adder is not None:
+    adder = tf.reshape(window_token_values(long_embedding_adder, token_ids, width,
+                                           config.window_stride),
+                       [-1, width, config.hidden_size])
   model = modeling.BertModel(
       config=config.bert_config, is_training=is_training,
       input_ids=tf.reshape(input_ids, [-1, width]),
       input_mask=tf.reshape(input_mask, [-1, width]),
       token_type_ids=tf.zeros_like(tf.reshape(input_ids, [-1, width])),
-      use_one_hot_embeddings=use_one_hot_embeddings, compute_dtype=compute_dtype)
+      use_one_hot_embeddings=use_one_hot_embeddings, compute_dtype=compute_dtype,
+      input_embedding_adder=adder)
   sequence = tf.reshape(model.get_sequence_output(),
                         [-1, num_windows, width, config.hidden_size])
   window, position = tf.numpy_function(
@@ -559,6 +621,26 @@ def hotpotqa_head(token_output, features, config, is_training):
                              features, config, is_training, scope=SCOPE)
 
 
+def nq_head(token_output, features, config, is_training):
+  """long_task_heads.nq_head over the token states, under cls/long_tasks_bert/nq (the answer
+  type read at position 0, the record's [CLS])."""
+  return heads.nq_head(token_output, features, config, is_training, scope=SCOPE)
+
+
+def openkp_head(token_output, features, config, is_training):
+  """long_task_heads.openkp_head over the token states, under cls/long_tasks_bert/openkp."""
+  return heads.openkp_head(token_output, features, config, is_training, scope=SCOPE)
+
+
+def long_embedding_adder(task, features, config):
+  """OpenKP's visual-feature embeddings of each long token (long_task_heads.
+  openkp_embedding_adders under cls/long_tasks_bert/openkp), else None: float32 [batch, L,
+  hidden]."""
+  if task != openkp.TASK:
+    return None
+  return heads.openkp_embedding_adders(features, config, scope=SCOPE)[0]
+
+
 def build_model(task, config, features, is_training, use_one_hot_embeddings=False,
                 compute_dtype=None, num_labels=None):
   """BERT over the windows and the task's head.
@@ -574,7 +656,8 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
 
   Returns:
     (loss, per-example loss [batch], logits: cloze and wikihop [batch, C], supporting
-    [batch, G], classify [batch, num_labels], hotpotqa a dict (long_task_heads.hotpotqa_head)).
+    [batch, G], classify [batch, num_labels], hotpotqa, nq and openkp a dict (the
+    long_task_heads head's)).
   """
   if task not in TASKS:
     raise ValueError("--model=bert_windows has no task %r (its tasks: %s)" % (
@@ -583,7 +666,8 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
     raise ValueError("the classify head needs num_labels, the size of the label vocabulary")
   token_output = encode(config, features["token_ids"], is_training,
                         use_one_hot_embeddings=use_one_hot_embeddings,
-                        compute_dtype=compute_dtype)
+                        compute_dtype=compute_dtype,
+                        long_embedding_adder=long_embedding_adder(task, features, config))
   if task == "cloze":
     return cloze_head(token_output, features, config, is_training)
   if task == "classify":
@@ -592,6 +676,10 @@ def build_model(task, config, features, is_training, use_one_hot_embeddings=Fals
     return wikihop_head(token_output, features, config, is_training)
   if task == hotpotqa.TASK:
     return hotpotqa_head(token_output, features, config, is_training)
+  if task == nq.TASK:
+    return nq_head(token_output, features, config, is_training)
+  if task == openkp.TASK:
+    return openkp_head(token_output, features, config, is_training)
   return supporting_head(token_output, features, config, is_training)
 
 

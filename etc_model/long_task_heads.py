@@ -437,7 +437,7 @@ def hotpotqa_metrics(outputs):
   }
 
 
-def nq_head(long_output, features, config, is_training):
+def nq_head(long_output, features, config, is_training, scope=SCOPE):
   """The official Natural Questions head (etcmodel run_nq_lib) and its loss.
 
   Args:
@@ -445,6 +445,7 @@ def nq_head(long_output, features, config, is_training):
     features: dict with answer_type, la_start, la_end, sa_start, sa_end [batch, 1].
     config: EtcConfig (hidden_size, initializer_range).
     is_training: unused (the official head has no dropout).
+    scope: the variables' scope (<scope>/nq/...; the BERT-window baseline's own).
 
   Returns:
     (loss scalar: the mean of the five cross-entropies, per-example loss [batch], logits dict:
@@ -454,7 +455,7 @@ def nq_head(long_output, features, config, is_training):
   del is_training
   initializer = tf1.truncated_normal_initializer(stddev=config.initializer_range)
   hidden = config.hidden_size
-  with tf1.variable_scope("%s/nq" % SCOPE):
+  with tf1.variable_scope("%s/nq" % scope):
     long_weights = tf1.get_variable("long_output_weights", [len(NQ_POSITIONS), hidden],
                                     initializer=initializer)
     long_bias = tf1.get_variable("long_output_bias", [len(NQ_POSITIONS)],
@@ -553,7 +554,7 @@ def _scaled(values, low, high):
   return (tf.clip_by_value(values, low, high) - middle) / half
 
 
-def openkp_embedding_adders(features, config):
+def openkp_embedding_adders(features, config, scope=SCOPE):
   """The official OpenKP visual-feature embeddings (etcmodel openkp run_finetuning_lib's
   _create_global_visual_feature_embeddings, use_visual_features_in_global and _in_long).
 
@@ -567,13 +568,14 @@ def openkp_embedding_adders(features, config):
   Args:
     features: dict with openkp.VISUAL_FEATURES [batch, G] and sentence_ids [batch, L].
     config: EtcConfig (hidden_size, initializer_range).
+    scope: the variables' scope (<scope>/openkp/...; the BERT-window baseline's own).
 
   Returns:
     (long adder float32 [batch, L, hidden], global adder float32 [batch, G, hidden]).
   """
   hidden = config.hidden_size
   initializer = tf1.truncated_normal_initializer(stddev=config.initializer_range)
-  with tf1.variable_scope("%s/openkp" % SCOPE):
+  with tf1.variable_scope("%s/openkp" % scope):
     adder = 0.0
     for name, table, size in (
         ("indicator_cross", "indicator_cross_emb_lookup", 2 ** len(openkp.CROSSED_INDICATORS)),
@@ -609,7 +611,7 @@ def embedding_adders(task, features, config):
   return EMBEDDING_ADDERS[task](features, config)
 
 
-def openkp_head(long_output, features, config, is_training):
+def openkp_head(long_output, features, config, is_training, scope=SCOPE):
   """The official OpenKP n-gram head (etcmodel openkp run_finetuning_lib) and its loss.
 
   Args:
@@ -618,6 +620,7 @@ def openkp_head(long_output, features, config, is_training):
       label_start, label_length [batch, 3].
     config: EtcConfig (hidden_size, initializer_range).
     is_training: unused (the official head has no dropout).
+    scope: the variables' scope (<scope>/openkp/...; the BERT-window baseline's own).
 
   Returns:
     (loss scalar, per-example loss [batch], {"ngram_logits": [batch, 5, L]}).
@@ -629,7 +632,7 @@ def openkp_head(long_output, features, config, is_training):
   words = tf.range(length)[None, :]
   num_words = tf.reshape(tf.cast(features["num_words"], tf.int32), [-1, 1])
   ngram_logits = []
-  with tf1.variable_scope("%s/openkp" % SCOPE):
+  with tf1.variable_scope("%s/openkp" % scope):
     vectors = modeling.layer_norm(
         word_vectors(long_output, features["word_ids"], features["long_breakpoints"]),
         name="word_emb_layer_norm")

@@ -196,8 +196,6 @@ REAL_TASKS = collections.OrderedDict([
                         _openkp_data_line)),
 ])
 REAL_SPLITS = ("train", "dev")   # the official test answers are hidden
-# --model=bert_windows' tasks (etc_model.bert_windows.TASKS; a test keeps them equal).
-BERT_WINDOWS_TASKS = ("cloze", "supporting", "classify", "wikihop", "hotpotqa")
 # task -> [(metric key, label)]: the first is the dev selection metric (run_long_tasks').
 TASK_METRICS = {"cloze": [("accuracy", "accuracy")],
                 "supporting": [("f1", "sentence F1"), ("exact_match", "exact match")],
@@ -525,11 +523,6 @@ def check_settings(settings, check_files=True):
   if "bert_windows" in settings.systems and not bert_windows_available():
     common.fail("--systems=%s: this checkout's etc_model/run_long_tasks.py has no "
                 "--model=bert_windows; leave bert_windows out" % ",".join(settings.systems))
-  if not finetune_order(settings):
-    common.fail("--systems=%s: run_long_tasks --model=bert_windows has the tasks %s, not %s; "
-                "add etc_none or etc_sum" % (",".join(settings.systems),
-                                             ", ".join(BERT_WINDOWS_TASKS),
-                                             ",".join(settings.tasks)))
   if "nq" in settings.tasks:
     check_nq_settings(settings)
   if ({"cloze", "wikihop"} & set(settings.tasks) and
@@ -745,21 +738,10 @@ def etc_residuals(settings):
   return [SYSTEMS[s][2] for s in settings.systems if SYSTEMS[s][1] == "etc"]
 
 
-def system_runs_task(system, task):
-  """Whether run_long_tasks has the system's model for the task (bert_windows: not every task)."""
-  return SYSTEMS[system][1] != "bert_windows" or task in BERT_WINDOWS_TASKS
-
-
 def finetune_order(settings):
-  """[(system, task, seed)]: seed by seed, every task, every system that has the task."""
+  """[(system, task, seed)]: seed by seed, every task, every system."""
   return [(system, task, seed) for seed in settings.seeds for task in settings.tasks
-          for system in settings.systems if system_runs_task(system, task)]
-
-
-def systems_without(settings):
-  """[(system, task)] of the systems asked for that run_long_tasks has no model of for a task."""
-  return [(system, task) for task in settings.tasks for system in settings.systems
-          if not system_runs_task(system, task)]
+          for system in settings.systems]
 
 
 def stage_plan(settings, out_dir):
@@ -885,9 +867,6 @@ def plan_lines(settings, out_dir, parallel_runs=1):
     else:
       state = "to run"
     lines.append("  %-40s %s" % (stage.name, state))
-  for system, task in systems_without(settings):
-    lines.append("  (%s on %s: not run, run_long_tasks --model=bert_windows has %s only)" % (
-        system, task, ", ".join(BERT_WINDOWS_TASKS)))
   lines.append(progress_line(stages, seconds_of, parallel_runs))
   return lines
 
@@ -1242,8 +1221,6 @@ def _main_table(settings, results):
   ]
   for task in settings.tasks:
     for system in settings.systems:
-      if not system_runs_task(system, task):
-        continue
       per_seed = results.get((system, task)) or {}
       for metric, label in TASK_METRICS[task]:
         dev, dev_pairs = best_median(per_seed, metric, "dev")
@@ -1261,11 +1238,6 @@ def _main_table(settings, results):
                  "without a record counts as wrong); no test figures (the official test "
                  "answers are hidden).\n" % ", ".join(REAL_TASKS[t].label
                                                      for t in real_tasks(settings)))
-  left_out = systems_without(settings)
-  if left_out:
-    lines.append("Not run: %s (run_long_tasks --model=bert_windows has the tasks %s only).\n" % (
-        "; ".join("%s on %s" % (_label(system), task) for system, task in left_out),
-        ", ".join(BERT_WINDOWS_TASKS)))
   return lines
 
 

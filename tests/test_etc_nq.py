@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from conftest import REPO_DIR, run_tool
+from conftest import REPO_DIR, TINY_BERT_CONFIG, bert_windows_args, run_tool
+from conftest import write_random_bert_checkpoint
 from etc_model import long_tasks
 from etc_model import nq
 from etc_model import nq_evaluate
@@ -403,7 +404,8 @@ DEV = [_record(10, annotations=[_annotation((0, 5), [(2, 3)])] * 3 + [_annotatio
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-  """create_nq's records of three small splits (one window or two each) and an ETC config."""
+  """create_nq's records of three small splits (one window or two each), an ETC config and a
+  BERT checkpoint (the sliding-window baseline's)."""
   root = tmp_path_factory.mktemp("nq_run")
   files = {"train": _write_jsonl(root / "train.jsonl", [
                _record(1), _record(2, question="is it delta", long=(5, 9), short=(),
@@ -417,6 +419,8 @@ def job(tmp_path_factory):
                            "--max_question_length=8"] +
                     ["--%s_file=%s" % (split, path) for split, path in files.items()])
   (root / "etc_config.json").write_text(json.dumps(TINY_ETC_CONFIG))
+  (root / "bert_config.json").write_text(json.dumps(TINY_BERT_CONFIG))
+  write_random_bert_checkpoint(str(root / "bert_config.json"), str(root / "bert.ckpt"))
   return {"root": root, "files": files, "output": result.stdout}
 
 
@@ -491,6 +495,29 @@ def test_train_eval_predict_scores_the_official_way(job, tmp_path):
            (out / "test_predictions.jsonl").read_text().splitlines()]
   assert [p["example_id"] for p in test["predictions"]] == [l["id"] for l in lines] == [20]
   assert json.loads((out / "test_results.json").read_text())["examples"] == 0
+
+
+@pytest.mark.slow
+def test_bert_windows_train_eval_predict(job, tmp_path):
+  """The sliding-window BERT baseline on NQ: BERT's weights over windows of 12 of the 32 long
+  tokens, the ETC head's variables under cls/long_tasks_bert, the official answers and scores."""
+  root, out = job["root"], tmp_path / "out"
+  result = run_tool(None, bert_windows_args(_args(job, out), root, window_length=14,
+                                            window_stride=6) + [
+      "--init_checkpoint=%s" % (root / "bert.ckpt"), "--do_train", "--do_eval", "--do_predict",
+      "--num_train_steps=2"])
+  assert ("%d variables loaded, 4 not in checkpoint: cls/long_tasks_bert/nq/" %
+          len(tf.train.list_variables(str(root / "bert.ckpt")))) in result.output, (
+              result.output[-3000:])
+  results = json.loads((out / "eval_results.json").read_text())
+  assert (results["model"], results["task"], results["global_step"]) == ("bert_windows", "nq", 2)
+  assert (results["examples"], results["records"], results["window_length"]) == (3, 3, 14)
+  scored = nq_evaluate.evaluate_files(job["files"]["dev"], str(out / "dev_predictions.json"))
+  for key, value in scored.items():
+    if key != "unknown_ids":
+      assert results[key] == pytest.approx(value), key
+  test = json.loads((out / "test_predictions.json").read_text())
+  assert [p["example_id"] for p in test["predictions"]] == [20]
 
 
 @pytest.mark.slow

@@ -11,7 +11,8 @@ import types
 import numpy as np
 import pytest
 
-from conftest import REPO_DIR, run_tool
+from conftest import REPO_DIR, TINY_BERT_CONFIG, bert_windows_args, run_tool
+from conftest import write_random_bert_checkpoint
 from etc_model import openkp
 from etc_model import openkp_evaluate
 from realformer_tf import common
@@ -366,7 +367,8 @@ DEV = [_document("d1"), _with_visual(_document("d2", [["cat", "sat"], ["rocks"]]
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-  """create_openkp's records of three small splits and an ETC config."""
+  """create_openkp's records of three small splits, an ETC config and a BERT checkpoint (the
+  sliding-window baseline's)."""
   root = tmp_path_factory.mktemp("openkp_run")
   files = {"train": _write_jsonl(root / "train.jsonl", [
                _document("t1"), _document("t2", [["cat"]]), _document("t3", [["missing"]])]),
@@ -377,6 +379,8 @@ def job(tmp_path_factory):
                            "--max_global_seq_length=%d" % G] +
                     ["--%s_file=%s" % (split, path) for split, path in files.items()])
   (root / "etc_config.json").write_text(json.dumps(TINY_ETC_CONFIG))
+  (root / "bert_config.json").write_text(json.dumps(TINY_BERT_CONFIG))
+  write_random_bert_checkpoint(str(root / "bert_config.json"), str(root / "bert.ckpt"))
   return {"root": root, "files": files, "output": result.stdout}
 
 
@@ -445,6 +449,44 @@ def test_train_eval_predict_scores_the_official_way(job, tmp_path):
   error = run_tool(None, _args(job, tmp_path / "other", ["--do_eval", "--padding=longest"]),
                    expect_rc=2)
   assert "--padding=longest: not with --task=openkp" in error.stderr
+
+
+@pytest.mark.slow
+def test_bert_windows_train_eval_predict(job, tmp_path):
+  """The sliding-window BERT baseline on OpenKP: BERT's weights over windows of 12 of the 32
+  long tokens, the ETC head and visual-feature embeddings under cls/long_tasks_bert, the official
+  keyphrases and scores."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from etc_model import long_task_heads as heads  # pylint: disable=g-import-not-at-top
+  root, out = job["root"], tmp_path / "out"
+  result = run_tool(None, bert_windows_args(_args(job, out), root, window_length=14,
+                                            window_stride=6) + [
+      "--init_checkpoint=%s" % (root / "bert.ckpt"), "--do_train", "--do_eval", "--do_predict",
+      "--num_train_steps=2"])
+  bert_variables = len(tf.train.list_variables(str(root / "bert.ckpt")))
+  assert "%d variables loaded, " % bert_variables in result.output, result.output[-3000:]
+  new = result.output.split("%d variables loaded, " % bert_variables)[1].splitlines()[0]
+  # Head and visual embeddings: ETC's openkp variables, under the baseline's scope.
+  with tf.Graph().as_default():
+    features = {name: tf.compat.v1.placeholder(tf.int32, [1, length]) for name, length in
+                heads.feature_lengths("openkp", L, G, 1).items()}
+    config = types.SimpleNamespace(hidden_size=32, initializer_range=0.02)
+    long_output = tf.zeros([1, L, 32])
+    heads.openkp_embedding_adders(features, config)
+    heads.openkp_head(long_output, features, config, False)
+    etc_names = sorted(v.op.name for v in tf.compat.v1.global_variables())
+  assert new.startswith("%d not in checkpoint: cls/long_tasks_bert/openkp/" % len(etc_names))
+  results = json.loads((out / "eval_results.json").read_text())
+  assert (results["model"], results["task"], results["global_step"]) == (
+      "bert_windows", "openkp", 2)
+  assert (results["examples"], results["records"], results["window_length"]) == (3, 3, 14)
+  dev = [json.loads(line) for line in (out / "dev_predictions.jsonl").read_text().splitlines()]
+  assert [p["url"] for p in dev] == ["d1", "d2", "d3"]
+  scored = openkp_evaluate.evaluate_files(job["files"]["dev"], str(out / "dev_predictions.jsonl"))
+  for key in ("F1@1", "F1@3", "F1@5", "P@3", "R@3", "examples"):
+    assert results[key] == pytest.approx(scored[key]), key
+  test = [json.loads(line) for line in (out / "test_predictions.jsonl").read_text().splitlines()]
+  assert [p["url"] for p in test] == ["e1"]
 
 
 @pytest.mark.slow

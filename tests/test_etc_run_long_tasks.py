@@ -355,6 +355,57 @@ def test_bert_windows_cut_max_context_and_mentions_by_hand():
   np.testing.assert_allclose(token_output[0, :11], direct[window[:11], position[:11]], atol=1e-6)
 
 
+def test_bert_windows_embedding_adder_reaches_each_token_in_every_window(tmp_path):
+  """A per-token input embedding (OpenKP's visual features) is added in every window holding the
+  token: adding word_embeddings[y] - word_embeddings[x] to input x encodes as input y."""
+  rng = np.random.RandomState(4)
+  values = rng.randn(2, 20, 3).astype(np.float32)
+  lengths = [11, 2]
+  token_ids = np.zeros([2, 20], np.int32)
+  for row, length in enumerate(lengths):
+    token_ids[row, :length] = rng.randint(5, 50, size=length)
+  with tf.Graph().as_default():
+    laid_out = bert_windows.window_token_values(tf.constant(values), tf.constant(token_ids), 8, 3)
+    with tf1.Session() as sess:
+      laid_out = sess.run(laid_out)
+  assert laid_out.shape == (2, 6, 8, 3)
+  # Windows (0, 6), (3, 6), (6, 5) of the 11 tokens, (0, 2) of the 2: position p of window k
+  # holds token start_k + p - 1; [CLS], [SEP], padding and padding windows get 0.
+  want = np.zeros_like(laid_out)
+  for row, windows in enumerate([[(0, 6), (3, 6), (6, 5)], [(0, 2)]]):
+    for k, (start, length) in enumerate(windows):
+      want[row, k, 1:length + 1] = values[row, start:start + length]
+  np.testing.assert_array_equal(laid_out, want)
+
+  config = dict(TINY_BERT_CONFIG, hidden_size=8, num_hidden_layers=1, intermediate_size=16,
+                max_position_embeddings=8)
+  windowed = bert_windows.BertWindowsConfig(modeling.BertConfig.from_dict(config), 8, 3, 101, 102)
+  other_ids = np.where(token_ids > 0, rng.randint(5, 50, size=token_ids.shape), 0).astype(np.int32)
+  checkpoint = str(tmp_path / "bert.ckpt")
+
+  def encoded(ids, adder=None):  # one graph each (BertModel's scope is "bert"), same weights
+    with tf.Graph().as_default():
+      output = bert_windows.encode(windowed, tf.constant(ids), False, long_embedding_adder=(
+          None if adder is None else tf.constant(adder)))
+      saver = tf1.train.Saver()
+      with tf1.Session() as sess:
+        if adder is None and ids is other_ids:
+          sess.run(tf1.global_variables_initializer())
+          saver.save(sess, checkpoint)
+        else:
+          saver.restore(sess, checkpoint)
+        return sess.run(output)
+
+  as_other = encoded(other_ids)
+  table = tf.train.load_variable(checkpoint, "bert/embeddings/word_embeddings")
+  added = encoded(token_ids, (table[other_ids] - table[token_ids]) *
+                  (token_ids > 0)[:, :, np.newaxis])
+  plain = encoded(token_ids)
+  for row, length in enumerate(lengths):
+    np.testing.assert_allclose(added[row, :length], as_other[row, :length], atol=1e-5)
+    assert np.abs(plain[row, :length] - as_other[row, :length]).max() > 1e-2
+
+
 
 def test_bert_windows_classify_head_against_numpy():
   """The document is the mean of its real tokens' states; dense -> labels; softmax CE."""
