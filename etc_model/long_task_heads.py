@@ -790,8 +790,7 @@ def supporting_metrics(logits, sentence_labels, global_token_ids, threshold=0.0)
   fn = (gold & ~pred).sum(axis=1).astype(np.float64)
   precision = np.where(tp + fp > 0, tp / np.maximum(tp + fp, 1), 0.0)
   recall = np.where(tp + fn > 0, tp / np.maximum(tp + fn, 1), 0.0)
-  f1 = np.where(precision + recall > 0,
-                2 * precision * recall / np.maximum(precision + recall, 1e-12), 0.0)
+  f1 = _example_f1(tp, fp, fn)
   micro_denominator = 2 * tp.sum() + fp.sum() + fn.sum()
   return {
       "examples": int(len(tp)),
@@ -802,6 +801,59 @@ def supporting_metrics(logits, sentence_labels, global_token_ids, threshold=0.0)
       "inserted_share": float(gold.sum() / max(1, real.sum())),
       "predicted_share": float(pred.sum() / max(1, real.sum())),
   }
+
+
+def _example_f1(tp, fp, fn):
+  """Per-example F1 (supporting_metrics' definitions) of count arrays."""
+  precision = np.where(tp + fp > 0, tp / np.maximum(tp + fp, 1), 0.0)
+  recall = np.where(tp + fn > 0, tp / np.maximum(tp + fn, 1), 0.0)
+  return np.where(precision + recall > 0,
+                  2 * precision * recall / np.maximum(precision + recall, 1e-12), 0.0)
+
+
+def supporting_ranking_metrics(logits, sentence_labels, global_token_ids):
+  """Supporting-sentence metrics that do not depend on the 0.5 threshold.
+
+  best_threshold: the logit threshold (a sentence is predicted when its logit > it) with the
+  highest mean per-example F1 on these examples (supporting_metrics' F1), as nq_eval's
+  best-threshold figures; of equal F1s the higher threshold wins. The thresholds tried lie
+  halfway between consecutive distinct logits, below the lowest (every sentence) and above
+  the highest (none). r_precision: per example with an inserted sentence, the share of
+  inserted sentences among its k highest logits, k its number of inserted sentences (ties:
+  the earlier sentence first); a random order scores k / (its sentences) on average.
+
+  Args:
+    logits: float [n, G].
+    sentence_labels: int [n, G].
+    global_token_ids: int [n, G]; 0 marks the global padding (not a sentence).
+
+  Returns:
+    dict: best_threshold, best_threshold_f1, r_precision (None without an inserted sentence).
+  """
+  logits = np.asarray(logits, np.float64)
+  real = np.asarray(global_token_ids) > 0
+  gold = (np.asarray(sentence_labels) > 0) & real
+  values = np.unique(logits[real])
+  if not len(values):
+    return {"best_threshold": 0.0, "best_threshold_f1": 0.0, "r_precision": None}
+  thresholds = np.concatenate([[values[0] - 1.0], (values[:-1] + values[1:]) / 2.0,
+                               [values[-1] + 1.0]])
+  f1_sum = np.zeros(len(thresholds))
+  precisions = []
+  for row_logits, row_gold, row_real in zip(logits, gold, real):
+    inserted = np.sort(row_logits[row_gold])
+    others = np.sort(row_logits[row_real & ~row_gold])
+    tp = len(inserted) - np.searchsorted(inserted, thresholds, side="right")  # logit > t
+    fp = len(others) - np.searchsorted(others, thresholds, side="right")
+    f1_sum += _example_f1(tp.astype(np.float64), fp.astype(np.float64),
+                          (len(inserted) - tp).astype(np.float64))
+    if len(inserted):
+      order = np.argsort(-row_logits[row_real], kind="stable")[:len(inserted)]
+      precisions.append(float(row_gold[row_real][order].mean()))
+  f1 = f1_sum / len(logits)
+  best = len(f1) - 1 - int(np.argmax(f1[::-1]))  # the highest of the best thresholds
+  return {"best_threshold": float(thresholds[best]), "best_threshold_f1": float(f1[best]),
+          "r_precision": float(np.mean(precisions)) if precisions else None}
 
 
 def classify_head(global_output, global_token_ids, labels, num_labels, config, is_training):
@@ -916,6 +968,8 @@ HEADS = {
 def _supporting_metrics_and_loss(outputs, label_names):  # pylint: disable=unused-argument
   metrics = supporting_metrics(outputs["logits"], outputs["sentence_labels"],
                                outputs["global_token_ids"])
+  metrics.update(supporting_ranking_metrics(outputs["logits"], outputs["sentence_labels"],
+                                            outputs["global_token_ids"]))
   metrics["loss"] = supporting_loss(outputs["logits"], outputs["sentence_labels"],
                                     outputs["global_token_ids"])
   return metrics

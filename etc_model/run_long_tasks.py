@@ -87,7 +87,10 @@ same keys (model, window_length, window_stride: None for ETC).
 writes eval_results.json (with the checkpoint and step scored): cloze accuracy overall and by
 answer_distance bucket beside the most-frequent / most-recent baselines of the records;
 supporting sentence-level F1 / precision / recall and exact match (all sentences of an example
-right), HotpotQA's sp_* definitions; classify accuracy, macro F1, the majority share and
+right), HotpotQA's sp_* definitions, at probability 0.5, and the threshold-free best_threshold /
+best_threshold_f1 (the logit threshold with the best F1 on the split) and r_precision
+(long_task_heads.supporting_ranking_metrics); the test results of a job that also evaluated add
+f1_at_dev_threshold / exact_match_at_dev_threshold, at the dev split's best threshold; classify accuracy, macro F1, the majority share and
 per-class counts (with the label list). --do_predict writes test_predictions.jsonl (one line per
 test record; its checkpoint in test_predictions.jsonl.checkpoint.json) and test_results.json
 (the same metrics on the test split, whose records carry their labels).
@@ -679,6 +682,23 @@ def prediction_lines(task, outputs, label_names=None):
   return heads.prediction_lines(task, outputs, label_names)
 
 
+def at_dev_threshold(outputs, threshold):
+  """Supporting test metrics at the dev split's best threshold (chosen on dev, applied here).
+
+  Args:
+    outputs: the test split's stacked predict outputs (logits, sentence_labels,
+      global_token_ids).
+    threshold: the dev metrics' best_threshold (a logit).
+
+  Returns:
+    dict: dev_threshold, f1_at_dev_threshold, exact_match_at_dev_threshold.
+  """
+  metrics = heads.supporting_metrics(outputs["logits"], outputs["sentence_labels"],
+                                     outputs["global_token_ids"], threshold=threshold)
+  return {"dev_threshold": threshold, "f1_at_dev_threshold": metrics["f1"],
+          "exact_match_at_dev_threshold": metrics["exact_match"]}
+
+
 def check_label_vocabulary(labels, data_dir, files, saved_paths):
   """Classify: one line unless the data's label vocabulary fits its records and the model.
 
@@ -1208,9 +1228,11 @@ def main(_):
   checkpoint, scored = _scored_checkpoint(FLAGS)
   # Which weights the results come from (no checkpoint in --output_dir: --init_checkpoint).
   record = checkpoint_utils.checkpoint_record(checkpoint or eval_weights)
+  dev_metrics = None
   if FLAGS.do_eval and chief:
     start = time.time()
     metrics = inference.evaluate(files["dev"], checkpoint)
+    dev_metrics = metrics
     results = dict(summary, **metrics)
     results.update(record)
     results.update(scored_checkpoint=scored, eval_seconds=round(time.time() - start, 1))
@@ -1225,6 +1247,8 @@ def main(_):
   if FLAGS.do_predict and chief:
     outputs = inference.outputs(files["test"], checkpoint)
     metrics, answers = inference.metrics(files["test"], outputs)
+    if FLAGS.task == "supporting" and dev_metrics is not None:
+      metrics.update(at_dev_threshold(outputs, dev_metrics["best_threshold"]))
     lines = prediction_lines(FLAGS.task, outputs, label_names)
     if answers is not None and FLAGS.task == wikihop.TASK:  # each line's id and answer
       for line, (key, answer) in zip(lines, answers.items()):

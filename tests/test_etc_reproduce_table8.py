@@ -111,7 +111,12 @@ class StubStages(object):
                           "best_step": 60})
         else:
           results.update({"f1": split_value, "exact_match": split_value / 2,
-                          "inserted_share": 0.2, "best_step": 60})
+                          "inserted_share": 0.2, "best_step": 60,
+                          "r_precision": split_value + 0.2})
+          # The F1 at the dev split's best threshold: on dev its own, on test the dev one's.
+          results.update({"best_threshold_f1": split_value + 0.1} if name == "eval_results.json"
+                         else {"f1_at_dev_threshold": split_value + 0.05,
+                               "best_threshold_f1": 0.99})
         _write_json(os.path.join(stage.output, name), results)
 
 
@@ -328,6 +333,10 @@ def test_report_tables_and_settings_checks(tmp_path):
   assert "| BERT, sliding windows | supporting | exact match | 15.0 |" in text
   assert ("| supporting | sentence F1 | 30.0 | s1 30.0 @60, s2 31.0 @60, s3 29.0 @60 | 20.0 |"
           in text)
+  # Dev: the dev split's best-threshold F1; test: the F1 at that dev threshold.
+  assert ("| supporting | sentence F1, threshold chosen on dev | 40.0 | s1 40.0 @60, s2 41.0 @60, "
+          "s3 39.0 @60 | 25.0 | s1 25.0, s2 26.0, s3 24.0 |") in text
+  assert "| BERT, sliding windows | supporting | R-precision | 50.0 |" in text
   assert "| ETC + residual attention (sum) | classify | macro F1 | 50.0 |" in text
   assert ("Classification by book: 3 labels; 600 train / 80 dev / 70 test examples; always the "
           "train split's most frequent label (Moby Dick) scores 25.0% dev / 30.0% test." in text)
@@ -461,6 +470,8 @@ def test_supporting_all_inserted_baseline(tmp_path):
   # none inserted, 2 predicted: F1 0. Neither is exact.
   assert metrics["f1"] == pytest.approx(0.25) and metrics["exact_match"] == 0.0
   assert metrics["predicted_share"] == 1.0
+  # A random order: 1 inserted of 3 (the example without one has no R-precision).
+  assert metrics["random_r_precision"] == pytest.approx(1.0 / 3)
   assert rt8.supporting_all_inserted(str(tmp_path / "missing.tfrecord")) is None
 
 

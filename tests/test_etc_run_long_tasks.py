@@ -85,6 +85,24 @@ def test_supporting_f1_and_exact_match_by_hand():
   assert metrics["f1"] == pytest.approx((1 + 2.0 / 3 + 0.5) / 3)
   # Micro: tp 2 + 1 + 1, fp 0 + 0 + 1, fn 0 + 1 + 1.
   assert metrics["micro_f1"] == pytest.approx(8.0 / (8 + 1 + 2))
+  # Thresholds between the distinct real logits -3 -2 -1 0.5 1 2: at -1.5 example 0 predicts
+  # -1 2 0.5 (F1 0.8), example 1 predicts 1 -1 (F1 1), example 2 every sentence (F1 4/7): the
+  # best mean (-4: 0.679, -2.5: 0.724, -0.25: 0.722, 0.75: 0.611). R-precision: the top 2 of
+  # each are 2 0.5 (both inserted), 1 -1 (both), sentences 2 and 3 (the tie in order: one).
+  ranking = heads.supporting_ranking_metrics(logits, gold, ids)
+  assert ranking["best_threshold"] == -1.5
+  assert ranking["best_threshold_f1"] == pytest.approx((0.8 + 1 + 4.0 / 7) / 3)
+  assert ranking["r_precision"] == pytest.approx(2.5 / 3)
+  assert heads.supporting_metrics(logits, gold, ids, threshold=-1.5)["f1"] == pytest.approx(
+      ranking["best_threshold_f1"])
+  # Equal logits: every sentence (threshold 0) or none (2) are the only choices.
+  flat = heads.supporting_ranking_metrics(np.ones_like(logits), gold, ids)
+  assert flat["best_threshold"] == 0.0 and flat["best_threshold_f1"] == pytest.approx(
+      heads.supporting_metrics(np.ones_like(logits), gold, ids)["f1"])
+  # No inserted sentence: F1 0 at every threshold; of equal F1s the higher threshold (none).
+  none = heads.supporting_ranking_metrics(np.array([[1.0, 2.0]]), np.array([[0, 0]]),
+                                          np.array([[5, 5]]))
+  assert none == {"best_threshold": 3.0, "best_threshold_f1": 0.0, "r_precision": None}
   assert metrics["sentence_accuracy"] == pytest.approx((4 + 2 + 3) / 12.0)
   # The loss skips the global padding.
   real = ids > 0
@@ -487,6 +505,9 @@ def test_bert_windows_supporting_train_eval_predict(data, tmp_path):
     f1.append(2 * p * r / (p + r) if p + r else 0.0)
   assert np.mean(f1) == pytest.approx(test["f1"])
   assert all(line["gold_sentences"] for line in lines)
+  # The test split is also scored at the dev split's best threshold.
+  assert test["dev_threshold"] == results["best_threshold"]
+  assert 0.0 <= test["f1_at_dev_threshold"] <= 1.0 and 0.0 < test["r_precision"] <= 1.0
 
 
 @pytest.mark.slow
