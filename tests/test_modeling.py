@@ -94,6 +94,30 @@ def test_matches_independent_numpy_model(residual_attention, layer_norm_type):
                                            got, want)
 
 
+def test_input_embedding_adder_is_added_to_the_word_embeddings():
+  """input_embedding_adder = word_embeddings[y] - word_embeddings[x] on input x gives the NumPy
+  model's outputs on input y (the adder enters before the embedding layer norm)."""
+  config = _config(residual_attention="sum")
+  params = numpy_bert.random_params(config.to_dict(), seed=8)
+  input_ids, input_mask, token_type_ids = _inputs()
+  other_ids = (input_ids + 5) % config.vocab_size
+  table = params["bert/embeddings/word_embeddings"]
+  with tf.Graph().as_default():
+    model = modeling.BertModel(
+        config=config, is_training=False, input_ids=tf.constant(input_ids),
+        input_mask=tf.constant(input_mask), token_type_ids=tf.constant(token_type_ids),
+        input_embedding_adder=tf.constant(table[other_ids] - table[input_ids]))
+    with tf1.Session() as sess:
+      sess.run(tf1.global_variables_initializer())
+      _load_params(sess, params)
+      got = sess.run(model.get_sequence_output())
+  want = numpy_bert.bert_forward(params, config.to_dict(), other_ids, input_mask,
+                                 token_type_ids, dtype=np.float64)["sequence_output"]
+  np.testing.assert_allclose(got, want, atol=1e-5, rtol=0)
+  plain = _tf_outputs(config, params, input_ids, input_mask, token_type_ids)["sequence_output"]
+  assert np.abs(plain - want).max() > 1e-2
+
+
 def test_residual_attention_changes_upper_layers_only():
   input_ids, input_mask, token_type_ids = _inputs()
   params = numpy_bert.random_params(TINY, seed=3)
