@@ -90,6 +90,10 @@ def define_flags():
                        "A name occurs at least this many times in its chapter.")
   flags.DEFINE_integer("min_context_tokens", 1024,
                        "Examples need at least this many context word pieces.")
+  flags.DEFINE_integer("cloze_window_stride", 0,
+                       "Cloze: a window every this many sentences (overlapping contexts, more "
+                       "questions per chapter; a question is asked once); 0: the next window "
+                       "starts after the question.")
   flags.DEFINE_integer("inserted_sentences", 3,
                        "Supporting sentences: the length of the inserted run.")
   flags.DEFINE_enum("classify_label", "book", list(long_tasks.CLASSIFY_LABEL_KINDS),
@@ -340,6 +344,8 @@ def _validate_flags():
                 (FLAGS.max_candidates, FLAGS.max_global_seq_length))
   if FLAGS.min_context_tokens < 0:
     common.fail("--min_context_tokens=%d: must be >= 0" % FLAGS.min_context_tokens)
+  if FLAGS.cloze_window_stride < 0:
+    common.fail("--cloze_window_stride=%d: must be >= 0" % FLAGS.cloze_window_stride)
   for name in ("dev_fraction", "test_fraction"):
     if not 0.0 <= getattr(FLAGS, name) < 1.0:
       common.fail("--%s=%g: must be in [0, 1)" % (name, getattr(FLAGS, name)))
@@ -373,6 +379,7 @@ def main(_):
       "max_candidate_pieces": FLAGS.max_candidate_pieces,
       "min_name_count": FLAGS.min_name_count,
       "min_context_tokens": FLAGS.min_context_tokens,
+      "cloze_window_stride": FLAGS.cloze_window_stride,
       "inserted_sentences": FLAGS.inserted_sentences,
       "classify_label": FLAGS.classify_label,
       "dev_fraction": FLAGS.dev_fraction, "test_fraction": FLAGS.test_fraction,

@@ -610,7 +610,9 @@ def make_cloze_examples(chapter, sentences, settings, seed):
   question is its latest sentence in the second half of the window that holds a name mentioned
   in an earlier sentence of the window; one of those names (seeded choice) is the answer, and
   every mention of it in the question is replaced by one blank_token_id. The context is the
-  window's sentences before the question; the next window starts after the question. A window
+  window's sentences before the question; the next window starts after the question, or, with
+  settings["cloze_window_stride"] = k > 0, k sentences after this window's start (overlapping
+  contexts, more questions per chapter; a question already asked is not asked again). A window
   whose context has fewer than min_context_tokens pieces gives no example.
 
   Candidates: the distinct names mentioned in the context; with more than max_candidates, the
@@ -624,7 +626,7 @@ def make_cloze_examples(chapter, sentences, settings, seed):
     sentences: its TokenizedSentences (tokenize_chapter: the mentions of its names).
     settings: dict with max_seq_length, max_global_seq_length, max_candidates,
       max_candidate_pieces, min_context_tokens, global_token_id, candidate_token_id,
-      blank_token_id.
+      blank_token_id; optional cloze_window_stride (0, the default: windows do not overlap).
     seed: int.
 
   Returns:
@@ -635,8 +637,9 @@ def make_cloze_examples(chapter, sentences, settings, seed):
   num_cands, cand_pieces = settings["max_candidates"], settings["max_candidate_pieces"]
   long_budget = long_len - num_cands * cand_pieces
   global_budget = global_len - num_cands
+  stride = settings.get("cloze_window_stride", 0)
   examples = []
-  start, window = 0, 0
+  start, window, asked = 0, 0, set()
   while start < len(sentences):
     end = window_end(sentences, start, long_budget, global_budget)
     if end == start:  # one sentence longer than the budget: skip it
@@ -649,9 +652,10 @@ def make_cloze_examples(chapter, sentences, settings, seed):
       if answers:
         question = q
         break
-    if question is None:
-      start = end
+    if question is None or question in asked:
+      start = start + stride if stride else end
       continue
+    asked.add(question)
     context = sentences[start:question]
     context_len = sum(len(s.ids) for s in context)
     if context_len >= settings["min_context_tokens"]:
@@ -660,7 +664,7 @@ def make_cloze_examples(chapter, sentences, settings, seed):
       if example is not None:
         examples.append(example)
     window += 1
-    start = question + 1
+    start = start + stride if stride else question + 1
   return examples
 
 

@@ -110,6 +110,27 @@ def test_cloze_example_by_hand(vocab_file):
   assert ex["global_breakpoints"][7] == 1 and sum(ex["global_breakpoints"]) == 1
 
 
+def test_cloze_window_stride_asks_more_questions_of_overlapping_windows(vocab_file):
+  tokenizer = _tokenizer(vocab_file)
+  # G 8 with 4 candidates: 4 sentences a window.
+  settings = _settings(tokenizer, max_global_seq_length=8)
+  chapter = long_tasks.Chapter("b", 0, ["Anna met Boris.", "Boris saw Clara.", "Clara met Anna.",
+                                        "Anna saw Boris.", "Boris met Clara.", "Clara saw Anna.",
+                                        "Anna met Boris.", "Boris saw Clara."])
+  _, sentences = long_tasks.tokenize_chapter(chapter, tokenizer.tokenize_to_ids, 2)
+
+  # Windows 0-3 and 4-7, each asking its latest sentence with a name seen before in it.
+  plain = long_tasks.make_cloze_examples(chapter, sentences, settings, 3)
+  assert len(plain) == 2
+  # A window every sentence: questions 3, 4, 5, 6, 7 (windows from 5 on would ask 7 again).
+  strided = long_tasks.make_cloze_examples(
+      chapter, sentences, dict(settings, cloze_window_stride=1), 3)
+  assert len(strided) == 5
+  blanked = [tuple(ex["token_ids"]) for ex in strided]
+  assert len(set(blanked)) == 5
+  assert strided[0]["token_ids"] == plain[0]["token_ids"]
+
+
 def test_inserted_sentence_labels(vocab_file):
   tokenizer = _tokenizer(vocab_file)
   settings = _settings(tokenizer)
@@ -255,6 +276,10 @@ def test_bad_flag_is_one_line(tmp_path, vocab_file):
   assert last_error_line(proc) == (
       "error: --dev_fraction=0.5: plus --test_fraction=0.5 leaves no training chapters")
   assert not os.path.exists(str(tmp_path / "out"))
+  proc = run_tool(None, ["-m", "etc_model.create_long_tasks", "--input_file=" + corpus,
+                         "--output_dir=" + str(tmp_path / "out"), "--vocab_file=" + vocab_file,
+                         "--cloze_window_stride=-1"], expect_rc=2)
+  assert last_error_line(proc) == "error: --cloze_window_stride=-1: must be >= 0"
 
 
 def test_huge_lengths_refused_in_one_line_before_any_work(tmp_path, vocab_file):
