@@ -13,7 +13,7 @@ etc_model/create_long_tasks.py built from a corpus (by default supporting senten
 supporting-fact form, and long-document classification by book; --tasks=cloze adds a long-range
 cloze with candidate global tokens, WikiHop's form, which these small models do not learn), with
 BERT over sliding windows (run_long_tasks --model=bert_windows) as the baseline users would
-otherwise pick, on the tasks it has (the corpus tasks, WikiHop and HotpotQA).
+otherwise pick, on every task.
 
 Stages (each skipped when its done marker <output_dir>/stages/<stage>.json exists, so a killed
 run resumes by rerunning the same command; SIGINT / SIGTERM stop the running child cleanly and
