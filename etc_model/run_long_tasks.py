@@ -80,8 +80,9 @@ candidate's mentions, bilinear; supporting: the mean of each sentence's tokens -
 classify: the mean of every real token -> the labels; wikihop: the query's mean against the
 mean of each candidate's linked tokens, bilinear; hotpotqa: the ETC head over each global
 token's long tokens; nq and openkp: the ETC head over the token states, OpenKP's visual
-embeddings added to each element's tokens' input embeddings). The same flags, evaluation, resume, early stopping and files, with the
-same keys (model, window_length, window_stride: None for ETC).
+embeddings added to each element's tokens' input embeddings). The same flags, evaluation,
+resume, early stopping and files, with the same keys (model, window_length, window_stride: None
+for ETC).
 
 --do_eval scores the dev set exactly (Estimator.predict or the engine's, metrics in NumPy) and
 writes eval_results.json (with the checkpoint and step scored): cloze accuracy overall and by
@@ -90,10 +91,11 @@ supporting sentence-level F1 / precision / recall and exact match (all sentences
 right), HotpotQA's sp_* definitions, at probability 0.5, and the threshold-free best_threshold /
 best_threshold_f1 (the logit threshold with the best F1 on the split) and r_precision
 (long_task_heads.supporting_ranking_metrics); the test results of a job that also evaluated add
-f1_at_dev_threshold / exact_match_at_dev_threshold, at the dev split's best threshold; classify accuracy, macro F1, the majority share and
-per-class counts (with the label list). --do_predict writes test_predictions.jsonl (one line per
-test record; its checkpoint in test_predictions.jsonl.checkpoint.json) and test_results.json
-(the same metrics on the test split, whose records carry their labels).
+f1_at_dev_threshold / exact_match_at_dev_threshold, at the dev split's best threshold; classify
+accuracy, macro F1, the majority share and per-class counts (with the label list).
+--do_predict writes test_predictions.jsonl (one line per test record; its checkpoint in
+test_predictions.jsonl.checkpoint.json) and test_results.json (the same metrics on the test
+split, whose records carry their labels).
 
 As run_classifier: --eval_every_steps / --early_stopping_patience / --keep_best (training_eval:
 eval_history.jsonl, best/), exact resume (rerun the same command; a checkpoint of another model

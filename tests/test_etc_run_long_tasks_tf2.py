@@ -6,7 +6,8 @@ realformer_tf.tf2_training.Engine over the graph the Estimator runs on TF 2.15. 
 `bash run.sh test-latest`, the TF 2.15 side in a subprocess of $REALFORMER_TF215_PYTHON), with a
 tiny ETC (dropout 0) from a lifted BERT:
 - cloze with --eval_every_steps / --keep_best, hotpotqa (per-long-token outputs, the official
-  answers) and the bert_windows baseline on both engines: the same loss at every step, the same
+  answers) and the bert_windows baseline (supporting, hotpotqa, openkp with its visual-feature
+  embeddings) on both engines: the same loss at every step, the same
   evaluations, predictions (in the records' order) and checkpoints (names with the Adam slots
   and global_step, values); a checkpoint of either engine resumes on the other;
 - the flags only the Estimator implements are one-line errors.
@@ -27,6 +28,7 @@ from conftest import tool_env
 from conftest import write_random_bert_checkpoint
 from etc_model import create_hotpotqa
 from etc_model import create_long_tasks
+from etc_model import create_openkp
 from etc_model import lift_bert_checkpoint as lift
 from realformer_tf import estimator_utils
 from realformer_tf import pretraining_data
@@ -34,6 +36,7 @@ from test_etc_long_tasks import _corpus, _settings
 from test_tf2_training import ESTIMATOR_WITH_STEP_LOSSES, ROUNDING
 from test_tf2_training import _max_difference, _state, _step_losses, _values
 import test_etc_hotpotqa
+import test_etc_openkp
 import test_etc_run_long_tasks
 
 VOCAB = test_etc_run_long_tasks.VOCAB
@@ -89,6 +92,26 @@ def hotpotqa_job(tmp_path_factory):
       test_etc_hotpotqa._fixture_examples(),  # pylint: disable=protected-access
       str(root / "data"), pretraining_data.make_tokenizer(VOCAB, True), VOCAB,
       test_etc_hotpotqa.SETTINGS, extra_settings={"vocab_file": VOCAB})
+  return {"root": root, "init": _lifted(root), "flags": [
+      "--data_dir=%s" % (root / "data"), "--max_seq_length=%d" % L,
+      "--max_global_seq_length=%d" % G, "--train_batch_size=2", "--eval_batch_size=2",
+      "--predict_batch_size=2"]}
+
+
+@pytest.fixture(scope="module")
+def openkp_job(tmp_path_factory):
+  """OpenKP records of test_etc_openkp's documents (visual features on one element of a dev
+  document; create_openkp, in this process) and the models."""
+  root = tmp_path_factory.mktemp("openkp_tf2")
+  L, G = test_etc_openkp.L, test_etc_openkp.G  # pylint: disable=invalid-name
+  write = test_etc_openkp._write_jsonl  # pylint: disable=protected-access
+  document = test_etc_openkp._document  # pylint: disable=protected-access
+  inputs = {"train": write(root / "train.jsonl", [document("t1"), document("t2", [["cat"]])]),
+            "dev": write(root / "dev.jsonl", test_etc_openkp.DEV)}
+  create_openkp.create_openkp(inputs, str(root / "data"),
+                              pretraining_data.make_tokenizer(VOCAB, True),
+                              {"max_seq_length": L, "max_global_seq_length": G,
+                               "do_lower_case": True}, extra_settings={"vocab_file": VOCAB})
   return {"root": root, "init": _lifted(root), "flags": [
       "--data_dir=%s" % (root / "data"), "--max_seq_length=%d" % L,
       "--max_global_seq_length=%d" % G, "--train_batch_size=2", "--eval_batch_size=2",
@@ -272,6 +295,27 @@ def test_bert_windows_hotpotqa_on_both_engines_gives_the_same_answers(hotpotqa_j
                        est, tf2)
   assert _json(tf2 / "dev_predictions.json") == _json(est / "dev_predictions.json")
   assert _max_difference(_values(tf2 / "model.ckpt-2"), _values(est / "model.ckpt-2")) <= ROUNDING
+
+
+@newest_tf_only
+@pytest.mark.slow
+def test_bert_windows_openkp_on_both_engines_gives_the_same_keyphrases(openkp_job, tmp_path):
+  """The BERT-window baseline on OpenKP (the ETC head over the token states, the visual-feature
+  embeddings added in every window) on both engines: the same losses, keyphrases and weights."""
+  python215 = tf215_python()
+  est, tf2, losses = _both_engines(python215, lambda out: _args(openkp_job, "openkp", out, [
+      "--do_train", "--do_eval", "--num_train_steps=2"], model="bert_windows"), tmp_path)
+  assert len(losses["estimator"]) == len(losses["tf2"]) == 2, losses
+  np.testing.assert_allclose(losses["tf2"], losses["estimator"], rtol=0, atol=ROUNDING)
+  _assert_same_results(_json(tf2 / "eval_results.json"), _json(est / "eval_results.json"),
+                       est, tf2)
+  keyphrases = [[line["url"], line["KeyPhrases"]] for line in _jsonl(est / "dev_predictions.jsonl")]
+  assert [[line["url"], line["KeyPhrases"]]
+          for line in _jsonl(tf2 / "dev_predictions.jsonl")] == keyphrases
+  values = _values(tf2 / "model.ckpt-2")
+  assert "cls/long_tasks_bert/openkp/font_id_emb_lookup/embedding_table/adam_m" in values
+  assert _max_difference(values, _values(est / "model.ckpt-2")) <= ROUNDING
+
 
 @newest_tf_only
 @pytest.mark.slow
