@@ -213,6 +213,9 @@ TASK_METRICS = {"cloze": [("accuracy", "accuracy")],
 # A metric whose test figure has another key: supporting's F1 at the best dev threshold is
 # best_threshold_f1 on dev and, on test, the F1 at that dev threshold (run_long_tasks).
 TEST_METRIC_KEYS = {"best_threshold_f1": "f1_at_dev_threshold"}
+# The corpus tasks' sum - none table: the main metric and these (supporting: the figures that do
+# not depend on the 0.5 threshold, which the two systems' calibrations cross differently).
+SPREAD_METRICS = {"supporting": ("best_threshold_f1", "r_precision")}
 DEFAULT_SEEDS = {"substitute": "1,2,3", "real": "1,2,3,4,5"}
 # The paper's Table 8 (dev, ETC-Large vs + residual attention), for the report's context.
 PAPER_TABLE8 = [("WikiHop accuracy", 78.92, 79.21), ("HotpotQA supporting-fact F1", 89.07, 89.21),
@@ -1387,23 +1390,29 @@ def difference_lines(settings, results):
             "seeds (none / sum) |", "|---|---|---|---|---|---|"]
   for task in settings.tasks:
     metrics = ([m for m in TASK_METRICS[task] if (task, m[0]) in PAPER_METRICS.values()]
-               if task in REAL_TASKS else TASK_METRICS[task][:1])
+               if task in REAL_TASKS else TASK_METRICS[task][:1] + [
+                   m for m in TASK_METRICS[task] if m[0] in SPREAD_METRICS.get(task, ())])
     for metric, label in metrics:
       for split in ("dev",) if task in REAL_TASKS else ("dev", "test"):
-        none_med, none_pairs = best_median(results.get(("etc_none", task)) or {}, metric, split)
-        sum_med, sum_pairs = best_median(results.get(("etc_sum", task)) or {}, metric, split)
+        key = metric if split == "dev" else TEST_METRIC_KEYS.get(metric, metric)
+        none_med, none_pairs = best_median(results.get(("etc_none", task)) or {}, key, split)
+        sum_med, sum_pairs = best_median(results.get(("etc_sum", task)) or {}, key, split)
         a, b = dict(sum_pairs), dict(none_pairs)
-        paired = ["s%d %+.1f" % (s, 100 * (a[s] - b[s])) for s in a
+        paired = ["s%d %s" % (s, _points(a[s] - b[s])) for s in a
                   if s in b and a[s] is not None and b[s] is not None]
         stds = [reproduction.mean_std([v for _, v in pairs])[1]
                 for pairs in (none_pairs, sum_pairs)]
         lines.append("| %s | %s | %s | %s | %s | %s |" % (
             task, label, split,
-            "n/a" if none_med is None or sum_med is None else "%+.1f" % (
-                100 * (sum_med - none_med)),
+            "n/a" if none_med is None or sum_med is None else _points(sum_med - none_med),
             ", ".join(paired) or "n/a",
             " / ".join("n/a" if s is None else "%.1f" % (100 * s) for s in stds)))
   return lines + [""]
+
+
+def _points(difference):
+  """A difference of fractions in signed percentage points, "+1.2" ("+0.0", never "-0.0")."""
+  return "%+.1f" % (round(100 * difference, 1) + 0.0)
 
 
 # The loss of a training step in a tool's log: the Estimator's "Loss for final step: 6.49." (TF

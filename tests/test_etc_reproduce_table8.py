@@ -337,6 +337,10 @@ def test_report_tables_and_settings_checks(tmp_path):
   assert ("| supporting | sentence F1, threshold chosen on dev | 40.0 | s1 40.0 @60, s2 41.0 @60, "
           "s3 39.0 @60 | 25.0 | s1 25.0, s2 26.0, s3 24.0 |") in text
   assert "| BERT, sliding windows | supporting | R-precision | 50.0 |" in text
+  # sum - none also by the figures that do not depend on the 0.5 threshold (test: at dev's).
+  assert ("| supporting | sentence F1, threshold chosen on dev | test | +0.0 | s1 +2.0, s2 -6.0, "
+          "s3 +2.0 |") in text
+  assert "| supporting | R-precision | dev | +0.0 | s1 +2.0, s2 -6.0, s3 +2.0 |" in text
   assert "| ETC + residual attention (sum) | classify | macro F1 | 50.0 |" in text
   assert ("Classification by book: 3 labels; 600 train / 80 dev / 70 test examples; always the "
           "train split's most frequent label (Moby Dick) scores 25.0% dev / 30.0% test." in text)
