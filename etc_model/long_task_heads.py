@@ -788,9 +788,7 @@ def supporting_metrics(logits, sentence_labels, global_token_ids, threshold=0.0)
   tp = (gold & pred).sum(axis=1).astype(np.float64)
   fp = (~gold & pred).sum(axis=1).astype(np.float64)
   fn = (gold & ~pred).sum(axis=1).astype(np.float64)
-  precision = np.where(tp + fp > 0, tp / np.maximum(tp + fp, 1), 0.0)
-  recall = np.where(tp + fn > 0, tp / np.maximum(tp + fn, 1), 0.0)
-  f1 = _example_f1(tp, fp, fn)
+  precision, recall, f1 = _example_scores(tp, fp, fn)
   micro_denominator = 2 * tp.sum() + fp.sum() + fn.sum()
   return {
       "examples": int(len(tp)),
@@ -803,12 +801,13 @@ def supporting_metrics(logits, sentence_labels, global_token_ids, threshold=0.0)
   }
 
 
-def _example_f1(tp, fp, fn):
-  """Per-example F1 (supporting_metrics' definitions) of count arrays."""
+def _example_scores(tp, fp, fn):
+  """Per-example precision, recall and F1 (supporting_metrics' definitions) of count arrays."""
   precision = np.where(tp + fp > 0, tp / np.maximum(tp + fp, 1), 0.0)
   recall = np.where(tp + fn > 0, tp / np.maximum(tp + fn, 1), 0.0)
-  return np.where(precision + recall > 0,
-                  2 * precision * recall / np.maximum(precision + recall, 1e-12), 0.0)
+  f1 = np.where(precision + recall > 0,
+                2 * precision * recall / np.maximum(precision + recall, 1e-12), 0.0)
+  return precision, recall, f1
 
 
 def supporting_ranking_metrics(logits, sentence_labels, global_token_ids):
@@ -845,8 +844,8 @@ def supporting_ranking_metrics(logits, sentence_labels, global_token_ids):
     others = np.sort(row_logits[row_real & ~row_gold])
     tp = len(inserted) - np.searchsorted(inserted, thresholds, side="right")  # logit > t
     fp = len(others) - np.searchsorted(others, thresholds, side="right")
-    f1_sum += _example_f1(tp.astype(np.float64), fp.astype(np.float64),
-                          (len(inserted) - tp).astype(np.float64))
+    f1_sum += _example_scores(tp.astype(np.float64), fp.astype(np.float64),
+                              (len(inserted) - tp).astype(np.float64))[2]
     if len(inserted):
       order = np.argsort(-row_logits[row_real], kind="stable")[:len(inserted)]
       precisions.append(float(row_gold[row_real][order].mean()))
