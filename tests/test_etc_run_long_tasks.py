@@ -103,6 +103,19 @@ def test_supporting_f1_and_exact_match_by_hand():
   none = heads.supporting_ranking_metrics(np.array([[1.0, 2.0]]), np.array([[0, 0]]),
                                           np.array([[5, 5]]))
   assert none == {"best_threshold": 3.0, "best_threshold_f1": 0.0, "r_precision": None}
+  # Random examples with tied logits against every threshold tried one by one.
+  rng = np.random.RandomState(5)
+  many_ids = (rng.rand(40, 12) < 0.8).astype(np.int32) * 7
+  many_labels = (rng.rand(40, 12) < 0.35).astype(np.int32)
+  many_logits = np.round(rng.randn(40, 12), 1)  # many equal logits
+  ranking = heads.supporting_ranking_metrics(many_logits, many_labels, many_ids)
+  values = np.unique(many_logits[many_ids > 0])
+  tried = np.concatenate([[values[0] - 1], (values[:-1] + values[1:]) / 2, [values[-1] + 1]])
+  f1s = [heads.supporting_metrics(many_logits, many_labels, many_ids, threshold=t)["f1"]
+         for t in tried]
+  assert ranking["best_threshold_f1"] == pytest.approx(max(f1s), abs=1e-12)
+  assert ranking["best_threshold"] == pytest.approx(
+      max(t for t, f in zip(tried, f1s) if f >= max(f1s) - 1e-12))
   assert metrics["sentence_accuracy"] == pytest.approx((4 + 2 + 3) / 12.0)
   # The loss skips the global padding.
   real = ids > 0
