@@ -543,6 +543,7 @@ def test_bert_windows_classify_train_and_predict(data, tmp_path):
   variables = dict(tf.train.list_variables(str(out)))
   assert variables["cls/long_tasks_bert/classify/output_weights"] == [len(labels), 32]
 
+
 def test_records_of_other_lengths_are_one_line(data, tmp_path):
   result = run_tool(None, _args(data, "supporting", tmp_path / "out", [
       "--do_train", "--max_global_seq_length=16"]), expect_rc=2)
@@ -561,6 +562,12 @@ def test_records_of_other_lengths_are_one_line(data, tmp_path):
       tmp_path / "bert_config.json") + ["--do_eval", "--use_hard_g2l_mask"]), expect_rc=2)
   assert last_error_line(result) == (
       "error: --use_hard_g2l_mask: only with --model=etc (BERT windows have no global tokens)")
+  assert not (tmp_path / "out").exists()
+  result = run_tool(None, _args(data, "supporting", tmp_path / "out", _bert_flags(
+      tmp_path / "bert_config.json") + ["--do_eval", "--use_tpu"]), expect_rc=2)
+  assert last_error_line(result) == (
+      "error: --use_tpu: not with --model=bert_windows (each token's window is chosen by a NumPy "
+      "function in the graph: CPU / GPU only)")
   assert not (tmp_path / "out").exists()
 
 
