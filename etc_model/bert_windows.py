@@ -16,10 +16,9 @@ sliding_window.windows (the official run_squad loop) into windows of window_leng
 number of windows is static, that of a full max_seq_length input, so the graph runs BERT on a
 [batch * windows, window_length] batch; the windows a shorter input does not have are padding
 rows, fully masked and never read. A token in several windows is read from the window where it
-has the most context (sliding_window.max_context_window, the run_squad / run_classifier rule),
-computed in NumPy by those functions (tf.numpy_function in the graph: exactly the library's
-choice, cached per input length; so this model runs on CPU / GPU, not TPU, and is not exported).
-Every token thus has one hidden state [batch, L, hidden], as a model that read the whole input.
+has the most context (sliding_window.max_context_window, the run_squad / run_classifier rule,
+computed exactly in integer graph ops with static shapes: token_windows). Every token thus has
+one hidden state [batch, L, hidden], as a model that read the whole input.
 
 Heads (the standard readings of a sliding-window encoder):
   cloze       the blank's hidden state (blank_position) and each candidate's representation,
@@ -81,7 +80,6 @@ from __future__ import absolute_import
 from __future__ import division
 from __future__ import print_function
 
-import functools
 import json
 import os
 
@@ -225,45 +223,39 @@ def window_starts(max_seq_length, window_length, stride):
   return [w.start for w in sliding_window.windows(max_seq_length, window_length - 2, stride)]
 
 
-@functools.lru_cache(maxsize=None)
-def _cached_token_windows(num_tokens, max_seq_length, window_length, stride):
-  spans = sliding_window.windows(num_tokens, window_length - 2, stride)
-  window = np.zeros([max_seq_length], np.int32)
-  position = np.zeros([max_seq_length], np.int32)
-  for token in range(num_tokens):
-    index = sliding_window.max_context_window(spans, token)
-    window[token] = index
-    position[token] = token - spans[index].start + 1  # after [CLS]
-  window.flags.writeable = False
-  position.flags.writeable = False
-  return window, position
+def token_windows(token_ids, window_length, stride):
+  """Each token's window (the one where it has the most context) and its position there.
 
-
-def token_windows(num_tokens, max_seq_length, window_length, stride):
-  """NumPy: each token's window (the one with the most context) and its position in that input.
+  sliding_window.max_context_window's exact rule in integer graph ops with static shapes: among
+  the windows holding token t (window k starts at s_k and has n_k of this input's tokens), the
+  largest 100 * min(t - s_k, s_k + n_k - 1 - t) + n_k, the first window on ties.
 
   Args:
-    num_tokens: real tokens of the long input (the first num_tokens positions).
-    max_seq_length: L.
+    token_ids: int32 [batch, L] (static L), real tokens first, 0 the padding.
     window_length: tokens per BERT input ([CLS] and [SEP] included).
     stride: tokens between window starts.
 
   Returns:
-    (window, position) int32 [L]: the index of the window (sliding_window.max_context_window
-    over sliding_window.windows) and the position in its [CLS] window [SEP] input (1 is the
-    window's first token); 0 and 0 for the padding.
+    (window, position) int32 [batch, L]: the index of the window and the position in its
+    [CLS] window [SEP] input (1 is the window's first token); 0 and 0 for the padding.
   """
-  return _cached_token_windows(int(num_tokens), max_seq_length, window_length, stride)
-
-
-def batch_token_windows(num_tokens, max_seq_length, window_length, stride):
-  """token_windows of every row of a batch: (window, position) int32 [batch, L]."""
-  rows = [token_windows(n, max_seq_length, window_length, stride) for n in num_tokens]
-  if not rows:
-    empty = np.zeros([0, max_seq_length], np.int32)
-    return empty, empty
-  return (np.stack([r[0] for r in rows]).astype(np.int32),
-          np.stack([r[1] for r in rows]).astype(np.int32))
+  max_seq_length = tf.compat.dimension_value(token_ids.shape[1])
+  starts = np.array(window_starts(max_seq_length, window_length, stride), np.int32)
+  num_windows = len(starts)
+  _, length, _, num_tokens = _window_layout(token_ids, window_length, stride)
+  length = length[:, tf.newaxis, :, 0]  # [batch, 1, N]
+  token = tf.range(max_seq_length)[tf.newaxis, :, tf.newaxis]  # [1, L, 1]
+  left = token - starts[np.newaxis, np.newaxis, :]
+  right = length - 1 - left
+  holds = tf.logical_and(left >= 0, right >= 0)  # [batch, L, N]
+  score = tf.where(holds, 100 * tf.minimum(left, right) + length, -1)
+  best = tf.equal(score, tf.reduce_max(score, axis=-1, keepdims=True))
+  # The first of the best windows.
+  window = tf.reduce_min(tf.where(best, tf.range(num_windows), num_windows), axis=-1)
+  real = token[:, :, 0] < num_tokens[:, tf.newaxis]  # [batch, L]
+  position = token[:, :, 0] - tf.gather(starts, window) + 1
+  return (tf.where(real, window, tf.zeros_like(window)),
+          tf.where(real, position, tf.zeros_like(position)))
 
 
 def _window_layout(token_ids, window_length, stride):
@@ -358,8 +350,7 @@ def encode(config, token_ids, is_training, use_one_hot_embeddings=False, compute
     float32 [batch, L, hidden] (padding positions hold some window's [CLS] state: mask them).
   """
   width = config.window_length
-  max_seq_length = tf.compat.dimension_value(token_ids.shape[1])
-  input_ids, input_mask, num_tokens = window_inputs(
+  input_ids, input_mask, _ = window_inputs(
       token_ids, width, config.window_stride, config.cls_token_id, config.sep_token_id)
   num_windows = tf.compat.dimension_value(input_ids.shape[1])
   adder = None
@@ -376,12 +367,7 @@ def encode(config, token_ids, is_training, use_one_hot_embeddings=False, compute
       input_embedding_adder=adder)
   sequence = tf.reshape(model.get_sequence_output(),
                         [-1, num_windows, width, config.hidden_size])
-  window, position = tf.numpy_function(
-      lambda n: batch_token_windows(n, max_seq_length, width, config.window_stride),
-      [num_tokens], [tf.int32, tf.int32], stateful=False)
-  batch = tf.compat.dimension_value(token_ids.shape[0])
-  window.set_shape([batch, max_seq_length])
-  position.set_shape([batch, max_seq_length])
+  window, position = token_windows(token_ids, width, config.window_stride)
   return tf.gather_nd(sequence, tf.stack([window, position], axis=-1), batch_dims=1)
 
 

@@ -748,9 +748,9 @@ def _check_flags():
     common.fail("--etc_config_file is required (--model=etc)")
   if FLAGS.model == "bert_windows" and FLAGS.use_hard_g2l_mask is not None:
     common.fail("--use_hard_g2l_mask: only with --model=etc (BERT windows have no global tokens)")
-  if FLAGS.model == "bert_windows" and FLAGS.use_tpu:
-    common.fail("--use_tpu: not with --model=bert_windows (each token's window is chosen by a "
-                "NumPy function in the graph: CPU / GPU only)")
+  if FLAGS.model == "bert_windows" and FLAGS.use_tpu and FLAGS.task == "cloze":
+    common.fail("--use_tpu: not with --model=bert_windows --task=cloze (the candidates' mentions "
+                "are matched with a shape known only at run time)")
   if FLAGS.model == "bert_windows" and FLAGS.task not in bert_windows.TASKS:
     common.fail("--task=%s: --model=bert_windows has the tasks %s" %
                 (FLAGS.task, ", ".join(bert_windows.TASKS)))

@@ -23,6 +23,7 @@ from etc_model import lift_bert_checkpoint as lift
 from etc_model import long_task_heads as heads
 from etc_model import run_long_tasks
 from realformer_tf import pretraining_data
+from realformer_tf import sliding_window
 from test_etc_long_tasks import _corpus, _settings
 
 tf1 = tf.compat.v1
@@ -338,7 +339,10 @@ def test_bert_windows_cut_max_context_and_mentions_by_hand():
   # 11 tokens in windows of 8 ([CLS] 6 tokens [SEP]), stride 3: (0, 6), (3, 6), (6, 5), the
   # last ending at the text's end; the static windows of a 20-token input start 0, 3, ..., 15.
   assert bert_windows.window_starts(20, 8, 3) == [0, 3, 6, 9, 12, 15]
-  window, position = bert_windows.token_windows(11, 20, 8, 3)
+  with tf.Graph().as_default():
+    chosen = bert_windows.token_windows(tf.constant([[5] * 11 + [0] * 9]), 8, 3)
+    with tf1.Session() as sess:
+      window, position = (a[0] for a in sess.run(chosen))
   # Most context, min(left, right) then the longer window then the first: token 3 in window 0
   # (2 vs 0), 4 a tie (1 vs 1, both 6 long: the first), 5 window 1 (0 vs 2), 7 window 1 (1 vs 1,
   # 6 long vs 5), 8 window 2 (0 vs 2). Positions count [CLS] as 0; the padding is 0, 0.
@@ -384,6 +388,43 @@ def test_bert_windows_cut_max_context_and_mentions_by_hand():
       sess.run(tf1.global_variables_initializer())
       token_output, direct = sess.run([token_output, direct])
   np.testing.assert_allclose(token_output[0, :11], direct[window[:11], position[:11]], atol=1e-6)
+
+
+@pytest.mark.parametrize("max_seq_length,window_length,stride",
+                         [(20, 8, 3), (40, 12, 10), (33, 7, 1), (16, 18, 4), (132, 120, 114)])
+def test_bert_windows_token_windows_are_the_librarys_choice(max_seq_length, window_length, stride):
+  """The graph's window of every token of inputs of every length is
+  sliding_window.max_context_window's (the last case: a tie that floating point would break the
+  other way, sliding_window's docstring)."""
+  lengths = list(range(max_seq_length + 1))
+  token_ids = np.array([[7] * n + [0] * (max_seq_length - n) for n in lengths], np.int32)
+  with tf.Graph().as_default():
+    chosen = bert_windows.token_windows(tf.constant(token_ids), window_length, stride)
+    with tf1.Session() as sess:
+      window, position = sess.run(chosen)
+  for row, n in enumerate(lengths):
+    spans = sliding_window.windows(n, window_length - 2, stride)
+    want = [sliding_window.max_context_window(spans, t) for t in range(n)]
+    assert window[row, :n].tolist() == want, n
+    assert position[row, :n].tolist() == [t - spans[w].start + 1 for t, w in enumerate(want)]
+    assert not window[row, n:].any() and not position[row, n:].any()
+
+
+def test_bert_windows_graphs_have_static_shapes_except_the_cloze():
+  """What TPUs need: no Python in the graph, every tensor's shape known when it is built (the
+  cloze matches mentions over a run-time length: --use_tpu refuses it)."""
+  config = bert_windows.BertWindowsConfig(modeling.BertConfig.from_dict(
+      dict(TINY_BERT_CONFIG, hidden_size=8, num_hidden_layers=1, intermediate_size=16)),
+                                          12, 5, 101, 102)
+  for task in bert_windows.TASKS:
+    with tf.Graph().as_default() as graph:
+      features = {name: tf1.placeholder(tf.int32, [2, length]) for name, length in
+                  heads.feature_lengths(task, 32, 8, 4).items()}
+      bert_windows.build_model(task, config, features, True, num_labels=3)
+      dynamic = sorted(set(
+          op.type for op in graph.get_operations() for t in op.outputs
+          if op.type in ("PyFunc", "EagerPyFunc") or not t.shape.is_fully_defined()))
+    assert bool(dynamic) == (task == "cloze"), (task, dynamic)
 
 
 def test_bert_windows_embedding_adder_reaches_each_token_in_every_window(tmp_path):
@@ -563,11 +604,11 @@ def test_records_of_other_lengths_are_one_line(data, tmp_path):
   assert last_error_line(result) == (
       "error: --use_hard_g2l_mask: only with --model=etc (BERT windows have no global tokens)")
   assert not (tmp_path / "out").exists()
-  result = run_tool(None, _args(data, "supporting", tmp_path / "out", _bert_flags(
+  result = run_tool(None, _args(data, "cloze", tmp_path / "out", _bert_flags(
       tmp_path / "bert_config.json") + ["--do_eval", "--use_tpu"]), expect_rc=2)
   assert last_error_line(result) == (
-      "error: --use_tpu: not with --model=bert_windows (each token's window is chosen by a NumPy "
-      "function in the graph: CPU / GPU only)")
+      "error: --use_tpu: not with --model=bert_windows --task=cloze (the candidates' mentions are "
+      "matched with a shape known only at run time)")
   assert not (tmp_path / "out").exists()
 
 
