@@ -1173,16 +1173,18 @@ def best_median(per_seed, metric, split="dev"):
 
   Each seed's result is already the dev-selected one (run_long_tasks --keep_best scores the
   checkpoint with the best dev metric); `split` "test" gives the median of those checkpoints'
-  test figures.
+  test figures (under the metric's test key, TEST_METRIC_KEYS).
 
   Args:
     per_seed: {seed: {"dev": results dict, "test": results dict}}.
-    metric: a key of the results ("accuracy", "f1", "distance_0-127_accuracy", ...).
+    metric: a key of the dev results ("accuracy", "f1", "distance_0-127_accuracy", ...).
     split: "dev" or "test".
 
   Returns:
     (median or None, [(seed, value or None)] in seed order).
   """
+  if split == "test":
+    metric = TEST_METRIC_KEYS.get(metric, metric)
   pairs = [(seed, (r.get(split) or {}).get(metric)) for seed, r in per_seed.items()]
   return median([v for _, v in pairs]), pairs
 
@@ -1232,7 +1234,7 @@ def _main_table(settings, results):
       per_seed = results.get((system, task)) or {}
       for metric, label in TASK_METRICS[task]:
         dev, dev_pairs = best_median(per_seed, metric, "dev")
-        test, test_pairs = best_median(per_seed, TEST_METRIC_KEYS.get(metric, metric), "test")
+        test, test_pairs = best_median(per_seed, metric, "test")
         steps = {seed: r["dev"].get("best_step") for seed, r in per_seed.items()}
         dev_cell = ", ".join("s%d %s%s" % (seed, _pct(v), "" if steps.get(seed) is None else
                                            " @%d" % steps[seed])
@@ -1394,9 +1396,8 @@ def difference_lines(settings, results):
                    m for m in TASK_METRICS[task] if m[0] in SPREAD_METRICS.get(task, ())])
     for metric, label in metrics:
       for split in ("dev",) if task in REAL_TASKS else ("dev", "test"):
-        key = metric if split == "dev" else TEST_METRIC_KEYS.get(metric, metric)
-        none_med, none_pairs = best_median(results.get(("etc_none", task)) or {}, key, split)
-        sum_med, sum_pairs = best_median(results.get(("etc_sum", task)) or {}, key, split)
+        none_med, none_pairs = best_median(results.get(("etc_none", task)) or {}, metric, split)
+        sum_med, sum_pairs = best_median(results.get(("etc_sum", task)) or {}, metric, split)
         a, b = dict(sum_pairs), dict(none_pairs)
         paired = ["s%d %s" % (s, _points(a[s] - b[s])) for s in a
                   if s in b and a[s] is not None and b[s] is not None]
@@ -1410,9 +1411,9 @@ def difference_lines(settings, results):
   return lines + [""]
 
 
-def _points(difference):
+def _points(difference, digits=1):
   """A difference of fractions in signed percentage points, "+1.2" ("+0.0", never "-0.0")."""
-  return "%+.1f" % (round(100 * difference, 1) + 0.0)
+  return "%+.*f" % (digits, round(100 * difference, digits) + 0.0)
 
 
 # The loss of a training step in a tool's log: the Estimator's "Loss for final step: 6.49." (TF
@@ -1563,8 +1564,8 @@ def _paper_lines(settings, results):
     if ours and any(pairs for _, pairs in ours):
       (none_med, none_pairs), (sum_med, sum_pairs) = ours
       cells = [_pct_points(none_med), _pct_points(sum_med),
-               "n/a" if none_med is None or sum_med is None else "%+.2f" % (
-                   100 * (sum_med - none_med)),
+               "n/a" if none_med is None or sum_med is None else _points(
+                   sum_med - none_med, digits=2),
                "%d / %d" % (len(none_pairs), len(sum_pairs))]
     else:
       cells = ["not run"] * 3 + ["0"]
