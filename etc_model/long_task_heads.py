@@ -788,7 +788,10 @@ def supporting_metrics(logits, sentence_labels, global_token_ids, threshold=0.0)
   tp = (gold & pred).sum(axis=1).astype(np.float64)
   fp = (~gold & pred).sum(axis=1).astype(np.float64)
   fn = (gold & ~pred).sum(axis=1).astype(np.float64)
-  precision, recall, f1 = _example_scores(tp, fp, fn)
+  precision = np.where(tp + fp > 0, tp / np.maximum(tp + fp, 1), 0.0)
+  recall = np.where(tp + fn > 0, tp / np.maximum(tp + fn, 1), 0.0)
+  f1 = np.where(precision + recall > 0,
+                2 * precision * recall / np.maximum(precision + recall, 1e-12), 0.0)
   micro_denominator = 2 * tp.sum() + fp.sum() + fn.sum()
   return {
       "examples": int(len(tp)),
@@ -799,15 +802,6 @@ def supporting_metrics(logits, sentence_labels, global_token_ids, threshold=0.0)
       "inserted_share": float(gold.sum() / max(1, real.sum())),
       "predicted_share": float(pred.sum() / max(1, real.sum())),
   }
-
-
-def _example_scores(tp, fp, fn):
-  """Per-example precision, recall and F1 (supporting_metrics' definitions) of count arrays."""
-  precision = np.where(tp + fp > 0, tp / np.maximum(tp + fp, 1), 0.0)
-  recall = np.where(tp + fn > 0, tp / np.maximum(tp + fn, 1), 0.0)
-  f1 = np.where(precision + recall > 0,
-                2 * precision * recall / np.maximum(precision + recall, 1e-12), 0.0)
-  return precision, recall, f1
 
 
 def supporting_ranking_metrics(logits, sentence_labels, global_token_ids):
