@@ -280,19 +280,24 @@ def test_hotpotqa_on_both_engines_gives_the_same_losses_answers_and_checkpoints(
   assert _max_difference(_values(tf2 / "model.ckpt-2"), _values(est / "model.ckpt-2")) <= ROUNDING
 
 
+def _bert_windows_on_both_engines(job, task, tmp_path):
+  """Two training steps and the dev evaluation of --model=bert_windows on each engine: the same
+  step losses and eval_results.json; returns the two output directories (Estimator, TF2)."""
+  est, tf2, losses = _both_engines(tf215_python(), lambda out: _args(job, task, out, [
+      "--do_train", "--do_eval", "--num_train_steps=2"], model="bert_windows"), tmp_path)
+  assert len(losses["estimator"]) == len(losses["tf2"]) == 2, losses
+  np.testing.assert_allclose(losses["tf2"], losses["estimator"], rtol=0, atol=ROUNDING)
+  _assert_same_results(_json(tf2 / "eval_results.json"), _json(est / "eval_results.json"),
+                       est, tf2)
+  return est, tf2
+
+
 @newest_tf_only
 @pytest.mark.slow
 def test_bert_windows_hotpotqa_on_both_engines_gives_the_same_answers(hotpotqa_job, tmp_path):
   """The BERT-window baseline's HotpotQA head (the ETC head over each global token's long
   tokens) on both engines: the same losses, official answers and weights."""
-  python215 = tf215_python()
-  est, tf2, losses = _both_engines(python215, lambda out: _args(hotpotqa_job, "hotpotqa", out, [
-      "--do_train", "--do_eval", "--num_train_steps=2"],
-      model="bert_windows"), tmp_path)
-  assert len(losses["estimator"]) == len(losses["tf2"]) == 2, losses
-  np.testing.assert_allclose(losses["tf2"], losses["estimator"], rtol=0, atol=ROUNDING)
-  _assert_same_results(_json(tf2 / "eval_results.json"), _json(est / "eval_results.json"),
-                       est, tf2)
+  est, tf2 = _bert_windows_on_both_engines(hotpotqa_job, "hotpotqa", tmp_path)
   assert _json(tf2 / "dev_predictions.json") == _json(est / "dev_predictions.json")
   assert _max_difference(_values(tf2 / "model.ckpt-2"), _values(est / "model.ckpt-2")) <= ROUNDING
 
@@ -302,13 +307,7 @@ def test_bert_windows_hotpotqa_on_both_engines_gives_the_same_answers(hotpotqa_j
 def test_bert_windows_openkp_on_both_engines_gives_the_same_keyphrases(openkp_job, tmp_path):
   """The BERT-window baseline on OpenKP (the ETC head over the token states, the visual-feature
   embeddings added in every window) on both engines: the same losses, keyphrases and weights."""
-  python215 = tf215_python()
-  est, tf2, losses = _both_engines(python215, lambda out: _args(openkp_job, "openkp", out, [
-      "--do_train", "--do_eval", "--num_train_steps=2"], model="bert_windows"), tmp_path)
-  assert len(losses["estimator"]) == len(losses["tf2"]) == 2, losses
-  np.testing.assert_allclose(losses["tf2"], losses["estimator"], rtol=0, atol=ROUNDING)
-  _assert_same_results(_json(tf2 / "eval_results.json"), _json(est / "eval_results.json"),
-                       est, tf2)
+  est, tf2 = _bert_windows_on_both_engines(openkp_job, "openkp", tmp_path)
   keyphrases = [[line["url"], line["KeyPhrases"]] for line in _jsonl(est / "dev_predictions.jsonl")]
   assert [[line["url"], line["KeyPhrases"]]
           for line in _jsonl(tf2 / "dev_predictions.jsonl")] == keyphrases
@@ -321,13 +320,7 @@ def test_bert_windows_openkp_on_both_engines_gives_the_same_keyphrases(openkp_jo
 @pytest.mark.slow
 def test_bert_windows_on_both_engines_leaves_the_pooler_untrained_as_the_estimator(
     long_tasks, tmp_path):
-  python215 = tf215_python()
-  est, tf2, losses = _both_engines(python215, lambda out: _args(long_tasks, "supporting", out, [
-      "--do_train", "--do_eval", "--num_train_steps=2"], model="bert_windows"), tmp_path)
-  assert len(losses["estimator"]) == len(losses["tf2"]) == 2, losses
-  np.testing.assert_allclose(losses["tf2"], losses["estimator"], rtol=0, atol=ROUNDING)
-  _assert_same_results(_json(tf2 / "eval_results.json"), _json(est / "eval_results.json"),
-                       est, tf2)
+  est, tf2 = _bert_windows_on_both_engines(long_tasks, "supporting", tmp_path)
   # The pooler gets no gradient: loaded from the BERT checkpoint, no Adam slots, unchanged.
   values = _values(tf2 / "model.ckpt-2")
   assert "bert/pooler/dense/kernel" in values and "bert/pooler/dense/kernel/adam_m" not in values
