@@ -115,6 +115,22 @@ def bert_windows_args(etc_args, root, window_length=48, window_stride=24):
       "--window_length=%d" % window_length, "--window_stride=%d" % window_stride]
 
 
+def train_bert_windows(etc_args, root, new_variables, **windows):
+  """Runs an ETC run_long_tasks command line as --model=bert_windows (bert_windows_args, with
+  `windows`' window_length / window_stride) from root/bert.ckpt: 2 training steps, --do_eval and
+  --do_predict. Checks that every BERT variable is loaded and that the log's list of variables
+  not in the checkpoint starts with `new_variables` ("2 not in checkpoint: cls/..."). Returns
+  the tool's result."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  result = run_tool(None, bert_windows_args(etc_args, root, **windows) + [
+      "--init_checkpoint=%s" % (root / "bert.ckpt"), "--do_train", "--do_eval", "--do_predict",
+      "--num_train_steps=2"])
+  loaded = len(tf.train.list_variables(str(root / "bert.ckpt")))
+  assert "%d variables loaded, %s" % (loaded, new_variables) in result.output, (
+      result.output[-3000:])
+  return result
+
+
 def tool_env(extra=None):
   """The environment tools run with in tests (quiet TensorFlow, no GPU), plus `extra`."""
   env = dict(os.environ, **TOOL_ENV)
