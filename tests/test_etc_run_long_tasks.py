@@ -592,24 +592,19 @@ def test_records_of_other_lengths_are_one_line(data, tmp_path):
       "error: --data_dir: %s has global_token_ids of length %d but --max_global_seq_length=16"
       % (data["root"] / "data" / "supporting_train.tfrecord", G))
   assert not (tmp_path / "out").exists()
-  # --model=bert_windows has a static window count: --padding=longest is one line.
-  result = run_tool(None, _args(data, "supporting", tmp_path / "out", _bert_flags(
-      tmp_path / "bert_config.json") + ["--do_eval", "--padding=longest"]), expect_rc=2)
-  assert last_error_line(result) == (
-      "error: --padding=longest: not with --model=bert_windows (its window count is static, "
-      "from --max_seq_length; use --padding=max_length)")
-  assert not (tmp_path / "out").exists()
-  result = run_tool(None, _args(data, "supporting", tmp_path / "out", _bert_flags(
-      tmp_path / "bert_config.json") + ["--do_eval", "--use_hard_g2l_mask"]), expect_rc=2)
-  assert last_error_line(result) == (
-      "error: --use_hard_g2l_mask: only with --model=etc (BERT windows have no global tokens)")
-  assert not (tmp_path / "out").exists()
-  result = run_tool(None, _args(data, "cloze", tmp_path / "out", _bert_flags(
-      tmp_path / "bert_config.json") + ["--do_eval", "--use_tpu"]), expect_rc=2)
-  assert last_error_line(result) == (
-      "error: --use_tpu: not with --model=bert_windows --task=cloze (the candidates' mentions are "
-      "matched with a shape known only at run time)")
-  assert not (tmp_path / "out").exists()
+  # --model=bert_windows: a static window count (--padding=longest), no global tokens, the
+  # cloze's run-time shape (--use_tpu): each one line.
+  for task, flag, message in (
+      ("supporting", "--padding=longest", "--padding=longest: not with --model=bert_windows (its "
+       "window count is static, from --max_seq_length; use --padding=max_length)"),
+      ("supporting", "--use_hard_g2l_mask", "--use_hard_g2l_mask: only with --model=etc (BERT "
+       "windows have no global tokens)"),
+      ("cloze", "--use_tpu", "--use_tpu: not with --model=bert_windows --task=cloze (the "
+       "candidates' mentions are matched with a shape known only at run time)")):
+    result = run_tool(None, _args(data, task, tmp_path / "out", _bert_flags(
+        tmp_path / "bert_config.json") + ["--do_eval", flag]), expect_rc=2)
+    assert last_error_line(result) == "error: " + message
+    assert not (tmp_path / "out").exists()
 
 
 def test_padding_cut_lengths_by_hand():
