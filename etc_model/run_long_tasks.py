@@ -72,10 +72,10 @@ The task dispatch is long_task_heads' tables (HEADS, METRICS, PREDICTION_LINES, 
 EMBEDDING_ADDERS for openkp's visual features).
 
 --model=bert_windows is the baseline users would otherwise pick (etc_model.bert_windows, every
-task): the official BertModel (--bert_config_file;
---init_checkpoint a BERT checkpoint, variables under bert/) over windows of --window_length
-tokens ([CLS] and [SEP] included) --window_stride apart, each token read from its most-central
-window, and a head under cls/long_tasks_bert/ (cloze: the blank's state against the mean of each
+task): the official BertModel (--bert_config_file; --init_checkpoint a BERT checkpoint,
+variables under bert/) over windows of --window_length tokens ([CLS] and [SEP] included)
+--window_stride apart, each token read from its most-central window, and a head under
+cls/long_tasks_bert/ (cloze: the blank's state against the mean of each
 candidate's mentions, bilinear; supporting: the mean of each sentence's tokens -> a logit;
 classify: the mean of every real token -> the labels; wikihop: the query's mean against the
 mean of each candidate's linked tokens, bilinear; hotpotqa: the ETC head over each global
