@@ -119,8 +119,7 @@ def train_bert_windows(etc_args, root, new_variables, **windows):
   """Runs an ETC run_long_tasks command line as --model=bert_windows (bert_windows_args, with
   `windows`' window_length / window_stride) from root/bert.ckpt: 2 training steps, --do_eval and
   --do_predict. Checks that every BERT variable is loaded and that the log's list of variables
-  not in the checkpoint starts with `new_variables` ("2 not in checkpoint: cls/..."). Returns
-  the tool's result."""
+  not in the checkpoint starts with `new_variables` ("2 not in checkpoint: cls/...")."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   result = run_tool(None, bert_windows_args(etc_args, root, **windows) + [
       "--init_checkpoint=%s" % (root / "bert.ckpt"), "--do_train", "--do_eval", "--do_predict",
@@ -128,7 +127,6 @@ def train_bert_windows(etc_args, root, new_variables, **windows):
   loaded = len(tf.train.list_variables(str(root / "bert.ckpt")))
   assert "%d variables loaded, %s" % (loaded, new_variables) in result.output, (
       result.output[-3000:])
-  return result
 
 
 def tool_env(extra=None):

@@ -455,20 +455,22 @@ def test_bert_windows_embedding_adder_reaches_each_token_in_every_window(tmp_pat
   other_ids = np.where(token_ids > 0, rng.randint(5, 50, size=token_ids.shape), 0).astype(np.int32)
   checkpoint = str(tmp_path / "bert.ckpt")
 
-  def encoded(ids, adder=None):  # one graph each (BertModel's scope is "bert"), same weights
+  def encoded(ids, adder=None, save=False):
+    """One graph each (BertModel's scope is "bert"): the first saves its random weights, the
+    others restore them."""
     with tf.Graph().as_default():
       output = bert_windows.encode(windowed, tf.constant(ids), False, long_embedding_adder=(
           None if adder is None else tf.constant(adder)))
       saver = tf1.train.Saver()
       with tf1.Session() as sess:
-        if adder is None and ids is other_ids:
+        if save:
           sess.run(tf1.global_variables_initializer())
           saver.save(sess, checkpoint)
         else:
           saver.restore(sess, checkpoint)
         return sess.run(output)
 
-  as_other = encoded(other_ids)
+  as_other = encoded(other_ids, save=True)
   table = tf.train.load_variable(checkpoint, "bert/embeddings/word_embeddings")
   added = encoded(token_ids, (table[other_ids] - table[token_ids]) *
                   (token_ids > 0)[:, :, np.newaxis])
